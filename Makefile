@@ -1,0 +1,48 @@
+# memwrite: `make demo` and `make test` are all a new user needs (Python, pip, Node.js, npm).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export POWERTOOLS_TRACE_DISABLED := true
+
+.PHONY: install demo test test-unit test-integration test-eval bench lint format clean
+
+install: $(STAMP)
+
+# Re-installs only when pyproject.toml changes; safe to run any number of times.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/memwrite demo
+
+test: install lint
+	$(BIN)/python -m pytest -q tests
+
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
+
+test-integration: install
+	$(BIN)/python -m pytest -q tests/integration
+
+test-eval: install
+	$(BIN)/python -m pytest -q tests/eval -s
+
+bench: install
+	$(BIN)/python -m tests.benchmarks.run
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,80 @@
+"""What the API handlers share: error -> HTTP mapping and the tenant of the current request.
+
+HTTP statuses live here and only here; the library raises typed errors.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from memwrite.auth import resolve_tenant
+from memwrite.errors import IngestLimitExceeded, TransientError, Unauthenticated
+
+__all__ = ["json_response", "register_error_handlers", "tenant_of"]
+
+logger = Logger(service="memwrite-api")
+
+
+def json_response(
+    status: HTTPStatus, body: dict[str, Any], **headers: str
+) -> Response[dict[str, Any]]:
+    return Response(
+        status_code=status.value,
+        content_type=content_types.APPLICATION_JSON,
+        body=body,
+        headers=headers or None,
+    )
+
+
+def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    # Powertools reports ("body", "turns", 0, "role"); clients want "turns[0].role".
+    path = ""
+    for part in loc[1:] if loc and loc[0] == "body" else loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "body"
+
+
+def tenant_of(app: APIGatewayRestResolver, api_keys: dict[str, str]) -> str:
+    context = app.current_event.request_context
+    authorizer = context.get("authorizer") if isinstance(context, dict) else None
+    if authorizer is None:
+        authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer")
+    return resolve_tenant(authorizer, app.current_event.headers or {}, api_keys)
+
+
+def register_error_handlers(app: APIGatewayRestResolver) -> None:
+    @app.exception_handler(RequestValidationError)
+    def _invalid(exc: RequestValidationError) -> Response[dict[str, Any]]:
+        errors = [
+            {"field": _field_path(tuple(err.get("loc", ()))), "message": err.get("msg", "")}
+            for err in exc.errors()
+        ]
+        return json_response(HTTPStatus.BAD_REQUEST, {"error": "invalid_request", "errors": errors})
+
+    @app.exception_handler(Unauthenticated)
+    def _unauthenticated(exc: Unauthenticated) -> Response[dict[str, Any]]:
+        return json_response(
+            HTTPStatus.UNAUTHORIZED, {"error": "unauthenticated", "message": str(exc)}
+        )
+
+    @app.exception_handler(IngestLimitExceeded)
+    def _too_large(exc: IngestLimitExceeded) -> Response[dict[str, Any]]:
+        body = {
+            "error": "payload_too_large",
+            "errors": [{"field": exc.field, "message": str(exc)}],
+            "limit": exc.limit,
+        }
+        return json_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, body)
+
+    @app.exception_handler(TransientError)
+    def _unavailable(exc: TransientError) -> Response[dict[str, Any]]:
+        logger.exception("downstream unavailable")
+        return json_response(
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            {"error": "unavailable", "message": str(exc)},
+            **{"Retry-After": "2"},
+        )

@@ -1,0 +1,82 @@
+"""`POST /v1/turns` (API Gateway -> Lambda): stage 1 of the funnel, survivors to SQS."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from memwrite.errors import IngestLimitExceeded
+from memwrite.ingest import RETRY_AFTER_SECS, ingest_turns
+from memwrite.models import IngestRequest
+from memwrite.wiring import ApiDeps, build_api_deps
+
+from functions.api_common import json_response, register_error_handlers, tenant_of
+
+logger = Logger(service="memwrite-ingest")
+app = APIGatewayRestResolver(enable_validation=True)
+register_error_handlers(app)
+
+
+@cache
+def deps() -> ApiDeps:
+    """Built on the first invocation (cold start) and reused while the instance lives."""
+    return build_api_deps()
+
+
+def _enforce_limits(request: IngestRequest, max_turns: int, max_chars: int) -> None:
+    if len(request.turns) > max_turns:
+        raise IngestLimitExceeded("turns", max_turns, len(request.turns))
+    for index, turn in enumerate(request.turns):
+        if len(turn.content) > max_chars:
+            raise IngestLimitExceeded(f"turns[{index}].content", max_chars, len(turn.content))
+
+
+@app.post("/v1/turns")
+def post_turns(request: IngestRequest) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    config = current.settings.for_request(tenant, request.agent_id)
+    _enforce_limits(request, config.ingest.max_turns_per_request, config.ingest.max_chars_per_turn)
+    headers = app.current_event.headers or {}
+    key = next((v for k, v in headers.items() if k.lower() == "idempotency-key"), None)
+    result = ingest_turns(
+        request, tenant=tenant, config=config, deps=current.ingest, idempotency_key=key
+    )
+    body = result.model_dump(mode="json")
+    if result.failed:
+        return json_response(
+            HTTPStatus.SERVICE_UNAVAILABLE, body, **{"Retry-After": str(RETRY_AFTER_SECS)}
+        )
+    return json_response(HTTPStatus.ACCEPTED, body)
+
+
+def _body_too_large(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
+    body = event.get("body") or ""
+    size = len(body.encode("utf-8")) if isinstance(body, str) else len(body)
+    if size <= limit:
+        return None
+    # Checked before routing: the request validator would otherwise parse the whole body.
+    return {
+        "statusCode": HTTPStatus.REQUEST_ENTITY_TOO_LARGE.value,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(
+            {
+                "error": "payload_too_large",
+                "errors": [
+                    {"field": "body", "message": f"{size} bytes exceeds the limit of {limit}"}
+                ],
+                "limit": limit,
+            }
+        ),
+    }
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    limit = deps().settings.pipeline.ingest.max_body_bytes
+    return _body_too_large(event, limit) or app.resolve(event, context)

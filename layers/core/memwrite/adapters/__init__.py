@@ -1,0 +1,1 @@
+"""Adapters: the only code that touches boto3, opensearch-py or anthropic."""

@@ -1,0 +1,224 @@
+"""DynamoDB adapters: the turns ledger, traces, rate-gate claims and spans.
+
+Low-level client calls with explicit attribute types: the items are small and flat, and the
+client is cheaper to create at cold start than the resource layer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from memwrite.errors import StoreUnavailable
+from memwrite.models import StageSpan
+from memwrite.ports import TraceRecord
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+__all__ = ["DynamoRateStore", "DynamoSpanStore", "DynamoTurnLedger"]
+
+_BATCH_GET_LIMIT = 100
+_BATCH_WRITE_LIMIT = 25
+_MAX_UNPROCESSED_ROUNDS = 5
+_LEDGER_SK = "TURN"
+_TRACE_SK = "TRACE"
+_RATE_SK = "RATE"
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
+    code = exc.response.get("Error", {}).get("Code", "Unknown")
+    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
+
+
+def _is_condition_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+class DynamoTurnLedger:
+    """Which turns were enqueued (INSERT-if-absent) and which trace each request opened."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    @staticmethod
+    def _turn_pk(tenant: str, turn_id: str) -> str:
+        return f"TURN#{tenant}#{turn_id}"
+
+    def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(sorted(set(turn_ids)), _BATCH_GET_LIMIT):
+            keys: list[dict[str, Any]] = [
+                {"pk": {"S": self._turn_pk(tenant, tid)}, "sk": {"S": _LEDGER_SK}} for tid in chunk
+            ]
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ProjectionExpression": "pk"}}
+            for _ in range(_MAX_UNPROCESSED_ROUNDS):
+                try:
+                    response = self._client.batch_get_item(RequestItems=request)
+                except ClientError as exc:
+                    raise _unavailable(exc, "BatchGetItem") from exc
+                for item in response.get("Responses", {}).get(self._table, []):
+                    found.add(item["pk"]["S"].rsplit("#", 1)[1])
+                request = dict(response.get("UnprocessedKeys") or {})
+                if not request:
+                    break
+            else:
+                raise StoreUnavailable("DynamoDB BatchGetItem left keys unprocessed")
+        return found
+
+    def record_enqueued(self, tenant: str, trace_id: str, turn_ids: Sequence[str]) -> set[str]:
+        taken: set[str] = set()
+        for tid in turn_ids:
+            try:
+                self._client.put_item(
+                    TableName=self._table,
+                    Item={
+                        "pk": {"S": self._turn_pk(tenant, tid)},
+                        "sk": {"S": _LEDGER_SK},
+                        "trace_id": {"S": trace_id},
+                    },
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            except ClientError as exc:
+                if not _is_condition_failure(exc):
+                    raise _unavailable(exc, "PutItem") from exc
+                taken.add(tid)
+        return taken
+
+    def put_trace(self, trace: TraceRecord) -> None:
+        item: dict[str, Any] = {
+            "pk": {"S": f"TRACE#{trace.tenant}#{trace.trace_id}"},
+            "sk": {"S": _TRACE_SK},
+            "user_id": {"S": trace.user_id},
+            "session_id": {"S": trace.session_id},
+            "created_at": {"S": trace.created_at},
+            "turn_ids": {"L": [{"S": tid} for tid in trace.turn_ids]},
+        }
+        try:
+            self._client.put_item(TableName=self._table, Item=item)
+        except ClientError as exc:
+            raise _unavailable(exc, "PutItem") from exc
+
+    def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
+        try:
+            response = self._client.get_item(
+                TableName=self._table,
+                Key={"pk": {"S": f"TRACE#{tenant}#{trace_id}"}, "sk": {"S": _TRACE_SK}},
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise _unavailable(exc, "GetItem") from exc
+        item = response.get("Item")
+        if item is None:
+            return None
+        return TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=item["user_id"]["S"],
+            session_id=item["session_id"]["S"],
+            created_at=item["created_at"]["S"],
+            turn_ids=tuple(value["S"] for value in item["turn_ids"]["L"]),
+        )
+
+
+class DynamoRateStore:
+    """Rate-gate claims that hold across Lambda instances; DynamoDB TTL removes old ones.
+
+    TTL deletion is lazy (it can lag by hours), so the condition also treats an item whose
+    `expires_at` has passed as absent.
+    """
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={
+                    "pk": {"S": f"RATE#{key}"},
+                    "sk": {"S": _RATE_SK},
+                    "claimant": {"S": claimant},
+                    "expires_at": {"N": str(int(now) + window_secs)},
+                },
+                ConditionExpression=(
+                    "attribute_not_exists(pk) OR expires_at <= :now OR claimant = :claimant"
+                ),
+                ExpressionAttributeValues={
+                    ":now": {"N": str(int(now))},
+                    ":claimant": {"S": claimant},
+                },
+            )
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise _unavailable(exc, "PutItem") from exc
+        return True
+
+
+class DynamoSpanStore:
+    """Spans by trace (table key) and by user and time (the `by_user` index)."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    @staticmethod
+    def _item(span: StageSpan) -> dict[str, Any]:
+        # One item per (stage, item): a retried stage overwrites its span instead of adding one.
+        return {
+            "PutRequest": {
+                "Item": {
+                    "pk": {"S": f"{span.tenant}#{span.trace_id}"},
+                    "sk": {"S": f"{span.stage}#{span.item_id}"},
+                    "user_key": {"S": f"{span.tenant}#{span.user_id}"},
+                    "at": {"S": span.at.isoformat()},
+                    "span": {"S": span.model_dump_json()},
+                }
+            }
+        }
+
+    def put_spans(self, spans: Sequence[StageSpan]) -> None:
+        items = [self._item(span) for span in spans]
+        for chunk in _chunks(items, _BATCH_WRITE_LIMIT):
+            request: dict[str, Any] = {self._table: list(chunk)}
+            for _ in range(_MAX_UNPROCESSED_ROUNDS):
+                try:
+                    response = self._client.batch_write_item(RequestItems=request)
+                except ClientError as exc:
+                    raise _unavailable(exc, "BatchWriteItem") from exc
+                request = dict(response.get("UnprocessedItems") or {})
+                if not request:
+                    break
+            else:
+                raise StoreUnavailable("DynamoDB BatchWriteItem left spans unprocessed")
+
+    def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
+        spans: list[StageSpan] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"{tenant}#{trace_id}"}},
+        }
+        while True:
+            try:
+                response = self._client.query(**kwargs)
+            except ClientError as exc:
+                raise _unavailable(exc, "Query") from exc
+            spans.extend(
+                StageSpan.model_validate(json.loads(item["span"]["S"]))
+                for item in response.get("Items", [])
+            )
+            if "LastEvaluatedKey" not in response:
+                return sorted(spans, key=lambda span: span.at)
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

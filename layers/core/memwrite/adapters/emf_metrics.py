@@ -1,0 +1,45 @@
+"""CloudWatch metrics as EMF log lines (Powertools), one metric per stage, outcome and reason.
+
+Dimensions are the stage, the outcome and the reason's *type* only: never a value that could
+carry turn content.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from memwrite.reasons import Reason
+
+__all__ = ["NAMESPACE", "EmfMetrics"]
+
+NAMESPACE = "memwrite"
+
+
+class EmfMetrics:
+    def __init__(self, namespace: str = NAMESPACE) -> None:
+        self._namespace = namespace
+
+    def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
+        dimensions = {
+            "Stage": stage,
+            "Outcome": outcome,
+            "Reason": reason.type if reason else "none",
+        }
+        with single_metric(
+            name="items",
+            unit=MetricUnit.Count,
+            value=value,
+            namespace=self._namespace,
+            default_dimensions=dimensions,
+        ):
+            pass
+
+    def timing(self, stage: str, latency_ms: float) -> None:
+        with single_metric(
+            name="latency",
+            unit=MetricUnit.Milliseconds,
+            value=latency_ms,
+            namespace=self._namespace,
+            default_dimensions={"Stage": stage},
+        ):
+            pass

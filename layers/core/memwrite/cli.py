@@ -1,0 +1,141 @@
+"""`memwrite` command line: prefilter, demo, serve."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from memwrite.config import load_settings
+from memwrite.models import Decision, PrefilterDecision, Role
+from memwrite.prefilter import mask_secrets, prefilter_turn
+from memwrite.rate_gate import RateGate
+
+__all__ = ["main"]
+
+DEFAULT_CONVERSATION = Path("events/conversations/onboarding.json")
+
+
+def _emit(out: TextIO, payload: dict[str, Any]) -> None:
+    out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """One JSON line in (`{"role", "content"}`), one decision line out, same order."""
+    config = load_settings().pipeline.prefilter
+    gate = RateGate(config.rate_map_max_entries)
+    status = 0
+    for number, line in enumerate(stdin, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            role = Role(record["role"])
+            content = record["content"]
+            if not isinstance(content, str):
+                raise TypeError("content must be a string")
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            stderr.write(f'line {number}: invalid input ({exc}); expected {{"role", "content"}}\n')
+            _emit(stdout, {"decision": "error", "reason": None, "text": None})
+            status = 1
+            continue
+        decision: PrefilterDecision = prefilter_turn(
+            content=content,
+            role=role,
+            config=config,
+            rate_gate=gate,
+            rate_scope="cli",
+            claimant=mask_secrets(content),
+            now=time.time(),
+        )
+        _emit(
+            stdout,
+            {
+                "decision": decision.decision.value,
+                "reason": decision.reason.model_dump(mode="json") if decision.reason else None,
+                "text": decision.text if decision.decision is Decision.PASS else None,
+            },
+        )
+    return status
+
+
+def run_demo(path: Path, stdout: TextIO) -> int:
+    from memwrite.funnel import build_funnel, render_funnel
+    from memwrite.local_aws import LocalAws
+    from memwrite.local_runner import LocalRunner
+    from memwrite.models import StageSpan
+
+    conversation = json.loads(path.read_text(encoding="utf-8"))
+    with LocalAws() as aws:
+        runner = LocalRunner(aws)
+        response = runner.call("POST", "/v1/turns", conversation)
+        if response.status >= 400:
+            stdout.write(f"ingest failed: HTTP {response.status} {json.dumps(response.body)}\n")
+            return 1
+        drained = runner.drain()
+        trace = runner.call("GET", f"/v1/traces/{response.body['trace_id']}").body
+    spans = [StageSpan.model_validate(span) for span in trace["spans"]]
+    # A turn repeated inside one request has one id and one span: count distinct turns.
+    funnel = build_funnel(len(set(trace["turn_ids"])), spans, len(drained))
+    stdout.write(f"memwrite demo: {path} (embedded default: moto in-process AWS)\n\n")
+    stdout.write(render_funnel(funnel) + "\n\n")
+    stdout.write(f"trace {trace['trace_id']}: {trace['status']}, {len(spans)} spans\n")
+    for turn in drained:
+        stdout.write(f"  survivor {turn.turn_id[:12]}  {turn.text[:90]}\n")
+    return 0
+
+
+def run_serve(port: int, stdout: TextIO) -> int:
+    from memwrite.local_aws import LOCAL_API_KEY, LocalAws
+    from memwrite.local_runner import LocalRunner
+    from memwrite.serve import make_server
+
+    with LocalAws() as aws:
+        server = make_server(LocalRunner(aws), port)
+        host, bound = str(server.server_address[0]), int(server.server_address[1])
+        stdout.write(f"memwrite API on http://{host}:{bound} (x-api-key: {LOCAL_API_KEY})\n")
+        stdout.flush()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memwrite", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser(
+        "prefilter", help="JSON lines {role, content} on stdin -> one decision line each"
+    )
+    demo = commands.add_parser("demo", help="run a sample conversation and print the funnel")
+    demo.add_argument("conversation", nargs="?", type=Path, default=DEFAULT_CONVERSATION)
+    serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "prefilter":
+            return run_prefilter(sys.stdin, sys.stdout, sys.stderr)
+        if args.command == "demo":
+            return run_demo(args.conversation, sys.stdout)
+        return run_serve(args.port, sys.stdout)
+    except (OSError, ValidationError, json.JSONDecodeError) as exc:
+        sys.stderr.write(f"memwrite: {exc}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

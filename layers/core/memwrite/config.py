@@ -1,0 +1,216 @@
+"""Pipeline configuration: every knob of DESIGN.md with the seeds' defaults, per-tenant overrides.
+
+`Settings` is what a deployment loads (a JSON file named by `MEMWRITE_CONFIG`, else defaults);
+`Settings.for_request(tenant, agent_id)` gives the effective `PipelineConfig` of one request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memwrite.errors import ConfigError
+from memwrite.reasons import SecretKind
+
+__all__ = [
+    "AgentOverrides",
+    "DedupeConfig",
+    "ExtractConfig",
+    "FirewallAction",
+    "IngestLimits",
+    "PipelineConfig",
+    "PrefilterConfig",
+    "ScoringConfig",
+    "SearchConfig",
+    "Settings",
+    "TenantOverrides",
+    "UserSkipPattern",
+    "load_settings",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FirewallAction(StrEnum):
+    REDACT = "redact"  # mask the secret, keep the rest of the sentence
+    BLOCK = "block"  # drop the whole sentence
+
+
+class UserSkipPattern(_Frozen):
+    """A tenant's own skip rule: a sentence fully matching `pattern` is dropped (UserRule)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    pattern: str = Field(min_length=1, max_length=500)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return value
+
+
+DEFAULT_FIREWALL_ACTIONS: dict[SecretKind, FirewallAction] = {
+    SecretKind.CARD_NUMBER: FirewallAction.REDACT,
+    SecretKind.NATIONAL_ID: FirewallAction.REDACT,
+    SecretKind.CLOUD_KEY: FirewallAction.REDACT,
+    SecretKind.API_TOKEN: FirewallAction.REDACT,
+    # A sentence about a password or a private key carries nothing worth remembering.
+    SecretKind.PRIVATE_KEY: FirewallAction.BLOCK,
+    SecretKind.PASSWORD: FirewallAction.BLOCK,
+}
+
+
+class PrefilterConfig(_Frozen):
+    min_words: int = Field(default=3, ge=0)
+    extract_from_assistant: bool = False
+    rate_limit_window_secs: int = Field(default=60, ge=0)
+    rate_map_max_entries: int = Field(default=10_000, ge=1)
+    short_meta_request_max_chars: int = Field(default=20, ge=0)
+    user_skip_patterns: tuple[UserSkipPattern, ...] = ()
+    firewall_actions: dict[SecretKind, FirewallAction] = Field(
+        default_factory=lambda: dict(DEFAULT_FIREWALL_ACTIONS)
+    )
+    rejection_sample_rate: float = Field(default=0.01, ge=0, le=1)
+
+
+class IngestLimits(_Frozen):
+    max_turns_per_request: int = Field(default=100, ge=1)
+    max_chars_per_turn: int = Field(default=16_000, ge=1)
+    max_body_bytes: int = Field(default=262_144, ge=1)
+
+
+class ExtractConfig(_Frozen):
+    provider: str = "anthropic"  # "anthropic" (API key) or "bedrock" (IAM)
+    model: str = "claude-haiku-4-5"
+    max_entities: int = 30
+    max_recent_memories: int = 15
+    max_source_turns: int = 20
+    max_turn_chars: int = 2_000
+    detail_pass_min_messages: int = 9
+    detail_chunk_chars: int = 10_000
+    detail_overlap_messages: int = 2
+    detail_max_concurrency: int = 4
+    hypothetical_confidence_cap: float = 0.3
+    verifier_enabled: bool = False
+
+
+class DedupeConfig(_Frozen):
+    dedupe_merge_threshold: float = Field(default=0.92, ge=0, le=1)
+    dedupe_distinct_threshold: float = Field(default=0.80, ge=0, le=1)
+    neighbours: int = 5
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.dedupe_distinct_threshold > self.dedupe_merge_threshold:
+            raise ValueError("dedupe_distinct_threshold must not exceed dedupe_merge_threshold")
+        return self
+
+
+class ScoringConfig(_Frozen):
+    """C = sigmoid(a*S + b*K - g*F + d*T), combined with the extractor's confidence."""
+
+    source_weights: dict[str, float] = Field(
+        default_factory=lambda: {"user_explicit": 1.0, "group_chat": 0.5, "agent_inferred": 0.3}
+    )
+    weight_source: float = 2.0
+    weight_corroboration: float = 1.0
+    weight_conflict: float = 2.0
+    weight_kind: float = 0.5
+    tier_quarantine_below: float = 0.30
+    tier_candidate_below: float = 0.50
+    tier_fact_at_least: float = 0.90
+
+
+class SearchConfig(_Frozen):
+    min_confidence: float = 0.4
+
+
+class PipelineConfig(_Frozen):
+    prefilter: PrefilterConfig = PrefilterConfig()
+    ingest: IngestLimits = IngestLimits()
+    extract: ExtractConfig = ExtractConfig()
+    dedupe: DedupeConfig = DedupeConfig()
+    scoring: ScoringConfig = ScoringConfig()
+    search: SearchConfig = SearchConfig()
+
+
+class AgentOverrides(_Frozen):
+    extract_from_assistant: bool | None = None
+
+
+class TenantOverrides(_Frozen):
+    """What a tenant may change; unset fields keep the deployment's value."""
+
+    min_words: int | None = Field(default=None, ge=0)
+    rate_limit_window_secs: int | None = Field(default=None, ge=0)
+    extract_from_assistant: bool | None = None
+    user_skip_patterns: tuple[UserSkipPattern, ...] | None = None
+    agents: dict[str, AgentOverrides] = Field(default_factory=dict)
+
+
+class Settings(_Frozen):
+    """A deployment's configuration: defaults, tenant overrides and (locally) API keys."""
+
+    pipeline: PipelineConfig = PipelineConfig()
+    tenants: dict[str, TenantOverrides] = Field(default_factory=dict)
+    api_keys: dict[str, str] = Field(
+        default_factory=dict, description="Local only: API key -> tenant (AWS uses an authorizer)."
+    )
+
+    def for_request(self, tenant: str, agent_id: str | None = None) -> PipelineConfig:
+        """The effective config of one request: defaults, then tenant, then agent overrides."""
+        overrides = self.tenants.get(tenant)
+        if overrides is None:
+            return self.pipeline
+        changes: dict[str, Any] = {
+            field: value
+            for field in ("min_words", "rate_limit_window_secs", "extract_from_assistant")
+            if (value := getattr(overrides, field)) is not None
+        }
+        if overrides.user_skip_patterns is not None:
+            changes["user_skip_patterns"] = overrides.user_skip_patterns
+        agent = overrides.agents.get(agent_id) if agent_id else None
+        if agent is not None and agent.extract_from_assistant is not None:
+            changes["extract_from_assistant"] = agent.extract_from_assistant
+        prefilter = self.pipeline.prefilter.model_copy(update=changes)
+        return self.pipeline.model_copy(update={"prefilter": prefilter})
+
+
+def _api_keys_from_env(raw: str) -> dict[str, str]:
+    """`MEMWRITE_API_KEYS="key1=tenant1,key2=tenant2"`."""
+    keys: dict[str, str] = {}
+    for pair in filter(None, (part.strip() for part in raw.split(","))):
+        key, sep, tenant = pair.partition("=")
+        if not sep or not key or not tenant:
+            raise ConfigError("MEMWRITE_API_KEYS: expected comma-separated key=tenant pairs")
+        keys[key] = tenant
+    return keys
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    """Settings from `MEMWRITE_CONFIG` (a JSON file) plus `MEMWRITE_API_KEYS`; defaults if unset."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    path = env.get("MEMWRITE_CONFIG")
+    if path:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"MEMWRITE_CONFIG={path}: {exc}") from exc
+    if raw_keys := env.get("MEMWRITE_API_KEYS"):
+        data["api_keys"] = {**data.get("api_keys", {}), **_api_keys_from_env(raw_keys)}
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from exc

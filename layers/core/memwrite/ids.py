@@ -1,0 +1,39 @@
+"""Content-addressed identifiers (DESIGN.md section 3).
+
+A turn id is `sha256(tenant | session_id | role | content)` truncated to 128 bits, so the same
+turn re-sent by a retrying client maps to the same id and is recognised as a duplicate. The
+content hashed is the turn after the policy firewall masked its secrets: an id stored in SQS and
+DynamoDB must carry no bits derived from a card number or a key (a bare card number has few
+enough possibilities to be brute-forced from its hash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+__all__ = ["content_hash", "new_trace_id", "trace_id_for_key", "turn_id"]
+
+_SEPARATOR = "\x1f"  # unit separator: cannot be confused with text inside a field
+_ID_HEX_CHARS = 32  # 128 bits
+
+
+def content_hash(*parts: str) -> str:
+    """128-bit hex digest of the parts, joined unambiguously."""
+    joined = _SEPARATOR.join(parts)
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:_ID_HEX_CHARS]
+
+
+def turn_id(tenant: str, session_id: str, role: str, content: str) -> str:
+    """Content-addressed turn id; `content` must already be firewall-masked."""
+    return content_hash(tenant, session_id, role, content)
+
+
+def trace_id_for_key(tenant: str, idempotency_key: str) -> str:
+    """Trace id of a request that carries an `Idempotency-Key`: a retry reuses the trace."""
+    return content_hash("trace", tenant, idempotency_key)
+
+
+def new_trace_id() -> str:
+    """Fresh trace id for a request without an idempotency key."""
+    return uuid.uuid4().hex

@@ -1,0 +1,197 @@
+"""`POST /v1/turns`: pre-filter every turn, enqueue the survivors once, record what happened.
+
+Ordering keeps the promise "nothing lost, the ledger never lies": the trace is written before
+any message can reach a consumer; the ledger marks a turn enqueued only after SQS accepted it;
+a turn SQS refused is reported back as failed (the client re-sends it) and is not in the ledger.
+A crash between the send and the ledger write leaves a message without a ledger row: a later
+re-send enqueues it again, which the downstream stages absorb (they are idempotent).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from memwrite.config import PipelineConfig
+from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
+from memwrite.models import (
+    Decision,
+    FailedTurn,
+    IngestRequest,
+    IngestResponse,
+    IngestTurn,
+    PrefilterDecision,
+    QueuedTurn,
+    SkippedTurn,
+    SpanResult,
+    StageSpan,
+)
+from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
+from memwrite.prefilter import STAGE, mask_secrets, prefilter_turn
+from memwrite.rate_gate import RateGate
+from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted
+
+__all__ = ["RETRY_AFTER_SECS", "IngestDeps", "ingest_turns"]
+
+RETRY_AFTER_SECS = 2
+
+
+@dataclass
+class IngestDeps:
+    queue: TurnQueue
+    ledger: TurnLedger
+    spans: SpanStore
+    metrics: MetricsSink
+    rate_gate: RateGate
+    clock: Callable[[], float] = field(default=time.time)
+
+
+@dataclass
+class _Screened:
+    turn: IngestTurn
+    turn_id: str
+    decision: PrefilterDecision
+    latency_ms: float
+
+
+def _screen_all(
+    request: IngestRequest, tenant: str, config: PipelineConfig, deps: IngestDeps
+) -> list[_Screened]:
+    screened: list[_Screened] = []
+    rate_scope = f"{tenant}\x1f{request.user_id}"
+    for turn in request.turns:
+        started = time.perf_counter()
+        tid = turn_id(tenant, request.session_id, turn.role.value, mask_secrets(turn.content))
+        decision = prefilter_turn(
+            content=turn.content,
+            role=turn.role,
+            config=config.prefilter,
+            rate_gate=deps.rate_gate,
+            rate_scope=rate_scope,
+            claimant=tid,
+            now=deps.clock(),
+        )
+        latency_ms = (time.perf_counter() - started) * 1000
+        screened.append(_Screened(turn, tid, decision, latency_ms))
+    return screened
+
+
+def ingest_turns(
+    request: IngestRequest,
+    *,
+    tenant: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
+    idempotency_key: str | None = None,
+) -> IngestResponse:
+    """Run stage 1 on a request and enqueue its survivors; never raises for a per-turn failure."""
+    now = datetime.fromtimestamp(deps.clock(), tz=UTC)
+    trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
+    screened = _screen_all(request, tenant, config, deps)
+
+    survivors: dict[str, _Screened] = {}
+    for item in screened:
+        if item.decision.decision is Decision.PASS:
+            survivors.setdefault(item.turn_id, item)  # a turn repeated in one request is one turn
+    duplicates = deps.ledger.already_enqueued(tenant, list(survivors))
+    to_send = [
+        QueuedTurn(
+            tenant=tenant,
+            user_id=request.user_id,
+            session_id=request.session_id,
+            agent_id=request.agent_id,
+            trace_id=trace_id,
+            turn_id=tid,
+            role=item.turn.role,
+            text=item.decision.text or "",
+            observed_at=item.turn.timestamp or now,
+            source=request.source,
+        )
+        for tid, item in survivors.items()
+        if tid not in duplicates
+    ]
+    deps.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=request.user_id,
+            session_id=request.session_id,
+            created_at=now.isoformat(),
+            turn_ids=tuple(item.turn_id for item in screened),
+        )
+    )
+    outcome = deps.queue.enqueue(to_send) if to_send else None
+    sent = sorted(outcome.sent) if outcome else []
+    failed = outcome.failed if outcome else {}
+    raced = deps.ledger.record_enqueued(tenant, trace_id, sent) if sent else set()
+    duplicates |= raced
+
+    spans = [
+        _span_of(
+            item,
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=request.user_id,
+            at=now,
+            duplicates=duplicates,
+            failed=failed,
+        )
+        for item in screened
+    ]
+    deps.spans.put_spans(spans)
+    for span in spans:
+        deps.metrics.count(STAGE, span.result.value, span.reason)
+        deps.metrics.timing(STAGE, span.latency_ms)
+
+    return IngestResponse(
+        trace_id=trace_id,
+        accepted=len(set(sent) - raced),
+        skipped=[
+            SkippedTurn(turn_id=item.turn_id, reason=item.decision.reason)
+            for item in screened
+            if item.decision.reason is not None
+        ],
+        turn_ids=[item.turn_id for item in screened],
+        duplicates=sorted(duplicates),
+        failed=[
+            FailedTurn(turn_id=tid, error=error, retry_after_secs=RETRY_AFTER_SECS)
+            for tid, error in failed.items()
+        ],
+    )
+
+
+def _span_of(
+    item: _Screened,
+    *,
+    trace_id: str,
+    tenant: str,
+    user_id: str,
+    at: datetime,
+    duplicates: set[str],
+    failed: dict[str, str],
+) -> StageSpan:
+    result: SpanResult
+    reason: Reason | None
+    if item.decision.reason is not None:
+        result, reason = SpanResult.REJECT, item.decision.reason
+    elif item.turn_id in failed:
+        result, reason = SpanResult.ERROR, EnqueueFailed(error=failed[item.turn_id])
+    elif item.turn_id in duplicates:
+        result, reason = SpanResult.REJECT, DuplicateTurn()
+    elif item.decision.redacted:
+        result, reason = SpanResult.TRANSFORM, Redacted(kinds=item.decision.redacted)
+    else:
+        result, reason = SpanResult.PASS, None
+    return StageSpan(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=user_id,
+        stage=STAGE,
+        item_id=item.turn_id,
+        result=result,
+        reason=reason,
+        latency_ms=round(item.latency_ms, 3),
+        at=at,
+    )

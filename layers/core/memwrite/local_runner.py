@@ -1,0 +1,141 @@
+"""The local runner: the same handlers as on AWS, driven in-process (the embedded default).
+
+API calls become API Gateway proxy events for the real handlers; `drain` then pulls the queue
+and runs every pipeline stage of `memwrite.stages.STAGES` on each message, in order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from memwrite.local_aws import LOCAL_API_KEY, LocalAws
+from memwrite.models import QueuedTurn
+from memwrite.stages import STAGES, StagePlacement
+
+__all__ = ["ROUTES", "ApiResult", "LocalContext", "LocalRunner", "api_gateway_event"]
+
+# (method, path prefix, handler module): what API Gateway routes to which function.
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("POST", "/v1/turns", "functions.ingest.handler"),
+    ("GET", "/v1/traces/", "functions.query.handler"),
+)
+
+
+@dataclass
+class LocalContext:
+    """The attributes of a Lambda context that Powertools reads."""
+
+    function_name: str = "memwrite-local"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:memwrite-local"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+@dataclass(frozen=True)
+class ApiResult:
+    status: int
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def api_gateway_event(
+    method: str, path: str, headers: dict[str, str], body: str | None
+) -> dict[str, Any]:
+    """A REST API (v1) proxy event, as API Gateway would send it."""
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {name: [value] for name, value in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "httpMethod": method,
+            "path": path,
+            "resourcePath": path,
+            "stage": "local",
+            "requestId": str(uuid.uuid4()),
+            "identity": {"sourceIp": "127.0.0.1"},
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+class LocalRunner:
+    def __init__(self, aws: LocalAws) -> None:
+        self._aws = aws
+        self._modules: dict[str, ModuleType] = {}
+        for _, _, module_name in ROUTES:
+            module = importlib.import_module(module_name)
+            module.deps.cache_clear()  # built against this LocalAws, not an earlier one
+            self._modules[module_name] = module
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | str | None = None,
+        headers: dict[str, str] | None = None,
+        api_key: str | None = LOCAL_API_KEY,
+    ) -> ApiResult:
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        if api_key is not None:
+            all_headers.setdefault("x-api-key", api_key)
+        raw = json.dumps(body) if isinstance(body, dict) else body
+        module = self._route(method, path)
+        if module is None:
+            return ApiResult(404, {}, {"error": "not_found", "path": path})
+        event = api_gateway_event(method, path, all_headers, raw)
+        response = module.lambda_handler(event, LocalContext())
+        payload = response.get("body") or "{}"
+        return ApiResult(
+            status=int(response["statusCode"]),
+            headers=dict(response.get("headers") or {}),
+            body=json.loads(payload),
+        )
+
+    def _route(self, method: str, path: str) -> ModuleType | None:
+        for route_method, prefix, module_name in ROUTES:
+            if method == route_method and path.startswith(prefix):
+                return self._modules[module_name]
+        return None
+
+    def drain(self) -> list[QueuedTurn]:
+        """Run every queued turn through the pipeline stages; returns the turns drained."""
+        import boto3
+
+        assert self._aws.resources is not None
+        sqs = boto3.client("sqs")
+        queue_url = self._aws.resources.queue_url
+        pipeline = [
+            importlib.import_module(f"functions.{stage.function_dir}.handler")
+            for stage in STAGES
+            if stage.placement is StagePlacement.PIPELINE
+        ]
+        drained: list[QueuedTurn] = []
+        while True:
+            messages = sqs.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            ).get("Messages", [])
+            if not messages:
+                return drained
+            for message in messages:
+                turn = QueuedTurn.model_validate_json(message["Body"])
+                # Each stage's output is the next one's input, as in the state machine.
+                payload: dict[str, Any] = {"turn": turn.model_dump(mode="json")}
+                for handler_module in pipeline:
+                    payload = handler_module.lambda_handler(payload, LocalContext())
+                drained.append(turn)
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])

@@ -1,0 +1,173 @@
+"""Input, domain and output models of the write path up to the queue."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from memwrite.reasons import Reason, SecretKind, SkipReason
+
+__all__ = [
+    "AcceptedTurn",
+    "Decision",
+    "FailedTurn",
+    "Identifier",
+    "IngestRequest",
+    "IngestResponse",
+    "IngestTurn",
+    "PrefilterDecision",
+    "QueuedTurn",
+    "Role",
+    "SkippedTurn",
+    "Source",
+    "SpanResult",
+    "StageSpan",
+]
+
+Identifier = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@+=/-]+$"),
+]
+"""A caller-chosen id (session, user, agent): 1-128 URL-safe characters, no spaces."""
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class Source(StrEnum):
+    """Who stands behind the turns; it weights confidence later (DESIGN.md section 2)."""
+
+    USER_EXPLICIT = "user_explicit"
+    GROUP_CHAT = "group_chat"
+    AGENT_INFERRED = "agent_inferred"
+
+
+class Decision(StrEnum):
+    PASS = "pass"
+    SKIP = "skip"
+
+
+class SpanResult(StrEnum):
+    PASS = "pass"
+    REJECT = "reject"
+    TRANSFORM = "transform"
+    ERROR = "error"
+
+
+def _as_utc(value: datetime | None) -> datetime | None:
+    """Naive timestamps are taken as UTC so that ordering by time is well defined."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+class IngestTurn(BaseModel):
+    """One conversation turn as the agent sends it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    content: str = Field(min_length=1)
+    timestamp: datetime | None = None
+
+    _utc = field_validator("timestamp")(_as_utc)
+
+
+class IngestRequest(BaseModel):
+    """Body of `POST /v1/turns`. The tenant never comes from here: it comes from the credential."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: Identifier
+    user_id: Identifier
+    agent_id: Identifier | None = None
+    turns: list[IngestTurn] = Field(min_length=1)
+    source: Source = Source.USER_EXPLICIT
+
+
+class PrefilterDecision(BaseModel):
+    """What the pre-filter decided for one turn (the `memwrite prefilter` output line)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: Decision
+    reason: SkipReason | None = None
+    text: str | None = Field(
+        default=None, description="Kept sentences, reassembled, secrets masked; null on skip."
+    )
+    redacted: tuple[SecretKind, ...] = ()
+
+
+class QueuedTurn(BaseModel):
+    """The SQS message body: a pre-filter survivor on its way to extraction."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    user_id: str
+    session_id: str
+    agent_id: str | None
+    trace_id: str
+    turn_id: str
+    role: Role
+    text: str
+    observed_at: datetime
+    source: Source
+
+
+class SkippedTurn(BaseModel):
+    turn_id: str
+    reason: SkipReason
+
+
+class FailedTurn(BaseModel):
+    """A turn the queue refused: it was not accepted and the client should re-send it."""
+
+    turn_id: str
+    error: str
+    retry_after_secs: int
+
+
+class AcceptedTurn(BaseModel):
+    turn_id: str
+    redacted: tuple[SecretKind, ...] = ()
+
+
+class IngestResponse(BaseModel):
+    """Body of the `POST /v1/turns` response.
+
+    `accepted` counts turns enqueued by this request; `turn_ids` lists every turn's id in request
+    order; `duplicates` are turns already enqueued earlier (not enqueued again); `failed` lists
+    turns the queue refused (the response is then a 503 and those turns should be re-sent).
+    """
+
+    trace_id: str
+    accepted: int
+    skipped: list[SkippedTurn]
+    turn_ids: list[str]
+    duplicates: list[str] = Field(default_factory=list)
+    failed: list[FailedTurn] = Field(default_factory=list)
+
+
+class StageSpan(BaseModel):
+    """One stage's verdict on one item (a turn now, a candidate in later stages)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    tenant: str
+    user_id: str
+    stage: str
+    item_id: str
+    result: SpanResult
+    reason: Reason | None = None
+    latency_ms: float
+    at: datetime
+    kind: Literal["turn", "candidate"] = "turn"

@@ -1,0 +1,131 @@
+"""Typed reasons: every rejection or transformation says exactly why (DESIGN.md section 1).
+
+Each reason is a small pydantic model tagged by `type`; `Reason` is their discriminated union,
+so a span read back from DynamoDB or JSON comes back as the same typed object. Reasons carry
+rule names and counts, never turn text: spans, logs and metrics must not leak content.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AssistantTurn",
+    "DuplicateTurn",
+    "EnqueueFailed",
+    "MatchedSkipPattern",
+    "NonConversationalTurn",
+    "PolicyBlocked",
+    "RateLimited",
+    "Reason",
+    "Redacted",
+    "SecretKind",
+    "SkipReason",
+    "TooShort",
+    "UserRule",
+]
+
+
+class SecretKind(StrEnum):
+    """What the policy firewall found."""
+
+    CARD_NUMBER = "card_number"
+    NATIONAL_ID = "national_id"
+    CLOUD_KEY = "cloud_key"
+    API_TOKEN = "api_token"
+    PRIVATE_KEY = "private_key"
+    PASSWORD = "password"
+
+
+class _Reason(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TooShort(_Reason):
+    type: Literal["TooShort"] = "TooShort"
+    word_count: int
+    min_words: int
+
+
+class MatchedSkipPattern(_Reason):
+    """A built-in skip rule matched every sentence (the first one's rule is reported)."""
+
+    type: Literal["MatchedSkipPattern"] = "MatchedSkipPattern"
+    pattern: str
+
+
+class UserRule(_Reason):
+    """A tenant's own skip pattern matched."""
+
+    type: Literal["UserRule"] = "UserRule"
+    name: str
+
+
+class RateLimited(_Reason):
+    type: Literal["RateLimited"] = "RateLimited"
+    window_secs: int
+
+
+class AssistantTurn(_Reason):
+    type: Literal["AssistantTurn"] = "AssistantTurn"
+
+
+class NonConversationalTurn(_Reason):
+    """System and tool turns carry no statement by the user."""
+
+    type: Literal["NonConversationalTurn"] = "NonConversationalTurn"
+    role: str
+
+
+class PolicyBlocked(_Reason):
+    type: Literal["PolicyBlocked"] = "PolicyBlocked"
+    kind: SecretKind
+
+
+class Redacted(_Reason):
+    """Not a rejection: the turn passed with these kinds of secret masked."""
+
+    type: Literal["Redacted"] = "Redacted"
+    kinds: tuple[SecretKind, ...]
+
+
+class DuplicateTurn(_Reason):
+    """The turn was enqueued by an earlier request; it is not enqueued again."""
+
+    type: Literal["DuplicateTurn"] = "DuplicateTurn"
+
+
+class EnqueueFailed(_Reason):
+    """The queue refused the turn; the client was told to re-send it."""
+
+    type: Literal["EnqueueFailed"] = "EnqueueFailed"
+    error: str
+
+
+SkipReason = Annotated[
+    TooShort
+    | MatchedSkipPattern
+    | UserRule
+    | RateLimited
+    | AssistantTurn
+    | NonConversationalTurn
+    | PolicyBlocked,
+    Field(discriminator="type"),
+]
+
+Reason = Annotated[
+    TooShort
+    | MatchedSkipPattern
+    | UserRule
+    | RateLimited
+    | AssistantTurn
+    | NonConversationalTurn
+    | PolicyBlocked
+    | Redacted
+    | DuplicateTurn
+    | EnqueueFailed,
+    Field(discriminator="type"),
+]

@@ -1,0 +1,84 @@
+"""DynamoDB table schemas, defined once: the moto tests, the local runner and CDK all use these.
+
+Keys are generic (`pk`, `sk`) with typed prefixes so one table can hold a few related item
+kinds and stay readable: the turns table holds the ledger (`TURN#`), traces (`TRACE#`) and
+rate-gate claims (`RATE#`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["SPANS", "TABLES", "TURNS", "GlobalIndex", "StreamView", "TableSchema"]
+
+
+class StreamView(StrEnum):
+    NEW_IMAGE = "NEW_IMAGE"
+    NEW_AND_OLD_IMAGES = "NEW_AND_OLD_IMAGES"
+
+
+@dataclass(frozen=True)
+class GlobalIndex:
+    name: str
+    partition_key: str
+    sort_key: str | None = None
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """Key design of one table; `logical_name` is the role, not the deployed name."""
+
+    logical_name: str
+    partition_key: str = "pk"
+    sort_key: str | None = "sk"
+    ttl_attribute: str | None = None
+    stream: StreamView | None = None
+    indexes: tuple[GlobalIndex, ...] = field(default=())
+
+    def create_table_kwargs(self, table_name: str) -> dict[str, Any]:
+        """Arguments for `create_table` (on-demand billing; every key attribute is a string)."""
+        attributes = {self.partition_key}
+        keys = [{"AttributeName": self.partition_key, "KeyType": "HASH"}]
+        if self.sort_key:
+            attributes.add(self.sort_key)
+            keys.append({"AttributeName": self.sort_key, "KeyType": "RANGE"})
+        indexes = []
+        for index in self.indexes:
+            index_keys = [{"AttributeName": index.partition_key, "KeyType": "HASH"}]
+            attributes.add(index.partition_key)
+            if index.sort_key:
+                attributes.add(index.sort_key)
+                index_keys.append({"AttributeName": index.sort_key, "KeyType": "RANGE"})
+            indexes.append(
+                {
+                    "IndexName": index.name,
+                    "KeySchema": index_keys,
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            )
+        kwargs: dict[str, Any] = {
+            "TableName": table_name,
+            "KeySchema": keys,
+            "AttributeDefinitions": [
+                {"AttributeName": name, "AttributeType": "S"} for name in sorted(attributes)
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if indexes:
+            kwargs["GlobalSecondaryIndexes"] = indexes
+        if self.stream:
+            kwargs["StreamSpecification"] = {
+                "StreamEnabled": True,
+                "StreamViewType": self.stream.value,
+            }
+        return kwargs
+
+
+TURNS = TableSchema(logical_name="turns", ttl_attribute="expires_at")
+SPANS = TableSchema(
+    logical_name="spans",
+    indexes=(GlobalIndex("by_user", partition_key="user_key", sort_key="at"),),
+)
+TABLES = (TURNS, SPANS)
