@@ -81,7 +81,6 @@ class PrefilterConfig(_Frozen):
     firewall_actions: dict[SecretKind, FirewallAction] = Field(
         default_factory=lambda: dict(DEFAULT_FIREWALL_ACTIONS)
     )
-    rejection_sample_rate: float = Field(default=0.01, ge=0, le=1)
 
 
 class IngestLimits(_Frozen):

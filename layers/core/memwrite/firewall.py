@@ -71,6 +71,55 @@ _DETECTORS: tuple[tuple[SecretKind, re.Pattern[str]], ...] = (
 )
 
 
+# Every detector above needs two adjacent digits or one of these words; most turns have none,
+# so a digit search plus substring tests (C-speed, unlike a long regex alternation) skip them all.
+_TWO_DIGITS = re.compile(r"\d\d")
+_TRIGGER_WORDS = (
+    "akia",
+    "asia",
+    "abia",
+    "acca",
+    "aiza",
+    "sk-",
+    "_live_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat",
+    "xox",
+    "eyj",
+    "bearer",
+    "-----begin",
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "pwd",
+    "pin code",
+    "pin:",
+    "pin is",
+    "pin was",
+    "pin=",
+    "pin =",
+    "ssn",
+    "social security",
+    "passport",
+    "national id",
+    "tax id",
+    "secret",
+    "accountkey",
+)
+
+
+def _may_hold_secret(text: str) -> bool:
+    if _TWO_DIGITS.search(text):
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _TRIGGER_WORDS)
+
+
 def luhn_valid(digits: str) -> bool:
     """The Luhn checksum that every payment card number satisfies."""
     total = 0
@@ -84,6 +133,8 @@ def luhn_valid(digits: str) -> bool:
 
 def scan(text: str) -> list[Finding]:
     """Every secret in `text`, non-overlapping, in order of position."""
+    if not _may_hold_secret(text):
+        return []
     findings: list[Finding] = []
     for match in _CARD_CANDIDATE.finditer(text):
         digits = re.sub(r"\D", "", match.group())

@@ -53,11 +53,13 @@ def build_funnel(turns_in: int, spans: Iterable[StageSpan], survivors: int) -> F
 
 
 def render_funnel(funnel: Funnel) -> str:
-    lines = [f"turns in {funnel.turns_in:>26}"]
+    labels = [label for reasons in funnel.dropped.values() for label in reasons]
+    width = max([len(label) for label in labels] + [30]) + 4
+    lines = [f"{'turns in':<{width}} {funnel.turns_in:>5}"]
     for stage, reasons in funnel.dropped.items():
-        lines.append(f"  {stage:<22} dropped {sum(reasons.values()):>4}")
-        lines.extend(f"    {label:<36} {count:>4}" for label, count in reasons.items())
+        lines.append(f"{'  ' + stage + ' dropped':<{width}} {sum(reasons.values()):>5}")
+        lines.extend(f"{'    ' + label:<{width}} {count:>5}" for label, count in reasons.items())
         if stage in funnel.errors:
-            lines.append(f"    {'failed (error spans)':<36} {funnel.errors[stage]:>4}")
-    lines.append(f"survivors {funnel.survivors:>25}")
+            lines.append(f"{'    failed (error spans)':<{width}} {funnel.errors[stage]:>5}")
+    lines.append(f"{'survivors':<{width}} {funnel.survivors:>5}")
     return "\n".join(lines)

@@ -83,14 +83,15 @@ _ABBREVIATIONS = frozenset(
         "u.k",
     ]
 )
-_LAST_TOKEN = re.compile(r"(\S+?)[.?!…]*[\"')\]]*\s*$")
+_CLOSERS = ".?!…\"')]"
+_BLOCK_MARKERS = ("```", "~~~", "<")
 
 
 def _ends_with_abbreviation(prefix: str) -> bool:
-    match = _LAST_TOKEN.search(prefix)
-    if match is None:
+    words = prefix.rsplit(None, 1)
+    if not words:
         return False
-    token = match.group(1).lower().rstrip(".")
+    token = words[-1].rstrip(_CLOSERS).lower()
     single_initial = len(token) == 1 and token.isalpha()
     return token in _ABBREVIATIONS or single_initial
 
@@ -124,6 +125,8 @@ def _append_stripped(segments: list[Segment], text: str, start: int, end: int, o
 
 def split_segments(text: str) -> list[Segment]:
     """Split a turn into sentences and atomic code / tool-call blocks, in order."""
+    if not any(marker in text for marker in _BLOCK_MARKERS):
+        return _split_prose(text, 0)  # the common case: no block to keep whole
     segments: list[Segment] = []
     cursor = 0
     for block in _BLOCK.finditer(text):
@@ -138,8 +141,10 @@ def split_segments(text: str) -> list[Segment]:
 def reassemble(texts: list[str]) -> str:
     """Join kept segments: a space between sentences, a line break around blocks."""
     out = ""
+    previous = ""
     for piece in texts:
         if out:
-            out += "\n" if ("\n" in piece or "\n" in out[-1:]) else " "
+            out += "\n" if ("\n" in piece or "\n" in previous) else " "
         out += piece
+        previous = piece
     return out

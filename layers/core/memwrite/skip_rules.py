@@ -8,7 +8,7 @@ Lisbon." keeps its second sentence and a question that also carries a fact keeps
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memwrite.config import UserSkipPattern
@@ -21,6 +21,17 @@ _GREETING_ACK_PHRASES: tuple[str, ...] = tuple(
     sorted(
         (
             "hi",
+            "that was helpful",
+            "that's helpful",
+            "that helps",
+            "very helpful",
+            "good call",
+            "good point",
+            "good idea",
+            "fair enough",
+            "will do",
+            "sorry",
+            "my bad",
             "hey",
             "hey there",
             "hi there",
@@ -166,7 +177,10 @@ _UI_COMMAND = re.compile(
     r"/[a-z][\w-]*|(?:clear|reset|restart|stop|regenerate|retry|undo|help|new chat|exit|quit)",
     re.IGNORECASE,
 )
-_TRAILING = re.compile(r"[\s.?!…,;:~]+$")
+_ALPHANUMERIC = re.compile(r"[^\W_]")
+# Greetings, meta talk and UI commands are short forms; a longer sentence is none of them.
+_MAX_FORM_CHARS = 120
+_TRAILING_CHARS = " \t\n.?!…,;:~"
 
 BUILTIN_RULE_NAMES = (
     "greeting_ack",
@@ -191,6 +205,13 @@ def _is_greeting_ack(text: str) -> bool:
     words = _NON_WORD.sub(" ", text).split()
     if not words:
         return False
+    # Cheap rejection first: a sentence with two words outside the vocabulary cannot match.
+    outside = 0
+    for word in words:
+        if word.lower() not in _PHRASE_WORDS:
+            outside += 1
+            if outside > 1:
+                return False
     # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
     names = [w for w in words if _CAPITALISED.match(w) and w.lower() not in _PHRASE_WORDS]
     if len(names) > 1:
@@ -204,27 +225,29 @@ def _is_short_meta_request(text: str, max_chars: int) -> bool:
 
 
 def _is_reaction(text: str) -> bool:
-    return not any(char.isalnum() for char in text)
+    return _ALPHANUMERIC.search(text) is None
 
 
-def _is_code_only(segment: Segment) -> bool:
-    return segment.kind is SegmentKind.CODE
-
-
-def _without_trailing_punctuation(text: str) -> str:
-    return _TRAILING.sub("", text)
-
-
-_Check = Callable[[Segment, str, int], bool]
-_BUILTIN_CHECKS: tuple[tuple[str, _Check], ...] = (
-    ("greeting_ack", lambda seg, text, _: _is_greeting_ack(text)),
-    ("short_meta_request", lambda seg, text, limit: _is_short_meta_request(text, limit)),
-    ("reaction", lambda seg, text, _: _is_reaction(text)),
-    ("tool_call", lambda seg, text, _: seg.kind is SegmentKind.TOOL_CALL),
-    ("code_block", lambda seg, text, _: _is_code_only(seg)),
-    ("meta_talk", lambda seg, text, _: _META_TALK.fullmatch(text) is not None),
-    ("ui_command", lambda seg, text, _: _UI_COMMAND.fullmatch(text) is not None),
-)
+def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
+    """The first built-in rule, in DESIGN.md's order, that the whole segment matches."""
+    if segment.kind is SegmentKind.TOOL_CALL:
+        return "tool_call"
+    if segment.kind is SegmentKind.CODE:
+        return "code_block"
+    text = segment.text
+    bare = text.rstrip(_TRAILING_CHARS)
+    short_form = len(text) <= _MAX_FORM_CHARS
+    if short_form and _is_greeting_ack(bare):
+        return "greeting_ack"
+    if _is_short_meta_request(text, short_meta_max_chars):
+        return "short_meta_request"
+    if _is_reaction(text):
+        return "reaction"
+    if short_form and _META_TALK.fullmatch(bare):
+        return "meta_talk"
+    if short_form and _UI_COMMAND.fullmatch(bare):
+        return "ui_command"
+    return None
 
 
 def compile_user_patterns(
@@ -241,15 +264,11 @@ def match_skip_rule(
     user_patterns: tuple[tuple[str, re.Pattern[str]], ...] = (),
 ) -> SkipMatch | None:
     """The first rule the whole segment matches, or None when the segment is kept."""
+    builtin = _builtin_rule(segment, short_meta_max_chars)
+    if builtin is not None:
+        return SkipMatch(builtin)
     text = segment.text
-    bare = _without_trailing_punctuation(text) if segment.kind is SegmentKind.PROSE else text
-    for name, check in _BUILTIN_CHECKS:
-        if check(
-            segment,
-            text if name in {"short_meta_request", "reaction"} else bare,
-            short_meta_max_chars,
-        ):
-            return SkipMatch(name)
+    bare = text.rstrip(_TRAILING_CHARS)
     for name, pattern in user_patterns:
         if pattern.fullmatch(text) or pattern.fullmatch(bare):
             return SkipMatch(name, user_rule=True)

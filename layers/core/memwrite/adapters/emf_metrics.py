@@ -7,6 +7,7 @@ carry turn content.
 from __future__ import annotations
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from memwrite.reasons import Reason
 
@@ -20,6 +21,9 @@ class EmfMetrics:
         self._namespace = namespace
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
+        # single_metric prints regardless; honour Powertools' own switch as flush_metrics does.
+        if is_metrics_disabled():
+            return
         dimensions = {
             "Stage": stage,
             "Outcome": outcome,
@@ -35,6 +39,8 @@ class EmfMetrics:
             pass
 
     def timing(self, stage: str, latency_ms: float) -> None:
+        if is_metrics_disabled():
+            return
         with single_metric(
             name="latency",
             unit=MetricUnit.Milliseconds,

@@ -1,0 +1,77 @@
+"""In-memory adapters: the same ports with no AWS, for unit tests and benchmarks.
+
+They keep the semantics that matter (INSERT-if-absent ledger, dedup by turn id in the queue,
+spans keyed by stage and item) so logic tested against them behaves as against DynamoDB/SQS.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from memwrite.models import QueuedTurn, StageSpan
+from memwrite.ports import EnqueueResult, TraceRecord
+from memwrite.reasons import Reason
+
+__all__ = ["CountingMetrics", "InMemoryQueue", "InMemorySpanStore", "InMemoryTurnLedger"]
+
+
+class InMemoryQueue:
+    def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
+        self.messages: dict[str, QueuedTurn] = {}
+        self._refuse = refuse  # turn ids this queue reports as failed, to exercise that path
+
+    def enqueue(self, turns: Sequence[QueuedTurn]) -> EnqueueResult:
+        failed = {t.turn_id: "InternalError" for t in turns if t.turn_id in self._refuse}
+        for turn in turns:
+            if turn.turn_id not in failed:
+                self.messages.setdefault(turn.turn_id, turn)
+        return EnqueueResult(
+            sent=frozenset(t.turn_id for t in turns if t.turn_id not in failed), failed=failed
+        )
+
+
+class InMemoryTurnLedger:
+    def __init__(self) -> None:
+        self.enqueued: dict[tuple[str, str], str] = {}
+        self.traces: dict[tuple[str, str], TraceRecord] = {}
+
+    def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
+        return {tid for tid in turn_ids if (tenant, tid) in self.enqueued}
+
+    def record_enqueued(self, tenant: str, trace_id: str, turn_ids: Sequence[str]) -> set[str]:
+        taken = {tid for tid in turn_ids if (tenant, tid) in self.enqueued}
+        for tid in turn_ids:
+            self.enqueued.setdefault((tenant, tid), trace_id)
+        return taken
+
+    def put_trace(self, trace: TraceRecord) -> None:
+        self.traces[(trace.tenant, trace.trace_id)] = trace
+
+    def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
+        return self.traces.get((tenant, trace_id))
+
+
+class InMemorySpanStore:
+    def __init__(self) -> None:
+        self.spans: dict[tuple[str, str, str, str], StageSpan] = {}
+
+    def put_spans(self, spans: Sequence[StageSpan]) -> None:
+        for span in spans:
+            self.spans[(span.tenant, span.trace_id, span.stage, span.item_id)] = span
+
+    def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
+        found = [s for key, s in self.spans.items() if key[:2] == (tenant, trace_id)]
+        return sorted(found, key=lambda span: span.at)
+
+
+class CountingMetrics:
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str, str]] = Counter()
+        self.timings: list[tuple[str, float]] = []
+
+    def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
+        self.counts[(stage, outcome, reason.type if reason else "none")] += value
+
+    def timing(self, stage: str, latency_ms: float) -> None:
+        self.timings.append((stage, latency_ms))

@@ -1,0 +1,206 @@
+"""`make bench`: pre-filter cost per turn, ingest cold-import cost, warm handler time.
+
+Medians and ratios measured in one run (this machine is shared and noisy): each number is
+compared with a baseline measured alongside it. Results are printed and written to
+bench/prefilter.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memwrite.config import PrefilterConfig, Settings
+from memwrite.models import Role
+from memwrite.prefilter import prefilter_turn
+from memwrite.rate_gate import RateGate
+
+from tests.datasets import load_locomo
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "bench" / "prefilter.json"
+REPEATS = 7
+IMPORT_RUNS = 5
+HANDLER_CALLS = 300
+
+
+def _median_seconds(run: Callable[[], None], repeats: int = REPEATS) -> float:
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def bench_prefilter(texts: list[str]) -> dict[str, Any]:
+    config = PrefilterConfig()
+
+    def prefilter_all() -> None:
+        gate = RateGate(config.rate_map_max_entries)
+        for index, text in enumerate(texts):
+            prefilter_turn(
+                content=text,
+                role=Role.USER,
+                config=config,
+                rate_gate=gate,
+                rate_scope="bench",
+                claimant=str(index),
+                now=0.0,
+            )
+
+    # Baseline: one combined compiled regex searched over the same strings.
+    combined = re.compile(
+        r"^(?:hi|hey|hello|thanks|thank you|ok|okay|sure|cool|great|yes|no|lol|haha|bye)\b"
+        r"|^(?:can you|could you|please|tell me|what's)\b|^\W+$|```|<tool_call>"
+        r"|\b\d{13,19}\b|AKIA[0-9A-Z]{16}|-----BEGIN",
+        re.IGNORECASE,
+    )
+
+    def baseline_all() -> None:
+        for text in texts:
+            combined.search(text)
+
+    prefilter_all()  # warm caches (compiled user patterns, lru)
+    ours = _median_seconds(prefilter_all) / len(texts) * 1e6
+    base = _median_seconds(baseline_all) / len(texts) * 1e6
+    return {
+        "turns": len(texts),
+        "prefilter_median_us_per_turn": round(ours, 2),
+        "combined_regex_median_us_per_turn": round(base, 3),
+        "ratio_to_combined_regex": round(ours / base, 1),
+        "goal_us_per_turn": 5.0,
+    }
+
+
+def _import_seconds(statement: str) -> float:
+    code = (
+        "import time; started = time.perf_counter(); "
+        f"{statement}; print(time.perf_counter() - started)"
+    )
+    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true"}
+    samples = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+                env=env,
+            ).stdout
+        )
+        for _ in range(IMPORT_RUNS)
+    ]
+    return statistics.median(samples)
+
+
+def bench_imports() -> dict[str, Any]:
+    boto3_s = _import_seconds("import boto3")
+    handler_s = _import_seconds("import functions.ingest.handler")
+    first_call_s = _import_seconds(
+        "import functions.ingest.handler, boto3; "
+        "boto3.client('dynamodb', region_name='us-east-1'); "
+        "boto3.client('sqs', region_name='us-east-1')"
+    )
+    return {
+        "import_boto3_median_ms": round(boto3_s * 1000, 1),
+        "import_ingest_handler_median_ms": round(handler_s * 1000, 1),
+        "ratio_handler_to_boto3": round(handler_s / boto3_s, 2),
+        "handler_plus_boto3_clients_median_ms": round(first_call_s * 1000, 1),
+        "goal_ratio": 1.5,
+    }
+
+
+def bench_warm_handler() -> dict[str, Any]:
+    """A 10-turn request through the real handler with in-memory adapters (no AWS calls)."""
+    from memwrite.adapters.memory import (
+        CountingMetrics,
+        InMemoryQueue,
+        InMemorySpanStore,
+        InMemoryTurnLedger,
+    )
+    from memwrite.ingest import IngestDeps
+    from memwrite.local_runner import LocalContext, api_gateway_event
+    from memwrite.wiring import ApiDeps
+
+    from functions.ingest import handler
+
+    turns = [t.text for t in load_locomo()[:10]]
+    settings = Settings(api_keys={"bench-key": "bench"})
+    calls = {"n": 0}
+
+    def fresh_deps() -> ApiDeps:
+        return ApiDeps(
+            settings=settings,
+            ingest=IngestDeps(
+                queue=InMemoryQueue(),
+                ledger=InMemoryTurnLedger(),
+                spans=InMemorySpanStore(),
+                metrics=CountingMetrics(),
+                rate_gate=RateGate(10_000),
+            ),
+        )
+
+    current = fresh_deps()
+    handler.deps = lambda: current  # type: ignore[assignment]
+
+    def one_request() -> None:
+        nonlocal current
+        calls["n"] += 1
+        current = fresh_deps()  # every request is new work: no duplicates, no rate limiting
+        body = json.dumps(
+            {
+                "session_id": f"s{calls['n']}",
+                "user_id": "u1",
+                "turns": [{"role": "user", "content": text} for text in turns],
+            }
+        )
+        event = api_gateway_event("POST", "/v1/turns", {"x-api-key": "bench-key"}, body)
+        response = handler.lambda_handler(event, LocalContext())
+        assert response["statusCode"] == 202, response
+
+    one_request()
+    samples = []
+    for _ in range(HANDLER_CALLS):
+        started = time.perf_counter()
+        one_request()
+        samples.append(time.perf_counter() - started)
+    return {
+        "turns_per_request": len(turns),
+        "warm_handler_median_ms": round(statistics.median(samples) * 1000, 3),
+        "warm_handler_p90_ms": round(statistics.quantiles(samples, n=10)[-1] * 1000, 3),
+        "calls": HANDLER_CALLS,
+    }
+
+
+def main() -> None:
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    texts = [turn.text for turn in load_locomo()]
+    results = {
+        "measured_at": datetime.now(UTC).isoformat(),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "prefilter": bench_prefilter(texts),
+        "ingest_imports": bench_imports(),
+        "warm_handler": bench_warm_handler(),
+    }
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2))
+    print(f"written to {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Pre-filter on real conversations: it must not lose fact-bearing turns.
+
+LoCoMo-dev marks fact-bearing turns (QA evidence or cited by an observation); the pre-filter
+judges forms, so it should keep essentially all of them (goal >= 0.99) while dropping the
+pleasantries it can. Requires ../shared/data; skipped with a reason when it is absent.
+"""
+
+from __future__ import annotations
+
+import pytest
+from memwrite.config import PrefilterConfig
+from memwrite.prefilter import screen
+
+from tests.datasets import CRI_PERSONA, LOCOMO_DEV, load_cri_messages, load_locomo
+
+RECALL_GOAL = 0.99
+
+
+@pytest.mark.skipif(not LOCOMO_DEV.exists(), reason=f"{LOCOMO_DEV} not found")
+def test_locomo_fact_bearing_recall() -> None:
+    # Given every LoCoMo-dev turn, with its fact-bearing label
+    turns = load_locomo()
+    config = PrefilterConfig()
+    # When each is screened with the default config
+    kept = {t.dia_id + t.conversation for t in turns if screen(t.text, config).reason is None}
+    fact_bearing = [t for t in turns if t.fact_bearing]
+    lost = [t for t in fact_bearing if t.dia_id + t.conversation not in kept]
+    recall = 1 - len(lost) / len(fact_bearing)
+    dropped = len(turns) - len(kept)
+    print(
+        f"\nLoCoMo-dev pre-filter: {len(turns)} turns, {dropped} dropped "
+        f"(drop rate {dropped / len(turns):.3f}); fact-bearing recall {recall:.4f} "
+        f"({len(fact_bearing) - len(lost)}/{len(fact_bearing)})"
+    )
+    # Then (almost) no fact-bearing turn is lost
+    assert recall >= RECALL_GOAL, [(t.dia_id, t.text) for t in lost]
+
+
+@pytest.mark.skipif(not CRI_PERSONA.exists(), reason=f"{CRI_PERSONA} not found")
+def test_cri_signal_examples_pass_and_noise_is_reported() -> None:
+    # Given the CRI persona's labelled signal and noise messages
+    import json
+
+    truth = json.loads((CRI_PERSONA.parent / "ground_truth.json").read_text(encoding="utf-8"))
+    config = PrefilterConfig()
+    signal = [example["text"] for example in truth["signal_examples"]]
+    noise = [example["text"] for example in truth["noise_examples"]]
+    # When screened
+    signal_lost = [text for text in signal if screen(text, config).reason is not None]
+    noise_dropped = sum(1 for text in noise if screen(text, config).reason is not None)
+    user_turns = [m for m in load_cri_messages() if m["role"] == "user"]
+    user_dropped = sum(1 for m in user_turns if screen(str(m["content"]), config).reason)
+    print(
+        f"\nCRI persona-1 pre-filter: signal kept {len(signal) - len(signal_lost)}/{len(signal)}, "
+        f"noise dropped {noise_dropped}/{len(noise)} (the rest is extraction's job); "
+        f"user turns dropped {user_dropped}/{len(user_turns)}"
+    )
+    # Then every signal example survives
+    assert signal_lost == []

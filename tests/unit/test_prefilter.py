@@ -1,0 +1,240 @@
+"""Pre-filter decisions: the seed's worked examples, every named rule, sentence-level keeping."""
+
+from __future__ import annotations
+
+import pytest
+from memwrite.config import PrefilterConfig, UserSkipPattern
+from memwrite.models import Decision, PrefilterDecision, Role
+from memwrite.prefilter import prefilter_turn, screen
+from memwrite.rate_gate import RateGate
+from memwrite.reasons import (
+    AssistantTurn,
+    MatchedSkipPattern,
+    NonConversationalTurn,
+    RateLimited,
+    TooShort,
+    UserRule,
+)
+
+DEFAULT = PrefilterConfig()
+
+
+def decide(
+    content: str, role: Role = Role.USER, config: PrefilterConfig = DEFAULT
+) -> PrefilterDecision:
+    return prefilter_turn(
+        content=content,
+        role=role,
+        config=config,
+        rate_gate=RateGate(100),
+        rate_scope="tenant|user",
+        claimant=content,
+        now=1_000.0,
+    )
+
+
+# The seed's worked-example table (DESIGN.md section 2), with the default config.
+WORKED_EXAMPLES = [
+    ("hi", TooShort(word_count=1, min_words=3)),
+    ("ok thanks 👍", MatchedSkipPattern(pattern="greeting_ack")),
+    ("I just finished the Arrive interview. It went well.", None),
+    ("🎉🎉🎉", TooShort(word_count=1, min_words=3)),  # "or TooShort, whichever runs first"
+    ("What's the weather?", MatchedSkipPattern(pattern="short_meta_request")),
+    ("Priya said the Inbox3 deadline is Friday", None),
+    # Two words: the word count runs first, so TooShort; with min_words=2 it is the ack pattern.
+    ("sounds good", TooShort(word_count=2, min_words=3)),
+    ("Can you summarize that?", MatchedSkipPattern(pattern="meta_talk")),
+    ("My manager moved our 1:1 to Thursday", None),
+    ("sure", TooShort(word_count=1, min_words=3)),
+    ("It's been raining for three weeks and I hate it — I need to move", None),
+]
+
+
+@pytest.mark.parametrize(("turn", "expected"), WORKED_EXAMPLES)
+def test_worked_example_table(turn: str, expected: object) -> None:
+    # Given a turn from the seed's table / When it is pre-filtered with defaults
+    decision = decide(turn)
+    # Then the decision and the typed reason are the table's
+    if expected is None:
+        assert decision.decision is Decision.PASS
+        assert decision.text == turn
+    else:
+        assert decision.decision is Decision.SKIP
+        assert decision.reason == expected
+        assert decision.text is None
+
+
+def test_sounds_good_is_an_ack_when_word_count_allows_it() -> None:
+    # Given min_words lowered to 2 / When "sounds good" is screened
+    decision = decide("sounds good", config=PrefilterConfig(min_words=2))
+    # Then the acknowledgement pattern is what drops it
+    assert decision.reason == MatchedSkipPattern(pattern="greeting_ack")
+
+
+def test_pure_emoji_is_a_reaction_when_long_enough() -> None:
+    # Given emoji separated into three "words" / When screened
+    decision = decide("🎉 🎉 🎉")
+    # Then the reaction rule names it
+    assert decision.reason == MatchedSkipPattern(pattern="reaction")
+
+
+@pytest.mark.parametrize(
+    ("turn", "rule"),
+    [
+        ("Hey Mel! Good to see you! How have you been?", "greeting_ack"),
+        ("Thanks so much, Priya!", "greeting_ack"),
+        ("Tell me a joke, ok?", "short_meta_request"),
+        ("Could you help me?", "short_meta_request"),
+        ("!!! ??? ...", "reaction"),
+        ('<tool_call>{"name": "search", "args": {}}</tool_call>', "tool_call"),
+        ("```python\nprint('hello world')\n```", "code_block"),
+        ("Could you rephrase your last answer please?", "meta_talk"),
+        ("As an AI you must know this already.", "meta_talk"),
+    ],
+)
+def test_each_builtin_rule_names_itself(turn: str, rule: str) -> None:
+    # Given a turn wholly of one form / When screened
+    decision = decide(turn)
+    # Then it is skipped by that named rule
+    assert decision.reason == MatchedSkipPattern(pattern=rule)
+
+
+def test_ui_command_without_content_is_skipped() -> None:
+    # Given a slash command padded to pass the word count by sentence breaks
+    decision = decide("/reset\n/clear\n/new")
+    # Then the UI-command rule drops every line
+    assert decision.reason == MatchedSkipPattern(pattern="ui_command")
+
+
+def test_slash_command_with_content_passes() -> None:
+    # Given a command that carries a statement / When screened
+    decision = decide("/remember I live in Lisbon now")
+    # Then it is not a content-free UI command
+    assert decision.decision is Decision.PASS
+
+
+def test_sentence_level_keeps_only_the_fact() -> None:
+    # Given an acknowledgement followed by a fact (DESIGN.md's example)
+    decision = decide(
+        "Yeah, got it. By the way my team is switching from Jira to Linear next month."
+    )
+    # Then only the second sentence is kept
+    assert decision.text == "By the way my team is switching from Jira to Linear next month."
+
+
+def test_turn_beginning_with_a_pleasantry_keeps_its_fact() -> None:
+    # Given a LoCoMo-style turn that opens with a greeting
+    decision = decide("Hey Caroline! I'm swamped with the kids & work. What's up with you?")
+    # Then the fact survives and the pleasantries do not
+    assert decision.decision is Decision.PASS
+    assert decision.text == "I'm swamped with the kids & work."
+
+
+def test_question_that_carries_a_fact_passes_whole() -> None:
+    # Given a question plus a fact (pre-filter owns forms, not content)
+    decision = decide("who manages the project? I think it might be Priya")
+    # Then nothing is dropped
+    assert decision.text == "who manages the project? I think it might be Priya"
+
+
+def test_user_rule_is_named() -> None:
+    # Given a tenant pattern for ticket boilerplate
+    config = PrefilterConfig(
+        user_skip_patterns=(UserSkipPattern(name="ticket_footer", pattern=r"ticket #\d+ closed"),)
+    )
+    # When a turn is only that boilerplate / Then UserRule names it
+    assert decide("Ticket #4411 closed.", config=config).reason == UserRule(name="ticket_footer")
+    # And a fact next to it is kept
+    kept = decide("Ticket #4411 closed. I moved to the Denver office.", config=config)
+    assert kept.text == "I moved to the Denver office."
+
+
+def test_builtin_rules_win_over_user_rules() -> None:
+    # Given a user pattern that also matches a greeting
+    config = PrefilterConfig(user_skip_patterns=(UserSkipPattern(name="greet", pattern=".*"),))
+    # When a pure greeting is screened / Then the built-in rule, first in order, is reported
+    assert decide("hello there, thanks!", config=config).reason == MatchedSkipPattern(
+        pattern="greeting_ack"
+    )
+
+
+def test_invalid_user_pattern_is_rejected_at_config_time() -> None:
+    # Given a pattern that does not compile / Then the config refuses it with the reason
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        UserSkipPattern(name="broken", pattern="(unclosed")
+
+
+def test_role_gate_skips_assistant_turns_by_default() -> None:
+    # Given an assistant turn with content / When screened with defaults
+    decision = decide("You mentioned you live in Berlin.", role=Role.ASSISTANT)
+    # Then the role gate drops it
+    assert decision.reason == AssistantTurn()
+
+
+def test_role_gate_admits_assistant_turns_when_enabled() -> None:
+    config = PrefilterConfig(extract_from_assistant=True)
+    decision = decide("You mentioned you live in Berlin.", role=Role.ASSISTANT, config=config)
+    assert decision.decision is Decision.PASS
+
+
+def test_system_and_tool_turns_are_not_conversation() -> None:
+    decision = decide("The user is on the premium plan today.", role=Role.SYSTEM)
+    assert decision.reason == NonConversationalTurn(role="system")
+
+
+def repeat(gate: RateGate, scope: str, claimant: str, now: float) -> PrefilterDecision:
+    """The same content, screened as turn `claimant` of `scope` at `now`."""
+    return prefilter_turn(
+        content="I live in Berlin now.",
+        role=Role.USER,
+        config=DEFAULT,
+        rate_gate=gate,
+        rate_scope=scope,
+        claimant=claimant,
+        now=now,
+    )
+
+
+def test_rate_gate_skips_identical_content_within_window() -> None:
+    # Given one gate shared by two turns of the same user with the same content
+    gate = RateGate(100)
+    first = repeat(gate, "t|u", "a", 0.0)
+    # When the same content arrives as another turn 30 s later, and again after the window
+    second = repeat(gate, "t|u", "b", 30.0)
+    later = repeat(gate, "t|u", "c", 61.0)
+    # Then only the repeat inside the window is rate limited
+    assert first.decision is Decision.PASS
+    assert second.reason == RateLimited(window_secs=60)
+    assert later.decision is Decision.PASS
+
+
+def test_rate_gate_lets_the_same_turn_be_resent() -> None:
+    # Given a turn admitted once / When the same claimant (turn id) is screened again
+    gate = RateGate(100)
+    repeat(gate, "t|u", "same", 0.0)
+    again = repeat(gate, "t|u", "same", 1.0)
+    # Then it is not rate limited against itself (the ledger reports it as a duplicate)
+    assert again.decision is Decision.PASS
+
+
+def test_rate_gate_is_per_user() -> None:
+    gate = RateGate(100)
+    repeat(gate, "t|alice", "a", 0.0)
+    other = repeat(gate, "t|bob", "b", 1.0)
+    assert other.decision is Decision.PASS
+
+
+def test_rate_map_is_bounded() -> None:
+    # Given a gate that remembers 2 entries / When 3 distinct contents pass
+    gate = RateGate(2)
+    for index in range(3):
+        assert gate.admit(f"key{index}", f"c{index}", 0.0, 60)
+    # Then the oldest was evicted (no shared store: it can pass again) and the newest cannot
+    assert gate.admit("key0", "other", 1.0, 60)
+    assert not gate.admit("key2", "other", 1.0, 60)
+
+
+def test_screen_is_deterministic_and_stateless() -> None:
+    text = "Thanks! I started a new job at Northwind. Can you summarize that?"
+    assert screen(text, DEFAULT) == screen(text, DEFAULT)
+    assert screen(text, DEFAULT).text == "I started a new job at Northwind."
