@@ -1,0 +1,605 @@
+"""LLM extraction end to end through the real anthropic client, over recorded HTTP responses.
+
+`FakeMessagesApi` is an httpx2 mock transport (the SDK's own HTTP stack): it serves the JSON
+bodies in tests/recorded/anthropic and keeps every request body the client sent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
+from memwrite.candidate import Candidate, MemoryType, Quality, memory_key
+from memwrite.config import ExtractConfig
+from memwrite.errors import ConfigError, PermanentError, TransientError
+from memwrite.llm_extractor import (
+    ExtractionFailed,
+    LlmRequestRejected,
+    LlmUnavailable,
+    MalformedLlmOutput,
+    cap_hypotheticals,
+    cost_usd,
+    detail_windows,
+    extract_with_llm,
+    merge_candidates,
+    price_per_mtok,
+)
+from memwrite.models import Role
+from memwrite.prompts.extract import ExtractPromptInput, SessionTurn
+from pydantic import ValidationError
+
+RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
+CONFIG = ExtractConfig()
+HAIKU_IN, HAIKU_OUT = 1.00, 5.00  # USD per million tokens
+
+
+def recorded(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))
+    return body
+
+
+def usage_of(name: str) -> tuple[int, int]:
+    usage = recorded(name)["usage"]
+    return usage["input_tokens"], usage["output_tokens"]
+
+
+def haiku_cost(*names: str) -> float:
+    return sum(i * HAIKU_IN / 1e6 + o * HAIKU_OUT / 1e6 for i, o in map(usage_of, names))
+
+
+@dataclass(frozen=True)
+class Reply:
+    name: str
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FakeMessagesApi:
+    """Recorded replies in order for the full pass; one reply for every detail-pass request."""
+
+    def __init__(self, *full: Reply, detail: Reply | None = None) -> None:
+        self._full = deque(full)
+        self._detail = detail
+        self._lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[httpx2.Headers] = []
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        body: dict[str, Any] = json.loads(request.content)
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(request.headers)
+            if "<detail_focus>" in body["system"]:
+                assert self._detail is not None, "unexpected detail-pass request"
+                reply = self._detail
+            else:
+                reply = self._full.popleft()
+        return httpx2.Response(reply.status, headers=reply.headers, json=recorded(reply.name))
+
+    @property
+    def full_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if "<detail_focus>" not in r["system"]]
+
+    @property
+    def detail_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if "<detail_focus>" in r["system"]]
+
+
+class JsonFailCounter:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
+def client_for(
+    api: FakeMessagesApi, config: ExtractConfig = CONFIG, max_retries: int = 2
+) -> AnthropicExtractorClient:
+    return AnthropicExtractorClient(
+        config,
+        api_key="test-key",
+        base_url="http://testserver",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(api.handle)),
+        max_retries=max_retries,
+    )
+
+
+def turn(text: str, *, session: tuple[SessionTurn, ...] = ()) -> ExtractPromptInput:
+    return ExtractPromptInput(
+        turn_id="turn-1",
+        turn_text=text,
+        role=Role.USER,
+        turn_timestamp=datetime(2025, 3, 14, 10, 0, tzinfo=UTC),
+        session_turns=session,
+    )
+
+
+def conversation(messages: int) -> tuple[SessionTurn, ...]:
+    """`messages` earlier turns about picking a plan, about 120 characters each."""
+    lines = [
+        "We need a project tool for Northwind; we have 8 engineers and a tight budget this year.",
+        "Here are the options: Starter at $9/month with 3 seats, Team at $29/month with 10 seats.",
+    ]
+    return tuple(
+        SessionTurn(
+            role=Role.USER if i % 2 == 0 else Role.ASSISTANT,
+            text=f"{lines[i % 2]} (message {i})".ljust(120, "."),
+        )
+        for i in range(messages)
+    )
+
+
+def candidate(value: str, confidence: float, **changes: Any) -> Candidate:
+    fields: dict[str, Any] = {
+        "text": f"The user likes {value}.",
+        "type": MemoryType.PREFERENCE,
+        "topic": "food",
+        "entity": "user",
+        "attribute": "likes",
+        "value": value,
+        "predicate_is_stateful": False,
+        "importance": 0.5,
+        "confidence": confidence,
+        "grounded": True,
+        "quality": Quality(verdict="keep", reason="explicit statement"),
+        "search_questions": ["What does the user like?", "Any favourites?", "Food tastes?"],
+    }
+    return Candidate(**(fields | changes))
+
+
+LISBON_TURN = "I moved to Lisbon last month and I can't stand cilantro."
+
+
+def test_valid_extraction_returns_candidates_with_turn_id_and_cost() -> None:
+    # Given the API answers with two valid candidates
+    api = FakeMessagesApi(Reply("extract_valid"))
+    fails = JsonFailCounter()
+    # When a short turn is extracted
+    out = extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # Then both candidates come back, tied to the turn, with the call's usage and cost
+    assert [(c.attribute, c.value) for c in out.candidates] == [
+        ("lives_in", "Lisbon"),
+        ("dislikes", "cilantro"),
+    ]
+    assert {c.source_turn_id for c in out.candidates} == {"turn-1"}
+    assert len(out.calls) == 1
+    assert out.calls[0].model == "claude-haiku-4-5-20251001"
+    assert (out.input_tokens, out.output_tokens) == usage_of("extract_valid")
+    assert out.cost_usd == pytest.approx(haiku_cost("extract_valid"))
+    assert fails.count == 0
+
+
+def test_request_carries_model_prompt_sections_and_output_schema() -> None:
+    # Given a working API
+    api = FakeMessagesApi(Reply("extract_valid"))
+    # When a turn is extracted
+    extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then the request names the configured model and carries the whole prompt
+    (request,) = api.requests
+    assert request["model"] == "claude-haiku-4-5"
+    assert request["max_tokens"] > 0
+    for tag in ("output_schema", "type_rules", "grounding_rules", "quality_rules", "examples"):
+        assert f"<{tag}>" in request["system"]
+    (message,) = request["messages"]
+    assert message["role"] == "user"
+    assert LISBON_TURN in message["content"]
+    assert "2025-03-14T10:00:00+00:00 (Friday)" in message["content"]
+    # And it asks for structured output with the Candidate schema (strict: no extra keys)
+    output_format = request["output_config"]["format"]
+    assert output_format["type"] == "json_schema"
+    candidate_schema = output_format["schema"]["$defs"]["Candidate"]
+    assert candidate_schema["additionalProperties"] is False
+    assert {"text", "type", "confidence", "search_questions"} <= set(candidate_schema["required"])
+    assert api.headers[0]["authorization"] == "Bearer test-key"
+
+
+def test_empty_answer_is_a_normal_result() -> None:
+    # Given the model finds nothing worth remembering
+    api = FakeMessagesApi(Reply("extract_empty"))
+    fails = JsonFailCounter()
+    # When the turn is extracted
+    out = extract_with_llm(
+        turn("Thanks, that helps a lot."), CONFIG, client_for(api), on_json_fail=fails
+    )
+    # Then there are no candidates, no failure and one paid call
+    assert out.candidates == ()
+    assert fails.count == 0
+    assert len(api.requests) == 1
+    assert out.cost_usd == pytest.approx(haiku_cost("extract_empty"))
+
+
+def test_malformed_output_is_counted_and_retried_once() -> None:
+    # Given the first answer is cut off at max_tokens and the second is valid
+    api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_valid"))
+    fails = JsonFailCounter()
+    # When the turn is extracted
+    out = extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # Then the failure is counted once, the retry's candidates are returned
+    assert fails.count == 1
+    assert len(api.requests) == 2
+    assert len(out.candidates) == 2
+    # And both calls are paid for and accounted
+    assert len(out.calls) == 2
+    assert out.input_tokens == usage_of("extract_truncated")[0] + usage_of("extract_valid")[0]
+    assert out.cost_usd == pytest.approx(haiku_cost("extract_truncated", "extract_valid"))
+
+
+def test_malformed_twice_fails_the_turn_visibly() -> None:
+    # Given the model answers badly twice: truncated JSON, then a value absent from its text
+    api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_value_not_in_text"))
+    fails = JsonFailCounter()
+    # When the turn is extracted
+    with pytest.raises(ExtractionFailed) as raised:
+        extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # Then it fails as a permanent error (never a silent []) after exactly one retry
+    error = raised.value
+    assert isinstance(error, PermanentError)
+    assert len(api.requests) == 2
+    assert fails.count == 2
+    assert error.malformed == 2
+    # And the cost of both calls is still reported, and the cause chain is kept
+    assert sum(c.cost_usd for c in error.calls) == pytest.approx(
+        haiku_cost("extract_truncated", "extract_value_not_in_text")
+    )
+    assert isinstance(error.__cause__, MalformedLlmOutput)
+    assert isinstance(error.__cause__.__cause__, ValidationError)
+    # And no message quotes the turn or the model's answer
+    assert "Lisbon" not in str(error)
+    assert "Porto" not in str(error.__cause__)
+
+
+def test_rate_limit_is_retried_by_the_sdk() -> None:
+    # Given the API throttles once, asking for a 1 ms wait
+    api = FakeMessagesApi(
+        Reply("error_rate_limited", status=429, headers={"retry-after-ms": "1"}),
+        Reply("extract_valid"),
+    )
+    fails = JsonFailCounter()
+    started = time.monotonic()
+    # When the turn is extracted
+    out = extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # Then the SDK retried on its own: two HTTP requests, one accounted call, no json_fail
+    assert len(api.requests) == 2
+    assert api.headers[1]["x-stainless-retry-count"] == "1"
+    assert len(out.calls) == 1
+    assert len(out.candidates) == 2
+    assert fails.count == 0
+    assert time.monotonic() - started < 1.0
+
+
+def test_persistent_overload_becomes_a_transient_error() -> None:
+    # Given the API stays overloaded
+    overloaded = Reply("error_overloaded", status=529, headers={"retry-after-ms": "1"})
+    api = FakeMessagesApi(overloaded, overloaded, overloaded)
+    # When the turn is extracted with two SDK retries
+    with pytest.raises(LlmUnavailable) as raised:
+        extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then it is retryable by name (Step Functions), after the SDK's own three attempts
+    assert isinstance(raised.value, TransientError)
+    assert len(api.requests) == 3
+    assert isinstance(raised.value.__cause__, anthropic.InternalServerError)
+
+
+@pytest.mark.parametrize(
+    ("failure", "sdk_error"),
+    [
+        (httpx2.ConnectError, anthropic.APIConnectionError),
+        (httpx2.ReadTimeout, anthropic.APITimeoutError),
+    ],
+)
+def test_connection_failure_or_timeout_becomes_a_transient_error(
+    failure: type[httpx2.TransportError], sdk_error: type[anthropic.APIConnectionError]
+) -> None:
+    # Given the API cannot be reached, or does not answer in time
+    def fail(request: httpx2.Request) -> httpx2.Response:
+        raise failure("no answer", request=request)
+
+    client = AnthropicExtractorClient(
+        CONFIG,
+        api_key="test-key",
+        base_url="http://testserver",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(fail)),
+        max_retries=0,
+    )
+    # When the turn is extracted
+    with pytest.raises(LlmUnavailable) as raised:
+        extract_with_llm(turn(LISBON_TURN), CONFIG, client, on_json_fail=JsonFailCounter())
+    # Then the SDK's error is kept as the cause
+    assert isinstance(raised.value.__cause__, sdk_error)
+
+
+def test_bad_request_is_permanent_and_not_retried() -> None:
+    # Given the API rejects the request itself
+    api = FakeMessagesApi(Reply("error_invalid_request", status=400))
+    fails = JsonFailCounter()
+    # When the turn is extracted
+    with pytest.raises(LlmRequestRejected) as raised:
+        extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # Then it is permanent, sent once, and not mistaken for malformed output
+    assert raised.value.status_code == 400
+    assert isinstance(raised.value, PermanentError)
+    assert len(api.requests) == 1
+    assert fails.count == 0
+
+
+def test_hypothetical_is_capped_even_when_the_model_is_confident() -> None:
+    # Given a hypothetical turn, and a model answering with confidence 0.9
+    answer = json.loads(recorded("extract_hypothetical_uncapped")["content"][0]["text"])
+    assert answer["candidates"][0]["confidence"] == 0.9
+    api = FakeMessagesApi(Reply("extract_hypothetical_uncapped"))
+    text = "If I get the job at Zalando, I'll move to Berlin."
+    # When the turn is extracted
+    out = extract_with_llm(turn(text), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then the post-check caps its confidence
+    (berlin,) = out.candidates
+    assert berlin.confidence <= CONFIG.hypothetical_confidence_cap
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Imagine I lived in Berlin.",
+        "Suppose I lived in Berlin.",
+        "Let's pretend I live in Berlin.",
+        "What if I lived in Berlin?",
+        "I wish I lived in Berlin.",
+        "I'm basically a Berlin local by now.",
+        "I’m basically a Berlin local by now.",
+        "Let's role-play: I live in Berlin.",
+        "Oh sure, I love living in Berlin /s",
+        "Yeah right, Berlin is my favourite city.",
+    ],
+)
+def test_hypothetical_framings_are_capped(text: str) -> None:
+    # Given a confident candidate from a framed turn
+    berlin = candidate("Berlin", 0.9)
+    # When the post-check runs
+    (capped,) = cap_hypotheticals([berlin], text, 0.3)
+    # Then its confidence is capped and nothing else changes
+    assert capped.confidence == 0.3
+    assert capped.model_copy(update={"confidence": 0.9}) == berlin
+
+
+def test_only_the_hypothetical_sentence_is_capped() -> None:
+    # Given a plain statement followed by a hypothetical one
+    text = "I love ramen. What if I tried sushi instead?"
+    ramen, sushi = candidate("ramen", 0.95), candidate("sushi", 0.8)
+    # When the post-check runs
+    capped = cap_hypotheticals([ramen, sushi], text, 0.3)
+    # Then the plainly stated claim keeps its confidence
+    assert [c.confidence for c in capped] == [0.95, 0.3]
+
+
+def test_plain_turn_is_left_alone() -> None:
+    # Given a turn with no framing (a word like "gift" must not read as "if")
+    claims = [candidate("ramen", 0.95)]
+    # When the post-check runs
+    # Then nothing changes
+    assert cap_hypotheticals(claims, "I got a ramen gift, I love ramen.", 0.3) == claims
+
+
+def test_long_conversation_gets_a_parallel_detail_pass_merged_without_duplicates() -> None:
+    # Given a 10-message conversation (9 earlier turns + this one) and windows of ~400 chars
+    config = ExtractConfig(detail_chunk_chars=400)
+    session = conversation(9)
+    windows = detail_windows(session, 400, config.detail_overlap_messages)
+    assert len(windows) > 1
+    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
+    # When the turn is extracted
+    out = extract_with_llm(
+        turn("Let's go with the second one.", session=session),
+        config,
+        client_for(api, config),
+        on_json_fail=JsonFailCounter(),
+    )
+    # Then one full pass and one detail call per window were made
+    assert len(api.full_requests) == 1
+    assert len(api.detail_requests) == len(windows)
+    assert all("<window>" in r["messages"][0]["content"] for r in api.detail_requests)
+    # And the merge keeps one candidate per memory key, the most confident one
+    keys = [memory_key(c) for c in out.candidates]
+    assert len(keys) == len(set(keys))
+    by_attribute = {c.attribute: c for c in out.candidates}
+    assert set(by_attribute) == {"chosen_plan", "engineer_count", "plan_price"}
+    assert by_attribute["chosen_plan"].confidence == 0.95  # detail beat the full pass's 0.8
+    assert "$29/month" in by_attribute["chosen_plan"].text
+    assert {c.source_turn_id for c in out.candidates} == {"turn-1"}
+    # And every call is accounted and summed
+    names = ["extract_full_pass_long"] + ["extract_detail_window"] * len(windows)
+    assert len(out.calls) == len(names)
+    assert out.input_tokens == sum(usage_of(name)[0] for name in names)
+    assert out.output_tokens == sum(usage_of(name)[1] for name in names)
+    assert out.cost_usd == pytest.approx(haiku_cost(*names))
+
+
+def test_detail_calls_run_concurrently_with_the_full_pass() -> None:
+    # Given a conversation that makes exactly two windows, and an API that holds every
+    # request until the full pass and both windows are in flight together
+    config = ExtractConfig(detail_chunk_chars=1_000)
+    session = conversation(9)
+    assert len(detail_windows(session, 1_000, config.detail_overlap_messages)) == 2
+    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
+    barrier = threading.Barrier(3, timeout=5)
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        barrier.wait()  # breaks, failing the call, if the passes run one after the other
+        return api.handle(request)
+
+    client = AnthropicExtractorClient(
+        config,
+        api_key="test-key",
+        base_url="http://testserver",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handle)),
+        max_retries=0,
+    )
+    # When the turn is extracted
+    out = extract_with_llm(
+        turn("Let's go with the second one.", session=session),
+        config,
+        client,
+        on_json_fail=JsonFailCounter(),
+    )
+    # Then all three calls met at the barrier and their results were merged
+    assert len(api.requests) == 3
+    assert len(out.candidates) == 3
+
+
+def test_short_conversation_gets_no_detail_pass() -> None:
+    # Given an 8-message conversation, one below the threshold
+    api = FakeMessagesApi(Reply("extract_full_pass_long"))
+    session = conversation(7)
+    # When the turn is extracted
+    extract_with_llm(
+        turn("Let's go with the second one.", session=session),
+        ExtractConfig(detail_chunk_chars=400),
+        client_for(api),
+        on_json_fail=JsonFailCounter(),
+    )
+    # Then only the full pass ran
+    assert len(api.requests) == 1
+    assert api.detail_requests == []
+
+
+def test_a_detail_window_that_stays_malformed_fails_the_turn() -> None:
+    # Given a valid full pass but detail windows that always answer with truncated JSON
+    config = ExtractConfig(detail_chunk_chars=10_000)
+    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_truncated"))
+    fails = JsonFailCounter()
+    # When a long conversation is extracted (one window)
+    with pytest.raises(ExtractionFailed) as raised:
+        extract_with_llm(
+            turn("Let's go with the second one.", session=conversation(9)),
+            config,
+            client_for(api, config),
+            on_json_fail=fails,
+        )
+    # Then the window's two failures are counted and all three calls are accounted
+    assert fails.count == 2
+    assert len(api.detail_requests) == 2
+    assert len(raised.value.calls) == 3
+
+
+def test_detail_windows_overlap_and_cover_every_turn() -> None:
+    # Given ten turns of 100 characters
+    turns = tuple(SessionTurn(role=Role.USER, text=f"{i}".ljust(100, "-")) for i in range(10))
+    # When they are cut into windows of 300 characters with two turns of overlap
+    windows = detail_windows(turns, 300, 2)
+    # Then each window fits, repeats the previous window's last two turns, and all are covered
+    assert all(sum(len(t.text) for t in w) <= 300 for w in windows)
+    for previous, current in itertools.pairwise(windows):
+        assert previous[-2:] == current[:2]
+    assert {t for w in windows for t in w} == set(turns)
+    assert windows[-1][-1] == turns[-1]
+
+
+def test_an_oversized_turn_gets_a_window_of_its_own() -> None:
+    # Given a turn longer than a whole window
+    turns = (
+        SessionTurn(role=Role.USER, text="a" * 50),
+        SessionTurn(role=Role.ASSISTANT, text="b" * 500),
+        SessionTurn(role=Role.USER, text="c" * 50),
+    )
+    # When windows are cut with no overlap
+    windows = detail_windows(turns, 100, 0)
+    # Then it stands alone and the cutting still moves forward
+    assert windows == [turns[:1], turns[1:2], turns[2:]]
+
+
+def test_merge_keeps_the_most_confident_duplicate_in_first_seen_order() -> None:
+    # Given duplicates across passes (same memory key, different confidence and wording)
+    first = candidate("ramen", 0.7)
+    better = candidate("ramen", 0.9, text="The user really likes ramen.")
+    other = candidate("sushi", 0.8)
+    tie = candidate("sushi", 0.8, text="The user likes sushi a lot.")
+    # When they are merged
+    merged = merge_candidates([[first, other], [better, tie]])
+    # Then one per key survives, the most confident, ties keep the first seen
+    assert merged == [better, other]
+
+
+def test_prices_cover_dated_and_bedrock_model_ids() -> None:
+    # Given the same model under its API, dated and Bedrock names
+    names = [
+        "claude-haiku-4-5",
+        "claude-haiku-4-5-20251001",
+        "anthropic.claude-haiku-4-5-20251001-v1:0",
+        "us.anthropic.claude-haiku-4-5-20251001-v1:0",
+        "global.anthropic.claude-haiku-4-5-20251001-v1:0",
+    ]
+    # Then all share one price, and a cost is tokens times price
+    assert {price_per_mtok(name) for name in names} == {(HAIKU_IN, HAIKU_OUT)}
+    assert cost_usd("claude-haiku-4-5", 1_000_000, 200_000) == pytest.approx(2.0)
+
+
+def test_unknown_model_or_provider_fails_at_construction() -> None:
+    # Given a model without a price, or a provider that does not exist
+    api = FakeMessagesApi()
+    # Then building the client fails with a config error and no request is sent
+    with pytest.raises(ConfigError, match="no price for model 'claude-unknown-1'"):
+        client_for(api, ExtractConfig(model="claude-unknown-1"))
+    with pytest.raises(ConfigError, match="provider 'vertex'"):
+        client_for(api, ExtractConfig(provider="vertex"))
+    assert api.requests == []
+
+
+def test_bedrock_provider_signs_requests_with_iam_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given IAM credentials in the environment and a Bedrock model id
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
+    model = "eu.anthropic.claude-haiku-4-5-20251001-v1:0"
+    config = ExtractConfig(provider="bedrock", model=model)
+    seen: list[httpx2.Request] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, json=recorded("extract_empty"))
+
+    client = AnthropicExtractorClient(
+        config,
+        aws_region="eu-west-1",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handle)),
+        max_retries=0,
+    )
+    # When a turn is extracted
+    out = extract_with_llm(turn("Thanks!"), config, client, on_json_fail=JsonFailCounter())
+    # Then the call went to Bedrock's invoke endpoint, SigV4-signed, with the structured format
+    (request,) = seen
+    assert str(request.url) == (
+        f"https://bedrock-runtime.eu-west-1.amazonaws.com/model/{model}/invoke"
+    )
+    assert request.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert json.loads(request.content)["output_config"]["format"]["type"] == "json_schema"
+    assert out.cost_usd == pytest.approx(haiku_cost("extract_empty"))
+
+
+def test_importing_the_extractor_does_not_import_anthropic() -> None:
+    # Given a fresh interpreter
+    code = (
+        "import sys, memwrite.llm_extractor, memwrite.adapters.anthropic_llm;"
+        "print('anthropic' in sys.modules)"
+    )
+    # When the extractor and its adapter are imported
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    # Then the SDK (about 3 s of cold start) is not loaded until a client is built
+    assert result.stdout.strip() == "False"
