@@ -11,7 +11,7 @@ import os
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -90,17 +90,21 @@ class IngestLimits(_Frozen):
 
 
 class ExtractConfig(_Frozen):
-    provider: str = "anthropic"  # "anthropic" (API key) or "bedrock" (IAM)
+    provider: Literal["anthropic", "bedrock"] = "anthropic"  # API key, or IAM via Bedrock
     model: str = "claude-haiku-4-5"
-    max_entities: int = 30
-    max_recent_memories: int = 15
-    max_source_turns: int = 20
-    max_turn_chars: int = 2_000
-    detail_pass_min_messages: int = 9
-    detail_chunk_chars: int = 10_000
-    detail_overlap_messages: int = 2
-    detail_max_concurrency: int = 4
-    hypothetical_confidence_cap: float = 0.3
+    aws_region: str | None = None  # Bedrock only; default: the Lambda's region
+    max_output_tokens: int = Field(default=4_096, ge=256)
+    timeout_secs: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)  # the SDK's own backoff on 429/5xx/timeouts
+    max_entities: int = Field(default=30, ge=0)
+    max_recent_memories: int = Field(default=15, ge=0)
+    max_source_turns: int = Field(default=20, ge=0)
+    max_turn_chars: int = Field(default=2_000, ge=100)
+    detail_pass_min_messages: int = Field(default=9, ge=2)
+    detail_chunk_chars: int = Field(default=10_000, ge=100)
+    detail_overlap_messages: int = Field(default=2, ge=0)
+    detail_max_concurrency: int = Field(default=4, ge=1)
+    hypothetical_confidence_cap: float = Field(default=0.3, ge=0, le=1)
     verifier_enabled: bool = False
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "IngestRequest",
     "IngestResponse",
     "IngestTurn",
+    "LlmUsageSummary",
     "PrefilterDecision",
     "QueuedTurn",
     "Role",
@@ -156,6 +157,18 @@ class IngestResponse(BaseModel):
     failed: list[FailedTurn] = Field(default_factory=list)
 
 
+class LlmUsageSummary(BaseModel):
+    """What the LLM calls behind one span cost."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    models: tuple[str, ...] = ()
+
+
 class StageSpan(BaseModel):
     """One stage's verdict on one item (a turn now, a candidate in later stages)."""
 
@@ -171,3 +184,4 @@ class StageSpan(BaseModel):
     latency_ms: float
     at: datetime
     kind: Literal["turn", "candidate"] = "turn"
+    llm: LlmUsageSummary | None = None

@@ -14,9 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "AssistantTurn",
+    "DeferredNoLLM",
     "DuplicateTurn",
     "EnqueueFailed",
+    "ExtractionError",
     "MatchedSkipPattern",
+    "NoCandidates",
     "NonConversationalTurn",
     "PolicyBlocked",
     "RateLimited",
@@ -105,6 +108,26 @@ class EnqueueFailed(_Reason):
     error: str
 
 
+class NoCandidates(_Reason):
+    """Extraction found nothing durable in the turn (a normal, expected answer)."""
+
+    type: Literal["NoCandidates"] = "NoCandidates"
+    extractor: str
+
+
+class DeferredNoLLM(_Reason):
+    """The rules could not fully handle the turn and no LLM is configured (offline mode)."""
+
+    type: Literal["DeferredNoLLM"] = "DeferredNoLLM"
+
+
+class ExtractionError(_Reason):
+    """Extraction failed after its retries; the turn goes to the DLQ, visibly."""
+
+    type: Literal["ExtractionError"] = "ExtractionError"
+    error: str
+
+
 SkipReason = Annotated[
     TooShort
     | MatchedSkipPattern
@@ -126,6 +149,9 @@ Reason = Annotated[
     | PolicyBlocked
     | Redacted
     | DuplicateTurn
-    | EnqueueFailed,
+    | EnqueueFailed
+    | NoCandidates
+    | DeferredNoLLM
+    | ExtractionError,
     Field(discriminator="type"),
 ]

@@ -35,6 +35,8 @@ class TraceView(BaseModel):
     turn_ids: list[str]
     spans: list[StageSpan]
     outcome: TraceOutcome
+    llm_calls: int
+    cost_usd: float
 
 
 def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
@@ -75,4 +77,6 @@ def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) 
             discarded=sum(1 for span in found if span.result is SpanResult.REJECT),
             memory_ids=[],
         ),
+        llm_calls=sum(span.llm.calls for span in found if span.llm),
+        cost_usd=round(sum(span.llm.cost_usd for span in found if span.llm), 6),
     )

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from memwrite.config import ExtractConfig
-from memwrite.errors import ConfigError
 from memwrite.llm_extractor import (
     LlmCall,
     LlmRequestRejected,
@@ -38,16 +37,7 @@ if TYPE_CHECKING:
         UserMessageParam,
     )
 
-__all__ = [
-    "DEFAULT_MAX_OUTPUT_TOKENS",
-    "DEFAULT_MAX_RETRIES",
-    "DEFAULT_TIMEOUT_SECS",
-    "AnthropicExtractorClient",
-]
-
-DEFAULT_MAX_RETRIES = 3
-DEFAULT_TIMEOUT_SECS = 60.0
-DEFAULT_MAX_OUTPUT_TOKENS = 4_096
+__all__ = ["AnthropicExtractorClient"]
 
 # The statuses the SDK itself retries: still failing after its retries means "try later".
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
@@ -64,12 +54,14 @@ class AnthropicExtractorClient:
         aws_region: str | None = None,
         base_url: str | None = None,
         http_client: httpx2.Client | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        timeout_secs: float = DEFAULT_TIMEOUT_SECS,
-        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
+        max_retries: int | None = None,
     ) -> None:
+        """Limits come from `config`; the keyword arguments are for endpoints and tests."""
         price_per_mtok(config.model)  # an unpriced model fails at start-up, not after a paid call
         import anthropic
+
+        retries = config.max_retries if max_retries is None else max_retries
+        timeout_secs = config.timeout_secs
 
         self._client: Anthropic | AnthropicBedrock
         if config.provider == "anthropic":
@@ -77,21 +69,17 @@ class AnthropicExtractorClient:
                 api_key=api_key,
                 base_url=base_url,
                 http_client=http_client,
-                max_retries=max_retries,
-                timeout=timeout_secs,
-            )
-        elif config.provider == "bedrock":
-            # IAM credentials from the default AWS chain: no API key to manage on AWS.
-            self._client = anthropic.AnthropicBedrock(
-                aws_region=aws_region,
-                base_url=base_url,
-                http_client=http_client,
-                max_retries=max_retries,
+                max_retries=retries,
                 timeout=timeout_secs,
             )
         else:
-            raise ConfigError(
-                f"extract.provider {config.provider!r} is not 'anthropic' or 'bedrock'"
+            # IAM credentials from the default AWS chain: no API key to manage on AWS.
+            self._client = anthropic.AnthropicBedrock(
+                aws_region=aws_region or config.aws_region,
+                base_url=base_url,
+                http_client=http_client,
+                max_retries=retries,
+                timeout=timeout_secs,
             )
         # What `messages.parse(output_format=ExtractionResult)` sends; we call `create` and
         # validate ourselves because `parse` raises before the usage of a malformed answer
@@ -102,7 +90,7 @@ class AnthropicExtractorClient:
                 "schema": anthropic.transform_schema(ExtractionResult),
             }
         }
-        self._max_output_tokens = max_output_tokens
+        self._max_output_tokens = config.max_output_tokens
 
     def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
         import anthropic
