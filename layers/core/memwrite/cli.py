@@ -79,16 +79,28 @@ def run_demo(path: Path, stdout: TextIO) -> int:
         if response.status >= 400:
             stdout.write(f"ingest failed: HTTP {response.status} {json.dumps(response.body)}\n")
             return 1
-        drained = runner.drain()
+        report = runner.drain()
         trace = runner.call("GET", f"/v1/traces/{response.body['trace_id']}").body
     spans = [StageSpan.model_validate(span) for span in trace["spans"]]
+    candidates = [c for output in report.outputs for c in output.get("candidates", [])]
     # A turn repeated inside one request has one id and one span: count distinct turns.
-    funnel = build_funnel(len(set(trace["turn_ids"])), spans, len(drained))
-    stdout.write(f"memwrite demo: {path} (embedded default: moto in-process AWS)\n\n")
+    funnel = build_funnel(len(set(trace["turn_ids"])), spans, len(candidates))
+    llm = (
+        "ANTHROPIC_API_KEY set: rules, then the LLM"
+        if "llm" in {o.get("extractor") for o in report.outputs}
+        else "rule extractor only (no ANTHROPIC_API_KEY)"
+    )
+    stdout.write(f"memwrite demo: {path} (moto in-process AWS; {llm})\n\n")
     stdout.write(render_funnel(funnel) + "\n\n")
-    stdout.write(f"trace {trace['trace_id']}: {trace['status']}, {len(spans)} spans\n")
-    for turn in drained:
-        stdout.write(f"  survivor {turn.turn_id[:12]}  {turn.text[:90]}\n")
+    stdout.write(
+        f"trace {trace['trace_id']}: {trace['status']}, {len(spans)} spans, "
+        f"{trace['llm_calls']} LLM calls, ${trace['cost_usd']:.4f}\n"
+    )
+    for candidate in candidates:
+        triple = f"{candidate['entity']}.{candidate['attribute']} = {candidate['value']}"
+        stdout.write(f"  [{candidate['type']:<11}] {triple:<42} {candidate['text']}\n")
+    for turn_id, error in report.failed.items():
+        stdout.write(f"  FAILED turn {turn_id[:12]}: {error}\n")
     return 0
 
 

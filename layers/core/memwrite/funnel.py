@@ -17,10 +17,17 @@ __all__ = ["Funnel", "build_funnel", "reason_label", "render_funnel"]
 class Funnel(BaseModel):
     turns_in: int
     dropped: dict[str, dict[str, int]] = Field(
-        description="stage -> reason label -> count, stages in pipeline order"
+        description="stage -> reason label -> turns dropped, stages in pipeline order"
     )
-    errors: dict[str, int] = Field(default_factory=dict, description="stage -> failed items")
-    survivors: int
+    errors: dict[str, int] = Field(default_factory=dict, description="stage -> failed turns")
+    survivors: int = Field(description="turns that made it through every stage")
+    deferred: int = Field(
+        default=0, description="turns the rules could not fully handle and no LLM was set for"
+    )
+    candidates_kept: int
+    candidates_dropped: dict[str, int] = Field(
+        default_factory=dict, description="reason label -> candidates dropped"
+    )
 
 
 def reason_label(reason: Reason | None) -> str:
@@ -32,34 +39,59 @@ def reason_label(reason: Reason | None) -> str:
         "UserRule": "name",
         "PolicyBlocked": "kind",
         "NonConversationalTurn": "role",
+        "QualityDiscard": "reason",
     }.get(reason.type)
     return f"{reason.type}{{{getattr(reason, detail)}}}" if detail else reason.type
 
 
-def build_funnel(turns_in: int, spans: Iterable[StageSpan], survivors: int) -> Funnel:
+def build_funnel(turns_in: int, spans: Iterable[StageSpan], candidates_kept: int) -> Funnel:
     dropped: dict[str, Counter[str]] = {name: Counter() for name in stage_names()}
     errors: Counter[str] = Counter()
+    candidates_dropped: Counter[str] = Counter()
+    deferred = 0
     for span in spans:
-        if span.result is SpanResult.REJECT:
+        if span.reason is not None and span.reason.type == "DeferredNoLLM":
+            deferred += 1
+        if span.kind == "candidate":
+            if span.result is SpanResult.REJECT:
+                candidates_dropped[reason_label(span.reason)] += 1
+        elif span.result is SpanResult.REJECT:
             dropped.setdefault(span.stage, Counter())[reason_label(span.reason)] += 1
         elif span.result is SpanResult.ERROR:
             errors[span.stage] += 1
+    lost = sum(sum(counts.values()) for counts in dropped.values()) + sum(errors.values())
     return Funnel(
         turns_in=turns_in,
         dropped={stage: dict(counts.most_common()) for stage, counts in dropped.items()},
         errors=dict(errors),
-        survivors=survivors,
+        survivors=turns_in - lost,
+        deferred=deferred,
+        candidates_kept=candidates_kept,
+        candidates_dropped=dict(candidates_dropped.most_common()),
     )
 
 
 def render_funnel(funnel: Funnel) -> str:
     labels = [label for reasons in funnel.dropped.values() for label in reasons]
+    labels += list(funnel.candidates_dropped)
     width = max([len(label) for label in labels] + [30]) + 4
-    lines = [f"{'turns in':<{width}} {funnel.turns_in:>5}"]
+
+    def row(label: str, count: int) -> str:
+        return f"{label:<{width}} {count:>5}"
+
+    lines = [row("turns in", funnel.turns_in)]
     for stage, reasons in funnel.dropped.items():
-        lines.append(f"{'  ' + stage + ' dropped':<{width}} {sum(reasons.values()):>5}")
-        lines.extend(f"{'    ' + label:<{width}} {count:>5}" for label, count in reasons.items())
+        lines.append(row(f"  {stage} dropped", sum(reasons.values())))
+        lines.extend(row(f"    {label}", count) for label, count in reasons.items())
         if stage in funnel.errors:
-            lines.append(f"{'    failed (error spans)':<{width}} {funnel.errors[stage]:>5}")
-    lines.append(f"{'survivors':<{width}} {funnel.survivors:>5}")
+            lines.append(row("    failed (error spans)", funnel.errors[stage]))
+    lines.append(row("surviving turns", funnel.survivors))
+    if funnel.deferred:
+        lines.append(row("  deferred, no LLM (DeferredNoLLM)", funnel.deferred))
+    lines.append(row("candidates kept", funnel.candidates_kept))
+    if funnel.candidates_dropped:
+        lines.append(row("  candidates dropped", sum(funnel.candidates_dropped.values())))
+        lines.extend(
+            row(f"    {label}", count) for label, count in funnel.candidates_dropped.items()
+        )
     return "\n".join(lines)

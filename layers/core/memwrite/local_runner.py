@@ -13,11 +13,19 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from memwrite.errors import MemwriteError
 from memwrite.local_aws import LOCAL_API_KEY, LocalAws
 from memwrite.models import QueuedTurn
 from memwrite.stages import STAGES, StagePlacement
 
-__all__ = ["ROUTES", "ApiResult", "LocalContext", "LocalRunner", "api_gateway_event"]
+__all__ = [
+    "ROUTES",
+    "ApiResult",
+    "DrainReport",
+    "LocalContext",
+    "LocalRunner",
+    "api_gateway_event",
+]
 
 # (method, path prefix, handler module): what API Gateway routes to which function.
 ROUTES: tuple[tuple[str, str, str], ...] = (
@@ -37,6 +45,14 @@ class LocalContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 30_000
+
+
+@dataclass
+class DrainReport:
+    """What a drain produced: the last stage's output per turn, and the turns that failed."""
+
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,8 +128,12 @@ class LocalRunner:
                 return self._modules[module_name]
         return None
 
-    def drain(self) -> list[QueuedTurn]:
-        """Run every queued turn through the pipeline stages; returns the turns drained."""
+    def drain(self) -> DrainReport:
+        """Run every queued turn through the pipeline stages, as the state machine would.
+
+        A stage that raises has already written its error span; locally there is no DLQ, so the
+        failure is reported here and the message is removed instead of redelivered forever.
+        """
         import boto3
 
         assert self._aws.resources is not None
@@ -124,18 +144,22 @@ class LocalRunner:
             for stage in STAGES
             if stage.placement is StagePlacement.PIPELINE
         ]
-        drained: list[QueuedTurn] = []
+        report = DrainReport()
         while True:
             messages = sqs.receive_message(
                 QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
             ).get("Messages", [])
             if not messages:
-                return drained
+                return report
             for message in messages:
                 turn = QueuedTurn.model_validate_json(message["Body"])
                 # Each stage's output is the next one's input, as in the state machine.
                 payload: dict[str, Any] = {"turn": turn.model_dump(mode="json")}
-                for handler_module in pipeline:
-                    payload = handler_module.lambda_handler(payload, LocalContext())
-                drained.append(turn)
+                try:
+                    for handler_module in pipeline:
+                        payload = handler_module.lambda_handler(payload, LocalContext())
+                except MemwriteError as exc:
+                    report.failed[turn.turn_id] = f"{type(exc).__name__}: {exc}"
+                else:
+                    report.outputs.append(payload)
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])

@@ -26,6 +26,7 @@ __all__ = [
     "Source",
     "SpanResult",
     "StageSpan",
+    "session_sort_key",
 ]
 
 Identifier = Annotated[
@@ -121,6 +122,11 @@ class QueuedTurn(BaseModel):
     text: str
     observed_at: datetime
     source: Source
+
+
+def session_sort_key(turn: QueuedTurn) -> str:
+    """Orders a session's turns by observation time, ties broken by turn id."""
+    return f"{turn.observed_at.astimezone(UTC).isoformat()}#{turn.turn_id}"
 
 
 class SkippedTurn(BaseModel):

@@ -17,6 +17,7 @@ __all__ = [
     "EnqueueResult",
     "MetricsSink",
     "RateStore",
+    "SessionLog",
     "SpanStore",
     "TraceRecord",
     "TurnLedger",
@@ -72,8 +73,20 @@ class SpanStore(Protocol):
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]: ...
 
 
+class SessionLog(Protocol):
+    """The (redacted) turns of a session that reached extraction: context for the LLM."""
+
+    def recent(self, tenant: str, session_id: str, before: str, limit: int) -> list[QueuedTurn]:
+        """Up to `limit` turns observed before the sort key `before`, oldest first."""
+
+    def append(self, turn: QueuedTurn) -> None: ...
+
+
 class MetricsSink(Protocol):
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         """Count items leaving `stage` with `outcome`, dimensioned by the reason's type."""
+
+    def event(self, stage: str, name: str) -> None:
+        """Count one named event of a stage, e.g. `extraction_json_fail`."""
 
     def timing(self, stage: str, latency_ms: float) -> None: ...

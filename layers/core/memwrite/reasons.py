@@ -22,12 +22,14 @@ __all__ = [
     "NoCandidates",
     "NonConversationalTurn",
     "PolicyBlocked",
+    "QualityDiscard",
     "RateLimited",
     "Reason",
     "Redacted",
     "SecretKind",
     "SkipReason",
     "TooShort",
+    "Ungrounded",
     "UserRule",
 ]
 
@@ -115,6 +117,19 @@ class NoCandidates(_Reason):
     extractor: str
 
 
+class QualityDiscard(_Reason):
+    """The extractor judged the candidate not worth keeping (hypothetical, trivia, ...)."""
+
+    type: Literal["QualityDiscard"] = "QualityDiscard"
+    reason: str
+
+
+class Ungrounded(_Reason):
+    """The candidate has no direct evidence in its turn."""
+
+    type: Literal["Ungrounded"] = "Ungrounded"
+
+
 class DeferredNoLLM(_Reason):
     """The rules could not fully handle the turn and no LLM is configured (offline mode)."""
 
@@ -151,6 +166,8 @@ Reason = Annotated[
     | DuplicateTurn
     | EnqueueFailed
     | NoCandidates
+    | QualityDiscard
+    | Ungrounded
     | DeferredNoLLM
     | ExtractionError,
     Field(discriminator="type"),

@@ -2,7 +2,8 @@
 
 Keys are generic (`pk`, `sk`) with typed prefixes so one table can hold a few related item
 kinds and stay readable: the turns table holds the ledger (`TURN#`), traces (`TRACE#`) and
-rate-gate claims (`RATE#`).
+rate-gate claims (`RATE#`) and each session's redacted turns as extraction saw them
+(`SESSION#`, the LLM's context).
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ class StageDef:
     function_dir: str  # functions/<dir>/handler.py
 
 
-STAGES: tuple[StageDef, ...] = (StageDef("pre_filter", StagePlacement.INGEST, "ingest"),)
+STAGES: tuple[StageDef, ...] = (
+    StageDef("pre_filter", StagePlacement.INGEST, "ingest"),
+    StageDef("extract", StagePlacement.PIPELINE, "extract"),
+)
 
 
 def stage_names() -> tuple[str, ...]:

@@ -10,16 +10,18 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memwrite.config import Settings, load_settings
+from memwrite.config import ExtractConfig, Settings, load_settings
 from memwrite.errors import ConfigError
+from memwrite.extract import ExtractDeps
 from memwrite.ingest import IngestDeps
+from memwrite.llm_extractor import ExtractionLlm
 from memwrite.rate_gate import RateGate
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
 
-__all__ = ["ApiDeps", "build_api_deps"]
+__all__ = ["ApiDeps", "StageDeps", "build_api_deps", "build_extract_deps", "build_llm"]
 
 
 @dataclass
@@ -73,3 +75,40 @@ def build_api_deps(environ: dict[str, str] | None = None) -> ApiDeps:
         ),
     )
     return ApiDeps(settings=settings, ingest=ingest)
+
+
+@dataclass
+class StageDeps:
+    settings: Settings
+    extract: ExtractDeps
+
+
+def build_llm(
+    config: ExtractConfig, environ: dict[str, str] | os._Environ[str]
+) -> ExtractionLlm | None:
+    """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY."""
+    api_key = environ.get("ANTHROPIC_API_KEY")
+    if config.provider == "anthropic" and not api_key:
+        return None
+    from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
+
+    return AnthropicExtractorClient(config, api_key=api_key)
+
+
+def build_extract_deps(environ: dict[str, str] | None = None) -> StageDeps:
+    """Adapters for the extract task: spans and the session log in DynamoDB, the LLM if any."""
+    import boto3
+
+    from memwrite.adapters.dynamodb import DynamoSessionLog, DynamoSpanStore
+    from memwrite.adapters.emf_metrics import EmfMetrics
+
+    env = os.environ if environ is None else environ
+    settings = load_settings(dict(env))
+    dynamodb: DynamoDBClient = boto3.client("dynamodb", **_client_kwargs(env))
+    extract = ExtractDeps(
+        spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
+        metrics=EmfMetrics(),
+        session_log=DynamoSessionLog(dynamodb, _required(env, "TURNS_TABLE")),
+        llm=build_llm(settings.pipeline.extract, env),
+    )
+    return StageDeps(settings=settings, extract=extract)

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from memwrite.errors import StoreUnavailable
-from memwrite.models import StageSpan
+from memwrite.models import QueuedTurn, StageSpan, session_sort_key
 from memwrite.ports import TraceRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-__all__ = ["DynamoRateStore", "DynamoSpanStore", "DynamoTurnLedger"]
+__all__ = ["DynamoRateStore", "DynamoSessionLog", "DynamoSpanStore", "DynamoTurnLedger"]
 
 _BATCH_GET_LIMIT = 100
 _BATCH_WRITE_LIMIT = 25
@@ -164,6 +164,46 @@ class DynamoRateStore:
                 return False
             raise _unavailable(exc, "PutItem") from exc
         return True
+
+
+class DynamoSessionLog:
+    """A session's turns as they reach extraction, in observation order (turns table)."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def recent(self, tenant: str, session_id: str, before: str, limit: int) -> list[QueuedTurn]:
+        if limit <= 0:
+            return []
+        try:
+            response = self._client.query(
+                TableName=self._table,
+                KeyConditionExpression="pk = :pk AND sk < :before",
+                ExpressionAttributeValues={
+                    ":pk": {"S": f"SESSION#{tenant}#{session_id}"},
+                    ":before": {"S": before},
+                },
+                ScanIndexForward=False,  # newest first, so `Limit` keeps the latest turns
+                Limit=limit,
+            )
+        except ClientError as exc:
+            raise _unavailable(exc, "Query") from exc
+        turns = [QueuedTurn.model_validate_json(i["turn"]["S"]) for i in response["Items"]]
+        return list(reversed(turns))
+
+    def append(self, turn: QueuedTurn) -> None:
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={
+                    "pk": {"S": f"SESSION#{turn.tenant}#{turn.session_id}"},
+                    "sk": {"S": session_sort_key(turn)},
+                    "turn": {"S": turn.model_dump_json()},
+                },
+            )
+        except ClientError as exc:
+            raise _unavailable(exc, "PutItem") from exc
 
 
 class DynamoSpanStore:

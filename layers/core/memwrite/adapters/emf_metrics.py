@@ -38,6 +38,18 @@ class EmfMetrics:
         ):
             pass
 
+    def event(self, stage: str, name: str) -> None:
+        if is_metrics_disabled():
+            return
+        with single_metric(
+            name=name,
+            unit=MetricUnit.Count,
+            value=1,
+            namespace=self._namespace,
+            default_dimensions={"Stage": stage},
+        ):
+            pass
+
     def timing(self, stage: str, latency_ms: float) -> None:
         if is_metrics_disabled():
             return

@@ -9,11 +9,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from memwrite.models import QueuedTurn, StageSpan
+from memwrite.models import QueuedTurn, StageSpan, session_sort_key
 from memwrite.ports import EnqueueResult, TraceRecord
 from memwrite.reasons import Reason
 
-__all__ = ["CountingMetrics", "InMemoryQueue", "InMemorySpanStore", "InMemoryTurnLedger"]
+__all__ = [
+    "CountingMetrics",
+    "InMemoryQueue",
+    "InMemorySessionLog",
+    "InMemorySpanStore",
+    "InMemoryTurnLedger",
+]
 
 
 class InMemoryQueue:
@@ -69,9 +75,27 @@ class CountingMetrics:
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str, str]] = Counter()
         self.timings: list[tuple[str, float]] = []
+        self.events: Counter[tuple[str, str]] = Counter()
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         self.counts[(stage, outcome, reason.type if reason else "none")] += value
 
+    def event(self, stage: str, name: str) -> None:
+        self.events[(stage, name)] += 1
+
     def timing(self, stage: str, latency_ms: float) -> None:
         self.timings.append((stage, latency_ms))
+
+
+class InMemorySessionLog:
+    def __init__(self) -> None:
+        self.turns: dict[tuple[str, str], dict[str, QueuedTurn]] = {}
+
+    def recent(self, tenant: str, session_id: str, before: str, limit: int) -> list[QueuedTurn]:
+        log = self.turns.get((tenant, session_id), {})
+        keys = sorted(key for key in log if key < before)
+        return [log[key] for key in keys[-limit:]] if limit else []
+
+    def append(self, turn: QueuedTurn) -> None:
+        log = self.turns.setdefault((turn.tenant, turn.session_id), {})
+        log[session_sort_key(turn)] = turn

@@ -1,0 +1,628 @@
+"""The rule fast-path: which simple claims it extracts, and when it admits it did not understand."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memwrite.candidate import Candidate, MemoryType
+from memwrite.rules_extractor import RuleExtraction, extract_with_rules
+
+Triple = tuple[str, str, str, bool]
+"""(entity, attribute, value, negated)"""
+
+NO_CLAIM: frozenset[Triple] = frozenset()
+
+
+def _user(attribute: str, value: str, *, negated: bool = False) -> Triple:
+    return ("user", attribute, value, negated)
+
+
+def _triples(result: RuleExtraction) -> frozenset[Triple]:
+    return frozenset((c.entity, c.attribute, c.value, c.negated) for c in result.candidates)
+
+
+# Plain statements: every candidate must be an explicit, kept claim with exactly these triples.
+CLAIMS: list[tuple[str, frozenset[Triple]]] = [
+    # identity
+    ("I'm Marcus.", frozenset({_user("name", "Marcus")})),
+    ("my name is Marcus Rivera", frozenset({_user("name", "Marcus Rivera")})),
+    ("My name's Priya.", frozenset({_user("name", "Priya")})),
+    ("Call me Mo.", frozenset({_user("name", "Mo")})),
+    ("You can call me Mo, everyone does.", frozenset({_user("name", "Mo")})),
+    ("i go by alex", frozenset({_user("name", "alex")})),
+    ("I'm Marcus, by the way. Marcus Rivera.", frozenset({_user("name", "Marcus Rivera")})),
+    (
+        "Honestly nothing specific right now. Just curious. I'm Marcus, by the way. Marcus Rivera.",
+        frozenset({_user("name", "Marcus Rivera")}),
+    ),
+    ("I'm 41 years old.", frozenset({_user("age", "41")})),
+    ("I just turned 30!", frozenset({_user("age", "30")})),
+    # occupation and employer
+    ("I'm a nurse.", frozenset({_user("occupation", "nurse")})),
+    ("I am an architect.", frozenset({_user("occupation", "architect")})),
+    ("I work as a data engineer.", frozenset({_user("occupation", "data engineer")})),
+    ("I work at Google.", frozenset({_user("works_at", "Google")})),
+    ("I work for Acme Corp.", frozenset({_user("works_at", "Acme Corp")})),
+    ("I work at AT&T.", frozenset({_user("works_at", "AT&T")})),
+    (
+        "I'm a teacher at Lincoln High.",
+        frozenset({_user("occupation", "teacher"), _user("works_at", "Lincoln High")}),
+    ),
+    (
+        "I work at Google as a senior data engineer.",
+        frozenset({_user("works_at", "Google"), _user("occupation", "senior data engineer")}),
+    ),
+    (
+        "I'm a student at MIT.",
+        frozenset({_user("occupation", "student"), _user("studies_at", "MIT")}),
+    ),
+    (
+        "I've been an architect at this firm in Manhattan for 12 years.",
+        frozenset({_user("occupation", "architect")}),
+    ),
+    ("I'm retired now.", frozenset({_user("employment_status", "retired")})),
+    # where the user lives
+    ("I live in Berlin.", frozenset({_user("lives_in", "Berlin")})),
+    ("I moved to Lisbon last year.", frozenset({_user("lives_in", "Lisbon")})),
+    ("I'm based in Austin.", frozenset({_user("lives_in", "Austin")})),
+    ("I just relocated to Denver!", frozenset({_user("lives_in", "Denver")})),
+    ("I live in New York City with my wife.", frozenset({_user("lives_in", "New York City")})),
+    ("I live in Austin, Texas.", frozenset({_user("lives_in", "Austin, Texas")})),
+    (
+        "I live in Berlin, Germany, with my wife.",
+        frozenset({_user("lives_in", "Berlin, Germany")}),
+    ),
+    ("I moved to St. Louis.", frozenset({_user("lives_in", "St. Louis")})),
+    ("We moved to Austin.", frozenset({_user("lives_in", "Austin")})),
+    (
+        "We live in New York and it's diverse, sure, but our neighborhood skews pretty white.",
+        frozenset({_user("lives_in", "New York")}),
+    ),
+    (
+        "I moved from Boston to Denver.",
+        frozenset({_user("lives_in", "Denver"), _user("lives_in", "Boston", negated=True)}),
+    ),
+    ("I grew up in Ohio.", frozenset({_user("hometown", "Ohio")})),
+    ("I'm originally from Chicago.", frozenset({_user("hometown", "Chicago")})),
+    ("i live in berlin", frozenset({_user("lives_in", "berlin")})),
+    ("I LIVE IN BERLIN", frozenset({_user("lives_in", "BERLIN")})),
+    # likes, dislikes, preferences, tools
+    ("I love hiking.", frozenset({_user("likes", "hiking")})),
+    ("I LOVE SUSHI!!!", frozenset({_user("likes", "SUSHI")})),
+    ("I hate cilantro.", frozenset({_user("dislikes", "cilantro")})),
+    ("I prefer tea over coffee.", frozenset({_user("prefers", "tea")})),
+    ("I prefer to work from home.", frozenset({_user("prefers", "work from home")})),
+    ("I use Neovim.", frozenset({_user("uses", "Neovim")})),
+    ("I'm a big fan of jazz.", frozenset({_user("likes", "jazz")})),
+    (
+        "I love hiking, biking, and swimming.",
+        frozenset({_user("likes", "hiking"), _user("likes", "biking"), _user("likes", "swimming")}),
+    ),
+    ("I don't like cilantro.", frozenset({_user("dislikes", "cilantro")})),
+    ("I can't stand reality TV.", frozenset({_user("dislikes", "reality TV")})),
+    ("I'm not a fan of horror movies.", frozenset({_user("dislikes", "horror movies")})),
+    ("I love my smart home setup.", frozenset({_user("likes", "smart home setup")})),
+    ("I love 99% Invisible.", frozenset({_user("likes", "99% Invisible")})),
+    (
+        "I'm using WUFI Passive for the modeling and it's incredibly detailed.",
+        frozenset({_user("uses", "WUFI Passive")}),
+    ),
+    ("My favorite color is blue.", frozenset({_user("favorite_color", "blue")})),
+    # relations
+    ("My sister Ana is visiting.", frozenset({_user("sister", "Ana")})),
+    ("My wife's name is Elena.", frozenset({_user("wife", "Elena")})),
+    (
+        "My son Mateo is 14.",
+        frozenset({_user("son", "Mateo"), ("Mateo", "age", "14", False)}),
+    ),
+    ("My manager is Priya.", frozenset({_user("manager", "Priya")})),
+    (
+        "Yeah, he's 14. My daughter Sofia is 9. They're great kids.",
+        frozenset({_user("daughter", "Sofia"), ("Sofia", "age", "9", False)}),
+    ),
+    ("My sister Rosa called after I told mom.", frozenset({_user("sister", "Rosa")})),
+    ("My buddy Rob works in structural engineering.", frozenset({_user("friend", "Rob")})),
+    ("My dog is called Max.", frozenset({_user("dog", "Max")})),
+    (
+        "My older brother Tom works at Tesla.",
+        frozenset({_user("brother", "Tom"), ("Tom", "works_at", "Tesla", False)}),
+    ),
+    ("I'm married to Elena.", frozenset({_user("spouse", "Elena")})),
+    (
+        "My ex-wife Sarah lives in Boston.",
+        frozenset({_user("ex_wife", "Sarah"), ("Sarah", "lives_in", "Boston", False)}),
+    ),
+    # allergies and diet
+    ("I'm allergic to peanuts.", frozenset({_user("allergic_to", "peanuts")})),
+    ("I'm allergic to cats...", frozenset({_user("allergic_to", "cats")})),
+    ("I’m allergic to peanuts.", frozenset({_user("allergic_to", "peanuts")})),
+    (
+        "I'm severely allergic to shellfish and penicillin.",
+        frozenset({_user("allergic_to", "shellfish"), _user("allergic_to", "penicillin")}),
+    ),
+    ("I have a peanut allergy.", frozenset({_user("allergic_to", "peanut")})),
+    ("I'm vegan.", frozenset({_user("diet", "vegan")})),
+    ("I'm a vegetarian.", frozenset({_user("diet", "vegetarian")})),
+    ("I'm on a keto diet.", frozenset({_user("diet", "keto")})),
+    ("I've decided to go fully vegan.", frozenset({_user("diet", "vegan")})),
+    ("I don't eat meat.", frozenset({_user("does_not_eat", "meat")})),
+    ("I'm lactose intolerant.", frozenset({_user("intolerant_to", "lactose")})),
+    ("Please remember that I'm vegetarian.", frozenset({_user("diet", "vegetarian")})),
+    # standing instructions
+    ("From now on answer in Spanish.", frozenset({_user("instruction", "answer in Spanish")})),
+    ("Always use metric units.", frozenset({_user("instruction", "always use metric units")})),
+    ("never mention my ex", frozenset({_user("instruction", "never mention the user's ex")})),
+    ("Please stop using emojis.", frozenset({_user("instruction", "stop using emojis")})),
+    (
+        "Can you always reply in English from now on?",
+        frozenset({_user("instruction", "always reply in English")}),
+    ),
+    ("From now on, call me Mo.", frozenset({_user("name", "Mo")})),
+    # retractions keep the triple and set negated
+    ("I don't live in Berlin anymore.", frozenset({_user("lives_in", "Berlin", negated=True)})),
+    ("I no longer work at Google.", frozenset({_user("works_at", "Google", negated=True)})),
+    ("I'm not vegan anymore.", frozenset({_user("diet", "vegan", negated=True)})),
+    ("I'm no longer a nurse.", frozenset({_user("occupation", "nurse", negated=True)})),
+    ("I'm a former nurse.", frozenset({_user("occupation", "nurse", negated=True)})),
+    ("I moved out of Berlin.", frozenset({_user("lives_in", "Berlin", negated=True)})),
+    ("I quit my job at Google.", frozenset({_user("works_at", "Google", negated=True)})),
+    ("I don't use Vim anymore.", frozenset({_user("uses", "Vim", negated=True)})),
+    ("I don’t live in Berlin anymore.", frozenset({_user("lives_in", "Berlin", negated=True)})),
+    (
+        "My favorite food is no longer sushi.",
+        frozenset({_user("favorite_food", "sushi", negated=True)}),
+    ),
+    (
+        "Priya doesn't live in Lisbon anymore.",
+        frozenset({("Priya", "lives_in", "Lisbon", True)}),
+    ),
+    # third person: named people become the entity
+    ("Priya lives in Lisbon.", frozenset({("Priya", "lives_in", "Lisbon", False)})),
+    ("Priya is a nurse.", frozenset({("Priya", "occupation", "nurse", False)})),
+    ("Diana's a marketer.", frozenset({("Diana", "occupation", "marketer", False)})),
+    ("My brother works at Tesla.", NO_CLAIM),
+    # compound sentences
+    (
+        "I live in Berlin and I work at SAP.",
+        frozenset({_user("lives_in", "Berlin"), _user("works_at", "SAP")}),
+    ),
+    (
+        "I live in Berlin and work at SAP.",
+        frozenset({_user("lives_in", "Berlin"), _user("works_at", "SAP")}),
+    ),
+    (
+        "Priya works at Google and lives in Lisbon.",
+        frozenset({("Priya", "works_at", "Google", False), ("Priya", "lives_in", "Lisbon", False)}),
+    ),
+    (
+        "I'm vegan and allergic to nuts.",
+        frozenset({_user("diet", "vegan"), _user("allergic_to", "nuts")}),
+    ),
+    (
+        "I'm Marcus and I live in Berlin.",
+        frozenset({_user("name", "Marcus"), _user("lives_in", "Berlin")}),
+    ),
+    (
+        "I'm a nurse, but I hate hospitals.",
+        frozenset({_user("occupation", "nurse"), _user("dislikes", "hospitals")}),
+    ),
+    (
+        "So I'm 41 and I had this moment on the train today.",
+        frozenset({_user("age", "41")}),
+    ),
+    (
+        "I'm an architect and I can't fix a toilet.",
+        frozenset({_user("occupation", "architect")}),
+    ),
+    # questions, pleasantries and look-alikes carry no claim
+    ("Do I live in Berlin?", NO_CLAIM),
+    ("Where should I live?", NO_CLAIM),
+    ("What's the best way to clean a cast iron skillet? I keep ruining mine.", NO_CLAIM),
+    ("Is Bitwarden free?", NO_CLAIM),
+    ("Thanks, that was helpful.", NO_CLAIM),
+    ("Haha good morning!", NO_CLAIM),
+    ("I love that!", NO_CLAIM),
+    ("I'm looking at something online.", NO_CLAIM),
+    ("Never mind about the timer, I'll deal with it.", NO_CLAIM),
+    ("Spoken like a real architect.", NO_CLAIM),
+    ("She said 'well, welcome home. I'm Elena.' Nice woman.", NO_CLAIM),
+    ("I'm Italian.", NO_CLAIM),
+    ("I'm from IT.", NO_CLAIM),
+    ('Mateo said: "Dad, I like Austin."', NO_CLAIM),
+    ("I'm a terrible cook.", NO_CLAIM),
+    ("Never give up.", NO_CLAIM),
+    ("I live in fear of spiders.", NO_CLAIM),
+    ("I work at a startup.", NO_CLAIM),
+    ("I still love my wife.", NO_CLAIM),
+    ("We're moving to Austin.", NO_CLAIM),
+]
+
+# Hypotheticals, role-play and sarcasm: whatever is emitted is downgraded and discarded.
+GUARDED: list[tuple[str, frozenset[Triple]]] = [
+    (
+        "If I lived in Paris I'd eat croissants every day.",
+        frozenset({_user("lives_in", "Paris")}),
+    ),
+    ("Imagine I'm a pilot.", frozenset({_user("occupation", "pilot")})),
+    ("I wish I lived in Rome.", frozenset({_user("lives_in", "Rome")})),
+    ("Suppose I worked at NASA.", frozenset({_user("works_at", "NASA")})),
+    ("If I were a doctor, I'd help people.", frozenset({_user("occupation", "doctor")})),
+    ("What if I moved to Denver?", frozenset({_user("lives_in", "Denver")})),
+    ("Hypothetically, I'm vegan.", frozenset({_user("diet", "vegan")})),
+    ("I'm basically a chef.", frozenset({_user("occupation", "chef")})),
+    ("Pretend you're a pirate.", NO_CLAIM),
+    (
+        "Let's role-play: I'm a pilot and you're air traffic control.",
+        frozenset({_user("occupation", "pilot")}),
+    ),
+    ("Oh great, I just love Mondays /s", frozenset({_user("likes", "Mondays")})),
+    ("I love Mondays. Yeah right.", frozenset({_user("likes", "Mondays")})),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CLAIMS, ids=[t for t, _ in CLAIMS])
+def test_plain_statements_yield_exactly_their_triples(
+    text: str, expected: frozenset[Triple]
+) -> None:
+    # Given a plain user statement
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then exactly the expected triples come out, as explicit, kept, grounded claims
+    assert _triples(result) == expected
+    for c in result.candidates:
+        assert c.confidence == pytest.approx(0.9)
+        assert c.quality.verdict == "keep"
+        assert c.grounded is True
+
+
+@pytest.mark.parametrize(("text", "expected"), GUARDED, ids=[t for t, _ in GUARDED])
+def test_hypotheticals_are_downgraded_and_discarded(text: str, expected: frozenset[Triple]) -> None:
+    # Given a hypothetical, role-play or sarcastic statement
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then any claim is kept for audit only: confidence <= 0.3 and a discard verdict
+    assert _triples(result) == expected
+    for c in result.candidates:
+        assert c.confidence <= 0.3
+        assert c.quality.verdict == "discard"
+        assert c.quality.reason in {"hypothetical", "role_play", "sarcasm"}
+    # And the guard counts as understanding the turn
+    assert result.fully_covered is True
+
+
+def test_the_table_is_large_enough() -> None:
+    # Given the two parametrised tables
+    rows = len(CLAIMS) + len(GUARDED)
+    # When they are counted
+    # Then they hold at least 80 sentences
+    assert rows >= 80
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("I'm basically a chef.", "hypothetical"),
+        ("Let's role-play: I'm a pilot.", "role_play"),
+        ("Oh great, I just love Mondays /s", "sarcasm"),
+    ],
+)
+def test_the_discard_reason_names_the_guard(text: str, reason: str) -> None:
+    # Given a guarded statement of each kind
+    # When the rules read it
+    (candidate,) = extract_with_rules(text).candidates
+    # Then the discard reason says which guard applied
+    assert candidate.quality.reason == reason
+
+
+def test_a_hedged_claim_is_kept_with_lower_confidence() -> None:
+    # Given a claim behind "I think"
+    # When the rules read it
+    (candidate,) = extract_with_rules("I think I'm allergic to cats.").candidates
+    # Then it is kept, but with less confidence than a plain statement
+    assert candidate.value == "cats"
+    assert candidate.confidence == pytest.approx(0.6)
+    assert candidate.quality.verdict == "keep"
+
+
+def test_a_candidate_carries_text_type_topic_scores_and_questions() -> None:
+    # Given a plain statement of where the user lives
+    # When the rules read it
+    (candidate,) = extract_with_rules("I live in Berlin.", source_turn_id="turn-7").candidates
+    # Then the candidate is a complete, self-contained fact
+    assert candidate.text == "The user lives in Berlin."
+    assert candidate.type is MemoryType.FACT
+    assert candidate.topic == "location"
+    assert candidate.predicate_is_stateful is True
+    assert 0.8 <= candidate.importance <= 0.9
+    assert candidate.valid_at is None
+    assert candidate.source_turn_id == "turn-7"
+    assert len(candidate.search_questions) == 3
+    assert "Where does the user live?" in candidate.search_questions
+
+
+@pytest.mark.parametrize(
+    ("text", "attribute", "stateful", "memory_type"),
+    [
+        ("I live in Berlin.", "lives_in", True, MemoryType.FACT),
+        ("I work at SAP.", "works_at", True, MemoryType.FACT),
+        ("My name is Ana.", "name", True, MemoryType.FACT),
+        ("I'm vegan.", "diet", True, MemoryType.PREFERENCE),
+        ("I prefer tea.", "prefers", True, MemoryType.PREFERENCE),
+        ("My wife is Elena.", "wife", True, MemoryType.FACT),
+        ("I love jazz.", "likes", False, MemoryType.PREFERENCE),
+        ("I hate jazz.", "dislikes", False, MemoryType.PREFERENCE),
+        ("I use Vim.", "uses", False, MemoryType.PREFERENCE),
+        ("I'm allergic to nuts.", "allergic_to", False, MemoryType.FACT),
+        ("My sister is Ana.", "sister", False, MemoryType.FACT),
+        ("Always use metric units.", "instruction", False, MemoryType.INSTRUCTION),
+    ],
+)
+def test_statefulness_and_type_follow_the_predicate(
+    text: str, attribute: str, stateful: bool, memory_type: MemoryType
+) -> None:
+    # Given a statement with a known predicate
+    # When the rules read it
+    (candidate,) = extract_with_rules(text).candidates
+    # Then a replacing predicate is stateful and an accumulating one is not
+    assert candidate.attribute == attribute
+    assert candidate.predicate_is_stateful is stateful
+    assert candidate.type is memory_type
+
+
+def test_importance_ranks_identity_above_taste() -> None:
+    # Given an allergy, a relation and a liking
+    allergy = extract_with_rules("I'm allergic to peanuts.").candidates[0]
+    sister = extract_with_rules("My sister is Ana.").candidates[0]
+    liking = extract_with_rules("I love hiking.").candidates[0]
+    # When their importance is compared
+    # Then what keeps the user safe or identifies them outranks what they enjoy
+    assert allergy.importance >= 0.8
+    assert sister.importance >= 0.8
+    assert liking.importance == pytest.approx(0.5)
+
+
+def test_a_retraction_keeps_high_confidence_and_says_no_longer() -> None:
+    # Given a retraction
+    # When the rules read it
+    (candidate,) = extract_with_rules("I don't live in Berlin anymore.").candidates
+    # Then the triple is negated, still confident, and the text reads as a retraction
+    assert candidate.negated is True
+    assert candidate.confidence == pytest.approx(0.9)
+    assert candidate.text == "The user no longer lives in Berlin."
+
+
+def test_a_relative_named_in_a_claim_is_the_entity() -> None:
+    # Given a claim about a named brother
+    # When the rules read it
+    result = extract_with_rules("My brother Tom works at Tesla.")
+    # Then the job claim is about Tom, and its text names him and the relation
+    (job,) = [c for c in result.candidates if c.attribute == "works_at"]
+    assert job.entity == "Tom"
+    assert job.text == "Tom, the user's brother, works at Tesla."
+
+
+# --------------------------------------------------------------------------------------------
+# Coverage
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "I live in Berlin and I work at SAP.",
+        "I'm Marcus, by the way. Marcus Rivera.",
+        "Thanks, that was helpful.",
+        "Do I live in Berlin? Where should I live?",
+        "Pretend you're a pirate.",
+        "If I lived in Paris, I would eat croissants every single day.",
+        "Haha, thank you so much for that. I'm vegan btw.",
+        "I live in Berlin now.",
+    ],
+)
+def test_fully_covered_when_every_clause_is_understood(text: str) -> None:
+    # Given a turn made only of recognised claims, questions, pleasantries or guarded clauses
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then nothing is left for the LLM
+    assert result.fully_covered is True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My brother works at Tesla.",
+        "So I've been thinking about something on my commute today.",
+        "I work at Google on the search infrastructure team.",
+        "My sister Rosa called after I told mom.",
+        "I live in Berlin. Priya said the Inbox3 deadline is Friday.",
+        "I've been an architect at this firm in Manhattan for 12 years.",
+        "I work at a startup.",
+        "She said 'well, welcome home. I'm Elena.' Nice woman.",
+        "I don't live in Berlin anymore and work at SAP.",
+    ],
+)
+def test_not_covered_when_a_clause_may_hold_knowledge_the_rules_missed(text: str) -> None:
+    # Given a turn with a clause the rules cannot fully explain
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then the caller is told to run the LLM (or defer the turn offline)
+    assert result.fully_covered is False
+
+
+def test_an_unnamed_relative_yields_nothing_rather_than_an_invented_name() -> None:
+    # Given a claim about a relative the user did not name
+    # When the rules read it
+    result = extract_with_rules("My brother works at Tesla.")
+    # Then no candidate is invented and the turn is left to the LLM
+    assert result.candidates == ()
+    assert result.fully_covered is False
+
+
+# --------------------------------------------------------------------------------------------
+# Spans, roles, determinism
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), CLAIMS + GUARDED, ids=[t for t, _ in CLAIMS + GUARDED]
+)
+def test_every_source_span_holds_the_evidence(text: str, expected: frozenset[Triple]) -> None:
+    # Given any table sentence
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then each span lies inside the text and contains the value as written
+    assert len(result.candidates) >= len(expected)
+    for c in result.candidates:
+        assert c.source_span is not None
+        assert 0 <= c.source_span.start < c.source_span.end <= len(text)
+        evidence = text[c.source_span.start : c.source_span.end]
+        if c.attribute != "instruction":  # instructions rewrite "my" to "the user's"
+            assert c.value.lower() in evidence.lower()
+
+
+def test_spans_point_at_each_clause_of_a_compound_turn() -> None:
+    # Given a compound turn after a greeting
+    text = "Hi! I live in Berlin and I work at SAP."
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then each claim points at its own clause
+    spans = {c.attribute: c.source_span for c in result.candidates}
+    assert set(spans) == {"lives_in", "works_at"}
+    lives, works = spans["lives_in"], spans["works_at"]
+    assert lives is not None
+    assert works is not None
+    assert text[lives.start : lives.end] == "I live in Berlin"
+    assert text[works.start : works.end] == "I work at SAP"
+
+
+def test_a_restated_full_name_spans_both_mentions() -> None:
+    # Given the name, then the full name in a later sentence
+    text = "Honestly nothing specific. I'm Marcus, by the way. Marcus Rivera."
+    # When the rules read it
+    (candidate,) = extract_with_rules(text).candidates
+    # Then the evidence runs from the first mention to the full name
+    assert candidate.source_span is not None
+    evidence = text[candidate.source_span.start : candidate.source_span.end]
+    assert evidence == "I'm Marcus, by the way. Marcus Rivera"
+    assert candidate.text == "The user's name is Marcus Rivera."
+
+
+@pytest.mark.parametrize("role", ["assistant", "system", "tool"])
+def test_non_user_turns_yield_nothing_and_are_not_covered(role: str) -> None:
+    # Given a turn that is not the user's own words
+    # When the rules read it
+    result = extract_with_rules("I live in Berlin and I work at SAP.", role=role)
+    # Then nothing is extracted and the turn is not claimed as understood
+    assert result == RuleExtraction(candidates=(), fully_covered=False)
+
+
+def test_extraction_is_deterministic() -> None:
+    # Given the whole table as one turn
+    text = " ".join(t for t, _ in CLAIMS + GUARDED)
+    observed = datetime(2025, 5, 15, 9, 0, tzinfo=UTC)
+    # When it is read twice
+    first = extract_with_rules(text, observed_at=observed, source_turn_id="t1")
+    second = extract_with_rules(text, observed_at=observed, source_turn_id="t1")
+    # Then both runs agree candidate for candidate, in order
+    assert first == second
+    assert [c.model_dump() for c in first.candidates] == [c.model_dump() for c in second.candidates]
+
+
+def test_duplicate_claims_in_one_turn_collapse() -> None:
+    # Given a turn that says the same thing twice
+    # When the rules read it
+    result = extract_with_rules("I live in Berlin. Yes, I live in Berlin!")
+    # Then one candidate remains
+    assert _triples(result) == {_user("lives_in", "Berlin")}
+
+
+# --------------------------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------------------------
+
+_CITY = st.sampled_from(["Berlin", "New York City", "São Paulo", "Rio de Janeiro", "Austin"])
+_ENDINGS = st.sampled_from(["", ".", "!", " now.", " with my wife.", " these days", "!!!"])
+
+
+@given(city=_CITY, ending=_ENDINGS)
+def test_a_stated_city_comes_back_verbatim(city: str, ending: str) -> None:
+    # Given "I live in <city>" with any common ending
+    text = f"I live in {city}{ending}"
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then the value is the city exactly as written, trailing words and punctuation dropped
+    assert _triples(result) == {_user("lives_in", city)}
+
+
+@settings(max_examples=300)
+@given(text=st.text(max_size=300))
+def test_any_text_yields_valid_candidates_without_raising(text: str) -> None:
+    # Given arbitrary text
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then it never raises, and every candidate is valid with a span inside the text
+    for c in result.candidates:
+        assert isinstance(c, Candidate)
+        assert c.source_span is not None
+        assert c.source_span.end <= len(text)
+
+
+_WORDS = st.sampled_from(
+    [
+        "I",
+        "I'm",
+        "my",
+        "live",
+        "in",
+        "Berlin",
+        "love",
+        "not",
+        "a",
+        "nurse",
+        "sister",
+        "Ana",
+        "work",
+        "at",
+        "Google",
+        "and",
+        "but",
+        "if",
+        "always",
+        "use",
+        "don't",
+        "anymore",
+        ",",
+        ".",
+        "?",
+        "call",
+        "me",
+        "Mo",
+        "allergic",
+        "to",
+        "peanuts",
+        "vegan",
+        "is",
+        "Priya",
+        "moved",
+    ]
+)
+
+
+@settings(max_examples=300)
+@given(words=st.lists(_WORDS, max_size=25))
+def test_claim_shaped_noise_keeps_values_inside_their_evidence(words: list[str]) -> None:
+    # Given random sentences built from claim vocabulary
+    text = re.sub(r" ([,.?])", r"\1", " ".join(words))
+    # When the rules read them
+    result = extract_with_rules(text)
+    # Then every non-instruction value is found in the span it cites
+    for c in result.candidates:
+        assert c.source_span is not None
+        evidence = text[c.source_span.start : c.source_span.end].lower()
+        if c.attribute != "instruction":
+            assert c.value.lower() in evidence
