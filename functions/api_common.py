@@ -11,6 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
 from memwrite.auth import resolve_tenant
 from memwrite.errors import IngestLimitExceeded, TransientError, Unauthenticated
 

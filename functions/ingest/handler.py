@@ -10,12 +10,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions.api_common import json_response, register_error_handlers, tenant_of
 from memwrite.errors import IngestLimitExceeded
 from memwrite.ingest import RETRY_AFTER_SECS, ingest_turns
 from memwrite.models import IngestRequest
 from memwrite.wiring import ApiDeps, build_api_deps
-
-from functions.api_common import json_response, register_error_handlers, tenant_of
 
 logger = Logger(service="memwrite-ingest")
 app = APIGatewayRestResolver(enable_validation=True)

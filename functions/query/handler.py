@@ -9,10 +9,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from memwrite.traces import get_trace
-from memwrite.wiring import ApiDeps, build_api_deps
 
 from functions.api_common import json_response, register_error_handlers, tenant_of
+from memwrite.traces import get_trace
+from memwrite.wiring import ApiDeps, build_api_deps
 
 logger = Logger(service="memwrite-query")
 app = APIGatewayRestResolver(enable_validation=True)

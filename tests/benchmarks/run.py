@@ -24,7 +24,6 @@ from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
 from memwrite.prefilter import prefilter_turn
 from memwrite.rate_gate import RateGate
-
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,6 +123,7 @@ def bench_imports() -> dict[str, Any]:
 
 def bench_warm_handler() -> dict[str, Any]:
     """A 10-turn request through the real handler with in-memory adapters (no AWS calls)."""
+    from functions.ingest import handler
     from memwrite.adapters.memory import (
         CountingMetrics,
         InMemoryQueue,
@@ -133,8 +133,6 @@ def bench_warm_handler() -> dict[str, Any]:
     from memwrite.ingest import IngestDeps
     from memwrite.local_runner import LocalContext, api_gateway_event
     from memwrite.wiring import ApiDeps
-
-    from functions.ingest import handler
 
     turns = [t.text for t in load_locomo()[:10]]
     settings = Settings(api_keys={"bench-key": "bench"})

@@ -8,9 +8,9 @@ pleasantries it can. Requires ../shared/data; skipped with a reason when it is a
 from __future__ import annotations
 
 import pytest
+
 from memwrite.config import PrefilterConfig
 from memwrite.prefilter import screen
-
 from tests.datasets import CRI_PERSONA, LOCOMO_DEV, load_cri_messages, load_locomo
 
 RECALL_GOAL = 0.99

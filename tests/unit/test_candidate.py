@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from memwrite.candidate import Candidate, MemoryType, SourceSpan, memory_key
 from pydantic import ValidationError
+
+from memwrite.candidate import Candidate, MemoryType, SourceSpan, memory_key
 
 
 def _fields(**overrides: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from memwrite.config import Settings, TenantOverrides, UserSkipPattern, load_settings
 from memwrite.errors import ConfigError
 from memwrite.ids import trace_id_for_key, turn_id

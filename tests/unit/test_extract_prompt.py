@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 from memwrite.candidate import Candidate, MemoryType
 from memwrite.config import ExtractConfig
 from memwrite.models import Role

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memwrite.config import FirewallAction, PrefilterConfig
 from memwrite.firewall import luhn_valid, scan
 from memwrite.models import Decision

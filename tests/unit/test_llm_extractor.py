@@ -21,6 +21,8 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
+from pydantic import ValidationError
+
 from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
 from memwrite.candidate import Candidate, MemoryType, Quality, memory_key
 from memwrite.config import ExtractConfig
@@ -39,7 +41,6 @@ from memwrite.llm_extractor import (
 )
 from memwrite.models import Role
 from memwrite.prompts.extract import ExtractPromptInput, SessionTurn
-from pydantic import ValidationError
 
 RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
 CONFIG = ExtractConfig()

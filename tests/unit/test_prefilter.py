@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memwrite.config import PrefilterConfig, UserSkipPattern
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import prefilter_turn, screen

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memwrite.candidate import Candidate, MemoryType
 from memwrite.rules_extractor import RuleExtraction, extract_with_rules
 
