@@ -5,6 +5,7 @@ HTTP statuses live here and only here; the library raises typed errors.
 
 from __future__ import annotations
 
+import logging
 from http import HTTPStatus
 from typing import Any
 
@@ -13,11 +14,28 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from memwrite.auth import resolve_tenant
-from memwrite.errors import IngestLimitExceeded, TransientError, Unauthenticated
+from memwrite.errors import (
+    IdempotencyKeyReused,
+    IngestLimitExceeded,
+    TransientError,
+    Unauthenticated,
+)
 
 __all__ = ["json_response", "register_error_handlers", "tenant_of"]
 
 logger = Logger(service="memwrite-api")
+
+
+class _WithoutRouteArguments(logging.Filter):
+    """Powertools' debug log prints the validated request (raw turns, secrets included)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Calling API Route Handler")
+
+
+logging.getLogger("aws_lambda_powertools.event_handler.api_gateway").addFilter(
+    _WithoutRouteArguments()
+)
 
 
 def json_response(
@@ -51,7 +69,13 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response[dict[str, Any]]:
         errors = [
-            {"field": _field_path(tuple(err.get("loc", ()))), "message": err.get("msg", "")}
+            {
+                # A JSON syntax error's loc is ("body", <char offset>): not a list index.
+                "field": "body"
+                if err.get("type") == "json_invalid"
+                else _field_path(tuple(err.get("loc", ()))),
+                "message": err.get("msg", ""),
+            }
             for err in exc.errors()
         ]
         return json_response(HTTPStatus.BAD_REQUEST, {"error": "invalid_request", "errors": errors})
@@ -70,6 +94,14 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             "limit": exc.limit,
         }
         return json_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, body)
+
+    @app.exception_handler(IdempotencyKeyReused)
+    def _key_reused(exc: IdempotencyKeyReused) -> Response[dict[str, Any]]:
+        body = {
+            "error": "idempotency_key_reused",
+            "errors": [{"field": "Idempotency-Key", "message": str(exc)}],
+        }
+        return json_response(HTTPStatus.UNPROCESSABLE_ENTITY, body)
 
     @app.exception_handler(TransientError)
     def _unavailable(exc: TransientError) -> Response[dict[str, Any]]:

@@ -1,8 +1,9 @@
-"""Extract task (Step Functions): one queued turn in, its kept candidates out.
+"""Extract task (Step Functions): a batch of one session's queued turns in, candidates out.
 
-Input: `{"turn": <QueuedTurn>}` (the SQS message body). Output: `ExtractedTurn` (ids, the
-extractor used, candidates). Errors propagate: `TransientError` subclasses match the state
-machine's Retry, everything else its Catch (the DLQ); an error span is written first.
+Input: `{"turns": [<QueuedTurn>, ...]}` (SQS message bodies of one tenant, user and session).
+Output: `ExtractOutput` (ids, the extractor used per turn, the kept candidates). Errors
+propagate: `TransientError` subclasses match the state machine's Retry, everything else its
+Catch (the DLQ); an error span is written first.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.extract import ExtractInput, extract_turn
+from memwrite.extract import ExtractInput, extract_batch
 from memwrite.wiring import StageDeps, build_extract_deps
 
 logger = Logger(service="memwrite-extract")
@@ -28,6 +29,6 @@ def deps() -> StageDeps:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     current = deps()
     task = ExtractInput.model_validate(event)
-    logger.append_keys(trace_id=task.turn.trace_id, turn_id=task.turn.turn_id)
+    logger.append_keys(turn_ids=[turn.turn_id for turn in task.turns])
     config = current.settings.pipeline.extract
-    return extract_turn(task.turn, config, current.extract).model_dump(mode="json")
+    return extract_batch(task.turns, config, current.extract).model_dump(mode="json")

@@ -55,6 +55,34 @@ def post_turns(request: IngestRequest) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.ACCEPTED, body)
 
 
+def _refused(status: HTTPStatus, error: str, field: str, message: str) -> dict[str, Any]:
+    return {
+        "statusCode": status.value,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps({"error": error, "errors": [{"field": field, "message": message}]}),
+    }
+
+
+def _not_a_json_object(event: dict[str, Any]) -> dict[str, Any] | None:
+    headers = event.get("headers") or {}
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
+    if content_type and content_type.split(";")[0].strip().lower() != "application/json":
+        return _refused(
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "Content-Type",
+            "expected application/json",
+        )
+    try:
+        parsed = json.loads(event.get("body") or "null")
+    except ValueError:
+        return None  # the request validator reports the syntax error
+    if parsed is None or isinstance(parsed, dict):
+        return None
+    # Powertools would validate a list body's first element and ignore the rest.
+    return _refused(HTTPStatus.BAD_REQUEST, "invalid_request", "body", "expected a JSON object")
+
+
 def _body_too_large(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
     body = event.get("body") or ""
     size = len(body.encode("utf-8")) if isinstance(body, str) else len(body)
@@ -79,4 +107,4 @@ def _body_too_large(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     limit = deps().settings.pipeline.ingest.max_body_bytes
-    return _body_too_large(event, limit) or app.resolve(event, context)
+    return _body_too_large(event, limit) or _not_a_json_object(event) or app.resolve(event, context)

@@ -1,8 +1,9 @@
-"""`make bench`: pre-filter cost per turn, ingest cold-import cost, warm handler time.
+"""`make bench`: pre-filter cost per turn, ingest cold-import cost, warm handler time, and
+extraction cost (rule coverage, LLM calls per turn) on the real conversations.
 
 Medians and ratios measured in one run (this machine is shared and noisy): each number is
 compared with a baseline measured alongside it. Results are printed and written to
-bench/prefilter.json.
+bench/results.json.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
 from memwrite.prefilter import prefilter_turn
 from memwrite.rate_gate import RateGate
+from tests.benchmarks import extract_bench
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "bench" / "prefilter.json"
+OUT = ROOT / "bench" / "results.json"
 REPEATS = 7
 IMPORT_RUNS = 5
 HANDLER_CALLS = 300
@@ -193,6 +195,7 @@ def main() -> None:
         "prefilter": bench_prefilter(texts),
         "ingest_imports": bench_imports(),
         "warm_handler": bench_warm_handler(),
+        "extract": extract_bench.run(),
     }
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The extraction prompt: exact snapshots of both variants, and the context limits."""
+"""The extraction prompt: exact snapshots of both variants, turn refs, and the context limits."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from memwrite.candidate import Candidate, MemoryType
 from memwrite.config import ExtractConfig
@@ -15,11 +16,13 @@ from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import (
     VERSION,
     ActiveEntity,
+    BatchTurn,
     ExtractPromptInput,
     RecentMemory,
     SessionTurn,
     render,
     render_detail,
+    turn_refs,
 )
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -28,7 +31,8 @@ SECTIONS = ("output_schema", "type_rules", "grounding_rules", "quality_rules", "
 
 
 def busy_input() -> ExtractPromptInput:
-    """More context than the default limits allow, and one source turn over 2,000 chars."""
+    """More context than the default limits allow, one source turn and one batch turn over
+    2,000 chars, and a batch of three turns on different days (one timestamp naive)."""
     turns = [
         SessionTurn(
             role=Role.USER if i % 2 == 0 else Role.ASSISTANT,
@@ -39,10 +43,26 @@ def busy_input() -> ExtractPromptInput:
     ]
     turns[-1] = SessionTurn(role=Role.ASSISTANT, text="Pricing table. " + "x" * 2_100)
     return ExtractPromptInput(
-        turn_id="turn-42",
-        turn_text="My manager moved our 1:1 to next Thursday, and I'm switching us to Linear.",
-        role=Role.USER,
-        turn_timestamp=datetime(2025, 3, 14, 10, 0),  # naive: taken as UTC
+        turns=(
+            BatchTurn(
+                turn_id="turn-41",
+                role=Role.USER,
+                text="Let's take the Team plan. " + "y" * 2_100,
+                timestamp=datetime(2025, 3, 12, 16, 30, tzinfo=UTC),
+            ),
+            BatchTurn(
+                turn_id="turn-42",
+                role=Role.USER,
+                text="My manager moved our 1:1 to next Thursday, and I'm switching us to Linear.",
+                timestamp=datetime(2025, 3, 14, 10, 0),  # naive: taken as UTC
+            ),
+            BatchTurn(
+                turn_id="turn-43",
+                role=Role.ASSISTANT,
+                text="Noted: your 1:1 is now on 2025-03-20.",
+                timestamp=datetime(2025, 3, 14, 10, 1, tzinfo=UTC),
+            ),
+        ),
         session_turns=tuple(turns),
         active_entities=tuple(
             ActiveEntity(name=f"Entity{i}", kind="person", aliases=(f"E{i}",)) for i in range(35)
@@ -79,7 +99,7 @@ def section(text: str, tag: str) -> list[str]:
 
 
 def test_full_prompt_matches_the_snapshot() -> None:
-    # Given a turn with more context than the limits allow
+    # Given a batch with more context than the limits allow
     inp = busy_input()
     # When the full-pass prompt is rendered with the default config
     prompt = render(inp, ExtractConfig())
@@ -88,10 +108,10 @@ def test_full_prompt_matches_the_snapshot() -> None:
 
 
 def test_detail_prompt_matches_the_snapshot() -> None:
-    # Given the same turn and a window of its conversation
+    # Given the same batch and a window of its conversation: context, then two batch turns
     inp = busy_input()
     # When the detail-pass prompt is rendered
-    prompt = render_detail(inp, inp.session_turns[-3:], ExtractConfig())
+    prompt = render_detail(inp, (*inp.session_turns[-2:], *inp.turns[1:]), ExtractConfig())
     # Then it is exactly the reviewed snapshot
     assert_snapshot("extract_detail_prompt.txt", as_text(prompt))
 
@@ -127,6 +147,8 @@ def test_output_schema_describes_every_candidate_field() -> None:
     described = {line[2:].split(":", 1)[0]: line.split(":", 1)[1].strip() for line in lines[1:]}
     assert set(described) == set(Candidate.model_fields)
     assert all(described.values())
+    # And source_turn_id asks for a turn ref
+    assert described["source_turn_id"].startswith('Required: the ref ("T1", "T2", ...)')
 
 
 def test_context_is_cut_to_the_config_limits() -> None:
@@ -147,9 +169,12 @@ def test_context_is_cut_to_the_config_limits() -> None:
     assert len(turns) == config.max_source_turns
     assert "number 3 about" not in user
     assert "number 4 about" in turns[0]
-    # And a long turn is truncated at max_turn_chars, visibly
+    # And long turns, earlier or new, are truncated at max_turn_chars, visibly
     assert "x" * 2_001 not in user
     assert turns[-1].endswith(' ... [truncated]"}')
+    new_turns = section(user, "new_turns")
+    assert "y" * 2_001 not in user
+    assert new_turns[0].endswith(' ... [truncated]"}')
 
 
 def test_smaller_limits_from_config_are_honoured() -> None:
@@ -157,19 +182,75 @@ def test_smaller_limits_from_config_are_honoured() -> None:
     config = ExtractConfig(max_entities=2, max_recent_memories=1, max_source_turns=0)
     # When the prompt is rendered
     user = render(busy_input(), config).messages[0]["content"]
-    # Then the sections hold exactly that much
+    # Then the sections hold exactly that much, and every batch turn is still shown
     assert len(section(user, "active_entities")) == 2
     assert len(section(user, "recent_memories")) == 1
     assert section(user, "session_turns") == ["(none)"]
+    assert len(section(user, "new_turns")) == 3
 
 
-def test_turn_timestamp_and_current_turn_are_passed() -> None:
-    # Given a naive turn timestamp
+def test_batch_turns_are_shown_by_ref_with_their_own_timestamps() -> None:
+    # Given a batch of three turns on different days, one timestamp naive
     inp = busy_input()
     # When the prompt is rendered
     user = render(inp, ExtractConfig()).messages[0]["content"]
-    # Then the timestamp is absolute UTC with its weekday, and the turn is the last section
-    assert section(user, "turn_timestamp") == ["2025-03-14T10:00:00+00:00 (Friday)"]
-    assert user.rstrip().endswith("</current_turn>")
-    assert "next Thursday" in section(user, "current_turn")[0]
-    assert '"turn_id": "turn-42"' in section(user, "current_turn")[0]
+    # Then the batch is the last section, in order, each turn with its ref, role, absolute UTC
+    # timestamp and weekday
+    assert user.rstrip().endswith("</new_turns>")
+    new_turns = section(user, "new_turns")
+    assert [line.split(', "text"', 1)[0] for line in new_turns] == [
+        '{"ref": "T1", "role": "user", "timestamp": "2025-03-12T16:30:00Z", "weekday": "Wednesday"',
+        '{"ref": "T2", "role": "user", "timestamp": "2025-03-14T10:00:00Z", "weekday": "Friday"',
+        '{"ref": "T3", "role": "assistant", "timestamp": "2025-03-14T10:01:00Z", '
+        '"weekday": "Friday"',
+    ]
+    assert "next Thursday" in new_turns[1]
+    # And the model never sees turn ids, and earlier turns carry no ref
+    assert "turn-4" not in user
+    assert all('"ref"' not in line for line in section(user, "session_turns"))
+    # And the refs map back to the turns
+    assert {ref: turn.turn_id for ref, turn in turn_refs(inp).items()} == {
+        "T1": "turn-41",
+        "T2": "turn-42",
+        "T3": "turn-43",
+    }
+
+
+def test_detail_window_keeps_the_full_pass_refs_and_marks_context() -> None:
+    # Given a window with two context turns and the batch's last two turns
+    inp = busy_input()
+    window: tuple[SessionTurn | BatchTurn, ...] = (*inp.session_turns[-3:-1], *inp.turns[1:])
+    # When the detail prompt is rendered
+    user = render_detail(inp, window, ExtractConfig()).messages[0]["content"]
+    # Then the window lists them in order: context without a ref, batch turns as T2 and T3
+    lines = section(user, "window")
+    assert [line.split(",", 1)[0] for line in lines] == [
+        '{"role": "assistant"',
+        '{"role": "user"',
+        '{"ref": "T2"',
+        '{"ref": "T3"',
+    ]
+    # And it shows no recent memories or other sections of the full pass
+    assert "<recent_memories>" not in user
+    assert "<new_turns>" not in user
+
+
+def test_a_window_turn_outside_the_batch_is_refused() -> None:
+    # Given a batch turn that is not part of the input's batch
+    inp = busy_input()
+    stranger = BatchTurn(turn_id="turn-99", role=Role.USER, text="Hi there.", timestamp=START)
+    # When a detail prompt is rendered with it, then it is refused
+    with pytest.raises(ValueError, match="'turn-99' is not a turn of the batch"):
+        render_detail(inp, (stranger,), ExtractConfig())
+
+
+def test_a_batch_needs_turns_with_unique_ids() -> None:
+    # Given a turn
+    one = BatchTurn(turn_id="turn-1", role=Role.USER, text="I live in Lisbon.", timestamp=START)
+    # Then an empty batch, a repeated turn id and an empty text are refused
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        ExtractPromptInput(turns=())
+    with pytest.raises(ValidationError, match="turn ids must be unique"):
+        ExtractPromptInput(turns=(one, one.model_copy(update={"text": "And Porto."})))
+    with pytest.raises(ValidationError, match="at least 1 character"):
+        BatchTurn(turn_id="turn-2", role=Role.USER, text="", timestamp=START)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,14 @@ from memwrite.llm_extractor import (
     MalformedLlmOutput,
     cap_hypotheticals,
     cost_usd,
+    count_llm_calls,
     detail_windows,
     extract_with_llm,
     merge_candidates,
     price_per_mtok,
 )
 from memwrite.models import Role
-from memwrite.prompts.extract import ExtractPromptInput, SessionTurn
+from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 
 RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
 CONFIG = ExtractConfig()
@@ -119,18 +120,24 @@ def client_for(
     )
 
 
-def turn(text: str, *, session: tuple[SessionTurn, ...] = ()) -> ExtractPromptInput:
+AT = datetime(2025, 3, 14, 10, 0, tzinfo=UTC)  # a Friday
+
+
+def batch(*texts: str, session: tuple[SessionTurn, ...] = ()) -> ExtractPromptInput:
+    """A batch of user turns "turn-1", "turn-2", ..., one minute apart from `AT`."""
     return ExtractPromptInput(
-        turn_id="turn-1",
-        turn_text=text,
-        role=Role.USER,
-        turn_timestamp=datetime(2025, 3, 14, 10, 0, tzinfo=UTC),
+        turns=tuple(
+            BatchTurn(
+                turn_id=f"turn-{i}", role=Role.USER, text=text, timestamp=AT + timedelta(minutes=i)
+            )
+            for i, text in enumerate(texts, start=1)
+        ),
         session_turns=session,
     )
 
 
 def conversation(messages: int) -> tuple[SessionTurn, ...]:
-    """`messages` earlier turns about picking a plan, about 120 characters each."""
+    """`messages` earlier turns about picking a plan, 120 characters each."""
     lines = [
         "We need a project tool for Northwind; we have 8 engineers and a tight budget this year.",
         "Here are the options: Starter at $9/month with 3 seats, Team at $29/month with 10 seats.",
@@ -142,6 +149,12 @@ def conversation(messages: int) -> tuple[SessionTurn, ...]:
         )
         for i in range(messages)
     )
+
+
+def section_lines(request: dict[str, Any], tag: str) -> list[str]:
+    """The lines of one tagged section of a request's user message."""
+    content: str = request["messages"][0]["content"]
+    return content.split(f"<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0].splitlines()
 
 
 def candidate(value: str, confidence: float, **changes: Any) -> Candidate:
@@ -166,12 +179,12 @@ LISBON_TURN = "I moved to Lisbon last month and I can't stand cilantro."
 
 
 def test_valid_extraction_returns_candidates_with_turn_id_and_cost() -> None:
-    # Given the API answers with two valid candidates
+    # Given the API answers with two valid candidates, both from T1
     api = FakeMessagesApi(Reply("extract_valid"))
     fails = JsonFailCounter()
-    # When a short turn is extracted
-    out = extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
-    # Then both candidates come back, tied to the turn, with the call's usage and cost
+    # When a one-turn batch is extracted
+    out = extract_with_llm(batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # Then both candidates come back, tied to the turn's id, with the call's usage and cost
     assert [(c.attribute, c.value) for c in out.candidates] == [
         ("lives_in", "Lisbon"),
         ("dislikes", "cilantro"),
@@ -187,8 +200,8 @@ def test_valid_extraction_returns_candidates_with_turn_id_and_cost() -> None:
 def test_request_carries_model_prompt_sections_and_output_schema() -> None:
     # Given a working API
     api = FakeMessagesApi(Reply("extract_valid"))
-    # When a turn is extracted
-    extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # When a one-turn batch is extracted
+    extract_with_llm(batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
     # Then the request names the configured model and carries the whole prompt
     (request,) = api.requests
     assert request["model"] == "claude-haiku-4-5"
@@ -197,8 +210,12 @@ def test_request_carries_model_prompt_sections_and_output_schema() -> None:
         assert f"<{tag}>" in request["system"]
     (message,) = request["messages"]
     assert message["role"] == "user"
-    assert LISBON_TURN in message["content"]
-    assert "2025-03-14T10:00:00+00:00 (Friday)" in message["content"]
+    # And the turn is shown by its ref with its own timestamp and weekday, never by its id
+    assert (
+        '{"ref": "T1", "role": "user", "timestamp": "2025-03-14T10:01:00Z", "weekday": "Friday", '
+        f'"text": "{LISBON_TURN}"}}'
+    ) in message["content"]
+    assert "turn-1" not in message["content"]
     # And it asks for structured output with the Candidate schema (strict: no extra keys)
     output_format = request["output_config"]["format"]
     assert output_format["type"] == "json_schema"
@@ -208,13 +225,65 @@ def test_request_carries_model_prompt_sections_and_output_schema() -> None:
     assert api.headers[0]["authorization"] == "Bearer test-key"
 
 
+def test_a_three_turn_batch_is_one_call_and_each_candidate_names_its_own_turn() -> None:
+    # Given three new turns days apart, and an answer that lists T3's claims before T1's
+    inp = ExtractPromptInput(
+        turns=(
+            BatchTurn(
+                turn_id="msg-a",
+                role=Role.USER,
+                text="I moved to Lisbon last month.",
+                timestamp=datetime(2025, 3, 10, 9, 0),
+            ),
+            BatchTurn(
+                turn_id="msg-b",
+                role=Role.USER,
+                text="Thanks, that helps.",
+                timestamp=datetime(2025, 3, 12, 9, 0),
+            ),
+            BatchTurn(
+                turn_id="msg-c",
+                role=Role.USER,
+                text="My sister Priya starts at Google tomorrow.",
+                timestamp=datetime(2025, 3, 14, 9, 0),
+            ),
+        ),
+        session_turns=conversation(2),
+    )
+    api = FakeMessagesApi(Reply("extract_batch_three_turns"))
+    fails = JsonFailCounter()
+    # When the batch is extracted
+    out = extract_with_llm(inp, CONFIG, client_for(api), on_json_fail=fails)
+    # Then one call read all three turns, each with its ref and its own date
+    (request,) = api.requests
+    content = request["messages"][0]["content"]
+    for ref, stamp, weekday in (
+        ("T1", "2025-03-10T09:00:00Z", "Monday"),
+        ("T2", "2025-03-12T09:00:00Z", "Wednesday"),
+        ("T3", "2025-03-14T09:00:00Z", "Friday"),
+    ):
+        line = f'{{"ref": "{ref}", "role": "user", "timestamp": "{stamp}", "weekday": "{weekday}"'
+        assert line in content
+    # And every candidate is attributed to the turn whose words are its evidence
+    assert [(c.attribute, c.source_turn_id) for c in out.candidates] == [
+        ("starts_job_at", "msg-c"),
+        ("sister", "msg-c"),
+        ("lives_in", "msg-a"),
+    ]
+    assert out.candidates[0].valid_at == datetime(2025, 3, 15, tzinfo=UTC)
+    # And the small-talk turn yields nothing, without any failure
+    assert all(c.source_turn_id != "msg-b" for c in out.candidates)
+    assert fails.count == 0
+    assert count_llm_calls(inp, CONFIG) == 1
+
+
 def test_empty_answer_is_a_normal_result() -> None:
     # Given the model finds nothing worth remembering
     api = FakeMessagesApi(Reply("extract_empty"))
     fails = JsonFailCounter()
-    # When the turn is extracted
+    # When the batch is extracted
     out = extract_with_llm(
-        turn("Thanks, that helps a lot."), CONFIG, client_for(api), on_json_fail=fails
+        batch("Thanks, that helps a lot."), CONFIG, client_for(api), on_json_fail=fails
     )
     # Then there are no candidates, no failure and one paid call
     assert out.candidates == ()
@@ -227,8 +296,8 @@ def test_malformed_output_is_counted_and_retried_once() -> None:
     # Given the first answer is cut off at max_tokens and the second is valid
     api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_valid"))
     fails = JsonFailCounter()
-    # When the turn is extracted
-    out = extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # When the batch is extracted
+    out = extract_with_llm(batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
     # Then the failure is counted once, the retry's candidates are returned
     assert fails.count == 1
     assert len(api.requests) == 2
@@ -239,28 +308,70 @@ def test_malformed_output_is_counted_and_retried_once() -> None:
     assert out.cost_usd == pytest.approx(haiku_cost("extract_truncated", "extract_valid"))
 
 
-def test_malformed_twice_fails_the_turn_visibly() -> None:
+@pytest.mark.parametrize("answer", ["extract_unknown_ref", "extract_missing_ref"])
+def test_a_candidate_without_a_known_ref_is_malformed_and_retried(answer: str) -> None:
+    # Given a first answer whose candidate names no ref of the batch (T7 of 2 turns, or null)
+    api = FakeMessagesApi(Reply(answer), Reply("extract_valid"))
+    fails = JsonFailCounter()
+    # When a two-turn batch is extracted
+    out = extract_with_llm(
+        batch(LISBON_TURN, "Thanks!"), CONFIG, client_for(api), on_json_fail=fails
+    )
+    # Then the answer counts as malformed and is retried, like invalid JSON
+    assert fails.count == 1
+    assert len(api.requests) == 2
+    assert api.requests[1] == api.requests[0]
+    # And only the retry's candidates come back, attributed; both calls are accounted
+    assert {c.source_turn_id for c in out.candidates} == {"turn-1"}
+    assert out.cost_usd == pytest.approx(haiku_cost(answer, "extract_valid"))
+
+
+def test_malformed_twice_fails_the_batch_visibly() -> None:
     # Given the model answers badly twice: truncated JSON, then a value absent from its text
     api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_value_not_in_text"))
     fails = JsonFailCounter()
-    # When the turn is extracted
+    # When a two-turn batch is extracted
     with pytest.raises(ExtractionFailed) as raised:
-        extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+        extract_with_llm(
+            batch(LISBON_TURN, "Also, I work at Arrive."),
+            CONFIG,
+            client_for(api),
+            on_json_fail=fails,
+        )
     # Then it fails as a permanent error (never a silent []) after exactly one retry
     error = raised.value
     assert isinstance(error, PermanentError)
     assert len(api.requests) == 2
     assert fails.count == 2
     assert error.malformed == 2
+    # And the error names the batch
+    assert error.batch == "batch of 2 turns starting turn-1"
+    assert str(error).startswith("batch of 2 turns starting turn-1: ")
     # And the cost of both calls is still reported, and the cause chain is kept
     assert sum(c.cost_usd for c in error.calls) == pytest.approx(
         haiku_cost("extract_truncated", "extract_value_not_in_text")
     )
     assert isinstance(error.__cause__, MalformedLlmOutput)
     assert isinstance(error.__cause__.__cause__, ValidationError)
-    # And no message quotes the turn or the model's answer
+    # And no message quotes the turns or the model's answer
     assert "Lisbon" not in str(error)
+    assert "Arrive" not in str(error)
     assert "Porto" not in str(error.__cause__)
+
+
+def test_unknown_refs_twice_fail_a_one_turn_batch_named_by_its_turn() -> None:
+    # Given the model names an unknown ref twice
+    api = FakeMessagesApi(Reply("extract_unknown_ref"), Reply("extract_unknown_ref"))
+    # When a one-turn batch is extracted
+    with pytest.raises(ExtractionFailed) as raised:
+        extract_with_llm(
+            batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=JsonFailCounter()
+        )
+    # Then the error names the turn, says what was wrong and does not quote the bad ref
+    assert raised.value.batch == "turn turn-1"
+    cause = str(raised.value.__cause__)
+    assert cause == "candidate 1 has an unknown source_turn_id (refs: T1)"
+    assert "T7" not in cause
 
 
 def test_rate_limit_is_retried_by_the_sdk() -> None:
@@ -271,8 +382,8 @@ def test_rate_limit_is_retried_by_the_sdk() -> None:
     )
     fails = JsonFailCounter()
     started = time.monotonic()
-    # When the turn is extracted
-    out = extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+    # When the batch is extracted
+    out = extract_with_llm(batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
     # Then the SDK retried on its own: two HTTP requests, one accounted call, no json_fail
     assert len(api.requests) == 2
     assert api.headers[1]["x-stainless-retry-count"] == "1"
@@ -286,9 +397,11 @@ def test_persistent_overload_becomes_a_transient_error() -> None:
     # Given the API stays overloaded
     overloaded = Reply("error_overloaded", status=529, headers={"retry-after-ms": "1"})
     api = FakeMessagesApi(overloaded, overloaded, overloaded)
-    # When the turn is extracted with two SDK retries
+    # When the batch is extracted with two SDK retries
     with pytest.raises(LlmUnavailable) as raised:
-        extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+        extract_with_llm(
+            batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=JsonFailCounter()
+        )
     # Then it is retryable by name (Step Functions), after the SDK's own three attempts
     assert isinstance(raised.value, TransientError)
     assert len(api.requests) == 3
@@ -316,9 +429,9 @@ def test_connection_failure_or_timeout_becomes_a_transient_error(
         http_client=httpx2.Client(transport=httpx2.MockTransport(fail)),
         max_retries=0,
     )
-    # When the turn is extracted
+    # When the batch is extracted
     with pytest.raises(LlmUnavailable) as raised:
-        extract_with_llm(turn(LISBON_TURN), CONFIG, client, on_json_fail=JsonFailCounter())
+        extract_with_llm(batch(LISBON_TURN), CONFIG, client, on_json_fail=JsonFailCounter())
     # Then the SDK's error is kept as the cause
     assert isinstance(raised.value.__cause__, sdk_error)
 
@@ -327,9 +440,9 @@ def test_bad_request_is_permanent_and_not_retried() -> None:
     # Given the API rejects the request itself
     api = FakeMessagesApi(Reply("error_invalid_request", status=400))
     fails = JsonFailCounter()
-    # When the turn is extracted
+    # When the batch is extracted
     with pytest.raises(LlmRequestRejected) as raised:
-        extract_with_llm(turn(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
+        extract_with_llm(batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
     # Then it is permanent, sent once, and not mistaken for malformed output
     assert raised.value.status_code == 400
     assert isinstance(raised.value, PermanentError)
@@ -343,11 +456,28 @@ def test_hypothetical_is_capped_even_when_the_model_is_confident() -> None:
     assert answer["candidates"][0]["confidence"] == 0.9
     api = FakeMessagesApi(Reply("extract_hypothetical_uncapped"))
     text = "If I get the job at Zalando, I'll move to Berlin."
-    # When the turn is extracted
-    out = extract_with_llm(turn(text), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # When the batch is extracted
+    out = extract_with_llm(batch(text), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
     # Then the post-check caps its confidence
     (berlin,) = out.candidates
     assert berlin.confidence <= CONFIG.hypothetical_confidence_cap
+
+
+def test_a_hypothetical_turn_does_not_cap_another_turns_candidate() -> None:
+    # Given a plain turn and a sarcastic hypothetical one, and a model confident about both
+    api = FakeMessagesApi(Reply("extract_batch_hypothetical"))
+    inp = batch(
+        "We just adopted a cat named Miso.",
+        "If I win the lottery I'll buy a boat, yeah right.",
+    )
+    # When the batch is extracted
+    out = extract_with_llm(inp, CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then only the hypothetical turn's claim is capped; the plain turn's claim is untouched
+    confidence = {(c.value, c.source_turn_id): c.confidence for c in out.candidates}
+    assert confidence == {
+        ("Miso", "turn-1"): 0.95,
+        ("a boat", "turn-2"): CONFIG.hypothetical_confidence_cap,
+    }
 
 
 @pytest.mark.parametrize(
@@ -394,23 +524,17 @@ def test_plain_turn_is_left_alone() -> None:
 
 
 def test_long_conversation_gets_a_parallel_detail_pass_merged_without_duplicates() -> None:
-    # Given a 10-message conversation (9 earlier turns + this one) and windows of ~400 chars
+    # Given a 10-message conversation (9 earlier turns + a one-turn batch), ~400-char windows
     config = ExtractConfig(detail_chunk_chars=400)
-    session = conversation(9)
-    windows = detail_windows(session, 400, config.detail_overlap_messages)
-    assert len(windows) > 1
+    inp = batch("Let's go with the second one.", session=conversation(9))
+    assert count_llm_calls(inp, config) == 2
     api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
-    # When the turn is extracted
-    out = extract_with_llm(
-        turn("Let's go with the second one.", session=session),
-        config,
-        client_for(api, config),
-        on_json_fail=JsonFailCounter(),
-    )
-    # Then one full pass and one detail call per window were made
+    # When the batch is extracted
+    out = extract_with_llm(inp, config, client_for(api, config), on_json_fail=JsonFailCounter())
+    # Then one full pass and one detail call (the only window holding the batch turn) were made
     assert len(api.full_requests) == 1
-    assert len(api.detail_requests) == len(windows)
-    assert all("<window>" in r["messages"][0]["content"] for r in api.detail_requests)
+    (detail,) = api.detail_requests
+    assert section_lines(detail, "window")[-1].startswith('{"ref": "T1"')
     # And the merge keeps one candidate per memory key, the most confident one
     keys = [memory_key(c) for c in out.candidates]
     assert len(keys) == len(set(keys))
@@ -420,7 +544,7 @@ def test_long_conversation_gets_a_parallel_detail_pass_merged_without_duplicates
     assert "$29/month" in by_attribute["chosen_plan"].text
     assert {c.source_turn_id for c in out.candidates} == {"turn-1"}
     # And every call is accounted and summed
-    names = ["extract_full_pass_long"] + ["extract_detail_window"] * len(windows)
+    names = ["extract_full_pass_long", "extract_detail_window"]
     assert len(out.calls) == len(names)
     assert out.input_tokens == sum(usage_of(name)[0] for name in names)
     assert out.output_tokens == sum(usage_of(name)[1] for name in names)
@@ -428,11 +552,15 @@ def test_long_conversation_gets_a_parallel_detail_pass_merged_without_duplicates
 
 
 def test_detail_calls_run_concurrently_with_the_full_pass() -> None:
-    # Given a conversation that makes exactly two windows, and an API that holds every
-    # request until the full pass and both windows are in flight together
-    config = ExtractConfig(detail_chunk_chars=1_000)
-    session = conversation(9)
-    assert len(detail_windows(session, 1_000, config.detail_overlap_messages)) == 2
+    # Given a batch of two long turns that lands in exactly two windows, and an API that holds
+    # every request until the full pass and both windows are in flight together
+    config = ExtractConfig(detail_chunk_chars=400, detail_overlap_messages=0)
+    inp = batch(
+        "Let's go with the second one.".ljust(300, "."),
+        "And book the onboarding call.".ljust(300, "."),
+        session=conversation(9),
+    )
+    assert count_llm_calls(inp, config) == 3
     api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
     barrier = threading.Barrier(3, timeout=5)
 
@@ -447,35 +575,69 @@ def test_detail_calls_run_concurrently_with_the_full_pass() -> None:
         http_client=httpx2.Client(transport=httpx2.MockTransport(handle)),
         max_retries=0,
     )
-    # When the turn is extracted
-    out = extract_with_llm(
-        turn("Let's go with the second one.", session=session),
-        config,
-        client,
-        on_json_fail=JsonFailCounter(),
-    )
+    # When the batch is extracted
+    out = extract_with_llm(inp, config, client, on_json_fail=JsonFailCounter())
     # Then all three calls met at the barrier and their results were merged
     assert len(api.requests) == 3
     assert len(out.candidates) == 3
 
 
-def test_short_conversation_gets_no_detail_pass() -> None:
-    # Given an 8-message conversation, one below the threshold
-    api = FakeMessagesApi(Reply("extract_full_pass_long"))
-    session = conversation(7)
-    # When the turn is extracted
-    extract_with_llm(
-        turn("Let's go with the second one.", session=session),
-        ExtractConfig(detail_chunk_chars=400),
-        client_for(api),
-        on_json_fail=JsonFailCounter(),
+@pytest.mark.parametrize(("earlier", "expected_calls"), [(5, 1), (6, 2)])
+def test_the_detail_pass_needs_a_long_conversation(earlier: int, expected_calls: int) -> None:
+    # Given a three-turn batch after 5 earlier turns (8 messages, one below the threshold)
+    # or after 6 (9 messages, at the threshold)
+    inp = batch(
+        "Let's go with the second one.",
+        "Monthly billing.",
+        "Thanks!",
+        session=conversation(earlier),
     )
-    # Then only the full pass ran
-    assert len(api.requests) == 1
-    assert api.detail_requests == []
+    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
+    # When the batch is extracted
+    extract_with_llm(inp, CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then a short conversation gets the full pass only, a long one one window more
+    assert len(api.full_requests) == 1
+    assert len(api.detail_requests) == expected_calls - 1
+    # And count_llm_calls foretold exactly what was sent
+    assert count_llm_calls(inp, CONFIG) == len(api.requests) == expected_calls
 
 
-def test_a_detail_window_that_stays_malformed_fails_the_turn() -> None:
+def test_windows_of_context_only_are_not_sent() -> None:
+    # Given 24 earlier turns (the latest 20 are shown), a three-turn batch and small windows
+    config = ExtractConfig(detail_chunk_chars=400)
+    inp = batch(
+        "Let's go with the second one.",
+        "We'll pay monthly.",
+        "Thanks, that's all for now.",
+        session=conversation(24),
+    )
+    shown: tuple[SessionTurn | BatchTurn, ...] = (
+        *inp.session_turns[-config.max_source_turns :],
+        *inp.turns,
+    )
+    all_windows = detail_windows(shown, 400, config.detail_overlap_messages)
+    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
+    # When the batch is extracted
+    extract_with_llm(inp, config, client_for(api, config), on_json_fail=JsonFailCounter())
+    # Then only the windows holding a batch turn were sent: the last two of nineteen
+    assert len(all_windows) == 19
+    assert len(api.detail_requests) == 2
+    assert count_llm_calls(inp, config) == len(api.requests) == 3
+    # And every window sent holds batch turns, shown as in the full pass (same refs)
+    (full,) = api.full_requests
+    new_turns = set(section_lines(full, "new_turns"))
+    assert len(new_turns) == 3
+    windows = [section_lines(request, "window") for request in api.detail_requests]
+    batch_lines = [[line for line in window if line.startswith('{"ref"')] for window in windows]
+    assert all(batch_lines)
+    assert {line for lines in batch_lines for line in lines} == new_turns
+    sent = "\n".join(line for window in windows for line in window)
+    # And only the context next to the batch is sent again
+    assert "(message 21)" in sent
+    assert "(message 20)" not in sent
+
+
+def test_a_detail_window_that_stays_malformed_fails_the_batch() -> None:
     # Given a valid full pass but detail windows that always answer with truncated JSON
     config = ExtractConfig(detail_chunk_chars=10_000)
     api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_truncated"))
@@ -483,7 +645,7 @@ def test_a_detail_window_that_stays_malformed_fails_the_turn() -> None:
     # When a long conversation is extracted (one window)
     with pytest.raises(ExtractionFailed) as raised:
         extract_with_llm(
-            turn("Let's go with the second one.", session=conversation(9)),
+            batch("Let's go with the second one.", session=conversation(9)),
             config,
             client_for(api, config),
             on_json_fail=fails,
@@ -542,8 +704,9 @@ def test_prices_cover_dated_and_bedrock_model_ids() -> None:
         "global.anthropic.claude-haiku-4-5-20251001-v1:0",
     ]
     # Then all share one price, and a cost is tokens times price
-    assert {price_per_mtok(name) for name in names} == {(HAIKU_IN, HAIKU_OUT)}
-    assert cost_usd("claude-haiku-4-5", 1_000_000, 200_000) == pytest.approx(2.0)
+    prices = ExtractConfig().prices_per_mtok
+    assert {price_per_mtok(name, prices) for name in names} == {(HAIKU_IN, HAIKU_OUT)}
+    assert cost_usd("claude-haiku-4-5", 1_000_000, 200_000, prices) == pytest.approx(2.0)
 
 
 def test_unknown_model_or_provider_fails_at_construction() -> None:
@@ -580,8 +743,8 @@ def test_bedrock_provider_signs_requests_with_iam_credentials(
         http_client=httpx2.Client(transport=httpx2.MockTransport(handle)),
         max_retries=0,
     )
-    # When a turn is extracted
-    out = extract_with_llm(turn("Thanks!"), config, client, on_json_fail=JsonFailCounter())
+    # When a batch is extracted
+    out = extract_with_llm(batch("Thanks!"), config, client, on_json_fail=JsonFailCounter())
     # Then the call went to Bedrock's invoke endpoint, SigV4-signed, with the structured format
     (request,) = seen
     assert str(request.url) == (

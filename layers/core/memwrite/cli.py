@@ -1,21 +1,28 @@
-"""`memwrite` command line: prefilter, demo, serve."""
+"""`memwrite` command line: prefilter, extract, demo, serve."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import ValidationError
 
 from memwrite.config import load_settings
+from memwrite.errors import MemwriteError
+from memwrite.ids import content_hash
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
+
+if TYPE_CHECKING:
+    from memwrite.prompts.extract import BatchTurn
 
 __all__ = ["main"]
 
@@ -63,6 +70,71 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
                 "text": decision.text if decision.decision is Decision.PASS else None,
             },
         )
+    return status
+
+
+EXTRACT_BATCH_TURNS = 10  # as many turns as one SQS batch carries to the extract stage
+
+
+def _read_extract_line(line: str, number: int) -> BatchTurn:
+    from memwrite.prompts.extract import BatchTurn
+
+    record = json.loads(line)
+    if not isinstance(record, dict) or not isinstance(record.get("content"), str):
+        raise ValueError('expected {"role", "content", "timestamp"?}')
+    timestamp = record.get("timestamp") or datetime.now(UTC).isoformat()
+    # The pipeline extracts from firewall-masked text; so does this command.
+    content = mask_secrets(record["content"])
+    return BatchTurn(
+        turn_id=content_hash("cli", str(number), content),
+        role=Role(record["role"]),
+        text=content,
+        timestamp=datetime.fromisoformat(timestamp),
+    )
+
+
+def run_extract(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """JSON lines `{"role", "content", "timestamp"?}` in; `{"candidates", "extractor"}` out.
+
+    Lines are extracted in batches of ten, as the pipeline does, with the earlier lines as the
+    session context; every input line gets exactly one output line, in order.
+    """
+    from memwrite.extract import extract_candidates
+    from memwrite.prompts.extract import BatchTurn, SessionTurn
+    from memwrite.wiring import build_llm
+
+    settings = load_settings()
+    config = settings.pipeline.extract
+    llm = build_llm(config, os.environ)
+    lines = [line for line in stdin if line.strip()]
+    parsed: list[BatchTurn | str] = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            parsed.append(_read_extract_line(line, number))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            parsed.append(f"line {number}: invalid input ({exc})")
+    valid = [turn for turn in parsed if isinstance(turn, BatchTurn)]
+    results: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(valid), EXTRACT_BATCH_TURNS):
+        batch = valid[start : start + EXTRACT_BATCH_TURNS]
+        context = [
+            SessionTurn(role=t.role, text=t.text, timestamp=t.timestamp)
+            for t in valid[max(0, start - config.max_source_turns) : start]
+        ]
+        extraction = extract_candidates(batch, context, config, llm, on_json_fail=lambda: None)
+        for turn in extraction.turns:
+            results[turn.turn_id] = {
+                "candidates": [c.model_dump(mode="json") for c in turn.candidates],
+                "extractor": turn.extractor.value,
+            }
+    status = 0
+    for item in parsed:
+        if isinstance(item, str):
+            stderr.write(item + "\n")
+            _emit(stdout, {"candidates": [], "extractor": None, "error": item})
+            status = 1
+        else:
+            _emit(stdout, results[item.turn_id])
     return status
 
 
@@ -129,6 +201,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "prefilter", help="JSON lines {role, content} on stdin -> one decision line each"
     )
+    commands.add_parser(
+        "extract",
+        help="JSON lines {role, content, timestamp?} on stdin -> {candidates, extractor} each",
+    )
     demo = commands.add_parser("demo", help="run a sample conversation and print the funnel")
     demo.add_argument("conversation", nargs="?", type=Path, default=DEFAULT_CONVERSATION)
     serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
@@ -141,10 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "prefilter":
             return run_prefilter(sys.stdin, sys.stdout, sys.stderr)
+        if args.command == "extract":
+            return run_extract(sys.stdin, sys.stdout, sys.stderr)
         if args.command == "demo":
             return run_demo(args.conversation, sys.stdout)
         return run_serve(args.port, sys.stdout)
-    except (OSError, ValidationError, json.JSONDecodeError) as exc:
+    except (OSError, ValidationError, json.JSONDecodeError, MemwriteError) as exc:
         sys.stderr.write(f"memwrite: {exc}\n")
         return 2
 

@@ -93,7 +93,7 @@ class ExtractConfig(_Frozen):
     provider: Literal["anthropic", "bedrock"] = "anthropic"  # API key, or IAM via Bedrock
     model: str = "claude-haiku-4-5"
     aws_region: str | None = None  # Bedrock only; default: the Lambda's region
-    max_output_tokens: int = Field(default=4_096, ge=256)
+    max_output_tokens: int = Field(default=8_192, ge=256)  # a rich 10-turn batch needs room
     timeout_secs: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=3, ge=0)  # the SDK's own backoff on 429/5xx/timeouts
     max_entities: int = Field(default=30, ge=0)
@@ -105,7 +105,15 @@ class ExtractConfig(_Frozen):
     detail_overlap_messages: int = Field(default=2, ge=0)
     detail_max_concurrency: int = Field(default=4, ge=1)
     hypothetical_confidence_cap: float = Field(default=0.3, ge=0, le=1)
-    verifier_enabled: bool = False
+    prices_per_mtok: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: {
+            # USD per million (input, output) tokens, list prices, by undated model name;
+            # dated and Bedrock ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0") map here.
+            "claude-haiku-4-5": (1.00, 5.00),
+            "claude-sonnet-4-5": (3.00, 15.00),
+            "claude-opus-4-5": (5.00, 25.00),
+        }
+    )
 
 
 class DedupeConfig(_Frozen):

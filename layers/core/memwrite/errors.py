@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "IdempotencyKeyReused",
     "IngestLimitExceeded",
     "MemwriteError",
     "PermanentError",
@@ -47,6 +48,10 @@ class IngestLimitExceeded(PermanentError):
         self.field = field
         self.limit = limit
         self.actual = actual
+
+
+class IdempotencyKeyReused(PermanentError):
+    """An Idempotency-Key already names a trace of a different request."""
 
 
 class StoreUnavailable(TransientError):

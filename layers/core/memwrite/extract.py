@@ -1,9 +1,14 @@
-"""Stage 2, extract: rules first (free), the LLM only for what they cannot handle.
+"""Stage 2, extract: rules first (free), one LLM call per batch for what they cannot handle.
 
-`extract_candidates` is the pure decision for one turn (used by the stage and by `memwrite
-extract`); `extract_turn` is the stage: it adds the session context, spans, metrics and the
-session log. Failures are never a silent `[]`: a malformed answer is retried once, then the
-turn fails with an error span and the exception goes to Step Functions' Catch (the DLQ).
+The unit is a batch: the turns of one user's session that arrive together (an SQS batch). Each
+turn goes through the rule fast-path; the turns the rules did not fully understand share one
+LLM full pass (plus the detail pass on long conversations), with the rest of the session as
+context. Offline (no LLM configured) those turns are recorded as `DeferredNoLLM`.
+
+`extract_candidates` is the pure decision (used by the stage and by `memwrite extract`);
+`extract_batch` is the stage: session context, spans, metrics and the session log. Failures are
+never a silent `[]`: a malformed answer is retried once, then every turn of the batch gets an
+error span and the exception goes to Step Functions' Catch (the DLQ).
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Self
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig
@@ -35,7 +41,7 @@ from memwrite.models import (
     session_sort_key,
 )
 from memwrite.ports import MetricsSink, SessionLog, SpanStore
-from memwrite.prompts.extract import ExtractPromptInput, SessionTurn
+from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import (
     DeferredNoLLM,
     ExtractionError,
@@ -48,32 +54,144 @@ from memwrite.rules_extractor import extract_with_rules
 
 __all__ = [
     "STAGE",
+    "BatchExtraction",
     "ExtractDeps",
     "ExtractInput",
-    "ExtractedTurn",
-    "Extraction",
+    "ExtractOutput",
     "Extractor",
+    "TurnExtraction",
+    "extract_batch",
     "extract_candidates",
-    "extract_turn",
 ]
 
 STAGE = "extract"
 
 
 class Extractor(StrEnum):
-    RULES = "rules"  # the rule fast-path understood the whole turn: no LLM call
+    RULES = "rules"  # the rule fast-path understood the whole turn: no LLM call for it
     LLM = "llm"
     DEFERRED = "deferred"  # offline and the rules could not handle all of it
 
 
 @dataclass(frozen=True)
-class Extraction:
-    """One turn's extraction: kept candidates, rejected ones with their reason, LLM usage."""
+class TurnExtraction:
+    """One turn's share of a batch: which extractor handled it, what it kept and rejected."""
 
+    turn_id: str
     extractor: Extractor
     candidates: tuple[Candidate, ...]
     rejected: tuple[tuple[Candidate, Reason], ...] = ()
+
+
+@dataclass(frozen=True)
+class BatchExtraction:
+    turns: tuple[TurnExtraction, ...]
     llm_calls: tuple[LlmUsage, ...] = ()
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [candidate for turn in self.turns for candidate in turn.candidates]
+
+
+def _triage(turn_id: str, extractor: Extractor, candidates: Sequence[Candidate]) -> TurnExtraction:
+    kept: list[Candidate] = []
+    rejected: list[tuple[Candidate, Reason]] = []
+    for candidate in candidates:
+        if candidate.quality.verdict == "discard":
+            rejected.append((candidate, QualityDiscard(reason=candidate.quality.reason)))
+        elif not candidate.grounded:
+            rejected.append((candidate, Ungrounded()))
+        else:
+            kept.append(candidate)
+    return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected))
+
+
+def extract_candidates(
+    turns: Sequence[BatchTurn],
+    context: Sequence[SessionTurn],
+    config: ExtractConfig,
+    llm: ExtractionLlm | None,
+    *,
+    on_json_fail: Callable[[], None],
+) -> BatchExtraction:
+    """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set."""
+    rules = {
+        turn.turn_id: extract_with_rules(
+            turn.text,
+            role=turn.role.value,
+            observed_at=turn.timestamp,
+            source_turn_id=turn.turn_id,
+        )
+        for turn in turns
+    }
+    needs_llm = any(not found.fully_covered for found in rules.values())
+    llm_candidates: dict[str, list[Candidate]] = {}
+    calls: tuple[LlmUsage, ...] = ()
+    if needs_llm and llm is not None:
+        # The whole batch goes in, in order, so the model reads the conversation as it went;
+        # turns the rules covered cost no extra call and their candidates are merged below.
+        result = extract_with_llm(
+            ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context)),
+            config,
+            llm,
+            on_json_fail=on_json_fail,
+        )
+        calls = result.calls
+        for candidate in result.candidates:
+            llm_candidates.setdefault(candidate.source_turn_id or "", []).append(candidate)
+    extractions = []
+    for turn in turns:
+        found = rules[turn.turn_id]
+        if found.fully_covered:
+            extractor = Extractor.RULES
+        elif llm is None:
+            extractor = Extractor.DEFERRED
+        else:
+            extractor = Extractor.LLM
+        # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
+        merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
+        extractions.append(_triage(turn.turn_id, extractor, merged))
+    return BatchExtraction(tuple(extractions), calls)
+
+
+class ExtractInput(BaseModel):
+    """Step Functions task input: queued turns of one tenant, user and session, in order."""
+
+    turns: list[QueuedTurn] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_session(self) -> Self:
+        sessions = {(t.tenant, t.user_id, t.session_id) for t in self.turns}
+        if len(sessions) > 1:
+            raise ValueError("a batch holds the turns of one tenant, user and session")
+        return self
+
+
+class ExtractedTurn(BaseModel):
+    turn_id: str
+    trace_id: str
+    observed_at: datetime
+    extractor: Extractor
+
+
+class ExtractOutput(BaseModel):
+    """Task output: ids and kept candidates only, far below the 256 KB payload limit."""
+
+    tenant: str
+    user_id: str
+    session_id: str
+    source: str
+    turns: list[ExtractedTurn]
+    candidates: list[Candidate]
+
+
+@dataclass
+class ExtractDeps:
+    spans: SpanStore
+    metrics: MetricsSink
+    session_log: SessionLog
+    llm: ExtractionLlm | None
+    clock: Callable[[], float] = field(default=time.time)
 
 
 def _usage_summary(calls: Sequence[LlmUsage]) -> LlmUsageSummary | None:
@@ -88,84 +206,18 @@ def _usage_summary(calls: Sequence[LlmUsage]) -> LlmUsageSummary | None:
     )
 
 
-def _triage(
-    extractor: Extractor, candidates: Sequence[Candidate], calls: tuple[LlmUsage, ...] = ()
-) -> Extraction:
-    kept: list[Candidate] = []
-    rejected: list[tuple[Candidate, Reason]] = []
-    for candidate in candidates:
-        if candidate.quality.verdict == "discard":
-            rejected.append((candidate, QualityDiscard(reason=candidate.quality.reason)))
-        elif not candidate.grounded:
-            rejected.append((candidate, Ungrounded()))
-        else:
-            kept.append(candidate)
-    return Extraction(extractor, tuple(kept), tuple(rejected), calls)
-
-
-def extract_candidates(
-    inp: ExtractPromptInput,
-    config: ExtractConfig,
-    llm: ExtractionLlm | None,
-    *,
-    on_json_fail: Callable[[], None],
-) -> Extraction:
-    """Rules first; the LLM when the rules did not understand the whole turn and one is set."""
-    rules = extract_with_rules(
-        inp.turn_text,
-        role=inp.role.value,
-        observed_at=inp.turn_timestamp,
-        source_turn_id=inp.turn_id,
-    )
-    if rules.fully_covered:
-        return _triage(Extractor.RULES, rules.candidates)
-    if llm is None:
-        return _triage(Extractor.DEFERRED, rules.candidates)
-    result = extract_with_llm(inp, config, llm, on_json_fail=on_json_fail)
-    # The rules' candidates are exact; the LLM's fill in the rest (same key: higher confidence).
-    merged = merge_candidates([rules.candidates, result.candidates])
-    return _triage(Extractor.LLM, merged, result.calls)
-
-
-class ExtractInput(BaseModel):
-    """Step Functions task input: one queued turn (the SQS message body)."""
-
-    turn: QueuedTurn
-
-
-class ExtractedTurn(BaseModel):
-    """Task output: ids and the kept candidates only, far below the 256 KB payload limit."""
-
-    trace_id: str
-    tenant: str
-    user_id: str
-    session_id: str
-    turn_id: str
-    observed_at: datetime
-    source: str
-    extractor: Extractor
-    candidates: list[Candidate]
-
-
-@dataclass
-class ExtractDeps:
-    spans: SpanStore
-    metrics: MetricsSink
-    session_log: SessionLog
-    llm: ExtractionLlm | None
-    clock: Callable[[], float] = field(default=time.time)
-
-
 def _span(
     turn: QueuedTurn,
     *,
-    item_id: str,
     result: SpanResult,
     reason: Reason | None,
     latency_ms: float,
-    kind: str = "turn",
+    candidate: Candidate | None = None,
     llm: LlmUsageSummary | None = None,
 ) -> StageSpan:
+    item_id = turn.turn_id
+    if candidate is not None:
+        item_id = f"{turn.turn_id}:{content_hash(memory_key(candidate))}"
     return StageSpan(
         trace_id=turn.trace_id,
         tenant=turn.tenant,
@@ -176,12 +228,12 @@ def _span(
         reason=reason,
         latency_ms=round(latency_ms, 3),
         at=datetime.now(UTC),
-        kind="candidate" if kind == "candidate" else "turn",
+        kind="turn" if candidate is None else "candidate",
         llm=llm,
     )
 
 
-def _turn_verdict(extraction: Extraction) -> tuple[SpanResult, Reason | None]:
+def _turn_verdict(extraction: TurnExtraction) -> tuple[SpanResult, Reason | None]:
     if extraction.extractor is Extractor.DEFERRED:
         # Offline: whatever the rules found goes on; the rest of the turn is recorded, not lost.
         result = SpanResult.PASS if extraction.candidates else SpanResult.REJECT
@@ -191,77 +243,86 @@ def _turn_verdict(extraction: Extraction) -> tuple[SpanResult, Reason | None]:
     return SpanResult.PASS, None
 
 
-def extract_turn(turn: QueuedTurn, config: ExtractConfig, deps: ExtractDeps) -> ExtractedTurn:
-    """The extract stage for one queued turn."""
+def _context(
+    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog
+) -> list[SessionTurn]:
+    first = turns[0]
+    earlier = log.recent(
+        first.tenant, first.session_id, session_sort_key(first), config.max_source_turns
+    )
+    return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
+
+
+def extract_batch(
+    turns: Sequence[QueuedTurn], config: ExtractConfig, deps: ExtractDeps
+) -> ExtractOutput:
+    """The extract stage for a batch of one session's queued turns."""
     started = time.perf_counter()
-    context = deps.session_log.recent(
-        turn.tenant, turn.session_id, session_sort_key(turn), config.max_source_turns
-    )
-    inp = ExtractPromptInput(
-        turn_id=turn.turn_id,
-        turn_text=turn.text,
-        role=turn.role,
-        turn_timestamp=turn.observed_at,
-        session_turns=tuple(
-            SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in context
-        ),
-    )
+    # SQS may deliver the same message twice in one batch: one turn id, one turn.
+    unique = {turn.turn_id: turn for turn in turns}
+    ordered = sorted(unique.values(), key=session_sort_key)
+    batch = [
+        BatchTurn(turn_id=t.turn_id, role=t.role, text=t.text, timestamp=t.observed_at)
+        for t in ordered
+    ]
     try:
         extraction = extract_candidates(
-            inp,
+            batch,
+            _context(ordered, config, deps.session_log),
             config,
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
         )
     except MemwriteError as exc:
-        calls = exc.calls if isinstance(exc, ExtractionFailed) else ()
-        error_span = _span(
-            turn,
-            item_id=turn.turn_id,
-            result=SpanResult.ERROR,
-            reason=ExtractionError(error=type(exc).__name__),
-            latency_ms=(time.perf_counter() - started) * 1000,
-            llm=_usage_summary(calls),
-        )
-        deps.spans.put_spans([error_span])
-        deps.metrics.count(STAGE, SpanResult.ERROR.value, error_span.reason)
+        usage = _usage_summary(exc.calls if isinstance(exc, ExtractionFailed) else ())
+        latency_ms = (time.perf_counter() - started) * 1000
+        error_spans = [
+            _span(
+                turn,
+                result=SpanResult.ERROR,
+                reason=ExtractionError(error=type(exc).__name__),
+                latency_ms=latency_ms,
+                llm=usage if index == 0 else None,
+            )
+            for index, turn in enumerate(ordered)
+        ]
+        deps.spans.put_spans(error_spans)
+        for span in error_spans:
+            deps.metrics.count(STAGE, span.result.value, span.reason)
         raise
     latency_ms = (time.perf_counter() - started) * 1000
-    result, reason = _turn_verdict(extraction)
-    spans = [
-        _span(
-            turn,
-            item_id=turn.turn_id,
-            result=result,
-            reason=reason,
-            latency_ms=latency_ms,
-            llm=_usage_summary(extraction.llm_calls),
+    spans: list[StageSpan] = []
+    # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn.
+    usage = _usage_summary(extraction.llm_calls)
+    for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
+        result, reason = _turn_verdict(turn_extraction)
+        charged = usage if turn_extraction.extractor is Extractor.LLM else None
+        usage = None if charged else usage
+        spans.append(_span(turn, result=result, reason=reason, latency_ms=latency_ms, llm=charged))
+        spans.extend(
+            _span(turn, result=SpanResult.REJECT, reason=why, latency_ms=0.0, candidate=candidate)
+            for candidate, why in turn_extraction.rejected
         )
-    ]
-    spans.extend(
-        _span(
-            turn,
-            item_id=f"{turn.turn_id}:{content_hash(memory_key(candidate))}",
-            result=SpanResult.REJECT,
-            reason=why,
-            latency_ms=0.0,
-            kind="candidate",
-        )
-        for candidate, why in extraction.rejected
-    )
     deps.spans.put_spans(spans)
-    deps.session_log.append(turn)
+    for turn in ordered:
+        deps.session_log.append(turn)
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
     deps.metrics.timing(STAGE, latency_ms)
-    return ExtractedTurn(
-        trace_id=turn.trace_id,
-        tenant=turn.tenant,
-        user_id=turn.user_id,
-        session_id=turn.session_id,
-        turn_id=turn.turn_id,
-        observed_at=turn.observed_at,
-        source=turn.source.value,
-        extractor=extraction.extractor,
-        candidates=list(extraction.candidates),
+    first = ordered[0]
+    return ExtractOutput(
+        tenant=first.tenant,
+        user_id=first.user_id,
+        session_id=first.session_id,
+        source=first.source.value,
+        turns=[
+            ExtractedTurn(
+                turn_id=turn.turn_id,
+                trace_id=turn.trace_id,
+                observed_at=turn.observed_at,
+                extractor=turn_extraction.extractor,
+            )
+            for turn, turn_extraction in zip(ordered, extraction.turns, strict=True)
+        ],
+        candidates=extraction.candidates,
     )

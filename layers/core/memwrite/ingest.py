@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from memwrite.config import PipelineConfig
+from memwrite.errors import IdempotencyKeyReused
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
 from memwrite.models import (
     Decision,
@@ -90,6 +91,19 @@ def ingest_turns(
     now = datetime.fromtimestamp(deps.clock(), tz=UTC)
     trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
     screened = _screen_all(request, tenant, config, deps)
+    turn_ids = tuple(item.turn_id for item in screened)
+    # A retry under the same Idempotency-Key replays its trace: it must be the same request,
+    # and the turns that trace already enqueued keep their spans (they are not "duplicates").
+    existing = deps.ledger.get_trace(tenant, trace_id) if idempotency_key else None
+    if existing is not None and existing.turn_ids != turn_ids:
+        raise IdempotencyKeyReused("this Idempotency-Key was used for a different request")
+    own: set[str] = set()
+    if existing is not None:
+        own = {
+            span.item_id
+            for span in deps.spans.spans_of(tenant, trace_id)
+            if span.kind == "turn" and span.result in (SpanResult.PASS, SpanResult.TRANSFORM)
+        }
 
     survivors: dict[str, _Screened] = {}
     for item in screened:
@@ -112,16 +126,17 @@ def ingest_turns(
         for tid, item in survivors.items()
         if tid not in duplicates
     ]
-    deps.ledger.put_trace(
-        TraceRecord(
-            trace_id=trace_id,
-            tenant=tenant,
-            user_id=request.user_id,
-            session_id=request.session_id,
-            created_at=now.isoformat(),
-            turn_ids=tuple(item.turn_id for item in screened),
+    if existing is None:
+        deps.ledger.put_trace(
+            TraceRecord(
+                trace_id=trace_id,
+                tenant=tenant,
+                user_id=request.user_id,
+                session_id=request.session_id,
+                created_at=now.isoformat(),
+                turn_ids=turn_ids,
+            )
         )
-    )
     outcome = deps.queue.enqueue(to_send) if to_send else None
     sent = sorted(outcome.sent) if outcome else []
     failed = outcome.failed if outcome else {}
@@ -139,6 +154,7 @@ def ingest_turns(
             failed=failed,
         )
         for item in screened
+        if item.turn_id not in own
     ]
     deps.spans.put_spans(spans)
     for span in spans:

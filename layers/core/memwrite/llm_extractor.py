@@ -1,4 +1,9 @@
-"""LLM extraction, orchestrated: full pass, detail pass, retry, post-checks and cost accounting.
+"""LLM extraction of a conversation batch: full pass, detail pass, retry, post-checks, cost.
+
+The unit is a batch: the new turns of one session that arrive together. One full-pass call reads
+them all (with earlier session turns as context); a long conversation adds one detail-pass call
+per window that holds a batch turn. The model attributes each candidate to a turn by its prompt
+ref, which is mapped back to the turn id here.
 
 Pure orchestration against the `ExtractionLlm` port; the anthropic SDK lives only in
 `memwrite.adapters.anthropic_llm`, so importing this module costs no SDK cold start. The errors
@@ -9,26 +14,28 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig
 from memwrite.errors import ConfigError, PermanentError, TransientError
 from memwrite.prompts import PromptMessage, RenderedPrompt
 from memwrite.prompts.extract import (
+    BatchTurn,
     ExtractionResult,
     ExtractPromptInput,
     SessionTurn,
+    context_turns,
     render,
     render_detail,
+    turn_refs,
 )
 from memwrite.segment import split_segments
 
 __all__ = [
-    "PRICES_PER_MTOK",
     "ExtractionFailed",
     "ExtractionLlm",
     "LlmCall",
@@ -39,6 +46,7 @@ __all__ = [
     "MalformedLlmOutput",
     "cap_hypotheticals",
     "cost_usd",
+    "count_llm_calls",
     "detail_windows",
     "extract_with_llm",
     "merge_candidates",
@@ -47,12 +55,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    # USD per million (input, output) tokens, list prices; keyed by the undated model name.
-    "claude-haiku-4-5": (1.00, 5.00),
-    "claude-sonnet-4-5": (3.00, 15.00),
-    "claude-opus-4-5": (5.00, 25.00),
-}
 
 # Bedrock ids wrap the model name: "us.anthropic.claude-haiku-4-5-20251001-v1:0".
 _BEDROCK_PREFIX_RE = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.")
@@ -73,19 +75,21 @@ def _model_family(model: str) -> str:
     return _VERSION_SUFFIX_RE.sub("", _BEDROCK_PREFIX_RE.sub("", model))
 
 
-def price_per_mtok(model: str) -> tuple[float, float]:
+def price_per_mtok(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
     """(input, output) USD per million tokens; a model without a price is a config error."""
     try:
-        return PRICES_PER_MTOK[_model_family(model)]
+        return prices[_model_family(model)]
     except KeyError:
-        known = ", ".join(sorted(PRICES_PER_MTOK))
+        known = ", ".join(sorted(prices))
         raise ConfigError(
-            f"no price for model {model!r}: add it to PRICES_PER_MTOK (known: {known})"
+            f"no price for model {model!r}: add it to extract.prices_per_mtok (known: {known})"
         ) from None
 
 
-def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float:
-    input_price, output_price = price_per_mtok(model)
+def cost_usd(
+    model: str, input_tokens: int, output_tokens: int, prices: Mapping[str, tuple[float, float]]
+) -> float:
+    input_price, output_price = price_per_mtok(model, prices)
     return (input_tokens * input_price + output_tokens * output_price) / 1_000_000
 
 
@@ -128,14 +132,13 @@ class MalformedLlmOutput(PermanentError):
 
 
 class ExtractionFailed(PermanentError):
-    """A pass stayed malformed after its retry: the turn fails visibly, never as []."""
+    """A pass stayed malformed after its retry: the batch fails visibly, never as []."""
 
-    def __init__(self, turn_id: str, malformed: int, calls: tuple[LlmUsage, ...]) -> None:
+    def __init__(self, batch: str, malformed: int, calls: tuple[LlmUsage, ...]) -> None:
         super().__init__(
-            f"turn {turn_id}: extraction output malformed {malformed} times; "
-            f"{len(calls)} calls, giving up"
+            f"{batch}: extraction output malformed {malformed} times; {len(calls)} calls, giving up"
         )
-        self.turn_id = turn_id
+        self.batch = batch
         self.malformed = malformed
         self.calls = calls
 
@@ -169,18 +172,21 @@ class LlmExtraction:
 
 @dataclass(frozen=True)
 class _PassOutcome:
-    result: ExtractionResult | None  # None: still malformed after the retry
+    candidates: tuple[Candidate, ...] | None  # None: still malformed after the retry
     calls: tuple[LlmUsage, ...]
     malformed: int
     error: MalformedLlmOutput | None = None
 
 
+_Turn = TypeVar("_Turn", bound=SessionTurn | BatchTurn)
+
+
 def detail_windows(
-    turns: Sequence[SessionTurn], chunk_chars: int, overlap: int
-) -> list[tuple[SessionTurn, ...]]:
+    turns: Sequence[_Turn], chunk_chars: int, overlap: int
+) -> list[tuple[_Turn, ...]]:
     """Consecutive windows of about `chunk_chars` characters, each repeating the last
     `overlap` turns of the previous one; a window always holds at least one turn."""
-    windows: list[tuple[SessionTurn, ...]] = []
+    windows: list[tuple[_Turn, ...]] = []
     start = 0
     while start < len(turns):
         end, size = start, 0
@@ -234,41 +240,107 @@ def cap_hypotheticals(
     ]
 
 
-def _run_pass(llm: ExtractionLlm, model: str, prompt: RenderedPrompt) -> _PassOutcome:
+def _conversation_windows(
+    inp: ExtractPromptInput, config: ExtractConfig
+) -> list[tuple[SessionTurn | BatchTurn, ...]]:
+    """The detail pass's windows: none for a short conversation; for a long one, the windows of
+    the shown context plus the batch that hold at least one batch turn (a window of context
+    only has nothing new to extract)."""
+    if len(inp.session_turns) + len(inp.turns) < config.detail_pass_min_messages:
+        return []
+    conversation: tuple[SessionTurn | BatchTurn, ...] = (*context_turns(inp, config), *inp.turns)
+    windows = detail_windows(
+        conversation, config.detail_chunk_chars, config.detail_overlap_messages
+    )
+    return [w for w in windows if any(isinstance(turn, BatchTurn) for turn in w)]
+
+
+def count_llm_calls(inp: ExtractPromptInput, config: ExtractConfig) -> int:
+    """How many calls `extract_with_llm` makes when every answer is valid: the full pass plus
+    one per detail window (retries of malformed answers come on top)."""
+    return 1 + len(_conversation_windows(inp, config))
+
+
+def _answer(
+    llm: ExtractionLlm,
+    model: str,
+    prompt: RenderedPrompt,
+    refs: Mapping[str, BatchTurn],
+    cap: float,
+) -> tuple[list[Candidate], LlmUsage]:
+    """One call: its candidates attributed to their turns (ref -> turn id) and capped against
+    their own turn's wording. A missing or unknown ref makes the answer malformed."""
+    call = llm.extract(prompt.system, prompt.messages, model)
+    candidates: list[Candidate] = []
+    for position, candidate in enumerate(call.result.candidates, start=1):
+        ref = candidate.source_turn_id
+        turn = refs.get(ref) if ref is not None else None
+        if turn is None:
+            # The ref itself is not quoted: the model may have put turn text there.
+            problem = "no source_turn_id" if ref is None else "an unknown source_turn_id"
+            raise MalformedLlmOutput(
+                f"candidate {position} has {problem} (refs: {', '.join(refs)})", call.usage
+            )
+        attributed = candidate.model_copy(update={"source_turn_id": turn.turn_id})
+        candidates.extend(cap_hypotheticals([attributed], turn.text, cap))
+    return candidates, call.usage
+
+
+def _run_pass(
+    llm: ExtractionLlm,
+    model: str,
+    prompt: RenderedPrompt,
+    refs: Mapping[str, BatchTurn],
+    cap: float,
+) -> _PassOutcome:
     calls: list[LlmUsage] = []
     error: MalformedLlmOutput | None = None
     for attempt in range(1, _MALFORMED_ATTEMPTS + 1):
         try:
-            call = llm.extract(prompt.system, prompt.messages, model)
+            candidates, usage = _answer(llm, model, prompt, refs, cap)
         except MalformedLlmOutput as exc:
             logger.warning("extraction output malformed (attempt %d): %s", attempt, exc)
             calls.append(exc.usage)
             error = exc
             continue
-        calls.append(call.usage)
-        return _PassOutcome(call.result, tuple(calls), malformed=attempt - 1)
+        calls.append(usage)
+        return _PassOutcome(tuple(candidates), tuple(calls), malformed=attempt - 1)
     return _PassOutcome(None, tuple(calls), malformed=_MALFORMED_ATTEMPTS, error=error)
 
 
 def _run_passes(
     llm: ExtractionLlm,
-    model: str,
-    full: RenderedPrompt,
-    details: Sequence[RenderedPrompt],
-    workers: int,
+    prompts: Sequence[RenderedPrompt],
+    refs: Mapping[str, BatchTurn],
+    config: ExtractConfig,
 ) -> list[_PassOutcome]:
+    """Every pass, the first (the full pass) in this thread while a pool runs the others."""
+
+    def run(prompt: RenderedPrompt) -> _PassOutcome:
+        return _run_pass(llm, config.model, prompt, refs, config.hypothetical_confidence_cap)
+
+    full, *details = prompts
     if not details:
-        return [_run_pass(llm, model, full)]
-    # The full pass runs in this thread while the pool works through the windows.
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="detail-pass") as pool:
-        futures = [pool.submit(_run_pass, llm, model, prompt) for prompt in details]
+        return [run(full)]
+    with ThreadPoolExecutor(
+        max_workers=config.detail_max_concurrency, thread_name_prefix="detail-pass"
+    ) as pool:
+        futures = [pool.submit(run, prompt) for prompt in details]
         try:
-            first = _run_pass(llm, model, full)
+            first = run(full)
             return [first, *(future.result() for future in futures)]
         except BaseException:
             for future in futures:
                 future.cancel()  # windows not started yet would be paid for nothing
             raise
+
+
+def _batch_label(inp: ExtractPromptInput) -> str:
+    """How errors name the batch: by its first turn, and by its size when it has several."""
+    first = inp.turns[0].turn_id
+    if len(inp.turns) == 1:
+        return f"turn {first}"
+    return f"batch of {len(inp.turns)} turns starting {first}"
 
 
 def extract_with_llm(
@@ -278,36 +350,32 @@ def extract_with_llm(
     *,
     on_json_fail: Callable[[], None],
 ) -> LlmExtraction:
-    """Candidates of one turn: the full pass, plus the detail pass when the conversation (the
-    session's earlier turns and this one) has at least `detail_pass_min_messages` messages.
+    """Candidates of one batch: the full pass over its turns, plus the detail pass when the
+    conversation (the session's earlier turns and the batch) has at least
+    `detail_pass_min_messages` messages. `count_llm_calls` says how many calls that is.
 
-    `on_json_fail` is called once per malformed answer, in this thread (the caller emits the
-    `extraction_json_fail` metric). A pass that stays malformed after one retry raises
-    `ExtractionFailed`; `LlmUnavailable` and `LlmRequestRejected` propagate as raised.
+    Every candidate's `source_turn_id` is the id of one of `inp.turns`, and its confidence is
+    capped when its own turn frames it as hypothetical. Same memory key from several passes:
+    the most confident wins. `on_json_fail` is called once per malformed answer, in this
+    thread (the caller emits the `extraction_json_fail` metric). A pass that stays malformed
+    after one retry raises `ExtractionFailed`; `LlmUnavailable` and `LlmRequestRejected`
+    propagate as raised.
     """
-    windows: list[tuple[SessionTurn, ...]] = []
-    if len(inp.session_turns) + 1 >= config.detail_pass_min_messages:
-        windows = detail_windows(
-            inp.session_turns, config.detail_chunk_chars, config.detail_overlap_messages
-        )
+    windows = _conversation_windows(inp, config)
     outcomes = _run_passes(
         llm,
-        config.model,
-        render(inp, config),
-        [render_detail(inp, window, config) for window in windows],
-        config.detail_max_concurrency,
+        [render(inp, config), *(render_detail(inp, window, config) for window in windows)],
+        turn_refs(inp),
+        config,
     )
     malformed = sum(outcome.malformed for outcome in outcomes)
     for _ in range(malformed):
         on_json_fail()
     calls = tuple(call for outcome in outcomes for call in outcome.calls)
-    results = [outcome.result for outcome in outcomes if outcome.result is not None]
-    failed = [outcome.error for outcome in outcomes if outcome.result is None]
+    failed = [outcome.error for outcome in outcomes if outcome.candidates is None]
     if failed:
-        raise ExtractionFailed(inp.turn_id, malformed, calls) from failed[0]
-    merged = merge_candidates(result.candidates for result in results)
-    capped = cap_hypotheticals(merged, inp.turn_text, config.hypothetical_confidence_cap)
-    return LlmExtraction(
-        candidates=tuple(c.model_copy(update={"source_turn_id": inp.turn_id}) for c in capped),
-        calls=calls,
+        raise ExtractionFailed(_batch_label(inp), malformed, calls) from failed[0]
+    merged = merge_candidates(
+        outcome.candidates for outcome in outcomes if outcome.candidates is not None
     )
+    return LlmExtraction(candidates=tuple(merged), calls=calls)

@@ -94,9 +94,14 @@ class LocalRunner:
         self._aws = aws
         self._modules: dict[str, ModuleType] = {}
         for _, _, module_name in ROUTES:
-            module = importlib.import_module(module_name)
+            self._modules[module_name] = importlib.import_module(module_name)
+        self._pipeline = [
+            importlib.import_module(f"functions.{stage.function_dir}.handler")
+            for stage in STAGES
+            if stage.placement is StagePlacement.PIPELINE
+        ]
+        for module in [*self._modules.values(), *self._pipeline]:
             module.deps.cache_clear()  # built against this LocalAws, not an earlier one
-            self._modules[module_name] = module
 
     def call(
         self,
@@ -116,9 +121,13 @@ class LocalRunner:
         event = api_gateway_event(method, path, all_headers, raw)
         response = module.lambda_handler(event, LocalContext())
         payload = response.get("body") or "{}"
+        # REST (v1) proxy responses may carry headers in either field; clients see both.
+        response_headers = dict(response.get("headers") or {})
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            response_headers.setdefault(name, ",".join(values))
         return ApiResult(
             status=int(response["statusCode"]),
-            headers=dict(response.get("headers") or {}),
+            headers=response_headers,
             body=json.loads(payload),
         )
 
@@ -139,11 +148,6 @@ class LocalRunner:
         assert self._aws.resources is not None
         sqs = boto3.client("sqs")
         queue_url = self._aws.resources.queue_url
-        pipeline = [
-            importlib.import_module(f"functions.{stage.function_dir}.handler")
-            for stage in STAGES
-            if stage.placement is StagePlacement.PIPELINE
-        ]
         report = DrainReport()
         while True:
             messages = sqs.receive_message(
@@ -151,15 +155,21 @@ class LocalRunner:
             ).get("Messages", [])
             if not messages:
                 return report
+            # One SQS batch -> one execution; one task per tenant, user and session in it.
+            batches: dict[tuple[str, str, str], list[QueuedTurn]] = {}
             for message in messages:
                 turn = QueuedTurn.model_validate_json(message["Body"])
+                batches.setdefault((turn.tenant, turn.user_id, turn.session_id), []).append(turn)
+            for turns in batches.values():
                 # Each stage's output is the next one's input, as in the state machine.
-                payload: dict[str, Any] = {"turn": turn.model_dump(mode="json")}
+                payload: dict[str, Any] = {"turns": [t.model_dump(mode="json") for t in turns]}
                 try:
-                    for handler_module in pipeline:
+                    for handler_module in self._pipeline:
                         payload = handler_module.lambda_handler(payload, LocalContext())
                 except MemwriteError as exc:
-                    report.failed[turn.turn_id] = f"{type(exc).__name__}: {exc}"
+                    for turn in turns:
+                        report.failed[turn.turn_id] = f"{type(exc).__name__}: {exc}"
                 else:
                     report.outputs.append(payload)
+            for message in messages:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])

@@ -289,8 +289,16 @@ def _value(group: str, stops: str, max_tokens: int) -> str:
 
 
 def _list_value(group: str, stops: str, max_tokens: int) -> str:
-    """Like _value, but commas may join items: "hiking, biking, and swimming"."""
-    sep = r"(?:\s*,\s*(?:(?i:and|or)\s+)?|\s+)"
+    """Like _value, but commas may join items: "hiking, biking, and swimming".
+
+    An item after a comma may not open with a subject or determiner: ", and the audit slipped"
+    starts a new clause, not another item.
+    """
+    clause = (
+        r"(?!(?:(?i:and|or)\s+)?"
+        r"(?i:the|my|our|your|his|her|their|we|i|he|she|they|it|this|that|there)(?![\w'-]))"
+    )
+    sep = rf"(?:\s*,\s*{clause}(?:(?i:and|or)\s+)?|\s+)"
     return rf"(?P<{group}>{_TOKEN}(?:{sep}(?!(?i:{stops})(?![\w-])){_TOKEN}){{0,{max_tokens - 1}}})"
 
 
@@ -1603,6 +1611,11 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
     return _Outcome(claims, covered, guard, hedge is not None, opens_guard)
 
 
+_NEW_SUBJECT_RE = re.compile(
+    r"(?i:the|my|our|your|his|her|their|we|he|she|they|it|this|that|there)(?![\w'-])"
+)
+
+
 def _continue_claims(body: str, found: _Found, ctx: _Context) -> tuple[tuple[_Claim, ...], str]:
     """'I live in Berlin and work at SAP': the subject (and its 'am') carries over each 'and'.
 
@@ -1617,6 +1630,8 @@ def _continue_claims(body: str, found: _Found, ctx: _Context) -> tuple[tuple[_Cl
     prefixes = [subject.group()] + ([body[: be.end()]] if be else [])
     while cont := _CONTINUATION_RE.match(rest):
         tail = rest[cont.end() :]
+        if _NEW_SUBJECT_RE.match(tail):
+            return claims, rest  # "..., and the audit slipped": a new clause, not a continuation
         for prefix in prefixes:
             extended = f"{prefix} {tail}"
             more = _match_rules(extended, ctx)

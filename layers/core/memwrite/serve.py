@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import urlsplit
 
 from memwrite.local_runner import LocalRunner
 
@@ -19,19 +20,29 @@ def make_server(runner: LocalRunner, port: int, host: str = "127.0.0.1") -> HTTP
     class _Handler(BaseHTTPRequestHandler):
         def _dispatch(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length).decode("utf-8") if length else None
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = raw.decode("utf-8") if raw else None
+            except UnicodeDecodeError:
+                error = {"field": "body", "message": "the body is not valid UTF-8"}
+                self._reply(400, {"error": "invalid_request", "errors": [error]}, {})
+                return
             headers = dict(self.headers.items())
-            result = runner.call(self.command, self.path, body, headers=headers, api_key=None)
-            payload = json.dumps(result.body).encode("utf-8")
-            self.send_response(result.status)
-            for name, value in result.headers.items():
+            path = urlsplit(self.path).path  # API Gateway routes on the path alone
+            result = runner.call(self.command, path, body, headers=headers, api_key=None)
+            self._reply(result.status, result.body, result.headers)
+            runner.drain()  # the queue consumer runs after each request, as SQS would trigger it
+
+        def _reply(self, status: int, body: dict[str, object], headers: dict[str, str]) -> None:
+            payload = json.dumps(body).encode("utf-8")
+            self.send_response(status)
+            for name, value in headers.items():
                 if name.lower() not in {"content-length", "content-type"}:
                     self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
-            runner.drain()  # the queue consumer runs after each request, as SQS would trigger it
 
         do_GET = _dispatch  # noqa: N815 (http.server's naming)
         do_POST = _dispatch  # noqa: N815

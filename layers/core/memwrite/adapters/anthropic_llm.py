@@ -57,7 +57,8 @@ class AnthropicExtractorClient:
         max_retries: int | None = None,
     ) -> None:
         """Limits come from `config`; the keyword arguments are for endpoints and tests."""
-        price_per_mtok(config.model)  # an unpriced model fails at start-up, not after a paid call
+        # An unpriced model fails at start-up, not after a paid call.
+        price_per_mtok(config.model, config.prices_per_mtok)
         import anthropic
 
         retries = config.max_retries if max_retries is None else max_retries
@@ -91,11 +92,12 @@ class AnthropicExtractorClient:
             }
         }
         self._max_output_tokens = config.max_output_tokens
+        self._prices = config.prices_per_mtok
 
     def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
         import anthropic
 
-        price_per_mtok(model)
+        price_per_mtok(model, self._prices)
         params = [_message_param(message) for message in messages]
         try:
             response = self._client.messages.create(
@@ -119,7 +121,9 @@ class AnthropicExtractorClient:
             model=response.model,
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
-            cost_usd=cost_usd(model, response.usage.input_tokens, response.usage.output_tokens),
+            cost_usd=cost_usd(
+                model, response.usage.input_tokens, response.usage.output_tokens, self._prices
+            ),
         )
         return LlmCall(result=_parse(response, usage), usage=usage)
 

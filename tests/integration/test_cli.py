@@ -1,0 +1,113 @@
+"""The `memwrite` command line, run as a user runs it: a subprocess from the repository root."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_SECS = 60
+
+
+def _memwrite(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MEMWRITE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "memwrite.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=TIMEOUT_SECS,
+        check=False,
+    )
+
+
+def _lines(*records: dict[str, str] | str) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+def test_prefilter_prints_one_decision_per_line_in_order():
+    # Given JSON lines covering a skip, a pass, an assistant turn, a redaction and a
+    # sentence-level cut
+    stdin = _lines(
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "Priya said the Inbox3 deadline is Friday"},
+        {"role": "assistant", "content": "Berlin is a great city to live in."},
+        {"role": "user", "content": "Pay with card 4111 1111 1111 1111. I'm allergic to peanuts."},
+        {"role": "user", "content": "Yeah, got it. By the way my team is switching to Linear."},
+    )
+
+    # When `memwrite prefilter` reads them
+    result = _memwrite("prefilter", stdin=stdin)
+
+    # Then it succeeds with exactly one JSON line per input, same order, exactly three keys
+    assert result.returncode == 0, result.stderr
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(out) == 5
+    assert all(set(line) == {"decision", "reason", "text"} for line in out)
+    assert out == [
+        {
+            "decision": "skip",
+            "reason": {"type": "TooShort", "word_count": 1, "min_words": 3},
+            "text": None,
+        },
+        {"decision": "pass", "reason": None, "text": "Priya said the Inbox3 deadline is Friday"},
+        {"decision": "skip", "reason": {"type": "AssistantTurn"}, "text": None},
+        {
+            "decision": "pass",
+            "reason": None,
+            "text": "Pay with card [REDACTED:card_number]. I'm allergic to peanuts.",
+        },
+        {
+            "decision": "pass",
+            "reason": None,
+            "text": "By the way my team is switching to Linear.",
+        },
+    ]
+    # And the card number never reaches the output
+    assert "4111" not in result.stdout + result.stderr
+
+
+def test_prefilter_reports_a_bad_line_in_place_and_fails():
+    # Given a stream whose second line is not a valid turn (and a blank line, which is ignored)
+    stdin = _lines(
+        {"role": "user", "content": "I live in Berlin with my partner Alex."},
+        '{"role": "user"',
+        "",
+        {"role": "user", "content": "My manager moved our 1:1 to Thursday"},
+    )
+
+    # When `memwrite prefilter` reads it
+    result = _memwrite("prefilter", stdin=stdin)
+
+    # Then every input line still gets its output line in order, the bad one as an error,
+    # stderr says which line, and the exit status tells a script something went wrong
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["decision"] for line in out] == ["pass", "error", "pass"]
+    assert out[1] == {"decision": "error", "reason": None, "text": None}
+    assert "line 2" in result.stderr
+    assert result.returncode == 1
+
+
+def test_demo_prints_the_funnel():
+    # Given the sample conversation shipped in events/conversations
+    # When a new user runs `memwrite demo`
+    result = _memwrite("demo")
+
+    # Then it exits 0 and prints the funnel: turns in, drops per reason, what survived
+    assert result.returncode == 0, result.stderr
+    turns_in = re.search(r"^turns in\s+(\d+)$", result.stdout, re.MULTILINE)
+    survivors = re.search(r"^(?:survivors|surviving turns)\s+(\d+)$", result.stdout, re.MULTILINE)
+    assert turns_in is not None, result.stdout
+    assert survivors is not None, result.stdout
+    assert 0 < int(survivors.group(1)) < int(turns_in.group(1))
+    assert re.search(r"^\s+pre_filter\s+dropped\s+\d+$", result.stdout, re.MULTILINE)
+    # And the trace of the run, fully processed
+    assert re.search(r"^trace [0-9a-f]{32}: complete,", result.stdout, re.MULTILINE)
+    # And no EMF metric line floods the terminal
+    assert '"_aws"' not in result.stdout

@@ -1,0 +1,130 @@
+"""`POST /v1/turns` 202 path: response shape, what reaches the queue, content-addressed ids."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+from memwrite.local_aws import LOCAL_API_KEY
+
+
+def test_mixed_turns_are_screened_and_survivors_are_enqueued(local, make_body):
+    # Given a conversation mixing noise, an assistant turn and three turns carrying facts
+    body = make_body(
+        "hi",
+        "ok thanks 👍",
+        {
+            "role": "user",
+            "content": "I live in Berlin with my partner Alex.",
+            "timestamp": "2026-03-02T09:02:00Z",
+        },
+        ("assistant", "Berlin is a great city. Is there anything else?"),
+        {
+            "role": "user",
+            "content": "Yeah, got it. By the way my team is switching from Jira to Linear.",
+            "timestamp": "2026-03-02T09:03:00",  # naive: taken as UTC
+        },
+        "Priya said the Inbox3 deadline is Friday",
+        session_id="onboarding-1",
+        user_id="dana",
+        agent_id="support-bot",
+    )
+    before = datetime.now(UTC)
+
+    # When the agent posts it
+    response = local.post_turns(body)
+
+    # Then it is accepted with one id per turn, in request order, and typed skip reasons
+    assert response.status == 202
+    assert set(response.body) == {
+        "trace_id",
+        "accepted",
+        "skipped",
+        "turn_ids",
+        "duplicates",
+        "failed",
+    }
+    ids = response.body["turn_ids"]
+    assert len(ids) == 6
+    assert all(re.fullmatch(r"[0-9a-f]{32}", tid) for tid in ids)
+    assert response.body["accepted"] == 3
+    assert response.body["duplicates"] == []
+    assert response.body["failed"] == []
+    assert response.body["skipped"] == [
+        {"turn_id": ids[0], "reason": {"type": "TooShort", "word_count": 1, "min_words": 3}},
+        {"turn_id": ids[1], "reason": {"type": "MatchedSkipPattern", "pattern": "greeting_ack"}},
+        {"turn_id": ids[3], "reason": {"type": "AssistantTurn"}},
+    ]
+
+    # And exactly the three survivors are in the queue, with the kept text and turn time
+    messages = local.take_messages()
+    by_id = {message["Attributes"]["MessageDeduplicationId"]: message for message in messages}
+    assert len(messages) == 3
+    assert set(by_id) == {ids[2], ids[4], ids[5]}
+    bodies = {tid: json.loads(m["Body"]) for tid, m in by_id.items()}
+    for tid, queued in bodies.items():
+        assert queued["turn_id"] == tid
+        assert queued["tenant"] == local.tenant
+        assert queued["user_id"] == "dana"
+        assert queued["session_id"] == "onboarding-1"
+        assert queued["agent_id"] == "support-bot"
+        assert queued["trace_id"] == response.body["trace_id"]
+        assert queued["role"] == "user"
+    assert bodies[ids[2]]["text"] == "I live in Berlin with my partner Alex."
+    assert bodies[ids[2]]["observed_at"] == "2026-03-02T09:02:00Z"
+    # Only the sentence that carries knowledge survives the sentence-level filter.
+    assert bodies[ids[4]]["text"] == "By the way my team is switching from Jira to Linear."
+    assert bodies[ids[4]]["observed_at"] == "2026-03-02T09:03:00Z"
+    # Without a timestamp the turn is observed when it arrived.
+    observed = datetime.fromisoformat(bodies[ids[5]]["observed_at"])
+    assert before - timedelta(seconds=1) <= observed <= datetime.now(UTC) + timedelta(seconds=1)
+
+
+def test_fifo_group_is_per_tenant_and_user(make_local, make_body):
+    # Given two tenants; tenant "local" has users dana and sam, tenant "other" also has a dana
+    local = make_local(api_keys={LOCAL_API_KEY: "local", "other-key": "other"})
+    fact = "I moved to Lisbon last spring with my sister."
+
+    # When dana posts from two sessions, sam posts, and the other tenant's dana posts
+    for body, key in [
+        (make_body(fact, session_id="s1", user_id="dana"), LOCAL_API_KEY),
+        (make_body("My manager moved our 1:1 to Thursday", session_id="s2", user_id="dana"), None),
+        (make_body(fact, session_id="s3", user_id="sam"), None),
+        (make_body(fact, session_id="s4", user_id="dana"), "other-key"),
+    ]:
+        assert local.post_turns(body, api_key=key).status == 202
+
+    # Then one user's turns share a FIFO group whatever the session, and no one else's do
+    groups: dict[tuple[str, str], set[str]] = {}
+    for message in local.take_messages():
+        queued = json.loads(message["Body"])
+        group = message["Attributes"]["MessageGroupId"]
+        groups.setdefault((queued["tenant"], queued["user_id"]), set()).add(group)
+        assert message["Attributes"]["MessageDeduplicationId"] == queued["turn_id"]
+    assert set(groups) == {("local", "dana"), ("local", "sam"), ("other", "dana")}
+    assert all(len(group) == 1 for group in groups.values())
+    assert len(set().union(*groups.values())) == 3
+
+
+def test_turn_ids_are_content_addressed(make_local, make_body):
+    # Given two tenants and one fact
+    local = make_local(api_keys={LOCAL_API_KEY: "local", "other-key": "other"})
+    fact = "I just finished the Arrive interview. It went well."
+
+    def id_of(session_id: str, *, role: str = "user", api_key: str = LOCAL_API_KEY) -> str:
+        response = local.post_turns(make_body((role, fact), session_id=session_id), api_key=api_key)
+        assert response.status == 202
+        return str(response.body["turn_ids"][0])
+
+    # When the same content is posted in the same session, another session, with another
+    # role, and by another tenant
+    first = id_of("s1")
+    again = id_of("s1")
+    other_session = id_of("s2")
+    other_role = id_of("s1", role="assistant")
+    other_tenant = id_of("s1", api_key="other-key")
+
+    # Then only the exact same (tenant, session, role, content) gets the same id
+    assert first == again
+    assert len({first, other_session, other_role, other_tenant}) == 4

@@ -1,0 +1,90 @@
+"""Rate gate: identical content from one user within the window is skipped, across instances."""
+
+from __future__ import annotations
+
+import functions.ingest.handler as ingest_handler
+from memwrite.local_aws import LOCAL_API_KEY
+
+FACT = "I live in Berlin with my partner Alex and our dog Pixel."
+RATE_LIMITED = {"type": "RateLimited", "window_secs": 60}
+
+
+def _reason_of(response) -> dict | None:
+    skipped = {item["turn_id"]: item["reason"] for item in response.body["skipped"]}
+    return skipped.get(response.body["turn_ids"][0])
+
+
+def test_same_content_from_same_user_in_another_session_is_rate_limited(local, make_body):
+    # Given a user whose fact was accepted in one session
+    first = local.post_turns(make_body(FACT, session_id="s1"))
+    assert first.body["accepted"] == 1
+
+    # When the same content arrives from another session within the 60 s window
+    second = local.post_turns(make_body(FACT, session_id="s2"))
+
+    # Then it is skipped as rate-limited, and only the first one is queued
+    assert second.status == 202
+    assert second.body["accepted"] == 0
+    assert _reason_of(second) == RATE_LIMITED
+    assert [m["session_id"] for m in local.take_bodies()] == ["s1"]
+
+
+def test_rate_gate_holds_across_lambda_instances(local, make_body):
+    # Given a fact accepted by one Lambda instance
+    assert local.post_turns(make_body(FACT, session_id="s1")).body["accepted"] == 1
+
+    # When a new instance (empty in-process cache) receives it from another session
+    ingest_handler.deps.cache_clear()
+    second = local.post_turns(make_body(FACT, session_id="s2"))
+
+    # Then the shared DynamoDB claim still rate-limits it
+    assert _reason_of(second) == RATE_LIMITED
+    assert len(local.take_messages()) == 1
+
+
+def test_resending_the_same_turn_is_a_duplicate_not_rate_limited(local, make_body):
+    # Given a fact accepted in session s1, and the same content rate-limited in session s2
+    first = local.post_turns(make_body(FACT, session_id="s1"))
+    assert _reason_of(local.post_turns(make_body(FACT, session_id="s2"))) == RATE_LIMITED
+
+    # When the client re-sends the s1 turn, to this instance and to a fresh one
+    same_instance = local.post_turns(make_body(FACT, session_id="s1"))
+    ingest_handler.deps.cache_clear()
+    new_instance = local.post_turns(make_body(FACT, session_id="s1"))
+
+    # Then each time it is recognised as the same turn: a duplicate, never rate-limited
+    for resent in (same_instance, new_instance):
+        assert resent.status == 202
+        assert resent.body["skipped"] == []
+        assert resent.body["duplicates"] == first.body["turn_ids"]
+    assert len(local.take_messages()) == 1
+
+
+def test_rate_gate_is_scoped_to_tenant_and_user(make_local, make_body):
+    # Given two tenants, and a fact accepted for tenant "local"'s user dana
+    local = make_local(api_keys={LOCAL_API_KEY: "local", "other-key": "other"})
+    assert local.post_turns(make_body(FACT, user_id="dana")).body["accepted"] == 1
+
+    # When the same content arrives from another user, and from the other tenant's dana
+    other_user = local.post_turns(make_body(FACT, session_id="s2", user_id="sam"))
+    other_tenant = local.post_turns(
+        make_body(FACT, session_id="s3", user_id="dana"), api_key="other-key"
+    )
+
+    # Then neither is rate-limited: repeats only count within one tenant's user
+    assert other_user.body["accepted"] == 1
+    assert other_tenant.body["accepted"] == 1
+    assert len(local.take_messages()) == 3
+
+
+def test_rate_window_is_configurable_per_tenant(make_local, make_body):
+    # Given tenant "local" configured with no rate window (0 s disables the gate)
+    local = make_local(config={"tenants": {"local": {"rate_limit_window_secs": 0}}})
+
+    # When the same content arrives from two sessions
+    first = local.post_turns(make_body(FACT, session_id="s1"))
+    second = local.post_turns(make_body(FACT, session_id="s2"))
+
+    # Then both are accepted
+    assert first.body["accepted"] == second.body["accepted"] == 1
+    assert len(local.take_messages()) == 2

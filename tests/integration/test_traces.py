@@ -1,0 +1,99 @@
+"""`GET /v1/traces/{trace_id}`: what happened to every turn of a request, per tenant."""
+
+from __future__ import annotations
+
+import pytest
+
+KEYS = {"k1": "t1", "k2": "t2"}
+
+
+@pytest.fixture
+def two_tenants(make_local):
+    return make_local(api_keys=KEYS)
+
+
+def test_trace_has_a_span_with_a_typed_reason_for_every_turn(two_tenants, make_body):
+    # Given a request of tenant t1 mixing skipped, redacted and passing turns
+    body = make_body(
+        "hi",
+        "ok thanks 👍",
+        ("assistant", "Berlin is a great city. Is there anything else?"),
+        ("tool", '{"weather": "sunny", "temperature_c": 21}'),
+        "I live in Berlin with my partner Alex and our dog Pixel.",
+        "Please charge my card 4111 1111 1111 1111 for the Lisbon trip.",
+        session_id="s1",
+        user_id="dana",
+    )
+    posted = two_tenants.post_turns(body, api_key="k1")
+    ids = posted.body["turn_ids"]
+
+    # When t1 reads the trace
+    response = two_tenants.get_trace(posted.body["trace_id"], api_key="k1")
+
+    # Then it has one pre_filter span per turn, and is in progress: two survivors still have
+    # later stages ahead of them
+    assert response.status == 200
+    trace = response.body
+    assert trace["trace_id"] == posted.body["trace_id"]
+    assert (trace["user_id"], trace["session_id"]) == ("dana", "s1")
+    assert trace["status"] == "in_progress"
+    assert trace["turn_ids"] == ids
+    spans = {span["item_id"]: span for span in trace["spans"] if span["stage"] == "pre_filter"}
+    assert set(spans) == set(ids)
+    assert {span["trace_id"] for span in trace["spans"]} == {posted.body["trace_id"]}
+    # And each skipped turn's span carries the same typed reason the POST response gave
+    for skipped in posted.body["skipped"]:
+        assert spans[skipped["turn_id"]]["result"] == "reject"
+        assert spans[skipped["turn_id"]]["reason"] == skipped["reason"]
+    assert spans[ids[3]]["reason"] == {"type": "NonConversationalTurn", "role": "tool"}
+    assert spans[ids[4]]["result"] == "pass"
+    assert spans[ids[4]]["reason"] is None
+    assert spans[ids[5]]["result"] == "transform"
+    assert spans[ids[5]]["reason"] == {"type": "Redacted", "kinds": ["card_number"]}
+    assert trace["outcome"]["discarded"] == len(posted.body["skipped"]) == 4
+
+    # And once the pipeline has consumed the queue, the trace is complete
+    two_tenants.runner.drain()
+    assert two_tenants.get_trace(posted.body["trace_id"], api_key="k1").body["status"] == "complete"
+
+
+def test_duplicate_turns_are_explained_in_the_trace(local, make_body):
+    # Given a fact enqueued by a first request
+    body = make_body("I live in Berlin with my partner Alex and our dog Pixel.")
+    local.post_turns(body)
+
+    # When the same request is re-sent and its trace is read
+    again = local.post_turns(body)
+    trace = local.get_trace(again.body["trace_id"]).body
+
+    # Then the trace says why nothing was enqueued this time, and needs nothing more
+    assert [(s["stage"], s["result"], s["reason"]) for s in trace["spans"]] == [
+        ("pre_filter", "reject", {"type": "DuplicateTurn"})
+    ]
+    assert trace["status"] == "complete"
+
+
+def test_unknown_trace_is_404(two_tenants):
+    # Given a tenant with no trace of that id
+    # When it reads a trace id that was never issued
+    response = two_tenants.get_trace("0123456789abcdef0123456789abcdef", api_key="k1")
+
+    # Then it is not found
+    assert response.status == 404
+
+
+def test_another_tenants_trace_is_404(two_tenants, make_body):
+    # Given a trace of tenant t1
+    posted = two_tenants.post_turns(
+        make_body("I live in Berlin with my partner Alex and our dog Pixel."), api_key="k1"
+    )
+    trace_id = posted.body["trace_id"]
+    assert two_tenants.get_trace(trace_id, api_key="k1").status == 200
+
+    # When tenant t2 asks for it
+    response = two_tenants.get_trace(trace_id, api_key="k2")
+
+    # Then t2 learns nothing: the same 404 as for an id that does not exist
+    assert response.status == 404
+    assert "spans" not in response.body
+    assert "user_id" not in response.body

@@ -1,0 +1,238 @@
+"""The extract stage on batches: rules first, the LLM for the rest, spans for everything."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from memwrite.adapters.memory import CountingMetrics, InMemorySessionLog, InMemorySpanStore
+from memwrite.config import ExtractConfig
+from memwrite.extract import ExtractDeps, ExtractInput, Extractor, extract_batch
+from memwrite.llm_extractor import ExtractionFailed, LlmCall, LlmUsage, MalformedLlmOutput
+from memwrite.models import QueuedTurn, Role, Source, SpanResult
+from memwrite.prompts import PromptMessage
+from memwrite.prompts.extract import ExtractionResult
+from memwrite.reasons import DeferredNoLLM, QualityDiscard
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def queued(
+    text: str, minute: int = 0, session: str = "s1", turn_id: str | None = None
+) -> QueuedTurn:
+    return QueuedTurn(
+        tenant="acme",
+        user_id="dana",
+        session_id=session,
+        agent_id=None,
+        trace_id="trace-1",
+        turn_id=turn_id or f"turn-{minute}",
+        role=Role.USER,
+        text=text,
+        observed_at=T0 + timedelta(minutes=minute),
+        source=Source.USER_EXPLICIT,
+    )
+
+
+class Deps(ExtractDeps):
+    """ExtractDeps with the concrete in-memory adapters, so tests can read them back."""
+
+    spans: InMemorySpanStore
+    metrics: CountingMetrics
+    session_log: InMemorySessionLog
+
+
+def offline_deps() -> Deps:
+    return Deps(
+        spans=InMemorySpanStore(),
+        metrics=CountingMetrics(),
+        session_log=InMemorySessionLog(),
+        llm=None,
+    )
+
+
+def test_turn_fully_handled_by_rules_needs_no_llm() -> None:
+    # Given a simple first-person claim, offline
+    deps = offline_deps()
+    # When the batch is extracted
+    out = extract_batch([queued("I live in Berlin.")], ExtractConfig(), deps)
+    # Then the rules produced the memory and the turn span passes
+    assert out.turns[0].extractor is Extractor.RULES
+    assert [(c.attribute, c.value) for c in out.candidates] == [("lives_in", "Berlin")]
+    spans = deps.spans.spans_of("acme", "trace-1")
+    assert [(s.stage, s.result, s.reason) for s in spans] == [("extract", SpanResult.PASS, None)]
+
+
+def test_offline_turn_the_rules_cannot_handle_is_deferred_not_dropped() -> None:
+    # Given a turn with knowledge the rules do not understand, and no LLM
+    deps = offline_deps()
+    turn = queued("Our team is migrating the billing service to Rust over the summer.")
+    # When extracted
+    out = extract_batch([turn], ExtractConfig(), deps)
+    # Then it is recorded as DeferredNoLLM (span and metric), not silently empty
+    assert out.turns[0].extractor is Extractor.DEFERRED
+    spans = deps.spans.spans_of("acme", "trace-1")
+    assert spans[0].reason == DeferredNoLLM()
+    assert deps.metrics.counts[("extract", "reject", "DeferredNoLLM")] == 1
+
+
+def test_partially_understood_turn_keeps_the_rule_candidates_when_deferred() -> None:
+    deps = offline_deps()
+    out = extract_batch(
+        [queued("I'm allergic to peanuts, and the quarterly audit slipped to late May.")],
+        ExtractConfig(),
+        deps,
+    )
+    assert out.turns[0].extractor is Extractor.DEFERRED
+    assert [c.value for c in out.candidates] == ["peanuts"]
+    span = deps.spans.spans_of("acme", "trace-1")[0]
+    assert (span.result, span.reason) == (SpanResult.PASS, DeferredNoLLM())
+
+
+def test_discarded_candidates_get_their_own_spans() -> None:
+    # Given a hypothetical claim (the rules keep it, marked discard)
+    deps = offline_deps()
+    out = extract_batch(
+        [queued("If I lived in Paris I would cycle everywhere.")], ExtractConfig(), deps
+    )
+    # Then no candidate goes on, and the rejection is visible with its reason
+    assert out.candidates == []
+    spans = deps.spans.spans_of("acme", "trace-1")
+    candidate_spans = [s for s in spans if s.kind == "candidate"]
+    assert [s.reason for s in candidate_spans] == [QualityDiscard(reason="hypothetical")]
+
+
+def test_batch_turns_are_logged_as_context_for_later_batches() -> None:
+    # Given one batch extracted
+    deps = offline_deps()
+    extract_batch([queued("I live in Berlin.", minute=0)], ExtractConfig(), deps)
+    # When the session log is read for a later turn
+    later = queued("I work at SAP.", minute=5)
+    earlier = deps.session_log.recent("acme", "s1", "9999", limit=20)
+    # Then the earlier turn is there, and re-running the same batch does not duplicate it
+    extract_batch([queued("I live in Berlin.", minute=0)], ExtractConfig(), deps)
+    assert [t.text for t in deps.session_log.recent("acme", "s1", "9999", limit=20)] == [
+        "I live in Berlin."
+    ]
+    assert [t.turn_id for t in earlier] == ["turn-0"]
+    assert later.turn_id == "turn-5"
+
+
+def test_a_batch_holds_one_session() -> None:
+    with pytest.raises(ValidationError, match="one tenant, user and session"):
+        ExtractInput(turns=[queued("I live in Berlin."), queued("I live in Rome.", session="s2")])
+
+
+class ScriptedLlm:
+    """Our `ExtractionLlm` port answering from a script (the SDK itself is tested against
+    recorded HTTP responses in test_llm_extractor.py)."""
+
+    def __init__(self, answers: list[list[dict[str, object]] | Exception]) -> None:
+        self.answers = answers
+        self.prompts: list[str] = []
+
+    def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
+        self.prompts.append(str(messages[-1]["content"]))
+        answer = self.answers.pop(0)
+        usage = LlmUsage(model=model, input_tokens=1_000, output_tokens=200, cost_usd=0.002)
+        if isinstance(answer, Exception):
+            raise MalformedLlmOutput(str(answer), usage)
+        result = ExtractionResult.model_validate({"candidates": answer})
+        return LlmCall(result=result, usage=usage)
+
+
+RUST = {
+    "text": "The user's team is migrating the billing service to Rust.",
+    "type": "fact",
+    "topic": "work",
+    "entity": "user",
+    "attribute": "team_migrating_to",
+    "value": "Rust",
+    "predicate_is_stateful": True,
+    "importance": 0.6,
+    "confidence": 0.9,
+    "grounded": True,
+    "quality": {"verdict": "keep", "reason": "explicit statement"},
+    "search_questions": [
+        "What is the user's team migrating to?",
+        "Which language is the billing service moving to?",
+        "What is the user's team working on?",
+    ],
+    "source_turn_id": "T2",
+}
+
+
+def test_only_turns_beyond_the_rules_cost_an_llm_call_and_share_one() -> None:
+    # Given a batch with a rule-covered turn and a turn the rules cannot handle
+    llm = ScriptedLlm([[RUST]])
+    deps = offline_deps()
+    deps.llm = llm
+    batch = [
+        queued("I live in Berlin.", minute=0),
+        queued("Our team is migrating the billing service to Rust this summer.", minute=1),
+    ]
+    # When the batch is extracted
+    out = extract_batch(batch, ExtractConfig(), deps)
+    # Then one call covered the batch, each turn kept its own candidates and extractor
+    assert len(llm.prompts) == 1
+    assert [(t.turn_id, t.extractor) for t in out.turns] == [
+        ("turn-0", Extractor.RULES),
+        ("turn-1", Extractor.LLM),
+    ]
+    assert {(c.source_turn_id, c.value) for c in out.candidates} == {
+        ("turn-0", "Berlin"),
+        ("turn-1", "Rust"),
+    }
+    # And the call's cost is on the trace, once
+    spans = deps.spans.spans_of("acme", "trace-1")
+    assert sum(s.llm.calls for s in spans if s.llm) == 1
+    assert sum(s.llm.cost_usd for s in spans if s.llm) == pytest.approx(0.002)
+
+
+def test_rules_only_batch_never_calls_the_llm() -> None:
+    llm = ScriptedLlm([])
+    deps = offline_deps()
+    deps.llm = llm
+    extract_batch(
+        [queued("I live in Berlin."), queued("I'm vegan.", minute=1)], ExtractConfig(), deps
+    )
+    assert llm.prompts == []
+
+
+def test_malformed_twice_fails_the_batch_visibly() -> None:
+    # Given a model that answers malformed JSON twice
+    llm = ScriptedLlm([ValueError("not json"), ValueError("still not json")])
+    deps = offline_deps()
+    deps.llm = llm
+    batch = [
+        queued("Our team is migrating the billing service to Rust this summer.", minute=0),
+        queued("The audit moved to May because finance is short-staffed.", minute=1),
+    ]
+    # When extracted / Then the stage raises (Step Functions Catch -> DLQ)...
+    with pytest.raises(ExtractionFailed):
+        extract_batch(batch, ExtractConfig(), deps)
+    # ...after an error span for every turn and two extraction_json_fail events
+    spans = deps.spans.spans_of("acme", "trace-1")
+    assert [(s.item_id, s.result) for s in spans] == [
+        ("turn-0", SpanResult.ERROR),
+        ("turn-1", SpanResult.ERROR),
+    ]
+    assert deps.metrics.events[("extract", "extraction_json_fail")] == 2
+    # And nothing was logged as extracted context
+    assert deps.session_log.recent("acme", "s1", "9999", limit=20) == []
+
+
+def test_earlier_batches_are_the_context_of_later_ones() -> None:
+    llm = ScriptedLlm([[], []])
+    deps = offline_deps()
+    deps.llm = llm
+    extract_batch(
+        [queued("We adopted a greyhound named Biscuit last week.", minute=0)], ExtractConfig(), deps
+    )
+    extract_batch(
+        [queued("He sleeps about twenty hours a day, honestly.", minute=5)], ExtractConfig(), deps
+    )
+    assert "Biscuit" in llm.prompts[1]
