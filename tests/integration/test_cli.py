@@ -111,3 +111,52 @@ def test_demo_prints_the_funnel():
     assert re.search(r"^trace [0-9a-f]{32}: complete,", result.stdout, re.MULTILINE)
     # And no EMF metric line floods the terminal
     assert '"_aws"' not in result.stdout
+
+
+def _offline(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    # No API key: the rules are the only extractor, whatever the caller's environment holds.
+    saved = os.environ.pop("ANTHROPIC_API_KEY", None)
+    try:
+        return _memwrite(*args, stdin=stdin)
+    finally:
+        if saved is not None:
+            os.environ["ANTHROPIC_API_KEY"] = saved
+
+
+def test_extract_prints_candidates_and_extractor_per_line_in_order():
+    # Given a rule-covered compound claim, a turn beyond the rules, and a hypothetical
+    stdin = _lines(
+        {"role": "user", "content": "I live in Berlin and work at SAP."},
+        {"role": "user", "content": "Our team is migrating billing to Rust this summer."},
+        {
+            "role": "user",
+            "content": "If I were a pilot I would fly to Rome.",
+            "timestamp": "2026-03-02T09:00:00Z",
+        },
+    )
+
+    # When `memwrite extract` reads them offline
+    result = _offline("extract", stdin=stdin)
+
+    # Then one line per input, exactly {candidates, extractor}, in order
+    assert result.returncode == 0, result.stderr
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert all(set(line) == {"candidates", "extractor"} for line in out)
+    assert [line["extractor"] for line in out] == ["rules", "deferred", "rules"]
+    assert [(c["attribute"], c["value"]) for c in out[0]["candidates"]] == [
+        ("lives_in", "Berlin"),
+        ("works_at", "SAP"),
+    ]
+    # And nothing is invented for what the rules cannot read, nor kept from a hypothetical
+    assert out[1]["candidates"] == []
+    assert out[2]["candidates"] == []
+
+
+def test_extract_reports_a_bad_line_without_losing_alignment():
+    stdin = _lines("not json", {"role": "user", "content": "I'm vegan."})
+    result = _offline("extract", stdin=stdin)
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.returncode == 1
+    assert "line 1" in result.stderr
+    assert out[0]["extractor"] is None and "line 1" in out[0]["error"]
+    assert [(c["attribute"], c["value"]) for c in out[1]["candidates"]] == [("diet", "vegan")]
