@@ -1,4 +1,4 @@
-"""`memwrite` command line: prefilter, extract, demo, serve."""
+"""`memwrite` command line: prefilter, extract, ingest, demo, serve."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from pydantic import ValidationError
-
 from memwrite.config import load_settings
 from memwrite.errors import MemwriteError
+from memwrite.funnel import render_funnel
 from memwrite.ids import content_hash
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
 
 if TYPE_CHECKING:
+    from memwrite.memory import MemoryUnit
     from memwrite.prompts.extract import BatchTurn
 
 __all__ = ["main"]
@@ -138,42 +138,99 @@ def run_extract(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     return status
 
 
-def run_demo(path: Path, stdout: TextIO) -> int:
-    from memwrite.funnel import build_funnel, render_funnel
-    from memwrite.local_aws import LocalAws
-    from memwrite.local_runner import LocalRunner
-    from memwrite.models import StageSpan
+def _memory_json(memory: MemoryUnit) -> dict[str, Any]:
+    return memory.model_dump(
+        mode="json",
+        include={
+            "memory_id",
+            "type",
+            "text",
+            "entity",
+            "attribute",
+            "value",
+            "tier",
+            "confidence",
+            "observed_at",
+            "valid_until",
+            "superseded_by",
+            "links",
+            "negated",
+            "corroboration",
+        },
+    )
 
-    conversation = json.loads(path.read_text(encoding="utf-8"))
-    with LocalAws() as aws:
-        runner = LocalRunner(aws)
-        response = runner.call("POST", "/v1/turns", conversation)
-        if response.status >= 400:
-            stdout.write(f"ingest failed: HTTP {response.status} {json.dumps(response.body)}\n")
-            return 1
-        report = runner.drain()
-        trace = runner.call("GET", f"/v1/traces/{response.body['trace_id']}").body
-    spans = [StageSpan.model_validate(span) for span in trace["spans"]]
-    candidates = [c for output in report.outputs for c in output.get("candidates", [])]
-    # A turn repeated inside one request has one id and one span: count distinct turns.
-    funnel = build_funnel(len(set(trace["turn_ids"])), spans, len(candidates))
-    llm = (
-        "ANTHROPIC_API_KEY set: rules, then the LLM"
-        if "llm" in {o.get("extractor") for o in report.outputs}
-        else "rule extractor only (no ANTHROPIC_API_KEY)"
-    )
+
+def _render_memories(memories: list[MemoryUnit]) -> str:
+    lines = []
+    for memory in memories:
+        state = f"superseded by {memory.superseded_by[:8]}" if memory.superseded_by else ""
+        state = state or ("retraction" if memory.negated else memory.tier.value)
+        triple = f"{memory.entity}.{memory.attribute} = {memory.value}"
+        lines.append(
+            f"  {memory.memory_id[:8]} [{memory.type.value:<11}] {triple:<40} "
+            f"{memory.confidence:.2f} {state}"
+        )
+    return "\n".join(lines)
+
+
+def _load_conversation(path: Path) -> dict[str, Any]:
+    """A JSON object `{user_id, session_id?, turns}`, or JSON lines of turns."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        document = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(document, list):
+        document = {"turns": document}
+    if not isinstance(document, dict):
+        raise ValueError(f"{path}: expected a JSON object or JSON lines of turns")
+    document.setdefault("user_id", "user")
+    document.setdefault("session_id", path.stem or "session")
+    return document
+
+
+def run_ingest(path: Path, as_json: bool, stdout: TextIO) -> int:
+    """The whole local pipeline on a fresh embedded state; print the funnel and the memories."""
+    from memwrite.local_pipeline import IngestFailed, run_conversation
+
+    conversation = _load_conversation(path)
+    try:
+        run = run_conversation(conversation)
+    except IngestFailed as exc:
+        stdout.write(json.dumps({"error": exc.body, "status": exc.status}) + "\n")
+        return 1
+    if as_json:
+        payload = {
+            "funnel": run.funnel.model_dump(mode="json"),
+            "memories": [_memory_json(memory) for memory in run.memories],
+            "llm_calls": run.trace["llm_calls"],
+            "cost_usd": run.trace["cost_usd"],
+        }
+        if run.failed:
+            payload["failed"] = run.failed
+        stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(render_funnel(run.funnel) + "\n\nmemories\n")
+        stdout.write(_render_memories(run.memories) + "\n")
+    return 1 if run.failed else 0
+
+
+def run_demo(path: Path, stdout: TextIO) -> int:
+    from memwrite.local_pipeline import run_conversation
+
+    run = run_conversation(_load_conversation(path))
+    llm = "rules, then the LLM" if os.environ.get("ANTHROPIC_API_KEY") else "rule extractor only"
     stdout.write(f"memwrite demo: {path} (moto in-process AWS; {llm})\n\n")
-    stdout.write(render_funnel(funnel) + "\n\n")
+    stdout.write(render_funnel(run.funnel) + "\n\n")
+    trace = run.trace
     stdout.write(
-        f"trace {trace['trace_id']}: {trace['status']}, {len(spans)} spans, "
-        f"{trace['llm_calls']} LLM calls, ${trace['cost_usd']:.4f}\n"
+        f"trace {trace['trace_id']}: {trace['status']}, {len(run.spans)} spans, "
+        f"{trace['llm_calls']} LLM calls, ${trace['cost_usd']:.4f}\n\nmemories\n"
     )
-    for candidate in candidates:
-        triple = f"{candidate['entity']}.{candidate['attribute']} = {candidate['value']}"
-        stdout.write(f"  [{candidate['type']:<11}] {triple:<42} {candidate['text']}\n")
-    for turn_id, error in report.failed.items():
+    stdout.write(_render_memories(run.memories) + "\n")
+    for turn_id, error in run.failed.items():
         stdout.write(f"  FAILED turn {turn_id[:12]}: {error}\n")
-    return 0
+    return 1 if run.failed else 0
 
 
 def run_serve(port: int, stdout: TextIO) -> int:
@@ -207,6 +264,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo = commands.add_parser("demo", help="run a sample conversation and print the funnel")
     demo.add_argument("conversation", nargs="?", type=Path, default=DEFAULT_CONVERSATION)
+    ingest = commands.add_parser(
+        "ingest", help="run a conversation file through the whole local pipeline"
+    )
+    ingest.add_argument("file", type=Path)
+    ingest.add_argument("--json", action="store_true", help="one JSON object on stdout")
     serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     return parser
@@ -219,10 +281,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_prefilter(sys.stdin, sys.stdout, sys.stderr)
         if args.command == "extract":
             return run_extract(sys.stdin, sys.stdout, sys.stderr)
+        if args.command == "ingest":
+            return run_ingest(args.file, args.json, sys.stdout)
         if args.command == "demo":
             return run_demo(args.conversation, sys.stdout)
         return run_serve(args.port, sys.stdout)
-    except (OSError, ValidationError, json.JSONDecodeError, MemwriteError) as exc:
+    except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")
         return 2
 

@@ -129,18 +129,37 @@ class DedupeConfig(_Frozen):
 
 
 class ScoringConfig(_Frozen):
-    """C = sigmoid(a*S + b*K - g*F + d*T), combined with the extractor's confidence."""
+    """C = sigmoid(logit(E) + a*S + b*K - g*F + d*T - bias), E the extractor's confidence.
+
+    S source weight, K corroboration (extra observations, capped), F 1 when in conflict, T the
+    memory type's kind bonus. With the defaults a plain explicit fact (E 0.9) lands in WORKING
+    (~0.85), one corroboration lifts it to FACT (~0.94), a hypothetical (E 0.3) stays in
+    QUARANTINE (~0.21).
+    """
 
     source_weights: dict[str, float] = Field(
         default_factory=lambda: {"user_explicit": 1.0, "group_chat": 0.5, "agent_inferred": 0.3}
     )
-    weight_source: float = 2.0
+    kind_bonus: dict[str, float] = Field(
+        default_factory=lambda: {
+            "fact": 1.0,
+            "instruction": 1.0,
+            "preference": 0.6,
+            "decision": 0.6,
+            "event": 0.4,
+            "task": 0.0,
+        }
+    )
+    weight_source: float = 1.0
     weight_corroboration: float = 1.0
     weight_conflict: float = 2.0
     weight_kind: float = 0.5
+    bias: float = 2.0
+    max_corroboration: int = Field(default=3, ge=0)
     tier_quarantine_below: float = 0.30
     tier_candidate_below: float = 0.50
     tier_fact_at_least: float = 0.90
+    task_ttl_days: int = Field(default=14, ge=1)
 
 
 class SearchConfig(_Frozen):

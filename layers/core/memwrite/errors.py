@@ -17,6 +17,7 @@ __all__ = [
     "StoreUnavailable",
     "TransientError",
     "Unauthenticated",
+    "WriteConflict",
 ]
 
 
@@ -52,6 +53,10 @@ class IngestLimitExceeded(PermanentError):
 
 class IdempotencyKeyReused(PermanentError):
     """An Idempotency-Key already names a trace of a different request."""
+
+
+class WriteConflict(TransientError):
+    """A conditional write lost a race (a version moved); re-read and try again."""
 
 
 class StoreUnavailable(TransientError):

@@ -24,10 +24,12 @@ class Funnel(BaseModel):
     deferred: int = Field(
         default=0, description="turns the rules could not fully handle and no LLM was set for"
     )
-    candidates_kept: int
+    candidates: int = Field(default=0, description="candidates the extractors produced")
     candidates_dropped: dict[str, int] = Field(
         default_factory=dict, description="reason label -> candidates dropped"
     )
+    stored: int = Field(default=0, description="new memories written")
+    merged: int = Field(default=0, description="candidates merged into an existing memory")
 
 
 def reason_label(reason: Reason | None) -> str:
@@ -44,12 +46,17 @@ def reason_label(reason: Reason | None) -> str:
     return f"{reason.type}{{{getattr(reason, detail)}}}" if detail else reason.type
 
 
-def build_funnel(turns_in: int, spans: Iterable[StageSpan], candidates_kept: int) -> Funnel:
+def build_funnel(
+    turns_in: int, spans: Iterable[StageSpan], *, stored: int = 0, merged: int = 0
+) -> Funnel:
     dropped: dict[str, Counter[str]] = {name: Counter() for name in stage_names()}
     errors: Counter[str] = Counter()
     candidates_dropped: Counter[str] = Counter()
     deferred = 0
+    candidates: set[str] = set()
     for span in spans:
+        if span.kind == "candidate":
+            candidates.add(span.item_id)
         if span.reason is not None and span.reason.type == "DeferredNoLLM":
             deferred += 1
         if span.kind == "candidate":
@@ -66,8 +73,10 @@ def build_funnel(turns_in: int, spans: Iterable[StageSpan], candidates_kept: int
         errors=dict(errors),
         survivors=turns_in - lost,
         deferred=deferred,
-        candidates_kept=candidates_kept,
+        candidates=len(candidates),
         candidates_dropped=dict(candidates_dropped.most_common()),
+        stored=stored,
+        merged=merged,
     )
 
 
@@ -88,10 +97,12 @@ def render_funnel(funnel: Funnel) -> str:
     lines.append(row("surviving turns", funnel.survivors))
     if funnel.deferred:
         lines.append(row("  deferred, no LLM (DeferredNoLLM)", funnel.deferred))
-    lines.append(row("candidates kept", funnel.candidates_kept))
+    lines.append(row("candidates", funnel.candidates))
     if funnel.candidates_dropped:
         lines.append(row("  candidates dropped", sum(funnel.candidates_dropped.values())))
         lines.extend(
             row(f"    {label}", count) for label, count in funnel.candidates_dropped.items()
         )
+    lines.append(row("  merged into existing memories", funnel.merged))
+    lines.append(row("memories stored", funnel.stored))
     return "\n".join(lines)

@@ -82,9 +82,11 @@ class LocalAws:
 
     def handler_env(self) -> dict[str, str]:
         assert self.resources is not None
+        names = self.resources.table_names
         return {
-            "TURNS_TABLE": self.resources.table_names["turns"],
-            "SPANS_TABLE": self.resources.table_names["spans"],
+            **{
+                f"{table.logical_name.upper()}_TABLE": names[table.logical_name] for table in TABLES
+            },
             "TURN_QUEUE_URL": self.resources.queue_url,
         }
 

@@ -66,6 +66,9 @@ class TurnLedger(Protocol):
 
     def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None: ...
 
+    def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
+        """(memory id, outcome: stored | merged) for every write this trace made."""
+
 
 class SpanStore(Protocol):
     def put_spans(self, spans: Sequence[StageSpan]) -> None: ...

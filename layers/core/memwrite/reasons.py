@@ -14,10 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "AssistantTurn",
+    "Contradiction",
     "DeferredNoLLM",
+    "DuplicateConfirmed",
     "DuplicateTurn",
     "EnqueueFailed",
     "ExtractionError",
+    "LateArrival",
     "MatchedSkipPattern",
     "NoCandidates",
     "NonConversationalTurn",
@@ -26,8 +29,11 @@ __all__ = [
     "RateLimited",
     "Reason",
     "Redacted",
+    "ResolutionFailed",
     "SecretKind",
     "SkipReason",
+    "StoreError",
+    "Supersedes",
     "TooShort",
     "Ungrounded",
     "UserRule",
@@ -143,6 +149,47 @@ class ExtractionError(_Reason):
     error: str
 
 
+class StoreError(_Reason):
+    """Persisting failed after its retries; the batch goes to the DLQ, visibly."""
+
+    type: Literal["StoreError"] = "StoreError"
+    error: str
+
+
+class ResolutionFailed(_Reason):
+    """A reference ("she", "my manager") could not be tied to one entity: not stored."""
+
+    type: Literal["ResolutionFailed"] = "ResolutionFailed"
+    detail: str
+
+
+class DuplicateConfirmed(_Reason):
+    """Not a new memory: tier 1 (same id), 2 (cosine) or 3 (LLM judge) found it stored."""
+
+    type: Literal["DuplicateConfirmed"] = "DuplicateConfirmed"
+    tier: int
+
+
+class Supersedes(_Reason):
+    """A newer value of a stateful predicate: the older memories end (kept, pointed forward)."""
+
+    type: Literal["Supersedes"] = "Supersedes"
+    count: int
+
+
+class LateArrival(_Reason):
+    """An older value arriving after a newer one: stored already superseded."""
+
+    type: Literal["LateArrival"] = "LateArrival"
+
+
+class Contradiction(_Reason):
+    """An idempotent predicate observed both ways: both memories CHALLENGED and linked."""
+
+    type: Literal["Contradiction"] = "Contradiction"
+    count: int
+
+
 SkipReason = Annotated[
     TooShort
     | MatchedSkipPattern
@@ -169,6 +216,12 @@ Reason = Annotated[
     | QualityDiscard
     | Ungrounded
     | DeferredNoLLM
-    | ExtractionError,
+    | ExtractionError
+    | ResolutionFailed
+    | DuplicateConfirmed
+    | Supersedes
+    | LateArrival
+    | Contradiction
+    | StoreError,
     Field(discriminator="type"),
 ]

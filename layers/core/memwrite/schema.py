@@ -12,7 +12,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["SPANS", "TABLES", "TURNS", "GlobalIndex", "StreamView", "TableSchema"]
+__all__ = [
+    "ENTITIES",
+    "ENTITY_FACTS",
+    "MEMORIES",
+    "OUTBOX",
+    "SPANS",
+    "TABLES",
+    "TURNS",
+    "GlobalIndex",
+    "StreamView",
+    "TableSchema",
+]
 
 
 class StreamView(StrEnum):
@@ -82,4 +93,22 @@ SPANS = TableSchema(
     logical_name="spans",
     indexes=(GlobalIndex("by_user", partition_key="user_key", sort_key="at"),),
 )
-TABLES = (TURNS, SPANS)
+# pk = tenant#user_id, sk = memory_id; `by_id` finds a memory from its id alone (GET by id).
+MEMORIES = TableSchema(
+    logical_name="memories",
+    ttl_attribute="expires_at",  # tasks are ephemeral
+    indexes=(GlobalIndex("by_id", partition_key="id_key"),),
+)
+# pk = tenant#user_id, sk = entity_id#predicate: every observation of one predicate + a version.
+ENTITY_FACTS = TableSchema(logical_name="entity_facts")
+# pk = tenant#user_id, sk = entity_id: canonical name, kind and accumulated aliases.
+ENTITIES = TableSchema(logical_name="entities")
+# pk = tenant#user_id, sk = memory_id#rev: one row per memory change for the indexer (stage 7).
+# `pending_key` exists only until the row is indexed, so the sparse `pending` index lists
+# exactly the not-yet-indexed changes of a user.
+OUTBOX = TableSchema(
+    logical_name="outbox",
+    stream=StreamView.NEW_IMAGE,
+    indexes=(GlobalIndex("pending", partition_key="pending_key", sort_key="sk"),),
+)
+TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX)

@@ -25,6 +25,10 @@ class StageDef:
 STAGES: tuple[StageDef, ...] = (
     StageDef("pre_filter", StagePlacement.INGEST, "ingest"),
     StageDef("extract", StagePlacement.PIPELINE, "extract"),
+    StageDef("resolve_refs", StagePlacement.PIPELINE, "resolve_refs"),
+    StageDef("dedupe", StagePlacement.PIPELINE, "dedupe"),
+    StageDef("conflict", StagePlacement.PIPELINE, "conflict"),
+    StageDef("persist", StagePlacement.PIPELINE, "persist"),
 )
 
 

@@ -39,22 +39,35 @@ class TraceView(BaseModel):
     cost_usd: float
 
 
-def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
-    last_stage = stage_names()[-1]
-    latest: dict[str, StageSpan] = {}
+def _finished(turn_id: str, spans: list[StageSpan], last_stage: str) -> bool:
+    """A turn is done when rejected whole, or when every candidate it produced is."""
+    own = [span for span in spans if span.item_id == turn_id]
+    if not own:
+        return False
+    if own[-1].result is SpanResult.REJECT or own[-1].stage == last_stage:
+        return True
+    candidates: dict[str, list[StageSpan]] = {}
     for span in spans:
-        if span.kind == "turn":
-            latest[span.item_id] = span
-    if any(span.result is SpanResult.ERROR for span in latest.values()):
-        return TraceStatus.FAILED
-    for tid in turn_ids:
-        last = latest.get(tid)
-        finished = last is not None and (
-            last.result is SpanResult.REJECT or last.stage == last_stage
+        if span.kind == "candidate" and span.item_id.startswith(f"{turn_id}:"):
+            candidates.setdefault(span.item_id, []).append(span)
+    extracted = own[-1].stage == "extract" and own[-1].result is SpanResult.PASS
+    return (
+        extracted
+        and bool(candidates)
+        and all(
+            any(s.result is SpanResult.REJECT or s.stage == last_stage for s in chain)
+            for chain in candidates.values()
         )
-        if not finished:
-            return TraceStatus.IN_PROGRESS
-    return TraceStatus.COMPLETE
+    )
+
+
+def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
+    if any(span.result is SpanResult.ERROR for span in spans):
+        return TraceStatus.FAILED
+    last_stage = stage_names()[-1]
+    if all(_finished(tid, spans, last_stage) for tid in set(turn_ids)):
+        return TraceStatus.COMPLETE
+    return TraceStatus.IN_PROGRESS
 
 
 def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) -> TraceView | None:
@@ -63,6 +76,7 @@ def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) 
     if record is None:
         return None
     found = spans.spans_of(tenant, trace_id)
+    written = ledger.memories_of_trace(tenant, trace_id)
     return TraceView(
         trace_id=trace_id,
         user_id=record.user_id,
@@ -72,10 +86,10 @@ def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) 
         turn_ids=list(record.turn_ids),
         spans=found,
         outcome=TraceOutcome(
-            stored=0,
-            merged=0,
+            stored=sum(1 for _, outcome in written if outcome == "stored"),
+            merged=sum(1 for _, outcome in written if outcome == "merged"),
             discarded=sum(1 for span in found if span.result is SpanResult.REJECT),
-            memory_ids=[],
+            memory_ids=sorted({memory_id for memory_id, _ in written}),
         ),
         llm_calls=sum(span.llm.calls for span in found if span.llm),
         cost_usd=round(sum(span.llm.cost_usd for span in found if span.llm), 6),

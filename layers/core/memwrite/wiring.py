@@ -15,13 +15,26 @@ from memwrite.errors import ConfigError
 from memwrite.extract import ExtractDeps
 from memwrite.ingest import IngestDeps
 from memwrite.llm_extractor import ExtractionLlm
+from memwrite.persist import PersistDeps
 from memwrite.rate_gate import RateGate
+from memwrite.resolve_stage import ResolveDeps
+from memwrite.store_stages import StoreStageDeps
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
 
-__all__ = ["ApiDeps", "StageDeps", "build_api_deps", "build_extract_deps", "build_llm"]
+__all__ = [
+    "ApiDeps",
+    "ResolveStageDeps",
+    "StageDeps",
+    "StoreDeps",
+    "build_api_deps",
+    "build_extract_deps",
+    "build_llm",
+    "build_resolve_deps",
+    "build_store_deps",
+]
 
 
 @dataclass
@@ -112,3 +125,68 @@ def build_extract_deps(environ: dict[str, str] | None = None) -> StageDeps:
         llm=build_llm(settings.pipeline.extract, env),
     )
     return StageDeps(settings=settings, extract=extract)
+
+
+@dataclass
+class StoreDeps:
+    settings: Settings
+    stage: StoreStageDeps
+
+
+def build_store_deps(environ: dict[str, str] | None = None) -> StoreDeps:
+    """Adapters for the dedupe, conflict and persist tasks."""
+    import boto3
+
+    from memwrite.adapters.dynamodb import DynamoSpanStore
+    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+    from memwrite.adapters.emf_metrics import EmfMetrics
+    from memwrite.embedder import HashingEmbedder
+
+    env = os.environ if environ is None else environ
+    settings = load_settings(dict(env))
+    dynamodb: DynamoDBClient = boto3.client("dynamodb", **_client_kwargs(env))
+    tables = StoreTables(
+        memories=_required(env, "MEMORIES_TABLE"),
+        entity_facts=_required(env, "ENTITY_FACTS_TABLE"),
+        outbox=_required(env, "OUTBOX_TABLE"),
+        turns=_required(env, "TURNS_TABLE"),
+    )
+    stage = StoreStageDeps(
+        persist=PersistDeps(store=DynamoMemoryStore(dynamodb, tables), embedder=HashingEmbedder()),
+        spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
+        metrics=EmfMetrics(),
+    )
+    return StoreDeps(settings=settings, stage=stage)
+
+
+@dataclass
+class ResolveStageDeps:
+    settings: Settings
+    resolve: ResolveDeps
+
+
+def build_resolve_deps(environ: dict[str, str] | None = None) -> ResolveStageDeps:
+    """Adapters for the resolve-refs task: entities, session log, spans, the judge if any."""
+    import boto3
+
+    from memwrite.adapters.dynamodb import DynamoSessionLog, DynamoSpanStore
+    from memwrite.adapters.dynamodb_store import DynamoEntityStore
+    from memwrite.adapters.emf_metrics import EmfMetrics
+
+    env = os.environ if environ is None else environ
+    settings = load_settings(dict(env))
+    dynamodb: DynamoDBClient = boto3.client("dynamodb", **_client_kwargs(env))
+    config = settings.pipeline.extract
+    judge = None
+    if config.provider == "bedrock" or env.get("ANTHROPIC_API_KEY"):
+        from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
+
+        judge = AnthropicResolveJudge(config, api_key=env.get("ANTHROPIC_API_KEY"))
+    resolve = ResolveDeps(
+        entities=DynamoEntityStore(dynamodb, _required(env, "ENTITIES_TABLE")),
+        session_log=DynamoSessionLog(dynamodb, _required(env, "TURNS_TABLE")),
+        spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
+        metrics=EmfMetrics(),
+        judge=judge,
+    )
+    return ResolveStageDeps(settings=settings, resolve=resolve)

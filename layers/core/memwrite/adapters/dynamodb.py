@@ -129,6 +129,23 @@ class DynamoTurnLedger:
             turn_ids=tuple(value["S"] for value in item["turn_ids"]["L"]),
         )
 
+    def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
+        outcomes: list[tuple[str, str]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"TRACEMEM#{tenant}#{trace_id}"}},
+        }
+        while True:
+            try:
+                response = self._client.query(**kwargs)
+            except ClientError as exc:
+                raise _unavailable(exc, "Query") from exc
+            outcomes.extend((i["memory_id"]["S"], i["outcome"]["S"]) for i in response["Items"])
+            if "LastEvaluatedKey" not in response:
+                return outcomes
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
 
 class DynamoRateStore:
     """Rate-gate claims that hold across Lambda instances; DynamoDB TTL removes old ones.

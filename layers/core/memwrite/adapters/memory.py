@@ -41,6 +41,7 @@ class InMemoryTurnLedger:
     def __init__(self) -> None:
         self.enqueued: dict[tuple[str, str], str] = {}
         self.traces: dict[tuple[str, str], TraceRecord] = {}
+        self.trace_memories: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         return {tid for tid in turn_ids if (tenant, tid) in self.enqueued}
@@ -56,6 +57,9 @@ class InMemoryTurnLedger:
 
     def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
         return self.traces.get((tenant, trace_id))
+
+    def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
+        return list(self.trace_memories.get((tenant, trace_id), []))
 
 
 class InMemorySpanStore:

@@ -1,0 +1,255 @@
+"""DynamoDB memory store: memories, entity_facts, the trace ledger and the outbox, committed in
+one `TransactWriteItems` per candidate (all or nothing; a lost race is a `WriteConflict`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from memwrite.entities import Entity, merge_entities
+from memwrite.errors import StoreUnavailable, WriteConflict
+from memwrite.facts import FactObservation
+from memwrite.memory import MemoryUnit
+from memwrite.store import Commit, FactRow, VersionedMemory
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+__all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables"]
+
+_BATCH_GET_LIMIT = 100
+_CONFLICT_CODES = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
+
+
+class StoreTables:
+    def __init__(self, *, memories: str, entity_facts: str, outbox: str, turns: str) -> None:
+        self.memories = memories
+        self.entity_facts = entity_facts
+        self.outbox = outbox
+        self.turns = turns
+
+
+def _user_key(tenant: str, user_id: str) -> str:
+    return f"{tenant}#{user_id}"
+
+
+def _unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
+    code = exc.response.get("Error", {}).get("Code", "Unknown")
+    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
+
+
+class DynamoMemoryStore:
+    def __init__(self, client: DynamoDBClient, tables: StoreTables) -> None:
+        self._client = client
+        self._tables = tables
+
+    def get_memories(
+        self, tenant: str, user_id: str, ids: Sequence[str]
+    ) -> dict[str, VersionedMemory]:
+        found: dict[str, VersionedMemory] = {}
+        unique = sorted(set(ids))
+        for start in range(0, len(unique), _BATCH_GET_LIMIT):
+            keys: list[dict[str, Any]] = [
+                {"pk": {"S": _user_key(tenant, user_id)}, "sk": {"S": memory_id}}
+                for memory_id in unique[start : start + _BATCH_GET_LIMIT]
+            ]
+            request: dict[str, Any] = {
+                self._tables.memories: {"Keys": keys, "ConsistentRead": True}
+            }
+            while request:
+                try:
+                    response = self._client.batch_get_item(RequestItems=request)
+                except ClientError as exc:
+                    raise _unavailable(exc, "BatchGetItem") from exc
+                for item in response.get("Responses", {}).get(self._tables.memories, []):
+                    memory = MemoryUnit.model_validate_json(item["doc"]["S"])
+                    found[memory.memory_id] = VersionedMemory(memory, int(item["rev"]["N"]))
+                request = dict(response.get("UnprocessedKeys") or {})
+        return found
+
+    def get_fact_row(self, tenant: str, user_id: str, key: str) -> FactRow:
+        try:
+            response = self._client.get_item(
+                TableName=self._tables.entity_facts,
+                Key={"pk": {"S": _user_key(tenant, user_id)}, "sk": {"S": key}},
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise _unavailable(exc, "GetItem") from exc
+        item = response.get("Item")
+        if item is None:
+            return FactRow()
+        facts = {
+            memory_id: FactObservation.model_validate(fact)
+            for memory_id, fact in json.loads(item["facts"]["S"]).items()
+        }
+        return FactRow(facts=facts, version=int(item["version"]["N"]))
+
+    def pending_memories(self, tenant: str, user_id: str, limit: int) -> list[MemoryUnit]:
+        try:
+            response = self._client.query(
+                TableName=self._tables.outbox,
+                IndexName="pending",
+                KeyConditionExpression="pending_key = :user",
+                ExpressionAttributeValues={":user": {"S": _user_key(tenant, user_id)}},
+                ScanIndexForward=False,
+                Limit=limit,
+            )
+        except ClientError as exc:
+            raise _unavailable(exc, "Query") from exc
+        latest: dict[str, MemoryUnit] = {}
+        for item in response.get("Items", []):
+            if item["op"]["S"] == "upsert":
+                memory = MemoryUnit.model_validate_json(item["doc"]["S"])
+                latest.setdefault(memory.memory_id, memory)
+        return list(latest.values())
+
+    def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]:
+        memories: list[MemoryUnit] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._tables.memories,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
+            "ConsistentRead": True,
+        }
+        while True:
+            try:
+                response = self._client.query(**kwargs)
+            except ClientError as exc:
+                raise _unavailable(exc, "Query") from exc
+            memories.extend(
+                MemoryUnit.model_validate_json(item["doc"]["S"]) for item in response["Items"]
+            )
+            if "LastEvaluatedKey" not in response:
+                return memories
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def commit(self, commit: Commit) -> None:
+        user_key = _user_key(commit.tenant, commit.user_id)
+        items: list[dict[str, Any]] = []
+        docs: dict[str, tuple[str, int]] = {}
+        for memory, expected in commit.memories:
+            rev = (expected or 0) + 1
+            doc = memory.model_dump_json()
+            docs[memory.memory_id] = (doc, rev)
+            item: dict[str, Any] = {
+                "pk": {"S": user_key},
+                "sk": {"S": memory.memory_id},
+                "id_key": {"S": f"{commit.tenant}#{memory.memory_id}"},
+                "rev": {"N": str(rev)},
+                "doc": {"S": doc},
+            }
+            if memory.expires_at is not None:
+                item["expires_at"] = {"N": str(memory.expires_at)}
+            put: dict[str, Any] = {"TableName": self._tables.memories, "Item": item}
+            if expected is None:
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            else:
+                put["ConditionExpression"] = "rev = :rev"
+                put["ExpressionAttributeValues"] = {":rev": {"N": str(expected)}}
+            items.append({"Put": put})
+        if commit.fact_key is not None and commit.fact_row is not None:
+            row = commit.fact_row
+            facts = {mid: fact.model_dump(mode="json") for mid, fact in row.facts.items()}
+            put = {
+                "TableName": self._tables.entity_facts,
+                "Item": {
+                    "pk": {"S": user_key},
+                    "sk": {"S": commit.fact_key},
+                    "version": {"N": str(row.version + 1)},
+                    "facts": {"S": json.dumps(facts, sort_keys=True)},
+                },
+            }
+            if row.version == 0:
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            else:
+                put["ConditionExpression"] = "version = :version"
+                put["ExpressionAttributeValues"] = {":version": {"N": str(row.version)}}
+            items.append({"Put": put})
+        for entry in commit.ledger:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self._tables.turns,
+                        "Item": {
+                            "pk": {"S": f"TRACEMEM#{commit.tenant}#{entry.trace_id}"},
+                            # Stored and later merged by one trace: two rows, not an overwrite.
+                            "sk": {"S": f"{entry.memory_id}#{entry.outcome}"},
+                            "memory_id": {"S": entry.memory_id},
+                            "outcome": {"S": entry.outcome},
+                        },
+                    }
+                }
+            )
+        for row_out in commit.outbox:
+            doc, rev = docs[row_out.memory_id]
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self._tables.outbox,
+                        "Item": {
+                            "pk": {"S": user_key},
+                            "sk": {"S": f"{row_out.memory_id}#{rev:08d}"},
+                            "memory_id": {"S": row_out.memory_id},
+                            "op": {"S": row_out.op.value},
+                            "doc": {"S": doc},
+                            "pending_key": {"S": user_key},
+                        },
+                    }
+                }
+            )
+        try:
+            self._client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
+                reasons = exc.response.get("CancellationReasons", [])
+                codes = {reason.get("Code") for reason in reasons}
+                if codes & _CONFLICT_CODES or not reasons:
+                    raise WriteConflict("a concurrent write changed what was read") from exc
+            raise _unavailable(exc, "TransactWriteItems") from exc
+
+
+class DynamoEntityStore:
+    """The entities table: one item per entity of a user; aliases accumulate on upsert."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
+        entities: list[Entity] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
+        }
+        while True:
+            try:
+                response = self._client.query(**kwargs)
+            except ClientError as exc:
+                raise _unavailable(exc, "Query") from exc
+            entities.extend(Entity.model_validate_json(i["doc"]["S"]) for i in response["Items"])
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        entities.sort(key=lambda entity: entity.last_seen, reverse=True)
+        return entities[:limit]
+
+    def upsert(self, entity: Entity) -> None:
+        key = {"pk": {"S": _user_key(entity.tenant, entity.user_id)}, "sk": {"S": entity.entity_id}}
+        try:
+            current = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+            item = current.get("Item")
+            merged = (
+                merge_entities(Entity.model_validate_json(item["doc"]["S"]), entity)
+                if item
+                else entity
+            )
+            self._client.put_item(
+                TableName=self._table, Item={**key, "doc": {"S": merged.model_dump_json()}}
+            )
+        except ClientError as exc:
+            raise _unavailable(exc, "PutItem") from exc

@@ -1,0 +1,102 @@
+"""Conflict (stage 5) as a pure function: the state of one (entity, predicate) from its facts.
+
+Every observation of a predicate is kept in its entity_facts row; the row's *derived state*
+(which memory is current, who supersedes whom and since when, what contradicts what) is computed
+from the whole set, never from arrival order. That is what makes any delivery order, and any
+redelivery, converge on the same store (DESIGN.md section 1: correctness never depends on order).
+
+Stateful predicates (lives_in, works_at, ...): positive facts in `observed_at` order each end at
+the next one, or earlier at a later negation of their own value ("I don't live in Berlin
+anymore"); the last positive not ended by a negation is current. A late-arriving older fact is
+therefore born superseded. Idempotent predicates (likes, has_visited, ...): a positive and a
+negative observation of the same value contradict each other: both are CHALLENGED and linked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "OPPOSITE_PREDICATES",
+    "DerivedState",
+    "FactObservation",
+    "canonical_predicate",
+    "derive",
+]
+
+# Predicates that state the negative of another: "dislikes X" is "likes X", negated.
+OPPOSITE_PREDICATES = {"dislikes": "likes", "hates": "loves"}
+
+
+def canonical_predicate(attribute: str, negated: bool) -> tuple[str, bool]:
+    if attribute in OPPOSITE_PREDICATES:
+        return OPPOSITE_PREDICATES[attribute], not negated
+    return attribute, negated
+
+
+class FactObservation(BaseModel):
+    """One memory's place in its predicate's history (stored in the entity_facts row)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_id: str
+    value: str  # normalised
+    negated: bool
+    observed_at: datetime  # the latest observation of this memory
+
+
+@dataclass
+class DerivedState:
+    current: str | None = None
+    superseded_by: dict[str, str] = field(default_factory=dict)
+    valid_until: dict[str, datetime] = field(default_factory=dict)
+    challenged: set[str] = field(default_factory=set)
+    contradicts: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _order(fact: FactObservation) -> tuple[datetime, str]:
+    return (fact.observed_at, fact.memory_id)  # ties broken by id: still order-free
+
+
+def _derive_stateful(facts: list[FactObservation]) -> DerivedState:
+    state = DerivedState()
+    positives = sorted((f for f in facts if not f.negated), key=_order)
+    negations = sorted((f for f in facts if f.negated), key=_order)
+    for index, fact in enumerate(positives):
+        enders = [n for n in negations if n.value == fact.value and _order(n) > _order(fact)]
+        if index + 1 < len(positives):
+            enders.append(positives[index + 1])
+        if enders:
+            end = min(enders, key=_order)
+            state.superseded_by[fact.memory_id] = end.memory_id
+            state.valid_until[fact.memory_id] = end.observed_at
+        else:
+            state.current = fact.memory_id
+    return state
+
+
+def _derive_idempotent(facts: list[FactObservation]) -> DerivedState:
+    state = DerivedState()
+    by_value: dict[str, list[FactObservation]] = {}
+    for fact in facts:
+        by_value.setdefault(fact.value, []).append(fact)
+    for group in by_value.values():
+        positive = [f.memory_id for f in group if not f.negated]
+        negative = [f.memory_id for f in group if f.negated]
+        if positive and negative:
+            for a in positive:
+                for b in negative:
+                    state.contradicts.setdefault(a, set()).add(b)
+                    state.contradicts.setdefault(b, set()).add(a)
+            state.challenged.update(positive + negative)
+    return state
+
+
+def derive(facts: Mapping[str, FactObservation], *, stateful: bool) -> DerivedState:
+    """The derived state of one entity_facts row; a pure function of the set of facts."""
+    listed = list(facts.values())
+    return _derive_stateful(listed) if stateful else _derive_idempotent(listed)

@@ -1,0 +1,98 @@
+"""The stored memory (MemoryUnit), its tiers and links, and its content-addressed id."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memwrite.candidate import Candidate, MemoryType
+from memwrite.ids import content_hash
+
+__all__ = [
+    "KEYED_TYPES",
+    "MemoryLink",
+    "MemoryUnit",
+    "Tier",
+    "memory_id_for",
+    "normalise",
+]
+
+# Types whose identity is the (entity, predicate, value) triple; events and tasks are keyed by
+# their text (DESIGN.md section 2, memory types).
+KEYED_TYPES = frozenset(
+    {MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION, MemoryType.DECISION}
+)
+
+
+class Tier(StrEnum):
+    QUARANTINE = "quarantine"  # hidden
+    CANDIDATE = "candidate"  # searchable, not injected
+    WORKING = "working"
+    FACT = "fact"
+    CHALLENGED = "challenged"  # in conflict, any confidence
+
+
+class MemoryLink(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["contradicts"]
+    memory_id: str
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def memory_id_for(tenant: str, user_id: str, candidate: Candidate, entity_id: str) -> str:
+    """Same memory twice -> one id: keyed types by their triple, the others by their text."""
+    identity: tuple[str, ...] = (normalise(candidate.text),)
+    if candidate.type in KEYED_TYPES:
+        identity = (candidate.attribute, normalise(candidate.value), str(candidate.negated))
+    return content_hash("memory", tenant, user_id, candidate.type.value, entity_id, *identity)
+
+
+class MemoryUnit(BaseModel):
+    """One memory as stored (the memories table) and returned by `memwrite ingest`."""
+
+    memory_id: str
+    tenant: str
+    user_id: str
+    text: str
+    type: MemoryType
+    topic: str
+    importance: float
+    confidence: float = Field(description="Final confidence after scoring.")
+    extractor_confidence: float
+    tier: Tier
+    source: str
+    source_session: str
+    trace_id: str
+    turn_id: str
+    created_at: datetime
+    observed_at: datetime = Field(description="When the user first said it.")
+    last_seen: datetime = Field(description="The latest observation (merges move it).")
+    valid_at: datetime | None = None
+    valid_until: datetime | None = None
+    superseded_by: str | None = None
+    corroboration: int = 1
+    corroborated_by: list[str] = Field(
+        default_factory=list, description="Turn ids that observed it (idempotent merges)."
+    )
+    access_count: int = 0
+    last_accessed: datetime | None = None
+    entity: str
+    entity_id: str
+    attribute: str
+    value: str
+    predicate_is_stateful: bool
+    negated: bool = False
+    links: list[MemoryLink] = Field(default_factory=list)
+    search_questions: list[str] = Field(default_factory=list)
+    expires_at: int | None = Field(default=None, description="Epoch seconds (tasks: TTL).")
+
+    @property
+    def active(self) -> bool:
+        return self.superseded_by is None and not self.negated

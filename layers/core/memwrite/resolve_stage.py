@@ -1,0 +1,99 @@
+"""Stage 3 as a pipeline task: resolve each candidate's entity, drop what stays ambiguous.
+
+Input: the extract task's output (ids and candidates); output: `ItemsPayload`, every item with
+its stable entity id. The batch's turn texts (the pronoun window) come from the session log.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from memwrite.config import PipelineConfig
+from memwrite.entities import EntityStore
+from memwrite.extract import ExtractOutput
+from memwrite.items import ItemsPayload, PipelineItem
+from memwrite.models import SpanResult, StageSpan
+from memwrite.ports import MetricsSink, SessionLog, SpanStore
+from memwrite.reasons import ResolutionFailed
+from memwrite.resolve import ResolvedCandidate, ResolveJudge, resolve_batch
+from memwrite.spans import make_span, record_spans
+
+__all__ = ["KNOWN_ENTITIES", "STAGE", "ResolveDeps", "resolve_stage"]
+
+STAGE = "resolve_refs"
+KNOWN_ENTITIES = 500  # fuzzy matching sees this many of the user's most recent entities
+
+
+@dataclass
+class ResolveDeps:
+    entities: EntityStore
+    session_log: SessionLog
+    spans: SpanStore
+    metrics: MetricsSink
+    judge: ResolveJudge | None = None
+
+
+def resolve_stage(
+    payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps
+) -> ItemsPayload:
+    started = time.perf_counter()
+    turns = {turn.turn_id: turn for turn in payload.turns}
+    logged = deps.session_log.recent(
+        payload.tenant, payload.session_id, "\uffff", config.extract.max_source_turns + len(turns)
+    )
+    texts = {turn.turn_id: turn.text for turn in logged if turn.turn_id in turns}
+    resolution = resolve_batch(
+        payload.candidates,
+        {tid: texts[tid] for tid in turns if tid in texts},
+        deps.entities.entities_of(payload.tenant, payload.user_id, KNOWN_ENTITIES),
+        tenant=payload.tenant,
+        user_id=payload.user_id,
+        at=datetime.now(UTC),
+        judge=deps.judge,
+        model=config.extract.model,
+    )
+    for entity in resolution.upserts:
+        deps.entities.upsert(entity)
+    for _ in range(resolution.judge_malformed):
+        deps.metrics.event(STAGE, "resolve_json_fail")
+    latency_ms = (time.perf_counter() - started) * 1000
+    items: list[PipelineItem] = []
+    spans: list[StageSpan] = []
+    for resolved in resolution.resolutions:
+        turn = turns[resolved.candidate.source_turn_id or ""]
+        item = PipelineItem(
+            candidate=resolved.candidate,
+            entity_id=resolved.entity_id if isinstance(resolved, ResolvedCandidate) else "",
+            turn_id=turn.turn_id,
+            trace_id=turn.trace_id,
+            observed_at=turn.observed_at,
+        )
+        if isinstance(resolved, ResolvedCandidate):
+            items.append(item)
+        spans.append(
+            make_span(
+                trace_id=turn.trace_id,
+                tenant=payload.tenant,
+                user_id=payload.user_id,
+                stage=STAGE,
+                item_id=item.item_id,
+                result=SpanResult.PASS
+                if isinstance(resolved, ResolvedCandidate)
+                else SpanResult.REJECT,
+                reason=None
+                if isinstance(resolved, ResolvedCandidate)
+                else ResolutionFailed(detail=resolved.detail),
+                latency_ms=latency_ms,
+            )
+        )
+    record_spans(spans, deps.spans, deps.metrics)
+    return ItemsPayload(
+        tenant=payload.tenant,
+        user_id=payload.user_id,
+        session_id=payload.session_id,
+        source=payload.source,
+        turns=payload.turns,
+        items=items,
+    )

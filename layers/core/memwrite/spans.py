@@ -1,0 +1,49 @@
+"""Building spans and counting them: one span per item per stage, with its typed reason."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Literal
+
+from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
+from memwrite.ports import MetricsSink, SpanStore
+from memwrite.reasons import Reason
+
+__all__ = ["make_span", "record_spans"]
+
+
+def make_span(
+    *,
+    trace_id: str,
+    tenant: str,
+    user_id: str,
+    stage: str,
+    item_id: str,
+    result: SpanResult,
+    reason: Reason | None = None,
+    latency_ms: float = 0.0,
+    kind: Literal["turn", "candidate"] = "candidate",
+    llm: LlmUsageSummary | None = None,
+) -> StageSpan:
+    return StageSpan(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=user_id,
+        stage=stage,
+        item_id=item_id,
+        result=result,
+        reason=reason,
+        latency_ms=round(latency_ms, 3),
+        at=datetime.now(UTC),
+        kind=kind,
+        llm=llm,
+    )
+
+
+def record_spans(spans: Sequence[StageSpan], store: SpanStore, metrics: MetricsSink) -> None:
+    if not spans:
+        return
+    store.put_spans(spans)
+    for span in spans:
+        metrics.count(span.stage, span.result.value, span.reason)
