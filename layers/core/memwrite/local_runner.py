@@ -11,14 +11,17 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memwrite.errors import MemwriteError
 from memwrite.local_aws import LOCAL_API_KEY, LocalAws
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
 from memwrite.models import QueuedTurn
 from memwrite.stages import STAGES, StagePlacement
 
 __all__ = [
+    "MAX_RECEIVES",
     "ROUTES",
     "ApiResult",
     "DrainReport",
@@ -26,6 +29,8 @@ __all__ = [
     "LocalRunner",
     "api_gateway_event",
 ]
+
+MAX_RECEIVES = 3  # deliveries of a failing batch before it is dead-lettered
 
 # (method, path prefix, handler module): what API Gateway routes to which function.
 ROUTES: tuple[tuple[str, str, str], ...] = (
@@ -138,10 +143,11 @@ class LocalRunner:
         return None
 
     def drain(self) -> DrainReport:
-        """Run every queued turn through the pipeline stages, as the state machine would.
+        """Run every queued turn through the pipeline stages, as SQS + the state machine would.
 
-        A stage that raises has already written its error span; locally there is no DLQ, so the
-        failure is reported here and the message is removed instead of redelivered forever.
+        A batch whose stages succeed is deleted from the queue. One that fails (its stage has
+        already written error spans) is made visible again and redelivered, as SQS does, up to
+        `MAX_RECEIVES` times; then it is removed and reported in `failed`: the DLQ's job.
         """
         import boto3
 
@@ -151,25 +157,41 @@ class LocalRunner:
         report = DrainReport()
         while True:
             messages = sqs.receive_message(
-                QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+                QueueUrl=queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=0,
+                MessageSystemAttributeNames=["ApproximateReceiveCount"],
             ).get("Messages", [])
             if not messages:
                 return report
             # One SQS batch -> one execution; one task per tenant, user and session in it.
-            batches: dict[tuple[str, str, str], list[QueuedTurn]] = {}
+            batches: dict[tuple[str, str, str], list[tuple[QueuedTurn, MessageTypeDef]]] = {}
             for message in messages:
                 turn = QueuedTurn.model_validate_json(message["Body"])
-                batches.setdefault((turn.tenant, turn.user_id, turn.session_id), []).append(turn)
-            for turns in batches.values():
-                # Each stage's output is the next one's input, as in the state machine.
-                payload: dict[str, Any] = {"turns": [t.model_dump(mode="json") for t in turns]}
-                try:
-                    for handler_module in self._pipeline:
-                        payload = handler_module.lambda_handler(payload, LocalContext())
-                except MemwriteError as exc:
-                    for turn in turns:
-                        report.failed[turn.turn_id] = f"{type(exc).__name__}: {exc}"
-                else:
-                    report.outputs.append(payload)
-            for message in messages:
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+                key = (turn.tenant, turn.user_id, turn.session_id)
+                batches.setdefault(key, []).append((turn, message))
+            for batch in batches.values():
+                error = self._run_stages([turn for turn, _ in batch], report)
+                for turn, message in batch:
+                    receives = int(message["Attributes"]["ApproximateReceiveCount"])
+                    if error is not None and receives < MAX_RECEIVES:
+                        sqs.change_message_visibility(
+                            QueueUrl=queue_url,
+                            ReceiptHandle=message["ReceiptHandle"],
+                            VisibilityTimeout=0,
+                        )
+                        continue
+                    if error is not None:
+                        report.failed[turn.turn_id] = error
+                    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    def _run_stages(self, turns: list[QueuedTurn], report: DrainReport) -> str | None:
+        """Each stage's output is the next one's input, as in the state machine."""
+        payload: dict[str, Any] = {"turns": [t.model_dump(mode="json") for t in turns]}
+        try:
+            for handler_module in self._pipeline:
+                payload = handler_module.lambda_handler(payload, LocalContext())
+        except Exception as exc:  # the Lambda runtime's boundary: any failure is a failed task
+            return f"{type(exc).__name__}: {exc}"
+        report.outputs.append(payload)
+        return None
