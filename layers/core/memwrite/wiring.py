@@ -151,8 +151,16 @@ def build_store_deps(environ: dict[str, str] | None = None) -> StoreDeps:
         outbox=_required(env, "OUTBOX_TABLE"),
         turns=_required(env, "TURNS_TABLE"),
     )
+    config = settings.pipeline.extract
+    judge = None
+    if config.provider == "bedrock" or env.get("ANTHROPIC_API_KEY"):
+        from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
+
+        judge = AnthropicDedupeJudge(config, api_key=env.get("ANTHROPIC_API_KEY"))
     stage = StoreStageDeps(
-        persist=PersistDeps(store=DynamoMemoryStore(dynamodb, tables), embedder=HashingEmbedder()),
+        persist=PersistDeps(
+            store=DynamoMemoryStore(dynamodb, tables), embedder=HashingEmbedder(), judge=judge
+        ),
         spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
         metrics=EmfMetrics(),
     )
