@@ -21,6 +21,7 @@ from memwrite.dedupe import DedupeDecision, DedupeJudge, Neighbour, decide_dupli
 from memwrite.embedder import Embedder
 from memwrite.errors import WriteConflict
 from memwrite.facts import DerivedState, FactObservation, canonical_predicate, derive
+from memwrite.ids import content_hash
 from memwrite.memory import KEYED_TYPES, MemoryLink, MemoryUnit, memory_id_for, normalise
 from memwrite.scoring import score, tier_for
 from memwrite.store import (
@@ -96,8 +97,12 @@ class Plan:
 
 
 def _fact_key(candidate: Candidate, entity_id: str) -> str:
+    """Stateful predicates keep one row of history; idempotent ones one row per value, so a
+    user who likes a thousand things never has a row (and a read) that grows with them."""
     predicate, _ = canonical_predicate(candidate.attribute, candidate.negated)
-    return f"{entity_id}#{predicate}"
+    if candidate.predicate_is_stateful:
+        return f"{entity_id}#{predicate}"
+    return f"{entity_id}#{predicate}#{content_hash(normalise(candidate.value))}"
 
 
 def _share_a_word(a: str, b: str) -> bool:

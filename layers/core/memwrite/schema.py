@@ -99,7 +99,8 @@ MEMORIES = TableSchema(
     ttl_attribute="expires_at",  # tasks are ephemeral
     indexes=(GlobalIndex("by_id", partition_key="id_key"),),
 )
-# pk = tenant#user_id, sk = entity_id#predicate: every observation of one predicate + a version.
+# pk = tenant#user_id, sk = entity_id#predicate (stateful) or entity_id#predicate#value-hash
+# (idempotent): every observation of one predicate (value) and a version.
 ENTITY_FACTS = TableSchema(logical_name="entity_facts")
 # pk = tenant#user_id, sk = entity_id: canonical name, kind and accumulated aliases.
 ENTITIES = TableSchema(logical_name="entities")
