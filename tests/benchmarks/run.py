@@ -1,5 +1,6 @@
 """`make bench`: pre-filter cost per turn, ingest cold-import cost, warm handler time, and
-extraction cost (rule coverage, LLM calls per turn) on the real conversations.
+extraction cost (rule coverage, LLM calls per turn) on the real conversations, DynamoDB calls
+per candidate by store size, and the embedded index's query time at 1k/10k/100k memories.
 
 Medians and ratios measured in one run (this machine is shared and noisy): each number is
 compared with a baseline measured alongside it. Results are printed and written to
@@ -25,7 +26,7 @@ from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
 from memwrite.prefilter import prefilter_turn
 from memwrite.rate_gate import RateGate
-from tests.benchmarks import extract_bench
+from tests.benchmarks import extract_bench, index_bench, store_bench
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,6 +197,8 @@ def main() -> None:
         "ingest_imports": bench_imports(),
         "warm_handler": bench_warm_handler(),
         "extract": extract_bench.run(),
+        "store_ops": store_bench.run(),
+        "index": index_bench.run(),
     }
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

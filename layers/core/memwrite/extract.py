@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
@@ -51,6 +51,7 @@ from memwrite.reasons import (
     Ungrounded,
 )
 from memwrite.rules_extractor import extract_with_rules
+from memwrite.spans import make_span
 
 __all__ = [
     "STAGE",
@@ -218,7 +219,7 @@ def _span(
     item_id = turn.turn_id
     if candidate is not None:
         item_id = f"{turn.turn_id}:{content_hash(memory_key(candidate))}"
-    return StageSpan(
+    return make_span(
         trace_id=turn.trace_id,
         tenant=turn.tenant,
         user_id=turn.user_id,
@@ -226,8 +227,7 @@ def _span(
         item_id=item_id,
         result=result,
         reason=reason,
-        latency_ms=round(latency_ms, 3),
-        at=datetime.now(UTC),
+        latency_ms=latency_ms,
         kind="turn" if candidate is None else "candidate",
         llm=llm,
     )
