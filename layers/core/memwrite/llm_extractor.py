@@ -6,7 +6,7 @@ per window that holds a batch turn. The model attributes each candidate to a tur
 ref, which is mapped back to the turn id here.
 
 Pure orchestration against the `ExtractionLlm` port; the anthropic SDK lives only in
-`memwrite.adapters.anthropic_llm`, so importing this module costs no SDK cold start. The errors
+`memwrite.adapters.anthropic_client`, so importing this module costs no SDK cold start. The errors
 of the port are defined here, next to it, so the orchestrator and every adapter share them.
 """
 
