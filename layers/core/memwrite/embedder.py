@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -38,62 +39,13 @@ _TRIGRAM_WEIGHT = 0.5
 # "The user lives in Berlin." and "... in Lisbon." share most of their weight.
 _FUNCTION_WORD_WEIGHT = 0.2
 _FUNCTION_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "by",
-        "for",
-        "from",
-        "with",
-        "as",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "am",
-        "do",
-        "does",
-        "did",
-        "has",
-        "have",
-        "had",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "their",
-        "they",
-        "them",
-        "he",
-        "she",
-        "his",
-        "her",
-        "him",
-        "i",
-        "me",
-        "my",
-        "we",
-        "our",
-        "you",
-        "your",
-        "user",
-        "users",
-    ]
+    {
+        *("a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "by", "for"),
+        *("from", "with", "as", "is", "are", "was", "were", "be", "been", "being", "am", "do"),
+        *("does", "did", "has", "have", "had", "it", "its", "this", "that", "these", "those"),
+        *("there", "their", "they", "them", "he", "she", "his", "her", "him", "i", "me", "my"),
+        *("we", "our", "you", "your", "user", "users"),
+    }
 )
 
 _WORD_RE = re.compile(r"[^\W_]+")
@@ -142,7 +94,7 @@ def _bigram_feature(first: str, second: str) -> _Feature:
 def _text_features(text: str) -> list[_Feature]:
     words = _WORD_RE.findall(unicodedata.normalize("NFKC", text).casefold())
     features = [feature for word in words for feature in _word_features(word)]
-    features.extend(_bigram_feature(a, b) for a, b in zip(words, words[1:], strict=False))
+    features.extend(_bigram_feature(a, b) for a, b in itertools.pairwise(words))
     return features
 
 

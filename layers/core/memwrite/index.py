@@ -1,0 +1,181 @@
+"""The search index port: memory documents, filters, hits and hybrid score fusion.
+
+`adapters.embedded_index` implements `MemoryIndex` locally and in tests (SQLite FTS5 + faiss);
+the OpenSearch adapter for AWS must pass the same `tests/unit/test_index_contract.py`. Every
+call is scoped by tenant and user, and nothing ever crosses users.
+
+Scores: `knn` returns cosine similarity (higher is closer), `bm25` a BM25 score whose scale is
+the backend's own (compare ranks, not values, across backends), `hybrid` the fused score in
+[0, 1] computed by `fuse_hybrid`, which is OpenSearch's normalization-processor with
+`min_max` normalisation and a weighted `arithmetic_mean` combination (AWS_NOTES.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from memwrite.candidate import MemoryType
+from memwrite.memory import Tier
+
+__all__ = [
+    "BM25_STOPWORDS",
+    "DEFAULT_BM25_WEIGHT",
+    "IndexFilter",
+    "IndexHit",
+    "MemoryDoc",
+    "MemoryIndex",
+    "Vector",
+    "fuse_hybrid",
+]
+
+Vector = npt.NDArray[np.float32]
+"""One embedding: shape (dimension,), float32."""
+
+DEFAULT_BM25_WEIGHT = 0.3
+# Words `bm25` leaves out of queries (with single letters, such as the "s" of "user's"):
+# Lucene's English stop words, question words, and "user", which memory texts use in nearly
+# every sentence. They add almost nothing to a BM25 score but make it read most postings.
+# An OpenSearch adapter gives its query analyzer this list, so both backends match alike.
+BM25_STOPWORDS = frozenset(
+    {
+        *("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into"),
+        *("is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then"),
+        *("there", "these", "they", "this", "to", "was", "will", "with"),
+        *("what", "where", "when", "who", "whom", "which", "why", "how", "do", "does", "did"),
+        *("has", "have", "had", "i", "me", "my", "you", "your", "user", "users"),
+    }
+)
+# What OpenSearch's min_max gives a score equal to the minimum, so that being found at all
+# still counts for more than being absent (MinMaxScoreNormalizationTechnique.MIN_SCORE).
+_MIN_NORMALISED = 0.001
+
+
+# eq=False: numpy arrays do not compare to a single bool, so identity is the only sane equality.
+@dataclass(frozen=True, eq=False)
+class MemoryDoc:
+    """One memory as the search index holds it (DESIGN.md section 3, search index documents)."""
+
+    memory_id: str
+    tenant: str
+    user_id: str
+    text: str
+    type: MemoryType
+    topic: str
+    tier: Tier
+    confidence: float
+    vector: Vector | None = None
+    """The content embedding; None for memories that are BM25-only (tasks)."""
+    question_vectors: tuple[Vector, ...] = ()
+    """HyPE: embeddings of the questions this memory answers."""
+
+
+@dataclass(frozen=True)
+class IndexHit:
+    memory_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class IndexFilter:
+    """Constraints on the documents a query may return; None means "any"."""
+
+    types: frozenset[MemoryType] | None = None
+    topics: frozenset[str] | None = None
+    tiers: frozenset[Tier] | None = None
+    min_confidence: float | None = None
+
+
+class MemoryIndex(Protocol):
+    """Hybrid (BM25 + kNN) search over one user's memories at a time."""
+
+    def upsert(self, doc: MemoryDoc) -> None:
+        """Index `doc`, replacing any document with the same (tenant, user, memory id)."""
+
+    def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
+        """Remove one memory from every query; absent memories are ignored."""
+
+    def delete_user(self, tenant: str, user_id: str) -> int:
+        """Remove every memory of a user; returns how many there were."""
+
+    def knn(
+        self,
+        tenant: str,
+        user_id: str,
+        vector: Vector,
+        k: int,
+        *,
+        filter: IndexFilter | None = None,
+    ) -> list[IndexHit]:
+        """The `k` memories most similar to `vector`, each scored by the best of its content
+        and question vectors (cosine), best first. Memories without vectors never match."""
+
+    def bm25(
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        k: int,
+        *,
+        filter: IndexFilter | None = None,
+    ) -> list[IndexHit]:
+        """The `k` memories whose text best matches `query` (any of its words), best first.
+
+        Words are stemmed (English); `BM25_STOPWORDS` and single letters are ignored, so a
+        query of only such words matches nothing."""
+
+    def hybrid(
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        vector: Vector,
+        k: int,
+        *,
+        filter: IndexFilter | None = None,
+        bm25_weight: float = DEFAULT_BM25_WEIGHT,
+    ) -> list[IndexHit]:
+        """The top `k` of `bm25` and `knn` (k each) fused by `fuse_hybrid`."""
+
+    def count(self, tenant: str, user_id: str) -> int:
+        """How many memories of the user are indexed."""
+
+
+def _min_max(hits: Sequence[IndexHit]) -> dict[str, float]:
+    if not hits:
+        return {}
+    low = min(hit.score for hit in hits)
+    high = max(hit.score for hit in hits)
+    if high == low:
+        return {hit.memory_id: 1.0 for hit in hits}
+    return {hit.memory_id: ((hit.score - low) / (high - low)) or _MIN_NORMALISED for hit in hits}
+
+
+def fuse_hybrid(
+    bm25_hits: Sequence[IndexHit],
+    knn_hits: Sequence[IndexHit],
+    k: int,
+    bm25_weight: float = DEFAULT_BM25_WEIGHT,
+) -> list[IndexHit]:
+    """Min-max normalise each list, then take the weighted mean (absent from a list = 0).
+
+    The weights are `bm25_weight` and `1 - bm25_weight`, as OpenSearch requires weights that
+    sum to 1. Ties are broken by memory id so that every backend returns the same order.
+    """
+    if not 0.0 <= bm25_weight <= 1.0:
+        raise ValueError(f"bm25_weight must be within [0, 1], got {bm25_weight}")
+    lexical, semantic = _min_max(bm25_hits), _min_max(knn_hits)
+    fused = [
+        IndexHit(
+            memory_id,
+            bm25_weight * lexical.get(memory_id, 0.0)
+            + (1.0 - bm25_weight) * semantic.get(memory_id, 0.0),
+        )
+        for memory_id in lexical.keys() | semantic.keys()
+    ]
+    fused.sort(key=lambda hit: (-hit.score, hit.memory_id))
+    return fused[:k]
