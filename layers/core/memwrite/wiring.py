@@ -1,7 +1,9 @@
 """Picks concrete adapters from the environment: the one place outside handlers that does.
 
-boto3 is imported here, lazily, when the first invocation builds its clients: module import of
-a handler stays cheap and tests can set the environment before anything is built.
+Everything a builder needs is imported inside it, when the first invocation builds its clients:
+a handler's module import pulls in only its own stage (the ingest Lambda never loads the
+extractors, numpy or boto3 at import), and tests can set the environment before anything is
+built.
 """
 
 from __future__ import annotations
@@ -12,17 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from memwrite.config import ExtractConfig, Settings, load_settings
 from memwrite.errors import ConfigError
-from memwrite.extract import ExtractDeps
-from memwrite.ingest import IngestDeps
-from memwrite.llm_extractor import ExtractionLlm
-from memwrite.persist import PersistDeps
-from memwrite.rate_gate import RateGate
-from memwrite.resolve_stage import ResolveDeps
-from memwrite.store_stages import StoreStageDeps
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
+
+    from memwrite.extract import ExtractDeps
+    from memwrite.ingest import IngestDeps
+    from memwrite.llm_extractor import ExtractionLlm
+    from memwrite.resolve_stage import ResolveDeps
+    from memwrite.store_stages import StoreStageDeps
 
 __all__ = [
     "ApiDeps",
@@ -71,6 +72,8 @@ def build_api_deps(environ: dict[str, str] | None = None) -> ApiDeps:
     from memwrite.adapters.dynamodb import DynamoRateStore, DynamoSpanStore, DynamoTurnLedger
     from memwrite.adapters.emf_metrics import EmfMetrics
     from memwrite.adapters.sqs import SqsTurnQueue
+    from memwrite.ingest import IngestDeps
+    from memwrite.rate_gate import RateGate
 
     env = os.environ if environ is None else environ
     settings = load_settings(dict(env))
@@ -114,6 +117,7 @@ def build_extract_deps(environ: dict[str, str] | None = None) -> StageDeps:
 
     from memwrite.adapters.dynamodb import DynamoSessionLog, DynamoSpanStore
     from memwrite.adapters.emf_metrics import EmfMetrics
+    from memwrite.extract import ExtractDeps
 
     env = os.environ if environ is None else environ
     settings = load_settings(dict(env))
@@ -141,6 +145,8 @@ def build_store_deps(environ: dict[str, str] | None = None) -> StoreDeps:
     from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.emf_metrics import EmfMetrics
     from memwrite.embedder import HashingEmbedder
+    from memwrite.persist import PersistDeps
+    from memwrite.store_stages import StoreStageDeps
 
     env = os.environ if environ is None else environ
     settings = load_settings(dict(env))
@@ -180,6 +186,7 @@ def build_resolve_deps(environ: dict[str, str] | None = None) -> ResolveStageDep
     from memwrite.adapters.dynamodb import DynamoSessionLog, DynamoSpanStore
     from memwrite.adapters.dynamodb_store import DynamoEntityStore
     from memwrite.adapters.emf_metrics import EmfMetrics
+    from memwrite.resolve_stage import ResolveDeps
 
     env = os.environ if environ is None else environ
     settings = load_settings(dict(env))
