@@ -49,6 +49,7 @@ from memwrite.prompts.resolve import (
     ResolveResult,
     render,
 )
+from memwrite.relations import RELATION_SYNONYMS
 
 __all__ = [
     "FUZZY_ACCEPT",
@@ -121,33 +122,6 @@ _DETERMINERS_RE: Final = re.compile(r"^(?:the|this|that|these|those|a|an)\s")
 _POSSESSIVE_RE: Final = re.compile(r"^(?:my|the user['’]s|user['’]s)\s+(?P<noun>\S.*)$")
 _HONORIFICS: Final = frozenset({"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "madam"})
 
-# Relation words as users write them -> the canonical wording of the alias ("my mother").
-_RELATION_SYNONYMS: Final[dict[str, str]] = {
-    "mom": "mother",
-    "mum": "mother",
-    "mommy": "mother",
-    "mama": "mother",
-    "dad": "father",
-    "daddy": "father",
-    "papa": "father",
-    "grandma": "grandmother",
-    "granny": "grandmother",
-    "nana": "grandmother",
-    "grandpa": "grandfather",
-    "hubby": "husband",
-    "kid": "child",
-    "co-worker": "coworker",
-    "co-founder": "cofounder",
-    "neighbour": "neighbor",
-    "fiancé": "fiance",
-    "fiancée": "fiance",
-    "fiancee": "fiance",
-    "bestie": "best friend",
-    "buddy": "friend",
-    "pal": "friend",
-    "puppy": "dog",
-    "kitten": "cat",
-}
 # Modifiers that do not change who is meant: "my older sister" is "my sister".
 _DROPPED_MODIFIERS: Final = frozenset(
     {"older", "younger", "little", "big", "baby", "twin", "eldest", "oldest", "youngest", "new"}
@@ -310,8 +284,8 @@ def _relation(noun: str) -> _Relation:
     Its kind is a person or a pet only when every word is relation vocabulary, so "my dog" is
     a pet and "my dog park" is not."""
     noun = normalise_name(noun)
-    noun = _RELATION_SYNONYMS.get(noun, noun)
-    words = [_RELATION_SYNONYMS.get(w, w) for w in re.split(r"[\s_]+|(?<=\w)-(?=\w)", noun)]
+    noun = RELATION_SYNONYMS.get(noun, noun)
+    words = [RELATION_SYNONYMS.get(w, w) for w in re.split(r"[\s_]+|(?<=\w)-(?=\w)", noun)]
     kept = [w for w in words if w not in _DROPPED_MODIFIERS] or words
     parts = set(kept)
     if parts & _FEMALE_RELATIONS and not parts & _MALE_RELATIONS:

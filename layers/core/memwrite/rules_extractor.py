@@ -24,6 +24,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from memwrite.candidate import USER_ENTITY, Candidate, MemoryType, Quality, SourceSpan
+from memwrite.relations import RELATION_SYNONYMS
 
 __all__ = ["RuleExtraction", "extract_with_rules"]
 
@@ -112,32 +113,6 @@ _RELATIONS = (
 _RELATION_MODIFIERS = (
     r"older|younger|little|big|baby|twin|eldest|oldest|youngest|new|dear|late|ex-?|step-?"
 )
-_RELATION_SYNONYMS: Final[dict[str, str]] = {
-    "mom": "mother",
-    "mum": "mother",
-    "mommy": "mother",
-    "mama": "mother",
-    "dad": "father",
-    "daddy": "father",
-    "papa": "father",
-    "grandma": "grandmother",
-    "granny": "grandmother",
-    "nana": "grandmother",
-    "grandpa": "grandfather",
-    "hubby": "husband",
-    "kid": "child",
-    "co-worker": "coworker",
-    "co-founder": "cofounder",
-    "neighbour": "neighbor",
-    "fiancé": "fiance",
-    "fiancée": "fiance",
-    "fiancee": "fiance",
-    "bestie": "best_friend",
-    "buddy": "friend",
-    "pal": "friend",
-    "puppy": "dog",
-    "kitten": "cat",
-}
 # Modifiers that change who the person is; "older" or "little" do not.
 _KEPT_RELATION_MODIFIERS: Final = frozenset({"ex", "step", "late"})
 # One at a time: a new wife or manager replaces the old one; sisters and friends accumulate.
@@ -891,7 +866,7 @@ def _capitalise(text: str) -> str:
 def _relation_attribute(relmod: str | None, rel: str) -> tuple[str, str]:
     """('ex_wife', 'ex-wife') from the words the user wrote: the predicate and its wording."""
     base = _collapse(rel.lower())
-    attribute = _RELATION_SYNONYMS.get(base, base).replace(" ", "_").replace("-", "_")
+    attribute = RELATION_SYNONYMS.get(base, base).replace(" ", "_").replace("-", "_")
     words = base
     if relmod:
         modifier = relmod.strip().lower().rstrip("-")
