@@ -969,6 +969,20 @@ def _possessive(value: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------
 
 _Builder = Callable[[re.Match[str], _Context], _Found | None]
+_SubjectBuilder = Callable[[re.Match[str], _Context, _Subject, list[_Claim]], _Found | None]
+
+
+def _needs_subject(build: _SubjectBuilder) -> _Builder:
+    """A claim about someone the rules cannot name is knowledge they did not understand:
+    the builder is not called and the clause stays uncovered (the LLM's job)."""
+
+    def with_subject(m: re.Match[str], ctx: _Context) -> _Found | None:
+        subject, extra = _subject(m)
+        if subject is None:
+            return _unresolved(m)
+        return build(m, ctx, subject, extra)
+
+    return with_subject
 
 
 def _unresolved(m: re.Match[str]) -> _Found:
@@ -1020,10 +1034,10 @@ def _build_relation_is(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found((_relation_claim(m.group("relmod"), m.group("rel"), value, ctx),), m.end())
 
 
-def _build_age(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_age(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = m.group("value")
     if not 0 < int(value) <= MAX_AGE:
         return None
@@ -1040,10 +1054,10 @@ def _items(value: str, splitter: re.Pattern[str]) -> list[str]:
     return [item for item in (_strip_value(p) for p in splitter.split(value)) if item]
 
 
-def _build_allergy(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_allergy(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     items = _items(m.group("value"), _LIST_SPLIT_WORDS_RE)
     if not items or not all(_thing_ok(i) for i in items):
         return None
@@ -1051,10 +1065,10 @@ def _build_allergy(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found((*extra, *claims), m.end())
 
 
-def _build_allergy_have(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_allergy_have(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = m.group("value")
     if not _thing_ok(value):
         return None
@@ -1062,10 +1076,10 @@ def _build_allergy_have(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found((*extra, claim), m.end())
 
 
-def _build_intolerance(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_intolerance(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = m.group("value")
     if not _thing_ok(value):
         return None
@@ -1073,19 +1087,19 @@ def _build_intolerance(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found((*extra, claim), m.end())
 
 
-def _build_diet(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_diet(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = _collapse(m.group("value"))
     claim = _claim(subject, "diet", value, f"follows a {value} diet", ctx)
     return _Found((*extra, claim), m.end())
 
 
-def _build_not_eat(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_not_eat(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     items = _items(m.group("value"), _LIST_SPLIT_WORDS_RE)
     if not items or not all(_thing_ok(i) for i in items):
         return None
@@ -1099,10 +1113,10 @@ def _build_not_eat(m: re.Match[str], ctx: _Context) -> _Found | None:
 def _preference_builder(attribute: str) -> _Builder:
     """Likes and dislikes: one claim per comma-separated item, verb kept as the user chose."""
 
-    def build(m: re.Match[str], ctx: _Context) -> _Found | None:
-        subject, extra = _subject(m)
-        if subject is None:
-            return _unresolved(m)
+    @_needs_subject
+    def build(
+        m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+    ) -> _Found | None:
         # "Spoken like a real architect": a base-form verb after a name is a preposition.
         base_form = m.group("verb").split(maxsplit=1)[0].lower() in _BASE_FORM_VERBS
         if base_form and not (m.group("me") or m.group("we")):
@@ -1141,10 +1155,10 @@ def _third_person_verb(verb: str, attribute: str) -> str:
     return words if words.endswith("s") else f"{words}s"
 
 
-def _build_prefers(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_prefers(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value, owner = _possessive(_strip_value(m.group("value")))
     rest = " " + _collapse(m.group("rest")) if m.group("rest") else ""
     if not _thing_ok(value) or (rest and not _thing_ok(_strip_value(m.group("other")))):
@@ -1154,10 +1168,10 @@ def _build_prefers(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found((*extra, claim), m.end())
 
 
-def _build_uses(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_uses(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = _strip_value(m.group("value"))
     if not _thing_ok(value) or not _proper_ok(value, ctx):
         return None
@@ -1199,20 +1213,20 @@ def _build_lives_in(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found((*extra, _claim(subject, "lives_in", value, f"lives in {value}", ctx)), m.end())
 
 
-def _build_hometown(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_hometown(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = _strip_value(m.group("value"))
     if not _place_ok(value, ctx) or value.lower() in _DEPARTMENTS:
         return None
     return _Found((*extra, _claim(subject, "hometown", value, f"is from {value}", ctx)), m.end())
 
 
-def _build_married(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_married(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = m.group("value")
     if not _is_name(value):
         return None
@@ -1225,10 +1239,10 @@ def _build_married(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found((*extra, claim), m.end())
 
 
-def _build_quit_job(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_quit_job(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = _strip_value(m.group("value"))
     if not _proper_ok(value, ctx) or value.split()[0].lower() in _BAD_PLACE_FIRST:
         return None
@@ -1254,10 +1268,10 @@ def _employer_claim(subject: _Subject, org: str, role: str, ctx: _Context) -> _C
     return _claim(subject, "works_at", org, f"works at {org}", ctx)
 
 
-def _build_works_at(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_works_at(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = _strip_value(m.group("value"))
     if not _proper_ok(value, ctx) or value.split()[0].lower() in _BAD_PLACE_FIRST:
         return None
@@ -1268,10 +1282,10 @@ def _build_works_at(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found(tuple(claims), m.end())
 
 
-def _build_works_as(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_works_as(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     role = _strip_value(m.group("value"))
     if not role or role.split()[0].lower() in _BAD_THINGS:
         return None
@@ -1282,10 +1296,10 @@ def _build_works_as(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found(tuple(claims), m.end())
 
 
-def _build_occupation(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_occupation(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     role = _collapse(m.group("value"))
     claims = [*extra, _occupation_claim(subject, role, ctx)]
     org = m.group("org")
@@ -1300,10 +1314,10 @@ def _build_occupation(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found(tuple(claims), end)
 
 
-def _build_employment(m: re.Match[str], ctx: _Context) -> _Found | None:
-    subject, extra = _subject(m)
-    if subject is None:
-        return _unresolved(m)
+@_needs_subject
+def _build_employment(
+    m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
+) -> _Found | None:
     value = _collapse(m.group("value"))
     claim = _claim(subject, "employment_status", value, f"is {value}", ctx)
     return _Found((*extra, claim), m.end())
