@@ -51,7 +51,7 @@ from memwrite.reasons import (
     Ungrounded,
 )
 from memwrite.rules_extractor import extract_with_rules
-from memwrite.spans import make_span
+from memwrite.spans import make_span, usage_summary
 
 __all__ = [
     "STAGE",
@@ -195,18 +195,6 @@ class ExtractDeps:
     clock: Callable[[], float] = field(default=time.time)
 
 
-def _usage_summary(calls: Sequence[LlmUsage]) -> LlmUsageSummary | None:
-    if not calls:
-        return None
-    return LlmUsageSummary(
-        calls=len(calls),
-        input_tokens=sum(c.input_tokens for c in calls),
-        output_tokens=sum(c.output_tokens for c in calls),
-        cost_usd=round(sum(c.cost_usd for c in calls), 8),
-        models=tuple(sorted({c.model for c in calls})),
-    )
-
-
 def _span(
     turn: QueuedTurn,
     *,
@@ -274,7 +262,7 @@ def extract_batch(
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
         )
     except MemwriteError as exc:
-        usage = _usage_summary(exc.calls if isinstance(exc, ExtractionFailed) else ())
+        usage = usage_summary(exc.calls if isinstance(exc, ExtractionFailed) else ())
         latency_ms = (time.perf_counter() - started) * 1000
         error_spans = [
             _span(
@@ -293,7 +281,7 @@ def extract_batch(
     latency_ms = (time.perf_counter() - started) * 1000
     spans: list[StageSpan] = []
     # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn.
-    usage = _usage_summary(extraction.llm_calls)
+    usage = usage_summary(extraction.llm_calls)
     for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
         result, reason = _turn_verdict(turn_extraction)
         charged = usage if turn_extraction.extractor is Extractor.LLM else None

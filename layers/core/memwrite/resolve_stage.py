@@ -18,7 +18,7 @@ from memwrite.models import SpanResult, StageSpan
 from memwrite.ports import MetricsSink, SessionLog, SpanStore
 from memwrite.reasons import ResolutionFailed
 from memwrite.resolve import ResolvedCandidate, ResolveJudge, resolve_batch
-from memwrite.spans import make_span, record_spans
+from memwrite.spans import make_span, record_spans, usage_summary
 
 __all__ = ["KNOWN_ENTITIES", "STAGE", "ResolveDeps", "resolve_stage"]
 
@@ -61,6 +61,8 @@ def resolve_stage(
     latency_ms = (time.perf_counter() - started) * 1000
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
+    # The judge's usage is recorded once, on the batch's first span (the trace sums it).
+    usage = usage_summary(resolution.llm_calls)
     for resolved in resolution.resolutions:
         turn = turns[resolved.candidate.source_turn_id or ""]
         item = PipelineItem(
@@ -86,6 +88,7 @@ def resolve_stage(
                 if isinstance(resolved, ResolvedCandidate)
                 else ResolutionFailed(detail=resolved.detail),
                 latency_ms=latency_ms,
+                llm=usage if not spans else None,
             )
         )
     record_spans(spans, deps.spans, deps.metrics)

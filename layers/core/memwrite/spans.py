@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
+from memwrite.llm_extractor import LlmUsage
 from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
 from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import Reason
 
-__all__ = ["make_span", "record_spans"]
+__all__ = ["make_span", "record_spans", "usage_summary"]
 
 
 def make_span(
@@ -47,3 +48,16 @@ def record_spans(spans: Sequence[StageSpan], store: SpanStore, metrics: MetricsS
     store.put_spans(spans)
     for span in spans:
         metrics.count(span.stage, span.result.value, span.reason)
+
+
+def usage_summary(calls: Sequence[LlmUsage]) -> LlmUsageSummary | None:
+    """What a stage's model calls cost, for the span that carries it (None: no call)."""
+    if not calls:
+        return None
+    return LlmUsageSummary(
+        calls=len(calls),
+        input_tokens=sum(c.input_tokens for c in calls),
+        output_tokens=sum(c.output_tokens for c in calls),
+        cost_usd=round(sum(c.cost_usd for c in calls), 8),
+        models=tuple(sorted({c.model for c in calls})),
+    )
