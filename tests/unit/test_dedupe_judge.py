@@ -7,16 +7,13 @@ tests/recorded/anthropic in order and keeps every request body the client sent.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import subprocess
 import sys
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import anthropic
 import httpx2
@@ -30,42 +27,16 @@ from memwrite.dedupe import DedupeJudge, Neighbour, decide_duplicate
 from memwrite.errors import PermanentError, TransientError
 from memwrite.llm_extractor import LlmRequestRejected, LlmUnavailable
 from memwrite.prompts.dedupe import VERSION, render
+from tests.recorded_api import RecordedApi, haiku_cost
 
-RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 CONFIG = ExtractConfig()
-HAIKU_IN, HAIKU_OUT = 1.00, 5.00  # USD per million tokens
 CANDIDATE = "The user lives in Berlin, Germany."
 EXISTING = "The user lives in Berlin."
 NEAREST = Neighbour("mem-berlin", EXISTING)
 # The band the judge decides: at or above 0.92 merge outright, below 0.80 keep distinct.
 THRESHOLDS = DedupeConfig(dedupe_merge_threshold=0.92, dedupe_distinct_threshold=0.80)
 IN_BAND = 0.86
-
-
-def recorded(name: str) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))
-    return body
-
-
-def haiku_cost(name: str) -> float:
-    usage = recorded(name)["usage"]
-    input_tokens: int = usage["input_tokens"]
-    output_tokens: int = usage["output_tokens"]
-    return input_tokens * HAIKU_IN / 1e6 + output_tokens * HAIKU_OUT / 1e6
-
-
-class RecordedApi:
-    """Serves recorded replies, (name, status) pairs, in order; keeps every request body."""
-
-    def __init__(self, *replies: str | tuple[str, int]) -> None:
-        self._replies = deque(r if isinstance(r, tuple) else (r, 200) for r in replies)
-        self.requests: list[dict[str, Any]] = []
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(json.loads(request.content))
-        name, status = self._replies.popleft()
-        return httpx2.Response(status, json=recorded(name))
 
 
 def judge_for(api: RecordedApi) -> AnthropicDedupeJudge:

@@ -7,15 +7,12 @@ tests/recorded/anthropic in order and keeps every request body the client sent.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from collections import deque
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import anthropic
 import httpx2
@@ -49,39 +46,13 @@ from memwrite.resolve import (
     Unresolved,
     resolve_batch,
 )
+from tests.recorded_api import RecordedApi, haiku_cost
 
-RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 CONFIG = ExtractConfig()
 TENANT, USER = "acme", "u-1"
 AT = datetime(2025, 3, 14, 10, 0, tzinfo=UTC)
-HAIKU_IN, HAIKU_OUT = 1.00, 5.00  # USD per million tokens
 TURN = "Mr. Patel from work approved my leave for May."
-
-
-def recorded(name: str) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))
-    return body
-
-
-def haiku_cost(name: str) -> float:
-    usage = recorded(name)["usage"]
-    input_tokens: int = usage["input_tokens"]
-    output_tokens: int = usage["output_tokens"]
-    return input_tokens * HAIKU_IN / 1e6 + output_tokens * HAIKU_OUT / 1e6
-
-
-class RecordedApi:
-    """Serves recorded replies, (name, status) pairs, in order; keeps every request body."""
-
-    def __init__(self, *replies: str | tuple[str, int]) -> None:
-        self._replies = deque(r if isinstance(r, tuple) else (r, 200) for r in replies)
-        self.requests: list[dict[str, Any]] = []
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(json.loads(request.content))
-        name, status = self._replies.popleft()
-        return httpx2.Response(status, json=recorded(name))
 
 
 def judge_for(api: RecordedApi) -> AnthropicResolveJudge:
