@@ -134,8 +134,8 @@ def bench_warm_handler() -> dict[str, Any]:
         InMemoryTurnLedger,
     )
     from memwrite.ingest import IngestDeps
-    from memwrite.local_runner import LocalContext, api_gateway_event
     from memwrite.wiring import ApiDeps
+    from memwrite_local.runner import LocalContext, api_gateway_event
 
     turns = [t.text for t in load_locomo()[:10]]
     settings = Settings(api_keys={"bench-key": "bench"})

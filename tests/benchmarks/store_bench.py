@@ -19,8 +19,8 @@ from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
-from memwrite.local_aws import LocalAws
 from memwrite.persist import PersistDeps, PersistItem, persist_candidate
+from memwrite_local.aws import LocalAws
 
 SIZES = (10, 100, 1_000)
 MEASURED = 20

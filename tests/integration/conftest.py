@@ -17,8 +17,8 @@ from typing import Any
 import boto3
 import pytest
 
-from memwrite.local_aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
-from memwrite.local_runner import ApiResult, LocalContext, LocalRunner
+from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
+from memwrite_local.runner import ApiResult, LocalContext, LocalRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_EVENTS = REPO_ROOT / "events" / "api"

@@ -16,7 +16,7 @@ TIMEOUT_SECS = 60
 def _memwrite(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("MEMWRITE_")}
     return subprocess.run(
-        [sys.executable, "-m", "memwrite.cli", *args],
+        [sys.executable, "-m", "memwrite_local.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,

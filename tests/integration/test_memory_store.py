@@ -21,11 +21,11 @@ from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
 from memwrite.errors import WriteConflict
-from memwrite.local_aws import LocalAws
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.persist import PersistDeps, PersistItem, PersistOutcome, persist_candidate
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import Commit
+from memwrite_local.aws import LocalAws
 
 CONFIG = PipelineConfig()
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

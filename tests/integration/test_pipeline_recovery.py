@@ -61,8 +61,8 @@ def crash_once(module: Any, monkeypatch: pytest.MonkeyPatch, *, after: bool) -> 
 
 @pytest.fixture(scope="module")
 def clean_run() -> list[tuple[str, str, str, str, bool, int]]:
-    from memwrite.local_aws import LocalAws
-    from memwrite.local_runner import LocalRunner
+    from memwrite_local.aws import LocalAws
+    from memwrite_local.runner import LocalRunner
 
     with LocalAws() as aws:
         runner = LocalRunner(aws)

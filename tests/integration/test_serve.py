@@ -15,7 +15,7 @@ import pytest
 
 import functions.ingest.handler as ingest_handler
 from memwrite.adapters.sqs import SqsTurnQueue
-from memwrite.serve import make_server
+from memwrite_local.serve import make_server
 
 TIMEOUT_SECS = 5
 BODY = {

@@ -7,7 +7,7 @@ import logging
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import urlsplit
 
-from memwrite.local_runner import LocalRunner
+from memwrite_local.runner import LocalRunner
 
 __all__ = ["make_server"]
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from memwrite.config import load_settings
 from memwrite.errors import MemwriteError
-from memwrite.funnel import render_funnel
 from memwrite.ids import content_hash
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
+from memwrite_local.funnel import render_funnel
 
 if TYPE_CHECKING:
     from memwrite.memory import MemoryUnit
@@ -191,7 +191,7 @@ def _load_conversation(path: Path) -> dict[str, Any]:
 
 def run_ingest(path: Path, as_json: bool, stdout: TextIO) -> int:
     """The whole local pipeline on a fresh embedded state; print the funnel and the memories."""
-    from memwrite.local_pipeline import IngestFailed, run_conversation
+    from memwrite_local.pipeline import IngestFailed, run_conversation
 
     conversation = _load_conversation(path)
     try:
@@ -216,7 +216,7 @@ def run_ingest(path: Path, as_json: bool, stdout: TextIO) -> int:
 
 
 def run_demo(path: Path, stdout: TextIO) -> int:
-    from memwrite.local_pipeline import run_conversation
+    from memwrite_local.pipeline import run_conversation
 
     run = run_conversation(_load_conversation(path))
     llm = "rules, then the LLM" if os.environ.get("ANTHROPIC_API_KEY") else "rule extractor only"
@@ -234,9 +234,9 @@ def run_demo(path: Path, stdout: TextIO) -> int:
 
 
 def run_serve(port: int, stdout: TextIO) -> int:
-    from memwrite.local_aws import LOCAL_API_KEY, LocalAws
-    from memwrite.local_runner import LocalRunner
-    from memwrite.serve import make_server
+    from memwrite_local.aws import LOCAL_API_KEY, LocalAws
+    from memwrite_local.runner import LocalRunner
+    from memwrite_local.serve import make_server
 
     with LocalAws() as aws:
         server = make_server(LocalRunner(aws), port)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memwrite.funnel import Funnel, build_funnel
 from memwrite.memory import MemoryUnit
 from memwrite.models import StageSpan
+from memwrite_local.funnel import Funnel, build_funnel
 
 __all__ = ["IngestFailed", "LocalRun", "run_conversation"]
 
@@ -38,8 +38,8 @@ def run_conversation(conversation: dict[str, Any]) -> LocalRun:
     import boto3
 
     from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
-    from memwrite.local_aws import LOCAL_TENANT, LocalAws
-    from memwrite.local_runner import LocalRunner
+    from memwrite_local.aws import LOCAL_TENANT, LocalAws
+    from memwrite_local.runner import LocalRunner
 
     with LocalAws() as aws:
         runner = LocalRunner(aws)

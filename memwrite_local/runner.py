@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from memwrite.local_aws import LOCAL_API_KEY, LocalAws
+from memwrite_local.aws import LOCAL_API_KEY, LocalAws
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
