@@ -1,7 +1,9 @@
 """The local runner: the same handlers as on AWS, driven in-process (the embedded default).
 
-API calls become API Gateway proxy events for the real handlers; `drain` then pulls the queue
-and runs every pipeline stage of `memwrite.stages.STAGES` on each message, in order.
+API calls become API Gateway proxy events for the real handlers; `drain` then pulls the queue,
+splits each receive into per-session extract inputs as the dispatcher does on AWS, and runs the
+handler of every pipeline stage of `memwrite.stages.STAGES` on each, in order, passing JSON
+from one to the next as Step Functions does.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from memwrite_local.aws import LOCAL_API_KEY, LocalAws
 
 if TYPE_CHECKING:
-    from mypy_boto3_sqs.type_defs import MessageTypeDef
+    pass
 from memwrite.models import QueuedTurn
-from memwrite.stages import STAGES, StagePlacement
+from memwrite.payloads import ExtractInput
+from memwrite.stages import pipeline_stages
 
 __all__ = [
     "MAX_RECEIVES",
@@ -102,11 +105,13 @@ class LocalRunner:
             self._modules[module_name] = importlib.import_module(module_name)
         self._pipeline = [
             importlib.import_module(f"functions.{stage.function_dir}.handler")
-            for stage in STAGES
-            if stage.placement is StagePlacement.PIPELINE
+            for stage in pipeline_stages()
         ]
-        for module in [*self._modules.values(), *self._pipeline]:
-            module.deps.cache_clear()  # built against this LocalAws, not an earlier one
+        # Built against this LocalAws, not an earlier one: each runner is a cold start.
+        for module in self._modules.values():
+            module.deps.cache_clear()
+        for module in self._pipeline:
+            module.handler.deps.cache_clear()
 
     def call(
         self,
@@ -165,14 +170,13 @@ class LocalRunner:
             if not messages:
                 return report
             # One SQS batch -> one execution; one task per tenant, user and session in it.
-            batches: dict[tuple[str, str, str], list[tuple[QueuedTurn, MessageTypeDef]]] = {}
-            for message in messages:
-                turn = QueuedTurn.model_validate_json(message["Body"])
-                key = (turn.tenant, turn.user_id, turn.session_id)
-                batches.setdefault(key, []).append((turn, message))
-            for batch in batches.values():
-                error = self._run_stages([turn for turn, _ in batch], report)
-                for turn, message in batch:
+            pairs = [(QueuedTurn.model_validate_json(m["Body"]), m) for m in messages]
+            for batch in ExtractInput.batches_of([turn for turn, _ in pairs]):
+                error = self._run_stages(batch, report)
+                in_batch = {turn.turn_id for turn in batch.turns}
+                for turn, message in pairs:
+                    if turn.turn_id not in in_batch:
+                        continue
                     receives = int(message["Attributes"]["ApproximateReceiveCount"])
                     if error is not None and receives < MAX_RECEIVES:
                         sqs.change_message_visibility(
@@ -185,9 +189,9 @@ class LocalRunner:
                         report.failed[turn.turn_id] = error
                     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
-    def _run_stages(self, turns: list[QueuedTurn], report: DrainReport) -> str | None:
+    def _run_stages(self, batch: ExtractInput, report: DrainReport) -> str | None:
         """Each stage's output is the next one's input, as in the state machine."""
-        payload: dict[str, Any] = {"turns": [t.model_dump(mode="json") for t in turns]}
+        payload: dict[str, Any] = batch.model_dump(mode="json")
         try:
             for handler_module in self._pipeline:
                 payload = handler_module.lambda_handler(payload, LocalContext())

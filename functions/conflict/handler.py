@@ -1,11 +1,7 @@
-"""Conflict task: what each candidate supersedes (stateful) or contradicts (idempotent).
+"""Conflict task: what each keyed candidate supersedes (stateful) or contradicts (idempotent);
+the decision is recorded on the item (`ConflictNote`) for persist to commit."""
 
-Input `ItemsPayload`; output the same with `conflict` set on every item.
-"""
+from functions.stage_handler import stage_handler
 
-from functions.store_task import deps, handler_for
-from memwrite.store_stages import conflict_stage
-
-__all__ = ["deps", "lambda_handler"]
-
-lambda_handler = handler_for(conflict_stage, "memwrite-conflict")
+handler = stage_handler("conflict")
+lambda_handler = handler.lambda_handler

@@ -1,11 +1,7 @@
-"""Dedupe task: marks each candidate new, or a duplicate found by tier 1, 2 or 3.
+"""Dedupe task: each candidate marked new, or a duplicate found by tier 1, 2 or 3; the decision
+is recorded on the item (`DedupeNote`) for persist to commit."""
 
-Input `ItemsPayload`; output the same with `dedupe` set on every item.
-"""
+from functions.stage_handler import stage_handler
 
-from functions.store_task import deps, handler_for
-from memwrite.store_stages import dedupe_stage
-
-__all__ = ["deps", "lambda_handler"]
-
-lambda_handler = handler_for(dedupe_stage, "memwrite-dedupe")
+handler = stage_handler("dedupe")
+lambda_handler = handler.lambda_handler

@@ -1,12 +1,7 @@
-"""Persist task: one atomic DynamoDB transaction per candidate, re-planned on a lost race.
+"""Persist task: one atomic DynamoDB transaction per candidate, committing what dedupe and
+conflict decided; decided again only when the transaction is refused."""
 
-Input `ItemsPayload`; output the same with `memory_id` and `outcome` set on every item. A
-failure writes error spans and propagates (the state machine's Catch, the DLQ).
-"""
+from functions.stage_handler import stage_handler
 
-from functions.store_task import deps, handler_for
-from memwrite.store_stages import persist_stage
-
-__all__ = ["deps", "lambda_handler"]
-
-lambda_handler = handler_for(persist_stage, "memwrite-persist")
+handler = stage_handler("persist")
+lambda_handler = handler.lambda_handler

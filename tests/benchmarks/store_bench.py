@@ -15,11 +15,13 @@ from typing import Any
 import boto3
 
 from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
-from memwrite.persist import PersistDeps, PersistItem, persist_candidate
+from memwrite.persist import PersistDeps, persist_candidate
+from memwrite.store import StoreItem
 from memwrite_local.aws import LocalAws
 
 SIZES = (10, 100, 1_000)
@@ -49,8 +51,8 @@ def _candidate(attribute: str, value: str, stateful: bool, kind: str = "fact") -
     )
 
 
-def _item(user: str, candidate: Candidate, day: int) -> PersistItem:
-    return PersistItem(
+def _item(user: str, candidate: Candidate, day: int) -> StoreItem:
+    return StoreItem(
         candidate=candidate,
         entity_id=entity_id_for("bench", user, "user"),
         tenant="bench",
@@ -63,7 +65,7 @@ def _item(user: str, candidate: Candidate, day: int) -> PersistItem:
     )
 
 
-def _workload(user: str) -> list[PersistItem]:
+def _workload(user: str) -> list[StoreItem]:
     """New idempotent facts, a move (supersession), a repeat (merge), an event."""
     items = []
     for index in range(MEASURED // 4):
@@ -91,7 +93,12 @@ def run() -> list[dict[str, Any]]:
                 turns=env["TURNS_TABLE"],
             ),
         )
-        deps = PersistDeps(store=store, embedder=HashingEmbedder())
+        deps = PersistDeps(
+            store=store,
+            embedder=HashingEmbedder(),
+            spans=InMemorySpanStore(),
+            metrics=CountingMetrics(),
+        )
         calls: Counter[str] = Counter()
         written: Counter[str] = Counter()
 

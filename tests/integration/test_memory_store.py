@@ -16,15 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
 from memwrite.errors import WriteConflict
 from memwrite.memory import MemoryUnit, Tier
-from memwrite.persist import PersistDeps, PersistItem, PersistOutcome, persist_candidate
+from memwrite.persist import PersistDeps, PersistOutcome, persist_candidate
+from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
-from memwrite.store import Commit
+from memwrite.store import Commit, StoreItem
 from memwrite_local.aws import LocalAws
 
 CONFIG = PipelineConfig()
@@ -49,8 +51,13 @@ def store() -> Iterator[DynamoMemoryStore]:
         )
 
 
-def deps_for(store: DynamoMemoryStore) -> PersistDeps:
-    return PersistDeps(store=store, embedder=HashingEmbedder())
+def deps_for(store: MemoryStore) -> PersistDeps:
+    return PersistDeps(
+        store=store,
+        embedder=HashingEmbedder(),
+        spans=InMemorySpanStore(),
+        metrics=CountingMetrics(),
+    )
 
 
 def candidate(text: str) -> Candidate:
@@ -61,10 +68,10 @@ def candidate(text: str) -> Candidate:
 
 def item(
     user: str, text: str, day: int = 0, *, turn: str | None = None, cand: Candidate | None = None
-) -> PersistItem:
+) -> StoreItem:
     chosen = cand or candidate(text)
     entity = "user" if chosen.entity == "user" else chosen.entity
-    return PersistItem(
+    return StoreItem(
         candidate=chosen,
         entity_id=entity_id_for("acme", user, entity),
         tenant="acme",
@@ -207,7 +214,7 @@ def test_a_lost_race_is_retried_from_a_fresh_read_and_converges(
                 )
             store.commit(commit)
 
-    racing = PersistDeps(store=Racing(), embedder=HashingEmbedder())  # type: ignore[arg-type]
+    racing = deps_for(Racing())  # type: ignore[arg-type]
     # When we persist Berlin (older)
     result = persist_candidate(item("u-race", "I live in Berlin.", day=0), CONFIG, racing)
     # Then our first commit lost, the retry re-read and both writes converged
@@ -218,9 +225,12 @@ def test_a_lost_race_is_retried_from_a_fresh_read_and_converges(
 
 def test_a_stale_commit_is_refused_whole(store: DynamoMemoryStore) -> None:
     # Given a plan made before another write moved the row's version
-    from memwrite.persist import plan_candidate
+    from memwrite.persist import decide, plan
+    from memwrite.store import read_candidate
 
-    stale = plan_candidate(item("u-stale", "I live in Berlin.", day=0), CONFIG, deps_for(store))
+    berlin = item("u-stale", "I live in Berlin.", day=0)
+    decided, reads = decide(berlin, read_candidate(store, berlin), CONFIG, deps_for(store))
+    stale = plan(berlin, decided, reads, CONFIG, T0)
     persist_candidate(item("u-stale", "I moved to Lisbon.", day=9), CONFIG, deps_for(store))
     before = store.memories_of("acme", "u-stale")
     # When the stale plan is committed / Then nothing of it is applied

@@ -23,9 +23,9 @@ import pytest
 
 from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
 from memwrite.config import DedupeConfig, ExtractConfig
-from memwrite.dedupe import DedupeJudge, Neighbour, decide_duplicate
-from memwrite.errors import PermanentError, TransientError
-from memwrite.llm_extractor import LlmRequestRejected, LlmUnavailable
+from memwrite.dedupe import Neighbour, decide_duplicate
+from memwrite.errors import LlmRequestRejected, LlmUnavailable, PermanentError, TransientError
+from memwrite.ports import DedupeJudge
 from memwrite.prompts.dedupe import VERSION, render
 from tests.recorded_api import RecordedApi, haiku_cost
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memwrite.embedder import Embedder, HashingEmbedder
+from memwrite.embedder import HashingEmbedder
+from memwrite.ports import Embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 BERLIN = "The user lives in Berlin."

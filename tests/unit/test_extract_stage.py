@@ -9,15 +9,25 @@ import pytest
 from pydantic import ValidationError
 
 from memwrite.adapters.memory import CountingMetrics, InMemorySessionLog, InMemorySpanStore
-from memwrite.config import ExtractConfig
-from memwrite.extract import ExtractDeps, ExtractInput, Extractor, extract_batch
-from memwrite.llm_extractor import ExtractionFailed, LlmCall, LlmUsage, MalformedLlmOutput
+from memwrite.config import ExtractConfig, PipelineConfig
+from memwrite.errors import ExtractionFailed, MalformedLlmOutput
+from memwrite.extract import ExtractDeps, run
 from memwrite.models import QueuedTurn, Role, Source, SpanResult
+from memwrite.payloads import ExtractInput, Extractor, ExtractOutput
+from memwrite.ports import LlmCall
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
 from memwrite.reasons import DeferredNoLLM, QualityDiscard
+from memwrite.usage import LlmUsage
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def extract_batch(
+    turns: list[QueuedTurn], config: ExtractConfig, deps: ExtractDeps
+) -> ExtractOutput:
+    """The extract stage's `run` on one session's turns."""
+    return run(ExtractInput(turns=turns), PipelineConfig(extract=config), deps)
 
 
 def queued(

@@ -19,8 +19,9 @@ import pytest
 from memwrite.adapters.embedded_index import EmbeddedIndex
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
-from memwrite.index import IndexFilter, IndexHit, MemoryDoc, MemoryIndex, Vector
+from memwrite.index import IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import Tier
+from memwrite.ports import MemoryIndex
 
 EMBEDDER = HashingEmbedder()
 USER = "user-1"

@@ -26,22 +26,25 @@ from pydantic import ValidationError
 from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
 from memwrite.candidate import Candidate, MemoryType, Quality, memory_key
 from memwrite.config import ExtractConfig
-from memwrite.errors import ConfigError, PermanentError, TransientError
-from memwrite.llm_extractor import (
+from memwrite.errors import (
+    ConfigError,
     ExtractionFailed,
     LlmRequestRejected,
     LlmUnavailable,
     MalformedLlmOutput,
+    PermanentError,
+    TransientError,
+)
+from memwrite.llm_extractor import (
     cap_hypotheticals,
-    cost_usd,
     count_llm_calls,
     detail_windows,
     extract_with_llm,
     merge_candidates,
-    price_per_mtok,
 )
 from memwrite.models import Role
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
+from memwrite.usage import cost_usd, price_per_mtok
 
 RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
 CONFIG = ExtractConfig()

@@ -15,25 +15,20 @@ from typing import Any
 import pytest
 
 from memwrite.candidate import Candidate, MemoryType, Quality
-from memwrite.entities import (
-    Entity,
-    EntityKind,
-    InMemoryEntityStore,
-    entity_id_for,
-    merge_entities,
-)
-from memwrite.llm_extractor import LlmUnavailable, LlmUsage, MalformedLlmOutput
+from memwrite.entities import Entity, EntityKind, InMemoryEntityStore, entity_id_for, merge_entities
+from memwrite.errors import LlmUnavailable, MalformedLlmOutput
+from memwrite.ports import ResolveJudge
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve import ResolveDecision, ResolveResult
-from memwrite.resolve import (
+from memwrite.references import (
     BatchResolution,
     ResolutionMethod,
     ResolvedCandidate,
-    ResolveJudge,
     Unresolved,
     resolve_batch,
 )
 from memwrite.rules_extractor import extract_with_rules
+from memwrite.usage import LlmUsage
 
 TENANT, USER = "acme", "u-1"
 MODEL = "claude-haiku-4-5"

@@ -23,13 +23,14 @@ from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
 from memwrite.candidate import Candidate, MemoryType, Quality
 from memwrite.config import ExtractConfig
 from memwrite.entities import Entity, EntityKind, entity_id_for
-from memwrite.errors import PermanentError, TransientError
-from memwrite.llm_extractor import (
+from memwrite.errors import (
     LlmRequestRejected,
     LlmUnavailable,
-    LlmUsage,
     MalformedLlmOutput,
+    PermanentError,
+    TransientError,
 )
+from memwrite.ports import ResolveJudge
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve import (
     VERSION,
@@ -38,14 +39,14 @@ from memwrite.prompts.resolve import (
     ResolvePromptInput,
     ResolveResult,
 )
-from memwrite.resolve import (
+from memwrite.references import (
     BatchResolution,
     ResolutionMethod,
     ResolvedCandidate,
-    ResolveJudge,
     Unresolved,
     resolve_batch,
 )
+from memwrite.usage import LlmUsage
 from tests.recorded_api import RecordedApi, haiku_cost
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -232,7 +233,7 @@ def test_api_errors_are_translated_and_keep_their_cause(
 def test_importing_the_adapter_does_not_load_the_sdk() -> None:
     # Given a fresh interpreter
     code = (
-        "import sys; import memwrite.adapters.anthropic_judge, memwrite.resolve; "
+        "import sys; import memwrite.adapters.anthropic_judge, memwrite.references; "
         "print('anthropic' in sys.modules)"
     )
     # When the adapter and the stage are imported

@@ -6,25 +6,45 @@
    is a new one.
 3. An LLM judge only for the band in between; without one (offline) the band stays distinct,
    because a wrong merge loses a fact while a missed merge only costs a duplicate.
+
+The stage decides each candidate of a batch once, in order, and records the decision in the
+payload (`DedupeNote`); later candidates of the batch see the earlier ones as if they were
+stored (two near-identical candidates in one batch give one memory). Persist commits the note
+as recorded, and decides again (`decide_on_read`) only if its transaction is refused.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from memwrite.config import DedupeConfig
-from memwrite.embedder import Embedder
+from memwrite.candidate import MemoryType
+from memwrite.config import DedupeConfig, PipelineConfig
+from memwrite.facts import canonical_predicate
+from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
+from memwrite.models import SpanResult, StageSpan
+from memwrite.payloads import DedupeNote, ItemsPayload
+from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, SpanStore
+from memwrite.reasons import DuplicateConfirmed
+from memwrite.spans import make_span, record_spans
+from memwrite.store import CandidateReads, StoreItem, VersionedMemory, read_candidate
 
-__all__ = ["DedupeDecision", "DedupeJudge", "Neighbour", "decide_duplicate"]
+__all__ = [
+    "PENDING_NEIGHBOURS",
+    "STAGE",
+    "DedupeDecision",
+    "DedupeDeps",
+    "Neighbour",
+    "decide_duplicate",
+    "decide_on_read",
+    "run",
+]
 
-
-class DedupeJudge(Protocol):
-    def same_memory(self, candidate: str, existing: str) -> bool:
-        """True when both sentences state the same memory."""
+STAGE = "dedupe"
+PENDING_NEIGHBOURS = 50  # unindexed memories compared for unkeyed types (events, tasks)
 
 
 @dataclass(frozen=True)
@@ -65,3 +85,196 @@ def decide_duplicate(
     if judge.same_memory(text, nearest.text):
         return DedupeDecision(nearest.memory_id, 3, similarity)
     return DedupeDecision(None, None, similarity)
+
+
+@dataclass(frozen=True)
+class _Known:
+    """A memory a candidate may duplicate: stored, or written earlier in the same batch."""
+
+    memory_id: str
+    text: str
+    type: MemoryType
+    value: str  # normalised
+    negated: bool  # canonical polarity for keyed types
+    turns: frozenset[str]  # the turns that already corroborate it
+
+
+def _polarity(item: StoreItem) -> bool:
+    candidate = item.candidate
+    if candidate.type in KEYED_TYPES:
+        return canonical_predicate(candidate.attribute, candidate.negated)[1]
+    return candidate.negated
+
+
+def _known(memory: MemoryUnit, value: str, negated: bool) -> _Known:
+    turns = frozenset(memory.corroborated_by)
+    return _Known(memory.memory_id, memory.text, memory.type, value, negated, turns)
+
+
+def _known_in_row(reads: CandidateReads) -> list[_Known]:
+    return [
+        _known(reads.memories[mid].memory, fact.value, fact.negated)
+        for mid, fact in reads.row.facts.items()
+        if mid in reads.memories
+    ]
+
+
+def _known_pending(pending: Sequence[MemoryUnit]) -> list[_Known]:
+    return [_known(m, normalise(m.value), m.negated) for m in pending]
+
+
+def _share_a_word(a: str, b: str) -> bool:
+    return bool(set(a.split()) & set(normalise(b).split()))
+
+
+def _neighbours(item: StoreItem, known: Sequence[_Known]) -> list[_Known]:
+    candidate = item.candidate
+    negated = _polarity(item)
+    if candidate.type in KEYED_TYPES:
+        # Same row, same polarity, and a value in common: "Berlin" vs "Berlin, Germany".
+        value = candidate.value
+        return [k for k in known if k.negated == negated and _share_a_word(k.value, value)]
+    return [k for k in known if k.type is candidate.type and k.negated == negated]
+
+
+def _decide(
+    item: StoreItem,
+    existing: _Known | None,
+    known: Sequence[_Known],
+    *,
+    embedder: Embedder,
+    config: DedupeConfig,
+    judge: DedupeJudge | None,
+) -> DedupeNote:
+    memory_id = item.memory_id
+    if existing is not None:  # tier 1: the same content-addressed memory
+        applied = item.turn_id in existing.turns
+        return DedupeNote(
+            memory_id=memory_id, target=memory_id, tier=1, similarity=1.0, already_applied=applied
+        )
+    neighbours = _neighbours(item, known)
+    decision = decide_duplicate(
+        item.candidate.text,
+        [Neighbour(k.memory_id, k.text) for k in neighbours],
+        embedder=embedder,
+        config=config,
+        judge=judge,
+    )
+    applied = decision.target is not None and any(
+        k.memory_id == decision.target and item.turn_id in k.turns for k in neighbours
+    )
+    return DedupeNote(
+        memory_id=memory_id,
+        target=decision.target,
+        tier=decision.tier,
+        similarity=decision.similarity,
+        already_applied=applied,
+    )
+
+
+def _existing(reads: CandidateReads, memory_id: str) -> _Known | None:
+    found: VersionedMemory | None = reads.memories.get(memory_id)
+    if found is None:
+        return None
+    memory = found.memory
+    return _known(memory, normalise(memory.value), memory.negated)
+
+
+def decide_on_read(
+    item: StoreItem,
+    reads: CandidateReads,
+    store: MemoryStore,
+    *,
+    embedder: Embedder,
+    config: DedupeConfig,
+    judge: DedupeJudge | None,
+) -> DedupeNote:
+    """Decide one candidate against a fresh read of the store (persist's lost-race path)."""
+    keyed = item.candidate.type in KEYED_TYPES
+    known = (
+        _known_in_row(reads)
+        if keyed
+        else _known_pending(store.pending_memories(item.tenant, item.user_id, PENDING_NEIGHBOURS))
+    )
+    existing = _existing(reads, item.memory_id)
+    return _decide(item, existing, known, embedder=embedder, config=config, judge=judge)
+
+
+@dataclass
+class DedupeDeps:
+    store: MemoryStore
+    embedder: Embedder
+    spans: SpanStore
+    metrics: MetricsSink
+    judge: DedupeJudge | None = None
+
+
+@dataclass
+class _BatchSoFar:
+    """What the batch's earlier candidates will write: later candidates must see it."""
+
+    by_row: dict[str | None, list[_Known]] = field(default_factory=dict)  # None: unkeyed
+    by_id: dict[str, _Known] = field(default_factory=dict)
+
+    def add(self, item: StoreItem, note: DedupeNote) -> None:
+        if note.target is not None:
+            return
+        candidate = item.candidate
+        known = _Known(
+            note.memory_id,
+            candidate.text,
+            candidate.type,
+            normalise(candidate.value),
+            _polarity(item),
+            frozenset({item.turn_id}),
+        )
+        self.by_row.setdefault(item.fact_key, []).append(known)
+        self.by_id[note.memory_id] = known
+
+
+def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> ItemsPayload:
+    """Decide every candidate once, in order; the decision goes into the payload."""
+    batch = _BatchSoFar()
+    pending: list[_Known] | None = None  # read once per batch, only if an unkeyed type needs it
+    items = []
+    spans: list[StageSpan] = []
+    for item in payload.items:
+        started = time.perf_counter()
+        store_item = StoreItem.of(payload, item)
+        reads = read_candidate(deps.store, store_item)
+        if store_item.fact_key is not None:
+            stored = _known_in_row(reads)
+        else:
+            if pending is None:
+                memories = deps.store.pending_memories(
+                    payload.tenant, payload.user_id, PENDING_NEIGHBOURS
+                )
+                pending = _known_pending(memories)
+            stored = pending
+        existing = _existing(reads, store_item.memory_id) or batch.by_id.get(store_item.memory_id)
+        note = _decide(
+            store_item,
+            existing,
+            [*stored, *batch.by_row.get(store_item.fact_key, [])],
+            embedder=deps.embedder,
+            config=config.dedupe,
+            judge=deps.judge,
+        )
+        batch.add(store_item, note)
+        items.append(item.model_copy(update={"dedupe": note}))
+        # A duplicate is not lost: persist merges it (corroboration + 1).
+        found = note.tier is not None
+        spans.append(
+            make_span(
+                trace_id=item.trace_id,
+                tenant=payload.tenant,
+                user_id=payload.user_id,
+                stage=STAGE,
+                item_id=item.item_id,
+                result=SpanResult.TRANSFORM if found else SpanResult.PASS,
+                reason=DuplicateConfirmed(tier=note.tier) if note.tier is not None else None,
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        )
+    record_spans(spans, deps.spans, deps.metrics)
+    return payload.model_copy(update={"items": items})

@@ -19,12 +19,11 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEFAULT_DIMENSION", "Embedder", "HashingEmbedder"]
+__all__ = ["DEFAULT_DIMENSION", "HashingEmbedder"]
 
 DEFAULT_DIMENSION = 384
 
@@ -57,16 +56,6 @@ _FAMILY_WEIGHTS = np.array([_UNIGRAM_WEIGHT, _BIGRAM_WEIGHT, _TRIGRAM_WEIGHT])
 # One hashed feature of one text: (family, 64-bit hash, scale).
 _Feature = tuple[int, int, float]
 _FEATURE_DTYPE = np.dtype([("family", np.int64), ("hash", np.uint64), ("scale", np.float64)])
-
-
-class Embedder(Protocol):
-    """Turns texts into unit vectors whose dot product is their cosine similarity."""
-
-    @property
-    def dimension(self) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Shape (len(texts), dimension), float32, each row L2-normalised (zero for no words)."""
 
 
 def _stable_hash(feature: str) -> int:

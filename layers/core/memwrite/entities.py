@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,7 +21,6 @@ from memwrite.ids import content_hash
 __all__ = [
     "Entity",
     "EntityKind",
-    "EntityStore",
     "InMemoryEntityStore",
     "entity_id_for",
     "merge_entities",
@@ -125,16 +123,6 @@ def merge_entities(existing: Entity, incoming: Entity) -> Entity:
             "last_seen": max(existing.last_seen, incoming.last_seen),
         }
     )
-
-
-class EntityStore(Protocol):
-    """The user's entity table (DESIGN.md section 3, `entities`)."""
-
-    def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
-        """Up to `limit` entities of the user, most recently seen first."""
-
-    def upsert(self, entity: Entity) -> None:
-        """Insert the entity, or merge it into the stored one (`merge_entities`)."""
 
 
 class InMemoryEntityStore:

@@ -7,13 +7,23 @@ live only in the API handler.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memwrite.usage import LlmUsage
+
 __all__ = [
     "ConfigError",
+    "ExtractionFailed",
     "IdempotencyKeyReused",
     "IngestLimitExceeded",
+    "LlmRequestRejected",
+    "LlmUnavailable",
+    "MalformedLlmOutput",
     "MemwriteError",
     "PermanentError",
     "QueueUnavailable",
+    "StageInputError",
     "StoreUnavailable",
     "TransientError",
     "Unauthenticated",
@@ -65,3 +75,39 @@ class StoreUnavailable(TransientError):
 
 class QueueUnavailable(TransientError):
     """SQS refused or failed a call after the SDK's own retries."""
+
+
+class StageInputError(PermanentError):
+    """A stage got a payload an earlier stage should have annotated (stages out of order)."""
+
+
+class LlmUnavailable(TransientError):
+    """The model API throttled, failed or timed out after the SDK's own retries."""
+
+
+class LlmRequestRejected(PermanentError):
+    """The model API refused the request itself (bad request, auth); a retry cannot help."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class MalformedLlmOutput(PermanentError):
+    """The model answered, but not with a valid `ExtractionResult`; `usage` is what it cost."""
+
+    def __init__(self, message: str, usage: LlmUsage) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class ExtractionFailed(PermanentError):
+    """A pass stayed malformed after its retry: the batch fails visibly, never as []."""
+
+    def __init__(self, batch: str, malformed: int, calls: tuple[LlmUsage, ...]) -> None:
+        super().__init__(
+            f"{batch}: extraction output malformed {malformed} times; {len(calls)} calls, giving up"
+        )
+        self.batch = batch
+        self.malformed = malformed
+        self.calls = calls

@@ -6,7 +6,7 @@ LLM full pass (plus the detail pass on long conversations), with the rest of the
 context. Offline (no LLM configured) those turns are recorded as `DeferredNoLLM`.
 
 `extract_candidates` is the pure decision (used by the stage and by `memwrite extract`);
-`extract_batch` is the stage: session context, spans, metrics and the session log. Failures are
+`run` is the stage: session context, spans, metrics and the session log. Failures are
 never a silent `[]`: a malformed answer is retried once, then every turn of the batch gets an
 error span and the exception goes to Step Functions' Catch (the DLQ).
 """
@@ -16,23 +16,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from enum import StrEnum
-from typing import Self
-
-from pydantic import BaseModel, Field, model_validator
 
 from memwrite.candidate import Candidate, memory_key
-from memwrite.config import ExtractConfig
-from memwrite.errors import MemwriteError
+from memwrite.config import ExtractConfig, PipelineConfig
+from memwrite.errors import ExtractionFailed, MemwriteError
 from memwrite.ids import content_hash
-from memwrite.llm_extractor import (
-    ExtractionFailed,
-    ExtractionLlm,
-    LlmUsage,
-    extract_with_llm,
-    merge_candidates,
-)
+from memwrite.llm_extractor import extract_with_llm, merge_candidates
 from memwrite.models import (
     LlmUsageSummary,
     QueuedTurn,
@@ -40,7 +29,8 @@ from memwrite.models import (
     StageSpan,
     session_sort_key,
 )
-from memwrite.ports import MetricsSink, SessionLog, SpanStore
+from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOutput
+from memwrite.ports import ExtractionLlm, MetricsSink, SessionLog, SpanStore
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import (
     DeferredNoLLM,
@@ -52,26 +42,18 @@ from memwrite.reasons import (
 )
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.spans import make_span, usage_summary
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "STAGE",
     "BatchExtraction",
     "ExtractDeps",
-    "ExtractInput",
-    "ExtractOutput",
-    "Extractor",
     "TurnExtraction",
-    "extract_batch",
     "extract_candidates",
+    "run",
 ]
 
 STAGE = "extract"
-
-
-class Extractor(StrEnum):
-    RULES = "rules"  # the rule fast-path understood the whole turn: no LLM call for it
-    LLM = "llm"
-    DEFERRED = "deferred"  # offline and the rules could not handle all of it
 
 
 @dataclass(frozen=True)
@@ -155,37 +137,6 @@ def extract_candidates(
     return BatchExtraction(tuple(extractions), calls)
 
 
-class ExtractInput(BaseModel):
-    """Step Functions task input: queued turns of one tenant, user and session, in order."""
-
-    turns: list[QueuedTurn] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _one_session(self) -> Self:
-        sessions = {(t.tenant, t.user_id, t.session_id) for t in self.turns}
-        if len(sessions) > 1:
-            raise ValueError("a batch holds the turns of one tenant, user and session")
-        return self
-
-
-class ExtractedTurn(BaseModel):
-    turn_id: str
-    trace_id: str
-    observed_at: datetime
-    extractor: Extractor
-
-
-class ExtractOutput(BaseModel):
-    """Task output: ids and kept candidates only, far below the 256 KB payload limit."""
-
-    tenant: str
-    user_id: str
-    session_id: str
-    source: str
-    turns: list[ExtractedTurn]
-    candidates: list[Candidate]
-
-
 @dataclass
 class ExtractDeps:
     spans: SpanStore
@@ -241,11 +192,11 @@ def _context(
     return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
 
 
-def extract_batch(
-    turns: Sequence[QueuedTurn], config: ExtractConfig, deps: ExtractDeps
-) -> ExtractOutput:
+def run(payload: ExtractInput, pipeline: PipelineConfig, deps: ExtractDeps) -> ExtractOutput:
     """The extract stage for a batch of one session's queued turns."""
     started = time.perf_counter()
+    config = pipeline.extract
+    turns = payload.turns
     # SQS may deliver the same message twice in one batch: one turn id, one turn.
     unique = {turn.turn_id: turn for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)

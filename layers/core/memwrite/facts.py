@@ -15,10 +15,13 @@ negative observation of the same value contradict each other: both are CHALLENGE
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from memwrite.candidate import Candidate
+from memwrite.ids import content_hash
+from memwrite.memory import normalise
 
 __all__ = [
     "OPPOSITE_PREDICATES",
@@ -26,6 +29,7 @@ __all__ = [
     "FactObservation",
     "canonical_predicate",
     "derive",
+    "fact_key_for",
 ]
 
 # Predicates that state the negative of another: "dislikes X" is "likes X", negated.
@@ -49,13 +53,24 @@ class FactObservation(BaseModel):
     observed_at: datetime  # the latest observation of this memory
 
 
-@dataclass
-class DerivedState:
+def fact_key_for(candidate: Candidate, entity_id: str) -> str:
+    """The entity_facts row of a keyed candidate. Stateful predicates keep one row of history;
+    idempotent ones one row per value, so a user who likes a thousand things never has a row
+    (and a read) that grows with them."""
+    predicate, _ = canonical_predicate(candidate.attribute, candidate.negated)
+    if candidate.predicate_is_stateful:
+        return f"{entity_id}#{predicate}"
+    return f"{entity_id}#{predicate}#{content_hash(normalise(candidate.value))}"
+
+
+class DerivedState(BaseModel):
+    """Who supersedes whom and since when, and what contradicts what, in one row."""
+
     current: str | None = None
-    superseded_by: dict[str, str] = field(default_factory=dict)
-    valid_until: dict[str, datetime] = field(default_factory=dict)
-    challenged: set[str] = field(default_factory=set)
-    contradicts: dict[str, set[str]] = field(default_factory=dict)
+    superseded_by: dict[str, str] = Field(default_factory=dict)
+    valid_until: dict[str, datetime] = Field(default_factory=dict)
+    challenged: set[str] = Field(default_factory=set)
+    contradicts: dict[str, set[str]] = Field(default_factory=dict)
 
 
 def _order(fact: FactObservation) -> tuple[datetime, str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +27,6 @@ __all__ = [
     "IndexFilter",
     "IndexHit",
     "MemoryDoc",
-    "MemoryIndex",
     "Vector",
     "fuse_hybrid",
 ]
@@ -88,61 +86,6 @@ class IndexFilter:
     topics: frozenset[str] | None = None
     tiers: frozenset[Tier] | None = None
     min_confidence: float | None = None
-
-
-class MemoryIndex(Protocol):
-    """Hybrid (BM25 + kNN) search over one user's memories at a time."""
-
-    def upsert(self, doc: MemoryDoc) -> None:
-        """Index `doc`, replacing any document with the same (tenant, user, memory id)."""
-
-    def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
-        """Remove one memory from every query; absent memories are ignored."""
-
-    def delete_user(self, tenant: str, user_id: str) -> int:
-        """Remove every memory of a user; returns how many there were."""
-
-    def knn(
-        self,
-        tenant: str,
-        user_id: str,
-        vector: Vector,
-        k: int,
-        *,
-        filter: IndexFilter | None = None,
-    ) -> list[IndexHit]:
-        """The `k` memories most similar to `vector`, each scored by the best of its content
-        and question vectors (cosine), best first. Memories without vectors never match."""
-
-    def bm25(
-        self,
-        tenant: str,
-        user_id: str,
-        query: str,
-        k: int,
-        *,
-        filter: IndexFilter | None = None,
-    ) -> list[IndexHit]:
-        """The `k` memories whose text best matches `query` (any of its words), best first.
-
-        Words are stemmed (English); `BM25_STOPWORDS` and single letters are ignored, so a
-        query of only such words matches nothing."""
-
-    def hybrid(
-        self,
-        tenant: str,
-        user_id: str,
-        query: str,
-        vector: Vector,
-        k: int,
-        *,
-        filter: IndexFilter | None = None,
-        bm25_weight: float = DEFAULT_BM25_WEIGHT,
-    ) -> list[IndexHit]:
-        """The top `k` of `bm25` and `knn` (k each) fused by `fuse_hybrid`."""
-
-    def count(self, tenant: str, user_id: str) -> int:
-        """How many memories of the user are indexed."""
 
 
 def _min_max(hits: Sequence[IndexHit]) -> dict[str, float]:

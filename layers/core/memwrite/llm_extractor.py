@@ -17,15 +17,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig
-from memwrite.errors import ConfigError, PermanentError, TransientError
-from memwrite.prompts import PromptMessage, RenderedPrompt
+from memwrite.errors import ExtractionFailed, MalformedLlmOutput
+from memwrite.ports import ExtractionLlm
+from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import (
     BatchTurn,
-    ExtractionResult,
     ExtractPromptInput,
     SessionTurn,
     context_turns,
@@ -34,31 +34,19 @@ from memwrite.prompts.extract import (
     turn_refs,
 )
 from memwrite.segment import split_segments
+from memwrite.usage import LlmUsage
 
 __all__ = [
-    "ExtractionFailed",
-    "ExtractionLlm",
-    "LlmCall",
     "LlmExtraction",
-    "LlmRequestRejected",
-    "LlmUnavailable",
-    "LlmUsage",
-    "MalformedLlmOutput",
     "cap_hypotheticals",
-    "cost_usd",
     "count_llm_calls",
     "detail_windows",
     "extract_with_llm",
     "merge_candidates",
-    "price_per_mtok",
 ]
 
 logger = logging.getLogger(__name__)
 
-
-# Bedrock ids wrap the model name: "us.anthropic.claude-haiku-4-5-20251001-v1:0".
-_BEDROCK_PREFIX_RE = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.")
-_VERSION_SUFFIX_RE = re.compile(r"(?:-\d{8})?(?:-v\d+(?::\d+)?)?$")
 
 _MALFORMED_ATTEMPTS = 2  # the first answer plus one retry
 
@@ -69,87 +57,6 @@ _HYPOTHETICAL_RE = re.compile(
 )
 # Sarcasm colours the whole turn, not one sentence of it.
 _SARCASM_RE = re.compile(r"\byeah,? right\b|(?:^|\s)/s(?=$|[\s.!?])", re.IGNORECASE)
-
-
-def _model_family(model: str) -> str:
-    return _VERSION_SUFFIX_RE.sub("", _BEDROCK_PREFIX_RE.sub("", model))
-
-
-def price_per_mtok(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
-    """(input, output) USD per million tokens; a model without a price is a config error."""
-    try:
-        return prices[_model_family(model)]
-    except KeyError:
-        known = ", ".join(sorted(prices))
-        raise ConfigError(
-            f"no price for model {model!r}: add it to extract.prices_per_mtok (known: {known})"
-        ) from None
-
-
-def cost_usd(
-    model: str, input_tokens: int, output_tokens: int, prices: Mapping[str, tuple[float, float]]
-) -> float:
-    input_price, output_price = price_per_mtok(model, prices)
-    return (input_tokens * input_price + output_tokens * output_price) / 1_000_000
-
-
-@dataclass(frozen=True)
-class LlmUsage:
-    """What one model call cost, whether or not its answer was usable."""
-
-    model: str
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-
-
-@dataclass(frozen=True)
-class LlmCall:
-    """One successful extraction call: the validated answer and its usage."""
-
-    result: ExtractionResult
-    usage: LlmUsage
-
-
-class LlmUnavailable(TransientError):
-    """The model API throttled, failed or timed out after the SDK's own retries."""
-
-
-class LlmRequestRejected(PermanentError):
-    """The model API refused the request itself (bad request, auth); a retry cannot help."""
-
-    def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-class MalformedLlmOutput(PermanentError):
-    """The model answered, but not with a valid `ExtractionResult`; `usage` is what it cost."""
-
-    def __init__(self, message: str, usage: LlmUsage) -> None:
-        super().__init__(message)
-        self.usage = usage
-
-
-class ExtractionFailed(PermanentError):
-    """A pass stayed malformed after its retry: the batch fails visibly, never as []."""
-
-    def __init__(self, batch: str, malformed: int, calls: tuple[LlmUsage, ...]) -> None:
-        super().__init__(
-            f"{batch}: extraction output malformed {malformed} times; {len(calls)} calls, giving up"
-        )
-        self.batch = batch
-        self.malformed = malformed
-        self.calls = calls
-
-
-class ExtractionLlm(Protocol):
-    def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
-        """One structured extraction call.
-
-        Raises `MalformedLlmOutput` when the answer is not a valid `ExtractionResult`,
-        `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
-        """
 
 
 @dataclass(frozen=True)

@@ -1,68 +1,62 @@
-"""Stages 4-6 on the store: dedupe, conflict and the atomic commit of one candidate.
+"""Stage 6, persist: commit what dedupe and conflict decided, one transaction per candidate.
 
-`plan_candidate` reads what the candidate touches (its memory id, its predicate's entity_facts
-row and the memories in it, recent unindexed memories for unkeyed types), decides dedupe and
-conflict, scores every memory whose state changes, and returns the `Commit` that applies it.
-`persist_candidate` commits the plan; when a concurrent writer moved a version first
-(`WriteConflict`) it plans again from a fresh read, so nothing is ever half-applied and
-concurrent writers converge. Re-running a candidate that is already stored changes nothing.
+For each candidate, persist reads what the candidate touches, checks that the decisions in the
+payload still hold for that read (the memory dedupe called new is still absent, the merge
+target still exists, the entity_facts row is still at the version conflict decided on), scores
+every memory whose state changes, and writes memory, entity_facts, supersession, ledger and
+outbox rows in one all-or-nothing commit. Only when a decision no longer holds, or the
+transaction is refused (`WriteConflict`: a concurrent writer got in between), does it read
+again and decide again (dedupe's and conflict's own functions), so nothing is ever half-applied
+and concurrent writers converge. Re-running a candidate that is already stored changes nothing.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from memwrite.candidate import Candidate, MemoryType
+from memwrite import conflict, dedupe
+from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.dedupe import DedupeDecision, DedupeJudge, Neighbour, decide_duplicate
-from memwrite.embedder import Embedder
-from memwrite.errors import WriteConflict
-from memwrite.facts import DerivedState, FactObservation, canonical_predicate, derive
-from memwrite.ids import content_hash
-from memwrite.memory import KEYED_TYPES, MemoryLink, MemoryUnit, memory_id_for, normalise
+from memwrite.errors import MemwriteError, StageInputError, WriteConflict
+from memwrite.facts import DerivedState
+from memwrite.memory import MemoryLink, MemoryUnit
+from memwrite.models import SpanResult, StageSpan
+from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
+from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, SpanStore
+from memwrite.reasons import DuplicateConfirmed, StoreError
 from memwrite.scoring import score, tier_for
+from memwrite.spans import make_span, record_spans
 from memwrite.store import (
+    CandidateReads,
     Commit,
     FactRow,
     LedgerEntry,
-    MemoryStore,
     OutboxOp,
     OutboxRow,
-    VersionedMemory,
+    StoreItem,
+    read_candidate,
 )
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
-    "PENDING_NEIGHBOURS",
+    "STAGE",
+    "Decisions",
     "PersistDeps",
-    "PersistItem",
     "PersistOutcome",
     "PersistResult",
     "Plan",
+    "decide",
     "persist_candidate",
-    "plan_candidate",
+    "plan",
+    "run",
 ]
 
+STAGE = "persist"
 MAX_COMMIT_ATTEMPTS = 5
-PENDING_NEIGHBOURS = 50  # unindexed memories compared for unkeyed types (events, tasks)
-
-
-@dataclass(frozen=True)
-class PersistItem:
-    """A resolved candidate with where it came from."""
-
-    candidate: Candidate  # entity is the canonical name
-    entity_id: str
-    tenant: str
-    user_id: str
-    session_id: str
-    trace_id: str
-    turn_id: str
-    observed_at: datetime
-    source: str
 
 
 class PersistOutcome(StrEnum):
@@ -72,20 +66,44 @@ class PersistOutcome(StrEnum):
 
 
 @dataclass(frozen=True)
+class Decisions:
+    """What dedupe and conflict decided for one candidate (conflict: None for unkeyed types)."""
+
+    dedupe: DedupeNote
+    conflict: ConflictNote | None
+
+    def hold_for(self, item: StoreItem, reads: CandidateReads) -> bool:
+        """True when a commit built from these decisions is the one they meant."""
+        note = self.dedupe
+        if note.target is None and note.memory_id in reads.memories:
+            return False  # someone stored the "new" memory first
+        if note.target is not None and note.target not in reads.memories:
+            return False  # the merge target is gone (a task's TTL)
+        if item.fact_key is None:
+            return True
+        if self.conflict is None:
+            return note.already_applied
+        return self.conflict.row_version == reads.row.version
+
+
+@dataclass(frozen=True)
 class PersistResult:
     outcome: PersistOutcome
     memory_id: str
-    dedupe: DedupeDecision
+    dedupe: DedupeNote
     superseded: tuple[str, ...] = ()  # memories this write ended
     contradicts: tuple[str, ...] = ()
     born_superseded: bool = False  # a late-arriving older fact
     attempts: int = 1
+    decided_again: bool = False  # the recorded decisions no longer held: decided on a fresh read
 
 
 @dataclass
 class PersistDeps:
     store: MemoryStore
-    embedder: Embedder
+    embedder: Embedder  # dedupe's, for deciding again after a lost race
+    spans: SpanStore
+    metrics: MetricsSink
     judge: DedupeJudge | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
@@ -96,43 +114,8 @@ class Plan:
     result: PersistResult
 
 
-def _fact_key(candidate: Candidate, entity_id: str) -> str:
-    """Stateful predicates keep one row of history; idempotent ones one row per value, so a
-    user who likes a thousand things never has a row (and a read) that grows with them."""
-    predicate, _ = canonical_predicate(candidate.attribute, candidate.negated)
-    if candidate.predicate_is_stateful:
-        return f"{entity_id}#{predicate}"
-    return f"{entity_id}#{predicate}#{content_hash(normalise(candidate.value))}"
-
-
-def _share_a_word(a: str, b: str) -> bool:
-    return bool(set(normalise(a).split()) & set(normalise(b).split()))
-
-
-def _neighbours(
-    item: PersistItem, row: FactRow, memories: dict[str, VersionedMemory], deps: PersistDeps
-) -> list[Neighbour]:
-    candidate = item.candidate
-    if candidate.type in KEYED_TYPES:
-        _, negated = canonical_predicate(candidate.attribute, candidate.negated)
-        # Same predicate, same polarity, and a value in common: "Berlin" vs "Berlin, Germany".
-        return [
-            Neighbour(mid, memories[mid].memory.text)
-            for mid, fact in row.facts.items()
-            if mid in memories
-            and fact.negated == negated
-            and _share_a_word(fact.value, candidate.value)
-        ]
-    pending = deps.store.pending_memories(item.tenant, item.user_id, PENDING_NEIGHBOURS)
-    return [
-        Neighbour(m.memory_id, m.text)
-        for m in pending
-        if m.type is candidate.type and m.negated == candidate.negated
-    ]
-
-
 def _new_memory(
-    item: PersistItem, memory_id: str, now: datetime, config: PipelineConfig
+    item: StoreItem, memory_id: str, now: datetime, config: PipelineConfig
 ) -> MemoryUnit:
     candidate = item.candidate
     expires_at = None
@@ -171,7 +154,7 @@ def _new_memory(
     )
 
 
-def _merged(memory: MemoryUnit, item: PersistItem) -> MemoryUnit:
+def _merged(memory: MemoryUnit, item: StoreItem) -> MemoryUnit:
     return memory.model_copy(
         update={
             "corroboration": memory.corroboration + 1,
@@ -208,112 +191,158 @@ def _apply_state(memory: MemoryUnit, state: DerivedState, config: PipelineConfig
     )
 
 
-def plan_candidate(item: PersistItem, config: PipelineConfig, deps: PersistDeps) -> Plan:
-    """Dedupe and conflict for one candidate, from a fresh read; the commit that applies them."""
-    candidate = item.candidate
-    keyed = candidate.type in KEYED_TYPES
-    memory_id = memory_id_for(item.tenant, item.user_id, candidate, item.entity_id)
-    fact_key = _fact_key(candidate, item.entity_id) if keyed else None
-    row = (
-        deps.store.get_fact_row(item.tenant, item.user_id, fact_key)
-        if fact_key is not None
-        else FactRow()
+def decide(
+    item: StoreItem, reads: CandidateReads, config: PipelineConfig, deps: PersistDeps
+) -> tuple[Decisions, CandidateReads]:
+    """Dedupe and conflict again, on a fresh read (the path after a lost race)."""
+    note = dedupe.decide_on_read(
+        item, reads, deps.store, embedder=deps.embedder, config=config.dedupe, judge=deps.judge
     )
-    read = deps.store.get_memories(item.tenant, item.user_id, [memory_id, *row.facts])
+    if note.target is not None and note.target not in reads.memories:
+        found = deps.store.get_memories(item.tenant, item.user_id, [note.target])
+        if not found:  # a pending memory vanished (TTL): store as new
+            note = note.model_copy(update={"target": None, "tier": None})
+        reads = replace(reads, memories={**reads.memories, **found})
+    conflict_note = None if note.already_applied else conflict.decide(item, note, reads.row)
+    return Decisions(note, conflict_note), reads
 
-    if memory_id in read:
-        decision = DedupeDecision(memory_id, 1, 1.0)
+
+def plan(
+    item: StoreItem,
+    decisions: Decisions,
+    reads: CandidateReads,
+    config: PipelineConfig,
+    now: datetime,
+) -> Plan:
+    """The commit that applies `decisions` to what was read (they must hold for it)."""
+    note = decisions.dedupe
+    target_id = note.written_id
+    target = reads.memories.get(target_id)
+    if target is not None and item.turn_id in target.memory.corroborated_by:
+        return Plan(None, PersistResult(PersistOutcome.ALREADY_APPLIED, target_id, note))
+    if note.target is not None:
+        assert target is not None, "decisions must hold for the read"
+        written = _merged(target.memory, item)
     else:
-        decision = decide_duplicate(
-            candidate.text,
-            _neighbours(item, row, read, deps),
-            embedder=deps.embedder,
-            config=config.dedupe,
-            judge=deps.judge,
-        )
-    target_id = decision.target or memory_id
-    if decision.target is not None:
-        target = read.get(target_id) or deps.store.get_memories(
-            item.tenant, item.user_id, [target_id]
-        ).get(target_id)
-        if target is None:  # a pending memory vanished (TTL): store as new
-            decision, target_id = DedupeDecision(None, None), memory_id
-        elif item.turn_id in target.memory.corroborated_by:
-            result = PersistResult(PersistOutcome.ALREADY_APPLIED, target_id, decision)
-            return Plan(None, result)
-        else:
-            read[target_id] = target
-    now = deps.clock()
-    written = (
-        _merged(read[target_id].memory, item)
-        if decision.target is not None
-        else _new_memory(item, memory_id, now, config)
-    )
-
-    state = DerivedState()
-    new_row = row
-    if fact_key is not None:
-        _, negated = canonical_predicate(candidate.attribute, written.negated)
-        facts = dict(row.facts)
-        facts[target_id] = FactObservation(
-            memory_id=target_id,
-            value=normalise(written.value),
-            negated=negated,
-            observed_at=written.last_seen,
-        )
-        new_row = FactRow(facts=facts, version=row.version)
-        state = derive(facts, stateful=candidate.predicate_is_stateful)
-
-    before = {mid: versioned.memory for mid, versioned in read.items()}
+        written = _new_memory(item, target_id, now, config)
+    noted = decisions.conflict
+    state = noted.state if noted is not None else DerivedState()
+    before = {mid: versioned.memory for mid, versioned in reads.memories.items()}
     after = {**before, target_id: written}
     changed: list[tuple[MemoryUnit, int | None]] = []
     for mid in sorted(after):
         updated = _apply_state(after[mid], state, config)
         if mid == target_id or updated != before.get(mid):
-            changed.append((updated, read[mid].rev if mid in read else None))
-    outcome = PersistOutcome.MERGED if decision.target is not None else PersistOutcome.STORED
+            versioned = reads.memories.get(mid)
+            changed.append((updated, versioned.rev if versioned is not None else None))
+    outcome = PersistOutcome.MERGED if note.target is not None else PersistOutcome.STORED
+    fact_row = None
+    if noted is not None:
+        facts = {**reads.row.facts, target_id: noted.observation}
+        fact_row = FactRow(facts=facts, version=reads.row.version)
     commit = Commit(
         tenant=item.tenant,
         user_id=item.user_id,
         memories=changed,
-        fact_key=fact_key,
-        fact_row=new_row if fact_key is not None else None,
+        fact_key=noted.fact_key if noted is not None else None,
+        fact_row=fact_row,
         ledger=[LedgerEntry(item.trace_id, target_id, outcome.value)],
         outbox=[
             OutboxRow(memory.memory_id, OutboxOp.UPSERT if memory.active else OutboxOp.DELETE)
             for memory, _ in changed
         ],
     )
-    ended = tuple(
-        m.memory_id
-        for m, _ in changed
-        if m.superseded_by and m.memory_id != target_id and not before[m.memory_id].superseded_by
-    )
-    final = next(m for m, _ in changed if m.memory_id == target_id)
     result = PersistResult(
         outcome=outcome,
         memory_id=target_id,
-        dedupe=decision,
-        superseded=ended,
-        contradicts=tuple(link.memory_id for link in final.links),
-        born_superseded=final.superseded_by is not None,
+        dedupe=note,
+        superseded=tuple(noted.supersedes) if noted is not None else (),
+        contradicts=tuple(noted.contradicts) if noted is not None else (),
+        born_superseded=noted.born_superseded if noted is not None else False,
     )
     return Plan(commit, result)
 
 
 def persist_candidate(
-    item: PersistItem, config: PipelineConfig, deps: PersistDeps
+    item: StoreItem,
+    config: PipelineConfig,
+    deps: PersistDeps,
+    decided: Decisions | None = None,
 ) -> PersistResult:
-    """Plan and commit; a lost race re-plans from a fresh read (bounded attempts)."""
+    """Commit `decided` (or decide first, when None); a lost race decides again from a fresh
+    read (bounded attempts)."""
+    decided_again = False
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-        plan = plan_candidate(item, config, deps)
-        if plan.commit is None:
-            return plan.result
+        target = decided.dedupe.target if decided is not None else None
+        reads = read_candidate(deps.store, item, also=[target] if target else ())
+        if decided is None or not decided.hold_for(item, reads):
+            decided_again = decided_again or decided is not None
+            decided, reads = decide(item, reads, config, deps)
+        planned = plan(item, decided, reads, config, deps.clock())
+        if planned.commit is None:
+            return planned.result
         try:
-            deps.store.commit(plan.commit)
+            deps.store.commit(planned.commit)
         except WriteConflict:
             if attempt == MAX_COMMIT_ATTEMPTS:
                 raise
+            decided, decided_again = None, True
             continue
-        return PersistResult(**{**plan.result.__dict__, "attempts": attempt})
+        return replace(planned.result, attempts=attempt, decided_again=decided_again)
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _decisions(item: PipelineItem) -> Decisions:
+    if item.dedupe is None:
+        raise StageInputError(f"{STAGE}: item {item.item_id} has no dedupe decision")
+    return Decisions(item.dedupe, item.conflict)
+
+
+def _span(
+    payload: ItemsPayload,
+    item: PipelineItem,
+    result: SpanResult,
+    reason: DuplicateConfirmed | StoreError | None,
+    latency_ms: float,
+) -> StageSpan:
+    return make_span(
+        trace_id=item.trace_id,
+        tenant=payload.tenant,
+        user_id=payload.user_id,
+        stage=STAGE,
+        item_id=item.item_id,
+        result=result,
+        reason=reason,
+        latency_ms=latency_ms,
+    )
+
+
+def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> ItemsPayload:
+    """Commit each candidate in order; a failure leaves error spans and propagates (Catch)."""
+    items: list[PipelineItem] = []
+    spans: list[StageSpan] = []
+    for index, item in enumerate(payload.items):
+        started = time.perf_counter()
+        try:
+            result = persist_candidate(
+                StoreItem.of(payload, item), config, deps, decided=_decisions(item)
+            )
+        except MemwriteError as exc:
+            # Earlier candidates are committed (each atomically); this and later ones are not.
+            error = StoreError(error=type(exc).__name__)
+            failed = [
+                _span(payload, rest, SpanResult.ERROR, error, 0.0)
+                for rest in payload.items[index:]
+            ]
+            record_spans([*spans, *failed], deps.spans, deps.metrics)
+            raise
+        items.append(
+            item.model_copy(update={"memory_id": result.memory_id, "outcome": result.outcome.value})
+        )
+        tier = result.dedupe.tier
+        merged = result.outcome is not PersistOutcome.STORED and tier is not None
+        reason = DuplicateConfirmed(tier=tier) if merged and tier is not None else None
+        latency_ms = (time.perf_counter() - started) * 1000
+        spans.append(_span(payload, item, SpanResult.PASS, reason, latency_ms))
+    record_spans(spans, deps.spans, deps.metrics)
+    return payload.model_copy(update={"items": items})

@@ -1,7 +1,10 @@
-"""Ports: what the library needs from the outside world, in domain terms.
+"""Ports: every Protocol the library needs from the outside world, in one place.
 
-Adapters in `memwrite.adapters` implement these against DynamoDB, SQS and CloudWatch (and the
-local runner's in-memory stand-ins); nothing above an adapter imports boto3.
+Adapters in `memwrite.adapters` implement them against DynamoDB, SQS, CloudWatch, Anthropic
+and the embedded index (and in-memory stand-ins for tests); nothing above an adapter imports
+boto3, anthropic or the index engines. The two model ports (`ExtractionLlm`, `ResolveJudge`)
+carry a prompt the library rendered and return the answer validated against the library's own
+schema: prompts, retries and post-checks are library logic, the adapter is only the wire.
 """
 
 from __future__ import annotations
@@ -10,13 +13,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
+from memwrite.entities import Entity
+from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan
+from memwrite.prompts import PromptMessage
+from memwrite.prompts.extract import ExtractionResult
+from memwrite.prompts.resolve import ResolveResult
 from memwrite.reasons import Reason
+from memwrite.store import Commit, FactRow, VersionedMemory
+from memwrite.usage import LlmUsage
 
 __all__ = [
+    "DedupeJudge",
+    "Embedder",
     "EnqueueResult",
+    "EntityStore",
+    "ExtractionLlm",
+    "LlmCall",
+    "MemoryIndex",
+    "MemoryStore",
     "MetricsSink",
     "RateStore",
+    "ResolveJudge",
     "SessionLog",
     "SpanStore",
     "TraceRecord",
@@ -93,3 +115,127 @@ class MetricsSink(Protocol):
         """Count one named event of a stage, e.g. `extraction_json_fail`."""
 
     def timing(self, stage: str, latency_ms: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class LlmCall:
+    """One successful extraction call: the validated answer and its usage."""
+
+    result: ExtractionResult
+    usage: LlmUsage
+
+
+class ExtractionLlm(Protocol):
+    def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
+        """One structured extraction call.
+
+        Raises `MalformedLlmOutput` when the answer is not a valid `ExtractionResult`,
+        `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
+        """
+
+
+class ResolveJudge(Protocol):
+    def judge(
+        self, system: str, messages: Sequence[PromptMessage], model: str
+    ) -> tuple[ResolveResult, LlmUsage]:
+        """One structured judge call.
+
+        Raises `MalformedLlmOutput` when the answer is not a valid `ResolveResult`,
+        `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
+        """
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors whose dot product is their cosine similarity."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Shape (len(texts), dimension), float32, each row L2-normalised (zero for no words)."""
+
+
+class EntityStore(Protocol):
+    """The user's entity table (DESIGN.md section 3, `entities`)."""
+
+    def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
+        """Up to `limit` entities of the user, most recently seen first."""
+
+    def upsert(self, entity: Entity) -> None:
+        """Insert the entity, or merge it into the stored one (`merge_entities`)."""
+
+
+class MemoryIndex(Protocol):
+    """Hybrid (BM25 + kNN) search over one user's memories at a time."""
+
+    def upsert(self, doc: MemoryDoc) -> None:
+        """Index `doc`, replacing any document with the same (tenant, user, memory id)."""
+
+    def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
+        """Remove one memory from every query; absent memories are ignored."""
+
+    def delete_user(self, tenant: str, user_id: str) -> int:
+        """Remove every memory of a user; returns how many there were."""
+
+    def knn(
+        self,
+        tenant: str,
+        user_id: str,
+        vector: Vector,
+        k: int,
+        *,
+        filter: IndexFilter | None = None,
+    ) -> list[IndexHit]:
+        """The `k` memories most similar to `vector`, each scored by the best of its content
+        and question vectors (cosine), best first. Memories without vectors never match."""
+
+    def bm25(
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        k: int,
+        *,
+        filter: IndexFilter | None = None,
+    ) -> list[IndexHit]:
+        """The `k` memories whose text best matches `query` (any of its words), best first.
+
+        Words are stemmed (English); `BM25_STOPWORDS` and single letters are ignored, so a
+        query of only such words matches nothing."""
+
+    def hybrid(
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        vector: Vector,
+        k: int,
+        *,
+        filter: IndexFilter | None = None,
+        bm25_weight: float = DEFAULT_BM25_WEIGHT,
+    ) -> list[IndexHit]:
+        """The top `k` of `bm25` and `knn` (k each) fused by `fuse_hybrid`."""
+
+    def count(self, tenant: str, user_id: str) -> int:
+        """How many memories of the user are indexed."""
+
+
+class MemoryStore(Protocol):
+    def get_memories(
+        self, tenant: str, user_id: str, ids: Sequence[str]
+    ) -> dict[str, VersionedMemory]: ...
+
+    def get_fact_row(self, tenant: str, user_id: str, key: str) -> FactRow: ...
+
+    def pending_memories(self, tenant: str, user_id: str, limit: int) -> list[MemoryUnit]:
+        """Memories changed but not yet indexed (the outbox's pending rows), newest first."""
+
+    def commit(self, commit: Commit) -> None:
+        """Apply atomically; raise `WriteConflict` when a condition no longer holds."""
+
+    def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
+
+
+class DedupeJudge(Protocol):
+    def same_memory(self, candidate: str, existing: str) -> bool:
+        """True when both sentences state the same memory."""

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from memwrite.llm_extractor import LlmUsage
 from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
 from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import Reason
+from memwrite.usage import LlmUsage
 
 __all__ = ["make_span", "record_spans", "usage_summary"]
 

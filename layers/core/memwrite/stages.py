@@ -1,35 +1,89 @@
-"""The ordered list of stages: the single source of truth for the local runner and, later, the
-Step Functions definition. A stage that runs in the ingest Lambda has no queue handler.
+"""The ordered list of stages: the single source of truth for the local runner, the Lambda
+handlers (`functions/stage_handler.py`) and the state machine the deployment builds.
+
+Every stage after the queue is `run(payload, config, deps) -> payload`, typed by the models
+named here. A stage's module is imported on first use of its `run`, so a Lambda loads only its
+own stage (the ingest Lambda never pays for the extractors, numpy or rapidfuzz).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["STAGES", "StageDef", "StagePlacement", "stage_names"]
+from pydantic import BaseModel
+
+from memwrite.models import IngestRequest, IngestResponse
+from memwrite.payloads import ExtractInput, ExtractOutput, ItemsPayload
+
+__all__ = ["STAGES", "StageDef", "StagePlacement", "pipeline_stages", "stage_named", "stage_names"]
 
 
 class StagePlacement(StrEnum):
-    INGEST = "ingest"  # synchronous, inside the HTTPS call
+    INGEST = "ingest"  # synchronous, inside the HTTPS call (its entry point is the API's)
     PIPELINE = "pipeline"  # after the queue, one Step Functions task per stage
+    STREAM = "stream"  # after persist, on the outbox's DynamoDB stream
 
 
 @dataclass(frozen=True)
 class StageDef:
     name: str
     placement: StagePlacement
+    module: str  # memwrite.<module> holds the stage's entry point
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
     function_dir: str  # functions/<dir>/handler.py
+    entry: str = "run"
+
+    @property
+    def run(self) -> Callable[..., Any]:
+        """The stage's entry point; for pipeline stages `run(payload, config, deps)`."""
+        entry: Callable[..., Any] = getattr(
+            importlib.import_module(f"memwrite.{self.module}"), self.entry
+        )
+        return entry
 
 
 STAGES: tuple[StageDef, ...] = (
-    StageDef("pre_filter", StagePlacement.INGEST, "ingest"),
-    StageDef("extract", StagePlacement.PIPELINE, "extract"),
-    StageDef("resolve_refs", StagePlacement.PIPELINE, "resolve_refs"),
-    StageDef("dedupe", StagePlacement.PIPELINE, "dedupe"),
-    StageDef("conflict", StagePlacement.PIPELINE, "conflict"),
-    StageDef("persist", StagePlacement.PIPELINE, "persist"),
+    StageDef(
+        "pre_filter",
+        StagePlacement.INGEST,
+        "ingest",
+        IngestRequest,
+        IngestResponse,
+        "ingest",
+        entry="ingest_turns",
+    ),
+    StageDef("extract", StagePlacement.PIPELINE, "extract", ExtractInput, ExtractOutput, "extract"),
+    StageDef(
+        "resolve_refs",
+        StagePlacement.PIPELINE,
+        "resolve",
+        ExtractOutput,
+        ItemsPayload,
+        "resolve_refs",
+    ),
+    StageDef("dedupe", StagePlacement.PIPELINE, "dedupe", ItemsPayload, ItemsPayload, "dedupe"),
+    StageDef(
+        "conflict", StagePlacement.PIPELINE, "conflict", ItemsPayload, ItemsPayload, "conflict"
+    ),
+    StageDef("persist", StagePlacement.PIPELINE, "persist", ItemsPayload, ItemsPayload, "persist"),
 )
+
+
+def pipeline_stages() -> tuple[StageDef, ...]:
+    """The stages after the queue, in order: each one's output is the next one's input."""
+    return tuple(stage for stage in STAGES if stage.placement is StagePlacement.PIPELINE)
+
+
+def stage_named(name: str) -> StageDef:
+    for stage in STAGES:
+        if stage.name == name:
+            return stage
+    raise KeyError(f"no stage named {name!r}; stages: {', '.join(s.name for s in STAGES)}")
 
 
 def stage_names() -> tuple[str, ...]:

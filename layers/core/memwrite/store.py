@@ -1,23 +1,32 @@
-"""The memory store port: what persist reads, and the one atomic commit it writes."""
+"""The memory store's records: what dedupe, conflict and persist read, and the one atomic
+commit persist writes."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from memwrite.facts import FactObservation
-from memwrite.memory import MemoryUnit
+from memwrite.candidate import Candidate
+from memwrite.facts import FactObservation, fact_key_for
+from memwrite.memory import KEYED_TYPES, MemoryUnit, memory_id_for
+from memwrite.payloads import ItemsPayload, PipelineItem
+
+if TYPE_CHECKING:  # the port is defined over these records
+    from memwrite.ports import MemoryStore
 
 __all__ = [
+    "CandidateReads",
     "Commit",
     "FactRow",
     "LedgerEntry",
-    "MemoryStore",
     "OutboxOp",
     "OutboxRow",
+    "StoreItem",
     "VersionedMemory",
+    "read_candidate",
 ]
 
 
@@ -72,17 +81,59 @@ class Commit:
     outbox: list[OutboxRow] = field(default_factory=list)
 
 
-class MemoryStore(Protocol):
-    def get_memories(
-        self, tenant: str, user_id: str, ids: Sequence[str]
-    ) -> dict[str, VersionedMemory]: ...
+@dataclass(frozen=True)
+class StoreItem:
+    """A resolved candidate with where it came from: the unit dedupe, conflict and persist
+    decide about."""
 
-    def get_fact_row(self, tenant: str, user_id: str, key: str) -> FactRow: ...
+    candidate: Candidate  # entity is the canonical name
+    entity_id: str
+    tenant: str
+    user_id: str
+    session_id: str
+    trace_id: str
+    turn_id: str
+    observed_at: datetime
+    source: str
 
-    def pending_memories(self, tenant: str, user_id: str, limit: int) -> list[MemoryUnit]:
-        """Memories changed but not yet indexed (the outbox's pending rows), newest first."""
+    @classmethod
+    def of(cls, payload: ItemsPayload, item: PipelineItem) -> StoreItem:
+        return cls(
+            candidate=item.candidate,
+            entity_id=item.entity_id,
+            tenant=payload.tenant,
+            user_id=payload.user_id,
+            session_id=payload.session_id,
+            trace_id=item.trace_id,
+            turn_id=item.turn_id,
+            observed_at=item.observed_at,
+            source=payload.source,
+        )
 
-    def commit(self, commit: Commit) -> None:
-        """Apply atomically; raise `WriteConflict` when a condition no longer holds."""
+    @property
+    def memory_id(self) -> str:
+        return memory_id_for(self.tenant, self.user_id, self.candidate, self.entity_id)
 
-    def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
+    @property
+    def fact_key(self) -> str | None:
+        """The entity_facts row of a keyed candidate; None for events and tasks."""
+        if self.candidate.type not in KEYED_TYPES:
+            return None
+        return fact_key_for(self.candidate, self.entity_id)
+
+
+@dataclass(frozen=True)
+class CandidateReads:
+    """One consistent read of what a candidate touches: its own id, its entity_facts row and
+    every memory of that row that exists."""
+
+    row: FactRow
+    memories: dict[str, VersionedMemory]
+
+
+def read_candidate(store: MemoryStore, item: StoreItem, also: Sequence[str] = ()) -> CandidateReads:
+    """Read the candidate's row and memories (and `also`, e.g. a merge target outside it)."""
+    fact_key = item.fact_key
+    row = FactRow() if fact_key is None else store.get_fact_row(item.tenant, item.user_id, fact_key)
+    ids = [item.memory_id, *row.facts, *also]
+    return CandidateReads(row=row, memories=store.get_memories(item.tenant, item.user_id, ids))

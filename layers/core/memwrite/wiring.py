@@ -1,4 +1,5 @@
-"""Picks concrete adapters from the environment: the one place outside handlers that does.
+"""Picks concrete adapters for each handler from the validated Lambda environment: the one
+place outside handlers that does.
 
 Everything a builder needs is imported inside it, when the first invocation builds its clients:
 a handler's module import pulls in only its own stage (the ingest Lambda never loads the
@@ -8,34 +9,18 @@ built.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memwrite.config import ExtractConfig, Settings, load_settings
-from memwrite.errors import ConfigError
+from memwrite.config import ExtractConfig, Settings
+from memwrite.environment import LambdaEnvironment
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
-    from mypy_boto3_sqs.client import SQSClient
-
-    from memwrite.extract import ExtractDeps
     from memwrite.ingest import IngestDeps
-    from memwrite.llm_extractor import ExtractionLlm
-    from memwrite.resolve_stage import ResolveDeps
-    from memwrite.store_stages import StoreStageDeps
+    from memwrite.ports import DedupeJudge, ExtractionLlm, MetricsSink, SpanStore
 
-__all__ = [
-    "ApiDeps",
-    "ResolveStageDeps",
-    "StageDeps",
-    "StoreDeps",
-    "build_api_deps",
-    "build_extract_deps",
-    "build_llm",
-    "build_resolve_deps",
-    "build_store_deps",
-]
+__all__ = ["ApiDeps", "build_api_deps", "build_llm", "build_stage_deps"]
 
 
 @dataclass
@@ -44,164 +29,151 @@ class ApiDeps:
     ingest: IngestDeps
 
 
-def _required(env: dict[str, str] | os._Environ[str], name: str) -> str:
-    value = env.get(name)
-    if not value:
-        raise ConfigError(f"environment variable {name} is not set")
-    return value
+class _Aws:
+    """What every builder shares: the environment, one DynamoDB client, spans and metrics."""
+
+    def __init__(self, env: LambdaEnvironment) -> None:
+        from memwrite.adapters.aws_clients import dynamodb_client
+        from memwrite.adapters.dynamodb import DynamoSpanStore
+        from memwrite.adapters.emf_metrics import EmfMetrics
+
+        self.env = env
+        self.dynamodb = dynamodb_client(env.aws_endpoint_url)
+        self.spans: SpanStore = DynamoSpanStore(self.dynamodb, env.spans_table)
+        self.metrics: MetricsSink = EmfMetrics()
 
 
-def _client_kwargs(env: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
-    from botocore.config import Config
-
-    kwargs: dict[str, Any] = {
-        # Standard mode retries throttling with backoff before we see an error.
-        "config": Config(
-            retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5
-        ),
-    }
-    if endpoint := env.get("AWS_ENDPOINT_URL"):
-        kwargs["endpoint_url"] = endpoint
-    return kwargs
-
-
-def build_api_deps(environ: dict[str, str] | None = None) -> ApiDeps:
-    """Adapters for the API Lambda: DynamoDB tables and the SQS queue named in the environment."""
-    import boto3
-
-    from memwrite.adapters.dynamodb import DynamoRateStore, DynamoSpanStore, DynamoTurnLedger
-    from memwrite.adapters.emf_metrics import EmfMetrics
+def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
+    """Adapters for the API Lambdas: DynamoDB tables and the SQS queue named in the environment."""
+    from memwrite.adapters.aws_clients import sqs_client
+    from memwrite.adapters.dynamodb import DynamoRateStore, DynamoTurnLedger
     from memwrite.adapters.sqs import SqsTurnQueue
     from memwrite.ingest import IngestDeps
     from memwrite.rate_gate import RateGate
 
-    env = os.environ if environ is None else environ
-    settings = load_settings(dict(env))
-    dynamodb: DynamoDBClient = boto3.client("dynamodb", **_client_kwargs(env))
-    sqs: SQSClient = boto3.client("sqs", **_client_kwargs(env))
-    turns_table = _required(env, "TURNS_TABLE")
+    aws = _Aws(LambdaEnvironment.load(environ))
+    env, settings = aws.env, aws.env.settings
     ingest = IngestDeps(
-        queue=SqsTurnQueue(sqs, _required(env, "TURN_QUEUE_URL")),
-        ledger=DynamoTurnLedger(dynamodb, turns_table),
-        spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
-        metrics=EmfMetrics(),
+        queue=SqsTurnQueue(sqs_client(env.aws_endpoint_url), env.queue_url()),
+        ledger=DynamoTurnLedger(aws.dynamodb, env.turns_table),
+        spans=aws.spans,
+        metrics=aws.metrics,
         rate_gate=RateGate(
             settings.pipeline.prefilter.rate_map_max_entries,
-            shared=DynamoRateStore(dynamodb, turns_table),
+            shared=DynamoRateStore(aws.dynamodb, env.turns_table),
         ),
     )
     return ApiDeps(settings=settings, ingest=ingest)
 
 
-@dataclass
-class StageDeps:
-    settings: Settings
-    extract: ExtractDeps
-
-
-def build_llm(
-    config: ExtractConfig, environ: dict[str, str] | os._Environ[str]
-) -> ExtractionLlm | None:
+def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | None:
     """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY."""
-    api_key = environ.get("ANTHROPIC_API_KEY")
-    if config.provider == "anthropic" and not api_key:
+    if config.provider != "bedrock" and not api_key:
         return None
     from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
 
     return AnthropicExtractorClient(config, api_key=api_key)
 
 
-def build_extract_deps(environ: dict[str, str] | None = None) -> StageDeps:
-    """Adapters for the extract task: spans and the session log in DynamoDB, the LLM if any."""
-    import boto3
+def _has_llm(aws: _Aws) -> bool:
+    """Bedrock needs only IAM; the Anthropic API needs a key (without one: offline)."""
+    return aws.env.settings.pipeline.extract.provider == "bedrock" or bool(aws.env.api_key())
 
-    from memwrite.adapters.dynamodb import DynamoSessionLog, DynamoSpanStore
-    from memwrite.adapters.emf_metrics import EmfMetrics
+
+def _dedupe_judge(aws: _Aws) -> DedupeJudge | None:
+    if not _has_llm(aws):
+        return None
+    from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
+
+    return AnthropicDedupeJudge(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
+
+
+def _extract(aws: _Aws) -> Any:
+    from memwrite.adapters.dynamodb import DynamoSessionLog
     from memwrite.extract import ExtractDeps
 
-    env = os.environ if environ is None else environ
-    settings = load_settings(dict(env))
-    dynamodb: DynamoDBClient = boto3.client("dynamodb", **_client_kwargs(env))
-    extract = ExtractDeps(
-        spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
-        metrics=EmfMetrics(),
-        session_log=DynamoSessionLog(dynamodb, _required(env, "TURNS_TABLE")),
-        llm=build_llm(settings.pipeline.extract, env),
+    return ExtractDeps(
+        spans=aws.spans,
+        metrics=aws.metrics,
+        session_log=DynamoSessionLog(aws.dynamodb, aws.env.turns_table),
+        llm=build_llm(aws.env.settings.pipeline.extract, aws.env.api_key()),
     )
-    return StageDeps(settings=settings, extract=extract)
 
 
-@dataclass
-class StoreDeps:
-    settings: Settings
-    stage: StoreStageDeps
-
-
-def build_store_deps(environ: dict[str, str] | None = None) -> StoreDeps:
-    """Adapters for the dedupe, conflict and persist tasks."""
-    import boto3
-
-    from memwrite.adapters.dynamodb import DynamoSpanStore
-    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
-    from memwrite.adapters.emf_metrics import EmfMetrics
-    from memwrite.embedder import HashingEmbedder
-    from memwrite.persist import PersistDeps
-    from memwrite.store_stages import StoreStageDeps
-
-    env = os.environ if environ is None else environ
-    settings = load_settings(dict(env))
-    dynamodb: DynamoDBClient = boto3.client("dynamodb", **_client_kwargs(env))
-    tables = StoreTables(
-        memories=_required(env, "MEMORIES_TABLE"),
-        entity_facts=_required(env, "ENTITY_FACTS_TABLE"),
-        outbox=_required(env, "OUTBOX_TABLE"),
-        turns=_required(env, "TURNS_TABLE"),
-    )
-    config = settings.pipeline.extract
-    judge = None
-    if config.provider == "bedrock" or env.get("ANTHROPIC_API_KEY"):
-        from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
-
-        judge = AnthropicDedupeJudge(config, api_key=env.get("ANTHROPIC_API_KEY"))
-    stage = StoreStageDeps(
-        persist=PersistDeps(
-            store=DynamoMemoryStore(dynamodb, tables), embedder=HashingEmbedder(), judge=judge
-        ),
-        spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
-        metrics=EmfMetrics(),
-    )
-    return StoreDeps(settings=settings, stage=stage)
-
-
-@dataclass
-class ResolveStageDeps:
-    settings: Settings
-    resolve: ResolveDeps
-
-
-def build_resolve_deps(environ: dict[str, str] | None = None) -> ResolveStageDeps:
-    """Adapters for the resolve-refs task: entities, session log, spans, the judge if any."""
-    import boto3
-
-    from memwrite.adapters.dynamodb import DynamoSessionLog, DynamoSpanStore
+def _resolve_refs(aws: _Aws) -> Any:
+    from memwrite.adapters.dynamodb import DynamoSessionLog
     from memwrite.adapters.dynamodb_store import DynamoEntityStore
-    from memwrite.adapters.emf_metrics import EmfMetrics
-    from memwrite.resolve_stage import ResolveDeps
+    from memwrite.resolve import ResolveDeps
 
-    env = os.environ if environ is None else environ
-    settings = load_settings(dict(env))
-    dynamodb: DynamoDBClient = boto3.client("dynamodb", **_client_kwargs(env))
-    config = settings.pipeline.extract
     judge = None
-    if config.provider == "bedrock" or env.get("ANTHROPIC_API_KEY"):
+    if _has_llm(aws):
         from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
 
-        judge = AnthropicResolveJudge(config, api_key=env.get("ANTHROPIC_API_KEY"))
-    resolve = ResolveDeps(
-        entities=DynamoEntityStore(dynamodb, _required(env, "ENTITIES_TABLE")),
-        session_log=DynamoSessionLog(dynamodb, _required(env, "TURNS_TABLE")),
-        spans=DynamoSpanStore(dynamodb, _required(env, "SPANS_TABLE")),
-        metrics=EmfMetrics(),
+        judge = AnthropicResolveJudge(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
+    return ResolveDeps(
+        entities=DynamoEntityStore(aws.dynamodb, aws.env.entities_table),
+        session_log=DynamoSessionLog(aws.dynamodb, aws.env.turns_table),
+        spans=aws.spans,
+        metrics=aws.metrics,
         judge=judge,
     )
-    return ResolveStageDeps(settings=settings, resolve=resolve)
+
+
+def _memory_store(aws: _Aws) -> Any:
+    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+
+    env = aws.env
+    tables = StoreTables(
+        memories=env.memories_table,
+        entity_facts=env.entity_facts_table,
+        outbox=env.outbox_table,
+        turns=env.turns_table,
+    )
+    return DynamoMemoryStore(aws.dynamodb, tables)
+
+
+def _dedupe(aws: _Aws) -> Any:
+    from memwrite.dedupe import DedupeDeps
+    from memwrite.embedder import HashingEmbedder
+
+    return DedupeDeps(
+        store=_memory_store(aws),
+        embedder=HashingEmbedder(),
+        spans=aws.spans,
+        metrics=aws.metrics,
+        judge=_dedupe_judge(aws),
+    )
+
+
+def _conflict(aws: _Aws) -> Any:
+    from memwrite.conflict import ConflictDeps
+
+    return ConflictDeps(store=_memory_store(aws), spans=aws.spans, metrics=aws.metrics)
+
+
+def _persist(aws: _Aws) -> Any:
+    from memwrite.embedder import HashingEmbedder
+    from memwrite.persist import PersistDeps
+
+    return PersistDeps(
+        store=_memory_store(aws),
+        embedder=HashingEmbedder(),
+        spans=aws.spans,
+        metrics=aws.metrics,
+        judge=_dedupe_judge(aws),
+    )
+
+
+_BUILDERS: dict[str, Callable[[_Aws], Any]] = {
+    "extract": _extract,
+    "resolve_refs": _resolve_refs,
+    "dedupe": _dedupe,
+    "conflict": _conflict,
+    "persist": _persist,
+}
+
+
+def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tuple[Settings, Any]:
+    """The settings and the deps a pipeline stage's `run` takes, from the environment."""
+    aws = _Aws(LambdaEnvironment.load(environ))
+    return aws.env.settings, _BUILDERS[stage](aws)

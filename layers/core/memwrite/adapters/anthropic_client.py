@@ -16,15 +16,9 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memwrite.config import ExtractConfig
-from memwrite.llm_extractor import (
-    LlmRequestRejected,
-    LlmUnavailable,
-    LlmUsage,
-    MalformedLlmOutput,
-    cost_usd,
-    price_per_mtok,
-)
+from memwrite.errors import LlmRequestRejected, LlmUnavailable, MalformedLlmOutput
 from memwrite.prompts import PromptMessage
+from memwrite.usage import LlmUsage, cost_usd, price_per_mtok
 
 if TYPE_CHECKING:
     import httpx2

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Final
 
 from memwrite.adapters.anthropic_client import StructuredClient
 from memwrite.config import ExtractConfig
-from memwrite.llm_extractor import LlmUsage, MalformedLlmOutput
+from memwrite.errors import MalformedLlmOutput
 from memwrite.prompts.dedupe import DedupeVerdict, render
+from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     import httpx2

@@ -3,7 +3,7 @@
 The SDK call, its lazy import (no cold start at import), the error translation into the errors
 of `memwrite.llm_extractor` and the usage accounting are `memwrite.adapters.anthropic_client`'s.
 The answer is validated there as a `ResolveResult`; whether its refs and options make sense is
-the caller's check (`memwrite.resolve`).
+the caller's check (`memwrite.references`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Final
 
 from memwrite.adapters.anthropic_client import StructuredClient
 from memwrite.config import ExtractConfig
-from memwrite.llm_extractor import LlmUsage
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve import ResolveResult
+from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     import httpx2

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from memwrite.adapters.anthropic_client import StructuredClient
 from memwrite.config import ExtractConfig
-from memwrite.llm_extractor import LlmCall
+from memwrite.ports import LlmCall
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
 

@@ -1,0 +1,52 @@
+"""The one factory behind every pipeline-stage Lambda: parse the task input with the stage's
+input model, call the stage's `run`, return its output model as JSON.
+
+Which model, which function and which adapters: all from `memwrite.stages.STAGES` and
+`memwrite.wiring`. Errors propagate: `TransientError` subclasses match the state machine's
+Retry, everything else its Catch (the DLQ); each stage writes its error spans first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from memwrite.config import Settings
+from memwrite.stages import StagePlacement, stage_named
+from memwrite.wiring import build_stage_deps
+
+__all__ = ["StageHandler", "stage_handler"]
+
+Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+class StageHandler:
+    """A Lambda handler for one pipeline stage; `deps` is built once per instance (cold start)."""
+
+    def __init__(self, name: str) -> None:
+        self.stage = stage_named(name)
+        if self.stage.placement is not StagePlacement.PIPELINE:
+            raise ValueError(f"{name} is not a pipeline stage")
+        self.logger = Logger(service=f"memwrite-{self.stage.function_dir.replace('_', '-')}")
+        self.lambda_handler: Handler = self.logger.inject_lambda_context(clear_state=True)(
+            self._handle
+        )
+
+    @cache  # noqa: B019 (one handler per Lambda instance, alive as long as it)
+    def deps(self) -> tuple[Settings, Any]:
+        return build_stage_deps(self.stage.name)
+
+    def _handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        settings, deps = self.deps()
+        payload = self.stage.input_model.model_validate(event)
+        output = self.stage.run(payload, settings.pipeline, deps)
+        result: dict[str, Any] = output.model_dump(mode="json")
+        return result
+
+
+def stage_handler(name: str) -> StageHandler:
+    return StageHandler(name)

@@ -1,0 +1,30 @@
+"""boto3 clients for the AWS adapters, built one way: standard-mode retries (throttling is
+retried with backoff before an adapter sees an error), short timeouts, and `AWS_ENDPOINT_URL`
+honoured for emulators."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_sqs.client import SQSClient
+
+__all__ = ["dynamodb_client", "sqs_client"]
+
+_CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5)
+
+
+def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
+    return {"config": _CONFIG, **({"endpoint_url": endpoint_url} if endpoint_url else {})}
+
+
+def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
+    return boto3.client("dynamodb", **_kwargs(endpoint_url))
+
+
+def sqs_client(endpoint_url: str | None = None) -> SQSClient:
+    return boto3.client("sqs", **_kwargs(endpoint_url))

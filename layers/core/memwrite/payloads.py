@@ -1,0 +1,138 @@
+"""What flows between the pipeline stages (Step Functions task inputs and outputs).
+
+Small by design (Step Functions' 256 KB limit): ids, candidates, and per candidate what each
+stage decided about it; never whole conversations. `memwrite.stages.STAGES` names, for every
+stage, which of these models it takes and returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Self
+
+from pydantic import BaseModel, Field, model_validator
+
+from memwrite.candidate import Candidate, memory_key
+from memwrite.facts import DerivedState, FactObservation
+from memwrite.ids import content_hash
+from memwrite.models import QueuedTurn
+
+__all__ = [
+    "ConflictNote",
+    "DedupeNote",
+    "ExtractInput",
+    "ExtractOutput",
+    "ExtractedTurn",
+    "Extractor",
+    "ItemsPayload",
+    "PipelineItem",
+]
+
+
+class ExtractInput(BaseModel):
+    """Extract's input: queued turns of one tenant, user and session, in order."""
+
+    turns: list[QueuedTurn] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_session(self) -> Self:
+        sessions = {(t.tenant, t.user_id, t.session_id) for t in self.turns}
+        if len(sessions) > 1:
+            raise ValueError("a batch holds the turns of one tenant, user and session")
+        return self
+
+    @classmethod
+    def batches_of(cls, turns: Sequence[QueuedTurn]) -> list[ExtractInput]:
+        """One input per tenant, user and session of a queue batch, turns in arrival order:
+        what the dispatcher of an SQS batch starts (one extract task per session)."""
+        grouped: dict[tuple[str, str, str], list[QueuedTurn]] = {}
+        for turn in turns:
+            grouped.setdefault((turn.tenant, turn.user_id, turn.session_id), []).append(turn)
+        return [cls(turns=session) for session in grouped.values()]
+
+
+class Extractor(StrEnum):
+    RULES = "rules"  # the rule fast-path understood the whole turn: no LLM call for it
+    LLM = "llm"
+    DEFERRED = "deferred"  # offline and the rules could not handle all of it
+
+
+class ExtractedTurn(BaseModel):
+    turn_id: str
+    trace_id: str
+    observed_at: datetime
+    extractor: Extractor
+
+
+class ExtractOutput(BaseModel):
+    """Extract's output: ids and kept candidates only."""
+
+    tenant: str
+    user_id: str
+    session_id: str
+    source: str
+    turns: list[ExtractedTurn]
+    candidates: list[Candidate]
+
+
+class DedupeNote(BaseModel):
+    """What dedupe decided for one candidate; persist commits it as recorded."""
+
+    memory_id: str = Field(description="The candidate's content-addressed id as a new memory.")
+    target: str | None = Field(description="Memory it duplicates (merge target), or null: new.")
+    tier: int | None = Field(description="Tier that found the duplicate: 1 id, 2 cosine, 3 LLM.")
+    similarity: float | None = None
+    already_applied: bool = Field(
+        default=False, description="This turn's candidate is in the store already (redelivery)."
+    )
+
+    @property
+    def written_id(self) -> str:
+        """The memory this candidate writes: the merge target, or itself."""
+        return self.target or self.memory_id
+
+
+class ConflictNote(BaseModel):
+    """What conflict decided for one keyed candidate's (entity, predicate) row.
+
+    `state` is the row's derived state with the candidate's observation added, decided on the
+    row at `row_version`; persist writes it only if it still finds that version.
+    """
+
+    fact_key: str
+    row_version: int
+    observation: FactObservation
+    state: DerivedState
+    supersedes: list[str] = Field(default_factory=list)
+    contradicts: list[str] = Field(default_factory=list)
+    born_superseded: bool = False
+
+
+class PipelineItem(BaseModel):
+    candidate: Candidate
+    entity_id: str
+    turn_id: str
+    trace_id: str
+    observed_at: datetime
+    dedupe: DedupeNote | None = None
+    conflict: ConflictNote | None = None
+    memory_id: str | None = None
+    outcome: str | None = None
+
+    @property
+    def item_id(self) -> str:
+        """The span id of this candidate: its turn and its memory key."""
+        return f"{self.turn_id}:{content_hash(memory_key(self.candidate))}"
+
+
+class ItemsPayload(BaseModel):
+    """resolve_refs -> dedupe -> conflict -> persist: the batch's ids and its candidates."""
+
+    tenant: str
+    user_id: str
+    session_id: str
+    source: str
+    turns: list[ExtractedTurn]
+    items: list[PipelineItem]
