@@ -331,8 +331,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
             # Earlier candidates are committed (each atomically); this and later ones are not.
             error = StoreError(error=type(exc).__name__)
             failed = [
-                _span(payload, rest, SpanResult.ERROR, error, 0.0)
-                for rest in payload.items[index:]
+                _span(payload, rest, SpanResult.ERROR, error, 0.0) for rest in payload.items[index:]
             ]
             record_spans([*spans, *failed], deps.spans, deps.metrics)
             raise
