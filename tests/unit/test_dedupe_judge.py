@@ -8,17 +8,13 @@ tests/recorded/anthropic in order and keeps every request body the client sent.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import anthropic
 import httpx2
-import numpy as np
-import numpy.typing as npt
 import pytest
 
 from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
@@ -27,6 +23,7 @@ from memwrite.dedupe import Neighbour, decide_duplicate
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, PermanentError, TransientError
 from memwrite.ports import DedupeJudge
 from memwrite.prompts.dedupe import VERSION, render
+from tests.embedders import FixedSimilarityEmbedder
 from tests.recorded_api import RecordedApi, haiku_cost
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -47,21 +44,6 @@ def judge_for(api: RecordedApi) -> AnthropicDedupeJudge:
         http_client=httpx2.Client(transport=httpx2.MockTransport(api.handle)),
         max_retries=0,
     )
-
-
-class FixedSimilarityEmbedder:
-    """Puts the first text at cosine similarity `similarity` to every other text."""
-
-    def __init__(self, similarity: float) -> None:
-        self._other = [similarity, math.sqrt(1.0 - similarity**2)]
-
-    @property
-    def dimension(self) -> int:
-        return 2
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        rows = [[1.0, 0.0], *([self._other] * (len(texts) - 1))]
-        return np.array(rows, dtype=np.float32)
 
 
 def test_the_judge_says_same_for_a_more_specific_restatement() -> None:

@@ -15,6 +15,7 @@ as recorded, and decides again (`decide_on_read`) only if its transaction is ref
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 STAGE = "dedupe"
+_WORD_RE = re.compile(r"\w+")
 PENDING_NEIGHBOURS = 50  # unindexed memories compared for unkeyed types (events, tasks)
 
 
@@ -123,8 +125,13 @@ def _known_pending(pending: Sequence[MemoryUnit]) -> list[_Known]:
     return [_known(m, normalise(m.value), m.negated) for m in pending]
 
 
+def _words(text: str) -> set[str]:
+    return set(_WORD_RE.findall(normalise(text)))
+
+
 def _share_a_word(a: str, b: str) -> bool:
-    return bool(set(a.split()) & set(normalise(b).split()))
+    # Word tokens, not space-split: "berlin, germany" shares "berlin" with "berlin".
+    return bool(_words(a) & _words(b))
 
 
 def _neighbours(item: StoreItem, known: Sequence[_Known]) -> list[_Known]:
