@@ -192,10 +192,10 @@ def _context(
     return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
 
 
-def run(payload: ExtractInput, pipeline: PipelineConfig, deps: ExtractDeps) -> ExtractOutput:
+def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> ExtractOutput:
     """The extract stage for a batch of one session's queued turns."""
     started = time.perf_counter()
-    config = pipeline.extract
+    extract_config = config.extract
     turns = payload.turns
     # SQS may deliver the same message twice in one batch: one turn id, one turn.
     unique = {turn.turn_id: turn for turn in turns}
@@ -207,8 +207,8 @@ def run(payload: ExtractInput, pipeline: PipelineConfig, deps: ExtractDeps) -> E
     try:
         extraction = extract_candidates(
             batch,
-            _context(ordered, config, deps.session_log),
-            config,
+            _context(ordered, extract_config, deps.session_log),
+            extract_config,
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
         )

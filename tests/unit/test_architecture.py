@@ -1,0 +1,158 @@
+"""The shape of the house, checked: the stage list is a real contract, and imports go one way.
+
+Import checks read the source (ast), so they see lazy imports inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+from memwrite.environment import LambdaEnvironment
+from memwrite.errors import ConfigError
+from memwrite.schema import TABLES
+from memwrite.stages import STAGES, StagePlacement, pipeline_stages
+
+REPO = Path(__file__).resolve().parents[2]
+LIBRARY = REPO / "layers" / "core" / "memwrite"
+# Only adapters talk to the outside world.
+OUTSIDE_WORLD = {"boto3", "botocore", "moto", "anthropic", "opensearchpy", "faiss", "sqlite3"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def library_files() -> list[Path]:
+    return sorted(LIBRARY.rglob("*.py"))
+
+
+@pytest.mark.parametrize("stage", pipeline_stages(), ids=lambda s: s.name)
+def test_every_pipeline_stage_runs_with_the_models_the_list_names(stage: object) -> None:
+    from memwrite.stages import StageDef
+
+    assert isinstance(stage, StageDef)
+    hints = typing.get_type_hints(stage.run)
+    params = list(hints)
+    assert params[:2] == ["payload", "config"], "run(payload, config, deps) -> payload"
+    assert hints["payload"] is stage.input_model
+    assert hints["return"] is stage.output_model
+    assert (REPO / "functions" / stage.function_dir / "handler.py").is_file()
+
+
+def test_each_stage_output_is_the_next_stage_input() -> None:
+    stages = pipeline_stages()
+    for before, after in itertools.pairwise(stages):
+        assert before.output_model is after.input_model, (before.name, after.name)
+
+
+def test_every_stage_has_its_own_handler_folder_and_library_module() -> None:
+    assert len({s.function_dir for s in STAGES}) == len(STAGES)
+    assert len({s.module for s in STAGES}) == len(STAGES)
+    for stage in STAGES:
+        assert (LIBRARY / f"{stage.module}.py").is_file(), stage.module
+        assert callable(stage.run), stage.name
+    assert STAGES[0].placement is StagePlacement.INGEST
+
+
+def test_outside_adapters_the_library_imports_no_sdk_or_engine() -> None:
+    offenders = {
+        f"{path.relative_to(LIBRARY)}: {module}"
+        for path in library_files()
+        if "adapters" not in path.parts
+        for module in imported_modules(path)
+        if module.split(".")[0] in OUTSIDE_WORLD
+    }
+    assert offenders == set()
+
+
+def test_the_library_never_imports_handlers_or_local_tooling() -> None:
+    offenders = set()
+    for path in library_files():
+        text = path.read_text(encoding="utf-8")
+        for module in imported_modules(path):
+            if module.split(".")[0] in {"functions", "memwrite_local", "tests"}:
+                offenders.add(f"{path.name}: {module}")
+        # Not even by string (importlib.import_module("functions...")).
+        if '"functions.' in text or "'functions." in text:
+            offenders.add(f"{path.name}: names functions.* in a string")
+    assert offenders == set()
+
+
+def test_every_protocol_lives_in_ports() -> None:
+    elsewhere = {
+        f"{path.relative_to(LIBRARY)}: {node.name}"
+        for path in library_files()
+        if path.name != "ports.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases)
+    }
+    assert elsewhere == set()
+
+
+def test_every_exception_lives_in_errors() -> None:
+    elsewhere = {
+        f"{path.relative_to(LIBRARY)}: {node.name}"
+        for path in library_files()
+        if path.name != "errors.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(
+            isinstance(b, ast.Name) and (b.id.endswith("Error") or b.id == "Exception")
+            for b in node.bases
+        )
+    }
+    assert elsewhere == set()
+
+
+def test_the_ingest_lambda_loads_no_later_stage() -> None:
+    # Given a fresh interpreter / When the ingest handler and the stage list are imported
+    code = (
+        "import sys, functions.ingest.handler, memwrite.stages; "
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('memwrite.'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout.strip()
+    # Then no module of a pipeline stage (nor numpy behind dedupe) came with them
+    modules = set(loaded.split(","))
+    later = {f"memwrite.{s.module}" for s in pipeline_stages()}
+    assert modules & later == set()
+
+
+def full_environment() -> dict[str, str]:
+    env = {f"{t.logical_name.upper()}_TABLE": f"memwrite-{t.logical_name}" for t in TABLES}
+    return {**env, "TURN_QUEUE_URL": "https://sqs.example/q"}
+
+
+def test_the_lambda_environment_names_a_variable_for_every_table() -> None:
+    loaded = LambdaEnvironment.load(full_environment())
+    assert loaded.memories_table == "memwrite-memories"
+    assert loaded.queue_url() == "https://sqs.example/q"
+
+
+def test_a_missing_variable_fails_at_cold_start_naming_it() -> None:
+    env = full_environment()
+    del env["OUTBOX_TABLE"]
+    with pytest.raises(ConfigError, match="OUTBOX_TABLE"):
+        LambdaEnvironment.load(env)
+
+
+def test_the_api_key_is_never_printed_with_the_environment() -> None:
+    loaded = LambdaEnvironment.load({**full_environment(), "ANTHROPIC_API_KEY": "sk-ant-secret"})
+    assert "sk-ant-secret" not in repr(loaded)
+    assert loaded.api_key() == "sk-ant-secret"
