@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 
+from memwrite.adapters.memory import InMemoryEntityStore
 from memwrite.candidate import Candidate, MemoryType, Quality
-from memwrite.entities import Entity, EntityKind, InMemoryEntityStore, entity_id_for, merge_entities
+from memwrite.entities import (
+    Entity,
+    EntityKind,
+    entity_id_for,
+    merge_entities,
+    save_entity,
+)
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput
 from memwrite.ports import ResolveJudge
 from memwrite.prompts import PromptMessage
@@ -627,12 +634,12 @@ def test_redelivering_a_batch_changes_nothing() -> None:
     store = InMemoryEntityStore()
     turns = {"t1": "My sister Ana works at Google.", "t2": "Pri likes tea."}
     claims = [*rules(turns["t1"]), cand("Pri", "Pri likes tea.", "t2")]
-    store.upsert(entity("Priya"))
+    save_entity(store, entity("Priya"))
 
     def run() -> BatchResolution:
         out = resolve(claims, turns, store.entities_of(TENANT, USER, 100))
         for upsert in out.upserts:
-            store.upsert(upsert)
+            save_entity(store, upsert)
         return out
 
     first = run()
@@ -651,15 +658,39 @@ def test_aliases_accumulate_in_the_store() -> None:
     # Given an entity stored with one alias, first seen two days ago
     store = InMemoryEntityStore()
     old = entity("Priya", EntityKind.OTHER, ["Pri"], days_ago=2)
-    store.upsert(old)
+    save_entity(store, old)
     # When a later sighting brings another alias, a case duplicate and a known kind
-    store.upsert(entity("Priya", aliases=["my sister", "PRI", "priya"], days_ago=0))
+    save_entity(store, entity("Priya", aliases=["my sister", "PRI", "priya"], days_ago=0))
     # Then aliases are unioned (first-seen order, no case duplicates, never the name itself)
     (stored,) = store.entities_of(TENANT, USER, 10)
     assert stored.aliases == ("Pri", "my sister")
     # And the first sighting is kept, the last one moves, and the kind becomes known
     assert (stored.created_at, stored.last_seen) == (old.created_at, AT)
     assert stored.kind is EntityKind.PERSON
+
+
+def test_a_concurrent_writer_s_aliases_are_kept() -> None:
+    # Given a store where another resolver saves "Pri" between our read and our write
+    class Racing(InMemoryEntityStore):
+        raced = False
+
+        def put(self, entity: Entity, expected_version: int | None) -> None:
+            if not self.raced:
+                self.raced = True
+                save_entity(self, entity_with("Pri"))
+            super().put(entity, expected_version)
+
+    def entity_with(alias: str) -> Entity:
+        return entity("Priya", aliases=[alias], days_ago=0)
+
+    store = Racing()
+    save_entity(store, entity("Priya", days_ago=2))
+    store.raced = False
+    # When we save "my sister" for the same entity
+    save_entity(store, entity_with("my sister"))
+    # Then our write was refused once, re-read, and both aliases are stored
+    (stored,) = store.entities_of(TENANT, USER, 10)
+    assert set(stored.aliases) == {"Pri", "my sister"}
 
 
 def test_merging_is_order_insensitive() -> None:
@@ -679,8 +710,8 @@ def test_the_store_lists_a_users_entities_most_recent_first() -> None:
     # Given entities of two users, seen on different days
     store = InMemoryEntityStore()
     for name, days in (("Old", 9), ("Newest", 0), ("Middle", 4)):
-        store.upsert(entity(name, days_ago=days))
-    store.upsert(Entity.create(TENANT, "u-2", "Stranger", kind=EntityKind.PERSON, at=AT))
+        save_entity(store, entity(name, days_ago=days))
+    save_entity(store, Entity.create(TENANT, "u-2", "Stranger", kind=EntityKind.PERSON, at=AT))
     # When the first user's two most recent are asked for
     # Then they come newest first, and the other user's are never listed
     assert [e.name for e in store.entities_of(TENANT, USER, 2)] == ["Newest", "Middle"]
@@ -694,7 +725,7 @@ def test_two_batches_converge_on_one_entity_for_priya_and_pri() -> None:
         known = store.entities_of(TENANT, USER, 100)
         out = resolve([candidate], {candidate.source_turn_id or "": turn_text}, known)
         for upsert in out.upserts:
-            store.upsert(upsert)
+            save_entity(store, upsert)
         (only,) = resolved(out)
         return only
 

@@ -1,4 +1,4 @@
-"""Entities: the people, places and things a user talks about, and the port that stores them.
+"""Entities: the people, places and things a user talks about, and how one is saved.
 
 An entity's id is content-addressed from its normalised canonical name (DESIGN.md section 3),
 so the same name resolved in two batches, or re-resolved after a redelivery, is the same row.
@@ -10,21 +10,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memwrite.candidate import USER_ENTITY
+from memwrite.errors import WriteConflict
 from memwrite.ids import content_hash
 
+if TYPE_CHECKING:  # the port is defined over `Entity`
+    from memwrite.ports import EntityStore
+
 __all__ = [
+    "MAX_SAVE_ATTEMPTS",
     "Entity",
     "EntityKind",
-    "InMemoryEntityStore",
+    "VersionedEntity",
     "entity_id_for",
     "merge_entities",
     "normalise_name",
+    "save_entity",
 ]
 
 _WHITESPACE_RE = re.compile(r"\s+")
@@ -125,20 +133,28 @@ def merge_entities(existing: Entity, incoming: Entity) -> Entity:
     )
 
 
-class InMemoryEntityStore:
-    """`EntityStore` in a dict, for tests and the local runner."""
+@dataclass(frozen=True)
+class VersionedEntity:
+    entity: Entity
+    version: int  # bumps on every write; a put names the version it read
 
-    def __init__(self) -> None:
-        self._entities: dict[tuple[str, str, str], Entity] = {}
 
-    def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
-        mine = [e for (t, u, _), e in self._entities.items() if (t, u) == (tenant, user_id)]
-        # Ties on last_seen break by name, so the order never depends on insertion.
-        mine.sort(key=lambda e: e.name)
-        mine.sort(key=lambda e: e.last_seen, reverse=True)
-        return mine[:limit]
+MAX_SAVE_ATTEMPTS = 5
 
-    def upsert(self, entity: Entity) -> None:
-        key = (entity.tenant, entity.user_id, entity.entity_id)
-        stored = self._entities.get(key)
-        self._entities[key] = entity if stored is None else merge_entities(stored, entity)
+
+def save_entity(store: EntityStore, entity: Entity) -> Entity:
+    """Insert `entity`, or merge it into the stored one (`merge_entities`), with an optimistic
+    version check: a concurrent writer's aliases are re-read and kept, never overwritten."""
+    for attempt in range(1, MAX_SAVE_ATTEMPTS + 1):
+        found = store.get(entity.tenant, entity.user_id, entity.entity_id)
+        merged = entity if found is None else merge_entities(found.entity, entity)
+        if found is not None and merged == found.entity:
+            return merged  # nothing new: a redelivery writes nothing
+        try:
+            store.put(merged, expected_version=None if found is None else found.version)
+        except WriteConflict:
+            if attempt == MAX_SAVE_ATTEMPTS:
+                raise
+            continue
+        return merged
+    raise AssertionError("unreachable: the loop returns or raises")

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from memwrite.entities import Entity
+from memwrite.entities import Entity, VersionedEntity
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan
@@ -161,8 +161,11 @@ class EntityStore(Protocol):
     def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
         """Up to `limit` entities of the user, most recently seen first."""
 
-    def upsert(self, entity: Entity) -> None:
-        """Insert the entity, or merge it into the stored one (`merge_entities`)."""
+    def get(self, tenant: str, user_id: str, entity_id: str) -> VersionedEntity | None: ...
+
+    def put(self, entity: Entity, expected_version: int | None) -> None:
+        """Write the entity if its stored version is still `expected_version` (None: absent);
+        raise `WriteConflict` otherwise. Merging is the caller's (`entities.save_entity`)."""
 
 
 class MemoryIndex(Protocol):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from memwrite.config import PipelineConfig
+from memwrite.entities import save_entity
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
@@ -53,7 +54,7 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         model=config.extract.model,
     )
     for entity in resolution.upserts:
-        deps.entities.upsert(entity)
+        save_entity(deps.entities, entity)
     for _ in range(resolution.judge_malformed):
         deps.metrics.event(STAGE, "resolve_json_fail")
     latency_ms = (time.perf_counter() - started) * 1000

@@ -16,14 +16,26 @@ __all__ = [
     "ENTITIES",
     "ENTITY_FACTS",
     "MEMORIES",
+    "MEMORIES_BY_ID",
     "OUTBOX",
+    "OUTBOX_PENDING",
+    "PARTITION_KEY",
+    "SORT_KEY",
     "SPANS",
+    "SPANS_BY_USER",
     "TABLES",
+    "TTL_ATTRIBUTE",
     "TURNS",
     "GlobalIndex",
     "StreamView",
     "TableSchema",
 ]
+
+
+# Every table keys its items the same way; adapters take these names from here.
+PARTITION_KEY = "pk"
+SORT_KEY = "sk"
+TTL_ATTRIBUTE = "expires_at"
 
 
 class StreamView(StrEnum):
@@ -43,8 +55,8 @@ class TableSchema:
     """Key design of one table; `logical_name` is the role, not the deployed name."""
 
     logical_name: str
-    partition_key: str = "pk"
-    sort_key: str | None = "sk"
+    partition_key: str = PARTITION_KEY
+    sort_key: str | None = SORT_KEY
     ttl_attribute: str | None = None
     stream: StreamView | None = None
     indexes: tuple[GlobalIndex, ...] = field(default=())
@@ -88,16 +100,15 @@ class TableSchema:
         return kwargs
 
 
-TURNS = TableSchema(logical_name="turns", ttl_attribute="expires_at")
-SPANS = TableSchema(
-    logical_name="spans",
-    indexes=(GlobalIndex("by_user", partition_key="user_key", sort_key="at"),),
-)
+TURNS = TableSchema(logical_name="turns", ttl_attribute=TTL_ATTRIBUTE)
+SPANS_BY_USER = GlobalIndex("by_user", partition_key="user_key", sort_key="at")
+SPANS = TableSchema(logical_name="spans", indexes=(SPANS_BY_USER,))
 # pk = tenant#user_id, sk = memory_id; `by_id` finds a memory from its id alone (GET by id).
+MEMORIES_BY_ID = GlobalIndex("by_id", partition_key="id_key")
 MEMORIES = TableSchema(
     logical_name="memories",
-    ttl_attribute="expires_at",  # tasks are ephemeral
-    indexes=(GlobalIndex("by_id", partition_key="id_key"),),
+    ttl_attribute=TTL_ATTRIBUTE,  # tasks are ephemeral
+    indexes=(MEMORIES_BY_ID,),
 )
 # pk = tenant#user_id, sk = entity_id#predicate (stateful) or entity_id#predicate#value-hash
 # (idempotent): every observation of one predicate (value) and a version.
@@ -107,9 +118,6 @@ ENTITIES = TableSchema(logical_name="entities")
 # pk = tenant#user_id, sk = memory_id#rev: one row per memory change for the indexer (stage 7).
 # `pending_key` exists only until the row is indexed, so the sparse `pending` index lists
 # exactly the not-yet-indexed changes of a user.
-OUTBOX = TableSchema(
-    logical_name="outbox",
-    stream=StreamView.NEW_IMAGE,
-    indexes=(GlobalIndex("pending", partition_key="pending_key", sort_key="sk"),),
-)
+OUTBOX_PENDING = GlobalIndex("pending", partition_key="pending_key", sort_key=SORT_KEY)
+OUTBOX = TableSchema(logical_name="outbox", stream=StreamView.NEW_IMAGE, indexes=(OUTBOX_PENDING,))
 TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX)

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.entities import Entity, merge_entities
+from memwrite.entities import Entity, VersionedEntity
 from memwrite.errors import StoreUnavailable, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
+from memwrite.schema import MEMORIES_BY_ID, OUTBOX_PENDING, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from memwrite.store import Commit, FactRow, VersionedMemory
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables"]
 
+PK, SK = PARTITION_KEY, SORT_KEY
 _BATCH_GET_LIMIT = 100
 _CONFLICT_CODES = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
 
@@ -53,7 +55,7 @@ class DynamoMemoryStore:
         unique = sorted(set(ids))
         for start in range(0, len(unique), _BATCH_GET_LIMIT):
             keys: list[dict[str, Any]] = [
-                {"pk": {"S": _user_key(tenant, user_id)}, "sk": {"S": memory_id}}
+                {PK: {"S": _user_key(tenant, user_id)}, SK: {"S": memory_id}}
                 for memory_id in unique[start : start + _BATCH_GET_LIMIT]
             ]
             request: dict[str, Any] = {
@@ -74,7 +76,7 @@ class DynamoMemoryStore:
         try:
             response = self._client.get_item(
                 TableName=self._tables.entity_facts,
-                Key={"pk": {"S": _user_key(tenant, user_id)}, "sk": {"S": key}},
+                Key={PK: {"S": _user_key(tenant, user_id)}, SK: {"S": key}},
                 ConsistentRead=True,
             )
         except ClientError as exc:
@@ -92,8 +94,8 @@ class DynamoMemoryStore:
         try:
             response = self._client.query(
                 TableName=self._tables.outbox,
-                IndexName="pending",
-                KeyConditionExpression="pending_key = :user",
+                IndexName=OUTBOX_PENDING.name,
+                KeyConditionExpression=f"{OUTBOX_PENDING.partition_key} = :user",
                 ExpressionAttributeValues={":user": {"S": _user_key(tenant, user_id)}},
                 ScanIndexForward=False,
                 Limit=limit,
@@ -111,7 +113,7 @@ class DynamoMemoryStore:
         memories: list[MemoryUnit] = []
         kwargs: dict[str, Any] = {
             "TableName": self._tables.memories,
-            "KeyConditionExpression": "pk = :pk",
+            "KeyConditionExpression": f"{PK} = :pk",
             "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
             "ConsistentRead": True,
         }
@@ -136,17 +138,17 @@ class DynamoMemoryStore:
             doc = memory.model_dump_json()
             docs[memory.memory_id] = (doc, rev)
             item: dict[str, Any] = {
-                "pk": {"S": user_key},
-                "sk": {"S": memory.memory_id},
-                "id_key": {"S": f"{commit.tenant}#{memory.memory_id}"},
+                PK: {"S": user_key},
+                SK: {"S": memory.memory_id},
+                MEMORIES_BY_ID.partition_key: {"S": f"{commit.tenant}#{memory.memory_id}"},
                 "rev": {"N": str(rev)},
                 "doc": {"S": doc},
             }
             if memory.expires_at is not None:
-                item["expires_at"] = {"N": str(memory.expires_at)}
+                item[TTL_ATTRIBUTE] = {"N": str(memory.expires_at)}
             put: dict[str, Any] = {"TableName": self._tables.memories, "Item": item}
             if expected is None:
-                put["ConditionExpression"] = "attribute_not_exists(pk)"
+                put["ConditionExpression"] = f"attribute_not_exists({PK})"
             else:
                 put["ConditionExpression"] = "rev = :rev"
                 put["ExpressionAttributeValues"] = {":rev": {"N": str(expected)}}
@@ -157,14 +159,14 @@ class DynamoMemoryStore:
             put = {
                 "TableName": self._tables.entity_facts,
                 "Item": {
-                    "pk": {"S": user_key},
-                    "sk": {"S": commit.fact_key},
+                    PK: {"S": user_key},
+                    SK: {"S": commit.fact_key},
                     "version": {"N": str(row.version + 1)},
                     "facts": {"S": json.dumps(facts, sort_keys=True)},
                 },
             }
             if row.version == 0:
-                put["ConditionExpression"] = "attribute_not_exists(pk)"
+                put["ConditionExpression"] = f"attribute_not_exists({PK})"
             else:
                 put["ConditionExpression"] = "version = :version"
                 put["ExpressionAttributeValues"] = {":version": {"N": str(row.version)}}
@@ -175,9 +177,9 @@ class DynamoMemoryStore:
                     "Put": {
                         "TableName": self._tables.turns,
                         "Item": {
-                            "pk": {"S": f"TRACEMEM#{commit.tenant}#{entry.trace_id}"},
+                            PK: {"S": f"TRACEMEM#{commit.tenant}#{entry.trace_id}"},
                             # Stored and later merged by one trace: two rows, not an overwrite.
-                            "sk": {"S": f"{entry.memory_id}#{entry.outcome}"},
+                            SK: {"S": f"{entry.memory_id}#{entry.outcome}"},
                             "memory_id": {"S": entry.memory_id},
                             "outcome": {"S": entry.outcome},
                         },
@@ -191,12 +193,12 @@ class DynamoMemoryStore:
                     "Put": {
                         "TableName": self._tables.outbox,
                         "Item": {
-                            "pk": {"S": user_key},
-                            "sk": {"S": f"{row_out.memory_id}#{rev:08d}"},
+                            PK: {"S": user_key},
+                            SK: {"S": f"{row_out.memory_id}#{rev:08d}"},
                             "memory_id": {"S": row_out.memory_id},
                             "op": {"S": row_out.op.value},
                             "doc": {"S": doc},
-                            "pending_key": {"S": user_key},
+                            OUTBOX_PENDING.partition_key: {"S": user_key},
                         },
                     }
                 }
@@ -213,7 +215,7 @@ class DynamoMemoryStore:
 
 
 class DynamoEntityStore:
-    """The entities table: one item per entity of a user; aliases accumulate on upsert."""
+    """The entities table: one item per entity of a user, versioned for conditional writes."""
 
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
@@ -223,7 +225,7 @@ class DynamoEntityStore:
         entities: list[Entity] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
+            "KeyConditionExpression": f"{PK} = :pk",
             "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
         }
         while True:
@@ -238,18 +240,36 @@ class DynamoEntityStore:
         entities.sort(key=lambda entity: entity.last_seen, reverse=True)
         return entities[:limit]
 
-    def upsert(self, entity: Entity) -> None:
-        key = {"pk": {"S": _user_key(entity.tenant, entity.user_id)}, "sk": {"S": entity.entity_id}}
+    def _key(self, tenant: str, user_id: str, entity_id: str) -> dict[str, Any]:
+        return {PK: {"S": _user_key(tenant, user_id)}, SK: {"S": entity_id}}
+
+    def get(self, tenant: str, user_id: str, entity_id: str) -> VersionedEntity | None:
+        key = self._key(tenant, user_id, entity_id)
         try:
-            current = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
-            item = current.get("Item")
-            merged = (
-                merge_entities(Entity.model_validate_json(item["doc"]["S"]), entity)
-                if item
-                else entity
-            )
-            self._client.put_item(
-                TableName=self._table, Item={**key, "doc": {"S": merged.model_dump_json()}}
-            )
+            item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         except ClientError as exc:
+            raise _unavailable(exc, "GetItem") from exc
+        found = item.get("Item")
+        if found is None:
+            return None
+        entity = Entity.model_validate_json(found["doc"]["S"])
+        return VersionedEntity(entity, int(found.get("version", {}).get("N", "1")))
+
+    def put(self, entity: Entity, expected_version: int | None) -> None:
+        key = self._key(entity.tenant, entity.user_id, entity.entity_id)
+        version = (expected_version or 0) + 1
+        item = {**key, "doc": {"S": entity.model_dump_json()}, "version": {"N": str(version)}}
+        condition: dict[str, Any] = (
+            {"ConditionExpression": f"attribute_not_exists({PK})"}
+            if expected_version is None
+            else {
+                "ConditionExpression": "version = :version",
+                "ExpressionAttributeValues": {":version": {"N": str(expected_version)}},
+            }
+        )
+        try:
+            self._client.put_item(TableName=self._table, Item=item, **condition)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                raise WriteConflict(f"entity {entity.entity_id} changed since it was read") from exc
             raise _unavailable(exc, "PutItem") from exc

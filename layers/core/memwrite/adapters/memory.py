@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from memwrite.entities import Entity, VersionedEntity
+from memwrite.errors import WriteConflict
 from memwrite.models import QueuedTurn, StageSpan, session_sort_key
 from memwrite.ports import EnqueueResult, TraceRecord
 from memwrite.reasons import Reason
 
 __all__ = [
     "CountingMetrics",
+    "InMemoryEntityStore",
     "InMemoryQueue",
     "InMemorySessionLog",
     "InMemorySpanStore",
@@ -103,3 +106,27 @@ class InMemorySessionLog:
     def append(self, turn: QueuedTurn) -> None:
         log = self.turns.setdefault((turn.tenant, turn.session_id), {})
         log[session_sort_key(turn)] = turn
+
+
+class InMemoryEntityStore:
+    """`EntityStore` in a dict, with the same version check as DynamoDB's."""
+
+    def __init__(self) -> None:
+        self._entities: dict[tuple[str, str, str], VersionedEntity] = {}
+
+    def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
+        mine = [v.entity for (t, u, _), v in self._entities.items() if (t, u) == (tenant, user_id)]
+        # Ties on last_seen break by name, so the order never depends on insertion.
+        mine.sort(key=lambda e: e.name)
+        mine.sort(key=lambda e: e.last_seen, reverse=True)
+        return mine[:limit]
+
+    def get(self, tenant: str, user_id: str, entity_id: str) -> VersionedEntity | None:
+        return self._entities.get((tenant, user_id, entity_id))
+
+    def put(self, entity: Entity, expected_version: int | None) -> None:
+        key = (entity.tenant, entity.user_id, entity.entity_id)
+        stored = self._entities.get(key)
+        if (stored.version if stored else None) != expected_version:
+            raise WriteConflict(f"entity {entity.entity_id} changed since it was read")
+        self._entities[key] = VersionedEntity(entity, (expected_version or 0) + 1)
