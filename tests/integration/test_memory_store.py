@@ -226,7 +226,7 @@ def test_a_lost_race_is_retried_from_a_fresh_read_and_converges(
 def test_a_stale_commit_is_refused_whole(store: DynamoMemoryStore) -> None:
     # Given a plan made before another write moved the row's version
     from memwrite.persist import decide, plan
-    from memwrite.store import read_candidate
+    from memwrite.reads import read_candidate
 
     berlin = item("u-stale", "I live in Berlin.", day=0)
     decided, reads = decide(berlin, read_candidate(store, berlin), CONFIG, deps_for(store))

@@ -92,6 +92,43 @@ def test_the_library_never_imports_handlers_or_local_tooling() -> None:
     assert offenders == set()
 
 
+def library_module(path: Path) -> str:
+    parts = path.relative_to(LIBRARY.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def library_imports(path: Path) -> set[str]:
+    """The library modules `path` imports (type-checking imports included: a loop is a loop)."""
+    known = {library_module(p) for p in library_files()}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            found.update(name for name in [node.module, *names] if name in known)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+    return found - {"memwrite", library_module(path)}
+
+
+def test_the_library_has_no_import_loops() -> None:
+    graph = {library_module(p): library_imports(p) for p in library_files()}
+    loops: list[list[str]] = []
+
+    def visit(module: str, path: list[str], done: set[str]) -> None:
+        for imported in sorted(graph.get(module, ())):
+            if imported in path:
+                loops.append([*path[path.index(imported) :], imported])
+            elif imported not in done:
+                visit(imported, [*path, imported], done)
+        done.add(module)
+
+    done: set[str] = set()
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module], done)
+    assert loops == []
+
+
 def test_every_protocol_lives_in_ports() -> None:
     elsewhere = {
         f"{path.relative_to(LIBRARY)}: {node.name}"

@@ -43,8 +43,8 @@ from memwrite.llm_extractor import (
     merge_candidates,
 )
 from memwrite.models import Role
+from memwrite.pricing import cost_usd, price_per_mtok
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
-from memwrite.usage import cost_usd, price_per_mtok
 
 RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
 CONFIG = ExtractConfig()

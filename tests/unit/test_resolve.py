@@ -21,7 +21,6 @@ from memwrite.entities import (
     EntityKind,
     entity_id_for,
     merge_entities,
-    save_entity,
 )
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput
 from memwrite.ports import ResolveJudge
@@ -34,6 +33,7 @@ from memwrite.references import (
     Unresolved,
     resolve_batch,
 )
+from memwrite.resolve import save_entity
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.usage import LlmUsage
 

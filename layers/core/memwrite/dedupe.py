@@ -29,9 +29,10 @@ from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import DedupeNote, ItemsPayload
 from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, SpanStore
+from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed
 from memwrite.spans import make_span, record_spans
-from memwrite.store import CandidateReads, StoreItem, VersionedMemory, read_candidate
+from memwrite.store import StoreItem, VersionedMemory
 
 __all__ = [
     "PENDING_NEIGHBOURS",

@@ -13,26 +13,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memwrite.candidate import USER_ENTITY
-from memwrite.errors import WriteConflict
 from memwrite.ids import content_hash
 
-if TYPE_CHECKING:  # the port is defined over `Entity`
-    from memwrite.ports import EntityStore
-
 __all__ = [
-    "MAX_SAVE_ATTEMPTS",
     "Entity",
     "EntityKind",
     "VersionedEntity",
     "entity_id_for",
     "merge_entities",
     "normalise_name",
-    "save_entity",
 ]
 
 _WHITESPACE_RE = re.compile(r"\s+")
@@ -137,24 +130,3 @@ def merge_entities(existing: Entity, incoming: Entity) -> Entity:
 class VersionedEntity:
     entity: Entity
     version: int  # bumps on every write; a put names the version it read
-
-
-MAX_SAVE_ATTEMPTS = 5
-
-
-def save_entity(store: EntityStore, entity: Entity) -> Entity:
-    """Insert `entity`, or merge it into the stored one (`merge_entities`), with an optimistic
-    version check: a concurrent writer's aliases are re-read and kept, never overwritten."""
-    for attempt in range(1, MAX_SAVE_ATTEMPTS + 1):
-        found = store.get(entity.tenant, entity.user_id, entity.entity_id)
-        merged = entity if found is None else merge_entities(found.entity, entity)
-        if found is not None and merged == found.entity:
-            return merged  # nothing new: a redelivery writes nothing
-        try:
-            store.put(merged, expected_version=None if found is None else found.version)
-        except WriteConflict:
-            if attempt == MAX_SAVE_ATTEMPTS:
-                raise
-            continue
-        return merged
-    raise AssertionError("unreachable: the loop returns or raises")

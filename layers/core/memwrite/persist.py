@@ -27,19 +27,11 @@ from memwrite.memory import MemoryLink, MemoryUnit
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
 from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, SpanStore
+from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError
 from memwrite.scoring import score, tier_for
 from memwrite.spans import make_span, record_spans
-from memwrite.store import (
-    CandidateReads,
-    Commit,
-    FactRow,
-    LedgerEntry,
-    OutboxOp,
-    OutboxRow,
-    StoreItem,
-    read_candidate,
-)
+from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from memwrite.config import PipelineConfig
-from memwrite.entities import save_entity
+from memwrite.entities import Entity, merge_entities
+from memwrite.errors import WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
@@ -21,10 +22,38 @@ from memwrite.reasons import ResolutionFailed
 from memwrite.references import ResolvedCandidate, resolve_batch
 from memwrite.spans import make_span, record_spans, usage_summary
 
-__all__ = ["KNOWN_ENTITIES", "STAGE", "ResolveDeps", "run"]
+__all__ = [
+    "KNOWN_ENTITIES",
+    "MAX_SAVE_ATTEMPTS",
+    "STAGE",
+    "ResolveDeps",
+    "run",
+    "save_entity",
+]
 
 STAGE = "resolve_refs"
 KNOWN_ENTITIES = 500  # fuzzy matching sees this many of the user's most recent entities
+
+
+MAX_SAVE_ATTEMPTS = 5
+
+
+def save_entity(store: EntityStore, entity: Entity) -> Entity:
+    """Insert `entity`, or merge it into the stored one (`merge_entities`), with an optimistic
+    version check: a concurrent writer's aliases are re-read and kept, never overwritten."""
+    for attempt in range(1, MAX_SAVE_ATTEMPTS + 1):
+        found = store.get(entity.tenant, entity.user_id, entity.entity_id)
+        merged = entity if found is None else merge_entities(found.entity, entity)
+        if found is not None and merged == found.entity:
+            return merged  # nothing new: a redelivery writes nothing
+        try:
+            store.put(merged, expected_version=None if found is None else found.version)
+        except WriteConflict:
+            if attempt == MAX_SAVE_ATTEMPTS:
+                raise
+            continue
+        return merged
+    raise AssertionError("unreachable: the loop returns or raises")
 
 
 @dataclass

@@ -3,22 +3,16 @@ commit persist writes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate
 from memwrite.facts import FactObservation, fact_key_for
 from memwrite.memory import KEYED_TYPES, MemoryUnit, memory_id_for
 from memwrite.payloads import ItemsPayload, PipelineItem
 
-if TYPE_CHECKING:  # the port is defined over these records
-    from memwrite.ports import MemoryStore
-
 __all__ = [
-    "CandidateReads",
     "Commit",
     "FactRow",
     "LedgerEntry",
@@ -26,7 +20,6 @@ __all__ = [
     "OutboxRow",
     "StoreItem",
     "VersionedMemory",
-    "read_candidate",
 ]
 
 
@@ -120,20 +113,3 @@ class StoreItem:
         if self.candidate.type not in KEYED_TYPES:
             return None
         return fact_key_for(self.candidate, self.entity_id)
-
-
-@dataclass(frozen=True)
-class CandidateReads:
-    """One consistent read of what a candidate touches: its own id, its entity_facts row and
-    every memory of that row that exists."""
-
-    row: FactRow
-    memories: dict[str, VersionedMemory]
-
-
-def read_candidate(store: MemoryStore, item: StoreItem, also: Sequence[str] = ()) -> CandidateReads:
-    """Read the candidate's row and memories (and `also`, e.g. a merge target outside it)."""
-    fact_key = item.fact_key
-    row = FactRow() if fact_key is None else store.get_fact_row(item.tenant, item.user_id, fact_key)
-    ids = [item.memory_id, *row.facts, *also]
-    return CandidateReads(row=row, memories=store.get_memories(item.tenant, item.user_id, ids))

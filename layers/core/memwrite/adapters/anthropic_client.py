@@ -17,8 +17,9 @@ from pydantic import BaseModel, ValidationError
 
 from memwrite.config import ExtractConfig
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, MalformedLlmOutput
+from memwrite.pricing import cost_usd, price_per_mtok
 from memwrite.prompts import PromptMessage
-from memwrite.usage import LlmUsage, cost_usd, price_per_mtok
+from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     import httpx2
