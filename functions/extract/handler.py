@@ -30,5 +30,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     current = deps()
     task = ExtractInput.model_validate(event)
     logger.append_keys(turn_ids=[turn.turn_id for turn in task.turns])
-    config = current.settings.pipeline.extract
+    # Per tenant: a tenant may turn the verifier on (TenantOverrides.verifier_enabled).
+    config = current.settings.for_request(task.turns[0].tenant).extract
     return extract_batch(task.turns, config, current.extract).model_dump(mode="json")

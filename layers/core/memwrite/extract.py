@@ -52,6 +52,7 @@ from memwrite.reasons import (
 )
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.spans import make_span, usage_summary
+from memwrite.verifier import CandidateVerifier, VerificationFailed, verify_extraction
 
 __all__ = [
     "STAGE",
@@ -114,8 +115,10 @@ def extract_candidates(
     llm: ExtractionLlm | None,
     *,
     on_json_fail: Callable[[], None],
+    verifier: CandidateVerifier | None = None,
 ) -> BatchExtraction:
-    """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set."""
+    """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set;
+    then the verifier, when `config.verifier` has it on and one is wired."""
     rules = {
         turn.turn_id: extract_with_rules(
             turn.text,
@@ -152,7 +155,9 @@ def extract_candidates(
         # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
         merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
         extractions.append(_triage(turn.turn_id, extractor, merged))
-    return BatchExtraction(tuple(extractions), calls)
+    return verify_extraction(
+        BatchExtraction(tuple(extractions), calls), turns, config.verifier, verifier
+    )
 
 
 class ExtractInput(BaseModel):
@@ -192,6 +197,7 @@ class ExtractDeps:
     metrics: MetricsSink
     session_log: SessionLog
     llm: ExtractionLlm | None
+    verifier: CandidateVerifier | None = None
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -260,9 +266,11 @@ def extract_batch(
             config,
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
+            verifier=deps.verifier,
         )
     except MemwriteError as exc:
-        usage = usage_summary(exc.calls if isinstance(exc, ExtractionFailed) else ())
+        paid = exc.calls if isinstance(exc, ExtractionFailed | VerificationFailed) else ()
+        usage = usage_summary(paid)
         latency_ms = (time.perf_counter() - started) * 1000
         error_spans = [
             _span(
@@ -280,11 +288,13 @@ def extract_batch(
         raise
     latency_ms = (time.perf_counter() - started) * 1000
     spans: list[StageSpan] = []
-    # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn.
+    # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn (of its
+    # first turn when only the verifier called a model).
     usage = usage_summary(extraction.llm_calls)
+    any_llm_turn = any(t.extractor is Extractor.LLM for t in extraction.turns)
     for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
         result, reason = _turn_verdict(turn_extraction)
-        charged = usage if turn_extraction.extractor is Extractor.LLM else None
+        charged = usage if turn_extraction.extractor is Extractor.LLM or not any_llm_turn else None
         usage = None if charged else usage
         spans.append(_span(turn, result=result, reason=reason, latency_ms=latency_ms, llm=charged))
         spans.extend(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from memwrite.llm_extractor import ExtractionLlm
     from memwrite.resolve_stage import ResolveDeps
     from memwrite.store_stages import StoreStageDeps
+    from memwrite.verifier import CandidateVerifier
 
 __all__ = [
     "ApiDeps",
@@ -35,6 +36,7 @@ __all__ = [
     "build_llm",
     "build_resolve_deps",
     "build_store_deps",
+    "build_verifier",
 ]
 
 
@@ -111,6 +113,19 @@ def build_llm(
     return AnthropicExtractorClient(config, api_key=api_key)
 
 
+def build_verifier(
+    settings: Settings, environ: dict[str, str] | os._Environ[str]
+) -> CandidateVerifier | None:
+    """The verifier when some tenant (or the deployment) turns it on and a model is reachable."""
+    config = settings.pipeline.extract
+    api_key = environ.get("ANTHROPIC_API_KEY")
+    if not settings.verifier_wanted() or (config.provider == "anthropic" and not api_key):
+        return None
+    from memwrite.adapters.anthropic_verifier import AnthropicVerifier
+
+    return AnthropicVerifier(config, api_key=api_key)
+
+
 def build_extract_deps(environ: dict[str, str] | None = None) -> StageDeps:
     """Adapters for the extract task: spans and the session log in DynamoDB, the LLM if any."""
     import boto3
@@ -127,6 +142,7 @@ def build_extract_deps(environ: dict[str, str] | None = None) -> StageDeps:
         metrics=EmfMetrics(),
         session_log=DynamoSessionLog(dynamodb, _required(env, "TURNS_TABLE")),
         llm=build_llm(settings.pipeline.extract, env),
+        verifier=build_verifier(settings, env),
     )
     return StageDeps(settings=settings, extract=extract)
 
