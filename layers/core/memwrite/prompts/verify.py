@@ -121,26 +121,16 @@ Answer: {"outcome": "drop", "failed_check": "temporal_accuracy", "corrected_text
 "corrected_value": null, "reason": "a past preference"}
 </example>"""
 
-_SYSTEM = f"""\
-<task>
-{_TASK}
-</task>
-
-<checks>
-{_CHECKS}
-</checks>
-
-<output_schema>
-{_OUTPUT_SCHEMA}
-</output_schema>
-
-<rules>
-{_RULES}
-</rules>
-
-<examples>
-{_EXAMPLES}
-</examples>"""
+_SYSTEM = "\n\n".join(
+    f"<{tag}>\n{body}\n</{tag}>"
+    for tag, body in (
+        ("task", _TASK),
+        ("checks", _CHECKS),
+        ("output_schema", _OUTPUT_SCHEMA),
+        ("rules", _RULES),
+        ("examples", _EXAMPLES),
+    )
+)
 
 
 def render(candidate: Candidate, turns: Sequence[BatchTurn]) -> RenderedPrompt:
