@@ -42,8 +42,9 @@ class StageHandler:
 
     def _handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         settings, deps = self.deps()
-        payload = self.stage.input_model.model_validate(event)
-        output = self.stage.run(payload, settings.pipeline, deps)
+        payload: Any = self.stage.input_model.model_validate(event)
+        # Every stage's input names its tenant; a tenant may override the pipeline's config.
+        output = self.stage.run(payload, settings.for_request(payload.tenant), deps)
         result: dict[str, Any] = output.model_dump(mode="json")
         return result
 

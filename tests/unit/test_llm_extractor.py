@@ -36,6 +36,7 @@ from memwrite.errors import (
     TransientError,
 )
 from memwrite.llm_extractor import (
+    cap_by_wording,
     cap_hypotheticals,
     count_llm_calls,
     detail_windows,
@@ -524,6 +525,48 @@ def test_plain_turn_is_left_alone() -> None:
     # When the post-check runs
     # Then nothing changes
     assert cap_hypotheticals(claims, "I got a ramen gift, I love ramen.", 0.3) == claims
+
+
+def test_a_hedged_turn_caps_the_models_confidence_end_to_end() -> None:
+    # Given a model that is sure (0.95) of both claims of a turn that hedges them
+    api = FakeMessagesApi(Reply("extract_valid"))
+    text = "I think I moved to Lisbon last month and I can't stand cilantro."
+    # When the turn is extracted
+    out = extract_with_llm(batch(text), CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then the post-check caps both at the hedge ceiling
+    assert {c.value: c.confidence for c in out.candidates} == {"Lisbon": 0.6, "cilantro": 0.6}
+
+
+@pytest.mark.parametrize(
+    ("text", "confidence"),
+    [
+        ("I love ramen.", 0.95),
+        ("I love ramen, probably.", 0.6),
+        ("Do I love ramen?", 0.5),
+        ("My brother says I love ramen.", 0.5),
+        ("I'm going to love ramen in Tokyo.", 0.5),
+        ("I wish I could eat ramen every day.", 0.4),
+        ("I love ramen. Maybe I love ramen too much.", 0.95),
+    ],
+)
+def test_the_wording_post_check_caps_by_the_plainest_stating_sentence(
+    text: str, confidence: float
+) -> None:
+    # Given a confident candidate and a turn that states it plainly, hedged, asked, reported,
+    # planned or wished
+    ramen = candidate("ramen", 0.95)
+    # When the post-check runs
+    (capped,) = cap_by_wording([ramen], text)
+    # Then the confidence is the plainest stating sentence's ceiling
+    assert capped.confidence == confidence
+
+
+def test_a_value_the_model_reworded_keeps_its_confidence() -> None:
+    # Given a candidate whose value appears in no sentence of the turn
+    noodles = candidate("noodle soup", 0.9)
+    # When the post-check runs on a hedged turn
+    # Then the model's own confidence stands: there is no sentence to read
+    assert cap_by_wording([noodles], "I think I love ramen.") == [noodles]
 
 
 def test_long_conversation_gets_a_parallel_detail_pass_merged_without_duplicates() -> None:

@@ -627,3 +627,100 @@ def test_claim_shaped_noise_keeps_values_inside_their_evidence(words: list[str])
         evidence = text[c.source_span.start : c.source_span.end].lower()
         if c.attribute != "instruction":
             assert c.value.lower() in evidence
+
+
+# Forms the rules must not guess at: each one defers to the LLM (or DeferredNoLLM offline) with
+# no memory of its own, because any value a rule could cut from it would be wrong.
+DEFERRED: list[str] = [
+    # a phrase cut mid-way, or a clause swallowed into the value
+    "I love baking and its become a weekly thing for us.",
+    "I enjoy volunteering at the food bank near our place.",
+    "I really enjoy the sounds and smells of the farmers market.",
+    "I'm allergic to dogs with thick double coats.",
+    # something of the other speaker, of a pronoun, or of a named person
+    "I love your new haircut!",
+    "I like walking them after dinner on the beach.",
+    "I adore his watercolor landscapes so much.",
+    "I really like Jenna's leather jacket.",
+    "I love the photo you sent of the lake.",
+    # the sentence's polarity is not the rule's
+    "I don't love crowded beaches in August.",
+    "I used to enjoy skiing with my cousins.",
+    # transient
+    "I love the sunset tonight over the harbour.",
+    # filler
+    "I like the following ideas for the trip: a cabin and a canoe.",
+    "I like a bit of everything when it comes to music.",
+]
+
+
+@pytest.mark.parametrize("text", DEFERRED)
+def test_what_the_rules_cannot_pin_down_is_deferred_without_a_memory(text: str) -> None:
+    # Given a sentence whose value a rule would cut, misattribute or misread
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then they make no memory of it and leave the turn to the LLM
+    assert result.candidates == ()
+    assert result.fully_covered is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I'm not really into board games.", _user("dislikes", "board games")),
+        ("I'm not big on musicals.", _user("dislikes", "musicals")),
+        ("I'm not into crosswords anymore.", _user("likes", "crosswords", negated=True)),
+        ("I love pottery, it calms me down.", _user("likes", "pottery")),
+        ("I love hiking on weekends.", _user("likes", "hiking")),
+        ("I love camping trips with my kids.", _user("likes", "camping trips")),
+    ],
+)
+def test_polarity_and_clean_phrase_ends_are_kept(text: str, expected: Triple) -> None:
+    # Given a preference whose value ends cleanly, or a negation that says how it is meant
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then the one memory has the sentence's polarity
+    assert _triples(result) == {expected}
+
+
+@pytest.mark.parametrize(
+    "text", ["Never say die.", "Always be yourself.", "Keep calm and carry on."]
+)
+def test_an_imperative_idiom_is_not_an_instruction(text: str) -> None:
+    # Given a motto in the imperative, addressed to no one and about no answer
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then no instruction is stored
+    assert result.candidates == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "confidence", "reason"),
+    [
+        ("I'm allergic to shellfish.", 0.9, "explicit statement"),
+        ("I like pastel colours, I think.", 0.6, "hedge statement"),
+        ("Maybe, I'm allergic to shellfish.", 0.6, "hedge statement"),
+        ("Um I'm allergic to shellfish?", 0.5, "question statement"),
+        # the plan is the next clause's, not this claim's
+        ("I'm a nurse and I'll work at Mercy General next year.", 0.9, "explicit statement"),
+    ],
+)
+def test_confidence_follows_the_wording(text: str, confidence: float, reason: str) -> None:
+    # Given a claim stated plainly, hedged, asked or planned
+    # When the rules read it
+    candidate = extract_with_rules(text).candidates[0]
+    # Then its confidence and quality reason follow the words, and it is still kept
+    assert candidate.confidence == pytest.approx(confidence)
+    assert candidate.quality.reason == reason
+    assert candidate.quality.verdict == "keep"
+
+
+def test_a_hedge_in_one_sentence_leaves_the_next_one_plain() -> None:
+    # Given a hedged sentence followed by a plain one
+    # When the rules read the turn
+    by_value = {
+        c.value: c.confidence
+        for c in extract_with_rules("I'm allergic to kiwi, I think. I live in Leeds.").candidates
+    }
+    # Then only the hedged claim loses confidence
+    assert by_value == {"kiwi": pytest.approx(0.6), "Leeds": pytest.approx(0.9)}

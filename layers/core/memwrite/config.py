@@ -31,6 +31,7 @@ __all__ = [
     "Settings",
     "TenantOverrides",
     "UserSkipPattern",
+    "VerifierConfig",
     "load_settings",
 ]
 
@@ -89,6 +90,18 @@ class IngestLimits(_Frozen):
     max_body_bytes: int = Field(default=262_144, ge=1)
 
 
+class VerifierConfig(_Frozen):
+    """The optional verifier pass after extraction (off by default; a tenant may turn it on).
+
+    Only candidates of at least `min_importance` are re-checked: each check is one model call.
+    """
+
+    enabled: bool = False
+    min_importance: float = Field(default=0.0, ge=0, le=1)
+    include_rule_candidates: bool = True  # the rule fast-path's candidates are re-checked too
+    max_output_tokens: int = Field(default=1_024, ge=128)
+
+
 class ExtractConfig(_Frozen):
     provider: Literal["anthropic", "bedrock"] = "anthropic"  # API key, or IAM via Bedrock
     model: str = "claude-haiku-4-5"
@@ -105,6 +118,7 @@ class ExtractConfig(_Frozen):
     detail_overlap_messages: int = Field(default=2, ge=0)
     detail_max_concurrency: int = Field(default=4, ge=1)
     hypothetical_confidence_cap: float = Field(default=0.3, ge=0, le=1)
+    verifier: VerifierConfig = VerifierConfig()
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
             # USD per million (input, output) tokens, list prices, by undated model name;
@@ -186,6 +200,8 @@ class TenantOverrides(_Frozen):
     rate_limit_window_secs: int | None = Field(default=None, ge=0)
     extract_from_assistant: bool | None = None
     user_skip_patterns: tuple[UserSkipPattern, ...] | None = None
+    verifier_enabled: bool | None = None
+    verifier_min_importance: float | None = Field(default=None, ge=0, le=1)
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)
 
 
@@ -214,7 +230,25 @@ class Settings(_Frozen):
         if agent is not None and agent.extract_from_assistant is not None:
             changes["extract_from_assistant"] = agent.extract_from_assistant
         prefilter = self.pipeline.prefilter.model_copy(update=changes)
-        return self.pipeline.model_copy(update={"prefilter": prefilter})
+        verifier_changes = {
+            field: value
+            for field, value in (
+                ("enabled", overrides.verifier_enabled),
+                ("min_importance", overrides.verifier_min_importance),
+            )
+            if value is not None
+        }
+        extract = self.pipeline.extract
+        if verifier_changes:
+            verifier = extract.verifier.model_copy(update=verifier_changes)
+            extract = extract.model_copy(update={"verifier": verifier})
+        return self.pipeline.model_copy(update={"prefilter": prefilter, "extract": extract})
+
+    def verifier_wanted(self) -> bool:
+        """Whether any tenant (or the deployment) has the verifier on: only then build it."""
+        return self.pipeline.extract.verifier.enabled or any(
+            overrides.verifier_enabled for overrides in self.tenants.values()
+        )
 
 
 def _api_keys_from_env(raw: str) -> dict[str, str]:

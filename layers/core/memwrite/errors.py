@@ -27,6 +27,7 @@ __all__ = [
     "StoreUnavailable",
     "TransientError",
     "Unauthenticated",
+    "VerificationFailed",
     "WriteConflict",
 ]
 
@@ -110,4 +111,12 @@ class ExtractionFailed(PermanentError):
         )
         self.batch = batch
         self.malformed = malformed
+        self.calls = calls
+
+
+class VerificationFailed(PermanentError):
+    """A verifier answer stayed malformed after its retry: the batch fails visibly."""
+
+    def __init__(self, turn_id: str | None, attempts: int, calls: tuple[LlmUsage, ...]) -> None:
+        super().__init__(f"turn {turn_id}: verifier output malformed {attempts} times, giving up")
         self.calls = calls

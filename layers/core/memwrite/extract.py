@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig, PipelineConfig
-from memwrite.errors import ExtractionFailed, MemwriteError
+from memwrite.errors import ExtractionFailed, MemwriteError, VerificationFailed
+from memwrite.extraction import BatchExtraction, TurnExtraction
 from memwrite.ids import content_hash
 from memwrite.llm_extractor import extract_with_llm, merge_candidates
 from memwrite.models import (
@@ -30,7 +31,7 @@ from memwrite.models import (
     session_sort_key,
 )
 from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOutput
-from memwrite.ports import ExtractionLlm, MetricsSink, SessionLog, SpanStore
+from memwrite.ports import CandidateVerifier, ExtractionLlm, MetricsSink, SessionLog, SpanStore
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import (
     DeferredNoLLM,
@@ -43,37 +44,16 @@ from memwrite.reasons import (
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.spans import make_span, usage_summary
 from memwrite.usage import LlmUsage
+from memwrite.verifier import verify_extraction
 
 __all__ = [
     "STAGE",
-    "BatchExtraction",
     "ExtractDeps",
-    "TurnExtraction",
     "extract_candidates",
     "run",
 ]
 
 STAGE = "extract"
-
-
-@dataclass(frozen=True)
-class TurnExtraction:
-    """One turn's share of a batch: which extractor handled it, what it kept and rejected."""
-
-    turn_id: str
-    extractor: Extractor
-    candidates: tuple[Candidate, ...]
-    rejected: tuple[tuple[Candidate, Reason], ...] = ()
-
-
-@dataclass(frozen=True)
-class BatchExtraction:
-    turns: tuple[TurnExtraction, ...]
-    llm_calls: tuple[LlmUsage, ...] = ()
-
-    @property
-    def candidates(self) -> list[Candidate]:
-        return [candidate for turn in self.turns for candidate in turn.candidates]
 
 
 def _triage(turn_id: str, extractor: Extractor, candidates: Sequence[Candidate]) -> TurnExtraction:
@@ -96,8 +76,10 @@ def extract_candidates(
     llm: ExtractionLlm | None,
     *,
     on_json_fail: Callable[[], None],
+    verifier: CandidateVerifier | None = None,
 ) -> BatchExtraction:
-    """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set."""
+    """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set;
+    then the verifier, when `config.verifier` has it on and one is wired."""
     rules = {
         turn.turn_id: extract_with_rules(
             turn.text,
@@ -134,7 +116,9 @@ def extract_candidates(
         # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
         merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
         extractions.append(_triage(turn.turn_id, extractor, merged))
-    return BatchExtraction(tuple(extractions), calls)
+    return verify_extraction(
+        BatchExtraction(tuple(extractions), calls), turns, config.verifier, verifier
+    )
 
 
 @dataclass
@@ -143,6 +127,7 @@ class ExtractDeps:
     metrics: MetricsSink
     session_log: SessionLog
     llm: ExtractionLlm | None
+    verifier: CandidateVerifier | None = None
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -211,9 +196,11 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
             extract_config,
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
+            verifier=deps.verifier,
         )
     except MemwriteError as exc:
-        usage = usage_summary(exc.calls if isinstance(exc, ExtractionFailed) else ())
+        paid = exc.calls if isinstance(exc, ExtractionFailed | VerificationFailed) else ()
+        usage = usage_summary(paid)
         latency_ms = (time.perf_counter() - started) * 1000
         error_spans = [
             _span(
@@ -231,11 +218,13 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         raise
     latency_ms = (time.perf_counter() - started) * 1000
     spans: list[StageSpan] = []
-    # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn.
+    # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn (of its
+    # first turn when only the verifier called a model).
     usage = usage_summary(extraction.llm_calls)
+    any_llm_turn = any(t.extractor is Extractor.LLM for t in extraction.turns)
     for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
         result, reason = _turn_verdict(turn_extraction)
-        charged = usage if turn_extraction.extractor is Extractor.LLM else None
+        charged = usage if turn_extraction.extractor is Extractor.LLM or not any_llm_turn else None
         usage = None if charged else usage
         spans.append(_span(turn, result=result, reason=reason, latency_ms=latency_ms, llm=charged))
         spans.extend(

@@ -33,11 +33,13 @@ from memwrite.prompts.extract import (
     render_detail,
     turn_refs,
 )
+from memwrite.scoring import wording_confidence, wording_cues
 from memwrite.segment import split_segments
 from memwrite.usage import LlmUsage
 
 __all__ = [
     "LlmExtraction",
+    "cap_by_wording",
     "cap_hypotheticals",
     "count_llm_calls",
     "detail_windows",
@@ -147,6 +149,32 @@ def cap_hypotheticals(
     ]
 
 
+def cap_by_wording(candidates: Sequence[Candidate], turn_text: str) -> list[Candidate]:
+    """Cap confidence by the wording of the sentence that states each claim: a hedge, a
+    question, reported speech, a plan or a wish (`memwrite.scoring.wording_cues`).
+
+    The model is told to lower confidence itself; this holds when it does not. A claim stated in
+    several sentences takes the plainest of them; one whose value is in no sentence (the model
+    reworded it) keeps the model's confidence.
+    """
+    sentences = [segment.text for segment in split_segments(turn_text)]
+    capped: list[Candidate] = []
+    for candidate in candidates:
+        value = _squash(candidate.value)
+        ceilings = [
+            wording_confidence(candidate.confidence, wording_cues(sentence))
+            for sentence in sentences
+            if value in _squash(sentence)
+        ]
+        ceiling = max(ceilings, default=candidate.confidence)
+        capped.append(
+            candidate.model_copy(update={"confidence": ceiling})
+            if ceiling < candidate.confidence
+            else candidate
+        )
+    return capped
+
+
 def _conversation_windows(
     inp: ExtractPromptInput, config: ExtractConfig
 ) -> list[tuple[SessionTurn | BatchTurn, ...]]:
@@ -189,7 +217,9 @@ def _answer(
                 f"candidate {position} has {problem} (refs: {', '.join(refs)})", call.usage
             )
         attributed = candidate.model_copy(update={"source_turn_id": turn.turn_id})
-        candidates.extend(cap_hypotheticals([attributed], turn.text, cap))
+        candidates.extend(
+            cap_by_wording(cap_hypotheticals([attributed], turn.text, cap), turn.text)
+        )
     return candidates, call.usage
 
 

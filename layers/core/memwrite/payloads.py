@@ -43,6 +43,10 @@ class ExtractInput(BaseModel):
             raise ValueError("a batch holds the turns of one tenant, user and session")
         return self
 
+    @property
+    def tenant(self) -> str:
+        return self.turns[0].tenant
+
     @classmethod
     def batches_of(cls, turns: Sequence[QueuedTurn]) -> list[ExtractInput]:
         """One input per tenant, user and session of a queue batch, turns in arrival order:

@@ -16,18 +16,21 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memwrite.candidate import Candidate
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan
 from memwrite.prompts import PromptMessage
-from memwrite.prompts.extract import ExtractionResult
+from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult
+from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, VersionedMemory
 from memwrite.usage import LlmUsage
 
 __all__ = [
+    "CandidateVerifier",
     "DedupeJudge",
     "Embedder",
     "EnqueueResult",
@@ -44,6 +47,7 @@ __all__ = [
     "TraceRecord",
     "TurnLedger",
     "TurnQueue",
+    "VerifierCall",
 ]
 
 
@@ -242,3 +246,20 @@ class MemoryStore(Protocol):
 class DedupeJudge(Protocol):
     def same_memory(self, candidate: str, existing: str) -> bool:
         """True when both sentences state the same memory."""
+
+
+@dataclass(frozen=True)
+class VerifierCall:
+    """One verifier answer and what it cost."""
+
+    verdict: VerifierVerdict
+    usage: LlmUsage
+
+
+class CandidateVerifier(Protocol):
+    def verify(self, candidate: Candidate, turns: Sequence[BatchTurn]) -> VerifierCall:
+        """Check one candidate against the turns of its batch.
+
+        Raises `MalformedLlmOutput` when the answer is not a valid `VerifierVerdict`, and the
+        `LlmUnavailable` / `LlmRequestRejected` of `memwrite.llm_extractor`.
+        """

@@ -36,7 +36,9 @@ __all__ = [
     "Supersedes",
     "TooShort",
     "Ungrounded",
+    "Unverified",
     "UserRule",
+    "VerifierCheck",
 ]
 
 
@@ -49,6 +51,19 @@ class SecretKind(StrEnum):
     API_TOKEN = "api_token"
     PRIVATE_KEY = "private_key"
     PASSWORD = "password"
+
+
+class VerifierCheck(StrEnum):
+    """The verifier's eight checks of a candidate against its source turns (DESIGN.md, Extract)."""
+
+    ENTITY_IDENTITY = "entity_identity"
+    OBJECT_IDENTITY = "object_identity"
+    LOCATION = "location"
+    TEMPORAL_ACCURACY = "temporal_accuracy"
+    ORGANISATIONAL_CONTEXT = "organisational_context"
+    COMPLETENESS = "completeness"
+    RELATIONAL_CONTEXT = "relational_context"
+    SUPPORTED_BY_TRANSCRIPT = "supported_by_transcript"
 
 
 class _Reason(BaseModel):
@@ -142,6 +157,13 @@ class DeferredNoLLM(_Reason):
     type: Literal["DeferredNoLLM"] = "DeferredNoLLM"
 
 
+class Unverified(_Reason):
+    """The verifier re-read the source turns and dropped the candidate: `check` failed."""
+
+    type: Literal["Unverified"] = "Unverified"
+    check: VerifierCheck
+
+
 class ExtractionError(_Reason):
     """Extraction failed after its retries; the turn goes to the DLQ, visibly."""
 
@@ -216,6 +238,7 @@ Reason = Annotated[
     | QualityDiscard
     | Ungrounded
     | DeferredNoLLM
+    | Unverified
     | ExtractionError
     | ResolutionFailed
     | DuplicateConfirmed

@@ -25,13 +25,13 @@ from pydantic import ValidationError
 
 from memwrite.candidate import USER_ENTITY, Candidate, MemoryType, Quality, SourceSpan
 from memwrite.relations import RELATION_SYNONYMS
+from memwrite.scoring import WordingCue, wording_confidence, wording_cues
 
 __all__ = ["RuleExtraction", "extract_with_rules"]
 
 logger = logging.getLogger(__name__)
 
 CONFIDENCE_EXPLICIT: Final = 0.9
-CONFIDENCE_HEDGED: Final = 0.6
 # DESIGN.md section 2: hypotheticals, role-play, sarcasm and "basically" framings get <= 0.3.
 CONFIDENCE_GUARDED: Final = 0.3
 # A clause (or the unmatched rest of one) this long may carry knowledge the rules missed.
@@ -40,7 +40,6 @@ MAX_INSTRUCTION_CHARS: Final = 200
 MAX_AGE: Final = 120
 
 REASON_EXPLICIT: Final = "explicit statement"
-REASON_HEDGED: Final = "hedged statement"
 REASON_HYPOTHETICAL: Final = "hypothetical"
 REASON_ROLE_PLAY: Final = "role_play"
 REASON_SARCASM: Final = "sarcasm"
@@ -199,6 +198,46 @@ _BAD_THINGS: Final = _word_set(
     "all both no not never"
 )
 _POINTING_WORDS: Final = _word_set("this that these those it it's idea thought way")
+# A liked thing that names something of the other speaker or of a pronoun ("your garden",
+# "feeding them", "her paintings") is about someone the rules cannot name.
+_OTHER_OWNER_WORDS: Final = _word_set(
+    "you your yours you're he him his she her hers they them their theirs it its we us our ours"
+)
+# A value that holds one of these is a clause cut into, not a thing ("running and its been a").
+_CLAUSE_WORDS: Final = _word_set(
+    "is was are were be been being am has have had do does did will would can could should "
+    "might must shall going gonna wanna got get gets"
+)
+# A value ending on one of these was cut mid-phrase ("the jokes and gadgets of").
+_DANGLING_WORDS: Final = _word_set(
+    "a an the of in on at to for with from by about into onto over under and or but nor my "
+    "our your his her their its this that these those some any very so really just than as "
+    "like such every each all"
+)
+# Quantities and placeholders name no thing ("the following", "a lot about it").
+_FILLER_WORDS: Final = _word_set(
+    "following lot lots bit kind sort way ways thing things stuff part parts rest idea"
+)
+# Words that end a liked thing cleanly; a preposition instead means the phrase goes on.
+_PHRASE_END_RE = re.compile(
+    r"\s*(?:$|[,;:!?.…)\]\-–—]|(?i:because|but|since|so|though|tho|although|while|whereas"
+    r"|when|whenever|if|as|too|lately|nowadays|honestly|actually|especially|anyway|anyways"
+    r"|a\s+lot|so\s+much|very\s+much|more\s+than|than|sometimes|btw|lol|haha\w*|tbh|ever"
+    r"|and\s+(?:i|my|we|it|that|this|they|he|she)|or\s+(?:i|my|we)|i|my|we|he|she|they|it"
+    r"|it['’]s|that['’]s)(?![\w'’]))"
+)
+# Adverbials that qualify when or with whom, not what: "I love hiking on weekends".
+_QUALIFIER_RE = re.compile(
+    rf"\s+(?i:on\s+(?:the\s+)?weekends|at\s+night|in\s+the\s+(?:morning|evening|afternoon)s?"
+    rf"|every\s+(?:day|morning|evening|night|week|weekend|summer|winter)"
+    rf"|in\s+my\s+(?:free|spare)\s+time|as\s+a\s+hobby|all\s+the\s+time"
+    rf"|with\s+(?:my\s+)?(?:family|fam|friends|kids|{_RELATIONS})s?)(?![\w'’])"
+)
+# A preference tied to this moment is not durable: "I love the sunshine today".
+_TRANSIENT_RE = re.compile(
+    r"(?i:\b(?:today|tonight|yesterday|right\s+now|at\s+the\s+moment|so\s+far"
+    r"|this\s+(?:morning|afternoon|evening|week|weekend)))\b"
+)
 _FIRST_PERSON_WORDS: Final = _word_set("i me my myself mine i'm i've i'd i'll")
 _BASE_FORM_VERBS: Final = _word_set(
     "love like enjoy adore hate dislike detest loathe despise do can cannot"
@@ -210,6 +249,14 @@ _ASSISTANT_VERBS: Final = _word_set(
     "suggest recommend show tell be keep put refer address list explain summarize summarise "
     "translate cite send sign end start begin avoid check double-check confirm spell convert "
     "round default switch assume"
+)
+# Verbs that only ever describe the assistant's answers; the others ("say", "keep", "be") make
+# an instruction only when it is addressed or names the output: "never say never" is an idiom.
+_OUTPUT_VERBS: Final = _word_set("answer reply respond format summarize summarise translate cite")
+_ADDRESSEE_RE = re.compile(
+    r"(?i:\b(?:me|my|i|you|your|answers?|responses?|repl(?:y|ies)|messages?|emails?|code"
+    r"|summar(?:y|ies)|lists?|bullets?|bullet\s+points|emojis?|units|formatting|tone|words"
+    r"|jargon|sources|citations|examples|links|dates|times|currency|language|english)\b)"
 )
 _ABBREVIATIONS: Final = frozenset(
     {"mr", "mrs", "ms", "dr", "st", "mt", "ft", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e"}
@@ -364,9 +411,12 @@ _NOT_EAT_RE = _compile(
        |can\s+not))\s+(?P<food>(?i:eat|eats|drink|drinks))\s+
     {_list_value("value", _THING_STOPS, 6)}"""
 )
+# "I'm not a fan of", "I'm not really into": a dislike, not a retraction of a like.
 _DISLIKES_FAN_RE = _compile(
-    rf"""{_SUBJECT}{_BE_SIMPLE}\s+(?i:not|no)\s+(?:(?i:an?)\s+)?
-    (?:(?i:big|huge|great|real)\s+)?(?P<verb>(?i:fan))\s+(?i:of)\s+
+    rf"""{_SUBJECT}{_BE_SIMPLE}\s+(?i:not|no)\s+
+    (?:(?i:really|that|too|very|exactly|all\s+that)\s+)?
+    (?:(?i:an?)\s+)?(?:(?i:big|huge|great|real)\s+)?
+    (?P<verb>(?i:fan\s+of|into|big\s+on|keen\s+on|crazy\s+about))\s+
     {_list_value("value", _THING_STOPS, 6)}"""
 )
 _DISLIKES_RE = _compile(
@@ -528,6 +578,7 @@ _NEGATION_BE_RE = re.compile(
 )
 _NEGATION_BE_CONTRACTED_RE = re.compile(rf"\b(?P<be>(?i:is|are))n{_APOS}?t\b")
 _NEGATION_ANYMORE_RE = re.compile(r"\s+(?i:any\s?more)\b")
+_RETRACTION_RE = re.compile(r"(?i:\bno\s+longer\b|\bany\s?more\b)")
 
 _QUESTION_START_RE = re.compile(
     r"(?i:(?:do|does|did|is|are|am|was|were|can|could|would|will|should|shall|have|has|may"
@@ -950,10 +1001,55 @@ def _place_ok(value: str, ctx: _Context) -> bool:
 
 
 def _thing_ok(value: str) -> bool:
-    words = [w.lower().strip("'’") for w in value.split()]
+    """A value that names a thing: not a pronoun, not something of the other speaker or of a
+    named person, not a definite reference to the conversation, not a cut phrase or filler."""
+    written = value.split()
+    words = [w.lower().strip("'’") for w in written]
     if not words or words[0] in _BAD_THINGS or words[0] in _COGNITION_VERBS:
         return False
-    return not any(w in _POINTING_WORDS or w in _FIRST_PERSON_WORDS for w in words)
+    if words[-1] in _DANGLING_WORDS:
+        return False
+    # "the message", "the host's outfit": something the listener is meant to see; "the Beatles"
+    # is a name.
+    if words[0] == "the" and (len(written) == 1 or not written[1][:1].isupper()):
+        return False
+    if any(w.endswith(("'s", "’s", "s'")) for w in written) or any(
+        w in _FILLER_WORDS for w in words
+    ):
+        return False
+    return not any(
+        w in _POINTING_WORDS
+        or w in _FIRST_PERSON_WORDS
+        or w in _OTHER_OWNER_WORDS
+        or w in _CLAUSE_WORDS
+        for w in words
+    )
+
+
+def _is_proper(value: str) -> bool:
+    """Every word capitalised or a number: "WUFI Passive", "99% Invisible"."""
+    return all(w[:1].isupper() or w[:1].isdigit() for w in value.split())
+
+
+def _complete(m: re.Match[str], value: str) -> bool:
+    """The value ends where its clause ends (qualifiers of time or company aside), not at a
+    preposition or a word limit that cut the phrase; a name is complete by itself."""
+    if _is_proper(value):
+        return True
+    rest, pos = m.string, m.end()
+    while qualifier := _QUALIFIER_RE.match(rest, pos):
+        pos = qualifier.end()
+    if _PHRASE_END_RE.match(rest, pos) is None:
+        return False
+    # "I love seeing you": a gerund whose object is still to come.
+    following = rest[pos:].split(maxsplit=1)
+    gerund = value.endswith("ing") and rest[: m.end()].rstrip().endswith(value)
+    return not (gerund and following and following[0].lower() in {"you", "it"})
+
+
+def _durable_thing(m: re.Match[str], value: str) -> bool:
+    """A preference worth a memory: a complete thing, not tied to this moment."""
+    return _thing_ok(value) and _complete(m, value) and _TRANSIENT_RE.search(m.string) is None
 
 
 def _possessive(value: str) -> tuple[str, str]:
@@ -1059,7 +1155,8 @@ def _build_allergy(
     m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
 ) -> _Found | None:
     items = _items(m.group("value"), _LIST_SPLIT_WORDS_RE)
-    if not items or not all(_thing_ok(i) for i in items):
+    # "allergic to dogs with long hair" is not "allergic to dogs": a cut list defers.
+    if not items or not all(_thing_ok(i) for i in items) or not _complete(m, items[-1]):
         return None
     claims = [_claim(subject, "allergic_to", i, f"is allergic to {i}", ctx) for i in items]
     return _Found((*extra, *claims), m.end())
@@ -1101,7 +1198,7 @@ def _build_not_eat(
     m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
 ) -> _Found | None:
     items = _items(m.group("value"), _LIST_SPLIT_WORDS_RE)
-    if not items or not all(_thing_ok(i) for i in items):
+    if not items or not all(_thing_ok(i) for i in items) or not _complete(m, items[-1]):
         return None
     drink = m.group("food").lower().startswith("drink")
     attribute, verb = ("does_not_drink", "drink") if drink else ("does_not_eat", "eat")
@@ -1129,7 +1226,8 @@ def _preference_builder(attribute: str) -> _Builder:
         claims = []
         for item in items:
             value, owner = _possessive(item)
-            if not _thing_ok(value) or (owner and _RELATION_WORD_RE.fullmatch(value)):
+            durable = _durable_thing(m, value) if item is items[-1] else _thing_ok(value)
+            if not durable or (owner and _RELATION_WORD_RE.fullmatch(value)):
                 # "I love my wife" is affection, not a preference worth a memory.
                 return None
             claims.append(
@@ -1148,8 +1246,10 @@ def _third_person_verb(verb: str, attribute: str) -> str:
             return "dislikes"
         if "stand" in words:
             return "cannot stand"
-        if words == "fan":
+        if words.startswith("fan"):
             return "is not a fan of"
+        if words in {"into", "big on", "keen on", "crazy about"}:
+            return f"is not {words}"
     if " " in words or words in {"into"}:
         return f"is {words}"
     return words if words.endswith("s") else f"{words}s"
@@ -1161,7 +1261,10 @@ def _build_prefers(
 ) -> _Found | None:
     value, owner = _possessive(_strip_value(m.group("value")))
     rest = " " + _collapse(m.group("rest")) if m.group("rest") else ""
-    if not _thing_ok(value) or (rest and not _thing_ok(_strip_value(m.group("other")))):
+    other = _strip_value(m.group("other")) if rest else ""
+    if not (_durable_thing(m, other) if rest else _durable_thing(m, value)):
+        return None
+    if rest and not _thing_ok(value):
         return None
     infinitive = "to " if m.group("inf") else ""
     claim = _claim(subject, "prefers", value, f"prefers {infinitive}{owner}{value}{rest}", ctx)
@@ -1173,7 +1276,7 @@ def _build_uses(
     m: re.Match[str], ctx: _Context, subject: _Subject, extra: list[_Claim]
 ) -> _Found | None:
     value = _strip_value(m.group("value"))
-    if not _thing_ok(value) or not _proper_ok(value, ctx):
+    if not _durable_thing(m, value) or not _proper_ok(value, ctx):
         return None
     return _Found((*extra, _claim(subject, "uses", value, f"uses {value}", ctx)), m.end())
 
@@ -1326,7 +1429,7 @@ def _build_employment(
 def _build_favorite(m: re.Match[str], ctx: _Context) -> _Found | None:
     what = _collapse(m.group("what").lower())
     value = _strip_value(m.group("value"))
-    if not _thing_ok(value):
+    if not _durable_thing(m, value):
         return None
     attribute = "favorite_" + what.replace(" ", "_")
     claim = _claim(
@@ -1387,6 +1490,16 @@ def _match_rules(body: str, ctx: _Context) -> _Found | None:
     return None
 
 
+_PREFERENCE_ATTRIBUTES: Final = frozenset({"likes", "dislikes", "prefers", "uses"})
+
+
+def _states_preference(found: _Found) -> bool:
+    return any(
+        c.attribute in _PREFERENCE_ATTRIBUTES or c.attribute.startswith("favorite_")
+        for c in found.claims
+    )
+
+
 def _negation_rewrite(body: str) -> str:
     """Turn a retraction into the plain claim it retracts: "I don't live in X anymore"."""
     body = _NEGATION_DO_RE.sub("", body, count=1)
@@ -1407,8 +1520,9 @@ def _subjunctive_rewrite(body: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _instruction(body: str, *, lead: bool) -> _Claim | None:
-    """A standing instruction: an imperative with a durable cue ("always", "from now on")."""
+def _instruction(body: str, *, lead: bool, asked: bool = False) -> _Claim | None:
+    """A standing instruction: an imperative with a durable cue ("always", "from now on"),
+    addressed to the assistant ("please", "can you", "from now on") or about its output."""
     ask = _INSTRUCTION_ASK_RE.match(body)
     if ask:
         body = body[ask.end() :]
@@ -1435,8 +1549,15 @@ def _instruction(body: str, *, lead: bool) -> _Claim | None:
         or (negative and _INSTRUCTION_DURABLE_RE.search(body) is not None)
     )
     value = body[: trailer.start()] if trailer else body
+    addressed = (
+        asked
+        or ask is not None
+        or from_now_on
+        or verb in _OUTPUT_VERBS
+        or _ADDRESSEE_RE.search(value, m.end()) is not None
+    )
     value = _INSTRUCTION_NEVER_RE.sub("never", value.strip())
-    if not durable or len(value.split()) < 2 or len(value) > MAX_INSTRUCTION_CHARS:
+    if not (durable and addressed) or len(value.split()) < 2 or len(value) > MAX_INSTRUCTION_CHARS:
         return None
     for pattern, replacement in _FIRST_PERSON_SHIFTS:
         value = pattern.sub(replacement, value)
@@ -1464,7 +1585,6 @@ class _Outcome:
     claims: tuple[_Claim, ...]
     covered: bool
     guard: str | None
-    hedged: bool
     opens_guard: bool
 
 
@@ -1549,7 +1669,7 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
     pos = _end_of(_LEADING_FILLER_RE, text, 0)
     body = text[pos:]
     if not body:
-        return _Outcome((), True, inherited_guard, False, False)
+        return _Outcome((), True, inherited_guard, False)
 
     lead = _INSTRUCTION_LEAD_RE.match(body)
     if lead:
@@ -1570,8 +1690,8 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
 
     if guard is None and _is_question(body, clause.terminator):
         ask = _INSTRUCTION_QUESTION_RE.match(body)
-        claim = _instruction(body[ask.end() :], lead=lead is not None) if ask else None
-        return _Outcome((claim,) if claim else (), True, None, False, False)
+        claim = _instruction(body[ask.end() :], lead=lead is not None, asked=True) if ask else None
+        return _Outcome((claim,) if claim else (), True, None, False)
 
     ctx = _Context(lowercase_typing=_is_lowercase_typing(text), negated=False)
     found = _match_rules(body, ctx)
@@ -1580,9 +1700,15 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
         if claim:
             found = _Found((claim,), len(body))
     if found is None and _NEGATION_PRESENT_RE.search(body):
-        ctx = _Context(lowercase_typing=ctx.lowercase_typing, negated=True)
-        body = _negation_rewrite(body)
-        found = _match_rules(body, ctx)
+        negated_ctx = _Context(lowercase_typing=ctx.lowercase_typing, negated=True)
+        rewritten = _negation_rewrite(body)
+        retraction = _match_rules(rewritten, negated_ctx)
+        # "I don't love winter" is not "no longer loves winter": only "anymore" or "no longer"
+        # retracts a preference; any other negation of one is the LLM's to word.
+        if retraction is not None and (
+            _RETRACTION_RE.search(body) or not _states_preference(retraction)
+        ):
+            ctx, body, found = negated_ctx, rewritten, retraction
 
     claims, rest = _continue_claims(body, found, ctx) if found else ((), body)
     appositions = _appositions(rest, ctx)
@@ -1597,7 +1723,7 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
         covered = True
     else:
         covered = _content_words(rest, residual=found is not None) < MIN_UNCOVERED_WORDS
-    return _Outcome(claims, covered, guard, hedge is not None, opens_guard)
+    return _Outcome(claims, covered, guard, opens_guard)
 
 
 _NEW_SUBJECT_RE = re.compile(
@@ -1674,10 +1800,9 @@ def extract_with_rules(
         else None
     )
     quotes = _quoted_spans(text)
-    candidates: list[Candidate] = []
-    seen: set[tuple[str, bool]] = set()
     fully_covered = True
     sentence_guard: tuple[int, str] | None = None
+    analysed: list[tuple[_Clause, _Outcome]] = []
     for clause in _split_clauses(text):
         if any(start <= clause.start < end for start, end in quotes):
             # Reported speech ("she said 'I'm Elena'") is about someone else: the LLM decides.
@@ -1696,11 +1821,26 @@ def extract_with_rules(
         else:
             covered = outcome.covered
         fully_covered = fully_covered and covered
-        if _restates_full_name(clause, candidates):
+        analysed.append((clause, outcome))
+
+    # Short claim-free clauses of a sentence colour the wording of its claims: "Maybe, I'm
+    # allergic to cats" and "I'm allergic to cats, I think" are both hedged; a longer clause
+    # ("and I'll work at ...") has a claim of its own that the rules did not read.
+    claim_free: dict[int, str] = {}
+    for clause, outcome in analysed:
+        short = _content_words(clause.text, residual=False) < MIN_UNCOVERED_WORDS
+        if not outcome.claims and short:
+            claim_free[clause.sentence] = f"{claim_free.get(clause.sentence, '')} {clause.text}"
+    candidates: list[Candidate] = []
+    seen: set[tuple[str, bool]] = set()
+    for clause, outcome in analysed:
+        if _restates_full_name(clause, candidates) or not outcome.claims:
             continue
         guard = outcome.guard or turn_guard
+        question = "?" if clause.terminator == "?" else ""
+        cues = wording_cues(f"{claim_free.get(clause.sentence, '')} {clause.text}{question}")
         for claim in outcome.claims:
-            candidate = _to_candidate(claim, clause, guard, outcome.hedged, source_turn_id)
+            candidate = _to_candidate(claim, clause, guard, cues, source_turn_id)
             if candidate is None:
                 fully_covered = False
                 continue
@@ -1749,12 +1889,22 @@ def _span_start(c: Candidate) -> int:
 
 
 def _to_candidate(
-    claim: _Claim, clause: _Clause, guard: str | None, hedged: bool, source_turn_id: str | None
+    claim: _Claim,
+    clause: _Clause,
+    guard: str | None,
+    cues: frozenset[WordingCue],
+    source_turn_id: str | None,
 ) -> Candidate | None:
+    if claim.attribute == "instruction":
+        # "Can you always reply in English?" is a polite request, not a doubt.
+        cues = cues - {WordingCue.QUESTION}
     if guard:
         confidence, quality = CONFIDENCE_GUARDED, Quality(verdict="discard", reason=guard)
-    elif hedged:
-        confidence, quality = CONFIDENCE_HEDGED, Quality(verdict="keep", reason=REASON_HEDGED)
+    elif cues:
+        # "I think", "apparently", "I'm going to": kept, but below a plain statement.
+        confidence = wording_confidence(CONFIDENCE_EXPLICIT, cues)
+        reason = ", ".join(sorted(cues)) + " statement"
+        quality = Quality(verdict="keep", reason=reason)
     else:
         confidence, quality = CONFIDENCE_EXPLICIT, Quality(verdict="keep", reason=REASON_EXPLICIT)
     try:

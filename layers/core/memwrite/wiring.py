@@ -18,7 +18,13 @@ from memwrite.environment import LambdaEnvironment
 
 if TYPE_CHECKING:
     from memwrite.ingest import IngestDeps
-    from memwrite.ports import DedupeJudge, ExtractionLlm, MetricsSink, SpanStore
+    from memwrite.ports import (
+        CandidateVerifier,
+        DedupeJudge,
+        ExtractionLlm,
+        MetricsSink,
+        SpanStore,
+    )
 
 __all__ = ["ApiDeps", "build_api_deps", "build_llm", "build_stage_deps"]
 
@@ -88,6 +94,16 @@ def _dedupe_judge(aws: _Aws) -> DedupeJudge | None:
     return AnthropicDedupeJudge(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
 
 
+def _verifier(aws: _Aws) -> CandidateVerifier | None:
+    """Built when some tenant (or the deployment) turns the verifier on and a model is
+    reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
+    if not aws.env.settings.verifier_wanted() or not _has_llm(aws):
+        return None
+    from memwrite.adapters.anthropic_verifier import AnthropicVerifier
+
+    return AnthropicVerifier(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
+
+
 def _extract(aws: _Aws) -> Any:
     from memwrite.adapters.dynamodb import DynamoSessionLog
     from memwrite.extract import ExtractDeps
@@ -97,6 +113,7 @@ def _extract(aws: _Aws) -> Any:
         metrics=aws.metrics,
         session_log=DynamoSessionLog(aws.dynamodb, aws.env.turns_table),
         llm=build_llm(aws.env.settings.pipeline.extract, aws.env.api_key()),
+        verifier=_verifier(aws),
     )
 
 

@@ -1,0 +1,33 @@
+"""What extraction found in a batch, per turn: the extractor used, the kept candidates and the
+rejected ones with their reasons (the extract stage's result, before it becomes a payload)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memwrite.candidate import Candidate
+from memwrite.payloads import Extractor
+from memwrite.reasons import Reason
+from memwrite.usage import LlmUsage
+
+__all__ = ["BatchExtraction", "TurnExtraction"]
+
+
+@dataclass(frozen=True)
+class TurnExtraction:
+    """One turn's share of a batch: which extractor handled it, what it kept and rejected."""
+
+    turn_id: str
+    extractor: Extractor
+    candidates: tuple[Candidate, ...]
+    rejected: tuple[tuple[Candidate, Reason], ...] = ()
+
+
+@dataclass(frozen=True)
+class BatchExtraction:
+    turns: tuple[TurnExtraction, ...]
+    llm_calls: tuple[LlmUsage, ...] = ()
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [candidate for turn in self.turns for candidate in turn.candidates]
