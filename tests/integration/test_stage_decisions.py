@@ -17,6 +17,7 @@ from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig
 from memwrite.entities import entity_id_for
+from memwrite.errors import StoreUnavailable
 from memwrite.payloads import ExtractedTurn, Extractor, ItemsPayload, PipelineItem
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import StoreItem
@@ -168,3 +169,39 @@ def test_a_clean_run_never_decides_again(store: DynamoMemoryStore) -> None:
     # Then the second saw the first as conflict recorded it: nothing was decided twice
     assert [r.decided_again for r in results] == [False, False]
     assert results[1].superseded == (results[0].memory_id,)
+
+
+def test_a_store_outage_leaves_error_spans_for_what_was_not_written(
+    store: DynamoMemoryStore,
+) -> None:
+    # Given a batch of two decided candidates and a store that refuses every commit
+    first = payload_of("I live in Berlin.", "t1", day=0)
+    second = payload_of("I'm allergic to peanuts.", "t2", day=0)
+    batch = first.model_copy(
+        update={"turns": first.turns + second.turns, "items": first.items + second.items}
+    )
+    spans, metrics = InMemorySpanStore(), CountingMetrics()
+    deduped = dedupe.run(batch, CONFIG, dedupe.DedupeDeps(store, IN_BAND, spans, metrics))
+    decided = conflict.run(deduped, CONFIG, conflict.ConflictDeps(store, spans, metrics))
+
+    class Down:
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+        def commit(self, commit: object) -> None:
+            raise StoreUnavailable("DynamoDB TransactWriteItems failed: InternalServerError")
+
+    deps = persist.PersistDeps(Down(), IN_BAND, spans, metrics)  # type: ignore[arg-type]
+    # When persist runs / Then the error propagates (the state machine's Retry/Catch)
+    with pytest.raises(StoreUnavailable):
+        persist.run(decided, CONFIG, deps)
+    # And both candidates have a persist error span naming the error, and nothing was stored
+    errors = [
+        (s.item_id, s.reason)
+        for trace in ("trace-t1", "trace-t2")
+        for s in spans.spans_of("acme", trace)
+        if s.stage == "persist"
+    ]
+    assert [item_id for item_id, _ in errors] == [item.item_id for item in decided.items]
+    assert all(r is not None and r.model_dump()["error"] == "StoreUnavailable" for _, r in errors)
+    assert store.memories_of("acme", "u1") == []

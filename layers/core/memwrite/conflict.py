@@ -21,7 +21,7 @@ from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload
 from memwrite.ports import MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import Contradiction, LateArrival, Reason, Supersedes
-from memwrite.spans import make_span, record_spans
+from memwrite.spans import item_span, record_spans
 from memwrite.store import FactRow, StoreItem
 
 __all__ = ["STAGE", "ConflictDeps", "decide", "run"]
@@ -107,17 +107,10 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: ConflictDeps) -> It
                 rows[fact_key] = FactRow(facts=facts, version=row.version + 1)
         items.append(item.model_copy(update={"conflict": note}))
         reason = _reason(note)
+        result = SpanResult.TRANSFORM if reason else SpanResult.PASS
+        latency_ms = (time.perf_counter() - started) * 1000
         spans.append(
-            make_span(
-                trace_id=item.trace_id,
-                tenant=payload.tenant,
-                user_id=payload.user_id,
-                stage=STAGE,
-                item_id=item.item_id,
-                result=SpanResult.TRANSFORM if reason else SpanResult.PASS,
-                reason=reason,
-                latency_ms=(time.perf_counter() - started) * 1000,
-            )
+            item_span(payload, item, STAGE, result=result, reason=reason, latency_ms=latency_ms)
         )
     record_spans(spans, deps.spans, deps.metrics)
     return payload.model_copy(update={"items": items})

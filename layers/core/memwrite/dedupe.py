@@ -31,7 +31,7 @@ from memwrite.payloads import DedupeNote, ItemsPayload
 from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, SpanStore
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed
-from memwrite.spans import make_span, record_spans
+from memwrite.spans import item_span, record_spans
 from memwrite.store import StoreItem, VersionedMemory
 
 __all__ = [
@@ -271,18 +271,11 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
         batch.add(store_item, note)
         items.append(item.model_copy(update={"dedupe": note}))
         # A duplicate is not lost: persist merges it (corroboration + 1).
-        found = note.tier is not None
+        reason = DuplicateConfirmed(tier=note.tier) if note.tier is not None else None
+        result = SpanResult.TRANSFORM if reason else SpanResult.PASS
+        latency_ms = (time.perf_counter() - started) * 1000
         spans.append(
-            make_span(
-                trace_id=item.trace_id,
-                tenant=payload.tenant,
-                user_id=payload.user_id,
-                stage=STAGE,
-                item_id=item.item_id,
-                result=SpanResult.TRANSFORM if found else SpanResult.PASS,
-                reason=DuplicateConfirmed(tier=note.tier) if note.tier is not None else None,
-                latency_ms=(time.perf_counter() - started) * 1000,
-            )
+            item_span(payload, item, STAGE, result=result, reason=reason, latency_ms=latency_ms)
         )
     record_spans(spans, deps.spans, deps.metrics)
     return payload.model_copy(update={"items": items})

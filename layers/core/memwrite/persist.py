@@ -30,7 +30,7 @@ from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, Span
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError
 from memwrite.scoring import score, tier_for
-from memwrite.spans import make_span, record_spans
+from memwrite.spans import item_span, record_spans
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
 
 __all__ = [
@@ -290,25 +290,6 @@ def _decisions(item: PipelineItem) -> Decisions:
     return Decisions(item.dedupe, item.conflict)
 
 
-def _span(
-    payload: ItemsPayload,
-    item: PipelineItem,
-    result: SpanResult,
-    reason: DuplicateConfirmed | StoreError | None,
-    latency_ms: float,
-) -> StageSpan:
-    return make_span(
-        trace_id=item.trace_id,
-        tenant=payload.tenant,
-        user_id=payload.user_id,
-        stage=STAGE,
-        item_id=item.item_id,
-        result=result,
-        reason=reason,
-        latency_ms=latency_ms,
-    )
-
-
 def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> ItemsPayload:
     """Commit each candidate in order; a failure leaves error spans and propagates (Catch)."""
     items: list[PipelineItem] = []
@@ -323,7 +304,8 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
             # Earlier candidates are committed (each atomically); this and later ones are not.
             error = StoreError(error=type(exc).__name__)
             failed = [
-                _span(payload, rest, SpanResult.ERROR, error, 0.0) for rest in payload.items[index:]
+                item_span(payload, rest, STAGE, result=SpanResult.ERROR, reason=error)
+                for rest in payload.items[index:]
             ]
             record_spans([*spans, *failed], deps.spans, deps.metrics)
             raise
@@ -334,6 +316,10 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
         merged = result.outcome is not PersistOutcome.STORED and tier is not None
         reason = DuplicateConfirmed(tier=tier) if merged and tier is not None else None
         latency_ms = (time.perf_counter() - started) * 1000
-        spans.append(_span(payload, item, SpanResult.PASS, reason, latency_ms))
+        spans.append(
+            item_span(
+                payload, item, STAGE, result=SpanResult.PASS, reason=reason, latency_ms=latency_ms
+            )
+        )
     record_spans(spans, deps.spans, deps.metrics)
     return payload.model_copy(update={"items": items})

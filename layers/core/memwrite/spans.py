@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
+from memwrite.payloads import ItemsPayload, PipelineItem
 from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import Reason
 from memwrite.usage import LlmUsage
 
-__all__ = ["make_span", "record_spans", "usage_summary"]
+__all__ = ["item_span", "make_span", "record_spans", "usage_summary"]
 
 
 def make_span(
@@ -39,6 +40,28 @@ def make_span(
         at=datetime.now(UTC),
         kind=kind,
         llm=llm,
+    )
+
+
+def item_span(
+    payload: ItemsPayload,
+    item: PipelineItem,
+    stage: str,
+    *,
+    result: SpanResult,
+    reason: Reason | None = None,
+    latency_ms: float = 0.0,
+) -> StageSpan:
+    """The span of one candidate of a store-stage batch (resolve_refs to persist)."""
+    return make_span(
+        trace_id=item.trace_id,
+        tenant=payload.tenant,
+        user_id=payload.user_id,
+        stage=stage,
+        item_id=item.item_id,
+        result=result,
+        reason=reason,
+        latency_ms=latency_ms,
     )
 
 
