@@ -69,13 +69,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response[dict[str, Any]]:
         errors = [
-            {
-                # A JSON syntax error's loc is ("body", <char offset>): not a list index.
-                "field": "body"
-                if err.get("type") == "json_invalid"
-                else _field_path(tuple(err.get("loc", ()))),
-                "message": err.get("msg", ""),
-            }
+            # A JSON syntax error's loc is ("body", <char offset>): not a list index.
+            {"field": "body", "message": f"{err.get('msg', '')}: {err['ctx']['error']}"}
+            if err.get("type") == "json_invalid" and "error" in (err.get("ctx") or {})
+            else {"field": _field_path(tuple(err.get("loc", ()))), "message": err.get("msg", "")}
             for err in exc.errors()
         ]
         return json_response(HTTPStatus.BAD_REQUEST, {"error": "invalid_request", "errors": errors})

@@ -18,7 +18,26 @@ from memwrite.models import IngestRequest
 from memwrite.wiring import ApiDeps, build_api_deps
 
 logger = Logger(service="memwrite-ingest")
-app = APIGatewayRestResolver(enable_validation=True)
+
+
+def _parse_json(raw: str) -> Any:
+    """`json.loads`, with the parser's own limits reported as invalid JSON (400), not a crash.
+
+    Powertools turns only `JSONDecodeError` into a validation error; nesting deeper than the
+    interpreter's recursion limit raises `RecursionError`, and an integer literal over
+    `sys.get_int_max_str_digits()` (4,300) digits a plain `ValueError`.
+    """
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", raw, 0) from None
+    except ValueError as exc:
+        raise json.JSONDecodeError("a number has too many digits", raw, 0) from exc
+
+
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_parse_json)
 register_error_handlers(app)
 
 
@@ -74,7 +93,7 @@ def _not_a_json_object(event: dict[str, Any]) -> dict[str, Any] | None:
             "expected application/json",
         )
     try:
-        parsed = json.loads(event.get("body") or "null")
+        parsed = _parse_json(event.get("body") or "null")
     except ValueError:
         return None  # the request validator reports the syntax error
     if parsed is None or isinstance(parsed, dict):

@@ -79,6 +79,96 @@ def test_invalid_body_is_400_naming_the_field(local, body, field):
     _assert_nothing_written(local)
 
 
+def _with_turn(**changes: Any) -> str:
+    return json.dumps(_valid(turns=[{**VALID_TURN, **changes}]))
+
+
+DEEP = 10_000
+HUGE_INT = "9" * 4_301  # one digit over Python's default int_max_str_digits
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        pytest.param(
+            '{"session_id": "s1", "user_id": "dana", "turns": ' + "[" * DEEP + "]" * DEEP + "}",
+            "body",
+            id="nested-10000-arrays",
+        ),
+        pytest.param('{"a": ' * DEEP + "1" + "}" * DEEP, "body", id="nested-10000-objects"),
+        pytest.param(
+            '{"session_id": ' + HUGE_INT + ', "user_id": "dana", "turns": []}',
+            "body",
+            id="huge-integer",
+        ),
+        pytest.param(
+            _with_turn(timestamp=0).replace('"timestamp": 0', '"timestamp": ' + HUGE_INT),
+            "body",
+            id="huge-integer-timestamp",
+        ),
+        pytest.param(
+            _with_turn(timestamp=0).replace('"timestamp": 0', '"timestamp": 1e999'),
+            "turns[0].timestamp",
+            id="infinite-timestamp",
+        ),
+        pytest.param(
+            _with_turn(timestamp=0).replace('"timestamp": 0', '"timestamp": NaN'),
+            "turns[0].timestamp",
+            id="nan-timestamp",
+        ),
+        pytest.param(
+            _with_turn(timestamp="2026-02-30T09:00:00Z"), "turns[0].timestamp", id="no-such-day"
+        ),
+        pytest.param(
+            _with_turn(timestamp="2026-03-02T25:00:00Z"), "turns[0].timestamp", id="no-such-hour"
+        ),
+        pytest.param(_with_turn(timestamp=""), "turns[0].timestamp", id="empty-timestamp"),
+        pytest.param(
+            _with_turn(content="I live in Berlin\u0000 with Alex."),
+            "turns[0].content",
+            id="nul-in-content",
+        ),
+        pytest.param(
+            _with_turn(content="I live in \u001b[31mBerlin\u0007 now."),
+            "turns[0].content",
+            id="control-characters-in-content",
+        ),
+        pytest.param(
+            _with_turn(content="I live in Berlin \ud800 with Alex."),
+            "turns[0].content",
+            id="lone-surrogate",
+        ),
+        pytest.param(json.dumps(_valid(session_id="s1\u0000")), "session_id", id="nul-in-id"),
+        pytest.param(_with_turn(role="User"), "turns[0].role", id="role-capitalised"),
+        pytest.param(_with_turn(role="user "), "turns[0].role", id="role-trailing-space"),
+        pytest.param(_with_turn(role="us\u0435r"), "turns[0].role", id="role-cyrillic-e"),
+        pytest.param(_with_turn(role="user\u0000"), "turns[0].role", id="role-with-nul"),
+        pytest.param(_with_turn(role=["user"]), "turns[0].role", id="role-as-list"),
+    ],
+)
+def test_hostile_body_is_400_not_500(local, raw, field):
+    # Given a body a hostile or careless client might send: absurd nesting, numbers over the
+    # parser's limits, characters no person typed, impossible dates, roles that only look right
+    # When it is posted
+    response = local.post_turns(raw)
+
+    # Then it is a 400 naming the field at fault (never a crash or a 5xx), and nothing is written
+    assert response.status == 400
+    assert [error["field"] for error in response.body["errors"]] == [field]
+    _assert_nothing_written(local)
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE"])
+def test_wrong_method_on_turns_is_4xx(local, method):
+    # Given a valid body
+    # When it is sent with a method the route does not take
+    response = local.runner.call(method, "/v1/turns", _valid())
+
+    # Then it is a client error and nothing is written
+    assert 400 <= response.status < 500
+    _assert_nothing_written(local)
+
+
 @pytest.mark.parametrize("raw", ['{"session_id": "s1", "turns": [', "", "not json at all"])
 def test_unparseable_body_is_400_not_500(local, raw):
     # Given a body that is not JSON (or no body at all)
