@@ -246,7 +246,10 @@ class DynamoSpanStore:
         }
 
     def put_spans(self, spans: Sequence[StageSpan]) -> None:
-        items = [self._item(span) for span in spans]
+        # DynamoDB refuses a batch that names one key twice (a turn repeated in one request has
+        # one span key): the last span of a key is the one that would have stayed anyway.
+        by_key = {(span.tenant, span.trace_id, span.stage, span.item_id): span for span in spans}
+        items = [self._item(span) for span in by_key.values()]
         for chunk in _chunks(items, _BATCH_WRITE_LIMIT):
             request: dict[str, Any] = {self._table: list(chunk)}
             for _ in range(_MAX_UNPROCESSED_ROUNDS):
