@@ -64,7 +64,14 @@ def _screen_all(
     rate_scope = f"{tenant}\x1f{request.user_id}"
     for turn in request.turns:
         started = time.perf_counter()
-        tid = turn_id(tenant, request.session_id, turn.role.value, mask_secrets(turn.content))
+        tid = turn_id(
+            tenant,
+            request.user_id,
+            request.session_id,
+            turn.role.value,
+            mask_secrets(turn.content),
+            timestamp=turn.timestamp,
+        )
         decision = prefilter_turn(
             content=turn.content,
             role=turn.role,
@@ -94,9 +101,21 @@ def ingest_turns(
     turn_ids = tuple(item.turn_id for item in screened)
     # A retry under the same Idempotency-Key replays its trace: it must be the same request,
     # and the turns that trace already enqueued keep their spans (they are not "duplicates").
+    trace = TraceRecord(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=request.user_id,
+        session_id=request.session_id,
+        agent_id=request.agent_id,
+        source=request.source.value,
+        created_at=now.isoformat(),
+        turn_ids=turn_ids,
+    )
     existing = deps.ledger.get_trace(tenant, trace_id) if idempotency_key else None
-    if existing is not None and existing.turn_ids != turn_ids:
-        raise IdempotencyKeyReused("this Idempotency-Key was used for a different request")
+    if existing is not None and (differing := _differing_fields(existing, trace)):
+        raise IdempotencyKeyReused(
+            f"this Idempotency-Key was used for a different request ({', '.join(differing)})"
+        )
     own: set[str] = set()
     if existing is not None:
         own = {
@@ -127,16 +146,7 @@ def ingest_turns(
         if tid not in duplicates
     ]
     if existing is None:
-        deps.ledger.put_trace(
-            TraceRecord(
-                trace_id=trace_id,
-                tenant=tenant,
-                user_id=request.user_id,
-                session_id=request.session_id,
-                created_at=now.isoformat(),
-                turn_ids=turn_ids,
-            )
-        )
+        deps.ledger.put_trace(trace)
     outcome = deps.queue.enqueue(to_send) if to_send else None
     sent = sorted(outcome.sent) if outcome else []
     failed = outcome.failed if outcome else {}
@@ -176,6 +186,13 @@ def ingest_turns(
             for tid, error in failed.items()
         ],
     )
+
+
+def _differing_fields(earlier: TraceRecord, retry: TraceRecord) -> list[str]:
+    """What a request under a reused Idempotency-Key changed; turns cover role, content, time."""
+    fields = ("user_id", "session_id", "agent_id", "source")
+    differing = [name for name in fields if getattr(earlier, name) != getattr(retry, name)]
+    return differing + (["turns"] if earlier.turn_ids != retry.turn_ids else [])
 
 
 def _span_of(
