@@ -17,6 +17,7 @@ from memwrite.auth import resolve_tenant
 from memwrite.errors import (
     IdempotencyKeyReused,
     IngestLimitExceeded,
+    TimestampInFuture,
     TransientError,
     Unauthenticated,
 )
@@ -91,6 +92,15 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             "limit": exc.limit,
         }
         return json_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, body)
+
+    @app.exception_handler(TimestampInFuture)
+    def _from_the_future(exc: TimestampInFuture) -> Response[dict[str, Any]]:
+        body = {
+            "error": "invalid_request",
+            "errors": [{"field": exc.field, "message": str(exc)}],
+            "max_clock_skew_secs": exc.max_skew_secs,
+        }
+        return json_response(HTTPStatus.BAD_REQUEST, body)
 
     @app.exception_handler(IdempotencyKeyReused)
     def _key_reused(exc: IdempotencyKeyReused) -> Response[dict[str, Any]]:

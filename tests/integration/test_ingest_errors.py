@@ -7,6 +7,7 @@ queue, no ledger row, no trace, no span.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -123,6 +124,9 @@ HUGE_INT = "9" * 4_301  # one digit over Python's default int_max_str_digits
             _with_turn(timestamp="2026-03-02T25:00:00Z"), "turns[0].timestamp", id="no-such-hour"
         ),
         pytest.param(_with_turn(timestamp=""), "turns[0].timestamp", id="empty-timestamp"),
+        pytest.param(
+            _with_turn(timestamp="9999-12-31T23:59:59Z"), "turns[0].timestamp", id="year-9999"
+        ),
         pytest.param(
             _with_turn(content="I live in Berlin\u0000 with Alex."),
             "turns[0].content",
@@ -355,3 +359,24 @@ def test_turn_over_max_chars_is_413_naming_the_turn(limited, make_body):
     assert [error["field"] for error in response.body["errors"]] == ["turns[3].content"]
     assert response.body["limit"] == LIMITS["max_chars_per_turn"]
     _assert_nothing_written(limited)
+
+
+def test_timestamp_beyond_the_clock_skew_is_400_naming_the_turn(make_local, make_body):
+    # Given a deployment that allows clocks to run one hour ahead
+    local = make_local(config={"pipeline": {"ingest": {"max_clock_skew_secs": 3600}}})
+    now = datetime.now(UTC)
+
+    def said(ahead: timedelta) -> dict[str, Any]:
+        return {**VALID_TURN, "timestamp": (now + ahead).isoformat()}
+
+    # When one turn is dated 30 minutes ahead and the next two hours ahead
+    body = make_body(said(timedelta(minutes=30)), said(timedelta(hours=2)))
+    refused = local.post_turns(body)
+
+    # Then the request is refused naming the second turn's timestamp, and nothing is written
+    assert refused.status == 400
+    assert [error["field"] for error in refused.body["errors"]] == ["turns[1].timestamp"]
+    assert refused.body["max_clock_skew_secs"] == 3600
+    _assert_nothing_written(local)
+    # And a turn within the skew is accepted
+    assert local.post_turns(make_body(said(timedelta(minutes=30)))).status == 202

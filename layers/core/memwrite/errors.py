@@ -15,6 +15,7 @@ __all__ = [
     "PermanentError",
     "QueueUnavailable",
     "StoreUnavailable",
+    "TimestampInFuture",
     "TransientError",
     "Unauthenticated",
     "WriteConflict",
@@ -65,3 +66,14 @@ class StoreUnavailable(TransientError):
 
 class QueueUnavailable(TransientError):
     """SQS refused or failed a call after the SDK's own retries."""
+
+
+class TimestampInFuture(PermanentError):
+    """A turn is dated further past the receive time than the allowed clock skew."""
+
+    def __init__(self, field: str, max_skew_secs: int) -> None:
+        super().__init__(
+            f"{field}: more than {max_skew_secs} s after the time the request was received"
+        )
+        self.field = field
+        self.max_skew_secs = max_skew_secs

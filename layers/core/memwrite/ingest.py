@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from memwrite.config import PipelineConfig
-from memwrite.errors import IdempotencyKeyReused
+from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
 from memwrite.models import (
     Decision,
@@ -94,8 +94,12 @@ def ingest_turns(
     deps: IngestDeps,
     idempotency_key: str | None = None,
 ) -> IngestResponse:
-    """Run stage 1 on a request and enqueue its survivors; never raises for a per-turn failure."""
+    """Run stage 1 on a request and enqueue its survivors; never raises for a per-turn failure.
+
+    Raises `TimestampInFuture` before anything is written when a turn is dated too far ahead.
+    """
     now = datetime.fromtimestamp(deps.clock(), tz=UTC)
+    _refuse_future_timestamps(request, now, config.ingest.max_clock_skew_secs)
     trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
     screened = _screen_all(request, tenant, config, deps)
     turn_ids = tuple(item.turn_id for item in screened)
@@ -186,6 +190,13 @@ def ingest_turns(
             for tid, error in failed.items()
         ],
     )
+
+
+def _refuse_future_timestamps(request: IngestRequest, now: datetime, max_skew_secs: int) -> None:
+    latest = now + timedelta(seconds=max_skew_secs)
+    for index, turn in enumerate(request.turns):
+        if turn.timestamp is not None and turn.timestamp > latest:
+            raise TimestampInFuture(f"turns[{index}].timestamp", max_skew_secs)
 
 
 def _differing_fields(earlier: TraceRecord, retry: TraceRecord) -> list[str]:
