@@ -164,6 +164,8 @@ def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Make
     # Hermetic: no real model calls, no real AWS endpoint, whatever the developer's shell has.
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("MEMWRITE_API_KEYS", raising=False)
+    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)
 
     def factory(
         *,

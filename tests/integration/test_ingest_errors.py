@@ -230,6 +230,42 @@ def test_missing_or_unknown_api_key_is_401(local, api_key):
     _assert_nothing_written(local)
 
 
+@pytest.mark.parametrize(
+    "configured",
+    [
+        pytest.param({"config": {"api_keys": {"team-key": "team"}}}, id="config-file"),
+        pytest.param({"api_keys": {"team-key": "team"}}, id="MEMWRITE_API_KEYS"),
+    ],
+)
+def test_configured_api_keys_replace_the_default_key(make_local, configured):
+    # Given a deployment whose configuration defines its own API keys
+    local = make_local(**configured)
+
+    # When the default local key and a configured key are used
+    with_default = local.post_turns(_valid(), api_key="local-dev-key")
+    with_configured = local.post_turns(_valid(), api_key="team-key")
+
+    # Then only the configured key is valid
+    assert with_default.status == 401
+    assert with_configured.status == 202
+    assert {m["tenant"] for m in local.take_bodies()} == {"team"}
+
+
+def test_api_keys_from_the_shell_are_honoured(make_local, monkeypatch):
+    # Given MEMWRITE_API_KEYS set in the environment the local AWS starts from (as a shell
+    # running `memwrite serve` would have it)
+    monkeypatch.setenv("MEMWRITE_API_KEYS", "shell-key=shell")
+
+    # When the local AWS starts and both keys are tried
+    local = make_local()
+    with_shell_key = local.post_turns(_valid(), api_key="shell-key")
+    with_default = local.post_turns(_valid(), api_key="local-dev-key")
+
+    # Then the shell's key set is the one in force
+    assert with_shell_key.status == 202
+    assert with_default.status == 401
+
+
 def test_trace_read_without_credential_is_401(local):
     # Given a trace written by an authenticated client
     trace_id = local.post_turns(_valid()).body["trace_id"]
