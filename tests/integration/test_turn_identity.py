@@ -134,6 +134,7 @@ def test_idempotency_key_reused_with_another_sender_is_422(local, make_body, cha
     first = local.post_turns(body, headers=headers)
     assert first.status == 202
     queued = len(local.take_messages())
+    rows_before = local.table_items()
 
     # When the same key comes with the same turns but another user, source or agent
     second = local.post_turns({**body, **change}, headers=headers)
@@ -145,5 +146,6 @@ def test_idempotency_key_reused_with_another_sender_is_422(local, make_body, cha
     assert field in second.body["errors"][0]["message"]
     assert queued == 1
     assert local.take_messages() == []
+    assert local.table_items() == rows_before
     trace = local.get_trace(first.body["trace_id"]).body
     assert (trace["user_id"], trace["turn_ids"]) == ("user-1", first.body["turn_ids"])

@@ -57,14 +57,9 @@ class _Screened:
     latency_ms: float
 
 
-def _screen_all(
-    request: IngestRequest, tenant: str, config: PipelineConfig, deps: IngestDeps
-) -> list[_Screened]:
-    screened: list[_Screened] = []
-    rate_scope = f"{tenant}\x1f{request.user_id}"
-    for turn in request.turns:
-        started = time.perf_counter()
-        tid = turn_id(
+def _turn_ids(request: IngestRequest, tenant: str) -> tuple[str, ...]:
+    return tuple(
+        turn_id(
             tenant,
             request.user_id,
             request.session_id,
@@ -72,6 +67,21 @@ def _screen_all(
             mask_secrets(turn.content),
             timestamp=turn.timestamp,
         )
+        for turn in request.turns
+    )
+
+
+def _screen_all(
+    request: IngestRequest,
+    turn_ids: tuple[str, ...],
+    tenant: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
+) -> list[_Screened]:
+    screened: list[_Screened] = []
+    rate_scope = f"{tenant}\x1f{request.user_id}"
+    for turn, tid in zip(request.turns, turn_ids, strict=True):
+        started = time.perf_counter()
         decision = prefilter_turn(
             content=turn.content,
             role=turn.role,
@@ -96,13 +106,13 @@ def ingest_turns(
 ) -> IngestResponse:
     """Run stage 1 on a request and enqueue its survivors; never raises for a per-turn failure.
 
-    Raises `TimestampInFuture` before anything is written when a turn is dated too far ahead.
+    Raises before anything is written: `TimestampInFuture` when a turn is dated too far ahead,
+    `IdempotencyKeyReused` when the key named a different request.
     """
     now = datetime.fromtimestamp(deps.clock(), tz=UTC)
     _refuse_future_timestamps(request, now, config.ingest.max_clock_skew_secs)
     trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
-    screened = _screen_all(request, tenant, config, deps)
-    turn_ids = tuple(item.turn_id for item in screened)
+    turn_ids = _turn_ids(request, tenant)
     # A retry under the same Idempotency-Key replays its trace: it must be the same request,
     # and the turns that trace already enqueued keep their spans (they are not "duplicates").
     trace = TraceRecord(
@@ -120,6 +130,7 @@ def ingest_turns(
         raise IdempotencyKeyReused(
             f"this Idempotency-Key was used for a different request ({', '.join(differing)})"
         )
+    screened = _screen_all(request, turn_ids, tenant, config, deps)  # claims rate-gate slots
     own: set[str] = set()
     if existing is not None:
         own = {
