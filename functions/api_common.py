@@ -58,6 +58,14 @@ def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     return path or "body"
 
 
+def _field_error(
+    status: HTTPStatus, error: str, field: str, exc: Exception, **extra: Any
+) -> Response[dict[str, Any]]:
+    """The body of every refusal that names one field at fault."""
+    body = {"error": error, "errors": [{"field": field, "message": str(exc)}], **extra}
+    return json_response(status, body)
+
+
 def tenant_of(app: APIGatewayRestResolver, api_keys: dict[str, str]) -> str:
     context = app.current_event.request_context
     authorizer = context.get("authorizer") if isinstance(context, dict) else None
@@ -86,29 +94,29 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
 
     @app.exception_handler(IngestLimitExceeded)
     def _too_large(exc: IngestLimitExceeded) -> Response[dict[str, Any]]:
-        body = {
-            "error": "payload_too_large",
-            "errors": [{"field": exc.field, "message": str(exc)}],
-            "limit": exc.limit,
-        }
-        return json_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, body)
+        return _field_error(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            "payload_too_large",
+            exc.field,
+            exc,
+            limit=exc.limit,
+        )
 
     @app.exception_handler(TimestampInFuture)
     def _from_the_future(exc: TimestampInFuture) -> Response[dict[str, Any]]:
-        body = {
-            "error": "invalid_request",
-            "errors": [{"field": exc.field, "message": str(exc)}],
-            "max_clock_skew_secs": exc.max_skew_secs,
-        }
-        return json_response(HTTPStatus.BAD_REQUEST, body)
+        return _field_error(
+            HTTPStatus.BAD_REQUEST,
+            "invalid_request",
+            exc.field,
+            exc,
+            max_clock_skew_secs=exc.max_skew_secs,
+        )
 
     @app.exception_handler(IdempotencyKeyReused)
     def _key_reused(exc: IdempotencyKeyReused) -> Response[dict[str, Any]]:
-        body = {
-            "error": "idempotency_key_reused",
-            "errors": [{"field": "Idempotency-Key", "message": str(exc)}],
-        }
-        return json_response(HTTPStatus.UNPROCESSABLE_ENTITY, body)
+        return _field_error(
+            HTTPStatus.UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key", exc
+        )
 
     @app.exception_handler(TransientError)
     def _unavailable(exc: TransientError) -> Response[dict[str, Any]]:

@@ -6,12 +6,11 @@ observation; a retry (same words, same timestamp) stays a duplicate end to end.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-import boto3
 import pytest
 
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
 from tests.integration.conftest import Local
 
 BERLIN = "I live in Berlin now."
@@ -20,20 +19,12 @@ LISBON = "I live in Lisbon now."
 
 def active_facts(local: Local, user_id: str) -> dict[str, str]:
     """attribute -> value of the user's memories that nothing superseded."""
-    env = local.aws.handler_env()
-    store = DynamoMemoryStore(
-        boto3.client("dynamodb"),
-        StoreTables(
-            memories=env["MEMORIES_TABLE"],
-            entity_facts=env["ENTITY_FACTS_TABLE"],
-            outbox=env["OUTBOX_TABLE"],
-            turns=env["TURNS_TABLE"],
-        ),
-    )
+    rows = local.table_items()[local.aws.handler_env()["MEMORIES_TABLE"]]
+    docs = [json.loads(row["doc"]["S"]) for row in rows]
     return {
-        str(memory.attribute): str(memory.value)
-        for memory in store.memories_of(local.tenant, user_id)
-        if memory.superseded_by is None
+        doc["attribute"]: doc["value"]
+        for doc in docs
+        if doc["user_id"] == user_id and doc["superseded_by"] is None
     }
 
 
