@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from functools import cache
 from http import HTTPStatus
@@ -123,7 +124,24 @@ def _body_too_large(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
     }
 
 
+def _as_text_body(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with a base64 body (binary media types) decoded, so every check sees text.
+
+    Raises `ValueError` for a body that is not base64 of UTF-8 text.
+    """
+    if not event.get("isBase64Encoded") or not event.get("body"):
+        return event
+    text = base64.b64decode(event["body"], validate=True).decode("utf-8")
+    return {**event, "body": text, "isBase64Encoded": False}
+
+
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        event = _as_text_body(event)
+    except ValueError:  # binascii.Error and UnicodeDecodeError both are
+        return _refused(
+            HTTPStatus.BAD_REQUEST, "invalid_request", "body", "not base64-encoded UTF-8 text"
+        )
     limit = deps().settings.pipeline.ingest.max_body_bytes
     return _body_too_large(event, limit) or _not_a_json_object(event) or app.resolve(event, context)

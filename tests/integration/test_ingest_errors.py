@@ -6,6 +6,7 @@ queue, no ledger row, no trace, no span.
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -416,3 +417,27 @@ def test_timestamp_beyond_the_clock_skew_is_400_naming_the_turn(make_local, make
     _assert_nothing_written(local)
     # And a turn within the skew is accepted
     assert local.post_turns(make_body(said(timedelta(minutes=30)))).status == 202
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        pytest.param("!!not base64", 400, id="not-base64"),
+        pytest.param(base64.b64encode(b"\xff\xfe").decode(), 400, id="not-utf8"),
+        pytest.param(base64.b64encode(json.dumps(_valid()).encode()).decode(), 202, id="valid"),
+    ],
+)
+def test_base64_encoded_body_is_decoded_or_refused(local, load_api_event, body, status):
+    # Given an API Gateway event whose body came base64-encoded (a binary media type)
+    event = load_api_event("post_turns_authorizer")
+    event["body"] = body
+    event["isBase64Encoded"] = True
+
+    # When the ingest function handles it
+    response = local.invoke(ingest_handler, event)
+
+    # Then valid text is processed as any body, and anything else is a 400 naming the body
+    assert response.status == status
+    if status == 400:
+        assert [error["field"] for error in response.body["errors"]] == ["body"]
+        _assert_nothing_written(local)
