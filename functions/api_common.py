@@ -17,6 +17,7 @@ from memwrite.auth import resolve_tenant
 from memwrite.errors import (
     IdempotencyKeyReused,
     IngestLimitExceeded,
+    TimestampInFuture,
     TransientError,
     Unauthenticated,
 )
@@ -57,6 +58,14 @@ def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     return path or "body"
 
 
+def _field_error(
+    status: HTTPStatus, error: str, field: str, exc: Exception, **extra: Any
+) -> Response[dict[str, Any]]:
+    """The body of every refusal that names one field at fault."""
+    body = {"error": error, "errors": [{"field": field, "message": str(exc)}], **extra}
+    return json_response(status, body)
+
+
 def tenant_of(app: APIGatewayRestResolver, api_keys: dict[str, str]) -> str:
     context = app.current_event.request_context
     authorizer = context.get("authorizer") if isinstance(context, dict) else None
@@ -69,13 +78,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response[dict[str, Any]]:
         errors = [
-            {
-                # A JSON syntax error's loc is ("body", <char offset>): not a list index.
-                "field": "body"
-                if err.get("type") == "json_invalid"
-                else _field_path(tuple(err.get("loc", ()))),
-                "message": err.get("msg", ""),
-            }
+            # A JSON syntax error's loc is ("body", <char offset>): not a list index.
+            {"field": "body", "message": f"{err.get('msg', '')}: {err['ctx']['error']}"}
+            if err.get("type") == "json_invalid" and "error" in (err.get("ctx") or {})
+            else {"field": _field_path(tuple(err.get("loc", ()))), "message": err.get("msg", "")}
             for err in exc.errors()
         ]
         return json_response(HTTPStatus.BAD_REQUEST, {"error": "invalid_request", "errors": errors})
@@ -88,20 +94,29 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
 
     @app.exception_handler(IngestLimitExceeded)
     def _too_large(exc: IngestLimitExceeded) -> Response[dict[str, Any]]:
-        body = {
-            "error": "payload_too_large",
-            "errors": [{"field": exc.field, "message": str(exc)}],
-            "limit": exc.limit,
-        }
-        return json_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, body)
+        return _field_error(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            "payload_too_large",
+            exc.field,
+            exc,
+            limit=exc.limit,
+        )
+
+    @app.exception_handler(TimestampInFuture)
+    def _from_the_future(exc: TimestampInFuture) -> Response[dict[str, Any]]:
+        return _field_error(
+            HTTPStatus.BAD_REQUEST,
+            "invalid_request",
+            exc.field,
+            exc,
+            max_clock_skew_secs=exc.max_skew_secs,
+        )
 
     @app.exception_handler(IdempotencyKeyReused)
     def _key_reused(exc: IdempotencyKeyReused) -> Response[dict[str, Any]]:
-        body = {
-            "error": "idempotency_key_reused",
-            "errors": [{"field": "Idempotency-Key", "message": str(exc)}],
-        }
-        return json_response(HTTPStatus.UNPROCESSABLE_ENTITY, body)
+        return _field_error(
+            HTTPStatus.UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key", exc
+        )
 
     @app.exception_handler(TransientError)
     def _unavailable(exc: TransientError) -> Response[dict[str, Any]]:

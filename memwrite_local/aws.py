@@ -2,6 +2,8 @@
 
 Entering `LocalAws` starts moto, creates every table of `memwrite.schema` and the FIFO work
 queue, and points the handlers' environment at them; leaving it restores the environment.
+API keys: those configured (`MEMWRITE_API_KEYS`, `api_keys` in the config file) if any, else
+the one default key `local-dev-key` (tenant `local`); a configured set replaces the default.
 Set `AWS_ENDPOINT_URL` to use another emulator or real AWS instead (then nothing is created).
 """
 
@@ -13,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
+from memwrite.config import load_settings
 from memwrite.schema import TABLES
 
 __all__ = ["LOCAL_API_KEY", "LOCAL_TENANT", "LocalAws"]
@@ -50,6 +53,7 @@ class LocalAws:
         self._extra_env = extra_env or {}
         self._stack = ExitStack()
         self.resources: LocalResources | None = None
+        self.uses_default_api_key = False
 
     def __enter__(self) -> LocalAws:
         from moto import mock_aws
@@ -64,8 +68,10 @@ class LocalAws:
             "POWERTOOLS_TRACE_DISABLED": "true",
             # EMF lines would flood a terminal; tests that check them turn metrics back on.
             "POWERTOOLS_METRICS_DISABLED": "true",
-            "MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}",
         }
+        if not load_settings({**os.environ, **self._extra_env}).api_keys:
+            base_env["MEMWRITE_API_KEYS"] = f"{LOCAL_API_KEY}={LOCAL_TENANT}"
+            self.uses_default_api_key = True
         self._stack.enter_context(_patched_environ({**base_env, **self._extra_env}))
         self._stack.enter_context(mock_aws())
         self.resources = self._create_resources()

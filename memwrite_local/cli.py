@@ -241,7 +241,8 @@ def run_serve(port: int, stdout: TextIO) -> int:
     with LocalAws() as aws:
         server = make_server(LocalRunner(aws), port)
         host, bound = str(server.server_address[0]), int(server.server_address[1])
-        stdout.write(f"memwrite API on http://{host}:{bound} (x-api-key: {LOCAL_API_KEY})\n")
+        keys = LOCAL_API_KEY if aws.uses_default_api_key else "a configured key"
+        stdout.write(f"memwrite API on http://{host}:{bound} (x-api-key: {keys})\n")
         stdout.flush()
         try:
             server.serve_forever()

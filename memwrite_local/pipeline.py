@@ -38,10 +38,11 @@ def run_conversation(conversation: dict[str, Any]) -> LocalRun:
     import boto3
 
     from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
-    from memwrite_local.aws import LOCAL_TENANT, LocalAws
+    from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
     from memwrite_local.runner import LocalRunner
 
-    with LocalAws() as aws:
+    # An in-process run with its own key: the caller's configured keys need not include it.
+    with LocalAws(extra_env={"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}) as aws:
         runner = LocalRunner(aws)
         response = runner.call("POST", "/v1/turns", conversation)
         if response.status >= 400:

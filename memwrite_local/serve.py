@@ -19,13 +19,16 @@ def make_server(runner: LocalRunner, port: int, host: str = "127.0.0.1") -> HTTP
 
     class _Handler(BaseHTTPRequestHandler):
         def _dispatch(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            declared = self.headers.get("Content-Length") or "0"
+            # int() would crash on "abc" or "²"; "-1" would read until the client hangs up.
+            if not (declared.isascii() and declared.isdigit()):
+                self._refuse("Content-Length", "not a non-negative integer")
+                return
+            raw = self.rfile.read(int(declared))
             try:
                 body = raw.decode("utf-8") if raw else None
             except UnicodeDecodeError:
-                error = {"field": "body", "message": "the body is not valid UTF-8"}
-                self._reply(400, {"error": "invalid_request", "errors": [error]}, {})
+                self._refuse("body", "the body is not valid UTF-8")
                 return
             headers = dict(self.headers.items())
             path = urlsplit(self.path).path  # API Gateway routes on the path alone
@@ -33,8 +36,12 @@ def make_server(runner: LocalRunner, port: int, host: str = "127.0.0.1") -> HTTP
             self._reply(result.status, result.body, result.headers)
             runner.drain()  # the queue consumer runs after each request, as SQS would trigger it
 
+        def _refuse(self, field: str, message: str) -> None:
+            error = {"field": field, "message": message}
+            self._reply(400, {"error": "invalid_request", "errors": [error]}, {})
+
         def _reply(self, status: int, body: dict[str, object], headers: dict[str, str]) -> None:
-            payload = json.dumps(body).encode("utf-8")
+            payload = b"" if self.command == "HEAD" else json.dumps(body).encode("utf-8")
             self.send_response(status)
             for name, value in headers.items():
                 if name.lower() not in {"content-length", "content-type"}:
@@ -44,9 +51,14 @@ def make_server(runner: LocalRunner, port: int, host: str = "127.0.0.1") -> HTTP
             self.end_headers()
             self.wfile.write(payload)
 
+        # Every method goes to the router: an unrouted one is the API's 404, not http.server's 501.
         do_GET = _dispatch  # noqa: N815 (http.server's naming)
         do_POST = _dispatch  # noqa: N815
         do_DELETE = _dispatch  # noqa: N815
+        do_PUT = _dispatch  # noqa: N815
+        do_PATCH = _dispatch  # noqa: N815
+        do_OPTIONS = _dispatch  # noqa: N815
+        do_HEAD = _dispatch  # noqa: N815
 
         def log_message(self, format: str, *args: object) -> None:
             logger.info("%s - %s", self.address_string(), format % args)

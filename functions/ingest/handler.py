@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from functools import cache
 from http import HTTPStatus
@@ -18,7 +19,26 @@ from memwrite.models import IngestRequest
 from memwrite.wiring import ApiDeps, build_api_deps
 
 logger = Logger(service="memwrite-ingest")
-app = APIGatewayRestResolver(enable_validation=True)
+
+
+def _parse_json(raw: str) -> Any:
+    """`json.loads`, with the parser's own limits reported as invalid JSON (400), not a crash.
+
+    Powertools turns only `JSONDecodeError` into a validation error; nesting deeper than the
+    interpreter's recursion limit raises `RecursionError`, and an integer literal over
+    `sys.get_int_max_str_digits()` (4,300) digits a plain `ValueError`.
+    """
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", raw, 0) from None
+    except ValueError as exc:
+        raise json.JSONDecodeError("a number has too many digits", raw, 0) from exc
+
+
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_parse_json)
 register_error_handlers(app)
 
 
@@ -74,7 +94,7 @@ def _not_a_json_object(event: dict[str, Any]) -> dict[str, Any] | None:
             "expected application/json",
         )
     try:
-        parsed = json.loads(event.get("body") or "null")
+        parsed = _parse_json(event.get("body") or "null")
     except ValueError:
         return None  # the request validator reports the syntax error
     if parsed is None or isinstance(parsed, dict):
@@ -104,7 +124,24 @@ def _body_too_large(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
     }
 
 
+def _as_text_body(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with a base64 body (binary media types) decoded, so every check sees text.
+
+    Raises `ValueError` for a body that is not base64 of UTF-8 text.
+    """
+    if not event.get("isBase64Encoded") or not event.get("body"):
+        return event
+    text = base64.b64decode(event["body"], validate=True).decode("utf-8")
+    return {**event, "body": text, "isBase64Encoded": False}
+
+
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        event = _as_text_body(event)
+    except ValueError:  # binascii.Error and UnicodeDecodeError both are
+        return _refused(
+            HTTPStatus.BAD_REQUEST, "invalid_request", "body", "not base64-encoded UTF-8 text"
+        )
     limit = deps().settings.pipeline.ingest.max_body_bytes
     return _body_too_large(event, limit) or _not_a_json_object(event) or app.resolve(event, context)

@@ -16,6 +16,8 @@ from typing import Any
 
 import boto3
 import pytest
+from moto.dynamodb.exceptions import MockValidationException
+from moto.dynamodb.responses import DynamoHandler
 
 from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
 from memwrite_local.runner import ApiResult, LocalContext, LocalRunner
@@ -120,6 +122,36 @@ class Local:
 MakeLocal = Callable[..., Local]
 
 
+def _batch_request_key(request: dict[str, Any], key_names: list[str]) -> str:
+    attributes = (
+        request["PutRequest"]["Item"]
+        if "PutRequest" in request
+        else request["DeleteRequest"]["Key"]
+    )
+    return json.dumps({name: attributes[name] for name in key_names}, sort_keys=True)
+
+
+@pytest.fixture(autouse=True)
+def batch_writes_refuse_duplicate_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto as strict as DynamoDB: one BatchWriteItem may not name the same key twice.
+
+    DynamoDB refuses two requests on one key in a batch whatever the items hold; moto only
+    refuses byte-identical items, so a repeated key with a different payload passes there.
+    """
+    original = DynamoHandler.batch_write_item
+
+    def strict(self: DynamoHandler) -> Any:
+        for table_name, requests in self.body["RequestItems"].items():
+            table = self.dynamodb_backend.get_table(table_name)
+            key_names = [name for name in (table.hash_key_attr, table.range_key_attr) if name]
+            keys = [_batch_request_key(request, key_names) for request in requests]
+            if len(keys) != len(set(keys)):
+                raise MockValidationException("Provided list of item keys contains duplicates")
+        return original(self)
+
+    monkeypatch.setattr(DynamoHandler, "batch_write_item", strict)
+
+
 @pytest.fixture
 def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeLocal]:
     """Factory: a fresh `LocalAws` + `LocalRunner`, left (environment restored) at teardown.
@@ -132,6 +164,8 @@ def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Make
     # Hermetic: no real model calls, no real AWS endpoint, whatever the developer's shell has.
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("MEMWRITE_API_KEYS", raising=False)
+    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)
 
     def factory(
         *,

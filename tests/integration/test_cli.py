@@ -7,6 +7,8 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +162,50 @@ def test_extract_reports_a_bad_line_without_losing_alignment():
     assert "line 1" in result.stderr
     assert out[0]["extractor"] is None and "line 1" in out[0]["error"]
     assert [(c["attribute"], c["value"]) for c in out[1]["candidates"]] == [("diet", "vegan")]
+
+
+def test_serve_uses_the_api_keys_of_its_environment():
+    # Given MEMWRITE_API_KEYS set in the shell that starts `memwrite serve`
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MEMWRITE_")}
+    env["MEMWRITE_API_KEYS"] = "shell-key=shell"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memwrite_local.cli", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()
+        port = re.search(r"http://127\.0\.0\.1:(\d+)", banner)
+        assert port is not None, banner
+
+        # When a request is sent with that key, and one with the default local key
+        def post(api_key: str) -> int:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port.group(1)}/v1/turns",
+                data=json.dumps(
+                    {
+                        "session_id": "s1",
+                        "user_id": "dana",
+                        "turns": [{"role": "user", "content": "hi"}],
+                    }
+                ).encode(),
+                headers={"Content-Type": "application/json", "x-api-key": api_key},
+                method="POST",
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT_SECS) as reply:
+                    return int(reply.status)
+            except urllib.error.HTTPError as error:
+                return error.code
+
+        # Then the shell's key is accepted and the default one is not
+        assert post("shell-key") == 202
+        assert post("local-dev-key") == 401
+        assert "local-dev-key" not in banner
+    finally:
+        server.terminate()
+        server.wait(timeout=TIMEOUT_SECS)

@@ -69,7 +69,9 @@ def test_a_turn_repeated_inside_one_request_is_one_turn(local, make_body):
     # When it is posted
     response = local.post_turns(body)
 
-    # Then both positions carry the same id, it is accepted once and queued once
+    # Then both positions carry the same id, it is accepted once and queued once (its two
+    # spans share one DynamoDB key: the batch stays valid, no false 503)
+    assert response.status == 202
     ids = response.body["turn_ids"]
     assert ids[0] == ids[2] != ids[1]
     assert response.body["accepted"] == 2
@@ -113,3 +115,18 @@ def test_idempotency_key_reused_for_another_body_does_not_corrupt_the_trace(loca
     trace = local.get_trace(first.body["trace_id"]).body
     assert {span["item_id"] for span in trace["spans"]} == set(trace["turn_ids"])
     assert first.body["turn_ids"][0] in trace["turn_ids"]
+
+
+def test_retry_of_a_request_with_a_repeated_turn_is_a_duplicate_not_a_503(local, make_body):
+    # Given an accepted request that carries the same turn twice
+    fact = "I live in Berlin with my partner Alex and our dog Pixel."
+    body = make_body(fact, fact)
+    assert local.post_turns(body).status == 202
+
+    # When the client sends it again
+    retry = local.post_turns(body)
+
+    # Then the retry is told the turn is already in, and nothing is queued again
+    assert retry.status == 202
+    assert retry.body["duplicates"] == [retry.body["turn_ids"][0]]
+    assert len(local.take_messages()) == 1

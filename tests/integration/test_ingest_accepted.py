@@ -125,6 +125,6 @@ def test_turn_ids_are_content_addressed(make_local, make_body):
     other_role = id_of("s1", role="assistant")
     other_tenant = id_of("s1", api_key="other-key")
 
-    # Then only the exact same (tenant, session, role, content) gets the same id
+    # Then only the exact same (tenant, user, session, role, content, timestamp) gets the same id
     assert first == again
     assert len({first, other_session, other_role, other_tenant}) == 4

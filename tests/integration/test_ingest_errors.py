@@ -6,7 +6,9 @@ queue, no ledger row, no trace, no span.
 
 from __future__ import annotations
 
+import base64
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -79,6 +81,99 @@ def test_invalid_body_is_400_naming_the_field(local, body, field):
     _assert_nothing_written(local)
 
 
+def _with_turn(**changes: Any) -> str:
+    return json.dumps(_valid(turns=[{**VALID_TURN, **changes}]))
+
+
+DEEP = 10_000
+HUGE_INT = "9" * 4_301  # one digit over Python's default int_max_str_digits
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        pytest.param(
+            '{"session_id": "s1", "user_id": "dana", "turns": ' + "[" * DEEP + "]" * DEEP + "}",
+            "body",
+            id="nested-10000-arrays",
+        ),
+        pytest.param('{"a": ' * DEEP + "1" + "}" * DEEP, "body", id="nested-10000-objects"),
+        pytest.param(
+            '{"session_id": ' + HUGE_INT + ', "user_id": "dana", "turns": []}',
+            "body",
+            id="huge-integer",
+        ),
+        pytest.param(
+            _with_turn(timestamp=0).replace('"timestamp": 0', '"timestamp": ' + HUGE_INT),
+            "body",
+            id="huge-integer-timestamp",
+        ),
+        pytest.param(
+            _with_turn(timestamp=0).replace('"timestamp": 0', '"timestamp": 1e999'),
+            "turns[0].timestamp",
+            id="infinite-timestamp",
+        ),
+        pytest.param(
+            _with_turn(timestamp=0).replace('"timestamp": 0', '"timestamp": NaN'),
+            "turns[0].timestamp",
+            id="nan-timestamp",
+        ),
+        pytest.param(
+            _with_turn(timestamp="2026-02-30T09:00:00Z"), "turns[0].timestamp", id="no-such-day"
+        ),
+        pytest.param(
+            _with_turn(timestamp="2026-03-02T25:00:00Z"), "turns[0].timestamp", id="no-such-hour"
+        ),
+        pytest.param(_with_turn(timestamp=""), "turns[0].timestamp", id="empty-timestamp"),
+        pytest.param(
+            _with_turn(timestamp="9999-12-31T23:59:59Z"), "turns[0].timestamp", id="year-9999"
+        ),
+        pytest.param(
+            _with_turn(content="I live in Berlin\u0000 with Alex."),
+            "turns[0].content",
+            id="nul-in-content",
+        ),
+        pytest.param(
+            _with_turn(content="I live in \u001b[31mBerlin\u0007 now."),
+            "turns[0].content",
+            id="control-characters-in-content",
+        ),
+        pytest.param(
+            _with_turn(content="I live in Berlin \ud800 with Alex."),
+            "turns[0].content",
+            id="lone-surrogate",
+        ),
+        pytest.param(json.dumps(_valid(session_id="s1\u0000")), "session_id", id="nul-in-id"),
+        pytest.param(_with_turn(role="User"), "turns[0].role", id="role-capitalised"),
+        pytest.param(_with_turn(role="user "), "turns[0].role", id="role-trailing-space"),
+        pytest.param(_with_turn(role="us\u0435r"), "turns[0].role", id="role-cyrillic-e"),
+        pytest.param(_with_turn(role="user\u0000"), "turns[0].role", id="role-with-nul"),
+        pytest.param(_with_turn(role=["user"]), "turns[0].role", id="role-as-list"),
+    ],
+)
+def test_hostile_body_is_400_not_500(local, raw, field):
+    # Given a body a hostile or careless client might send: absurd nesting, numbers over the
+    # parser's limits, characters no person typed, impossible dates, roles that only look right
+    # When it is posted
+    response = local.post_turns(raw)
+
+    # Then it is a 400 naming the field at fault (never a crash or a 5xx), and nothing is written
+    assert response.status == 400
+    assert [error["field"] for error in response.body["errors"]] == [field]
+    _assert_nothing_written(local)
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE"])
+def test_wrong_method_on_turns_is_4xx(local, method):
+    # Given a valid body
+    # When it is sent with a method the route does not take
+    response = local.runner.call(method, "/v1/turns", _valid())
+
+    # Then it is a client error and nothing is written
+    assert 400 <= response.status < 500
+    _assert_nothing_written(local)
+
+
 @pytest.mark.parametrize("raw", ['{"session_id": "s1", "turns": [', "", "not json at all"])
 def test_unparseable_body_is_400_not_500(local, raw):
     # Given a body that is not JSON (or no body at all)
@@ -134,6 +229,42 @@ def test_missing_or_unknown_api_key_is_401(local, api_key):
     assert response.status == 401
     assert response.body["error"] == "unauthenticated"
     _assert_nothing_written(local)
+
+
+@pytest.mark.parametrize(
+    "configured",
+    [
+        pytest.param({"config": {"api_keys": {"team-key": "team"}}}, id="config-file"),
+        pytest.param({"api_keys": {"team-key": "team"}}, id="MEMWRITE_API_KEYS"),
+    ],
+)
+def test_configured_api_keys_replace_the_default_key(make_local, configured):
+    # Given a deployment whose configuration defines its own API keys
+    local = make_local(**configured)
+
+    # When the default local key and a configured key are used
+    with_default = local.post_turns(_valid(), api_key="local-dev-key")
+    with_configured = local.post_turns(_valid(), api_key="team-key")
+
+    # Then only the configured key is valid
+    assert with_default.status == 401
+    assert with_configured.status == 202
+    assert {m["tenant"] for m in local.take_bodies()} == {"team"}
+
+
+def test_api_keys_from_the_shell_are_honoured(make_local, monkeypatch):
+    # Given MEMWRITE_API_KEYS set in the environment the local AWS starts from (as a shell
+    # running `memwrite serve` would have it)
+    monkeypatch.setenv("MEMWRITE_API_KEYS", "shell-key=shell")
+
+    # When the local AWS starts and both keys are tried
+    local = make_local()
+    with_shell_key = local.post_turns(_valid(), api_key="shell-key")
+    with_default = local.post_turns(_valid(), api_key="local-dev-key")
+
+    # Then the shell's key set is the one in force
+    assert with_shell_key.status == 202
+    assert with_default.status == 401
 
 
 def test_trace_read_without_credential_is_401(local):
@@ -265,3 +396,48 @@ def test_turn_over_max_chars_is_413_naming_the_turn(limited, make_body):
     assert [error["field"] for error in response.body["errors"]] == ["turns[3].content"]
     assert response.body["limit"] == LIMITS["max_chars_per_turn"]
     _assert_nothing_written(limited)
+
+
+def test_timestamp_beyond_the_clock_skew_is_400_naming_the_turn(make_local, make_body):
+    # Given a deployment that allows clocks to run one hour ahead
+    local = make_local(config={"pipeline": {"ingest": {"max_clock_skew_secs": 3600}}})
+    now = datetime.now(UTC)
+
+    def said(ahead: timedelta) -> dict[str, Any]:
+        return {**VALID_TURN, "timestamp": (now + ahead).isoformat()}
+
+    # When one turn is dated 30 minutes ahead and the next two hours ahead
+    body = make_body(said(timedelta(minutes=30)), said(timedelta(hours=2)))
+    refused = local.post_turns(body)
+
+    # Then the request is refused naming the second turn's timestamp, and nothing is written
+    assert refused.status == 400
+    assert [error["field"] for error in refused.body["errors"]] == ["turns[1].timestamp"]
+    assert refused.body["max_clock_skew_secs"] == 3600
+    _assert_nothing_written(local)
+    # And a turn within the skew is accepted
+    assert local.post_turns(make_body(said(timedelta(minutes=30)))).status == 202
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        pytest.param("!!not base64", 400, id="not-base64"),
+        pytest.param(base64.b64encode(b"\xff\xfe").decode(), 400, id="not-utf8"),
+        pytest.param(base64.b64encode(json.dumps(_valid()).encode()).decode(), 202, id="valid"),
+    ],
+)
+def test_base64_encoded_body_is_decoded_or_refused(local, load_api_event, body, status):
+    # Given an API Gateway event whose body came base64-encoded (a binary media type)
+    event = load_api_event("post_turns_authorizer")
+    event["body"] = body
+    event["isBase64Encoded"] = True
+
+    # When the ingest function handles it
+    response = local.invoke(ingest_handler, event)
+
+    # Then valid text is processed as any body, and anything else is a 400 naming the body
+    assert response.status == status
+    if status == 400:
+        assert [error["field"] for error in response.body["errors"]] == ["body"]
+        _assert_nothing_written(local)

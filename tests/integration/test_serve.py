@@ -166,3 +166,39 @@ def test_non_utf8_body_is_400(local, server):
 
     # Then it gets a client error, as for any other invalid body
     assert reply.status == 400
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS", "HEAD", "GET"])
+def test_unrouted_method_is_4xx_over_http(local, server, method):
+    # Given the local API served on 127.0.0.1
+    # When a client uses a method that /v1/turns does not take
+    request = urllib.request.Request(
+        server.base_url + "/v1/turns", method=method, headers=_json_headers(local)
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECS) as reply:
+            status = reply.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+
+    # Then the API answers with a client error, not http.server's 501
+    assert 400 <= status < 500
+
+
+@pytest.mark.parametrize("declared", ["abc", "-1", "²"])
+def test_malformed_content_length_is_400(local, server, declared):
+    # Given a client that declares a Content-Length that is not a byte count
+    host, port = server.base_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT_SECS)
+    connection.putrequest("POST", "/v1/turns")
+    connection.putheader("Content-Length", declared)
+    connection.putheader("x-api-key", local.api_key)
+    connection.endheaders()
+
+    # When the server reads the request
+    reply = connection.getresponse()
+
+    # Then it is refused naming the header, and the server neither hangs nor drops the connection
+    assert reply.status == 400
+    assert json.loads(reply.read())["errors"][0]["field"] == "Content-Length"
+    connection.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -68,14 +69,24 @@ def test_unknown_config_key_is_refused(tmp_path: Path) -> None:
 
 
 def test_turn_id_is_content_addressed_and_scoped() -> None:
-    base = turn_id("acme", "s1", "user", "I live in Berlin")
-    assert base == turn_id("acme", "s1", "user", "I live in Berlin")
+    said = "I live in Berlin"
+    at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    base = turn_id("acme", "dana", "s1", "user", said, timestamp=at)
+    assert base == turn_id("acme", "dana", "s1", "user", said, timestamp=at)
     assert len(base) == 32
-    assert base != turn_id("other", "s1", "user", "I live in Berlin")
-    assert base != turn_id("acme", "s2", "user", "I live in Berlin")
-    assert base != turn_id("acme", "s1", "assistant", "I live in Berlin")
+    assert base != turn_id("other", "dana", "s1", "user", said, timestamp=at)
+    assert base != turn_id("acme", "sam", "s1", "user", said, timestamp=at)
+    assert base != turn_id("acme", "dana", "s2", "user", said, timestamp=at)
+    assert base != turn_id("acme", "dana", "s1", "assistant", said, timestamp=at)
+    assert base != turn_id("acme", "dana", "s1", "user", said, timestamp=at + timedelta(days=90))
+    assert base != turn_id("acme", "dana", "s1", "user", said, timestamp=None)
+    # The same instant written in another offset is the same turn.
+    in_lisbon_summer = at.astimezone(timezone(timedelta(hours=1)))
+    assert base == turn_id("acme", "dana", "s1", "user", said, timestamp=in_lisbon_summer)
     # Field boundaries cannot be shifted to forge a collision.
-    assert turn_id("a", "bc", "user", "x") != turn_id("ab", "c", "user", "x")
+    assert turn_id("a", "u", "bc", "user", "x", timestamp=None) != turn_id(
+        "a", "u", "b", "cuser", "x", timestamp=None
+    )
 
 
 def test_trace_id_of_an_idempotency_key_is_stable_per_tenant() -> None:

@@ -31,11 +31,15 @@ def extract_batch(
 
 
 def queued(
-    text: str, minute: int = 0, session: str = "s1", turn_id: str | None = None
+    text: str,
+    minute: int = 0,
+    session: str = "s1",
+    turn_id: str | None = None,
+    user: str = "dana",
 ) -> QueuedTurn:
     return QueuedTurn(
         tenant="acme",
-        user_id="dana",
+        user_id=user,
         session_id=session,
         agent_id=None,
         trace_id="trace-1",
@@ -121,14 +125,31 @@ def test_batch_turns_are_logged_as_context_for_later_batches() -> None:
     extract_batch([queued("I live in Berlin.", minute=0)], ExtractConfig(), deps)
     # When the session log is read for a later turn
     later = queued("I work at SAP.", minute=5)
-    earlier = deps.session_log.recent("acme", "s1", "9999", limit=20)
+    earlier = deps.session_log.recent("acme", "dana", "s1", "9999", limit=20)
     # Then the earlier turn is there, and re-running the same batch does not duplicate it
     extract_batch([queued("I live in Berlin.", minute=0)], ExtractConfig(), deps)
-    assert [t.text for t in deps.session_log.recent("acme", "s1", "9999", limit=20)] == [
+    assert [t.text for t in deps.session_log.recent("acme", "dana", "s1", "9999", limit=20)] == [
         "I live in Berlin."
     ]
     assert [t.turn_id for t in earlier] == ["turn-0"]
     assert later.turn_id == "turn-5"
+
+
+def test_another_user_of_the_session_is_not_context() -> None:
+    # Given dana's batch extracted in session s1
+    deps = offline_deps()
+    extract_batch([queued("I live in Berlin.", minute=0)], ExtractConfig(), deps)
+    # When sam, in the same session, has a later batch extracted
+    extract_batch(
+        [queued("I work at SAP.", minute=5, turn_id="sam-5", user="sam")], ExtractConfig(), deps
+    )
+    # Then each user's context holds only their own turns
+    assert [t.text for t in deps.session_log.recent("acme", "sam", "s1", "9999", limit=20)] == [
+        "I work at SAP."
+    ]
+    assert [t.text for t in deps.session_log.recent("acme", "dana", "s1", "9999", limit=20)] == [
+        "I live in Berlin."
+    ]
 
 
 def test_a_batch_holds_one_session() -> None:
@@ -232,7 +253,7 @@ def test_malformed_twice_fails_the_batch_visibly() -> None:
     ]
     assert deps.metrics.events[("extract", "extraction_json_fail")] == 2
     # And nothing was logged as extracted context
-    assert deps.session_log.recent("acme", "s1", "9999", limit=20) == []
+    assert deps.session_log.recent("acme", "dana", "s1", "9999", limit=20) == []
 
 
 def test_earlier_batches_are_the_context_of_later_ones() -> None:

@@ -88,6 +88,8 @@ class IngestLimits(_Frozen):
     max_turns_per_request: int = Field(default=100, ge=1)
     max_chars_per_turn: int = Field(default=16_000, ge=1)
     max_body_bytes: int = Field(default=262_144, ge=1)
+    # A turn dated later than receive time + this is refused: it would stay "current" forever.
+    max_clock_skew_secs: int = Field(default=86_400, ge=0)
 
 
 class VerifierConfig(_Frozen):

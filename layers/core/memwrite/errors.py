@@ -25,6 +25,7 @@ __all__ = [
     "QueueUnavailable",
     "StageInputError",
     "StoreUnavailable",
+    "TimestampInFuture",
     "TransientError",
     "Unauthenticated",
     "VerificationFailed",
@@ -120,3 +121,14 @@ class VerificationFailed(PermanentError):
     def __init__(self, turn_id: str | None, attempts: int, calls: tuple[LlmUsage, ...]) -> None:
         super().__init__(f"turn {turn_id}: verifier output malformed {attempts} times, giving up")
         self.calls = calls
+
+
+class TimestampInFuture(PermanentError):
+    """A turn is dated further past the receive time than the allowed clock skew."""
+
+    def __init__(self, field: str, max_skew_secs: int) -> None:
+        super().__init__(
+            f"{field}: more than {max_skew_secs} s after the time the request was received"
+        )
+        self.field = field
+        self.max_skew_secs = max_skew_secs

@@ -172,7 +172,11 @@ def _context(
 ) -> list[SessionTurn]:
     first = turns[0]
     earlier = log.recent(
-        first.tenant, first.session_id, session_sort_key(first), config.max_source_turns
+        first.tenant,
+        first.user_id,
+        first.session_id,
+        session_sort_key(first),
+        config.max_source_turns,
     )
     return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
 

@@ -1,7 +1,10 @@
 """Content-addressed identifiers (DESIGN.md section 3).
 
-A turn id is `sha256(tenant | session_id | role | content)` truncated to 128 bits, so the same
-turn re-sent by a retrying client maps to the same id and is recognised as a duplicate. The
+A turn id is `sha256(tenant | user_id | session_id | role | content | timestamp)` truncated to
+128 bits, so the same turn re-sent by a retrying client maps to the same id and is recognised as
+a duplicate, while two users of one session, or one user saying the same words again at a later
+time, are different turns. The timestamp is the client's, normalised to UTC; a turn sent without
+one hashes an empty timestamp (the same words in the same session are then the same turn). The
 content hashed is the turn after the policy firewall masked its secrets: an id stored in SQS and
 DynamoDB must carry no bits derived from a card number or a key (a bare card number has few
 enough possibilities to be brute-forced from its hash).
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import UTC, datetime
 
 __all__ = ["content_hash", "new_trace_id", "trace_id_for_key", "turn_id"]
 
@@ -24,9 +28,22 @@ def content_hash(*parts: str) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:_ID_HEX_CHARS]
 
 
-def turn_id(tenant: str, session_id: str, role: str, content: str) -> str:
-    """Content-addressed turn id; `content` must already be firewall-masked."""
-    return content_hash(tenant, session_id, role, content)
+def turn_id(
+    tenant: str,
+    user_id: str,
+    session_id: str,
+    role: str,
+    content: str,
+    *,
+    timestamp: datetime | None,
+) -> str:
+    """Content-addressed turn id; `content` must already be firewall-masked.
+
+    `timestamp` is the one the client sent (None without one): the same instant written in
+    another offset is the same turn.
+    """
+    when = timestamp.astimezone(UTC).isoformat() if timestamp is not None else ""
+    return content_hash(tenant, user_id, session_id, role, content, when)
 
 
 def trace_id_for_key(tenant: str, idempotency_key: str) -> str:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from memwrite.config import PipelineConfig
-from memwrite.errors import IdempotencyKeyReused
+from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
 from memwrite.models import (
     Decision,
@@ -57,14 +57,31 @@ class _Screened:
     latency_ms: float
 
 
+def _turn_ids(request: IngestRequest, tenant: str) -> tuple[str, ...]:
+    return tuple(
+        turn_id(
+            tenant,
+            request.user_id,
+            request.session_id,
+            turn.role.value,
+            mask_secrets(turn.content),
+            timestamp=turn.timestamp,
+        )
+        for turn in request.turns
+    )
+
+
 def _screen_all(
-    request: IngestRequest, tenant: str, config: PipelineConfig, deps: IngestDeps
+    request: IngestRequest,
+    turn_ids: tuple[str, ...],
+    tenant: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
 ) -> list[_Screened]:
     screened: list[_Screened] = []
     rate_scope = f"{tenant}\x1f{request.user_id}"
-    for turn in request.turns:
+    for turn, tid in zip(request.turns, turn_ids, strict=True):
         started = time.perf_counter()
-        tid = turn_id(tenant, request.session_id, turn.role.value, mask_secrets(turn.content))
         decision = prefilter_turn(
             content=turn.content,
             role=turn.role,
@@ -87,16 +104,33 @@ def ingest_turns(
     deps: IngestDeps,
     idempotency_key: str | None = None,
 ) -> IngestResponse:
-    """Run stage 1 on a request and enqueue its survivors; never raises for a per-turn failure."""
+    """Run stage 1 on a request and enqueue its survivors; never raises for a per-turn failure.
+
+    Raises before anything is written: `TimestampInFuture` when a turn is dated too far ahead,
+    `IdempotencyKeyReused` when the key named a different request.
+    """
     now = datetime.fromtimestamp(deps.clock(), tz=UTC)
+    _refuse_future_timestamps(request, now, config.ingest.max_clock_skew_secs)
     trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
-    screened = _screen_all(request, tenant, config, deps)
-    turn_ids = tuple(item.turn_id for item in screened)
+    turn_ids = _turn_ids(request, tenant)
     # A retry under the same Idempotency-Key replays its trace: it must be the same request,
     # and the turns that trace already enqueued keep their spans (they are not "duplicates").
+    trace = TraceRecord(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=request.user_id,
+        session_id=request.session_id,
+        agent_id=request.agent_id,
+        source=request.source.value,
+        created_at=now.isoformat(),
+        turn_ids=turn_ids,
+    )
     existing = deps.ledger.get_trace(tenant, trace_id) if idempotency_key else None
-    if existing is not None and existing.turn_ids != turn_ids:
-        raise IdempotencyKeyReused("this Idempotency-Key was used for a different request")
+    if existing is not None and (differing := _differing_fields(existing, trace)):
+        raise IdempotencyKeyReused(
+            f"this Idempotency-Key was used for a different request ({', '.join(differing)})"
+        )
+    screened = _screen_all(request, turn_ids, tenant, config, deps)  # claims rate-gate slots
     own: set[str] = set()
     if existing is not None:
         own = {
@@ -127,16 +161,7 @@ def ingest_turns(
         if tid not in duplicates
     ]
     if existing is None:
-        deps.ledger.put_trace(
-            TraceRecord(
-                trace_id=trace_id,
-                tenant=tenant,
-                user_id=request.user_id,
-                session_id=request.session_id,
-                created_at=now.isoformat(),
-                turn_ids=turn_ids,
-            )
-        )
+        deps.ledger.put_trace(trace)
     outcome = deps.queue.enqueue(to_send) if to_send else None
     sent = sorted(outcome.sent) if outcome else []
     failed = outcome.failed if outcome else {}
@@ -176,6 +201,20 @@ def ingest_turns(
             for tid, error in failed.items()
         ],
     )
+
+
+def _refuse_future_timestamps(request: IngestRequest, now: datetime, max_skew_secs: int) -> None:
+    latest = now + timedelta(seconds=max_skew_secs)
+    for index, turn in enumerate(request.turns):
+        if turn.timestamp is not None and turn.timestamp > latest:
+            raise TimestampInFuture(f"turns[{index}].timestamp", max_skew_secs)
+
+
+def _differing_fields(earlier: TraceRecord, retry: TraceRecord) -> list[str]:
+    """What a request under a reused Idempotency-Key changed; turns cover role, content, time."""
+    fields = ("user_id", "session_id", "agent_id", "source")
+    differing = [name for name in fields if getattr(earlier, name) != getattr(retry, name)]
+    return differing + (["turns"] if earlier.turn_ids != retry.turn_ids else [])
 
 
 def _span_of(

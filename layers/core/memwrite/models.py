@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -70,6 +71,19 @@ def _as_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+# C0 controls and DEL, but tab, newline and carriage return: never part of what a person said.
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _without_control_characters(value: str) -> str:
+    if match := _CONTROL_CHARACTER.search(value):
+        raise ValueError(
+            f"control character U+{ord(match.group()):04X} at offset {match.start()}"
+            " (only tab, newline and carriage return are allowed)"
+        )
+    return value
+
+
 class IngestTurn(BaseModel):
     """One conversation turn as the agent sends it."""
 
@@ -80,6 +94,7 @@ class IngestTurn(BaseModel):
     timestamp: datetime | None = None
 
     _utc = field_validator("timestamp")(_as_utc)
+    _plain_text = field_validator("content")(_without_control_characters)
 
 
 class IngestRequest(BaseModel):

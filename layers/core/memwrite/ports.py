@@ -77,6 +77,8 @@ class TraceRecord:
     tenant: str
     user_id: str
     session_id: str
+    agent_id: str | None
+    source: str
     created_at: str
     turn_ids: tuple[str, ...]
 
@@ -103,9 +105,14 @@ class SpanStore(Protocol):
 
 
 class SessionLog(Protocol):
-    """The (redacted) turns of a session that reached extraction: context for the LLM."""
+    """One user's (redacted) turns of a session that reached extraction: context for the LLM.
 
-    def recent(self, tenant: str, session_id: str, before: str, limit: int) -> list[QueuedTurn]:
+    Keyed per user: two users of one session never see each other's turns.
+    """
+
+    def recent(
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+    ) -> list[QueuedTurn]:
         """Up to `limit` turns observed before the sort key `before`, oldest first."""
 
     def append(self, turn: QueuedTurn) -> None: ...

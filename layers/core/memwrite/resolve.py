@@ -69,7 +69,11 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
     started = time.perf_counter()
     turns = {turn.turn_id: turn for turn in payload.turns}
     logged = deps.session_log.recent(
-        payload.tenant, payload.session_id, "\uffff", config.extract.max_source_turns + len(turns)
+        payload.tenant,
+        payload.user_id,
+        payload.session_id,
+        "\uffff",
+        config.extract.max_source_turns + len(turns),
     )
     texts = {turn.turn_id: turn.text for turn in logged if turn.turn_id in turns}
     resolution = resolve_batch(

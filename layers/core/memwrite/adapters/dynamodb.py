@@ -100,9 +100,12 @@ class DynamoTurnLedger:
             "sk": {"S": _TRACE_SK},
             "user_id": {"S": trace.user_id},
             "session_id": {"S": trace.session_id},
+            "source": {"S": trace.source},
             "created_at": {"S": trace.created_at},
             "turn_ids": {"L": [{"S": tid} for tid in trace.turn_ids]},
         }
+        if trace.agent_id is not None:
+            item["agent_id"] = {"S": trace.agent_id}
         try:
             self._client.put_item(TableName=self._table, Item=item)
         except ClientError as exc:
@@ -125,6 +128,8 @@ class DynamoTurnLedger:
             tenant=tenant,
             user_id=item["user_id"]["S"],
             session_id=item["session_id"]["S"],
+            agent_id=item["agent_id"]["S"] if "agent_id" in item else None,
+            source=item["source"]["S"],
             created_at=item["created_at"]["S"],
             turn_ids=tuple(value["S"] for value in item["turn_ids"]["L"]),
         )
@@ -190,7 +195,13 @@ class DynamoSessionLog:
         self._client = client
         self._table = table_name
 
-    def recent(self, tenant: str, session_id: str, before: str, limit: int) -> list[QueuedTurn]:
+    @staticmethod
+    def _pk(tenant: str, user_id: str, session_id: str) -> str:
+        return f"SESSION#{tenant}#{user_id}#{session_id}"
+
+    def recent(
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+    ) -> list[QueuedTurn]:
         if limit <= 0:
             return []
         try:
@@ -198,7 +209,7 @@ class DynamoSessionLog:
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk AND sk < :before",
                 ExpressionAttributeValues={
-                    ":pk": {"S": f"SESSION#{tenant}#{session_id}"},
+                    ":pk": {"S": self._pk(tenant, user_id, session_id)},
                     ":before": {"S": before},
                 },
                 ScanIndexForward=False,  # newest first, so `Limit` keeps the latest turns
@@ -214,7 +225,7 @@ class DynamoSessionLog:
             self._client.put_item(
                 TableName=self._table,
                 Item={
-                    "pk": {"S": f"SESSION#{turn.tenant}#{turn.session_id}"},
+                    "pk": {"S": self._pk(turn.tenant, turn.user_id, turn.session_id)},
                     "sk": {"S": session_sort_key(turn)},
                     "turn": {"S": turn.model_dump_json()},
                 },
@@ -246,7 +257,10 @@ class DynamoSpanStore:
         }
 
     def put_spans(self, spans: Sequence[StageSpan]) -> None:
-        items = [self._item(span) for span in spans]
+        # DynamoDB refuses a batch that names one key twice (a turn repeated in one request has
+        # one span key): the last span of a key is the one that would have stayed anyway.
+        by_key = {(span.tenant, span.trace_id, span.stage, span.item_id): span for span in spans}
+        items = [self._item(span) for span in by_key.values()]
         for chunk in _chunks(items, _BATCH_WRITE_LIMIT):
             request: dict[str, Any] = {self._table: list(chunk)}
             for _ in range(_MAX_UNPROCESSED_ROUNDS):

@@ -96,15 +96,17 @@ class CountingMetrics:
 
 class InMemorySessionLog:
     def __init__(self) -> None:
-        self.turns: dict[tuple[str, str], dict[str, QueuedTurn]] = {}
+        self.turns: dict[tuple[str, str, str], dict[str, QueuedTurn]] = {}
 
-    def recent(self, tenant: str, session_id: str, before: str, limit: int) -> list[QueuedTurn]:
-        log = self.turns.get((tenant, session_id), {})
+    def recent(
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+    ) -> list[QueuedTurn]:
+        log = self.turns.get((tenant, user_id, session_id), {})
         keys = sorted(key for key in log if key < before)
         return [log[key] for key in keys[-limit:]] if limit else []
 
     def append(self, turn: QueuedTurn) -> None:
-        log = self.turns.setdefault((turn.tenant, turn.session_id), {})
+        log = self.turns.setdefault((turn.tenant, turn.user_id, turn.session_id), {})
         log[session_sort_key(turn)] = turn
 
 
