@@ -101,7 +101,8 @@ class TableSchema:
 
 
 TURNS = TableSchema(logical_name="turns", ttl_attribute=TTL_ATTRIBUTE)
-SPANS_BY_USER = GlobalIndex("by_user", partition_key="user_key", sort_key="at")
+SPAN_USER_KEY, SPAN_AT = "user_key", "at"  # a user's spans over time
+SPANS_BY_USER = GlobalIndex("by_user", partition_key=SPAN_USER_KEY, sort_key=SPAN_AT)
 SPANS = TableSchema(logical_name="spans", indexes=(SPANS_BY_USER,))
 # pk = tenant#user_id, sk = memory_id; `by_id` finds a memory from its id alone (GET by id).
 MEMORIES_BY_ID = GlobalIndex("by_id", partition_key="id_key")

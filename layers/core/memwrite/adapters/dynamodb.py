@@ -15,11 +15,14 @@ from botocore.exceptions import ClientError
 from memwrite.errors import StoreUnavailable
 from memwrite.models import QueuedTurn, StageSpan, session_sort_key
 from memwrite.ports import TraceRecord
+from memwrite.schema import PARTITION_KEY, SORT_KEY, SPAN_AT, SPAN_USER_KEY, TTL_ATTRIBUTE
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 __all__ = ["DynamoRateStore", "DynamoSessionLog", "DynamoSpanStore", "DynamoTurnLedger"]
+
+PK, SK = PARTITION_KEY, SORT_KEY
 
 _BATCH_GET_LIMIT = 100
 _BATCH_WRITE_LIMIT = 25
@@ -58,16 +61,16 @@ class DynamoTurnLedger:
         found: set[str] = set()
         for chunk in _chunks(sorted(set(turn_ids)), _BATCH_GET_LIMIT):
             keys: list[dict[str, Any]] = [
-                {"pk": {"S": self._turn_pk(tenant, tid)}, "sk": {"S": _LEDGER_SK}} for tid in chunk
+                {PK: {"S": self._turn_pk(tenant, tid)}, SK: {"S": _LEDGER_SK}} for tid in chunk
             ]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ProjectionExpression": "pk"}}
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ProjectionExpression": PK}}
             for _ in range(_MAX_UNPROCESSED_ROUNDS):
                 try:
                     response = self._client.batch_get_item(RequestItems=request)
                 except ClientError as exc:
                     raise _unavailable(exc, "BatchGetItem") from exc
                 for item in response.get("Responses", {}).get(self._table, []):
-                    found.add(item["pk"]["S"].rsplit("#", 1)[1])
+                    found.add(item[PK]["S"].rsplit("#", 1)[1])
                 request = dict(response.get("UnprocessedKeys") or {})
                 if not request:
                     break
@@ -82,11 +85,11 @@ class DynamoTurnLedger:
                 self._client.put_item(
                     TableName=self._table,
                     Item={
-                        "pk": {"S": self._turn_pk(tenant, tid)},
-                        "sk": {"S": _LEDGER_SK},
+                        PK: {"S": self._turn_pk(tenant, tid)},
+                        SK: {"S": _LEDGER_SK},
                         "trace_id": {"S": trace_id},
                     },
-                    ConditionExpression="attribute_not_exists(pk)",
+                    ConditionExpression=f"attribute_not_exists({PK})",
                 )
             except ClientError as exc:
                 if not _is_condition_failure(exc):
@@ -96,8 +99,8 @@ class DynamoTurnLedger:
 
     def put_trace(self, trace: TraceRecord) -> None:
         item: dict[str, Any] = {
-            "pk": {"S": f"TRACE#{trace.tenant}#{trace.trace_id}"},
-            "sk": {"S": _TRACE_SK},
+            PK: {"S": f"TRACE#{trace.tenant}#{trace.trace_id}"},
+            SK: {"S": _TRACE_SK},
             "user_id": {"S": trace.user_id},
             "session_id": {"S": trace.session_id},
             "source": {"S": trace.source},
@@ -115,7 +118,7 @@ class DynamoTurnLedger:
         try:
             response = self._client.get_item(
                 TableName=self._table,
-                Key={"pk": {"S": f"TRACE#{tenant}#{trace_id}"}, "sk": {"S": _TRACE_SK}},
+                Key={PK: {"S": f"TRACE#{tenant}#{trace_id}"}, SK: {"S": _TRACE_SK}},
                 ConsistentRead=True,
             )
         except ClientError as exc:
@@ -138,7 +141,7 @@ class DynamoTurnLedger:
         outcomes: list[tuple[str, str]] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
+            "KeyConditionExpression": f"{PK} = :pk",
             "ExpressionAttributeValues": {":pk": {"S": f"TRACEMEM#{tenant}#{trace_id}"}},
         }
         while True:
@@ -168,13 +171,13 @@ class DynamoRateStore:
             self._client.put_item(
                 TableName=self._table,
                 Item={
-                    "pk": {"S": f"RATE#{key}"},
-                    "sk": {"S": _RATE_SK},
+                    PK: {"S": f"RATE#{key}"},
+                    SK: {"S": _RATE_SK},
                     "claimant": {"S": claimant},
-                    "expires_at": {"N": str(int(now) + window_secs)},
+                    TTL_ATTRIBUTE: {"N": str(int(now) + window_secs)},
                 },
                 ConditionExpression=(
-                    "attribute_not_exists(pk) OR expires_at <= :now OR claimant = :claimant"
+                    f"attribute_not_exists({PK}) OR {TTL_ATTRIBUTE} <= :now OR claimant = :claimant"
                 ),
                 ExpressionAttributeValues={
                     ":now": {"N": str(int(now))},
@@ -207,7 +210,7 @@ class DynamoSessionLog:
         try:
             response = self._client.query(
                 TableName=self._table,
-                KeyConditionExpression="pk = :pk AND sk < :before",
+                KeyConditionExpression=f"{PK} = :pk AND {SK} < :before",
                 ExpressionAttributeValues={
                     ":pk": {"S": self._pk(tenant, user_id, session_id)},
                     ":before": {"S": before},
@@ -225,8 +228,8 @@ class DynamoSessionLog:
             self._client.put_item(
                 TableName=self._table,
                 Item={
-                    "pk": {"S": self._pk(turn.tenant, turn.user_id, turn.session_id)},
-                    "sk": {"S": session_sort_key(turn)},
+                    PK: {"S": self._pk(turn.tenant, turn.user_id, turn.session_id)},
+                    SK: {"S": session_sort_key(turn)},
                     "turn": {"S": turn.model_dump_json()},
                 },
             )
@@ -247,10 +250,10 @@ class DynamoSpanStore:
         return {
             "PutRequest": {
                 "Item": {
-                    "pk": {"S": f"{span.tenant}#{span.trace_id}"},
-                    "sk": {"S": f"{span.stage}#{span.item_id}"},
-                    "user_key": {"S": f"{span.tenant}#{span.user_id}"},
-                    "at": {"S": span.at.isoformat()},
+                    PK: {"S": f"{span.tenant}#{span.trace_id}"},
+                    SK: {"S": f"{span.stage}#{span.item_id}"},
+                    SPAN_USER_KEY: {"S": f"{span.tenant}#{span.user_id}"},
+                    SPAN_AT: {"S": span.at.isoformat()},
                     "span": {"S": span.model_dump_json()},
                 }
             }
@@ -278,7 +281,7 @@ class DynamoSpanStore:
         spans: list[StageSpan] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
+            "KeyConditionExpression": f"{PK} = :pk",
             "ExpressionAttributeValues": {":pk": {"S": f"{tenant}#{trace_id}"}},
         }
         while True:
