@@ -648,6 +648,8 @@ DEFERRED: list[str] = [
     "I used to enjoy skiing with my cousins.",
     # transient
     "I love the sunset tonight over the harbour.",
+    # a hedge run into the value
+    "Honestly I enjoy board games probably.",
     # filler
     "I like the following ideas for the trip: a cabin and a canoe.",
     "I like a bit of everything when it comes to music.",

@@ -214,6 +214,8 @@ _DANGLING_WORDS: Final = _word_set(
     "our your his her their its this that these those some any very so really just than as "
     "like such every each all"
 )
+# A hedge inside the value means the phrase runs on past the thing ("jazz maybe"): defer.
+_HEDGE_WORDS: Final = _word_set("maybe perhaps probably possibly idk dunno")
 # Quantities and placeholders name no thing ("the following", "a lot about it").
 _FILLER_WORDS: Final = _word_set(
     "following lot lots bit kind sort way ways thing things stuff part parts rest idea"
@@ -1022,6 +1024,7 @@ def _thing_ok(value: str) -> bool:
         or w in _FIRST_PERSON_WORDS
         or w in _OTHER_OWNER_WORDS
         or w in _CLAUSE_WORDS
+        or w in _HEDGE_WORDS
         for w in words
     )
 
