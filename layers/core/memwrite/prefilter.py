@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
-from memwrite.firewall import Finding, mask, scan
+from memwrite.firewall import Finding, mask, normalise, scan
 from memwrite.ids import content_hash
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.rate_gate import RateGate
@@ -54,8 +54,9 @@ def _compiled(patterns: tuple[UserSkipPattern, ...]) -> tuple[tuple[str, re.Patt
 
 
 def mask_secrets(text: str) -> str:
-    """The turn with every secret masked: the form used for ids and hashes."""
-    return mask(text, scan(text))
+    """The turn with every secret and PII masked: the form used for ids and hashes."""
+    normalised = normalise(text)
+    return mask(normalised, scan(normalised))
 
 
 def _inside(segment_start: int, segment_end: int, findings: list[Finding]) -> list[Finding]:
@@ -67,7 +68,8 @@ def screen(content: str, config: PrefilterConfig) -> Screening:
     words = count_words(content)
     if words < config.min_words:
         return Screening(TooShort(word_count=words, min_words=config.min_words), None)
-    findings = scan(content)
+    content = normalise(content)
+    findings = [f for f in scan(content) if f.kind not in config.allowed_pii]
     user_patterns = _compiled(config.user_skip_patterns)
     kept: list[str] = []
     redacted: list[SecretKind] = []

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "PII_KINDS",
     "AssistantTurn",
     "Contradiction",
     "DeferredNoLLM",
@@ -49,6 +50,13 @@ class SecretKind(StrEnum):
     API_TOKEN = "api_token"
     PRIVATE_KEY = "private_key"
     PASSWORD = "password"
+    # PII rather than secrets: redacted by default, a tenant may allow them (`allowed_pii`).
+    IBAN = "iban"
+    EMAIL = "email"
+    PHONE = "phone"
+
+
+PII_KINDS: frozenset[SecretKind] = frozenset({SecretKind.IBAN, SecretKind.EMAIL, SecretKind.PHONE})
 
 
 class _Reason(BaseModel):
