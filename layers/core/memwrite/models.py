@@ -105,6 +105,9 @@ class PrefilterDecision(BaseModel):
         default=None, description="Kept sentences, reassembled, secrets masked; null on skip."
     )
     redacted: tuple[SecretKind, ...] = ()
+    context: str | None = Field(
+        default=None, description="The question a short answer was kept with (masked)."
+    )
 
 
 class QueuedTurn(BaseModel):
@@ -122,6 +125,9 @@ class QueuedTurn(BaseModel):
     text: str
     observed_at: datetime
     source: Source
+    context: str | None = Field(
+        default=None, description="The question this short answer replies to (masked)."
+    )
 
 
 def session_sort_key(turn: QueuedTurn) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "Redacted",
     "ResolutionFailed",
     "SecretKind",
+    "ShortAnswer",
     "SkipReason",
     "StoreError",
     "Supersedes",
@@ -109,6 +110,14 @@ class Redacted(_Reason):
 
     type: Literal["Redacted"] = "Redacted"
     kinds: tuple[SecretKind, ...]
+
+
+class ShortAnswer(_Reason):
+    """Not a rejection: a turn too short alone passed with the question it answers attached."""
+
+    type: Literal["ShortAnswer"] = "ShortAnswer"
+    word_count: int
+    redacted: tuple[SecretKind, ...] = ()
 
 
 class DuplicateTurn(_Reason):
@@ -218,6 +227,7 @@ Reason = Annotated[
     | NonConversationalTurn
     | PolicyBlocked
     | Redacted
+    | ShortAnswer
     | DuplicateTurn
     | EnqueueFailed
     | NoCandidates
