@@ -128,3 +128,27 @@ def test_turn_ids_are_content_addressed(make_local, make_body):
     # Then only the exact same (tenant, session, role, content) gets the same id
     assert first == again
     assert len({first, other_session, other_role, other_tenant}) == 4
+
+
+def test_short_answer_is_queued_with_the_question_before_it(local, make_body):
+    # Given the assistant's question and the user's one-word answer in one request
+    body = make_body(
+        ("assistant", "Nice! Which instrument do you play in the band?"),
+        "Cello",
+        "lol",
+        session_id="band-1",
+    )
+
+    # When they are posted
+    posted = local.post_turns(body)
+
+    # Then the answer is queued with the question as its context, the pleasantry is not
+    assert posted.status == 202
+    assert [(m["text"], m["context"]) for m in local.take_bodies()] == [
+        ("Cello", "Which instrument do you play in the band?")
+    ]
+    # And the trace says why the short turn passed
+    spans = local.get_trace(posted.body["trace_id"]).body["spans"]
+    reasons = [span["reason"] for span in spans if span["stage"] == "pre_filter"]
+    assert {"type": "ShortAnswer", "word_count": 1, "redacted": []} in reasons
+    assert {"type": "TooShort", "word_count": 1, "min_words": 3} in reasons

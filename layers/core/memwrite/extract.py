@@ -250,7 +250,13 @@ def extract_batch(
     unique = {turn.turn_id: turn for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
     batch = [
-        BatchTurn(turn_id=t.turn_id, role=t.role, text=t.text, timestamp=t.observed_at)
+        BatchTurn(
+            turn_id=t.turn_id,
+            role=t.role,
+            text=t.text,
+            timestamp=t.observed_at,
+            in_reply_to=t.context,
+        )
         for t in ordered
     ]
     try:

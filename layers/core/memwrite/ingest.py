@@ -30,9 +30,9 @@ from memwrite.models import (
     StageSpan,
 )
 from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
-from memwrite.prefilter import STAGE, mask_secrets, prefilter_turn
+from memwrite.prefilter import STAGE, count_words, mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
-from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted
+from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
 
 __all__ = ["RETRY_AFTER_SECS", "IngestDeps", "ingest_turns"]
 
@@ -62,6 +62,7 @@ def _screen_all(
 ) -> list[_Screened]:
     screened: list[_Screened] = []
     rate_scope = f"{tenant}\x1f{request.user_id}"
+    previous: str | None = None  # the request's turns are one conversation, in order
     for turn in request.turns:
         started = time.perf_counter()
         tid = turn_id(tenant, request.session_id, turn.role.value, mask_secrets(turn.content))
@@ -73,7 +74,9 @@ def _screen_all(
             rate_scope=rate_scope,
             claimant=tid,
             now=deps.clock(),
+            previous=previous,
         )
+        previous = turn.content
         latency_ms = (time.perf_counter() - started) * 1000
         screened.append(_Screened(turn, tid, decision, latency_ms))
     return screened
@@ -122,6 +125,7 @@ def ingest_turns(
             text=item.decision.text or "",
             observed_at=item.turn.timestamp or now,
             source=request.source,
+            context=item.decision.context,
         )
         for tid, item in survivors.items()
         if tid not in duplicates
@@ -196,6 +200,10 @@ def _span_of(
         result, reason = SpanResult.ERROR, EnqueueFailed(error=failed[item.turn_id])
     elif item.turn_id in duplicates:
         result, reason = SpanResult.REJECT, DuplicateTurn()
+    elif item.decision.context is not None:
+        words = count_words(item.decision.text or "")
+        short = ShortAnswer(word_count=words, redacted=item.decision.redacted)
+        result, reason = SpanResult.TRANSFORM, short
     elif item.decision.redacted:
         result, reason = SpanResult.TRANSFORM, Redacted(kinds=item.decision.redacted)
     else:
