@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memwrite.reasons import SecretKind
 
@@ -155,22 +157,16 @@ _SECRET_GROUPS = ("secret", "header", "keyheader", "env", "named", "newpassword"
 
 
 # Every detector needs two adjacent digits, an "@", or one of these words (after folding);
-# most turns have none, so a digit search plus substring tests (C-speed, unlike a long regex
-# alternation) skip them all.
-_TWO_DIGITS = re.compile(r"\d\d")
+# most turns have none, so one compiled search skips them all.
 _TRIGGER_WORDS = (
     "akia", "asia", "abia", "acca", "aiza", "sk-", "_live_", "ghp_", "gho_", "ghu_", "ghs_",
     "ghr_", "github_pat", "xox", "eyj", "bearer", "-----begin", "pass", "pwd", "pw", "pin",
     "wifi key", "wi-fi key", "ssn", "social security", "national id", "tax id", "secret",
     "accountkey", "key", "token", "authorization", "://", "@",
 )  # fmt: skip
-
-
-def _may_hold_secret(folded: str) -> bool:
-    if _TWO_DIGITS.search(folded):
-        return True
-    lowered = folded.lower()
-    return any(word in lowered for word in _TRIGGER_WORDS)
+_MAY_HOLD_SECRET = re.compile(
+    r"\d\d|" + "|".join(re.escape(word) for word in _TRIGGER_WORDS), re.IGNORECASE
+)
 
 
 def luhn_valid(digits: str) -> bool:
@@ -209,11 +205,15 @@ def _checked_findings(folded: str) -> list[Finding]:
     return findings
 
 
-def scan(text: str) -> list[Finding]:
-    """Every secret in `text` (already `normalise`d), non-overlapping, in order of position."""
+@lru_cache(maxsize=8)
+def scan(text: str) -> tuple[Finding, ...]:
+    """Every secret in `text` (already `normalise`d), non-overlapping, in order of position.
+
+    Cached for the few texts of the turn at hand (the turn id, the screening and a short
+    answer's question scan the same text); kept small so raw turns do not linger in memory."""
     folded = text if text.isascii() else text.translate(_LOOKALIKES)
-    if not _may_hold_secret(folded):
-        return []
+    if _MAY_HOLD_SECRET.search(folded) is None:
+        return ()
     findings = _checked_findings(folded)
     for kind, pattern in _DETECTORS:
         for match in pattern.finditer(folded):
@@ -229,14 +229,14 @@ def scan(text: str) -> list[Finding]:
         if merged and finding.start < merged[-1].end:
             continue  # inside an earlier, longer finding
         merged.append(finding)
-    return merged
+    return tuple(merged)
 
 
 def placeholder(kind: SecretKind) -> str:
     return f"[REDACTED:{kind.value}]"
 
 
-def mask(text: str, findings: list[Finding], offset: int = 0) -> str:
+def mask(text: str, findings: Sequence[Finding], offset: int = 0) -> str:
     """`text` (starting at `offset` of the turn) with each finding replaced by its placeholder."""
     out: list[str] = []
     cursor = 0
