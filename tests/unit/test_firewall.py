@@ -68,6 +68,12 @@ def test_dates_versions_addresses_and_commit_ids_are_not_secrets() -> None:
     assert scan(text) == ()
 
 
+def test_words_that_contain_a_secret_word_are_not_secrets() -> None:
+    text = "We went shopping, passed the monkey house, and I was pinning photos: all fine."
+    assert scan(text) == ()
+    assert screen(text, PrefilterConfig()).text == text
+
+
 def test_password_sentence_is_blocked_and_the_rest_kept() -> None:
     # Given a password in one sentence and a fact in another
     result = screen(
@@ -134,6 +140,12 @@ SECRETS_IN_PROSE = [
     ("pay GB82 WEST 1234 5698 7654 32 monthly", "GB82 WEST 1234 5698 7654 32", SecretKind.IBAN),
     ("text me on +44 7700 900123 after six", "+44 7700 900123", SecretKind.PHONE),
     ("my cell is (415) 555-0134 if it is urgent", "(415) 555-0134", SecretKind.PHONE),
+    # a bare AWS secret key: no word names it and no two digits stand together
+    (
+        "use Qv3xN8pLm2Rt7Yw4Kz9Bc6Hd1Fg5Js0Ae8Ui3Oo2 tonight",
+        "Qv3xN8pLm2Rt7Yw4Kz9Bc6Hd1Fg5Js0Ae8Ui3Oo2",
+        SecretKind.CLOUD_KEY,
+    ),
 ]
 
 
@@ -157,6 +169,7 @@ PASSWORD_PHRASINGS = [
     "the staging db is postgres://admin:popcorn77@db.internal:5432/app",
     "my p\u0430ssword is popcorn77",  # Cyrillic a
     "my pass\u200bword is popcorn77",  # zero-width space inside the word
+    "my P\u0130N is tulip",  # Turkish dotted capital I
 ]
 
 
@@ -176,6 +189,7 @@ EVASIVE_NUMBERS = [
     ("4111  1111  1111  1111", SecretKind.CARD_NUMBER),  # double spaces
     ("41\u200b11 11\u200c11 1111 1111", SecretKind.CARD_NUMBER),  # zero-width characters
     ("\uff14\uff11\uff11\uff11 1111 1111 1111", SecretKind.CARD_NUMBER),  # full-width digits
+    ("4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", SecretKind.CARD_NUMBER),  # no two digits together
     ("078 05 1120", SecretKind.NATIONAL_ID),  # SSN with spaces
     ("078\u201305\u20131120", SecretKind.NATIONAL_ID),  # SSN with en-dashes
 ]

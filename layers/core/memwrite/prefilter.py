@@ -91,15 +91,17 @@ def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict],
     verdicts: list[_Verdict] = []
     redacted: list[SecretKind] = []
     for segment in split_segments(text):
-        secrets = _inside(segment.start, segment.end, findings)
-        redacted.extend(f.kind for f in secrets if f.kind not in redacted)
-        blocking = [
-            f for f in secrets if config.firewall_actions.get(f.kind) is FirewallAction.BLOCK
-        ]
-        if blocking:
-            verdicts.append(_Verdict(segment, "", PolicyBlocked(kind=blocking[0].kind)))
-            continue
-        masked = mask(segment.text, secrets, offset=segment.start)
+        masked = segment.text
+        if findings:  # the common case has none: nothing to block or mask
+            secrets = _inside(segment.start, segment.end, findings)
+            redacted.extend(f.kind for f in secrets if f.kind not in redacted)
+            blocking = [
+                f for f in secrets if config.firewall_actions.get(f.kind) is FirewallAction.BLOCK
+            ]
+            if blocking:
+                verdicts.append(_Verdict(segment, "", PolicyBlocked(kind=blocking[0].kind)))
+                continue
+            masked = mask(segment.text, secrets, offset=segment.start)
         matched = match_skip_rule(
             segment,
             short_meta_max_chars=config.short_meta_request_max_chars,

@@ -422,29 +422,35 @@ _ENCOURAGEMENT_PHRASES: tuple[str, ...] = (
 )
 
 
+def _pattern_words(pattern: re.Pattern[str]) -> frozenset[str]:
+    """The words a phrase pattern like `_WISH` can match (its `an?` spells "a" too)."""
+    return frozenset(re.findall(r"[a-z]+", pattern.pattern)) | {"a"}
+
+
 class _PhraseRule:
     """A sentence that is nothing but a sequence of known phrases (one name allowed)."""
 
     def __init__(self, *phrase_lists: tuple[str, ...], extra: re.Pattern[str] | None = None):
         phrases = sorted({p for phrases in phrase_lists for p in phrases}, key=len, reverse=True)
         self._words = frozenset(" ".join(phrases).split())
+        # Every word a match can hold; a capitalised word outside `_words` is still a name.
+        self._vocabulary = self._words
         alternatives = [re.escape(p) for p in phrases]
         if extra is not None:
             alternatives.insert(0, extra.pattern)
+            self._vocabulary |= _pattern_words(extra)
         self._sequence = re.compile(r"(?:(?:" + "|".join(alternatives) + r") )+")
-        self._open = extra is not None  # a pattern admits words outside the phrase vocabulary
 
     def matches(self, words: list[str]) -> bool:
         if not words:
             return False
         # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
-        if not self._open:
-            outside = 0
-            for word in words:
-                if word.lower() not in self._words:
-                    outside += 1
-                    if outside > 1:
-                        return False
+        outside = 0
+        for word in words:
+            if word.lower() not in self._vocabulary:
+                outside += 1
+                if outside > 1:
+                    return False
         # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
         names = [w for w in words if _CAPITALISED.match(w) and w.lower() not in self._words]
         if len(names) > 1:
@@ -462,7 +468,6 @@ def _vocabulary(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
-_NON_WORD = re.compile(r"[^\w\s'’]+", re.UNICODE)
 _CAPITALISED = re.compile(r"^[A-Z][a-z]+(?:'s)?$")
 
 # A first-person word makes a sentence a claim by the speaker: no form rule below drops it.
@@ -643,6 +648,22 @@ _APOSTROPHE_FREE = {
 }
 _ELONGATED = re.compile(r"(\w)\1{2,}")
 _LAUGHTER = re.compile(r"(?:h?[ae]h)+[ae]?h?|(?:ha){2,}h?|l+o+l+|lmf?a+o+|rofl+", re.IGNORECASE)
+# A word is a run of word characters and apostrophes; chat spelling is a letter written three
+# times or a word that is all laughter.
+_WORD = re.compile(r"[\w']+")
+# Searched in the lower-cased sentence; it may fire on more than chat spelling (the exact
+# check is `_canonical`), never on less.
+_CHAT_SPELLING = re.compile(rf"(\w)\1\1|\b(?=[haelr])(?:{_LAUGHTER.pattern})\b")
+
+# Every word a greeting, farewell, encouragement or evaluation can be made of, as typed.
+_FORM_WORDS = (
+    _KNOWN_WORDS
+    | _SECOND_PERSON
+    | _vocabulary("was were")
+    | _pattern_words(_WISH)
+    | frozenset(_APOSTROPHE_FREE)
+)
+_MAX_UNKNOWN_FORM_WORDS = 2  # a name, and one noun after an evaluative opener ("Cool setup!")
 
 
 def _canonical(word: str) -> str:
@@ -658,8 +679,29 @@ def _canonical(word: str) -> str:
     return single if single.lower() in _KNOWN_WORDS else _ELONGATED.sub(r"\1\1", word)
 
 
+def _tokens(text: str) -> list[str]:
+    return _WORD.findall(text.replace("’", "'"))
+
+
+def _canonical_words(tokens: list[str]) -> list[str]:
+    if _CHAT_SPELLING.search(" ".join(tokens).lower()):
+        return [_canonical(w) for w in tokens]
+    # The common case, no chat spelling: only apostrophe-free contractions to restore.
+    return [_APOSTROPHE_FREE.get(w.lower(), w) for w in tokens]
+
+
 def _words(text: str) -> list[str]:
-    return [_canonical(w) for w in _NON_WORD.sub(" ", text.replace("’", "'")).split()]
+    return _canonical_words(_tokens(text))
+
+
+def _may_be_made_of_form_words(tokens: list[str]) -> bool:
+    """False when three words outside `_FORM_WORDS` rule out a greeting, farewell,
+    encouragement or evaluation: the common sentence, which then skips their per-word checks.
+    Unknown words in chat spelling ("sooo") may still be known ones, so they keep it True."""
+    unknown = [w for w in tokens if w.lower() not in _FORM_WORDS]
+    if len(unknown) <= _MAX_UNKNOWN_FORM_WORDS:
+        return True
+    return _CHAT_SPELLING.search(" ".join(unknown).lower()) is not None
 
 
 def _is_evaluation(words: list[str]) -> bool:
@@ -693,8 +735,9 @@ def _is_evaluation(words: list[str]) -> bool:
 def _question_rule(text: str, words: list[str]) -> str | None:
     """`other_party_question` for a question wholly about the other party; `open_question` for
     a short question naming no one ("How was the trip?", "What did it look like?"). Neither may
-    hold a first-person word, a digit or a verb that carries a fact inside ("did you hear...")."""
-    if not _QUESTION_END.search(text) or not words or len(words) > _MAX_QUESTION_WORDS:
+    hold a first-person word, a digit or a verb that carries a fact inside ("did you hear...").
+    The caller has checked that `text` ends with a question mark."""
+    if not words or len(words) > _MAX_QUESTION_WORDS:
         return None
     lowered = [w.lower() for w in words]
     if any(w in _FIRST_PERSON or w in _CLAUSE_VERBS for w in lowered) or _DIGIT.search(text):
@@ -724,7 +767,9 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     text = segment.text
     bare = text.rstrip(_TRAILING_CHARS)
     short_form = len(text) <= _MAX_FORM_CHARS
-    words = _words(bare) if short_form else []
+    tokens = _tokens(bare) if short_form else []
+    # `words` stays empty when no rule made of words can match: they all fail on it.
+    words = _canonical_words(tokens) if _may_be_made_of_form_words(tokens) else []
     if _GREETING_ACK.matches(words):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
@@ -741,7 +786,9 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
         return "encouragement"
     if _is_evaluation(words):
         return "evaluation"
-    return _question_rule(text, words) if short_form else None
+    if not short_form or not _QUESTION_END.search(text):
+        return None
+    return _question_rule(text, words or _canonical_words(tokens))
 
 
 def is_answer_word(text: str) -> bool:
