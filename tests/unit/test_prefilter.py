@@ -129,6 +129,9 @@ def test_turn_beginning_with_a_pleasantry_keeps_its_fact() -> None:
     # Then the fact survives and the pleasantries do not
     assert decision.decision is Decision.PASS
     assert decision.text == "I'm swamped with the kids & work."
+    # And each dropped sentence is named by its rule, for the per-rule metrics
+    assert decision.sentences == 3
+    assert decision.dropped_by == ("greeting_ack", "short_meta_request")
 
 
 def test_question_that_carries_a_fact_passes_whole() -> None:
@@ -148,6 +151,7 @@ def test_user_rule_is_named() -> None:
     # And a fact next to it is kept
     kept = decide("Ticket #4411 closed. I moved to the Denver office.", config=config)
     assert kept.text == "I moved to the Denver office."
+    assert kept.dropped_by == ("user:ticket_footer",)
 
 
 def test_builtin_rules_win_over_user_rules() -> None:

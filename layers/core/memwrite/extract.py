@@ -302,6 +302,10 @@ def extract_batch(
         deps.session_log.append(turn)
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
+    # Turns the pre-filter let through that held nothing: its escape rate (README).
+    escaped = sum(1 for s in spans if s.kind == "turn" and isinstance(s.reason, NoCandidates))
+    if escaped:
+        deps.metrics.event(STAGE, "prefilter.escaped", escaped)
     deps.metrics.timing(STAGE, latency_ms)
     first = ordered[0]
     return ExtractOutput(

@@ -10,6 +10,7 @@ re-send enqueues it again, which the downstream stages absorb (they are idempote
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from memwrite.models import (
     StageSpan,
 )
 from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
-from memwrite.prefilter import STAGE, count_words, mask_secrets, prefilter_turn
+from memwrite.prefilter import STAGE, count_words, mask_secrets, prefilter_turn, rule_name
 from memwrite.rate_gate import RateGate
 from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
 
@@ -147,6 +148,7 @@ def ingest_turns(
     raced = deps.ledger.record_enqueued(tenant, trace_id, sent) if sent else set()
     duplicates |= raced
 
+    counted = [item for item in screened if item.turn_id not in own]
     spans = [
         _span_of(
             item,
@@ -157,13 +159,13 @@ def ingest_turns(
             duplicates=duplicates,
             failed=failed,
         )
-        for item in screened
-        if item.turn_id not in own
+        for item in counted
     ]
     deps.spans.put_spans(spans)
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
         deps.metrics.timing(STAGE, span.latency_ms)
+    _count_rules(counted, deps.metrics)
 
     return IngestResponse(
         trace_id=trace_id,
@@ -180,6 +182,20 @@ def ingest_turns(
             for tid, error in failed.items()
         ],
     )
+
+
+def _count_rules(items: list[_Screened], metrics: MetricsSink) -> None:
+    """The drift signal: turns and sentences screened, rejections and dropped sentences by rule
+    (README, "Pre-filter metrics")."""
+    if not items:
+        return
+    metrics.event(STAGE, "prefilter.screened", len(items))
+    metrics.event(STAGE, "prefilter.sentences", sum(item.decision.sentences for item in items))
+    rejected = Counter(rule_name(item.decision.reason) for item in items if item.decision.reason)
+    dropped = Counter(rule for item in items for rule in item.decision.dropped_by)
+    for name, counts in (("prefilter.rejected", rejected), ("prefilter.sentence_dropped", dropped)):
+        for rule, value in counts.items():
+            metrics.by_rule(STAGE, name, rule, value)
 
 
 def _span_of(

@@ -108,6 +108,10 @@ class PrefilterDecision(BaseModel):
     context: str | None = Field(
         default=None, description="The question a short answer was kept with (masked)."
     )
+    sentences: int = Field(default=0, description="Sentences the skip rules judged.")
+    dropped_by: tuple[str, ...] = Field(
+        default=(), description="The rule that dropped each dropped sentence (for metrics)."
+    )
 
 
 class QueuedTurn(BaseModel):

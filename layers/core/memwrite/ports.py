@@ -89,7 +89,11 @@ class MetricsSink(Protocol):
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         """Count items leaving `stage` with `outcome`, dimensioned by the reason's type."""
 
-    def event(self, stage: str, name: str) -> None:
-        """Count one named event of a stage, e.g. `extraction_json_fail`."""
+    def event(self, stage: str, name: str, value: int = 1) -> None:
+        """Count `value` named events of a stage, e.g. `extraction_json_fail`."""
+
+    def by_rule(self, stage: str, name: str, rule: str, value: int = 1) -> None:
+        """Count named events of a stage by the rule behind them (`prefilter.rejected`); `rule`
+        is a rule or reason name, never turn content."""
 
     def timing(self, stage: str, latency_ms: float) -> None: ...

@@ -22,6 +22,7 @@ from memwrite.reasons import (
     NonConversationalTurn,
     PolicyBlocked,
     RateLimited,
+    Reason,
     SecretKind,
     SkipReason,
     TooShort,
@@ -36,7 +37,7 @@ from memwrite.skip_rules import (
     match_skip_rule,
 )
 
-__all__ = ["Screening", "count_words", "mask_secrets", "prefilter_turn", "screen"]
+__all__ = ["Screening", "count_words", "mask_secrets", "prefilter_turn", "rule_name", "screen"]
 
 STAGE = "pre_filter"
 # A turn this short whose every sentence was dropped may still answer the question before it.
@@ -48,16 +49,28 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
+def rule_name(reason: Reason) -> str:
+    """What a rejection is counted under: the skip rule's name, else the reason's type."""
+    if isinstance(reason, MatchedSkipPattern):
+        return reason.pattern
+    if isinstance(reason, UserRule):
+        return f"user:{reason.name}"
+    return reason.type
+
+
 @dataclass(frozen=True, slots=True)
 class Screening:
     """The stateless verdict: a skip reason, or the kept text with what was redacted.
 
-    `context` is the question a short answer was kept with (masked like the text)."""
+    `context` is the question a short answer was kept with (masked like the text);
+    `sentences` counts the sentences judged and `dropped_by` names the rule of each dropped."""
 
     reason: SkipReason | None
     text: str | None
     redacted: tuple[SecretKind, ...] = field(default=())
     context: str | None = None
+    sentences: int = 0
+    dropped_by: tuple[str, ...] = field(default=())
 
 
 @lru_cache(maxsize=256)
@@ -173,12 +186,14 @@ def screen(content: str, config: PrefilterConfig, previous: str | None = None) -
     too_short = words < config.min_words
     verdicts, redacted = ([], []) if too_short else _judge_segments(text, config)
     kept = [v.masked for v in verdicts if v.reason is None]
+    dropped_by = tuple(rule_name(v.reason) for v in verdicts if v.reason is not None)
     if kept:
         # A short kept turn ("kinda boring tbh") still reads better with its question.
         question = (
             _question_of(previous, config) if previous and words <= SHORT_ANSWER_MAX_WORDS else None
         )
-        return Screening(None, reassemble(kept), tuple(redacted), context=question)
+        kept_text = reassemble(kept)
+        return Screening(None, kept_text, tuple(redacted), question, len(verdicts), dropped_by)
     if previous is not None and words <= SHORT_ANSWER_MAX_WORDS:
         answer = _short_answer(text, config, previous, verdicts if not too_short else None)
         if answer is not None:
@@ -187,7 +202,7 @@ def screen(content: str, config: PrefilterConfig, previous: str | None = None) -
         return Screening(TooShort(word_count=words, min_words=config.min_words), None)
     first = verdicts[0].reason
     assert first is not None  # every segment was dropped for a reason
-    return Screening(first, None)
+    return Screening(first, None, sentences=len(verdicts), dropped_by=dropped_by)
 
 
 def prefilter_turn(
@@ -208,25 +223,28 @@ def prefilter_turn(
     the conversation's turn before this one, when known (short answers keep its question).
     """
     screening = screen(content, config, previous)
+    # What the skip rules did is counted whatever the later gates decide.
+    judged = {"sentences": screening.sentences, "dropped_by": screening.dropped_by}
     if screening.reason is not None or screening.text is None:
-        return PrefilterDecision(decision=Decision.SKIP, reason=screening.reason)
+        return PrefilterDecision(decision=Decision.SKIP, reason=screening.reason, **judged)
     # "Yeah" answering two different questions is two different facts, not a repeat.
     repeatable = (
         screening.text if screening.context is None else f"{screening.context}\n{screening.text}"
     )
     rate_key = content_hash(rate_scope, repeatable.casefold())
+    reason: SkipReason | None = None
     if not rate_gate.admit(rate_key, claimant, now, config.rate_limit_window_secs):
-        reason: SkipReason = RateLimited(window_secs=config.rate_limit_window_secs)
-        return PrefilterDecision(decision=Decision.SKIP, reason=reason)
-    if role is Role.ASSISTANT and not config.extract_from_assistant:
-        return PrefilterDecision(decision=Decision.SKIP, reason=AssistantTurn())
-    if role in (Role.SYSTEM, Role.TOOL):
-        return PrefilterDecision(
-            decision=Decision.SKIP, reason=NonConversationalTurn(role=role.value)
-        )
+        reason = RateLimited(window_secs=config.rate_limit_window_secs)
+    elif role is Role.ASSISTANT and not config.extract_from_assistant:
+        reason = AssistantTurn()
+    elif role in (Role.SYSTEM, Role.TOOL):
+        reason = NonConversationalTurn(role=role.value)
+    if reason is not None:
+        return PrefilterDecision(decision=Decision.SKIP, reason=reason, **judged)
     return PrefilterDecision(
         decision=Decision.PASS,
         text=screening.text,
         redacted=screening.redacted,
         context=screening.context,
+        **judged,
     )

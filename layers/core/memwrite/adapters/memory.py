@@ -80,12 +80,16 @@ class CountingMetrics:
         self.counts: Counter[tuple[str, str, str]] = Counter()
         self.timings: list[tuple[str, float]] = []
         self.events: Counter[tuple[str, str]] = Counter()
+        self.rules: Counter[tuple[str, str, str]] = Counter()
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         self.counts[(stage, outcome, reason.type if reason else "none")] += value
 
-    def event(self, stage: str, name: str) -> None:
-        self.events[(stage, name)] += 1
+    def event(self, stage: str, name: str, value: int = 1) -> None:
+        self.events[(stage, name)] += value
+
+    def by_rule(self, stage: str, name: str, rule: str, value: int = 1) -> None:
+        self.rules[(stage, name, rule)] += value
 
     def timing(self, stage: str, latency_ms: float) -> None:
         self.timings.append((stage, latency_ms))
