@@ -31,7 +31,15 @@ from memwrite.models import (
     StageSpan,
 )
 from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
-from memwrite.prefilter import STAGE, count_words, mask_secrets, prefilter_turn, rule_name
+from memwrite.prefilter import (
+    STAGE,
+    count_words,
+    mask_secrets,
+    may_be_short_answer,
+    prefilter_turn,
+    question_of,
+    rule_name,
+)
 from memwrite.rate_gate import RateGate
 from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
 
@@ -63,7 +71,11 @@ def _screen_all(
 ) -> list[_Screened]:
     screened: list[_Screened] = []
     rate_scope = f"{tenant}\x1f{request.user_id}"
-    previous: str | None = None  # the request's turns are one conversation, in order
+    # The request's turns are one conversation, in order, continuing the session's earlier
+    # requests: a short first turn may answer the question the last one ended with.
+    previous: str | None = None
+    if may_be_short_answer(request.turns[0].content):
+        previous = deps.ledger.last_question(tenant, request.user_id, request.session_id)
     for turn in request.turns:
         started = time.perf_counter()
         tid = turn_id(tenant, request.session_id, turn.role.value, mask_secrets(turn.content))
@@ -162,6 +174,8 @@ def ingest_turns(
         for item in counted
     ]
     deps.spans.put_spans(spans)
+    last = question_of(request.turns[-1].content, config.prefilter)
+    deps.ledger.set_last_question(tenant, request.user_id, request.session_id, last)
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
         deps.metrics.timing(STAGE, span.latency_ms)

@@ -69,6 +69,14 @@ class TurnLedger(Protocol):
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         """(memory id, outcome: stored | merged) for every write this trace made."""
 
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        """The question (masked) that the session's latest request ended with, if any."""
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        """Record what `last_question` answers next (None: the request ended otherwise)."""
+
 
 class SpanStore(Protocol):
     def put_spans(self, spans: Sequence[StageSpan]) -> None: ...

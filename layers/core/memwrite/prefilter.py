@@ -37,7 +37,16 @@ from memwrite.skip_rules import (
     match_skip_rule,
 )
 
-__all__ = ["Screening", "count_words", "mask_secrets", "prefilter_turn", "rule_name", "screen"]
+__all__ = [
+    "Screening",
+    "count_words",
+    "mask_secrets",
+    "may_be_short_answer",
+    "prefilter_turn",
+    "question_of",
+    "rule_name",
+    "screen",
+]
 
 STAGE = "pre_filter"
 # A turn this short whose every sentence was dropped may still answer the question before it.
@@ -47,6 +56,11 @@ _ALPHANUMERIC = re.compile(r"[^\W_]")
 
 def count_words(text: str) -> int:
     return len(text.split())
+
+
+def may_be_short_answer(content: str) -> bool:
+    """Whether a turn is short enough to be kept as the answer to the question before it."""
+    return count_words(normalise(content)) <= SHORT_ANSWER_MAX_WORDS
 
 
 def rule_name(reason: Reason) -> str:
@@ -138,10 +152,11 @@ def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict],
     return verdicts, redacted
 
 
-def _question_of(previous: str, config: PrefilterConfig) -> str | None:
-    """The question that ends the previous turn, masked; None if it ends otherwise or if the
-    question is a pleasantry ("How are you?") or talk about the conversation."""
-    verdicts, _ = _judge_segments(normalise(previous), config)
+def question_of(turn: str, config: PrefilterConfig) -> str | None:
+    """The question that ends a turn, masked; None if it ends otherwise or if the question is a
+    pleasantry ("How are you?") or talk about the conversation. A short answer to that turn is
+    kept with it; it also stands in for the turn itself as `previous`."""
+    verdicts, _ = _judge_segments(normalise(turn), config)
     if not verdicts:
         return None
     last = verdicts[-1]
@@ -169,7 +184,7 @@ def _short_answer(
         return None
     if any(v.reason is not None for v in verdicts) and not is_answer_word(text):
         return None
-    question = _question_of(previous, config)
+    question = question_of(previous, config)
     if question is None:
         return None
     answer = reassemble([v.masked for v in verdicts])
@@ -190,7 +205,7 @@ def screen(content: str, config: PrefilterConfig, previous: str | None = None) -
     if kept:
         # A short kept turn ("kinda boring tbh") still reads better with its question.
         question = (
-            _question_of(previous, config) if previous and words <= SHORT_ANSWER_MAX_WORDS else None
+            question_of(previous, config) if previous and words <= SHORT_ANSWER_MAX_WORDS else None
         )
         kept_text = reassemble(kept)
         return Screening(None, kept_text, tuple(redacted), question, len(verdicts), dropped_by)

@@ -42,6 +42,7 @@ class InMemoryTurnLedger:
         self.enqueued: dict[tuple[str, str], str] = {}
         self.traces: dict[tuple[str, str], TraceRecord] = {}
         self.trace_memories: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self.questions: dict[tuple[str, str, str], str | None] = {}
 
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         return {tid for tid in turn_ids if (tenant, tid) in self.enqueued}
@@ -60,6 +61,14 @@ class InMemoryTurnLedger:
 
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         return list(self.trace_memories.get((tenant, trace_id), []))
+
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        return self.questions.get((tenant, user_id, session_id))
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        self.questions[(tenant, user_id, session_id)] = question
 
 
 class InMemorySpanStore:
