@@ -34,11 +34,37 @@ def _emit(out: TextIO, payload: dict[str, Any]) -> None:
     out.flush()
 
 
+def _line_time(record: dict[str, Any]) -> float | None:
+    """The optional `timestamp` of a line (ISO 8601, or seconds since the epoch) as epoch secs."""
+    raw = record.get("timestamp")
+    if raw is None:
+        return None
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return float(raw)
+    if not isinstance(raw, str):
+        raise TypeError("timestamp must be an ISO 8601 string or a number")
+    parsed = datetime.fromisoformat(raw)
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+def _line_session(record: dict[str, Any]) -> str | None:
+    session = record.get("session_id")
+    if session is not None and not isinstance(session, str):
+        raise TypeError("session_id must be a string")
+    return session
+
+
 def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    """One JSON line in (`{"role", "content"}`), one decision line out, same order."""
+    """One JSON line in (`{"role", "content", "session_id"?, "timestamp"?}`), one decision out.
+
+    Consecutive lines with the same `session_id` are one conversation, so a short answer sees
+    the question before it (`"context"` in the output); `timestamp` is the rate gate's clock
+    for that line. Lines without them are screened alone, at the current time.
+    """
     config = load_settings().pipeline.prefilter
     gate = RateGate(config.rate_map_max_entries)
     status = 0
+    previous: tuple[str, str] | None = None  # (session id, content) of the last valid line
     for number, line in enumerate(stdin, start=1):
         if not line.strip():
             continue
@@ -48,28 +74,36 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             content = record["content"]
             if not isinstance(content, str):
                 raise TypeError("content must be a string")
+            session = _line_session(record)
+            at = _line_time(record)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             stderr.write(f'line {number}: invalid input ({exc}); expected {{"role", "content"}}\n')
             _emit(stdout, {"decision": "error", "reason": None, "text": None})
             status = 1
             continue
+        same_conversation = session is not None and previous is not None and previous[0] == session
         decision: PrefilterDecision = prefilter_turn(
             content=content,
             role=role,
             config=config,
             rate_gate=gate,
             rate_scope="cli",
-            claimant=mask_secrets(content),
-            now=time.time(),
+            # A line of a session is one turn at its time: a repeat later in the replay is new.
+            claimant=mask_secrets(content)
+            if session is None
+            else content_hash(session, str(at), mask_secrets(content)),
+            now=time.time() if at is None else at,
+            previous=previous[1] if same_conversation and previous else None,
         )
-        _emit(
-            stdout,
-            {
-                "decision": decision.decision.value,
-                "reason": decision.reason.model_dump(mode="json") if decision.reason else None,
-                "text": decision.text if decision.decision is Decision.PASS else None,
-            },
-        )
+        previous = (session, content) if session is not None else None
+        output: dict[str, Any] = {
+            "decision": decision.decision.value,
+            "reason": decision.reason.model_dump(mode="json") if decision.reason else None,
+            "text": decision.text if decision.decision is Decision.PASS else None,
+        }
+        if decision.context is not None and decision.decision is Decision.PASS:
+            output["context"] = decision.context
+        _emit(stdout, output)
     return status
 
 
@@ -257,7 +291,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memwrite", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
-        "prefilter", help="JSON lines {role, content} on stdin -> one decision line each"
+        "prefilter",
+        help="JSON lines {role, content, session_id?, timestamp?} on stdin -> one decision each",
     )
     commands.add_parser(
         "extract",

@@ -16,7 +16,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memwrite.errors import ConfigError
-from memwrite.reasons import SecretKind
+from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
     "AgentOverrides",
@@ -69,7 +69,18 @@ DEFAULT_FIREWALL_ACTIONS: dict[SecretKind, FirewallAction] = {
     # A sentence about a password or a private key carries nothing worth remembering.
     SecretKind.PRIVATE_KEY: FirewallAction.BLOCK,
     SecretKind.PASSWORD: FirewallAction.BLOCK,
+    SecretKind.IBAN: FirewallAction.REDACT,
+    SecretKind.EMAIL: FirewallAction.REDACT,
+    SecretKind.PHONE: FirewallAction.REDACT,
 }
+
+
+def _only_pii(kinds: frozenset[SecretKind] | None) -> frozenset[SecretKind] | None:
+    """A tenant may let PII through, never a secret (a key or a password stays masked)."""
+    if kinds is not None and not kinds <= PII_KINDS:
+        allowed = ", ".join(sorted(PII_KINDS))
+        raise ValueError(f"only PII kinds ({allowed}) can be allowed, not {sorted(kinds)}")
+    return kinds
 
 
 class PrefilterConfig(_Frozen):
@@ -82,6 +93,11 @@ class PrefilterConfig(_Frozen):
     firewall_actions: dict[SecretKind, FirewallAction] = Field(
         default_factory=lambda: dict(DEFAULT_FIREWALL_ACTIONS)
     )
+    allowed_pii: frozenset[SecretKind] = Field(
+        default=frozenset(), description="PII kinds (iban, email, phone) kept unmasked."
+    )
+
+    _pii = field_validator("allowed_pii")(_only_pii)
 
 
 class IngestLimits(_Frozen):
@@ -204,7 +220,10 @@ class TenantOverrides(_Frozen):
     user_skip_patterns: tuple[UserSkipPattern, ...] | None = None
     verifier_enabled: bool | None = None
     verifier_min_importance: float | None = Field(default=None, ge=0, le=1)
+    allowed_pii: frozenset[SecretKind] | None = None
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)
+
+    _pii = field_validator("allowed_pii")(_only_pii)
 
 
 class Settings(_Frozen):
@@ -223,7 +242,12 @@ class Settings(_Frozen):
             return self.pipeline
         changes: dict[str, Any] = {
             field: value
-            for field in ("min_words", "rate_limit_window_secs", "extract_from_assistant")
+            for field in (
+                "min_words",
+                "rate_limit_window_secs",
+                "extract_from_assistant",
+                "allowed_pii",
+            )
             if (value := getattr(overrides, field)) is not None
         }
         if overrides.user_skip_patterns is not None:

@@ -97,6 +97,14 @@ class TurnLedger(Protocol):
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         """(memory id, outcome: stored | merged) for every write this trace made."""
 
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        """The question (masked) that the session's latest request ended with, if any."""
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        """Record what `last_question` answers next (None: the request ended otherwise)."""
+
 
 class SpanStore(Protocol):
     def put_spans(self, spans: Sequence[StageSpan]) -> None: ...
@@ -122,8 +130,12 @@ class MetricsSink(Protocol):
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         """Count items leaving `stage` with `outcome`, dimensioned by the reason's type."""
 
-    def event(self, stage: str, name: str) -> None:
-        """Count one named event of a stage, e.g. `extraction_json_fail`."""
+    def event(self, stage: str, name: str, value: int = 1) -> None:
+        """Count `value` named events of a stage, e.g. `extraction_json_fail`."""
+
+    def by_rule(self, stage: str, name: str, rule: str, value: int = 1) -> None:
+        """Count named events of a stage by the rule behind them (`prefilter.rejected`); `rule`
+        is a rule or reason name, never turn content."""
 
     def timing(self, stage: str, latency_ms: float) -> None: ...
 

@@ -1,4 +1,5 @@
-"""DynamoDB adapters: the turns ledger, traces, rate-gate claims and spans.
+"""DynamoDB adapters: the turns ledger, traces, sessions' last questions, rate-gate claims
+and spans.
 
 Low-level client calls with explicit attribute types: the items are small and flat, and the
 client is cheaper to create at cold start than the resource layer.
@@ -30,6 +31,7 @@ _MAX_UNPROCESSED_ROUNDS = 5
 _LEDGER_SK = "TURN"
 _TRACE_SK = "TRACE"
 _RATE_SK = "RATE"
+_QUESTION_SK = "LASTQ"
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -47,7 +49,8 @@ def _is_condition_failure(exc: ClientError) -> bool:
 
 
 class DynamoTurnLedger:
-    """Which turns were enqueued (INSERT-if-absent) and which trace each request opened."""
+    """Which turns were enqueued (INSERT-if-absent), which trace each request opened, and the
+    question each session's latest request ended with."""
 
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
@@ -153,6 +156,35 @@ class DynamoTurnLedger:
             if "LastEvaluatedKey" not in response:
                 return outcomes
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    @staticmethod
+    def _question_key(tenant: str, user_id: str, session_id: str) -> dict[str, Any]:
+        # Ids cannot contain "#", so the key is unambiguous; one item per session, overwritten.
+        pk = f"LASTQ#{tenant}#{user_id}#{session_id}"
+        return {PK: {"S": pk}, SK: {"S": _QUESTION_SK}}
+
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        try:
+            response = self._client.get_item(
+                TableName=self._table,
+                Key=self._question_key(tenant, user_id, session_id),
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise _unavailable(exc, "GetItem") from exc
+        question = response.get("Item", {}).get("question")
+        return None if question is None else str(question["S"])
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        item = self._question_key(tenant, user_id, session_id)
+        if question is not None:
+            item["question"] = {"S": question}
+        try:
+            self._client.put_item(TableName=self._table, Item=item)
+        except ClientError as exc:
+            raise _unavailable(exc, "PutItem") from exc
 
 
 class DynamoRateStore:
