@@ -103,7 +103,9 @@ def _screen_all(
             rate_gate=deps.rate_gate,
             rate_scope=rate_scope,
             claimant=tid,
-            now=deps.clock(),
+            # The turn's own time when the client gives it: a history replayed in one request
+            # does not rate-limit words said minutes or days apart.
+            now=turn.timestamp.timestamp() if turn.timestamp else deps.clock(),
             previous=previous,
         )
         previous = turn.content
