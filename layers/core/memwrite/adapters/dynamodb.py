@@ -20,15 +20,44 @@ from memwrite.schema import PARTITION_KEY, SORT_KEY, SPAN_AT, SPAN_USER_KEY, TTL
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-__all__ = ["DynamoRateStore", "DynamoSessionLog", "DynamoSpanStore", "DynamoTurnLedger"]
+__all__ = [
+    "LEDGER_SK",
+    "TRACE_SK",
+    "DynamoRateStore",
+    "DynamoSessionLog",
+    "DynamoSpanStore",
+    "DynamoTurnLedger",
+    "ledger_pk",
+    "session_pk",
+    "trace_memories_pk",
+    "trace_pk",
+]
 
 PK, SK = PARTITION_KEY, SORT_KEY
 
 _BATCH_GET_LIMIT = 100
 _BATCH_WRITE_LIMIT = 25
 _MAX_UNPROCESSED_ROUNDS = 5
-_LEDGER_SK = "TURN"
-_TRACE_SK = "TRACE"
+LEDGER_SK = "TURN"
+TRACE_SK = "TRACE"
+
+
+def ledger_pk(tenant: str, turn_id: str) -> str:
+    return f"TURN#{tenant}#{turn_id}"
+
+
+def trace_pk(tenant: str, trace_id: str) -> str:
+    return f"TRACE#{tenant}#{trace_id}"
+
+
+def trace_memories_pk(tenant: str, trace_id: str) -> str:
+    return f"TRACEMEM#{tenant}#{trace_id}"
+
+
+def session_pk(tenant: str, user_id: str, session_id: str) -> str:
+    return f"SESSION#{tenant}#{user_id}#{session_id}"
+
+
 _RATE_SK = "RATE"
 
 
@@ -53,15 +82,11 @@ class DynamoTurnLedger:
         self._client = client
         self._table = table_name
 
-    @staticmethod
-    def _turn_pk(tenant: str, turn_id: str) -> str:
-        return f"TURN#{tenant}#{turn_id}"
-
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for chunk in _chunks(sorted(set(turn_ids)), _BATCH_GET_LIMIT):
             keys: list[dict[str, Any]] = [
-                {PK: {"S": self._turn_pk(tenant, tid)}, SK: {"S": _LEDGER_SK}} for tid in chunk
+                {PK: {"S": ledger_pk(tenant, tid)}, SK: {"S": LEDGER_SK}} for tid in chunk
             ]
             request: dict[str, Any] = {self._table: {"Keys": keys, "ProjectionExpression": PK}}
             for _ in range(_MAX_UNPROCESSED_ROUNDS):
@@ -85,8 +110,8 @@ class DynamoTurnLedger:
                 self._client.put_item(
                     TableName=self._table,
                     Item={
-                        PK: {"S": self._turn_pk(tenant, tid)},
-                        SK: {"S": _LEDGER_SK},
+                        PK: {"S": ledger_pk(tenant, tid)},
+                        SK: {"S": LEDGER_SK},
                         "trace_id": {"S": trace_id},
                     },
                     ConditionExpression=f"attribute_not_exists({PK})",
@@ -99,8 +124,8 @@ class DynamoTurnLedger:
 
     def put_trace(self, trace: TraceRecord) -> None:
         item: dict[str, Any] = {
-            PK: {"S": f"TRACE#{trace.tenant}#{trace.trace_id}"},
-            SK: {"S": _TRACE_SK},
+            PK: {"S": trace_pk(trace.tenant, trace.trace_id)},
+            SK: {"S": TRACE_SK},
             "user_id": {"S": trace.user_id},
             "session_id": {"S": trace.session_id},
             "source": {"S": trace.source},
@@ -118,7 +143,7 @@ class DynamoTurnLedger:
         try:
             response = self._client.get_item(
                 TableName=self._table,
-                Key={PK: {"S": f"TRACE#{tenant}#{trace_id}"}, SK: {"S": _TRACE_SK}},
+                Key={PK: {"S": trace_pk(tenant, trace_id)}, SK: {"S": TRACE_SK}},
                 ConsistentRead=True,
             )
         except ClientError as exc:
@@ -142,7 +167,7 @@ class DynamoTurnLedger:
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": f"{PK} = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": f"TRACEMEM#{tenant}#{trace_id}"}},
+            "ExpressionAttributeValues": {":pk": {"S": trace_memories_pk(tenant, trace_id)}},
         }
         while True:
             try:
@@ -198,10 +223,6 @@ class DynamoSessionLog:
         self._client = client
         self._table = table_name
 
-    @staticmethod
-    def _pk(tenant: str, user_id: str, session_id: str) -> str:
-        return f"SESSION#{tenant}#{user_id}#{session_id}"
-
     def recent(
         self, tenant: str, user_id: str, session_id: str, before: str, limit: int
     ) -> list[QueuedTurn]:
@@ -212,7 +233,7 @@ class DynamoSessionLog:
                 TableName=self._table,
                 KeyConditionExpression=f"{PK} = :pk AND {SK} < :before",
                 ExpressionAttributeValues={
-                    ":pk": {"S": self._pk(tenant, user_id, session_id)},
+                    ":pk": {"S": session_pk(tenant, user_id, session_id)},
                     ":before": {"S": before},
                 },
                 ScanIndexForward=False,  # newest first, so `Limit` keeps the latest turns
@@ -228,7 +249,7 @@ class DynamoSessionLog:
             self._client.put_item(
                 TableName=self._table,
                 Item={
-                    PK: {"S": self._pk(turn.tenant, turn.user_id, turn.session_id)},
+                    PK: {"S": session_pk(turn.tenant, turn.user_id, turn.session_id)},
                     SK: {"S": session_sort_key(turn)},
                     "turn": {"S": turn.model_dump_json()},
                 },
