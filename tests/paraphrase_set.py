@@ -19,7 +19,7 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.questions import TemplateQuestions
 
-F, P, I = MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION
+F, P, INS = MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION
 MEMORIES: list[tuple[MemoryType, str, str, str, str]] = [
     (F, "user", "lives_in", "Lisbon", "The user lives in Lisbon."),
     (F, "user", "works_at", "Google", "The user works at Google."),
@@ -31,7 +31,7 @@ MEMORIES: list[tuple[MemoryType, str, str, str, str]] = [
     (P, "user", "likes", "jazz", "The user loves jazz."),
     (P, "user", "dislikes", "cilantro", "The user hates cilantro."),
     (P, "user", "favorite_food", "ramen", "The user's favorite food is ramen."),
-    (I, "user", "instruction", "bullet points", "The user wants answers in short bullet points."),
+    (INS, "user", "instruction", "bullet points", "The user wants answers in short bullet points."),
     (F, "user", "job_title", "nurse", "The user is a nurse."),
     (F, "user", "owns", "a cat", "The user has a cat named Miso."),
     (F, "user", "speaks", "Portuguese", "The user speaks Portuguese fluently."),
