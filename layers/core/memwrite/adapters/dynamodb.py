@@ -27,10 +27,12 @@ __all__ = [
     "DynamoSessionLog",
     "DynamoSpanStore",
     "DynamoTurnLedger",
+    "batch_write",
     "ledger_pk",
     "session_pk",
     "trace_memories_pk",
     "trace_pk",
+    "unavailable",
 ]
 
 PK, SK = PARTITION_KEY, SORT_KEY
@@ -66,9 +68,26 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def _unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
+def unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
+    """A DynamoDB error as the store's transient error, named by operation and code."""
     code = exc.response.get("Error", {}).get("Code", "Unknown")
     return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
+
+
+def batch_write(client: DynamoDBClient, table: str, requests: Sequence[Any]) -> None:
+    """Put/delete requests in batches of 25, unprocessed ones resent a few times."""
+    for chunk in _chunks(requests, _BATCH_WRITE_LIMIT):
+        request: dict[str, Any] = {table: list(chunk)}
+        for _ in range(_MAX_UNPROCESSED_ROUNDS):
+            try:
+                response = client.batch_write_item(RequestItems=request)
+            except ClientError as exc:
+                raise unavailable(exc, "BatchWriteItem") from exc
+            request = dict(response.get("UnprocessedItems") or {})
+            if not request:
+                break
+        else:
+            raise StoreUnavailable(f"DynamoDB BatchWriteItem left {table} items unprocessed")
 
 
 def _is_condition_failure(exc: ClientError) -> bool:
@@ -93,7 +112,7 @@ class DynamoTurnLedger:
                 try:
                     response = self._client.batch_get_item(RequestItems=request)
                 except ClientError as exc:
-                    raise _unavailable(exc, "BatchGetItem") from exc
+                    raise unavailable(exc, "BatchGetItem") from exc
                 for item in response.get("Responses", {}).get(self._table, []):
                     found.add(item[PK]["S"].rsplit("#", 1)[1])
                 request = dict(response.get("UnprocessedKeys") or {})
@@ -118,7 +137,7 @@ class DynamoTurnLedger:
                 )
             except ClientError as exc:
                 if not _is_condition_failure(exc):
-                    raise _unavailable(exc, "PutItem") from exc
+                    raise unavailable(exc, "PutItem") from exc
                 taken.add(tid)
         return taken
 
@@ -137,7 +156,7 @@ class DynamoTurnLedger:
         try:
             self._client.put_item(TableName=self._table, Item=item)
         except ClientError as exc:
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
 
     def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
         try:
@@ -147,7 +166,7 @@ class DynamoTurnLedger:
                 ConsistentRead=True,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         item = response.get("Item")
         if item is None:
             return None
@@ -173,7 +192,7 @@ class DynamoTurnLedger:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             outcomes.extend((i["memory_id"]["S"], i["outcome"]["S"]) for i in response["Items"])
             if "LastEvaluatedKey" not in response:
                 return outcomes
@@ -212,7 +231,7 @@ class DynamoRateStore:
         except ClientError as exc:
             if _is_condition_failure(exc):
                 return False
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
         return True
 
 
@@ -240,7 +259,7 @@ class DynamoSessionLog:
                 Limit=limit,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "Query") from exc
+            raise unavailable(exc, "Query") from exc
         turns = [QueuedTurn.model_validate_json(i["turn"]["S"]) for i in response["Items"]]
         return list(reversed(turns))
 
@@ -255,7 +274,7 @@ class DynamoSessionLog:
                 },
             )
         except ClientError as exc:
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
 
 
 class DynamoSpanStore:
@@ -284,19 +303,7 @@ class DynamoSpanStore:
         # DynamoDB refuses a batch that names one key twice (a turn repeated in one request has
         # one span key): the last span of a key is the one that would have stayed anyway.
         by_key = {(span.tenant, span.trace_id, span.stage, span.item_id): span for span in spans}
-        items = [self._item(span) for span in by_key.values()]
-        for chunk in _chunks(items, _BATCH_WRITE_LIMIT):
-            request: dict[str, Any] = {self._table: list(chunk)}
-            for _ in range(_MAX_UNPROCESSED_ROUNDS):
-                try:
-                    response = self._client.batch_write_item(RequestItems=request)
-                except ClientError as exc:
-                    raise _unavailable(exc, "BatchWriteItem") from exc
-                request = dict(response.get("UnprocessedItems") or {})
-                if not request:
-                    break
-            else:
-                raise StoreUnavailable("DynamoDB BatchWriteItem left spans unprocessed")
+        batch_write(self._client, self._table, [self._item(span) for span in by_key.values()])
 
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
         spans: list[StageSpan] = []
@@ -309,7 +316,7 @@ class DynamoSpanStore:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             spans.extend(
                 StageSpan.model_validate(json.loads(item["span"]["S"]))
                 for item in response.get("Items", [])

@@ -18,13 +18,14 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.dynamodb import (
     LEDGER_SK,
     TRACE_SK,
+    batch_write,
     ledger_pk,
     session_pk,
     trace_memories_pk,
     trace_pk,
+    unavailable,
 )
 from memwrite.adapters.dynamodb_store import access_key
-from memwrite.errors import StoreUnavailable
 from memwrite.ports import UserErasure
 from memwrite.schema import PARTITION_KEY, SORT_KEY, SPANS_BY_USER
 
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["DynamoUserEraser", "EraseTables"]
 
 PK, SK = PARTITION_KEY, SORT_KEY
-_BATCH_WRITE_LIMIT = 25
-_MAX_UNPROCESSED_ROUNDS = 5
 
 
 class EraseTables:
@@ -55,11 +54,6 @@ class EraseTables:
         self.outbox = outbox
         self.turns = turns
         self.spans = spans
-
-
-def _failed(exc: ClientError, operation: str) -> StoreUnavailable:
-    code = exc.response.get("Error", {}).get("Code", "Unknown")
-    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
 
 
 class DynamoUserEraser:
@@ -100,7 +94,7 @@ class DynamoUserEraser:
         try:
             trace = self._client.get_item(TableName=t.turns, Key=trace_key).get("Item")
         except ClientError as exc:
-            raise _failed(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         keys: list[dict[str, Any]] = []
         if trace is not None:
             keys.extend(
@@ -142,7 +136,7 @@ class DynamoUserEraser:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _failed(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             yield from response.get("Items", [])
             if "LastEvaluatedKey" not in response:
                 return
@@ -150,17 +144,5 @@ class DynamoUserEraser:
 
     def _delete_keys(self, table: str, keys: list[dict[str, Any]]) -> int:
         unique = list({(k[PK]["S"], k[SK]["S"]): k for k in keys}.values())
-        for start in range(0, len(unique), _BATCH_WRITE_LIMIT):
-            chunk = unique[start : start + _BATCH_WRITE_LIMIT]
-            request: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in chunk]}
-            for _ in range(_MAX_UNPROCESSED_ROUNDS):
-                try:
-                    response = self._client.batch_write_item(RequestItems=request)
-                except ClientError as exc:
-                    raise _failed(exc, "BatchWriteItem") from exc
-                request = dict(response.get("UnprocessedItems") or {})
-                if not request:
-                    break
-            else:
-                raise StoreUnavailable("DynamoDB BatchWriteItem left deletes unprocessed")
+        batch_write(self._client, table, [{"DeleteRequest": {"Key": k}} for k in unique])
         return len(unique)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.errors import StoreUnavailable
+from memwrite.adapters.dynamodb import unavailable
 from memwrite.payloads import OutboxChange
 from memwrite.schema import OUTBOX_PENDING, PARTITION_KEY, SORT_KEY, outbox_sort_key
 
@@ -19,11 +19,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 __all__ = ["DynamoOutbox"]
-
-
-def _failed(exc: ClientError, operation: str) -> StoreUnavailable:
-    code = exc.response.get("Error", {}).get("Code", "Unknown")
-    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
 
 
 class DynamoOutbox:
@@ -40,7 +35,7 @@ class DynamoOutbox:
             try:
                 response = self._client.scan(**kwargs)
             except ClientError as exc:
-                raise _failed(exc, "Scan") from exc
+                raise unavailable(exc, "Scan") from exc
             for item in response.get("Items", []):
                 plain = {name: item[name]["S"] for name in (PARTITION_KEY, SORT_KEY)}
                 rows.append(OutboxChange.from_row(plain))
@@ -65,4 +60,4 @@ class DynamoOutbox:
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise _failed(exc, "UpdateItem") from exc
+                raise unavailable(exc, "UpdateItem") from exc

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.dynamodb import trace_memories_pk
+from memwrite.adapters.dynamodb import trace_memories_pk, unavailable
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import InvalidQuery, StoreUnavailable, WriteConflict
+from memwrite.errors import InvalidQuery, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
@@ -70,11 +70,6 @@ def _decode_cursor(cursor: str) -> str:
     return memory_id
 
 
-def _unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
-    code = exc.response.get("Error", {}).get("Code", "Unknown")
-    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
-
-
 class DynamoMemoryStore:
     def __init__(self, client: DynamoDBClient, tables: StoreTables) -> None:
         self._client = client
@@ -97,7 +92,7 @@ class DynamoMemoryStore:
                 try:
                     response = self._client.batch_get_item(RequestItems=request)
                 except ClientError as exc:
-                    raise _unavailable(exc, "BatchGetItem") from exc
+                    raise unavailable(exc, "BatchGetItem") from exc
                 for item in response.get("Responses", {}).get(self._tables.memories, []):
                     memory = MemoryUnit.model_validate_json(item["doc"]["S"])
                     found[memory.memory_id] = VersionedMemory(memory, int(item["rev"]["N"]))
@@ -112,7 +107,7 @@ class DynamoMemoryStore:
                 ConsistentRead=True,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         item = response.get("Item")
         if item is None:
             return FactRow()
@@ -133,7 +128,7 @@ class DynamoMemoryStore:
                 Limit=limit,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "Query") from exc
+            raise unavailable(exc, "Query") from exc
         latest: dict[str, MemoryUnit] = {}
         for item in response.get("Items", []):
             if item["op"]["S"] == "upsert":
@@ -153,7 +148,7 @@ class DynamoMemoryStore:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             memories.extend(
                 MemoryUnit.model_validate_json(item["doc"]["S"]) for item in response["Items"]
             )
@@ -170,7 +165,7 @@ class DynamoMemoryStore:
                 ExpressionAttributeValues={":id": {"S": f"{tenant}#{memory_id}"}},
             )
         except ClientError as exc:
-            raise _unavailable(exc, "Query") from exc
+            raise unavailable(exc, "Query") from exc
         items = response.get("Items", [])
         if not items:
             return None
@@ -192,7 +187,7 @@ class DynamoMemoryStore:
         try:
             response = self._client.query(**kwargs)
         except ClientError as exc:
-            raise _unavailable(exc, "Query") from exc
+            raise unavailable(exc, "Query") from exc
         memories = [MemoryUnit.model_validate_json(i["doc"]["S"]) for i in response["Items"]]
         last = response.get("LastEvaluatedKey")
         next_cursor = _encode_cursor(last[SK]["S"]) if last else None
@@ -210,7 +205,7 @@ class DynamoMemoryStore:
                     ExpressionAttributeValues={":one": {"N": "1"}, ":at": {"S": at}},
                 )
             except ClientError as exc:
-                raise _unavailable(exc, "UpdateItem") from exc
+                raise unavailable(exc, "UpdateItem") from exc
 
     def _with_access(
         self, tenant: str, user_id: str, memories: list[MemoryUnit]
@@ -225,7 +220,7 @@ class DynamoMemoryStore:
                 RequestItems={self._tables.turns: {"Keys": keys}}
             )
         except ClientError as exc:
-            raise _unavailable(exc, "BatchGetItem") from exc
+            raise unavailable(exc, "BatchGetItem") from exc
         counts = {
             item[SK]["S"]: (int(item["access_count"]["N"]), item["last_accessed"]["S"])
             for item in response.get("Responses", {}).get(self._tables.turns, [])
@@ -324,7 +319,7 @@ class DynamoMemoryStore:
                 codes = {reason.get("Code") for reason in reasons}
                 if codes & _CONFLICT_CODES or not reasons:
                     raise WriteConflict("a concurrent write changed what was read") from exc
-            raise _unavailable(exc, "TransactWriteItems") from exc
+            raise unavailable(exc, "TransactWriteItems") from exc
 
 
 class DynamoEntityStore:
@@ -345,7 +340,7 @@ class DynamoEntityStore:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             entities.extend(Entity.model_validate_json(i["doc"]["S"]) for i in response["Items"])
             if "LastEvaluatedKey" not in response:
                 break
@@ -361,7 +356,7 @@ class DynamoEntityStore:
         try:
             item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         except ClientError as exc:
-            raise _unavailable(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         found = item.get("Item")
         if found is None:
             return None
@@ -385,4 +380,4 @@ class DynamoEntityStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 raise WriteConflict(f"entity {entity.entity_id} changed since it was read") from exc
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
