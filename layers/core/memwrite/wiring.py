@@ -173,6 +173,7 @@ def _dedupe(aws: _Aws) -> Any:
         spans=aws.spans,
         metrics=aws.metrics,
         judge=_dedupe_judge(aws),
+        index=_search_index(aws),
     )
 
 
@@ -192,7 +193,13 @@ def _persist(aws: _Aws) -> Any:
         spans=aws.spans,
         metrics=aws.metrics,
         judge=_dedupe_judge(aws),
+        index=_search_index(aws),
     )
+
+
+def _search_index(aws: _Aws) -> MemoryIndex:
+    """The search index, read by dedupe for events and tasks already indexed."""
+    return build_index(aws.env, build_embedder(aws.env).dimension)
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
