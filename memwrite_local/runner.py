@@ -81,6 +81,9 @@ def stream_record(change: OutboxChange, sequence: int) -> dict[str, Any]:
         PARTITION_KEY: {"S": f"{change.tenant}#{change.user_id}"},
         SORT_KEY: {"S": outbox_sort_key(change.memory_id, change.rev)},
     }
+    image = dict(keys)
+    if change.trace_id is not None:
+        image["trace_id"] = {"S": change.trace_id}
     return {
         "eventID": uuid.uuid4().hex,
         "eventName": "INSERT",
@@ -89,7 +92,7 @@ def stream_record(change: OutboxChange, sequence: int) -> dict[str, Any]:
         "awsRegion": "us-east-1",
         "dynamodb": {
             "Keys": keys,
-            "NewImage": keys,
+            "NewImage": image,
             "SequenceNumber": str(sequence),
             "SizeBytes": 100,
             "StreamViewType": "NEW_IMAGE",

@@ -136,3 +136,17 @@ def test_a_poison_record_fails_alone(persisted: Local) -> None:
     # Then only the poison record is reported (for the on-failure destination after retries)
     assert response == {"batchItemFailures": [{"itemIdentifier": "999"}]}
     assert pending_rows(persisted) == []
+
+
+def test_indexing_shows_in_the_trace_that_wrote_the_memory(
+    local: Local, make_body: Callable[..., dict[str, Any]]
+) -> None:
+    # Given a conversation ingested and run through the pipeline and the outbox consumer
+    accepted = local.post_turns(make_body("I live in Lisbon."))
+    local.runner.drain()
+    # When its trace is read
+    trace = local.get_trace(accepted.body["trace_id"]).body
+    # Then stage 7 has a span there: the memory it indexed, passed
+    hype = [s for s in trace["spans"] if s["stage"] == "hype"]
+    assert [s["result"] for s in hype] == ["pass"]
+    assert hype[0]["item_id"].startswith(trace["outcome"]["memory_ids"][0])

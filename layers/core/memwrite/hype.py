@@ -28,6 +28,7 @@ from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
 from memwrite.index import MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
+from memwrite.models import SpanResult
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
     Embedder,
@@ -36,7 +37,9 @@ from memwrite.ports import (
     MetricsSink,
     Outbox,
     QuestionGenerator,
+    SpanStore,
 )
+from memwrite.spans import make_span
 
 __all__ = ["STAGE", "HypeDeps", "document_of", "run"]
 
@@ -50,6 +53,7 @@ class HypeDeps:
     embedder: Embedder
     questions: QuestionGenerator
     outbox: Outbox
+    spans: SpanStore
     metrics: MetricsSink
 
 
@@ -106,8 +110,23 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
                 update={"questions": questions, "vectors_indexed_at": _now()}
             )
     deps.outbox.mark_done(change)
+    latency_ms = (time.perf_counter() - started) * 1000
+    if change.trace_id is not None:
+        # The span joins the trace that wrote the change: its trace shows the memory indexed
+        # (pass) or taken out of every query (transform).
+        removed = result.action is IndexAction.REMOVED
+        span = make_span(
+            trace_id=change.trace_id,
+            tenant=change.tenant,
+            user_id=change.user_id,
+            stage=STAGE,
+            item_id=f"{change.memory_id}#{change.rev}",
+            result=SpanResult.TRANSFORM if removed else SpanResult.PASS,
+            latency_ms=latency_ms,
+        )
+        deps.spans.put_spans([span])
     deps.metrics.count(STAGE, result.action.value, None)
-    deps.metrics.timing(STAGE, (time.perf_counter() - started) * 1000)
+    deps.metrics.timing(STAGE, latency_ms)
     return result
 
 

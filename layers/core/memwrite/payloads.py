@@ -156,6 +156,7 @@ class OutboxChange(BaseModel):
     user_id: str
     memory_id: str
     rev: int = Field(ge=1)
+    trace_id: str | None = None  # the trace that wrote it (rows written before it was kept: None)
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> OutboxChange:
@@ -167,7 +168,14 @@ class OutboxChange(BaseModel):
             raise ValueError("an outbox row needs string pk and sk")
         tenant, _, user_id = partition.rpartition("#")
         memory_id, _, rev = sort.rpartition("#")
-        return cls(tenant=tenant, user_id=user_id, memory_id=memory_id, rev=int(rev))
+        trace_id = row.get("trace_id")
+        return cls(
+            tenant=tenant,
+            user_id=user_id,
+            memory_id=memory_id,
+            rev=int(rev),
+            trace_id=trace_id if isinstance(trace_id, str) else None,
+        )
 
 
 class IndexAction(StrEnum):

@@ -247,7 +247,11 @@ def plan(
         fact_row=fact_row,
         ledger=[LedgerEntry(item.trace_id, target_id, outcome.value)],
         outbox=[
-            OutboxRow(memory.memory_id, OutboxOp.UPSERT if memory.active else OutboxOp.DELETE)
+            OutboxRow(
+                memory.memory_id,
+                OutboxOp.UPSERT if memory.active else OutboxOp.DELETE,
+                item.trace_id,
+            )
             for memory, _ in changed
         ],
     )

@@ -257,6 +257,7 @@ def _hype(aws: _Aws) -> Any:
         embedder=embedder,
         questions=_questions(aws),
         outbox=DynamoOutbox(aws.dynamodb, aws.env.outbox_table),
+        spans=aws.spans,
         metrics=aws.metrics,
     )
 

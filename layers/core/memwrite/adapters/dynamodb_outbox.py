@@ -37,7 +37,11 @@ class DynamoOutbox:
             except ClientError as exc:
                 raise unavailable(exc, "Scan") from exc
             for item in response.get("Items", []):
-                plain = {name: item[name]["S"] for name in (PARTITION_KEY, SORT_KEY)}
+                plain = {
+                    name: item[name]["S"]
+                    for name in (PARTITION_KEY, SORT_KEY, "trace_id")
+                    if name in item
+                }
                 rows.append(OutboxChange.from_row(plain))
             if "LastEvaluatedKey" not in response:
                 break

@@ -305,6 +305,7 @@ class DynamoMemoryStore:
                             SK: {"S": outbox_sort_key(row_out.memory_id, rev)},
                             "memory_id": {"S": row_out.memory_id},
                             "op": {"S": row_out.op.value},
+                            "trace_id": {"S": row_out.trace_id},
                             "doc": {"S": doc},
                             OUTBOX_PENDING.partition_key: {"S": user_key},
                         },
