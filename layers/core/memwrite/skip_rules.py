@@ -569,6 +569,11 @@ _UI_COMMAND = re.compile(
     r"|previous one|last one|first one|rest|more))",
     re.IGNORECASE,
 )
+# Both in one pass: the alternation tries meta talk first, as the rule order does, and the
+# group that matched names the rule.
+_COMMAND_FORMS = re.compile(
+    rf"(?P<meta_talk>{_META_TALK.pattern})|(?P<ui_command>{_UI_COMMAND.pattern})", re.IGNORECASE
+)
 _ALPHANUMERIC = re.compile(r"[^\W_]")
 # Greetings, meta talk and UI commands are short forms; a longer sentence is none of them.
 _MAX_FORM_CHARS = 120
@@ -698,10 +703,12 @@ def _may_be_made_of_form_words(tokens: list[str]) -> bool:
     """False when three words outside `_FORM_WORDS` rule out a greeting, farewell,
     encouragement or evaluation: the common sentence, which then skips their per-word checks.
     Unknown words in chat spelling ("sooo") may still be known ones, so they keep it True."""
-    unknown = [w for w in tokens if w.lower() not in _FORM_WORDS]
-    if len(unknown) <= _MAX_UNKNOWN_FORM_WORDS:
-        return True
-    return _CHAT_SPELLING.search(" ".join(unknown).lower()) is not None
+    # Distinct unknown words by set difference (in C); repeats are counted only when few.
+    unknown = set(map(str.lower, tokens)).difference(_FORM_WORDS)
+    few = len(unknown) <= _MAX_UNKNOWN_FORM_WORDS and (
+        sum(w.lower() not in _FORM_WORDS for w in tokens) <= _MAX_UNKNOWN_FORM_WORDS
+    )
+    return few or _CHAT_SPELLING.search(" ".join(unknown)) is not None
 
 
 def _is_evaluation(words: list[str]) -> bool:
@@ -770,22 +777,22 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     tokens = _tokens(bare) if short_form else []
     # `words` stays empty when no rule made of words can match: they all fail on it.
     words = _canonical_words(tokens) if _may_be_made_of_form_words(tokens) else []
-    if _GREETING_ACK.matches(words):
+    if words and _GREETING_ACK.matches(words):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
         return "short_meta_request"
     if _is_reaction(text):
         return "reaction"
-    if short_form and _META_TALK.fullmatch(bare):
-        return "meta_talk"
-    if short_form and _UI_COMMAND.fullmatch(bare):
-        return "ui_command"
-    if _FAREWELL.matches(words):
-        return "farewell"
-    if _ENCOURAGEMENT.matches(words):
-        return "encouragement"
-    if _is_evaluation(words):
-        return "evaluation"
+    command = _COMMAND_FORMS.fullmatch(bare) if short_form else None
+    if command is not None:
+        return command.lastgroup  # "meta_talk" or "ui_command"
+    if words:
+        if _FAREWELL.matches(words):
+            return "farewell"
+        if _ENCOURAGEMENT.matches(words):
+            return "encouragement"
+        if _is_evaluation(words):
+            return "evaluation"
     if not short_form or not _QUESTION_END.search(text):
         return None
     return _question_rule(text, words or _canonical_words(tokens))
@@ -814,8 +821,7 @@ def match_skip_rule(
     if builtin is not None:
         return SkipMatch(builtin)
     text = segment.text
-    bare = text.rstrip(_TRAILING_CHARS)
     for name, pattern in user_patterns:
-        if pattern.fullmatch(text) or pattern.fullmatch(bare):
+        if pattern.fullmatch(text) or pattern.fullmatch(text.rstrip(_TRAILING_CHARS)):
             return SkipMatch(name, user_rule=True)
     return None
