@@ -441,21 +441,25 @@ class _PhraseRule:
             self._vocabulary |= _pattern_words(extra)
         self._sequence = re.compile(r"(?:(?:" + "|".join(alternatives) + r") )+")
 
-    def matches(self, words: list[str]) -> bool:
+    def matches(self, words: list[str], lowered: list[str]) -> bool:
+        """Whether `words` (with `lowered`, the same words in lower case) are such phrases."""
         if not words:
             return False
         # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
-        outside = 0
-        for word in words:
-            if word.lower() not in self._vocabulary:
-                outside += 1
-                if outside > 1:
-                    return False
+        outside = set(lowered).difference(self._vocabulary)
+        if len(outside) > 1 or (outside and sum(w in outside for w in lowered) > 1):
+            return False
         # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
-        names = [w for w in words if _CAPITALISED.match(w) and w.lower() not in self._words]
+        names = [
+            w
+            for w, low in zip(words, lowered, strict=True)
+            if low not in self._words and _CAPITALISED.match(w)
+        ]
         if len(names) > 1:
             return False
-        rest = " ".join(w.lower() for w in words if w not in names)
+        rest = " ".join(
+            low for w, low in zip(words, lowered, strict=True) if not names or w not in names
+        )
         return bool(rest) and self._sequence.fullmatch(rest + " ") is not None
 
 
@@ -711,10 +715,9 @@ def _may_be_made_of_form_words(tokens: list[str]) -> bool:
     return few or _CHAT_SPELLING.search(" ".join(unknown)) is not None
 
 
-def _is_evaluation(words: list[str]) -> bool:
+def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
     if not words or len(words) > _MAX_EVALUATION_WORDS:
         return False
-    lowered = [w.lower() for w in words]
     if not any(w in _EVALUATIVE or w == "sense" for w in lowered):
         return False  # an evaluation evaluates: "that's so sad", "makes sense"
     allowance = 1 if lowered[0] in _EVALUATION_OPENERS else 0  # "Cool setup!", "What a view"
@@ -777,7 +780,8 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     tokens = _tokens(bare) if short_form else []
     # `words` stays empty when no rule made of words can match: they all fail on it.
     words = _canonical_words(tokens) if _may_be_made_of_form_words(tokens) else []
-    if words and _GREETING_ACK.matches(words):
+    lowered = [w.lower() for w in words]
+    if words and _GREETING_ACK.matches(words, lowered):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
         return "short_meta_request"
@@ -787,11 +791,11 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     if command is not None:
         return command.lastgroup  # "meta_talk" or "ui_command"
     if words:
-        if _FAREWELL.matches(words):
+        if _FAREWELL.matches(words, lowered):
             return "farewell"
-        if _ENCOURAGEMENT.matches(words):
+        if _ENCOURAGEMENT.matches(words, lowered):
             return "encouragement"
-        if _is_evaluation(words):
+        if _is_evaluation(words, lowered):
             return "evaluation"
     if not short_form or not _QUESTION_END.search(text):
         return None
