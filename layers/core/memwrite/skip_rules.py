@@ -441,25 +441,21 @@ class _PhraseRule:
             self._vocabulary |= _pattern_words(extra)
         self._sequence = re.compile(r"(?:(?:" + "|".join(alternatives) + r") )+")
 
-    def matches(self, words: list[str], lowered: list[str]) -> bool:
-        """Whether `words` (with `lowered`, the same words in lower case) are such phrases."""
+    def matches(self, words: list[str]) -> bool:
         if not words:
             return False
         # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
-        outside = set(lowered).difference(self._vocabulary)
-        if len(outside) > 1 or (outside and sum(w in outside for w in lowered) > 1):
-            return False
+        outside = 0
+        for word in words:
+            if word.lower() not in self._vocabulary:
+                outside += 1
+                if outside > 1:
+                    return False
         # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
-        names = [
-            w
-            for w, low in zip(words, lowered, strict=True)
-            if low not in self._words and _CAPITALISED.match(w)
-        ]
+        names = [w for w in words if _CAPITALISED.match(w) and w.lower() not in self._words]
         if len(names) > 1:
             return False
-        rest = " ".join(
-            low for w, low in zip(words, lowered, strict=True) if not names or w not in names
-        )
+        rest = " ".join(w.lower() for w in words if w not in names)
         return bool(rest) and self._sequence.fullmatch(rest + " ") is not None
 
 
@@ -572,11 +568,6 @@ _UI_COMMAND = re.compile(
     r"|(?:please )?(?:show|give) me(?: the| that)? (?:list|results|details|options|next one"
     r"|previous one|last one|first one|rest|more))",
     re.IGNORECASE,
-)
-# Both in one pass: the alternation tries meta talk first, as the rule order does, and the
-# group that matched names the rule.
-_COMMAND_FORMS = re.compile(
-    rf"(?P<meta_talk>{_META_TALK.pattern})|(?P<ui_command>{_UI_COMMAND.pattern})", re.IGNORECASE
 )
 _ALPHANUMERIC = re.compile(r"[^\W_]")
 # Greetings, meta talk and UI commands are short forms; a longer sentence is none of them.
@@ -707,17 +698,16 @@ def _may_be_made_of_form_words(tokens: list[str]) -> bool:
     """False when three words outside `_FORM_WORDS` rule out a greeting, farewell,
     encouragement or evaluation: the common sentence, which then skips their per-word checks.
     Unknown words in chat spelling ("sooo") may still be known ones, so they keep it True."""
-    # Distinct unknown words by set difference (in C); repeats are counted only when few.
-    unknown = set(map(str.lower, tokens)).difference(_FORM_WORDS)
-    few = len(unknown) <= _MAX_UNKNOWN_FORM_WORDS and (
-        sum(w.lower() not in _FORM_WORDS for w in tokens) <= _MAX_UNKNOWN_FORM_WORDS
-    )
-    return few or _CHAT_SPELLING.search(" ".join(unknown)) is not None
+    unknown = [w for w in tokens if w.lower() not in _FORM_WORDS]
+    if len(unknown) <= _MAX_UNKNOWN_FORM_WORDS:
+        return True
+    return _CHAT_SPELLING.search(" ".join(unknown).lower()) is not None
 
 
-def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
+def _is_evaluation(words: list[str]) -> bool:
     if not words or len(words) > _MAX_EVALUATION_WORDS:
         return False
+    lowered = [w.lower() for w in words]
     if not any(w in _EVALUATIVE or w == "sense" for w in lowered):
         return False  # an evaluation evaluates: "that's so sad", "makes sense"
     allowance = 1 if lowered[0] in _EVALUATION_OPENERS else 0  # "Cool setup!", "What a view"
@@ -780,23 +770,22 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     tokens = _tokens(bare) if short_form else []
     # `words` stays empty when no rule made of words can match: they all fail on it.
     words = _canonical_words(tokens) if _may_be_made_of_form_words(tokens) else []
-    lowered = [w.lower() for w in words]
-    if words and _GREETING_ACK.matches(words, lowered):
+    if _GREETING_ACK.matches(words):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
         return "short_meta_request"
     if _is_reaction(text):
         return "reaction"
-    command = _COMMAND_FORMS.fullmatch(bare) if short_form else None
-    if command is not None:
-        return command.lastgroup  # "meta_talk" or "ui_command"
-    if words:
-        if _FAREWELL.matches(words, lowered):
-            return "farewell"
-        if _ENCOURAGEMENT.matches(words, lowered):
-            return "encouragement"
-        if _is_evaluation(words, lowered):
-            return "evaluation"
+    if short_form and _META_TALK.fullmatch(bare):
+        return "meta_talk"
+    if short_form and _UI_COMMAND.fullmatch(bare):
+        return "ui_command"
+    if _FAREWELL.matches(words):
+        return "farewell"
+    if _ENCOURAGEMENT.matches(words):
+        return "encouragement"
+    if _is_evaluation(words):
+        return "evaluation"
     if not short_form or not _QUESTION_END.search(text):
         return None
     return _question_rule(text, words or _canonical_words(tokens))
