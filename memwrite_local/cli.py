@@ -29,9 +29,26 @@ __all__ = ["main"]
 DEFAULT_CONVERSATION = Path("events/conversations/onboarding.json")
 
 
+# One encoder for every line (`json.dumps` with options builds a new one per call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _emit(out: TextIO, payload: dict[str, Any]) -> None:
-    out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    out.write(_ENCODE(payload) + "\n")
     out.flush()
+
+
+def _decision_line(decision: PrefilterDecision) -> str:
+    """The output line of one decision, as `_emit` would write it. A kept turn's line is a
+    template whose only variable parts, the strings, are JSON-encoded (the common case)."""
+    if decision.decision is not Decision.PASS:
+        reason = decision.reason.model_dump(mode="json") if decision.reason else None
+        return _ENCODE({"decision": decision.decision.value, "reason": reason, "text": None}) + "\n"
+    text = _ENCODE(decision.text)
+    if decision.context is None:
+        return f'{{"decision": "pass", "reason": null, "text": {text}}}\n'
+    context = _ENCODE(decision.context)
+    return f'{{"decision": "pass", "reason": null, "text": {text}, "context": {context}}}\n'
 
 
 def _line_time(record: dict[str, Any]) -> float | None:
@@ -96,14 +113,8 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             previous=previous[1] if same_conversation and previous else None,
         )
         previous = (session, content) if session is not None else None
-        output: dict[str, Any] = {
-            "decision": decision.decision.value,
-            "reason": decision.reason.model_dump(mode="json") if decision.reason else None,
-            "text": decision.text if decision.decision is Decision.PASS else None,
-        }
-        if decision.context is not None and decision.decision is Decision.PASS:
-            output["context"] = decision.context
-        _emit(stdout, output)
+        stdout.write(_decision_line(decision))
+        stdout.flush()
     return status
 
 
