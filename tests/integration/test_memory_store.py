@@ -12,12 +12,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+from memwrite.adapters.dynamodb_store import DynamoMemoryStore
 from memwrite.adapters.embedded_index import EmbeddedIndex
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate
@@ -32,6 +31,7 @@ from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import Commit, StoreItem
 from memwrite_local.aws import LocalAws
+from tests.integration.conftest import dynamo_memory_store
 
 CONFIG = PipelineConfig()
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -42,17 +42,7 @@ _turns = itertools.count()
 def store() -> Iterator[DynamoMemoryStore]:
     # One moto account for the module; every test uses its own user, so they never meet.
     with LocalAws() as aws:
-        assert aws.resources is not None
-        names = aws.resources.table_names
-        yield DynamoMemoryStore(
-            boto3.client("dynamodb"),
-            StoreTables(
-                memories=names["memories"],
-                entity_facts=names["entity_facts"],
-                outbox=names["outbox"],
-                turns=names["turns"],
-            ),
-        )
+        yield dynamo_memory_store(aws)
 
 
 def deps_for(store: MemoryStore) -> PersistDeps:
