@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export POWERTOOLS_TRACE_DISABLED := true
 
-.PHONY: install demo test test-unit test-integration test-eval bench lint format clean
+.PHONY: install demo test test-unit test-integration test-eval eval bench lint format clean
 
 install: $(STAMP)
 
@@ -31,6 +31,11 @@ test-integration: install
 
 test-eval: install
 	$(BIN)/python -m pytest -q tests/eval -s
+
+# The evaluation report of README "Evaluation": table on stdout, charts in bench/eval/.
+EVAL_DATA ?= ../shared/data
+eval: install
+	$(BIN)/memwrite eval --format locomo $(EVAL_DATA)/locomo-dev --format cri $(EVAL_DATA)/cri-persona-1
 
 bench: install
 	$(BIN)/python -m tests.benchmarks.run

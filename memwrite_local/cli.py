@@ -1,4 +1,4 @@
-"""`memwrite` command line: prefilter, extract, ingest, demo, serve."""
+"""`memwrite` command line: prefilter, extract, ingest, demo, serve, eval."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from memwrite.memory import MemoryUnit
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
+from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
 
 if TYPE_CHECKING:
@@ -374,6 +375,7 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="the API's JSON on stdout")
     serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    add_eval_parser(commands)
     return parser
 
 
@@ -391,6 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_search(args.url, args.api_key, request, as_json=args.json, stdout=sys.stdout)
         if args.command == "demo":
             return run_demo(args.conversation, sys.stdout)
+        if args.command == "eval":
+            return run_eval(args, sys.stdout, sys.stderr)
         return run_serve(args.port, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")

@@ -77,7 +77,9 @@ def _merged_trace(traces: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def run_conversation(conversation: dict[str, Any], queries: Sequence[str] = ()) -> LocalRun:
+def run_conversation(
+    conversation: dict[str, Any], queries: Sequence[str] = (), search_k: int = SEARCH_K
+) -> LocalRun:
     import boto3
 
     from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
@@ -105,11 +107,17 @@ def run_conversation(conversation: dict[str, Any], queries: Sequence[str] = ()) 
             traces.append(runner.call("GET", f"/v1/traces/{response.body['trace_id']}").body)
         trace = _merged_trace(traces)
         for query in queries:
-            body = {"user_id": conversation["user_id"], "query": query, "k": SEARCH_K}
+            body = {"user_id": conversation["user_id"], "query": query, "k": search_k}
             found = runner.call("POST", "/v1/search", body)
             if found.status != 200:
                 raise IngestFailed(found.status, found.body)
             searches.append((query, found.body["results"]))
+        if queries:
+            from functions.query.handler import ACCESS_UPDATES
+
+            # Searches record their retrievals on one worker thread: let it finish while this
+            # state exists (after it, the updates would go to real AWS, retried at length).
+            ACCESS_UPDATES.submit(lambda: None).result()
         env = aws.handler_env()
         store = DynamoMemoryStore(
             boto3.client("dynamodb"),
