@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, utils
 from tqdm import tqdm
 
 from memwrite.memory import MemoryUnit
@@ -157,7 +157,10 @@ def _request(conversation: ConversationData, user: str) -> dict[str, object]:
 
 
 def _values_match(stored: str, truth: str) -> bool:
-    return len(stored) > 2 and fuzz.token_set_ratio(stored, truth) >= _VALUE_MATCH
+    return (
+        len(stored) > 2
+        and fuzz.token_set_ratio(stored, truth, processor=utils.default_process) >= _VALUE_MATCH
+    )
 
 
 def change_applied(change: FactChange, memories: Sequence[MemoryUnit]) -> bool:
