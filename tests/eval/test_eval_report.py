@@ -4,17 +4,13 @@ stay within sane bounds. Requires ../shared/data; skipped with a reason when it 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli_process import run_memwrite
 from tests.datasets import SHARED_DATA
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCOMO_DIR = SHARED_DATA / "locomo-dev"
 CRI_DIR = SHARED_DATA / "cri-persona-1"
 TIMEOUT_SECS = 300
@@ -26,20 +22,11 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWRITE_")}
-    env.pop("ANTHROPIC_API_KEY", None)
     charts = tmp_path_factory.mktemp("charts")
-    command = [sys.executable, "-m", "memwrite_local.cli", "eval", "--json"]
-    command += ["--charts", str(charts), "--format", "locomo", str(LOCOMO_DIR)]
-    command += ["--format", "cri", str(CRI_DIR)]
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
+    result = run_memwrite(
+        *("eval", "--json", "--charts", str(charts), "--format", "locomo", str(LOCOMO_DIR)),
+        *("--format", "cri", str(CRI_DIR)),
         timeout=TIMEOUT_SECS,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     return {d["name"]: d for d in json.loads(result.stdout)["datasets"]}

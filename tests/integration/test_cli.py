@@ -11,22 +11,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.cli_process import run_memwrite
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECS = 60
 
 
 def _memwrite(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MEMWRITE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "memwrite_local.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        timeout=TIMEOUT_SECS,
-        check=False,
-    )
+    return run_memwrite(*args, stdin=stdin, timeout=TIMEOUT_SECS)
 
 
 def _lines(*records: dict[str, object] | str) -> str:

@@ -4,9 +4,7 @@ the baseline, and the command's outputs (the JSON contract, the table, the chart
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,8 @@ from memwrite_local.cli import main
 from memwrite_local.eval_baseline import RawTurnIndex
 from memwrite_local.eval_data import DataFormat, Question, read_dataset
 from memwrite_local.evaluate import question_user, recall_at_k
+from tests.cli_process import run_memwrite
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECS = 120
 CONTRACT_KEYS = {
     *("name", "turns", "dropped_by_stage", "dropped_by_reason", "fact_bearing_recall"),
@@ -123,18 +121,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _memwrite(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {name: value for name, value in os.environ.items() if not name.startswith("MEMWRITE_")}
-    base.pop("ANTHROPIC_API_KEY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "memwrite_local.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env={**base, **(env or {})},
-        timeout=TIMEOUT_SECS,
-        check=False,
-    )
+def _memwrite(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_memwrite(*args, timeout=TIMEOUT_SECS)
 
 
 @pytest.fixture(scope="module")
