@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from memwrite.ids import content_hash
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
+from memwrite_local.backend import LOCAL_API_KEY
+from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.funnel import render_funnel
 
 if TYPE_CHECKING:
@@ -189,13 +192,15 @@ def _load_conversation(path: Path) -> dict[str, Any]:
     return document
 
 
-def run_ingest(path: Path, as_json: bool, stdout: TextIO) -> int:
-    """The whole local pipeline on a fresh embedded state; print the funnel and the memories."""
+def run_ingest(
+    path: Path, as_json: bool, backend: str, data_dir: Path | None, stdout: TextIO
+) -> int:
+    """The whole local pipeline (fresh state unless `data_dir`); print funnel and memories."""
     from memwrite_local.pipeline import IngestFailed, run_conversation
 
     conversation = _load_conversation(path)
     try:
-        run = run_conversation(conversation)
+        run = run_conversation(conversation, backend, data_dir)
     except IngestFailed as exc:
         stdout.write(json.dumps({"error": exc.body, "status": exc.status}) + "\n")
         return 1
@@ -215,12 +220,13 @@ def run_ingest(path: Path, as_json: bool, stdout: TextIO) -> int:
     return 1 if run.failed else 0
 
 
-def run_demo(path: Path, stdout: TextIO) -> int:
+def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
     from memwrite_local.pipeline import run_conversation
 
-    run = run_conversation(_load_conversation(path))
+    run = run_conversation(_load_conversation(path), backend)
     llm = "rules, then the LLM" if os.environ.get("ANTHROPIC_API_KEY") else "rule extractor only"
-    stdout.write(f"memwrite demo: {path} (moto in-process AWS; {llm})\n\n")
+    where = "SQLite, fresh state" if backend == "sqlite" else "moto in-process AWS"
+    stdout.write(f"memwrite demo: {path} ({where}; {llm})\n\n")
     stdout.write(render_funnel(run.funnel) + "\n\n")
     trace = run.trace
     stdout.write(
@@ -233,17 +239,29 @@ def run_demo(path: Path, stdout: TextIO) -> int:
     return 1 if run.failed else 0
 
 
-def run_serve(port: int, stdout: TextIO) -> int:
-    from memwrite_local.aws import LOCAL_API_KEY, LocalAws
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # unwinds serve_forever: the worker finishes its batch, state is kept
+
+
+def run_serve(port: int, backend: str, data_dir: Path, stdout: TextIO) -> int:
+    from memwrite_local.embedded import local_backend
     from memwrite_local.runner import LocalRunner
     from memwrite_local.serve import make_server
 
-    with LocalAws() as aws:
-        server = make_server(LocalRunner(aws), port)
+    with local_backend(backend, data_dir) as local:
+        server = make_server(
+            LocalRunner(),
+            port,
+            max_body_bytes=load_settings().pipeline.ingest.max_body_bytes,
+            serialize_pipeline=backend == "moto",
+        )
         host, bound = str(server.server_address[0]), int(server.server_address[1])
-        keys = LOCAL_API_KEY if aws.uses_default_api_key else "a configured key"
-        stdout.write(f"memwrite API on http://{host}:{bound} (x-api-key: {keys})\n")
+        keys = LOCAL_API_KEY if local.uses_default_api_key else "a configured key"
+        stdout.write(
+            f"memwrite API on http://{host}:{bound} (x-api-key: {keys}; {local.description})\n"
+        )
         stdout.flush()
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -270,8 +288,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     ingest.add_argument("file", type=Path)
     ingest.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ingest.add_argument(
+        "--data-dir", type=Path, help="keep state in this directory (default: a fresh state)"
+    )
     serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"where state persists across restarts (default: {DEFAULT_DATA_DIR}/)",
+    )
+    for command in (demo, ingest, serve):
+        command.add_argument(
+            "--backend",
+            choices=BACKENDS,
+            default="sqlite",
+            help="sqlite (embedded, the default) or moto (in-process AWS, state lost at exit)",
+        )
     return parser
 
 
@@ -283,10 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "extract":
             return run_extract(sys.stdin, sys.stdout, sys.stderr)
         if args.command == "ingest":
-            return run_ingest(args.file, args.json, sys.stdout)
+            return run_ingest(args.file, args.json, args.backend, args.data_dir, sys.stdout)
         if args.command == "demo":
-            return run_demo(args.conversation, sys.stdout)
-        return run_serve(args.port, sys.stdout)
+            return run_demo(args.conversation, args.backend, sys.stdout)
+        return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")
         return 2

@@ -26,12 +26,14 @@ from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
-from memwrite.store import Commit, FactRow, VersionedMemory
+from memwrite.store import Commit, FactRow, OutboxEntry, VersionedMemory
 from memwrite.usage import LlmUsage
 
 __all__ = [
     "CandidateVerifier",
+    "DeadLetter",
     "DedupeJudge",
+    "Delivery",
     "Embedder",
     "EnqueueResult",
     "EntityStore",
@@ -40,11 +42,13 @@ __all__ = [
     "MemoryIndex",
     "MemoryStore",
     "MetricsSink",
+    "OutboxFeed",
     "RateStore",
     "ResolveJudge",
     "SessionLog",
     "SpanStore",
     "TraceRecord",
+    "TurnConsumer",
     "TurnLedger",
     "TurnQueue",
     "VerifierCall",
@@ -68,7 +72,47 @@ class EnqueueResult:
 
 
 class TurnQueue(Protocol):
-    def enqueue(self, turns: Sequence[QueuedTurn]) -> EnqueueResult: ...
+    def enqueue(self, turns: Sequence[QueuedTurn]) -> EnqueueResult:
+        """Send each turn once: a turn already waiting in the queue is not queued again."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One received message: the turn, the receipt that deletes it, and how often it came."""
+
+    turn: QueuedTurn
+    receipt: str
+    receive_count: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    turn: QueuedTurn
+    error: str
+
+
+class TurnConsumer(Protocol):
+    """The consuming side of the work queue (SQS semantics): what the local runner drains.
+
+    On AWS the Lambda event source mapping plays this part; locally the runner does.
+    """
+
+    def receive(self, max_messages: int, visibility_timeout_secs: int) -> list[Delivery]:
+        """Up to `max_messages` visible messages, each hidden for the visibility timeout and
+        then delivered again unless deleted. One user's messages come in the order they were
+        enqueued, and none of them while another of that user is in flight (FIFO groups)."""
+
+    def delete(self, deliveries: Sequence[Delivery]) -> None:
+        """Done with these; a receipt from an earlier delivery of a message deletes nothing."""
+
+    def release(self, deliveries: Sequence[Delivery]) -> None:
+        """Visible again now: the next receive redelivers them (a failed attempt)."""
+
+    def dead_letter(self, deliveries: Sequence[Delivery], error: str) -> None:
+        """Out of the queue into the dead letters, with the error that put them there."""
+
+    def dead_letters(self, limit: int) -> list[DeadLetter]:
+        """Up to `limit` (at most 10) dead letters, oldest first; reading leaves them there."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +292,16 @@ class MemoryStore(Protocol):
         """Apply atomically; raise `WriteConflict` when a condition no longer holds."""
 
     def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
+
+
+class OutboxFeed(Protocol):
+    """The outbox as its consumer (the indexer) reads it: pending rows, then marked done."""
+
+    def pending(self, limit: int) -> list[OutboxEntry]:
+        """Up to `limit` rows not marked done; one memory's rows in the order of their revs."""
+
+    def mark_done(self, entries: Sequence[OutboxEntry]) -> None:
+        """Done rows leave `pending` and `MemoryStore.pending_memories`; repeats are no-ops."""
 
 
 class DedupeJudge(Protocol):

@@ -16,6 +16,7 @@ __all__ = [
     "Commit",
     "FactRow",
     "LedgerEntry",
+    "OutboxEntry",
     "OutboxOp",
     "OutboxRow",
     "StoreItem",
@@ -47,6 +48,15 @@ class OutboxRow:
     """One change for the indexer; it carries the memory as committed (same rev)."""
 
     memory_id: str
+    op: OutboxOp
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    """A committed outbox row as its consumer reads it: the memory as of `rev`."""
+
+    memory: MemoryUnit
+    rev: int
     op: OutboxOp
 
 

@@ -14,12 +14,12 @@ from memwrite.errors import StoreUnavailable, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.schema import MEMORIES_BY_ID, OUTBOX_PENDING, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
-from memwrite.store import Commit, FactRow, VersionedMemory
+from memwrite.store import Commit, FactRow, OutboxEntry, OutboxOp, VersionedMemory
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-__all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables"]
+__all__ = ["DynamoEntityStore", "DynamoMemoryStore", "DynamoOutboxFeed", "StoreTables"]
 
 PK, SK = PARTITION_KEY, SORT_KEY
 _BATCH_GET_LIMIT = 100
@@ -273,3 +273,53 @@ class DynamoEntityStore:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 raise WriteConflict(f"entity {entity.entity_id} changed since it was read") from exc
             raise _unavailable(exc, "PutItem") from exc
+
+
+class DynamoOutboxFeed:
+    """The outbox's pending rows read by a Scan of the sparse `pending` index, for the local
+    worker and tools (on AWS the table's stream feeds the indexer); done = `pending_key` removed.
+    """
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def pending(self, limit: int) -> list[OutboxEntry]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": self._table, "IndexName": OUTBOX_PENDING.name}
+        while True:
+            try:
+                response = self._client.scan(**kwargs)
+            except ClientError as exc:
+                raise _unavailable(exc, "Scan") from exc
+            items.extend(response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        # The sort key is memory_id#rev (zero-padded): key order puts a memory's revs in order.
+        items.sort(key=lambda item: (item[PK]["S"], item[SK]["S"]))
+        return [
+            OutboxEntry(
+                memory=MemoryUnit.model_validate_json(item["doc"]["S"]),
+                rev=int(item[SK]["S"].rsplit("#", 1)[1]),
+                op=OutboxOp(item["op"]["S"]),
+            )
+            for item in items[:limit]
+        ]
+
+    def mark_done(self, entries: Sequence[OutboxEntry]) -> None:
+        for entry in entries:
+            memory = entry.memory
+            try:
+                self._client.update_item(
+                    TableName=self._table,
+                    Key={
+                        PK: {"S": _user_key(memory.tenant, memory.user_id)},
+                        SK: {"S": f"{memory.memory_id}#{entry.rev:08d}"},
+                    },
+                    UpdateExpression=f"REMOVE {OUTBOX_PENDING.partition_key}",
+                    ConditionExpression=f"attribute_exists({PK})",
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise _unavailable(exc, "UpdateItem") from exc
