@@ -103,7 +103,7 @@ class TurnConsumer(Protocol):
         enqueued, and none of them while another of that user is in flight (FIFO groups)."""
 
     def delete(self, deliveries: Sequence[Delivery]) -> None:
-        """Done with these; a receipt from an earlier delivery of a message deletes nothing."""
+        """Done with these (each by the receipt of its latest delivery, as SQS requires)."""
 
     def release(self, deliveries: Sequence[Delivery]) -> None:
         """Visible again now: the next receive redelivers them (a failed attempt)."""
