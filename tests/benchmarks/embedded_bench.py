@@ -17,8 +17,6 @@ import http.client
 import json
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.datasets import LocomoTurn, load_locomo
+from tests.serve_process import running_serve
 
-ROOT = Path(__file__).resolve().parents[2]
 TURNS_PER_REQUEST = 10
 CONCURRENCY = 8
 API_KEY = "local-dev-key"
@@ -155,55 +153,34 @@ def _get_status(port: int, trace_id: str) -> str:
 
 def bench_serve(seconds: float) -> dict[str, Any]:
     texts = [turn.text for turn in load_locomo()]
-    with tempfile.TemporaryDirectory(prefix="memwrite-serve-") as data_dir:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memwrite_local.cli",
-                "serve",
-                "--port",
-                "0",
-                "--data-dir",
-                data_dir,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            cwd=ROOT,
-        )
-        try:
-            assert server.stdout is not None
-            banner = server.stdout.readline()
-            port_match = re.search(r"http://127\.0\.0\.1:(\d+)", banner)
-            assert port_match is not None, banner
-            port = int(port_match.group(1))
-            rss_idle = _rss_mb(server.pid)
-            load = _Load()
-            began = time.monotonic()
-            until = began + seconds
-            clients = [
-                threading.Thread(target=_client, args=(port, texts, worker, until, load))
-                for worker in range(CONCURRENCY)
-            ]
-            for client in clients:
-                client.start()
-            time.sleep(max(2.0, seconds / 10))
-            rss_warm = _rss_mb(server.pid)
-            for client in clients:
-                client.join()
-            elapsed = time.monotonic() - began
-            rss_end = _rss_mb(server.pid)
-            drain_started = time.monotonic()
-            while load.last_trace and time.monotonic() - drain_started < DRAIN_WAIT_SECS:
-                if _get_status(port, load.last_trace) == "complete":
-                    break
-                time.sleep(0.5)
-            drained_after = time.monotonic() - drain_started
-            rss_drained = _rss_mb(server.pid)
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+    with (
+        tempfile.TemporaryDirectory(prefix="memwrite-serve-") as data_dir,
+        running_serve(Path(data_dir)) as server,
+    ):
+        port = server.port
+        rss_idle = _rss_mb(server.pid)
+        load = _Load()
+        began = time.monotonic()
+        until = began + seconds
+        clients = [
+            threading.Thread(target=_client, args=(port, texts, worker, until, load))
+            for worker in range(CONCURRENCY)
+        ]
+        for client in clients:
+            client.start()
+        time.sleep(max(2.0, seconds / 10))
+        rss_warm = _rss_mb(server.pid)
+        for client in clients:
+            client.join()
+        elapsed = time.monotonic() - began
+        rss_end = _rss_mb(server.pid)
+        drain_started = time.monotonic()
+        while load.last_trace and time.monotonic() - drain_started < DRAIN_WAIT_SECS:
+            if _get_status(port, load.last_trace) == "complete":
+                break
+            time.sleep(0.5)
+        drained_after = time.monotonic() - drain_started
+        rss_drained = _rss_mb(server.pid)
     percentiles = statistics.quantiles(load.latencies, n=100)
     return {
         "seconds": round(elapsed, 1),
