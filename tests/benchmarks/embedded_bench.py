@@ -8,7 +8,9 @@ every pipeline stage after each request, as `memwrite serve` does; wall time / t
 Serve: `memwrite serve` in a subprocess on a fresh data directory; 8 client threads, each on
 a keep-alive connection, post 10-turn requests (LoCoMo text, a new session and user per
 request, so every request is new work) for the given seconds. Memory is the server's RSS
-before the load, after a warm-up (the first tenth of the run, at least 2 s) and at the end.
+before the load, after a warm-up (the first quarter of the run: at ~140 requests/s, past the
+~1,000 requests that fill the bounded caches, the rate gate's 10,000-entry LRU and pydantic's
+string cache), at half and three quarters of the run, and at the end.
 """
 
 from __future__ import annotations
@@ -168,8 +170,11 @@ def bench_serve(seconds: float) -> dict[str, Any]:
         ]
         for client in clients:
             client.start()
-        time.sleep(max(2.0, seconds / 10))
-        rss_warm = _rss_mb(server.pid)
+        samples = []  # after the warm-up (the first quarter), then at half and three quarters
+        for quarter in (1, 2, 3):
+            time.sleep(max(0.0, began + seconds * quarter / 4 - time.monotonic()))
+            samples.append(_rss_mb(server.pid))
+        rss_warm = samples[0]
         for client in clients:
             client.join()
         elapsed = time.monotonic() - began
@@ -194,6 +199,7 @@ def bench_serve(seconds: float) -> dict[str, Any]:
         "p99_ms": round(percentiles[98] * 1000, 1),
         "rss_mb_idle": rss_idle,
         "rss_mb_after_warmup": rss_warm,
+        "rss_mb_at_quarters": samples,
         "rss_mb_end": rss_end,
         "rss_end_over_warmup": round(rss_end / rss_warm, 2),
         "pipeline_caught_up_after_s": round(drained_after, 1),

@@ -11,12 +11,10 @@ import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.adapters.sqlite_db import SqliteDatabase
 from memwrite.adapters.sqlite_store import SqliteMemoryStore
@@ -30,6 +28,7 @@ from memwrite.persist import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import Commit, StoreItem
+from memwrite.wiring import build_memory_store
 from memwrite_local.aws import LocalAws
 
 CONFIG = PipelineConfig()
@@ -47,18 +46,8 @@ def store(
         yield SqliteMemoryStore(database)
         database.close()
         return
-    with LocalAws() as aws:
-        assert aws.resources is not None
-        names = aws.resources.table_names
-        yield DynamoMemoryStore(
-            boto3.client("dynamodb"),
-            StoreTables(
-                memories=names["memories"],
-                entity_facts=names["entity_facts"],
-                outbox=names["outbox"],
-                turns=names["turns"],
-            ),
-        )
+    with LocalAws():
+        yield build_memory_store()
 
 
 def deps_for(store: MemoryStore) -> PersistDeps:

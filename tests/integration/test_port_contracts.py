@@ -24,12 +24,7 @@ from memwrite.adapters.dynamodb import (
     DynamoSpanStore,
     DynamoTurnLedger,
 )
-from memwrite.adapters.dynamodb_store import (
-    DynamoEntityStore,
-    DynamoMemoryStore,
-    DynamoOutboxFeed,
-    StoreTables,
-)
+from memwrite.adapters.dynamodb_store import DynamoEntityStore
 from memwrite.adapters.sqlite import (
     SqliteRateStore,
     SqliteSessionLog,
@@ -59,6 +54,7 @@ from memwrite.ports import (
 )
 from memwrite.reasons import TooShort
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow
+from memwrite.wiring import build_memory_store, build_outbox_feed
 from memwrite_local.aws import LocalAws
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -105,16 +101,9 @@ def _moto_ports(aws: LocalAws) -> Ports:
         spans=DynamoSpanStore(dynamodb, names["spans"]),
         session_log=DynamoSessionLog(dynamodb, names["turns"]),
         entities=DynamoEntityStore(dynamodb, names["entities"]),
-        store=DynamoMemoryStore(
-            dynamodb,
-            StoreTables(
-                memories=names["memories"],
-                entity_facts=names["entity_facts"],
-                outbox=names["outbox"],
-                turns=names["turns"],
-            ),
-        ),
-        outbox=DynamoOutboxFeed(dynamodb, names["outbox"]),
+        # The environment LocalAws set names every table: wiring builds these two as Lambda does.
+        store=build_memory_store(),
+        outbox=build_outbox_feed(),
         new_queue=new_queue,
     )
 

@@ -167,10 +167,10 @@ class _SqliteAdapters(_Adapters):
 
     def __init__(self, env: LambdaEnvironment) -> None:
         from memwrite.adapters.sqlite import SqliteSpanStore
-        from memwrite.adapters.sqlite_db import SqliteDatabase
+        from memwrite.adapters.sqlite_db import open_database
 
         super().__init__(env)
-        self.database = SqliteDatabase(env.sqlite_dir())
+        self.database = open_database(env.sqlite_dir())
         self._spans = SqliteSpanStore(self.database)
 
     @property

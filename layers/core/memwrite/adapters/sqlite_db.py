@@ -15,14 +15,18 @@ import queue
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 from memwrite.errors import StoreUnavailable
 
-__all__ = ["DATABASE_FILE", "SqliteDatabase"]
+__all__ = ["DATABASE_FILE", "SqliteDatabase", "open_database"]
 
 DATABASE_FILE = "memwrite.sqlite3"
 _BUSY_TIMEOUT_MS = 10_000  # a writer waits this long for another's transaction to finish
+# Page cache per connection (negative: KiB). The working set is one user's rows at a time; the
+# default 2 MiB per connection only made a long-running server's memory creep.
+_CACHE_KIB = 512
 
 # Keys mirror the DynamoDB tables of `memwrite.schema` (tenant and user in every key); JSON
 # documents are stored as text, as the DynamoDB adapters store them in a `doc` attribute.
@@ -101,6 +105,7 @@ class SqliteDatabase:
             )
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite database {self.path} cannot be opened: {exc}") from exc
         return connection
@@ -144,3 +149,14 @@ class SqliteDatabase:
                 self._idle.get_nowait().close()
             except queue.Empty:
                 return
+
+
+@cache
+def _database_at(path: Path) -> SqliteDatabase:
+    return SqliteDatabase(path)
+
+
+def open_database(data_dir: Path) -> SqliteDatabase:
+    """The process's one `SqliteDatabase` for `data_dir`: every handler built in a process (the
+    local runner builds seven) shares one pool of connections and page caches per file."""
+    return _database_at(data_dir.resolve())
