@@ -17,8 +17,6 @@ DEFAULT_DATA_DIR = Path(".memwrite")
 
 
 class LocalSqlite(LocalBackend):
-    description = "SQLite"
-
     def __init__(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> None:
         super().__init__(extra_env)
         self.data_dir = data_dir
