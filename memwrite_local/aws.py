@@ -9,8 +9,10 @@ or at real AWS.
 
 from __future__ import annotations
 
+import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 from memwrite.schema import TABLES
 from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT, LocalBackend, patched_environ
@@ -54,6 +56,8 @@ class LocalAws(LocalBackend):
             )
         )
         stack.enter_context(mock_aws())
+        # The embedded search index: one file the hype and query handlers share.
+        self._index_dir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         self.resources = self._create_resources()
         return self.handler_env()
 
@@ -66,6 +70,7 @@ class LocalAws(LocalBackend):
             },
             "TURN_QUEUE_URL": self.resources.queue_url,
             "TURN_DEAD_LETTER_URL": self.resources.dead_letter_url,
+            "MEMWRITE_INDEX_PATH": str(self._index_dir / "index.sqlite"),
         }
 
     @staticmethod

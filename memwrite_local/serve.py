@@ -137,7 +137,9 @@ class _ApiHandler(BaseHTTPRequestHandler):
             self._refuse(HTTPStatus.BAD_REQUEST, "body", "the body is not valid UTF-8")
             return
         headers = dict(self.headers.items())
-        path = urlsplit(self.path).path  # API Gateway routes on the path alone
+        # API Gateway routes on the path; the query string becomes its parameters.
+        parts = urlsplit(self.path)
+        path = f"{parts.path}?{parts.query}" if parts.query else parts.path
         with self.server.api_lock:
             result = self.server.runner.call(self.command, path, body, headers, api_key=None)
         if self.command == "POST" and result.status < HTTPStatus.BAD_REQUEST:

@@ -1,7 +1,8 @@
 """`make bench`: pre-filter cost per turn, ingest cold-import cost, warm handler time, and
 extraction cost (rule coverage, LLM calls per turn) on the real conversations, DynamoDB calls
-per candidate by store size, the embedded index's query time at 1k/10k/100k memories, and the
-embedded mode (offline pipeline per turn on SQLite vs moto, `memwrite serve` under load).
+per candidate by store size, the embedded index's query time at 1k/10k/100k memories, search
+recall and read-your-writes, and the embedded mode (offline pipeline per turn on SQLite vs
+moto, `memwrite serve` under load).
 
 One section alone: `python -m tests.benchmarks.run --only embedded --serve-seconds 10`.
 
@@ -13,6 +14,7 @@ bench/results.json.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
@@ -30,7 +32,7 @@ from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
 from memwrite.prefilter import prefilter_turn
 from memwrite.rate_gate import RateGate
-from tests.benchmarks import embedded_bench, extract_bench, index_bench, store_bench
+from tests.benchmarks import embedded_bench, extract_bench, index_bench, search_bench, store_bench
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,12 +42,23 @@ IMPORT_RUNS = 5
 HANDLER_CALLS = 300
 SECTIONS = (
     "prefilter",
+    "prefilter_cli",
     "ingest_imports",
     "warm_handler",
     "extract",
     "store_ops",
     "index",
+    "search",
     "embedded",
+)
+
+
+# The floor both pre-filter benchmarks compare with: one combined compiled regex.
+COMBINED_REGEX = re.compile(
+    r"^(?:hi|hey|hello|thanks|thank you|ok|okay|sure|cool|great|yes|no|lol|haha|bye)\b"
+    r"|^(?:can you|could you|please|tell me|what's)\b|^\W+$|```|<tool_call>"
+    r"|\b\d{13,19}\b|AKIA[0-9A-Z]{16}|-----BEGIN",
+    re.IGNORECASE,
 )
 
 
@@ -74,17 +87,9 @@ def bench_prefilter(texts: list[str]) -> dict[str, Any]:
                 now=0.0,
             )
 
-    # Baseline: one combined compiled regex searched over the same strings.
-    combined = re.compile(
-        r"^(?:hi|hey|hello|thanks|thank you|ok|okay|sure|cool|great|yes|no|lol|haha|bye)\b"
-        r"|^(?:can you|could you|please|tell me|what's)\b|^\W+$|```|<tool_call>"
-        r"|\b\d{13,19}\b|AKIA[0-9A-Z]{16}|-----BEGIN",
-        re.IGNORECASE,
-    )
-
     def baseline_all() -> None:
         for text in texts:
-            combined.search(text)
+            COMBINED_REGEX.search(text)
 
     prefilter_all()  # warm caches (compiled user patterns, lru)
     ours = _median_seconds(prefilter_all) / len(texts) * 1e6
@@ -95,6 +100,38 @@ def bench_prefilter(texts: list[str]) -> dict[str, Any]:
         "combined_regex_median_us_per_turn": round(base, 3),
         "ratio_to_combined_regex": round(ours / base, 1),
         "goal_us_per_turn": 5.0,
+    }
+
+
+def bench_prefilter_cli(texts: list[str]) -> dict[str, Any]:
+    """`memwrite prefilter` against its floor: the same JSON-lines I/O with one combined regex.
+
+    Both read the same lines from memory and write one JSON line per input, so the ratio is
+    what the pre-filter itself adds per turn (goal <= 2x)."""
+    from memwrite_local.cli import run_prefilter
+
+    stdin = "".join(json.dumps({"role": "user", "content": text}) + "\n" for text in texts)
+
+    def ours() -> None:
+        run_prefilter(io.StringIO(stdin), io.StringIO(), io.StringIO())
+
+    def floor() -> None:
+        out = io.StringIO()
+        for line in io.StringIO(stdin):
+            record = json.loads(line)
+            skip = COMBINED_REGEX.search(record["content"]) is not None
+            decision = {"decision": "skip" if skip else "pass", "reason": None}
+            out.write(json.dumps({**decision, "text": None if skip else record["content"]}) + "\n")
+
+    ours()
+    ours_us = _median_seconds(ours) / len(texts) * 1e6
+    floor_us = _median_seconds(floor) / len(texts) * 1e6
+    return {
+        "turns": len(texts),
+        "cli_median_us_per_turn": round(ours_us, 2),
+        "floor_median_us_per_turn": round(floor_us, 2),
+        "ratio_to_floor": round(ours_us / floor_us, 2),
+        "goal_ratio": 2.0,
     }
 
 
@@ -215,11 +252,13 @@ def main(argv: list[str] | None = None) -> None:
     texts = [turn.text for turn in load_locomo()]
     sections: dict[str, Callable[[], Any]] = {
         "prefilter": lambda: bench_prefilter(texts),
+        "prefilter_cli": lambda: bench_prefilter_cli(texts),
         "ingest_imports": bench_imports,
         "warm_handler": bench_warm_handler,
         "extract": extract_bench.run,
         "store_ops": store_bench.run,
         "index": index_bench.run,
+        "search": search_bench.run,
         "embedded": lambda: embedded_bench.run(args.serve_seconds, args.offline_turns),
     }
     results: dict[str, Any] = {

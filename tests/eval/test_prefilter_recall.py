@@ -1,8 +1,10 @@
 """Pre-filter on real conversations: it must not lose fact-bearing turns.
 
 LoCoMo-dev marks fact-bearing turns (QA evidence or cited by an observation); the pre-filter
-judges forms, so it should keep essentially all of them (goal >= 0.99) while dropping the
-pleasantries it can. Requires ../shared/data; skipped with a reason when it is absent.
+judges forms, so it should keep essentially all of them (goal >= 0.995) while dropping the
+pleasantries it can. Each turn is screened with the turn before it in its session, as
+`memwrite prefilter` does for lines with a `session_id`. Requires ../shared/data; skipped
+with a reason when it is absent.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ import pytest
 
 from memwrite.config import PrefilterConfig
 from memwrite.prefilter import screen
+from memwrite.segment import split_segments
+from memwrite.skip_rules import match_skip_rule
 from tests.datasets import CRI_PERSONA, LOCOMO_DEV, load_cri_messages, load_locomo
 
-RECALL_GOAL = 0.99
+RECALL_GOAL = 0.995
+# Share of LoCoMo sentences the form rules drop: chit-chat between two friends, the seed's
+# budget is 30-50 % of casual chat.
+SENTENCE_DROP_GOAL = 0.30
 
 
 @pytest.mark.skipif(not LOCOMO_DEV.exists(), reason=f"{LOCOMO_DEV} not found")
@@ -21,19 +28,33 @@ def test_locomo_fact_bearing_recall() -> None:
     # Given every LoCoMo-dev turn, with its fact-bearing label
     turns = load_locomo()
     config = PrefilterConfig()
-    # When each is screened with the default config
-    kept = {t.dia_id + t.conversation for t in turns if screen(t.text, config).reason is None}
+    # When each is screened with the default config and the turn before it in its session
+    kept: set[str] = set()
+    previous: dict[str, str] = {}
+    for t in turns:
+        session = t.conversation + t.dia_id.split(":")[0]
+        if screen(t.text, config, previous.get(session)).reason is None:
+            kept.add(t.dia_id + t.conversation)
+        previous[session] = t.text
     fact_bearing = [t for t in turns if t.fact_bearing]
     lost = [t for t in fact_bearing if t.dia_id + t.conversation not in kept]
     recall = 1 - len(lost) / len(fact_bearing)
     dropped = len(turns) - len(kept)
+    sentences = [s for t in turns for s in split_segments(t.text)]
+    matched = [
+        match_skip_rule(s, short_meta_max_chars=config.short_meta_request_max_chars)
+        for s in sentences
+    ]
+    sentence_drop = sum(m is not None for m in matched) / len(sentences)
     print(
         f"\nLoCoMo-dev pre-filter: {len(turns)} turns, {dropped} dropped "
-        f"(drop rate {dropped / len(turns):.3f}); fact-bearing recall {recall:.4f} "
+        f"(turn drop rate {dropped / len(turns):.3f}); {len(sentences)} sentences, "
+        f"sentence drop rate {sentence_drop:.3f}; fact-bearing turns kept {recall:.4f} "
         f"({len(fact_bearing) - len(lost)}/{len(fact_bearing)})"
     )
-    # Then (almost) no fact-bearing turn is lost
+    # Then (almost) no fact-bearing turn is lost, and the chit-chat budget is met
     assert recall >= RECALL_GOAL, [(t.dia_id, t.text) for t in lost]
+    assert sentence_drop >= SENTENCE_DROP_GOAL
 
 
 @pytest.mark.skipif(not CRI_PERSONA.exists(), reason=f"{CRI_PERSONA} not found")

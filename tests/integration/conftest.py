@@ -69,6 +69,10 @@ class Local:
     def get_trace(self, trace_id: str, *, api_key: str | None = None) -> ApiResult:
         return self.runner.call("GET", f"/v1/traces/{trace_id}", api_key=api_key or self.api_key)
 
+    @staticmethod
+    def runner_context() -> LocalContext:
+        return LocalContext()
+
     def take_messages(self) -> list[dict[str, Any]]:
         """Receive and delete every queued message, with its FIFO system attributes."""
         sqs = boto3.client("sqs")

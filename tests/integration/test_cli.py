@@ -33,7 +33,7 @@ def _memwrite(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     )
 
 
-def _lines(*records: dict[str, str] | str) -> str:
+def _lines(*records: dict[str, object] | str) -> str:
     return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
 
 
@@ -77,6 +77,59 @@ def test_prefilter_prints_one_decision_per_line_in_order():
     ]
     # And the card number never reaches the output
     assert "4111" not in result.stdout + result.stderr
+
+
+def test_prefilter_sessions_keep_short_answers_with_their_question():
+    # Given two interleaved-free conversations with timestamps, a short answer in each, a line
+    # without a session in between, and a secret in one question
+    stdin = _lines(
+        {"role": "assistant", "content": "Which city did you grow up in?", "session_id": "a"},
+        {"role": "user", "content": "Porto", "session_id": "a", "timestamp": "2024-03-01T10:00"},
+        {"role": "user", "content": "Is ana.reis@example.pt your work mail?", "session_id": "b"},
+        {"role": "user", "content": "Nope", "session_id": "b", "timestamp": 1709287200},
+        {"role": "user", "content": "What do you drink in the morning?"},
+        {"role": "user", "content": "Coffee"},
+    )
+
+    # When `memwrite prefilter` reads them
+    result = _memwrite("prefilter", stdin=stdin)
+
+    # Then each short answer passes with its question as context; the line without a session
+    # is screened alone, exactly as before (too short, no context key)
+    assert result.returncode == 0, result.stderr
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert out[1] == {
+        "decision": "pass",
+        "reason": None,
+        "text": "Porto",
+        "context": "Which city did you grow up in?",
+    }
+    assert out[3]["context"] == "Is [REDACTED:email] your work mail?"
+    assert out[5] == {
+        "decision": "skip",
+        "reason": {"type": "TooShort", "word_count": 1, "min_words": 3},
+        "text": None,
+    }
+    # And the e-mail address never reaches the output
+    assert "ana.reis" not in result.stdout + result.stderr
+
+
+def test_prefilter_replayed_history_uses_line_timestamps_for_the_rate_gate():
+    # Given the same sentence twice in one session, two days apart, then twice within a minute
+    said = "I water the balcony plants every evening."
+    stdin = _lines(
+        {"role": "user", "content": said, "session_id": "s", "timestamp": "2024-05-01T08:00Z"},
+        {"role": "user", "content": said, "session_id": "s", "timestamp": "2024-05-03T08:00Z"},
+        {"role": "user", "content": said, "session_id": "s", "timestamp": "2024-05-03T08:00:30Z"},
+    )
+
+    # When replayed through `memwrite prefilter`
+    result = _memwrite("prefilter", stdin=stdin)
+
+    # Then only the repeat within the window is rate-limited
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["decision"] for line in out] == ["pass", "pass", "skip"]
+    assert out[2]["reason"] == {"type": "RateLimited", "window_secs": 60}
 
 
 def test_prefilter_reports_a_bad_line_in_place_and_fails():

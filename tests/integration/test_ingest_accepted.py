@@ -128,3 +128,59 @@ def test_turn_ids_are_content_addressed(make_local, make_body):
     # Then only the exact same (tenant, user, session, role, content, timestamp) gets the same id
     assert first == again
     assert len({first, other_session, other_role, other_tenant}) == 4
+
+
+def test_short_answer_is_queued_with_the_question_before_it(local, make_body):
+    # Given the assistant's question and the user's one-word answer in one request
+    body = make_body(
+        ("assistant", "Nice! Which instrument do you play in the band?"),
+        "Cello",
+        "lol",
+        session_id="band-1",
+    )
+
+    # When they are posted
+    posted = local.post_turns(body)
+
+    # Then the answer is queued with the question as its context, the pleasantry is not
+    assert posted.status == 202
+    assert [(m["text"], m["context"]) for m in local.take_bodies()] == [
+        ("Cello", "Which instrument do you play in the band?")
+    ]
+    # And the trace says why the short turn passed
+    spans = local.get_trace(posted.body["trace_id"]).body["spans"]
+    reasons = [span["reason"] for span in spans if span["stage"] == "pre_filter"]
+    assert {"type": "ShortAnswer", "word_count": 1, "redacted": []} in reasons
+    assert {"type": "TooShort", "word_count": 1, "min_words": 3} in reasons
+
+
+def test_short_answer_in_a_later_request_gets_the_question_from_the_ledger(local, make_body):
+    # Given a request that ends with the assistant's question (holding an e-mail address)
+    question = "What's your favourite soup, and is lena.ortiz@fastmail.example still your e-mail?"
+    first = local.post_turns(make_body(("assistant", question), session_id="soup-1"))
+
+    # When the user's answer arrives alone, in the next request of the same session
+    answer = local.post_turns(make_body("Tomato soup.", session_id="soup-1"))
+
+    # Then the answer is queued with the question, masked, as its context
+    assert first.status == answer.status == 202
+    masked = "What's your favourite soup, and is [REDACTED:email] still your e-mail?"
+    assert [(m["text"], m["context"]) for m in local.take_bodies()] == [("Tomato soup.", masked)]
+    spans = local.get_trace(answer.body["trace_id"]).body["spans"]
+    assert {"type": "ShortAnswer", "word_count": 2, "redacted": []} in [s["reason"] for s in spans]
+    # And the address is stored nowhere
+    assert "lena.ortiz" not in json.dumps(local.table_items())
+
+
+def test_the_ledger_question_belongs_to_its_own_session_and_user(local, make_body):
+    # Given a question asked in one session
+    local.post_turns(make_body(("assistant", "What's your favourite soup?"), session_id="soup-1"))
+
+    # When "Tomato soup." opens another session, and the same session of another user
+    other_session = local.post_turns(make_body("Tomato soup.", session_id="soup-2"))
+    other_user = local.post_turns(make_body("Tomato soup.", session_id="soup-1", user_id="ana"))
+
+    # Then it answers nothing there: too short on its own
+    for posted in (other_session, other_user):
+        assert posted.body["accepted"] == 0
+        assert posted.body["skipped"][0]["reason"]["type"] == "TooShort"

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memwrite.adapters.embedded_index import EmbeddedIndex
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.adapters.sqlite_db import SqliteDatabase
 from memwrite.adapters.sqlite_store import SqliteMemoryStore
@@ -23,6 +26,7 @@ from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
 from memwrite.errors import WriteConflict
+from memwrite.hype import document_of
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.persist import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
@@ -155,8 +159,7 @@ def test_the_same_fact_from_another_turn_corroborates(store: MemoryStore) -> Non
     assert memory.last_seen == T0 + timedelta(days=3)
 
 
-def test_near_identical_events_in_one_batch_give_one_memory(store: MemoryStore) -> None:
-    # Given two events worded almost the same, persisted back to back (nothing indexed yet)
+def near_identical_events() -> tuple[Candidate, Candidate]:
     base = candidate("I live in Berlin.")  # a valid shape to derive events from
     event = {
         **base.model_dump(),
@@ -171,6 +174,12 @@ def test_near_identical_events_in_one_batch_give_one_memory(store: MemoryStore) 
     second = Candidate.model_validate(
         {**event, "text": "The user ran the Berlin Marathon on 29 September 2024!"}
     )
+    return first, second
+
+
+def test_near_identical_events_in_one_batch_give_one_memory(store: MemoryStore) -> None:
+    # Given two events worded almost the same, persisted back to back (nothing indexed yet)
+    first, second = near_identical_events()
     deps = deps_for(store)
     persist_candidate(item("u-event", "", cand=first), CONFIG, deps)
     result = persist_candidate(item("u-event", "", cand=second), CONFIG, deps)
@@ -178,6 +187,34 @@ def test_near_identical_events_in_one_batch_give_one_memory(store: MemoryStore) 
     assert result.outcome is PersistOutcome.MERGED
     assert result.dedupe.tier == 2
     assert len(store.memories_of("acme", "u-event")) == 1
+
+
+def test_an_event_repeated_after_it_was_indexed_is_still_one_memory(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    # Given an event persisted, indexed, and no longer pending in the outbox
+    first, second = near_identical_events()
+    index = EmbeddedIndex(tmp_path / "index.sqlite3", dimension=HashingEmbedder().dimension)
+
+    class Indexed:
+        """The store once hype has indexed everything: no pending outbox rows."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+        def pending_memories(self, tenant: str, user_id: str, limit: int) -> list[MemoryUnit]:
+            return []
+
+    deps = deps_for(Indexed())  # type: ignore[arg-type]
+    stored = persist_candidate(item("u-event-late", "", cand=first), CONFIG, deps)
+    (memory,) = store.get_memories("acme", "u-event-late", [stored.memory_id]).values()
+    index.upsert(document_of(memory.memory))
+    # When the same event is told again in a later batch
+    with_index = replace(deps, index=index)
+    result = persist_candidate(item("u-event-late", "", cand=second, day=3), CONFIG, with_index)
+    # Then dedupe finds it through the index and merges, instead of storing a duplicate
+    assert (result.outcome, result.dedupe.tier) == (PersistOutcome.MERGED, 2)
+    assert len(store.memories_of("acme", "u-event-late")) == 1
 
 
 def test_idempotent_predicates_contradict_instead_of_superseding(store: MemoryStore) -> None:

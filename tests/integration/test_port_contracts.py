@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,7 +24,9 @@ from memwrite.adapters.dynamodb import (
     DynamoSpanStore,
     DynamoTurnLedger,
 )
-from memwrite.adapters.dynamodb_store import DynamoEntityStore
+from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
+from memwrite.adapters.dynamodb_outbox import DynamoOutbox
+from memwrite.adapters.dynamodb_store import DynamoEntityStore, DynamoMemoryStore
 from memwrite.adapters.sqlite import (
     SqliteRateStore,
     SqliteSessionLog,
@@ -32,18 +34,23 @@ from memwrite.adapters.sqlite import (
     SqliteTurnLedger,
 )
 from memwrite.adapters.sqlite_db import SqliteDatabase
+from memwrite.adapters.sqlite_erase import SqliteUserEraser
+from memwrite.adapters.sqlite_outbox import SqliteOutbox
 from memwrite.adapters.sqlite_queue import SqliteTurnQueue
-from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore, SqliteOutboxFeed
+from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.entities import Entity, EntityKind
-from memwrite.errors import WriteConflict
+from memwrite.errors import InvalidQuery, WriteConflict
 from memwrite.facts import FactObservation
+from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
 from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan
+from memwrite.payloads import OutboxChange
 from memwrite.ports import (
     EntityStore,
+    MemoryReader,
     MemoryStore,
-    OutboxFeed,
+    Outbox,
     RateStore,
     SessionLog,
     SpanStore,
@@ -51,10 +58,11 @@ from memwrite.ports import (
     TurnConsumer,
     TurnLedger,
     TurnQueue,
+    UserEraser,
 )
 from memwrite.reasons import TooShort
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow
-from memwrite.wiring import build_memory_store, build_outbox_feed
+from memwrite.wiring import build_memory_store
 from memwrite_local.aws import LocalAws
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -74,7 +82,9 @@ class Ports:
     session_log: SessionLog
     entities: EntityStore
     store: MemoryStore
-    outbox: OutboxFeed
+    reader: MemoryReader
+    outbox: Outbox
+    eraser: UserEraser
     # A fresh, empty queue: both ends of it.
     new_queue: Callable[[], tuple[TurnQueue, TurnConsumer]]
 
@@ -94,6 +104,9 @@ def _moto_ports(aws: LocalAws) -> Ports:
         )
         return SqsTurnQueue(sqs, queue_url), SqsTurnConsumer(sqs, queue_url, dead_url)
 
+    # The environment LocalAws set names every table: wiring builds the store as Lambda does.
+    store = build_memory_store()
+    assert isinstance(store, DynamoMemoryStore)  # the memory reader too
     return Ports(
         name="moto",
         ledger=DynamoTurnLedger(dynamodb, names["turns"]),
@@ -101,9 +114,20 @@ def _moto_ports(aws: LocalAws) -> Ports:
         spans=DynamoSpanStore(dynamodb, names["spans"]),
         session_log=DynamoSessionLog(dynamodb, names["turns"]),
         entities=DynamoEntityStore(dynamodb, names["entities"]),
-        # The environment LocalAws set names every table: wiring builds these two as Lambda does.
-        store=build_memory_store(),
-        outbox=build_outbox_feed(),
+        store=store,
+        reader=store,
+        outbox=DynamoOutbox(dynamodb, names["outbox"]),
+        eraser=DynamoUserEraser(
+            dynamodb,
+            EraseTables(
+                memories=names["memories"],
+                entity_facts=names["entity_facts"],
+                entities=names["entities"],
+                outbox=names["outbox"],
+                turns=names["turns"],
+                spans=names["spans"],
+            ),
+        ),
         new_queue=new_queue,
     )
 
@@ -123,7 +147,9 @@ def _sqlite_ports(directory: Path) -> Ports:
         session_log=SqliteSessionLog(database),
         entities=SqliteEntityStore(database),
         store=SqliteMemoryStore(database),
-        outbox=SqliteOutboxFeed(database),
+        reader=SqliteMemoryStore(database),
+        outbox=SqliteOutbox(database),
+        eraser=SqliteUserEraser(database),
         new_queue=new_queue,
     )
 
@@ -277,7 +303,7 @@ def test_entities_of_a_user_come_newest_first(ports: Ports) -> None:
 
 def memory(user: str, value: str, *, tenant: str = "acme") -> MemoryUnit:
     return MemoryUnit(
-        memory_id=f"m-{user}-{value}",
+        memory_id=content_hash(tenant, user, value),
         tenant=tenant,
         user_id=user,
         text=f"The user lives in {value}.",
@@ -322,7 +348,7 @@ def commit_of(
         fact_key="e-user#lives_in" if row is not None else None,
         fact_row=row,
         ledger=[LedgerEntry(f"trace-{user}", m.memory_id, "stored") for m, _ in changes],
-        outbox=[OutboxRow(m.memory_id, OutboxOp.UPSERT) for m, _ in changes],
+        outbox=[OutboxRow(m.memory_id, OutboxOp.UPSERT, f"trace-{user}") for m, _ in changes],
     )
 
 
@@ -376,7 +402,11 @@ def test_memories_and_fact_rows_move_one_version_per_commit(ports: Ports) -> Non
     assert sorted(m.value for m in ports.store.memories_of("acme", user)) == ["Berlin", "Lisbon"]
 
 
-# --- OutboxFeed ---------------------------------------------------------------------------
+# --- Outbox -------------------------------------------------------------------------------
+
+
+def pending_of(ports: Ports, user: str) -> list[OutboxChange]:
+    return [change for change in ports.outbox.pending(1000) if change.user_id == user]
 
 
 def test_the_outbox_lists_changes_in_rev_order_until_marked_done(ports: Ports) -> None:
@@ -387,19 +417,150 @@ def test_the_outbox_lists_changes_in_rev_order_until_marked_done(ports: Ports) -
     ports.store.commit(commit_of(user, (berlin.model_copy(update={"confidence": 0.9}), 1)))
     ports.store.commit(commit_of(other, (memory(other, "Rome"), None)))
     # When the consumer reads the pending rows
-    mine = [e for e in ports.outbox.pending(1000) if e.memory.user_id == user]
-    # Then it sees both revisions in order, with the memory as committed
-    assert [(e.memory.memory_id, e.rev, e.op) for e in mine] == [
-        (berlin.memory_id, 1, OutboxOp.UPSERT),
-        (berlin.memory_id, 2, OutboxOp.UPSERT),
+    mine = pending_of(ports, user)
+    # Then it sees both revisions in order, each with the trace that wrote it
+    assert [(c.tenant, c.memory_id, c.rev, c.trace_id) for c in mine] == [
+        ("acme", berlin.memory_id, 1, f"trace-{user}"),
+        ("acme", berlin.memory_id, 2, f"trace-{user}"),
     ]
-    assert mine[1].memory.confidence == 0.9
     # And once marked done (twice: a redelivered consumer), they are pending no more
-    ports.outbox.mark_done(mine)
-    ports.outbox.mark_done(mine)
-    assert [e for e in ports.outbox.pending(1000) if e.memory.user_id == user] == []
+    for change in [*mine, *mine]:
+        ports.outbox.mark_done(change)
+    assert pending_of(ports, user) == []
     assert ports.store.pending_memories("acme", user, 10) == []
     assert [m.value for m in ports.store.pending_memories("acme", other, 10)] == ["Rome"]
+
+
+# --- MemoryReader -------------------------------------------------------------------------
+
+
+def test_a_memory_is_read_by_id_only_within_its_tenant(ports: Ports) -> None:
+    user = fresh("user")
+    berlin = memory(user, "Berlin")
+    ports.store.commit(commit_of(user, (berlin, None)))
+    assert ports.reader.memory_by_id("acme", berlin.memory_id) == berlin
+    assert ports.reader.memory_by_id(fresh("tenant"), berlin.memory_id) is None
+    assert ports.reader.memory_by_id("acme", content_hash("nobody")) is None
+
+
+def test_a_users_memories_come_page_by_page_each_once(ports: Ports) -> None:
+    user = fresh("user")
+    values = ["Berlin", "Lisbon", "Rome", "Oslo", "Porto"]
+    for value in values:
+        ports.store.commit(commit_of(user, (memory(user, value), None)))
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = ports.reader.page_of("acme", user, 2, cursor)
+        assert len(page.memories) <= 2
+        seen.extend(m.value for m in page.memories)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert sorted(seen) == sorted(values)
+    assert ports.reader.page_of("acme", fresh("user"), 2, None).memories == []
+    with pytest.raises(InvalidQuery):
+        ports.reader.page_of("acme", user, 2, "not-a-cursor")
+
+
+def test_retrievals_are_counted_beside_the_memory(ports: Ports) -> None:
+    user = fresh("user")
+    berlin = memory(user, "Berlin")
+    ports.store.commit(commit_of(user, (berlin, None)))
+    ports.reader.record_access(
+        "acme", user, [berlin.memory_id, berlin.memory_id], "2026-03-03T10:00:00+00:00"
+    )
+    ports.reader.record_access("acme", user, [berlin.memory_id], "2026-03-04T10:00:00+00:00")
+    read = ports.reader.memory_by_id("acme", berlin.memory_id)
+    assert read is not None
+    assert (read.access_count, read.last_accessed) == (2, T0.replace(day=4, hour=10))
+    # The memory itself is untouched: its next commit is on the rev it had
+    assert ports.store.get_memories("acme", user, [berlin.memory_id])[berlin.memory_id].rev == 1
+
+
+# --- TurnLedger: a session's last question ------------------------------------------------
+
+
+def test_the_last_question_is_kept_per_session_until_replaced(ports: Ports) -> None:
+    user = fresh("user")
+    assert ports.ledger.last_question("acme", user, "s1") is None
+    ports.ledger.set_last_question("acme", user, "s1", "Where do you live?")
+    ports.ledger.set_last_question("acme", user, "s2", "Any pets?")
+    assert ports.ledger.last_question("acme", user, "s1") == "Where do you live?"
+    ports.ledger.set_last_question("acme", user, "s1", None)  # the next request ended otherwise
+    assert ports.ledger.last_question("acme", user, "s1") is None
+    assert ports.ledger.last_question("acme", user, "s2") == "Any pets?"
+
+
+# --- UserEraser ---------------------------------------------------------------------------
+
+
+def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, str]:
+    """A user with a memory (fact row, outbox, ledger), an entity, a trace with its spans,
+    session turns and a last question."""
+    trace_id = f"trace-{user}"
+    berlin = memory(user, "Berlin", tenant=tenant)
+    ports.store.commit(
+        replace(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)), tenant=tenant)
+    )
+    ports.entities.put(
+        Entity.create(tenant, user, "Ana", kind=EntityKind.PERSON, at=T0), expected_version=None
+    )
+    turn = queued(user, "s1", 0, tenant=tenant)
+    ports.ledger.record_enqueued(tenant, trace_id, [turn.turn_id])
+    ports.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=user,
+            session_id="s1",
+            agent_id=None,
+            source="user_explicit",
+            created_at=T0.isoformat(),
+            turn_ids=(turn.turn_id,),
+        )
+    )
+    ports.spans.put_spans(
+        [span(tenant, trace_id, "pre", turn.turn_id, 0).model_copy(update={"user_id": user})]
+    )
+    ports.session_log.append(turn)
+    ports.ledger.set_last_question(tenant, user, "s1", "Where do you live?")
+    return berlin, trace_id
+
+
+def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Ports) -> None:
+    tenant, user, other = fresh("tenant"), fresh("user"), fresh("user")
+    berlin, trace_id = leave_everything(ports, tenant, user)
+    kept, kept_trace = leave_everything(ports, tenant, other)
+    changes = pending_of(ports, user)
+    # When the user is erased
+    erasure = ports.eraser.erase_user(tenant, user)
+    # Then every kind of item of theirs is counted and gone
+    for kind in ("outbox", "memories", "entity_facts", "entities", "spans"):
+        assert erasure.removed[kind] > 0, kind
+    assert erasure.removed["turns_ledger_and_traces"] >= 4  # ledger, trace, session, question
+    assert ports.store.memories_of(tenant, user) == []
+    assert ports.reader.memory_by_id(tenant, berlin.memory_id) is None
+    assert ports.store.get_fact_row(tenant, user, "e-user#lives_in").version == 0
+    assert ports.entities.entities_of(tenant, user, 10) == []
+    assert ports.ledger.get_trace(tenant, trace_id) is None
+    assert ports.ledger.memories_of_trace(tenant, trace_id) == []
+    assert ports.ledger.already_enqueued(tenant, [f"{user}-s1-0"]) == set()
+    assert ports.spans.spans_of(tenant, trace_id) == []
+    assert ports.session_log.recent(tenant, user, "s1", "~", 10) == []
+    assert ports.ledger.last_question(tenant, user, "s1") is None
+    assert pending_of(ports, user) == []
+    # And a late consumer marking a row done does not bring it back
+    ports.outbox.mark_done(changes[0])
+    assert pending_of(ports, user) == []
+    assert ports.store.pending_memories(tenant, user, 10) == []
+    # And the other user keeps all of theirs
+    assert ports.store.memories_of(tenant, other) == [kept]
+    assert ports.ledger.get_trace(tenant, kept_trace) is not None
+    assert len(ports.spans.spans_of(tenant, kept_trace)) == 1
+    assert ports.ledger.last_question(tenant, other, "s1") == "Where do you live?"
+    # And erasing again removes nothing
+    assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
 
 
 # --- TurnQueue + TurnConsumer -------------------------------------------------------------

@@ -88,3 +88,19 @@ def test_rate_window_is_configurable_per_tenant(make_local, make_body):
     # Then both are accepted
     assert first.body["accepted"] == second.body["accepted"] == 1
     assert len(local.take_messages()) == 2
+
+
+def test_a_history_is_rate_limited_by_when_its_turns_were_said(local, make_body):
+    # Given one request replaying a history: the same words minutes apart, then seconds apart
+    said = [
+        ("2026-03-02T09:00:00Z", FACT),
+        ("2026-03-02T09:04:00Z", FACT),
+        ("2026-03-02T09:04:20Z", FACT),
+    ]
+    body = make_body(*({"role": "user", "content": c, "timestamp": t} for t, c in said))
+    # When it is ingested
+    response = local.post_turns(body)
+    # Then the repeat four minutes later counts, the one twenty seconds after it is limited
+    skipped = {item["turn_id"]: item["reason"] for item in response.body["skipped"]}
+    assert response.body["accepted"] == 2
+    assert [skipped.get(tid) for tid in response.body["turn_ids"]] == [None, None, RATE_LIMITED]

@@ -21,6 +21,14 @@ PEM_BODY = "MIIEowIBAAKCAQEAx4UbaDzY9Wq2Q0mWgBoDyZf8tLkR3vNcPe7Jh2Gs"
 PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
 PASSWORD = "Tr0ub4dor-X9"
 SHORT_PASSWORD = "hunter2-blue"
+AWS_SECRET = "Qv3xN8pLm2Rt7Yw4Kz9Bc6Hd1Fg5Js0Ae8Ui3Oo2"
+WIFI_PASSWORD = "kettle-Moon-42"
+DSN_PASSWORD = "pg-Secr3t-77"
+BASIC_AUTH = "YWxpY2U6czNjcjN0"
+ENV_TOKEN = "rk_test_51Hx9Qq"
+EMAIL = "lena.ortiz@fastmail.example"
+IBAN = "GB82 WEST 1234 5698 7654 32"
+PHONE = "+44 7700 900123"
 
 # Each secret in the shapes it could leak as (with and without separators).
 SECRET_STRINGS = (
@@ -35,6 +43,20 @@ SECRET_STRINGS = (
     "BEGIN RSA PRIVATE KEY",
     PASSWORD,
     SHORT_PASSWORD,
+    AWS_SECRET,
+    WIFI_PASSWORD,
+    DSN_PASSWORD,
+    BASIC_AUTH,
+    ENV_TOKEN,
+    EMAIL,
+    IBAN,
+    IBAN.replace(" ", ""),
+    PHONE,
+    "7700 900123",
+    "5698 7654",
+    "1111 1111",
+    "1111.1111",
+    "05 1120",
 )
 
 SECRET_TURNS = (
@@ -45,6 +67,19 @@ SECRET_TURNS = (
     f"Here is the deploy key.\n{PEM}\nI keep the backup on my laptop.",
     f"By the way my password is {PASSWORD}. I live in Porto with my sister.",
     f"my password is {SHORT_PASSWORD} so remember it",
+)
+
+# The same kinds written the ways that slipped past earlier versions, plus PII.
+EVASIVE_TURNS = (
+    f"The CI user is {AWS_KEY_ID} and its secret is {AWS_SECRET}, I set it up on Monday.",
+    f"The password for the office wi-fi is {WIFI_PASSWORD}. I sit near the window.",
+    f"Our analytics db is postgres://report:{DSN_PASSWORD}@db.internal:5432/bi since May.",
+    f"I call the API with Authorization: Basic {BASIC_AUTH} from my laptop.",
+    f"My .env has PAYMENTS_SECRET_KEY={ENV_TOKEN} for the side project.",
+    "I paid with 4111\u00a01111\u00a01111\u00a01111 and 4111.1111.1111.1111 this week.",
+    "My SSN is 078\u201305\u20131120, I was born in Ohio.",
+    f"My p\u0430ssword is {PASSWORD} on the new laptop. I work in Leeds.",
+    f"Write to {EMAIL} or call {PHONE}; my salary goes to {IBAN}.",
 )
 
 
@@ -72,12 +107,13 @@ def metrics_on(make_local):
     return make_local(env={"POWERTOOLS_METRICS_DISABLED": "false"})
 
 
-def test_secrets_are_absent_from_every_sink(metrics_on, make_body, capsys, caplog):
+@pytest.mark.parametrize("turns", [SECRET_TURNS, EVASIVE_TURNS], ids=["plain", "evasive"])
+def test_secrets_are_absent_from_every_sink(turns, metrics_on, make_body, capsys, caplog):
     # Given turns carrying a card number, an SSN, an AWS key id, an API token, a private key
     # and passwords, and every log record captured (library and SDK debug logs included)
     caplog.set_level(logging.DEBUG)
     local = metrics_on
-    body = make_body(*SECRET_TURNS, session_id="secrets-1", user_id="dana")
+    body = make_body(*turns, session_id="secrets-1", user_id="dana")
 
     # When they are posted, the pipeline consumes the queue, the trace is read, and an invalid
     # request carries the same turns
@@ -85,7 +121,7 @@ def test_secrets_are_absent_from_every_sink(metrics_on, make_body, capsys, caplo
     queued = local.peek_bodies()
     local.runner.drain()
     trace = local.get_trace(posted.body["trace_id"])
-    invalid = local.post_turns(make_body(*SECRET_TURNS, session_id="bad session id"))
+    invalid = local.post_turns(make_body(*turns, session_id="bad session id"))
 
     # Then the calls behave as usual
     assert posted.status == 202

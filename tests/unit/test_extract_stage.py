@@ -91,6 +91,8 @@ def test_offline_turn_the_rules_cannot_handle_is_deferred_not_dropped() -> None:
     spans = deps.spans.spans_of("acme", "trace-1")
     assert spans[0].reason == DeferredNoLLM()
     assert deps.metrics.counts[("extract", "reject", "DeferredNoLLM")] == 1
+    # And a deferred turn is not a pre-filter escape: no one judged it empty yet
+    assert deps.metrics.events[("extract", "prefilter.escaped")] == 0
 
 
 def test_partially_understood_turn_keeps_the_rule_candidates_when_deferred() -> None:
@@ -117,6 +119,8 @@ def test_discarded_candidates_get_their_own_spans() -> None:
     spans = deps.spans.spans_of("acme", "trace-1")
     candidate_spans = [s for s in spans if s.kind == "candidate"]
     assert [s.reason for s in candidate_spans] == [QualityDiscard(reason="hypothetical")]
+    # And the turn counts as one the pre-filter let through for nothing
+    assert deps.metrics.events[("extract", "prefilter.escaped")] == 1
 
 
 def test_batch_turns_are_logged_as_context_for_later_batches() -> None:

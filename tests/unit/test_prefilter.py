@@ -129,6 +129,9 @@ def test_turn_beginning_with_a_pleasantry_keeps_its_fact() -> None:
     # Then the fact survives and the pleasantries do not
     assert decision.decision is Decision.PASS
     assert decision.text == "I'm swamped with the kids & work."
+    # And each dropped sentence is named by its rule, for the per-rule metrics
+    assert decision.sentences == 3
+    assert decision.dropped_by == ("greeting_ack", "short_meta_request")
 
 
 def test_question_that_carries_a_fact_passes_whole() -> None:
@@ -148,6 +151,7 @@ def test_user_rule_is_named() -> None:
     # And a fact next to it is kept
     kept = decide("Ticket #4411 closed. I moved to the Denver office.", config=config)
     assert kept.text == "I moved to the Denver office."
+    assert kept.dropped_by == ("user:ticket_footer",)
 
 
 def test_builtin_rules_win_over_user_rules() -> None:
@@ -239,3 +243,138 @@ def test_screen_is_deterministic_and_stateless() -> None:
     text = "Thanks! I started a new job at Northwind. Can you summarize that?"
     assert screen(text, DEFAULT) == screen(text, DEFAULT)
     assert screen(text, DEFAULT).text == "I started a new job at Northwind."
+
+
+# Forms that carry nothing durable, one or more per rule, written for these tests.
+DROPPED_FORMS = [
+    ("Ohh that looks so cozy!", "evaluation"),
+    ("Haha, okay that makes sense now", "evaluation"),
+    ("Sweet ride, Tomas!", "evaluation"),
+    ("that's such a bummer", "evaluation"),
+    ("Which part of town are you staying in?", "other_party_question"),
+    ("Did you end up going to the Ghibli exhibit?", "other_party_question"),
+    ("Got any plans for the long weekend?", "other_party_question"),
+    ("How did the move go?", "open_question"),
+    ("Where was that photo taken?", "open_question"),
+    ("Alright, have a lovely weekend!", "farewell"),
+    ("Gotta run, talk to you soon", "farewell"),
+    ("So good talking to you, take care Bea", "farewell"),
+    ("You got this, keep going!", "encouragement"),
+    ("So sorry to hear that, Nadia.", "encouragement"),
+    ("Wait, let me re-read your last message", "meta_talk"),
+    ("Coming back to your earlier point", "meta_talk"),
+    ("Please open the settings menu", "ui_command"),
+    ("Please close the sidebar", "ui_command"),
+    ("Chào bạn, cảm ơn nhiều!", "greeting_ack"),
+    ("Merci beaucoup, Lucie", "greeting_ack"),
+    ("lmaooo thats sooo true", "greeting_ack"),
+]
+
+
+@pytest.mark.parametrize(("turn", "rule"), DROPPED_FORMS)
+def test_forms_without_durable_content_are_dropped(turn: str, rule: str) -> None:
+    # Given a sentence that only reacts, asks about the other party, says goodbye, talks about
+    # the conversation, drives the UI or greets in another language / When screened
+    result = screen(turn, DEFAULT)
+    # Then it is dropped and the rule that matched is named
+    assert result.reason == MatchedSkipPattern(pattern=rule)
+
+
+KEPT_CLAIMS = [
+    # A first-person word or a named third party makes it a claim, whatever its form.
+    "That sounds awesome, I'm signing up for the same course.",
+    "Have you met my new flatmate Jonas?",
+    "Did you hear that Ingrid quit her job at the bakery?",
+    "It was amazing, the food in Oaxaca blew me away.",
+    "Enjoy your evening, I'm off to my pottery class.",
+    "Sorry to hear that, my dad went through the same surgery last year.",
+    "Who is Marta's new manager at the clinic?",
+    "The hike was brutal but the view from the summit was worth it.",
+    "im allergic to shellfish so no paella for me",
+]
+
+
+@pytest.mark.parametrize("turn", KEPT_CLAIMS)
+def test_sentences_with_a_claim_are_never_dropped(turn: str) -> None:
+    # Given a sentence of a droppable form that also carries a claim or a fact / When screened
+    result = screen(turn, DEFAULT)
+    # Then it passes whole
+    assert result.reason is None
+    assert result.text == turn
+
+
+def test_dropped_reaction_and_question_leave_the_fact_behind() -> None:
+    # Given a reaction, a question about the other party and a fact in one turn
+    turn = "Oh wow, that's so cool! Do you go there often? I started climbing in March."
+    # When screened / Then only the fact is kept
+    assert screen(turn, DEFAULT).text == "I started climbing in March."
+
+
+def test_open_question_stays_as_context_of_the_answer_after_it() -> None:
+    # Given a question answered in the same turn / When screened
+    turn = "Who is hosting the reunion? Probably my cousin Dev, he has the big garden."
+    # Then the question is kept with its answer
+    assert screen(turn, DEFAULT).text == turn
+
+
+SHORT_ANSWERS = [
+    ("What's your go-to pizza topping?", "Anchovies"),
+    ("Which team do you support these days?", "Still Arsenal"),
+    ("Do you have any pets?", "Yeah"),
+    ("Have you ever been skiing?", "nope, never"),
+    ("What did you think of the sequel?", "kinda boring"),
+]
+
+
+@pytest.mark.parametrize(("question", "answer"), SHORT_ANSWERS)
+def test_short_answer_passes_with_its_question(question: str, answer: str) -> None:
+    # Given a short turn that answers the question ending the previous turn
+    previous = f"Ha, fair enough. {question}"
+    # When screened with that previous turn / Then it passes with the question as context
+    result = screen(answer, DEFAULT, previous)
+    assert (result.reason, result.text, result.context) == (None, answer, question)
+    # And without the previous turn it is still too short
+    assert isinstance(screen(answer, DEFAULT).reason, TooShort)
+
+
+@pytest.mark.parametrize(
+    ("previous", "turn"),
+    [
+        ("Do you want the window seat?", "thanks!"),  # a pleasantry answers nothing
+        ("I moved to Ghent last year.", "Cool stuff"),  # no question before it
+        ("How are you?", "Fine"),  # a pleasantry asks nothing
+        ("Can you say that again?", "Rome"),  # talk about the conversation asks nothing
+    ],
+)
+def test_short_turn_without_an_answerable_question_stays_too_short(
+    previous: str, turn: str
+) -> None:
+    assert isinstance(screen(turn, DEFAULT, previous).reason, TooShort)
+
+
+def test_short_answer_context_is_masked() -> None:
+    # Given a question that quotes an e-mail address, answered briefly
+    previous = "Is hana.berg@example.net still your main address?"
+    # When the answer is screened / Then the context carries the placeholder, not the address
+    result = screen("Yes it is", DEFAULT, previous)
+    assert result.context == "Is [REDACTED:email] still your main address?"
+
+
+def test_repeated_short_answer_to_different_questions_is_not_rate_limited() -> None:
+    # Given one rate gate and "Yeah" answering two different questions within the window
+    gate = RateGate(100)
+    decisions = [
+        prefilter_turn(
+            content="Yeah",
+            role=Role.USER,
+            config=DEFAULT,
+            rate_gate=gate,
+            rate_scope="t|u",
+            claimant=question,
+            now=1_000.0,
+            previous=question,
+        )
+        for question in ("Do you cook?", "Do you have a car?")
+    ]
+    # Then both pass, each with its own question
+    assert [d.context for d in decisions] == ["Do you cook?", "Do you have a car?"]

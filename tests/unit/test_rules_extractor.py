@@ -646,8 +646,12 @@ DEFERRED: list[str] = [
     # the sentence's polarity is not the rule's
     "I don't love crowded beaches in August.",
     "I used to enjoy skiing with my cousins.",
+    "I'm not from Ohio, I just went to college there.",
+    "I don't work at the bakery, my sister does.",
     # transient
     "I love the sunset tonight over the harbour.",
+    # a hedge run into the value
+    "Honestly I enjoy board games probably.",
     # filler
     "I like the following ideas for the trip: a cabin and a canoe.",
     "I like a bit of everything when it comes to music.",

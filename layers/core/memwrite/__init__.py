@@ -1,7 +1,8 @@
 """memwrite: an agent memory write pipeline for AWS serverless.
 
-The library behind every Lambda handler and the local runner. Stages are modules named after
-their verb (`prefilter`, later `extract`, `dedupe`, ...); `stages.STAGES` orders them.
+The library behind every Lambda handler and the local runner (the Lambda layer). Each stage is
+one module (`ingest`, `extract`, `resolve`, `dedupe`, `conflict`, `persist`); `stages.STAGES`
+orders them, `ports` holds every Protocol the adapters implement, `errors` every exception.
 """
 
 __all__ = ["__version__"]

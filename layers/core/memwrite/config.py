@@ -16,7 +16,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memwrite.errors import ConfigError
-from memwrite.reasons import SecretKind
+from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
     "AgentOverrides",
@@ -69,7 +69,18 @@ DEFAULT_FIREWALL_ACTIONS: dict[SecretKind, FirewallAction] = {
     # A sentence about a password or a private key carries nothing worth remembering.
     SecretKind.PRIVATE_KEY: FirewallAction.BLOCK,
     SecretKind.PASSWORD: FirewallAction.BLOCK,
+    SecretKind.IBAN: FirewallAction.REDACT,
+    SecretKind.EMAIL: FirewallAction.REDACT,
+    SecretKind.PHONE: FirewallAction.REDACT,
 }
+
+
+def _only_pii(kinds: frozenset[SecretKind] | None) -> frozenset[SecretKind] | None:
+    """A tenant may let PII through, never a secret (a key or a password stays masked)."""
+    if kinds is not None and not kinds <= PII_KINDS:
+        allowed = ", ".join(sorted(PII_KINDS))
+        raise ValueError(f"only PII kinds ({allowed}) can be allowed, not {sorted(kinds)}")
+    return kinds
 
 
 class PrefilterConfig(_Frozen):
@@ -82,6 +93,11 @@ class PrefilterConfig(_Frozen):
     firewall_actions: dict[SecretKind, FirewallAction] = Field(
         default_factory=lambda: dict(DEFAULT_FIREWALL_ACTIONS)
     )
+    allowed_pii: frozenset[SecretKind] = Field(
+        default=frozenset(), description="PII kinds (iban, email, phone) kept unmasked."
+    )
+
+    _pii = field_validator("allowed_pii")(_only_pii)
 
 
 class IngestLimits(_Frozen):
@@ -180,6 +196,14 @@ class ScoringConfig(_Frozen):
 
 class SearchConfig(_Frozen):
     min_confidence: float = 0.4
+    hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
+    bm25_weight: float = Field(default=0.3, ge=0, le=1)  # the rest goes to the vectors
+    # Index embeddings: the hashing embedder offline, Titan Text Embeddings v2 on AWS. The
+    # index and every query must use the same one (and dimension).
+    embedder: Literal["hashing", "bedrock"] = "hashing"
+    bedrock_model: str = "amazon.titan-embed-text-v2:0"
+    embedding_dimension: Literal[256, 512, 1024] = 1024  # Titan v2's sizes; hashing: 384
+    embedding_normalize: bool = True
 
 
 class PipelineConfig(_Frozen):
@@ -204,7 +228,10 @@ class TenantOverrides(_Frozen):
     user_skip_patterns: tuple[UserSkipPattern, ...] | None = None
     verifier_enabled: bool | None = None
     verifier_min_importance: float | None = Field(default=None, ge=0, le=1)
+    allowed_pii: frozenset[SecretKind] | None = None
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)
+
+    _pii = field_validator("allowed_pii")(_only_pii)
 
 
 class Settings(_Frozen):
@@ -223,7 +250,12 @@ class Settings(_Frozen):
             return self.pipeline
         changes: dict[str, Any] = {
             field: value
-            for field in ("min_words", "rate_limit_window_secs", "extract_from_assistant")
+            for field in (
+                "min_words",
+                "rate_limit_window_secs",
+                "extract_from_assistant",
+                "allowed_pii",
+            )
             if (value := getattr(overrides, field)) is not None
         }
         if overrides.user_skip_patterns is not None:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
@@ -28,6 +29,8 @@ class Backend(StrEnum):
     DYNAMODB = "dynamodb"
     SQLITE = "sqlite"
 
+
+_INDEX_FILE = "index.sqlite3"  # the embedded search index's file in `MEMWRITE_DATA_DIR`
 
 _TABLE_FIELDS = (
     "turns_table",
@@ -58,6 +61,15 @@ class LambdaEnvironment(BaseModel):
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    # The search index: OpenSearch when an endpoint is set (https://...; a managed domain signs
+    # with "es", Serverless with "aoss"), else the embedded index (`embedded_index_path`).
+    opensearch_endpoint: str | None = Field(default=None, alias="OPENSEARCH_ENDPOINT")
+    opensearch_index: str = Field(
+        default="memwrite-memories", alias="OPENSEARCH_INDEX", min_length=1
+    )
+    opensearch_service: Literal["es", "aoss"] = Field(default="es", alias="OPENSEARCH_SERVICE")
+    index_path: str | None = Field(default=None, alias="MEMWRITE_INDEX_PATH", min_length=1)
+    aws_region: str = Field(default="us-east-1", alias="AWS_REGION", min_length=1)
     settings: Settings
 
     @model_validator(mode="after")
@@ -85,6 +97,16 @@ class LambdaEnvironment(BaseModel):
     def sqlite_dir(self) -> Path:
         assert self.data_dir is not None, "validated: the sqlite backend has a data directory"
         return self.data_dir
+
+    def embedded_index_path(self) -> str:
+        """`MEMWRITE_INDEX_PATH` if set (a file every handler shares, or ":memory:": this
+        process only); else beside the SQLite database with the sqlite backend (it persists
+        with the rest of the state), else in memory."""
+        if self.index_path:
+            return self.index_path
+        if self.backend is Backend.SQLITE:
+            return str(self.sqlite_dir() / _INDEX_FILE)
+        return ":memory:"
 
     def dead_letter_url(self) -> str:
         if not self.turn_dead_letter_url:

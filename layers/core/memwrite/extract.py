@@ -190,7 +190,13 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     unique = {turn.turn_id: turn for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
     batch = [
-        BatchTurn(turn_id=t.turn_id, role=t.role, text=t.text, timestamp=t.observed_at)
+        BatchTurn(
+            turn_id=t.turn_id,
+            role=t.role,
+            text=t.text,
+            timestamp=t.observed_at,
+            in_reply_to=t.context,
+        )
         for t in ordered
     ]
     try:
@@ -240,6 +246,10 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         deps.session_log.append(turn)
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
+    # Turns the pre-filter let through that held nothing: its escape rate (README).
+    escaped = sum(1 for s in spans if s.kind == "turn" and isinstance(s.reason, NoCandidates))
+    if escaped:
+        deps.metrics.event(STAGE, "prefilter.escaped", escaped)
     deps.metrics.timing(STAGE, latency_ms)
     first = ordered[0]
     return ExtractOutput(

@@ -10,6 +10,7 @@ re-send enqueues it again, which the downstream stages absorb (they are idempote
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,9 +31,17 @@ from memwrite.models import (
     StageSpan,
 )
 from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
-from memwrite.prefilter import STAGE, mask_secrets, prefilter_turn
+from memwrite.prefilter import (
+    STAGE,
+    count_words,
+    mask_secrets,
+    may_be_short_answer,
+    prefilter_turn,
+    question_of,
+    rule_name,
+)
 from memwrite.rate_gate import RateGate
-from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted
+from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
 
 __all__ = ["RETRY_AFTER_SECS", "IngestDeps", "ingest_turns"]
 
@@ -80,6 +89,11 @@ def _screen_all(
 ) -> list[_Screened]:
     screened: list[_Screened] = []
     rate_scope = f"{tenant}\x1f{request.user_id}"
+    # The request's turns are one conversation, in order, continuing the session's earlier
+    # requests: a short first turn may answer the question the last one ended with.
+    previous: str | None = None
+    if may_be_short_answer(request.turns[0].content):
+        previous = deps.ledger.last_question(tenant, request.user_id, request.session_id)
     for turn, tid in zip(request.turns, turn_ids, strict=True):
         started = time.perf_counter()
         decision = prefilter_turn(
@@ -89,8 +103,12 @@ def _screen_all(
             rate_gate=deps.rate_gate,
             rate_scope=rate_scope,
             claimant=tid,
-            now=deps.clock(),
+            # The turn's own time when the client gives it: a history replayed in one request
+            # does not rate-limit words said minutes or days apart.
+            now=turn.timestamp.timestamp() if turn.timestamp else deps.clock(),
+            previous=previous,
         )
+        previous = turn.content
         latency_ms = (time.perf_counter() - started) * 1000
         screened.append(_Screened(turn, tid, decision, latency_ms))
     return screened
@@ -156,6 +174,7 @@ def ingest_turns(
             text=item.decision.text or "",
             observed_at=item.turn.timestamp or now,
             source=request.source,
+            context=item.decision.context,
         )
         for tid, item in survivors.items()
         if tid not in duplicates
@@ -168,6 +187,7 @@ def ingest_turns(
     raced = deps.ledger.record_enqueued(tenant, trace_id, sent) if sent else set()
     duplicates |= raced
 
+    counted = [item for item in screened if item.turn_id not in own]
     spans = [
         _span_of(
             item,
@@ -178,13 +198,15 @@ def ingest_turns(
             duplicates=duplicates,
             failed=failed,
         )
-        for item in screened
-        if item.turn_id not in own
+        for item in counted
     ]
     deps.spans.put_spans(spans)
+    last = question_of(request.turns[-1].content, config.prefilter)
+    deps.ledger.set_last_question(tenant, request.user_id, request.session_id, last)
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
         deps.metrics.timing(STAGE, span.latency_ms)
+    _count_rules(counted, deps.metrics)
 
     return IngestResponse(
         trace_id=trace_id,
@@ -217,6 +239,20 @@ def _differing_fields(earlier: TraceRecord, retry: TraceRecord) -> list[str]:
     return differing + (["turns"] if earlier.turn_ids != retry.turn_ids else [])
 
 
+def _count_rules(items: list[_Screened], metrics: MetricsSink) -> None:
+    """The drift signal: turns and sentences screened, rejections and dropped sentences by rule
+    (README, "Pre-filter metrics")."""
+    if not items:
+        return
+    metrics.event(STAGE, "prefilter.screened", len(items))
+    metrics.event(STAGE, "prefilter.sentences", sum(item.decision.sentences for item in items))
+    rejected = Counter(rule_name(item.decision.reason) for item in items if item.decision.reason)
+    dropped = Counter(rule for item in items for rule in item.decision.dropped_by)
+    for name, counts in (("prefilter.rejected", rejected), ("prefilter.sentence_dropped", dropped)):
+        for rule, value in counts.items():
+            metrics.by_rule(STAGE, name, rule, value)
+
+
 def _span_of(
     item: _Screened,
     *,
@@ -235,6 +271,10 @@ def _span_of(
         result, reason = SpanResult.ERROR, EnqueueFailed(error=failed[item.turn_id])
     elif item.turn_id in duplicates:
         result, reason = SpanResult.REJECT, DuplicateTurn()
+    elif item.decision.context is not None:
+        words = count_words(item.decision.text or "")
+        short = ShortAnswer(word_count=words, redacted=item.decision.redacted)
+        result, reason = SpanResult.TRANSFORM, short
     elif item.decision.redacted:
         result, reason = SpanResult.TRANSFORM, Redacted(kinds=item.decision.redacted)
     else:

@@ -120,6 +120,13 @@ class PrefilterDecision(BaseModel):
         default=None, description="Kept sentences, reassembled, secrets masked; null on skip."
     )
     redacted: tuple[SecretKind, ...] = ()
+    context: str | None = Field(
+        default=None, description="The question a short answer was kept with (masked)."
+    )
+    sentences: int = Field(default=0, description="Sentences the skip rules judged.")
+    dropped_by: tuple[str, ...] = Field(
+        default=(), description="The rule that dropped each dropped sentence (for metrics)."
+    )
 
 
 class QueuedTurn(BaseModel):
@@ -137,6 +144,9 @@ class QueuedTurn(BaseModel):
     text: str
     observed_at: datetime
     source: Source
+    context: str | None = Field(
+        default=None, description="The question this short answer replies to (masked)."
+    )
 
 
 def session_sort_key(turn: QueuedTurn) -> str:

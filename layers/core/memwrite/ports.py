@@ -21,12 +21,13 @@ from memwrite.entities import Entity, VersionedEntity
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan
+from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
-from memwrite.store import Commit, FactRow, OutboxEntry, VersionedMemory
+from memwrite.store import Commit, FactRow, VersionedMemory
 from memwrite.usage import LlmUsage
 
 __all__ = [
@@ -40,9 +41,12 @@ __all__ = [
     "ExtractionLlm",
     "LlmCall",
     "MemoryIndex",
+    "MemoryPage",
+    "MemoryReader",
     "MemoryStore",
     "MetricsSink",
-    "OutboxFeed",
+    "Outbox",
+    "QuestionGenerator",
     "RateStore",
     "ResolveJudge",
     "SessionLog",
@@ -51,6 +55,8 @@ __all__ = [
     "TurnConsumer",
     "TurnLedger",
     "TurnQueue",
+    "UserEraser",
+    "UserErasure",
     "VerifierCall",
 ]
 
@@ -141,6 +147,14 @@ class TurnLedger(Protocol):
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         """(memory id, outcome: stored | merged) for every write this trace made."""
 
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        """The question (masked) that the session's latest request ended with, if any."""
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        """Record what `last_question` answers next (None: the request ended otherwise)."""
+
 
 class SpanStore(Protocol):
     def put_spans(self, spans: Sequence[StageSpan]) -> None: ...
@@ -166,8 +180,12 @@ class MetricsSink(Protocol):
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         """Count items leaving `stage` with `outcome`, dimensioned by the reason's type."""
 
-    def event(self, stage: str, name: str) -> None:
-        """Count one named event of a stage, e.g. `extraction_json_fail`."""
+    def event(self, stage: str, name: str, value: int = 1) -> None:
+        """Count `value` named events of a stage, e.g. `extraction_json_fail`."""
+
+    def by_rule(self, stage: str, name: str, rule: str, value: int = 1) -> None:
+        """Count named events of a stage by the rule behind them (`prefilter.rejected`); `rule`
+        is a rule or reason name, never turn content."""
 
     def timing(self, stage: str, latency_ms: float) -> None: ...
 
@@ -294,16 +312,6 @@ class MemoryStore(Protocol):
     def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
 
 
-class OutboxFeed(Protocol):
-    """The outbox as its consumer (the indexer) reads it: pending rows, then marked done."""
-
-    def pending(self, limit: int) -> list[OutboxEntry]:
-        """Up to `limit` rows not marked done; one memory's rows in the order of their revs."""
-
-    def mark_done(self, entries: Sequence[OutboxEntry]) -> None:
-        """Done rows leave `pending` and `MemoryStore.pending_memories`; repeats are no-ops."""
-
-
 class DedupeJudge(Protocol):
     def same_memory(self, candidate: str, existing: str) -> bool:
         """True when both sentences state the same memory."""
@@ -324,3 +332,62 @@ class CandidateVerifier(Protocol):
         Raises `MalformedLlmOutput` when the answer is not a valid `VerifierVerdict`, and the
         `LlmUnavailable` / `LlmRequestRejected` of `memwrite.llm_extractor`.
         """
+
+
+class QuestionGenerator(Protocol):
+    """HyPE: the questions a user would ask to find a memory (DESIGN.md section 2)."""
+
+    def questions_for(self, memory: MemoryUnit, count: int) -> list[str]:
+        """`count` short questions that `memory` answers, without its value where possible.
+
+        Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
+        """
+
+
+class Outbox(Protocol):
+    """The outbox as a change feed: what the indexer has not done yet, and marking it done.
+
+    On AWS the DynamoDB stream delivers new rows and only `mark_done` is called; the local
+    runner (and an outbox without a stream) reads `pending` to deliver them itself.
+    """
+
+    def pending(self, limit: int) -> list[OutboxChange]:
+        """Up to `limit` not-yet-done rows; the rows of one memory in the order written."""
+
+    def mark_done(self, change: OutboxChange) -> None:
+        """Mark one row done (idempotent): it leaves `pending` and
+        `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone."""
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    memories: list[MemoryUnit]
+    next_cursor: str | None  # opaque; None on the last page
+
+
+class MemoryReader(Protocol):
+    """The read API's view of the store: by id, and a user's memories page by page."""
+
+    def memory_by_id(self, tenant: str, memory_id: str) -> MemoryUnit | None: ...
+
+    def page_of(self, tenant: str, user_id: str, limit: int, cursor: str | None) -> MemoryPage:
+        """Up to `limit` memories of the user in id order, from `cursor` (from a previous page).
+
+        Raises `InvalidQuery` for a cursor this store did not issue.
+        """
+
+    def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
+        """Count one retrieval of each memory (`access_count`, `last_accessed`); advisory."""
+
+
+@dataclass(frozen=True)
+class UserErasure:
+    """How many items of each kind an erasure removed (zero everywhere on a repeat)."""
+
+    removed: dict[str, int]
+
+
+class UserEraser(Protocol):
+    def erase_user(self, tenant: str, user_id: str) -> UserErasure:
+        """Remove every stored item of the user: memories, entity_facts, entities, outbox,
+        the turns ledger and traces of their requests, session turns and spans. Idempotent."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
-from memwrite.firewall import Finding, mask, scan
+from memwrite.firewall import Finding, mask, normalise, scan
 from memwrite.ids import content_hash
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.rate_gate import RateGate
@@ -22,30 +22,69 @@ from memwrite.reasons import (
     NonConversationalTurn,
     PolicyBlocked,
     RateLimited,
+    Reason,
     SecretKind,
     SkipReason,
     TooShort,
     UserRule,
 )
-from memwrite.segment import reassemble, split_segments
-from memwrite.skip_rules import compile_user_patterns, match_skip_rule
+from memwrite.segment import Segment, reassemble, split_segments
+from memwrite.skip_rules import (
+    CONTEXT_QUESTION_RULES,
+    NOT_ANSWERABLE_RULES,
+    compile_user_patterns,
+    is_answer_word,
+    match_skip_rule,
+)
 
-__all__ = ["Screening", "count_words", "mask_secrets", "prefilter_turn", "screen"]
+__all__ = [
+    "Screening",
+    "count_words",
+    "mask_secrets",
+    "may_be_short_answer",
+    "prefilter_turn",
+    "question_of",
+    "rule_name",
+    "screen",
+]
 
 STAGE = "pre_filter"
+# A turn this short whose every sentence was dropped may still answer the question before it.
+SHORT_ANSWER_MAX_WORDS = 6
+_ALPHANUMERIC = re.compile(r"[^\W_]")
 
 
 def count_words(text: str) -> int:
     return len(text.split())
 
 
+def may_be_short_answer(content: str) -> bool:
+    """Whether a turn is short enough to be kept as the answer to the question before it."""
+    return count_words(normalise(content)) <= SHORT_ANSWER_MAX_WORDS
+
+
+def rule_name(reason: Reason) -> str:
+    """What a rejection is counted under: the skip rule's name, else the reason's type."""
+    if isinstance(reason, MatchedSkipPattern):
+        return reason.pattern
+    if isinstance(reason, UserRule):
+        return f"user:{reason.name}"
+    return reason.type
+
+
 @dataclass(frozen=True, slots=True)
 class Screening:
-    """The stateless verdict: a skip reason, or the kept text with what was redacted."""
+    """The stateless verdict: a skip reason, or the kept text with what was redacted.
+
+    `context` is the question a short answer was kept with (masked like the text);
+    `sentences` counts the sentences judged and `dropped_by` names the rule of each dropped."""
 
     reason: SkipReason | None
     text: str | None
     redacted: tuple[SecretKind, ...] = field(default=())
+    context: str | None = None
+    sentences: int = 0
+    dropped_by: tuple[str, ...] = field(default=())
 
 
 @lru_cache(maxsize=256)
@@ -53,53 +92,136 @@ def _compiled(patterns: tuple[UserSkipPattern, ...]) -> tuple[tuple[str, re.Patt
     return compile_user_patterns(patterns)
 
 
+@lru_cache(maxsize=256)
+def _skip_reason(rule: str, user_rule: bool) -> SkipReason:
+    """One frozen reason per rule name, shared by every sentence the rule drops."""
+    return UserRule(name=rule) if user_rule else MatchedSkipPattern(pattern=rule)
+
+
 def mask_secrets(text: str) -> str:
-    """The turn with every secret masked: the form used for ids and hashes."""
-    return mask(text, scan(text))
+    """The turn with every secret and PII masked: the form used for ids and hashes."""
+    normalised = normalise(text)
+    return mask(normalised, scan(normalised))
 
 
 def _inside(segment_start: int, segment_end: int, findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.start < segment_end and f.end > segment_start]
 
 
-def screen(content: str, config: PrefilterConfig) -> Screening:
-    """Word count, then per-sentence skip rules and firewall; the rest is reassembled."""
-    words = count_words(content)
-    if words < config.min_words:
-        return Screening(TooShort(word_count=words, min_words=config.min_words), None)
-    findings = scan(content)
+@dataclass(slots=True)
+class _Verdict:
+    """One segment's fate: kept (masked text) or dropped for a reason."""
+
+    segment: Segment
+    masked: str
+    reason: SkipReason | None
+    rule: str | None = None
+
+
+def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict], list[SecretKind]]:
+    findings = [f for f in scan(text) if f.kind not in config.allowed_pii]
     user_patterns = _compiled(config.user_skip_patterns)
-    kept: list[str] = []
+    verdicts: list[_Verdict] = []
     redacted: list[SecretKind] = []
-    first_reason: SkipReason | None = None
-    for segment in split_segments(content):
-        secrets = _inside(segment.start, segment.end, findings)
-        blocking = [
-            f for f in secrets if config.firewall_actions.get(f.kind) is FirewallAction.BLOCK
-        ]
-        if blocking:
-            redacted.extend(f.kind for f in blocking if f.kind not in redacted)
-            first_reason = first_reason or PolicyBlocked(kind=blocking[0].kind)
-            continue
+    for segment in split_segments(text):
+        masked = segment.text
+        if findings:  # the common case has none: nothing to block or mask
+            secrets = _inside(segment.start, segment.end, findings)
+            redacted.extend(f.kind for f in secrets if f.kind not in redacted)
+            blocking = [
+                f for f in secrets if config.firewall_actions.get(f.kind) is FirewallAction.BLOCK
+            ]
+            if blocking:
+                verdicts.append(_Verdict(segment, "", PolicyBlocked(kind=blocking[0].kind)))
+                continue
+            masked = mask(segment.text, secrets, offset=segment.start)
         matched = match_skip_rule(
             segment,
             short_meta_max_chars=config.short_meta_request_max_chars,
             user_patterns=user_patterns,
         )
-        if matched is not None:
-            if first_reason is None:
-                first_reason = (
-                    UserRule(name=matched.name)
-                    if matched.user_rule
-                    else MatchedSkipPattern(pattern=matched.name)
-                )
-            continue
-        kept.append(mask(segment.text, secrets, offset=segment.start))
-        redacted.extend(f.kind for f in secrets if f.kind not in redacted)
-    if not kept:
-        assert first_reason is not None  # every segment was dropped for a reason
-        return Screening(first_reason, None)
-    return Screening(None, reassemble(kept), tuple(redacted))
+        if matched is None:
+            verdicts.append(_Verdict(segment, masked, None))
+        else:
+            reason = _skip_reason(matched.name, matched.user_rule)
+            verdicts.append(_Verdict(segment, masked, reason, matched.name))
+    # A question dropped for its form stays when a kept sentence follows: it is that
+    # sentence's context ("who runs the project? I think it's Priya").
+    kept_after = False
+    for verdict in reversed(verdicts):
+        if verdict.reason is None:
+            kept_after = True
+        elif kept_after and verdict.rule in CONTEXT_QUESTION_RULES:
+            verdict.reason = None
+    return verdicts, redacted
+
+
+def question_of(turn: str, config: PrefilterConfig) -> str | None:
+    """The question that ends a turn, masked; None if it ends otherwise or if the question is a
+    pleasantry ("How are you?") or talk about the conversation. A short answer to that turn is
+    kept with it; it also stands in for the turn itself as `previous`."""
+    verdicts, _ = _judge_segments(normalise(turn), config)
+    if not verdicts:
+        return None
+    last = verdicts[-1]
+    if not last.segment.text.rstrip().endswith("?") or isinstance(last.reason, PolicyBlocked):
+        return None
+    if last.rule in NOT_ANSWERABLE_RULES:
+        return None
+    return last.masked
+
+
+def _short_answer(
+    text: str, config: PrefilterConfig, previous: str, verdicts: list[_Verdict] | None
+) -> Screening | None:
+    """A short turn kept with the question just before it ("Tomato soup", "Yeah"), or None.
+
+    `verdicts` are the turn's sentences when they were judged (all dropped); a too-short turn
+    is judged here. A turn that is only a pleasantry ("thanks!", "lol") answers nothing, unless
+    it holds an answer word ("Yeah", "nope")."""
+    if not _ALPHANUMERIC.search(text):
+        return None
+    redacted: list[SecretKind] = []
+    if verdicts is None:
+        verdicts, redacted = _judge_segments(text, config)
+    if any(isinstance(v.reason, PolicyBlocked | UserRule) for v in verdicts):
+        return None
+    if any(v.reason is not None for v in verdicts) and not is_answer_word(text):
+        return None
+    question = question_of(previous, config)
+    if question is None:
+        return None
+    answer = reassemble([v.masked for v in verdicts])
+    return Screening(None, answer, tuple(redacted), context=question)
+
+
+def screen(content: str, config: PrefilterConfig, previous: str | None = None) -> Screening:
+    """Word count, then per-sentence skip rules and firewall; the rest is reassembled.
+
+    `previous` is the turn before this one in the conversation (any role): a short answer to
+    the question it ends with passes with that question as `context`."""
+    text = normalise(content)
+    words = count_words(text)
+    too_short = words < config.min_words
+    verdicts, redacted = ([], []) if too_short else _judge_segments(text, config)
+    kept = [v.masked for v in verdicts if v.reason is None]
+    dropped_by = tuple(rule_name(v.reason) for v in verdicts if v.reason is not None)
+    if kept:
+        # A short kept turn ("kinda boring tbh") still reads better with its question.
+        question = (
+            question_of(previous, config) if previous and words <= SHORT_ANSWER_MAX_WORDS else None
+        )
+        kept_text = reassemble(kept)
+        return Screening(None, kept_text, tuple(redacted), question, len(verdicts), dropped_by)
+    if previous is not None and words <= SHORT_ANSWER_MAX_WORDS:
+        answer = _short_answer(text, config, previous, verdicts if not too_short else None)
+        if answer is not None:
+            return answer
+    if too_short:
+        return Screening(TooShort(word_count=words, min_words=config.min_words), None)
+    first = verdicts[0].reason
+    assert first is not None  # every segment was dropped for a reason
+    return Screening(first, None, sentences=len(verdicts), dropped_by=dropped_by)
 
 
 def prefilter_turn(
@@ -111,25 +233,37 @@ def prefilter_turn(
     rate_scope: str,
     claimant: str,
     now: float,
+    previous: str | None = None,
 ) -> PrefilterDecision:
     """The full stage-1 decision for one turn.
 
     `rate_scope` identifies whose repeats are limited (tenant and user); `claimant` is the turn
-    id, so a client re-sending the same turn is not rate-limited against itself.
+    id, so a client re-sending the same turn is not rate-limited against itself; `previous` is
+    the conversation's turn before this one, when known (short answers keep its question).
     """
-    screening = screen(content, config)
+    screening = screen(content, config, previous)
+    # What the skip rules did is counted whatever the later gates decide.
+    judged = {"sentences": screening.sentences, "dropped_by": screening.dropped_by}
     if screening.reason is not None or screening.text is None:
-        return PrefilterDecision(decision=Decision.SKIP, reason=screening.reason)
-    rate_key = content_hash(rate_scope, screening.text.casefold())
+        return PrefilterDecision(decision=Decision.SKIP, reason=screening.reason, **judged)
+    # "Yeah" answering two different questions is two different facts, not a repeat.
+    repeatable = (
+        screening.text if screening.context is None else f"{screening.context}\n{screening.text}"
+    )
+    rate_key = content_hash(rate_scope, repeatable.casefold())
+    reason: SkipReason | None = None
     if not rate_gate.admit(rate_key, claimant, now, config.rate_limit_window_secs):
-        reason: SkipReason = RateLimited(window_secs=config.rate_limit_window_secs)
-        return PrefilterDecision(decision=Decision.SKIP, reason=reason)
-    if role is Role.ASSISTANT and not config.extract_from_assistant:
-        return PrefilterDecision(decision=Decision.SKIP, reason=AssistantTurn())
-    if role in (Role.SYSTEM, Role.TOOL):
-        return PrefilterDecision(
-            decision=Decision.SKIP, reason=NonConversationalTurn(role=role.value)
-        )
+        reason = RateLimited(window_secs=config.rate_limit_window_secs)
+    elif role is Role.ASSISTANT and not config.extract_from_assistant:
+        reason = AssistantTurn()
+    elif role in (Role.SYSTEM, Role.TOOL):
+        reason = NonConversationalTurn(role=role.value)
+    if reason is not None:
+        return PrefilterDecision(decision=Decision.SKIP, reason=reason, **judged)
     return PrefilterDecision(
-        decision=Decision.PASS, text=screening.text, redacted=screening.redacted
+        decision=Decision.PASS,
+        text=screening.text,
+        redacted=screening.redacted,
+        context=screening.context,
+        **judged,
     )

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "PII_KINDS",
     "AssistantTurn",
     "Contradiction",
     "DeferredNoLLM",
@@ -31,6 +32,7 @@ __all__ = [
     "Redacted",
     "ResolutionFailed",
     "SecretKind",
+    "ShortAnswer",
     "SkipReason",
     "StoreError",
     "Supersedes",
@@ -51,6 +53,13 @@ class SecretKind(StrEnum):
     API_TOKEN = "api_token"
     PRIVATE_KEY = "private_key"
     PASSWORD = "password"
+    # PII rather than secrets: redacted by default, a tenant may allow them (`allowed_pii`).
+    IBAN = "iban"
+    EMAIL = "email"
+    PHONE = "phone"
+
+
+PII_KINDS: frozenset[SecretKind] = frozenset({SecretKind.IBAN, SecretKind.EMAIL, SecretKind.PHONE})
 
 
 class VerifierCheck(StrEnum):
@@ -116,6 +125,14 @@ class Redacted(_Reason):
 
     type: Literal["Redacted"] = "Redacted"
     kinds: tuple[SecretKind, ...]
+
+
+class ShortAnswer(_Reason):
+    """Not a rejection: a turn too short alone passed with the question it answers attached."""
+
+    type: Literal["ShortAnswer"] = "ShortAnswer"
+    word_count: int
+    redacted: tuple[SecretKind, ...] = ()
 
 
 class DuplicateTurn(_Reason):
@@ -232,6 +249,7 @@ Reason = Annotated[
     | NonConversationalTurn
     | PolicyBlocked
     | Redacted
+    | ShortAnswer
     | DuplicateTurn
     | EnqueueFailed
     | NoCandidates

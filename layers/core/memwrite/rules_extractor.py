@@ -214,6 +214,8 @@ _DANGLING_WORDS: Final = _word_set(
     "our your his her their its this that these those some any very so really just than as "
     "like such every each all"
 )
+# A hedge inside the value means the phrase runs on past the thing ("jazz maybe"): defer.
+_HEDGE_WORDS: Final = _word_set("maybe perhaps probably possibly idk dunno")
 # Quantities and placeholders name no thing ("the following", "a lot about it").
 _FILLER_WORDS: Final = _word_set(
     "following lot lots bit kind sort way ways thing things stuff part parts rest idea"
@@ -1022,6 +1024,7 @@ def _thing_ok(value: str) -> bool:
         or w in _FIRST_PERSON_WORDS
         or w in _OTHER_OWNER_WORDS
         or w in _CLAUSE_WORDS
+        or w in _HEDGE_WORDS
         for w in words
     )
 
@@ -1699,16 +1702,18 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
         claim = _instruction(body, lead=lead is not None)
         if claim:
             found = _Found((claim,), len(body))
+    unclear_negation = False
     if found is None and _NEGATION_PRESENT_RE.search(body):
         negated_ctx = _Context(lowercase_typing=ctx.lowercase_typing, negated=True)
         rewritten = _negation_rewrite(body)
         retraction = _match_rules(rewritten, negated_ctx)
-        # "I don't love winter" is not "no longer loves winter": only "anymore" or "no longer"
-        # retracts a preference; any other negation of one is the LLM's to word.
-        if retraction is not None and (
-            _RETRACTION_RE.search(body) or not _states_preference(retraction)
-        ):
+        # Only "anymore" or "no longer" retracts: "I'm not from Texas" is not "no longer from
+        # Texas", "I don't love winter" is not "no longer loves winter". Any other negation of
+        # a claim is the LLM's to word.
+        if retraction is not None and _RETRACTION_RE.search(body):
             ctx, body, found = negated_ctx, rewritten, retraction
+        elif retraction is not None:
+            unclear_negation = True
 
     claims, rest = _continue_claims(body, found, ctx) if found else ((), body)
     appositions = _appositions(rest, ctx)
@@ -1717,7 +1722,7 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
 
     # Unnamed people and "and ..." after a retraction are knowledge the rules can't pin down.
     ambiguous = ctx.negated and _CONTINUATION_RE.match(rest) is not None
-    if (found is not None and found.unresolved) or ambiguous:
+    if (found is not None and found.unresolved) or ambiguous or unclear_negation:
         covered = False
     elif guard is not None and (opens_guard or inherited_guard or claims):
         covered = True

@@ -14,145 +14,515 @@ from dataclasses import dataclass
 from memwrite.config import UserSkipPattern
 from memwrite.segment import Segment, SegmentKind
 
-__all__ = ["BUILTIN_RULE_NAMES", "SkipMatch", "compile_user_patterns", "match_skip_rule"]
+__all__ = [
+    "BUILTIN_RULE_NAMES",
+    "CONTEXT_QUESTION_RULES",
+    "NOT_ANSWERABLE_RULES",
+    "SkipMatch",
+    "compile_user_patterns",
+    "is_answer_word",
+    "match_skip_rule",
+]
 
 # Whole phrases, matched longest first so "thank you" wins over "thank".
-_GREETING_ACK_PHRASES: tuple[str, ...] = tuple(
-    sorted(
-        (
-            "hi",
-            "that was helpful",
-            "that's helpful",
-            "that helps",
-            "very helpful",
-            "good call",
-            "good point",
-            "good idea",
-            "fair enough",
-            "will do",
-            "sorry",
-            "my bad",
-            "hey",
-            "hey there",
-            "hi there",
-            "hello there",
-            "hi all",
-            "hey all",
-            "hey everyone",
-            "hello",
-            "hiya",
-            "heya",
-            "yo",
-            "sup",
-            "howdy",
-            "morning",
-            "evening",
-            "gm",
-            "gn",
-            "thanks",
-            "thank you",
-            "thanks so much",
-            "thx",
-            "ty",
-            "tysm",
-            "cheers",
-            "ok",
-            "okay",
-            "okey",
-            "k",
-            "kk",
-            "sure",
-            "cool",
-            "great",
-            "nice",
-            "awesome",
-            "amazing",
-            "perfect",
-            "alright",
-            "all right",
-            "got it",
-            "gotcha",
-            "sounds good",
-            "sounds great",
-            "makes sense",
-            "yes",
-            "yeah",
-            "yep",
-            "yup",
-            "yea",
-            "no",
-            "nope",
-            "nah",
-            "lol",
-            "lmao",
-            "rofl",
-            "haha",
-            "hahaha",
-            "hehe",
-            "wow",
-            "oh",
-            "ah",
-            "oops",
-            "bye",
-            "goodbye",
-            "see you",
-            "see ya",
-            "later",
-            "ttyl",
-            "np",
-            "no problem",
-            "no worries",
-            "you're welcome",
-            "welcome",
-            "much appreciated",
-            "appreciate it",
-            "well done",
-            "good job",
-            "good morning",
-            "good afternoon",
-            "good evening",
-            "good night",
-            "nice to meet you",
-            "good to see you",
-            "great to see you",
-            "how are you",
-            "how have you been",
-            "how's it going",
-            "what's up",
-            "same here",
-            "that's great",
-            "that's awesome",
-            "that's cool",
-            "that's amazing",
-            "that's nice",
-            "love it",
-            "indeed",
-            "true",
-            "definitely",
-            "absolutely",
-            "totally",
-            "exactly",
-            "right",
-            "fine",
-            "agreed",
-            "you too",
-            "and you",
-            "so",
-            "very",
-            "really",
-            "much",
-            "a lot",
-        ),
-        key=len,
-        reverse=True,
-    )
+_GREETING_ACK_PHRASES: tuple[str, ...] = (
+    "hi",
+    "that was helpful",
+    "that's helpful",
+    "that helps",
+    "very helpful",
+    "good call",
+    "good point",
+    "good idea",
+    "fair enough",
+    "will do",
+    "sorry",
+    "my bad",
+    "hey",
+    "hey there",
+    "hi there",
+    "hello there",
+    "hi all",
+    "hey all",
+    "hey everyone",
+    "hello",
+    "hiya",
+    "heya",
+    "yo",
+    "sup",
+    "howdy",
+    "morning",
+    "evening",
+    "gm",
+    "gn",
+    "thanks",
+    "thank you",
+    "thanks so much",
+    "thx",
+    "ty",
+    "tysm",
+    "cheers",
+    "ok",
+    "okay",
+    "okey",
+    "k",
+    "kk",
+    "sure",
+    "cool",
+    "great",
+    "nice",
+    "awesome",
+    "amazing",
+    "perfect",
+    "alright",
+    "all right",
+    "got it",
+    "gotcha",
+    "sounds good",
+    "sounds great",
+    "makes sense",
+    "yes",
+    "yeah",
+    "yep",
+    "yup",
+    "yea",
+    "no",
+    "nope",
+    "nah",
+    "lol",
+    "lmao",
+    "rofl",
+    "haha",
+    "hahaha",
+    "hehe",
+    "wow",
+    "oh",
+    "ah",
+    "oops",
+    "bye",
+    "goodbye",
+    "see you",
+    "see ya",
+    "later",
+    "ttyl",
+    "np",
+    "no problem",
+    "no worries",
+    "you're welcome",
+    "welcome",
+    "much appreciated",
+    "appreciate it",
+    "well done",
+    "good job",
+    "good morning",
+    "good afternoon",
+    "good evening",
+    "good night",
+    "nice to meet you",
+    "good to see you",
+    "great to see you",
+    "how are you",
+    "how have you been",
+    "how's it going",
+    "what's up",
+    "same here",
+    "that's great",
+    "that's awesome",
+    "that's cool",
+    "that's amazing",
+    "that's nice",
+    "love it",
+    "indeed",
+    "true",
+    "definitely",
+    "absolutely",
+    "totally",
+    "exactly",
+    "right",
+    "fine",
+    "agreed",
+    "you too",
+    "and you",
+    "so",
+    "very",
+    "really",
+    "much",
+    "a lot",
+    "that's true",
+    "that's so true",
+    "so true",
+    "true that",
+    "sure thing",
+    "for real",
+    "long time",
+    "long time no see",
+    "long time no talk",
+    "i know right",
+    "i love that",
+    "i love it",
+    "i love this",
+    "love that",
+    "love this",
+    "i agree",
+    "i feel you",
+    "i can imagine",
+    "i bet",
+    "i get it",
+    "i see",
+    "appreciate your help",
+    "appreciate your advice",
+    "appreciate your support",
+    "appreciate the advice",
+    "appreciate the support",
+    "thanks for the advice",
+    "thanks for the support",
+    "thanks for the tip",
+    "thanks for asking",
+    "thanks for sharing",
+    "thank you for sharing",
+    # Greetings and thanks in other languages (the seeds name Vietnamese).
+    "xin chào",
+    "chào",
+    "chào bạn",
+    "chào anh",
+    "chào chị",
+    "chào em",
+    "cảm ơn",
+    "cám ơn",
+    "cảm ơn bạn",
+    "cảm ơn nhiều",
+    "cảm ơn bạn nhiều",
+    "cảm ơn anh",
+    "cảm ơn chị",
+    "vâng",
+    "dạ",
+    "được rồi",
+    "hola",
+    "gracias",
+    "muchas gracias",
+    "buenos días",
+    "buenas tardes",
+    "buenas noches",
+    "vale",
+    "de nada",
+    "bonjour",
+    "bonsoir",
+    "salut",
+    "merci",
+    "merci beaucoup",
+    "d'accord",
+    "de rien",
+    "hallo",
+    "guten morgen",
+    "guten tag",
+    "guten abend",
+    "danke",
+    "danke schön",
+    "vielen dank",
+    "alles klar",
+    "ciao",
+    "grazie",
+    "grazie mille",
+    "buongiorno",
+    "prego",
+    "olá",
+    "oi",
+    "obrigado",
+    "obrigada",
+    "bom dia",
+    "boa noite",
+    "tudo bem",
+    "hoi",
+    "dank je",
+    "bedankt",
+    "konnichiwa",
+    "arigato",
+    "arigatou",
+    "你好",
+    "谢谢",
+    "こんにちは",
+    "ありがとう",
 )
-_PHRASE_WORDS = frozenset(" ".join(_GREETING_ACK_PHRASES).split())
-_GREETING_ACK = re.compile(
-    r"(?:(?:" + "|".join(re.escape(p) for p in _GREETING_ACK_PHRASES) + r") )+"
+
+_FAREWELL_PHRASES: tuple[str, ...] = (
+    "bye",
+    "bye bye",
+    "bye for now",
+    "goodbye",
+    "see you",
+    "see ya",
+    "see you later",
+    "see you soon",
+    "see you tomorrow",
+    "cya",
+    "later",
+    "catch you later",
+    "talk soon",
+    "talk later",
+    "talk to you soon",
+    "talk to you later",
+    "speak soon",
+    "chat soon",
+    "chat later",
+    "ttyl",
+    "take care",
+    "take care of yourself",
+    "stay safe",
+    "be well",
+    "all the best",
+    "until next time",
+    "till next time",
+    "peace out",
+    "gotta go",
+    "gotta run",
+    "got to go",
+    "gtg",
+    "i have to go",
+    "i've got to go",
+    "i gotta go",
+    "i'll let you go",
+    "i'll talk to you later",
+    "i'll catch you later",
+    "good night",
+    "night",
+    "nighty night",
+    "sleep well",
+    "sweet dreams",
+    "have fun",
+    "enjoy",
+    "enjoy it",
+    "enjoy the rest of your day",
+    "great talking to you",
+    "good talking to you",
+    "nice talking to you",
+    "great chatting",
+    "great chatting with you",
+    "nice chatting",
+    "nice chatting with you",
+    "it was great talking to you",
+    "it was nice talking to you",
+    "it was good talking to you",
+    "it was great chatting",
+    "was great catching up",
+    "great catching up",
+    "tạm biệt",
+    "hẹn gặp lại",
+    "chúc ngủ ngon",
+    "adiós",
+    "hasta luego",
+    "au revoir",
+    "à bientôt",
+    "tschüss",
+    "bis später",
+    "arrivederci",
+    "tchau",
+    "doei",
+    "再见",
 )
-_NON_WORD = re.compile(r"[^\w\s']+", re.UNICODE)
-_CAPITALISED = re.compile(r"^[A-Z][a-z]+$")
+# "have a great weekend", "enjoy your evening": a wish for a time or an occasion of the other.
+_WISH = re.compile(
+    r"(?:(?:you )?have an? |enjoy (?:your|the) |happy )"
+    r"(?:(?:great|good|nice|lovely|wonderful|fantastic|fun|safe|relaxing|awesome|amazing|"
+    r"restful|productive) )*"
+    r"(?:day|night|evening|morning|afternoon|weekend|week|one|time|trip|flight|holiday|"
+    r"holidays|vacation|meal|dinner|lunch|party|rest of (?:your|the) (?:day|week|evening)"
+    r"|friday|saturday|sunday|birthday|new year|holidays)"
+)
+_ENCOURAGEMENT_PHRASES: tuple[str, ...] = (
+    "keep it up",
+    "keep going",
+    "keep at it",
+    "keep up the good work",
+    "keep up the great work",
+    "you got this",
+    "you've got this",
+    "you can do it",
+    "go for it",
+    "good luck",
+    "best of luck",
+    "good luck with that",
+    "good luck with it",
+    "fingers crossed",
+    "don't give up",
+    "never give up",
+    "proud of you",
+    "so proud of you",
+    "i'm proud of you",
+    "i'm so proud of you",
+    "happy for you",
+    "so happy for you",
+    "i'm happy for you",
+    "i'm so happy for you",
+    "good for you",
+    "rooting for you",
+    "i'm rooting for you",
+    "i'm here for you",
+    "i'm always here for you",
+    "here for you",
+    "hang in there",
+    "you deserve it",
+    "you deserve this",
+    "well deserved",
+    "congrats",
+    "congratulations",
+    "let me know if you need anything",
+    "let me know if you need help",
+    "let me know how it goes",
+    "sorry to hear that",
+    "so sorry to hear that",
+    "glad to hear that",
+    "glad to hear it",
+    "good to hear",
+    "good to hear that",
+    "nice to hear",
+    "happy to hear that",
+    "that's good to hear",
+    "that's great to hear",
+    "that's so sweet",
+    "that's so sad",
+    "that's a shame",
+    "what a shame",
+    "oh no",
+    "aww",
+    "aw",
+    "yay",
+    "woohoo",
+    "omg",
+    "woah",
+    "whoa",
+    "wow",
+    "ooh",
+    "gosh",
+    "no way",
+    "for sure",
+    "of course",
+    "me too",
+    "same",
+    "and",
+    "go",
+    "go get 'em",
+    "go get them",
+    "you'll get there",
+    "you're almost there",
+    "almost there",
+    "we got this",
+    "we've got this",
+    "don't quit",
+    "you rock",
+    "you're the best",
+    "can't wait to hear about it",
+    "can't wait to see it",
+    "can't wait to see them",
+    "can't wait",
+    "your help means a lot",
+    "your words mean a lot",
+    "your support means a lot",
+    "that means a lot",
+    "means a lot",
+)
+
+
+def _pattern_words(pattern: re.Pattern[str]) -> frozenset[str]:
+    """The words a phrase pattern like `_WISH` can match (its `an?` spells "a" too)."""
+    return frozenset(re.findall(r"[a-z]+", pattern.pattern)) | {"a"}
+
+
+class _PhraseRule:
+    """A sentence that is nothing but a sequence of known phrases (one name allowed)."""
+
+    def __init__(self, *phrase_lists: tuple[str, ...], extra: re.Pattern[str] | None = None):
+        phrases = sorted({p for phrases in phrase_lists for p in phrases}, key=len, reverse=True)
+        self._words = frozenset(" ".join(phrases).split())
+        # Every word a match can hold; a capitalised word outside `_words` is still a name.
+        self._vocabulary = self._words
+        alternatives = [re.escape(p) for p in phrases]
+        if extra is not None:
+            alternatives.insert(0, extra.pattern)
+            self._vocabulary |= _pattern_words(extra)
+        self._sequence = re.compile(r"(?:(?:" + "|".join(alternatives) + r") )+")
+
+    def matches(self, words: list[str]) -> bool:
+        if not words:
+            return False
+        # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
+        outside = 0
+        for word in words:
+            if word.lower() not in self._vocabulary:
+                outside += 1
+                if outside > 1:
+                    return False
+        # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
+        names = [w for w in words if _CAPITALISED.match(w) and w.lower() not in self._words]
+        if len(names) > 1:
+            return False
+        rest = " ".join(w.lower() for w in words if w not in names)
+        return bool(rest) and self._sequence.fullmatch(rest + " ") is not None
+
+
+_GREETING_ACK = _PhraseRule(_GREETING_ACK_PHRASES)
+_FAREWELL = _PhraseRule(_FAREWELL_PHRASES, _GREETING_ACK_PHRASES, extra=_WISH)
+_ENCOURAGEMENT = _PhraseRule(_ENCOURAGEMENT_PHRASES, _GREETING_ACK_PHRASES)
+
+
+def _vocabulary(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_CAPITALISED = re.compile(r"^[A-Z][a-z]+(?:'s)?$")
+
+# A first-person word makes a sentence a claim by the speaker: no form rule below drops it.
+_FIRST_PERSON = _vocabulary(
+    "i i'm im i've ive i'd i'll me my mine myself we we're we've we'd we'll our ours us ourselves"
+)
+_SECOND_PERSON = _vocabulary(
+    "you you're youre you've you'd you'll your yours yourself u ur ya y'all"
+)
+
+# Evaluations of what the other said: "That sounds awesome", "Oh haha, that makes sense now",
+# "that's so sad!", "Cool setup!". Every word must come from this vocabulary (one name allowed);
+# an evaluative opener ("Cool", "What a") may take one noun of its own ("Cool setup!").
+_EVALUATIVE = _vocabulary(
+    """great awesome amazing cool nice good fun lovely beautiful wonderful fantastic incredible
+    impressive inspiring exciting interesting sad terrible awful tough hard rough scary crazy
+    wild insane neat sweet cute adorable brilliant perfect gorgeous stunning epic rad fabulous
+    hilarious funny weird strange sick dope unbelievable unreal touching heartwarming special
+    powerful meaningful excellent superb marvelous delightful charming stressful frustrating
+    annoying exhausting helpful fascinating intense relaxing peaceful cozy delicious yummy tasty
+    beautifully impressed fun-filled heartbreaking bummer shame pity rough lucky smart clever
+    inspirational admirable remarkable magical dreamy fab gr8 wicked solid legit huge kind
+    talented brave thoughtful generous hilarious"""
+)
+_EVALUATION_FILLER = _vocabulary(
+    """oh ah aw aww wow woah whoa omg yay ooh haha hahaha hehe lol lmao yeah yes yep yup no
+    nope man dude gosh geez ugh damn hmm hm well so such a an the that that's thats this this's
+    it it's its is are be been sounds sound sounded looks look looked seems seem seemed
+    must feels feel felt like really very super pretty totally truly absolutely just too quite
+    kinda sooo soo all and but indeed sure definitely now makes make made sense to hear see glad
+    happy sorry for what how idea news plan one thing things stuff time choice job work pic
+    photo photos picture pictures shot view advice point story experience moment day way
+    great awesome rly lots much more most"""
+)
+_EVALUATION_FILLER |= _vocabulary(" ".join(_GREETING_ACK_PHRASES))
+_DEMONSTRATIVES = _vocabulary("that this")
+_EVALUATION_OPENERS = _EVALUATIVE | frozenset({"what", "such", "so"})
+_MAX_EVALUATION_WORDS = 12
+
+# Questions that are only about the other party, and verbs that smuggle a fact into one
+# ("did you hear that Priya quit?").
+_QUESTION_END = re.compile(r"\?[\s\"')\]!?.…]*$")
+_CLAUSE_VERBS = _vocabulary(
+    """know knew hear heard think thought believe remember notice noticed realize realise
+    realized guess imagine tell told say said see saw read mean"""
+)
+_WH_OPENERS = _vocabulary(
+    """what what's whats how how's hows how'd how're where where's when when's who who's which
+    why why'd did does do was were is are have has had any anything anyone"""
+)
+# A question with its "you" left out: "Got any pets?", "Seen it yet?", "Any plans for May?"
+_ELLIPTICAL_OPENERS = _vocabulary("got seen been ever tried watched done doing going planning any")
+_MAX_QUESTION_WORDS = 20
+_MAX_OPEN_QUESTION_WORDS = 10
+_DIGIT = re.compile(r"\d")
 
 _SHORT_META_OPENERS = re.compile(
     r"(?:can|could|would|will) you\b|please\b|tell me\b|what(?:'s| is| are)\b|how(?:'s| is)\b"
@@ -160,27 +530,59 @@ _SHORT_META_OPENERS = re.compile(
     re.IGNORECASE,
 )
 _META_TALK = re.compile(
+    r"(?:(?:ok|okay|wait|hmm|sorry|oh|so|right|hold on|hang on),? )?(?:"
     r"(?:(?:can|could|would|will) you |please )?"
     r"(?:summari[sz]e|repeat|rephrase|reword|shorten|expand on|elaborate on|explain|simplify"
     r"|clarify|translate|continue|redo|retry|regenerate|rewrite|proofread|reformat|list)"
-    r"(?: (?:that|this|it|the above|your (?:last )?(?:answer|response|message|reply)|again"
-    r"|please|more|for me|in bullet points))*"
-    r"|(?:please )?(?:go on|keep going|try again|say that again|one more time|start over)"
+    r"(?: (?:that|this|it|the above|your (?:last |earlier |previous )?(?:answer|response|message"
+    r"|reply|point)|again|please|more|for me|in bullet points))*"
+    r"|(?:(?:can|could|would|will) you |please )?(?:go on|keep going|try again|say that again"
+    r"|one more time|start over)"
     r"(?: please)?"
     r"|what do you mean|what did you mean|i don'?t (?:understand|get it)"
     r"|that'?s not what i (?:asked|meant)|never ?mind|nvm|tell me more|more details?|go ahead"
     r"|as an ai\b.*|you'?re (?:just )?(?:an? )?(?:ai|bot|chatbot|language model)"
-    r"|let'?s (?:start over|change the subject|move on)|anything else|any(?:thing)? more",
+    r"|let'?s (?:start over|change the subject|move on)|anything else|any(?:thing)? more"
+    # talk about the conversation itself
+    r"|(?:ok(?:ay)?,? )?(?:let me|lemme|i'?ll|i need to|i have to) (?:re-?read|read|look at"
+    r"|think about|check|scroll (?:back|up)(?: to)?) (?:that|this|it|your (?:last |earlier )?"
+    r"(?:answer|message|reply|point))(?: again)?"
+    r"|(?:let me|lemme) think(?: about it)?|(?:hold on|hang on|wait|one sec(?:ond)?|just a sec"
+    r"(?:ond)?|give me a (?:sec(?:ond)?|minute|moment)|brb)(?: a (?:sec(?:ond)?|minute|moment))?"
+    r"|(?:going|getting|coming) back to (?:your|my|the|what you said|what i said)"
+    r"(?: (?:earlier|last|previous|first|other|original))?(?: (?:point|question|message|topic"
+    r"|comment|idea))?(?: (?:earlier|before|from before))?"
+    r"|(?:to|re|regarding|about) your (?:earlier |last |previous |first )?(?:point|question"
+    r"|message)|where were we|as (?:i|you) (?:said|mentioned)(?: (?:before|earlier))?"
+    r"|that answers my question|i see what you mean|(?:sorry,? )?(?:typo|autocorrect))",
     re.IGNORECASE,
 )
 _UI_COMMAND = re.compile(
-    r"/[a-z][\w-]*|(?:clear|reset|restart|stop|regenerate|retry|undo|help|new chat|exit|quit)",
+    r"/[a-z][\w-]*|(?:clear|reset|restart|stop|regenerate|retry|undo|redo|help|new chat|exit|quit"
+    r"|cancel|refresh|reload|next|previous|back|go back|scroll (?:up|down)|log ?out|sign ?out"
+    r"|log ?in|sign ?in|(?:please )?(?:open|close|show|hide|toggle|expand|collapse|go to)"
+    r"(?: me)?(?: the| my)? (?:settings|menu|preferences|options|sidebar|history|profile|home"
+    r"(?: ?page)?|dashboard|chat|chats|inbox|notifications|help|account|page|tab|window|panel"
+    r"|app|list|results|details|previous page|next page|last one|first one)"
+    r"(?: (?:menu|page|tab|panel|screen|window))?"
+    r"|(?:please )?(?:show|give) me(?: the| that)? (?:list|results|details|options|next one"
+    r"|previous one|last one|first one|rest|more))",
     re.IGNORECASE,
 )
 _ALPHANUMERIC = re.compile(r"[^\W_]")
 # Greetings, meta talk and UI commands are short forms; a longer sentence is none of them.
 _MAX_FORM_CHARS = 120
 _TRAILING_CHARS = " \t\n.?!…,;:~"
+# Words that answer a yes/no question: alone they are facts once the question is attached.
+_KNOWN_WORDS = (
+    _vocabulary(" ".join(_GREETING_ACK_PHRASES + _FAREWELL_PHRASES + _ENCOURAGEMENT_PHRASES))
+    | _EVALUATIVE
+    | _EVALUATION_FILLER
+)
+_ANSWER_WORDS = _vocabulary(
+    """yes yeah yep yup yea ya no nope nah sure definitely absolutely totally never always
+    sometimes maybe probably rarely often"""
+)
 
 BUILTIN_RULE_NAMES = (
     "greeting_ack",
@@ -190,6 +592,19 @@ BUILTIN_RULE_NAMES = (
     "code_block",
     "meta_talk",
     "ui_command",
+    "farewell",
+    "encouragement",
+    "evaluation",
+    "other_party_question",
+    "open_question",
+)
+# A question dropped by this rule stays when a kept sentence follows it in the same turn: it
+# is the context of that sentence ("who runs the project? I think it's Priya").
+CONTEXT_QUESTION_RULES = frozenset({"open_question"})
+# A question of these forms ("How are you?", "Can you say that again?") asks for no fact: a
+# short turn after it is not kept as its answer.
+NOT_ANSWERABLE_RULES = frozenset(
+    {"greeting_ack", "reaction", "tool_call", "code_block", "meta_talk", "ui_command", "farewell"}
 )
 
 
@@ -201,23 +616,138 @@ class SkipMatch:
     user_rule: bool = False
 
 
-def _is_greeting_ack(text: str) -> bool:
-    words = _NON_WORD.sub(" ", text).split()
-    if not words:
+# Contractions typed without their apostrophe ("thats", "youre"); "im" too, so that the
+# first-person guard sees it.
+_APOSTROPHE_FREE = {
+    word.replace("'", ""): word
+    for word in [
+        "that's",
+        "what's",
+        "how's",
+        "it's",
+        "i'm",
+        "i've",
+        "i'd",
+        "i'll",
+        "you're",
+        "you've",
+        "you'll",
+        "don't",
+        "can't",
+        "won't",
+        "didn't",
+        "doesn't",
+        "isn't",
+        "wasn't",
+        "let's",
+        "they're",
+        "we're",
+        "there's",
+    ]
+    if word.replace("'", "") not in ("its", "well", "were", "ill", "id", "lets", "cant", "wont")
+}
+_ELONGATED = re.compile(r"(\w)\1{2,}")
+_LAUGHTER = re.compile(r"(?:h?[ae]h)+[ae]?h?|(?:ha){2,}h?|l+o+l+|lmf?a+o+|rofl+", re.IGNORECASE)
+# A word is a run of word characters and apostrophes; chat spelling is a letter written three
+# times or a word that is all laughter.
+_WORD = re.compile(r"[\w']+")
+# Searched in the lower-cased sentence; it may fire on more than chat spelling (the exact
+# check is `_canonical`), never on less.
+_CHAT_SPELLING = re.compile(rf"(\w)\1\1|\b(?=[haelr])(?:{_LAUGHTER.pattern})\b")
+
+# Every word a greeting, farewell, encouragement or evaluation can be made of, as typed.
+_FORM_WORDS = (
+    _KNOWN_WORDS
+    | _SECOND_PERSON
+    | _vocabulary("was were")
+    | _pattern_words(_WISH)
+    | frozenset(_APOSTROPHE_FREE)
+)
+_MAX_UNKNOWN_FORM_WORDS = 2  # a name, and one noun after an evaluative opener ("Cool setup!")
+
+
+def _canonical(word: str) -> str:
+    """ "sooo" -> "so", "yesss" -> "yes", "hahahah" -> "haha": chat spelling to the vocabulary."""
+    if _LAUGHTER.fullmatch(word):
+        return "haha"
+    lowered = word.lower()
+    if lowered in _APOSTROPHE_FREE:
+        return _APOSTROPHE_FREE[lowered]
+    if not _ELONGATED.search(word):
+        return word
+    single = _ELONGATED.sub(r"\1", word)
+    return single if single.lower() in _KNOWN_WORDS else _ELONGATED.sub(r"\1\1", word)
+
+
+def _tokens(text: str) -> list[str]:
+    return _WORD.findall(text.replace("’", "'"))
+
+
+def _canonical_words(tokens: list[str]) -> list[str]:
+    if _CHAT_SPELLING.search(" ".join(tokens).lower()):
+        return [_canonical(w) for w in tokens]
+    # The common case, no chat spelling: only apostrophe-free contractions to restore.
+    return [_APOSTROPHE_FREE.get(w.lower(), w) for w in tokens]
+
+
+def _words(text: str) -> list[str]:
+    return _canonical_words(_tokens(text))
+
+
+def _may_be_made_of_form_words(tokens: list[str]) -> bool:
+    """False when three words outside `_FORM_WORDS` rule out a greeting, farewell,
+    encouragement or evaluation: the common sentence, which then skips their per-word checks.
+    Unknown words in chat spelling ("sooo") may still be known ones, so they keep it True."""
+    unknown = [w for w in tokens if w.lower() not in _FORM_WORDS]
+    if len(unknown) <= _MAX_UNKNOWN_FORM_WORDS:
+        return True
+    return _CHAT_SPELLING.search(" ".join(unknown).lower()) is not None
+
+
+def _is_evaluation(words: list[str]) -> bool:
+    if not words or len(words) > _MAX_EVALUATION_WORDS:
         return False
-    # Cheap rejection first: a sentence with two words outside the vocabulary cannot match.
-    outside = 0
-    for word in words:
-        if word.lower() not in _PHRASE_WORDS:
-            outside += 1
-            if outside > 1:
-                return False
-    # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
-    names = [w for w in words if _CAPITALISED.match(w) and w.lower() not in _PHRASE_WORDS]
-    if len(names) > 1:
+    lowered = [w.lower() for w in words]
+    if not any(w in _EVALUATIVE or w == "sense" for w in lowered):
+        return False  # an evaluation evaluates: "that's so sad", "makes sense"
+    allowance = 1 if lowered[0] in _EVALUATION_OPENERS else 0  # "Cool setup!", "What a view"
+    names = 0
+    previous = ""
+    for word, low in zip(words, lowered, strict=True):
+        if low in _FIRST_PERSON:
+            return False
+        past = low in ("was", "were")
+        if past and previous not in _DEMONSTRATIVES:
+            return False  # "It was amazing" tells the speaker's own experience; keep it
+        previous = low
+        if past or low in _EVALUATIVE or low in _EVALUATION_FILLER or low in _SECOND_PERSON:
+            continue
+        if _CAPITALISED.match(word) and names == 0:
+            names += 1  # "Wow, Caroline!"
+            continue
+        if allowance and not _DIGIT.search(word):
+            allowance -= 1
+            continue
         return False
-    rest = " ".join(w.lower() for w in words if w not in names)
-    return bool(rest) and _GREETING_ACK.fullmatch(rest + " ") is not None
+    return True
+
+
+def _question_rule(text: str, words: list[str]) -> str | None:
+    """`other_party_question` for a question wholly about the other party; `open_question` for
+    a short question naming no one ("How was the trip?", "What did it look like?"). Neither may
+    hold a first-person word, a digit or a verb that carries a fact inside ("did you hear...").
+    The caller has checked that `text` ends with a question mark."""
+    if not words or len(words) > _MAX_QUESTION_WORDS:
+        return None
+    lowered = [w.lower() for w in words]
+    if any(w in _FIRST_PERSON or w in _CLAUSE_VERBS for w in lowered) or _DIGIT.search(text):
+        return None
+    if any(w in _SECOND_PERSON for w in lowered) or lowered[0] in _ELLIPTICAL_OPENERS:
+        return "other_party_question"  # "What are you studying?", "Got any pets?"
+    names_someone = any(_CAPITALISED.match(w) for w in words[1:])
+    if len(words) <= _MAX_OPEN_QUESTION_WORDS and lowered[0] in _WH_OPENERS and not names_someone:
+        return "open_question"
+    return None
 
 
 def _is_short_meta_request(text: str, max_chars: int) -> bool:
@@ -237,7 +767,10 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     text = segment.text
     bare = text.rstrip(_TRAILING_CHARS)
     short_form = len(text) <= _MAX_FORM_CHARS
-    if short_form and _is_greeting_ack(bare):
+    tokens = _tokens(bare) if short_form else []
+    # `words` stays empty when no rule made of words can match: they all fail on it.
+    words = _canonical_words(tokens) if _may_be_made_of_form_words(tokens) else []
+    if _GREETING_ACK.matches(words):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
         return "short_meta_request"
@@ -247,7 +780,20 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
         return "meta_talk"
     if short_form and _UI_COMMAND.fullmatch(bare):
         return "ui_command"
-    return None
+    if _FAREWELL.matches(words):
+        return "farewell"
+    if _ENCOURAGEMENT.matches(words):
+        return "encouragement"
+    if _is_evaluation(words):
+        return "evaluation"
+    if not short_form or not _QUESTION_END.search(text):
+        return None
+    return _question_rule(text, words or _canonical_words(tokens))
+
+
+def is_answer_word(text: str) -> bool:
+    """Whether a short turn holds a yes/no-style answer word ("Yeah", "nope, never")."""
+    return any(word.lower() in _ANSWER_WORDS for word in _words(text))
 
 
 def compile_user_patterns(
@@ -268,8 +814,7 @@ def match_skip_rule(
     if builtin is not None:
         return SkipMatch(builtin)
     text = segment.text
-    bare = text.rstrip(_TRAILING_CHARS)
     for name, pattern in user_patterns:
-        if pattern.fullmatch(text) or pattern.fullmatch(bare):
+        if pattern.fullmatch(text) or pattern.fullmatch(text.rstrip(_TRAILING_CHARS)):
             return SkipMatch(name, user_rule=True)
     return None

@@ -16,7 +16,6 @@ __all__ = [
     "Commit",
     "FactRow",
     "LedgerEntry",
-    "OutboxEntry",
     "OutboxOp",
     "OutboxRow",
     "StoreItem",
@@ -49,15 +48,7 @@ class OutboxRow:
 
     memory_id: str
     op: OutboxOp
-
-
-@dataclass(frozen=True)
-class OutboxEntry:
-    """A committed outbox row as its consumer reads it: the memory as of `rev`."""
-
-    memory: MemoryUnit
-    rev: int
-    op: OutboxOp
+    trace_id: str  # the trace whose write this is: stage 7's span joins that trace
 
 
 @dataclass(frozen=True)

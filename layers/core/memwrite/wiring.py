@@ -18,30 +18,41 @@ from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
 
 if TYPE_CHECKING:
+    from memwrite.adapters.dynamodb_store import DynamoMemoryStore
     from memwrite.adapters.sqlite_queue import SqliteTurnQueue
+    from memwrite.adapters.sqlite_store import SqliteMemoryStore
     from memwrite.ingest import IngestDeps
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
+        Embedder,
         EntityStore,
         ExtractionLlm,
+        MemoryIndex,
+        MemoryReader,
         MemoryStore,
         MetricsSink,
-        OutboxFeed,
+        Outbox,
+        QuestionGenerator,
         RateStore,
         SessionLog,
         SpanStore,
         TurnConsumer,
         TurnLedger,
         TurnQueue,
+        UserEraser,
     )
+    from memwrite.query import QueryDeps
 
 __all__ = [
     "ApiDeps",
+    "QueryApiDeps",
     "build_api_deps",
+    "build_embedder",
+    "build_index",
     "build_llm",
     "build_memory_store",
-    "build_outbox_feed",
+    "build_query_deps",
     "build_queue_consumer",
     "build_stage_deps",
 ]
@@ -93,7 +104,13 @@ class _Adapters(ABC):
     def memory_store(self) -> MemoryStore: ...
 
     @abstractmethod
-    def outbox_feed(self) -> OutboxFeed: ...
+    def memory_reader(self) -> MemoryReader: ...
+
+    @abstractmethod
+    def outbox(self) -> Outbox: ...
+
+    @abstractmethod
+    def eraser(self) -> UserEraser: ...
 
 
 class _DynamoAdapters(_Adapters):
@@ -144,7 +161,7 @@ class _DynamoAdapters(_Adapters):
 
         return DynamoEntityStore(self.dynamodb, self.env.entities_table)
 
-    def memory_store(self) -> MemoryStore:
+    def memory_store(self) -> DynamoMemoryStore:
         from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
 
         env = self.env
@@ -156,10 +173,27 @@ class _DynamoAdapters(_Adapters):
         )
         return DynamoMemoryStore(self.dynamodb, tables)
 
-    def outbox_feed(self) -> OutboxFeed:
-        from memwrite.adapters.dynamodb_store import DynamoOutboxFeed
+    def memory_reader(self) -> MemoryReader:
+        return self.memory_store()
 
-        return DynamoOutboxFeed(self.dynamodb, self.env.outbox_table)
+    def outbox(self) -> Outbox:
+        from memwrite.adapters.dynamodb_outbox import DynamoOutbox
+
+        return DynamoOutbox(self.dynamodb, self.env.outbox_table)
+
+    def eraser(self) -> UserEraser:
+        from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
+
+        env = self.env
+        tables = EraseTables(
+            memories=env.memories_table,
+            entity_facts=env.entity_facts_table,
+            entities=env.entities_table,
+            outbox=env.outbox_table,
+            turns=env.turns_table,
+            spans=env.spans_table,
+        )
+        return DynamoUserEraser(self.dynamodb, tables)
 
 
 class _SqliteAdapters(_Adapters):
@@ -205,15 +239,23 @@ class _SqliteAdapters(_Adapters):
 
         return SqliteEntityStore(self.database)
 
-    def memory_store(self) -> MemoryStore:
+    def memory_store(self) -> SqliteMemoryStore:
         from memwrite.adapters.sqlite_store import SqliteMemoryStore
 
         return SqliteMemoryStore(self.database)
 
-    def outbox_feed(self) -> OutboxFeed:
-        from memwrite.adapters.sqlite_store import SqliteOutboxFeed
+    def memory_reader(self) -> MemoryReader:
+        return self.memory_store()
 
-        return SqliteOutboxFeed(self.database)
+    def outbox(self) -> Outbox:
+        from memwrite.adapters.sqlite_outbox import SqliteOutbox
+
+        return SqliteOutbox(self.database)
+
+    def eraser(self) -> UserEraser:
+        from memwrite.adapters.sqlite_erase import SqliteUserEraser
+
+        return SqliteUserEraser(self.database)
 
 
 def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
@@ -243,10 +285,6 @@ def build_queue_consumer(environ: Mapping[str, str] | None = None) -> TurnConsum
 def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
     """The memory store of the environment's backend, to read what the pipeline stored."""
     return _Adapters.of(LambdaEnvironment.load(environ)).memory_store()
-
-
-def build_outbox_feed(environ: Mapping[str, str] | None = None) -> OutboxFeed:
-    return _Adapters.of(LambdaEnvironment.load(environ)).outbox_feed()
 
 
 def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | None:
@@ -326,6 +364,7 @@ def _dedupe(adapters: _Adapters) -> Any:
         spans=adapters.spans,
         metrics=adapters.metrics,
         judge=_dedupe_judge(adapters),
+        index=_search_index(adapters),
     )
 
 
@@ -347,6 +386,105 @@ def _persist(adapters: _Adapters) -> Any:
         spans=adapters.spans,
         metrics=adapters.metrics,
         judge=_dedupe_judge(adapters),
+        index=_search_index(adapters),
+    )
+
+
+def _search_index(adapters: _Adapters) -> MemoryIndex:
+    """The search index, read by dedupe for events and tasks already indexed."""
+    return build_index(adapters.env, build_embedder(adapters.env).dimension)
+
+
+def build_embedder(env: LambdaEnvironment) -> Embedder:
+    """The index's embedder: Titan v2 on Bedrock, or the hashing embedder offline."""
+    search = env.settings.pipeline.search
+    if search.embedder == "bedrock":
+        from memwrite.adapters.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
+
+        return BedrockEmbedder(
+            bedrock_runtime_client(env.aws_region, env.aws_endpoint_url),
+            model_id=search.bedrock_model,
+            dimension=search.embedding_dimension,
+            normalize=search.embedding_normalize,
+        )
+    from memwrite.embedder import HashingEmbedder
+
+    return HashingEmbedder()
+
+
+def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
+    """OpenSearch when an endpoint is configured, else the embedded index (in a file:
+    `LambdaEnvironment.embedded_index_path`)."""
+    if env.opensearch_endpoint:
+        from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+
+        client = signed_client(env.opensearch_endpoint, env.aws_region, env.opensearch_service)
+        return OpenSearchIndex(
+            client,
+            env.opensearch_index,
+            dimension=dimension,
+            serverless=env.opensearch_service == "aoss",
+        )
+    from memwrite.adapters.embedded_index import EmbeddedIndex
+
+    return EmbeddedIndex(env.embedded_index_path(), dimension=dimension)
+
+
+def _questions(adapters: _Adapters) -> QuestionGenerator:
+    if _has_llm(adapters):
+        from memwrite.adapters.anthropic_questions import AnthropicQuestions
+
+        return AnthropicQuestions(
+            adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
+        )
+    from memwrite.questions import TemplateQuestions
+
+    return TemplateQuestions()
+
+
+def _hype(adapters: _Adapters) -> Any:
+    from memwrite.hype import HypeDeps
+
+    embedder = build_embedder(adapters.env)
+    return HypeDeps(
+        store=adapters.memory_store(),
+        index=build_index(adapters.env, embedder.dimension),
+        embedder=embedder,
+        questions=_questions(adapters),
+        outbox=adapters.outbox(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+    )
+
+
+@dataclass
+class QueryApiDeps:
+    """The read API: traces (ledger and spans) and search, memories and erasure."""
+
+    settings: Settings
+    ledger: TurnLedger
+    spans: SpanStore
+    query: QueryDeps
+
+
+def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
+    from memwrite.query import QueryDeps
+
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    env = adapters.env
+    embedder = build_embedder(env)
+    query = QueryDeps(
+        store=adapters.memory_store(),
+        reader=adapters.memory_reader(),
+        index=build_index(env, embedder.dimension),
+        embedder=embedder,
+        eraser=adapters.eraser(),
+    )
+    return QueryApiDeps(
+        settings=env.settings,
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        query=query,
     )
 
 
@@ -356,10 +494,12 @@ _BUILDERS: dict[str, Callable[[_Adapters], Any]] = {
     "dedupe": _dedupe,
     "conflict": _conflict,
     "persist": _persist,
+    "hype": _hype,
 }
 
 
 def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tuple[Settings, Any]:
-    """The settings and the deps a pipeline stage's `run` takes, from the environment."""
+    """The settings and the deps a pipeline or stream stage's `run` takes, from the
+    environment."""
     adapters = _Adapters.of(LambdaEnvironment.load(environ))
     return adapters.env.settings, _BUILDERS[stage](adapters)

@@ -1,7 +1,7 @@
 """CloudWatch metrics as EMF log lines (Powertools), one metric per stage, outcome and reason.
 
-Dimensions are the stage, the outcome and the reason's *type* only: never a value that could
-carry turn content.
+Dimensions are the stage, the outcome, the reason's *type* and a rule's name only: never a
+value that could carry turn content.
 """
 
 from __future__ import annotations
@@ -21,43 +21,37 @@ class EmfMetrics:
         self._namespace = namespace
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
-        # single_metric prints regardless; honour Powertools' own switch as flush_metrics does.
-        if is_metrics_disabled():
-            return
         dimensions = {
             "Stage": stage,
             "Outcome": outcome,
             "Reason": reason.type if reason else "none",
         }
-        with single_metric(
-            name="items",
-            unit=MetricUnit.Count,
-            value=value,
-            namespace=self._namespace,
-            default_dimensions=dimensions,
-        ):
-            pass
+        self._emit("items", value, dimensions)
 
-    def event(self, stage: str, name: str) -> None:
+    def event(self, stage: str, name: str, value: int = 1) -> None:
+        self._emit(name, value, {"Stage": stage})
+
+    def by_rule(self, stage: str, name: str, rule: str, value: int = 1) -> None:
+        self._emit(name, value, {"Stage": stage, "Rule": rule})
+
+    def timing(self, stage: str, latency_ms: float) -> None:
+        self._emit("latency", latency_ms, {"Stage": stage}, MetricUnit.Milliseconds)
+
+    def _emit(
+        self,
+        name: str,
+        value: float,
+        dimensions: dict[str, str],
+        unit: MetricUnit = MetricUnit.Count,
+    ) -> None:
+        # single_metric prints regardless; honour Powertools' own switch as flush_metrics does.
         if is_metrics_disabled():
             return
         with single_metric(
             name=name,
-            unit=MetricUnit.Count,
-            value=1,
+            unit=unit,
+            value=value,
             namespace=self._namespace,
-            default_dimensions={"Stage": stage},
-        ):
-            pass
-
-    def timing(self, stage: str, latency_ms: float) -> None:
-        if is_metrics_disabled():
-            return
-        with single_metric(
-            name="latency",
-            unit=MetricUnit.Milliseconds,
-            value=latency_ms,
-            namespace=self._namespace,
-            default_dimensions={"Stage": stage},
+            default_dimensions=dimensions,
         ):
             pass

@@ -45,6 +45,7 @@ class InMemoryTurnLedger:
         self.enqueued: dict[tuple[str, str], str] = {}
         self.traces: dict[tuple[str, str], TraceRecord] = {}
         self.trace_memories: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self.questions: dict[tuple[str, str, str], str | None] = {}
 
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         return {tid for tid in turn_ids if (tenant, tid) in self.enqueued}
@@ -63,6 +64,14 @@ class InMemoryTurnLedger:
 
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         return list(self.trace_memories.get((tenant, trace_id), []))
+
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        return self.questions.get((tenant, user_id, session_id))
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        self.questions[(tenant, user_id, session_id)] = question
 
 
 class InMemorySpanStore:
@@ -83,12 +92,16 @@ class CountingMetrics:
         self.counts: Counter[tuple[str, str, str]] = Counter()
         self.timings: list[tuple[str, float]] = []
         self.events: Counter[tuple[str, str]] = Counter()
+        self.rules: Counter[tuple[str, str, str]] = Counter()
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         self.counts[(stage, outcome, reason.type if reason else "none")] += value
 
-    def event(self, stage: str, name: str) -> None:
-        self.events[(stage, name)] += 1
+    def event(self, stage: str, name: str, value: int = 1) -> None:
+        self.events[(stage, name)] += value
+
+    def by_rule(self, stage: str, name: str, rule: str, value: int = 1) -> None:
+        self.rules[(stage, name, rule)] += value
 
     def timing(self, stage: str, latency_ms: float) -> None:
         self.timings.append((stage, latency_ms))

@@ -1,5 +1,6 @@
-"""SQLite adapters of the turns table's ports and the spans: the ledger, traces, rate-gate
-claims and the session log, with the semantics of their DynamoDB twins in `dynamodb.py`."""
+"""SQLite adapters of the turns table's ports and the spans: the ledger, traces, sessions' last
+questions, rate-gate claims and the session log, with the semantics of their DynamoDB twins in
+`dynamodb.py`."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def _placeholders(count: int) -> str:
 
 
 class SqliteTurnLedger:
-    """Which turns were enqueued (INSERT-if-absent) and which trace each request opened."""
+    """Which turns were enqueued (INSERT-if-absent), which trace each request opened, and the
+    question each session's latest request ended with."""
 
     def __init__(self, database: SqliteDatabase) -> None:
         self._db = database
@@ -89,6 +91,25 @@ class SqliteTurnLedger:
                 (tenant, trace_id),
             ).fetchall()
         return [(memory_id, outcome) for memory_id, outcome in rows]
+
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        with self._db.connection() as connection:
+            row = connection.execute(
+                "SELECT question FROM last_questions "
+                "WHERE tenant = ? AND user_id = ? AND session_id = ?",
+                (tenant, user_id, session_id),
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        with self._db.connection() as connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO last_questions (tenant, user_id, session_id, question) "
+                "VALUES (?, ?, ?, ?)",
+                (tenant, user_id, session_id, question),
+            )
 
 
 class SqliteRateStore:

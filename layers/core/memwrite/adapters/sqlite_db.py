@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from memwrite.errors import StoreUnavailable
+from memwrite.errors import ConfigError, StoreUnavailable
 
 __all__ = ["DATABASE_FILE", "SqliteDatabase", "open_database"]
 
@@ -27,6 +27,8 @@ _BUSY_TIMEOUT_MS = 10_000  # a writer waits this long for another's transaction 
 # Page cache per connection (negative: KiB). The working set is one user's rows at a time; the
 # default 2 MiB per connection only made a long-running server's memory creep.
 _CACHE_KIB = 512
+# `PRAGMA user_version` of a database this code reads; bump it when a table changes shape.
+_SCHEMA_VERSION = 1
 
 # Keys mirror the DynamoDB tables of `memwrite.schema` (tenant and user in every key); JSON
 # documents are stored as text, as the DynamoDB adapters store them in a `doc` attribute.
@@ -34,6 +36,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
     tenant TEXT NOT NULL, turn_id TEXT NOT NULL, trace_id TEXT NOT NULL,
     PRIMARY KEY (tenant, turn_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ledger_by_trace ON ledger (tenant, trace_id);
 CREATE TABLE IF NOT EXISTS traces (
     tenant TEXT NOT NULL, trace_id TEXT NOT NULL, doc TEXT NOT NULL,
     PRIMARY KEY (tenant, trace_id)) WITHOUT ROWID;
@@ -42,6 +45,9 @@ CREATE TABLE IF NOT EXISTS trace_memories (
     outcome TEXT NOT NULL, PRIMARY KEY (tenant, trace_id, memory_id, outcome)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rate_claims (
     key TEXT PRIMARY KEY, claimant TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS last_questions (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL, question TEXT,
+    PRIMARY KEY (tenant, user_id, session_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS session_turns (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
     sort_key TEXT NOT NULL, doc TEXT NOT NULL,
@@ -55,6 +61,11 @@ CREATE TABLE IF NOT EXISTS memories (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
     rev INTEGER NOT NULL, doc TEXT NOT NULL,
     PRIMARY KEY (tenant, user_id, memory_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memories_by_id ON memories (tenant, memory_id);
+CREATE TABLE IF NOT EXISTS memory_access (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
+    access_count INTEGER NOT NULL, last_accessed TEXT NOT NULL,
+    PRIMARY KEY (tenant, user_id, memory_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS entity_facts (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, fact_key TEXT NOT NULL,
     version INTEGER NOT NULL, facts TEXT NOT NULL,
@@ -66,11 +77,11 @@ CREATE TABLE IF NOT EXISTS entities (
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, memory_id TEXT NOT NULL, rev INTEGER NOT NULL,
-    op TEXT NOT NULL, doc TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0,
+    op TEXT NOT NULL, trace_id TEXT, doc TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0,
     UNIQUE (tenant, user_id, memory_id, rev));
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (tenant, user_id, memory_id, rev)
     WHERE done = 0;
-CREATE INDEX IF NOT EXISTS outbox_feed ON outbox (seq) WHERE done = 0;
+CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (seq) WHERE done = 0;
 CREATE TABLE IF NOT EXISTS queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     turn_id TEXT NOT NULL UNIQUE, message_group TEXT NOT NULL, body TEXT NOT NULL,
@@ -91,8 +102,22 @@ class SqliteDatabase:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.path = data_dir / DATABASE_FILE
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-        with self.connection() as connection:
-            connection.executescript(_SCHEMA)
+        with self.transaction() as connection:
+            self._create_schema(connection, data_dir)
+
+    def _create_schema(self, connection: sqlite3.Connection, data_dir: Path) -> None:
+        """The tables, in a new file; a file of another schema version is refused whole (its
+        tables would lack columns), with how to reset it."""
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        (tables,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if version != _SCHEMA_VERSION and (version or tables):
+            raise ConfigError(
+                f"{self.path} has schema version {version}, this memwrite reads "
+                f"{_SCHEMA_VERSION}: delete {data_dir} to start afresh"
+            )
+        for statement in _SCHEMA.split(";"):
+            connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     def _open(self) -> sqlite3.Connection:
         try:

@@ -1,21 +1,42 @@
 """SQLite memory store: memories, entity_facts, the trace ledger and the outbox committed in one
 `BEGIN IMMEDIATE` transaction per candidate, every condition checked inside it (a refused one
-is a `WriteConflict` and nothing is applied); the entities table; the outbox feed."""
+is a `WriteConflict` and nothing is applied); the read API's view of the memories (by id, page
+by page, retrieval counters); the entities table."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 
+from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.adapters.sqlite_db import SqliteDatabase
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.errors import WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
-from memwrite.store import Commit, FactRow, OutboxEntry, OutboxOp, VersionedMemory
+from memwrite.ports import MemoryPage
+from memwrite.store import Commit, FactRow, OutboxOp, VersionedMemory
 
-__all__ = ["SqliteEntityStore", "SqliteMemoryStore", "SqliteOutboxFeed"]
+__all__ = ["SqliteEntityStore", "SqliteMemoryStore"]
+
+# A memory with its retrieval counters (kept beside it, as the DynamoDB store keeps them in
+# the turns table: persist rewrites a memory whole, and a read must never conflict with it).
+_WITH_ACCESS = (
+    "SELECT m.doc, a.access_count, a.last_accessed FROM memories AS m "
+    "LEFT JOIN memory_access AS a "
+    "ON a.tenant = m.tenant AND a.user_id = m.user_id AND a.memory_id = m.memory_id "
+)
+
+
+def _with_access(doc: str, count: int | None, last_accessed: str | None) -> MemoryUnit:
+    memory = MemoryUnit.model_validate_json(doc)
+    if count is None:
+        return memory
+    return memory.model_copy(
+        update={"access_count": count, "last_accessed": datetime.fromisoformat(str(last_accessed))}
+    )
 
 
 class SqliteMemoryStore:
@@ -75,6 +96,35 @@ class SqliteMemoryStore:
             ).fetchall()
         return [MemoryUnit.model_validate_json(doc) for (doc,) in rows]
 
+    def memory_by_id(self, tenant: str, memory_id: str) -> MemoryUnit | None:
+        with self._db.connection() as connection:
+            row = connection.execute(
+                _WITH_ACCESS + "WHERE m.tenant = ? AND m.memory_id = ?", (tenant, memory_id)
+            ).fetchone()
+        return None if row is None else _with_access(*row)
+
+    def page_of(self, tenant: str, user_id: str, limit: int, cursor: str | None) -> MemoryPage:
+        after = "" if cursor is None else decode_cursor(cursor)
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                _WITH_ACCESS + "WHERE m.tenant = ? AND m.user_id = ? AND m.memory_id > ? "
+                "ORDER BY m.memory_id LIMIT ?",
+                (tenant, user_id, after, limit + 1),
+            ).fetchall()
+        memories = [_with_access(*row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return MemoryPage(memories, encode_cursor(memories[-1].memory_id) if more else None)
+
+    def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
+        with self._db.transaction() as connection:
+            connection.executemany(
+                "INSERT INTO memory_access "
+                "(tenant, user_id, memory_id, access_count, last_accessed) VALUES (?, ?, ?, 1, ?) "
+                "ON CONFLICT (tenant, user_id, memory_id) DO UPDATE SET "
+                "access_count = access_count + 1, last_accessed = excluded.last_accessed",
+                [(tenant, user_id, memory_id, at) for memory_id in dict.fromkeys(memory_ids)],
+            )
+
     def commit(self, commit: Commit) -> None:
         with self._db.transaction() as connection:
             self._apply(connection, commit)
@@ -118,10 +168,17 @@ class SqliteMemoryStore:
             [(commit.tenant, e.trace_id, e.memory_id, e.outcome) for e in commit.ledger],
         )
         connection.executemany(
-            "INSERT OR REPLACE INTO outbox (tenant, user_id, memory_id, rev, op, doc) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO outbox (tenant, user_id, memory_id, rev, op, trace_id, doc) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                (*user, row.memory_id, docs[row.memory_id][1], row.op.value, docs[row.memory_id][0])
+                (
+                    *user,
+                    row.memory_id,
+                    docs[row.memory_id][1],
+                    row.op.value,
+                    row.trace_id,
+                    docs[row.memory_id][0],
+                )
                 for row in commit.outbox
             ],
         )
@@ -166,29 +223,4 @@ class SqliteEntityStore:
                 "INSERT OR REPLACE INTO entities (tenant, user_id, entity_id, version, doc) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (*key, (expected_version or 0) + 1, entity.model_dump_json()),
-            )
-
-
-class SqliteOutboxFeed:
-    """Pending outbox rows in commit order (the table's sequence), marked done in place."""
-
-    def __init__(self, database: SqliteDatabase) -> None:
-        self._db = database
-
-    def pending(self, limit: int) -> list[OutboxEntry]:
-        with self._db.connection() as connection:
-            rows = connection.execute(
-                "SELECT doc, rev, op FROM outbox WHERE done = 0 ORDER BY seq LIMIT ?", (limit,)
-            ).fetchall()
-        return [
-            OutboxEntry(memory=MemoryUnit.model_validate_json(doc), rev=rev, op=OutboxOp(op))
-            for doc, rev, op in rows
-        ]
-
-    def mark_done(self, entries: Sequence[OutboxEntry]) -> None:
-        with self._db.transaction() as connection:
-            connection.executemany(
-                "UPDATE outbox SET done = 1 WHERE tenant = ? AND user_id = ? AND memory_id = ? "
-                "AND rev = ?",
-                [(e.memory.tenant, e.memory.user_id, e.memory.memory_id, e.rev) for e in entries],
             )

@@ -36,7 +36,7 @@ __all__ = [
     "turn_refs",
 ]
 
-VERSION = "extract.v2"
+VERSION = "extract.v3"
 
 _TRUNCATION_MARK = " ... [truncated]"
 _NONE = "(none)"
@@ -70,6 +70,9 @@ class BatchTurn(_Input):
     role: Role
     text: str = Field(min_length=1)
     timestamp: datetime
+    in_reply_to: str | None = Field(
+        default=None, description="The question a short answer replies to (masked)."
+    )
 
     _utc = field_validator("timestamp")(_as_utc)
 
@@ -328,7 +331,9 @@ then.
 
 The user message holds the inputs in tagged sections: <active_entities>, <recent_memories>, \
 <session_turns> (earlier turns, context only) and <new_turns> (the turns to extract from, in \
-conversation order, each with its ref, role and timestamp).
+conversation order, each with its ref, role and timestamp). A short new turn may carry \
+`in_reply_to`: the question it answers ("Porto" after "Which city did you grow up in?"); \
+read the turn as that answer.
 
 <output_schema>
 {_output_schema()}
@@ -409,6 +414,7 @@ def _new_turn_line(ref: str, turn: BatchTurn, limit: int) -> str:
             # The weekday spares the model a calendar computation for "next Friday".
             "weekday": turn.timestamp.strftime("%A"),
             "text": _truncate(turn.text, limit),
+            **({"in_reply_to": turn.in_reply_to} if turn.in_reply_to else {}),
         }
     )
 
