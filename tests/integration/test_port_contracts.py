@@ -478,6 +478,16 @@ def test_retrievals_are_counted_beside_the_memory(ports: Ports) -> None:
     assert ports.store.get_memories("acme", user, [berlin.memory_id])[berlin.memory_id].rev == 1
 
 
+def test_a_retrieval_after_the_user_was_erased_counts_nothing(ports: Ports) -> None:
+    # Given a search that found a memory, and the user erased before its count was recorded
+    tenant, user = fresh("tenant"), fresh("user")
+    berlin, _ = leave_everything(ports, tenant, user)
+    ports.eraser.erase_user(tenant, user)
+    # When the count arrives late / Then no counter of the erased user remains
+    ports.reader.record_access(tenant, user, [berlin.memory_id], "2026-03-03T10:00:00+00:00")
+    assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+
+
 # --- TurnLedger: a session's last question ------------------------------------------------
 
 

@@ -190,6 +190,18 @@ class DynamoMemoryStore:
                 )
             except ClientError as exc:
                 raise unavailable(exc, "UpdateItem") from exc
+        # A search racing an erasure must not leave counters behind (with the user's key and
+        # memory ids): counters of memories gone by now are removed again. The erasure deletes
+        # memories before counters, so every interleaving ends without them.
+        gone = set(memory_ids) - set(self.get_memories(tenant, user_id, memory_ids))
+        for memory_id in gone:
+            try:
+                self._client.delete_item(
+                    TableName=self._tables.turns,
+                    Key={PK: {"S": access_key(tenant, user_id)}, SK: {"S": memory_id}},
+                )
+            except ClientError as exc:
+                raise unavailable(exc, "DeleteItem") from exc
 
     def _with_access(
         self, tenant: str, user_id: str, memories: list[MemoryUnit]

@@ -116,13 +116,16 @@ class SqliteMemoryStore:
         return MemoryPage(memories, encode_cursor(memories[-1].memory_id) if more else None)
 
     def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
+        # Only memories that exist (a search racing an erasure leaves no counters behind).
         with self._db.transaction() as connection:
             connection.executemany(
                 "INSERT INTO memory_access "
-                "(tenant, user_id, memory_id, access_count, last_accessed) VALUES (?, ?, ?, 1, ?) "
+                "(tenant, user_id, memory_id, access_count, last_accessed) "
+                "SELECT tenant, user_id, memory_id, 1, ? FROM memories "
+                "WHERE tenant = ? AND user_id = ? AND memory_id = ? "
                 "ON CONFLICT (tenant, user_id, memory_id) DO UPDATE SET "
                 "access_count = access_count + 1, last_accessed = excluded.last_accessed",
-                [(tenant, user_id, memory_id, at) for memory_id in dict.fromkeys(memory_ids)],
+                [(at, tenant, user_id, memory_id) for memory_id in dict.fromkeys(memory_ids)],
             )
 
     def commit(self, commit: Commit) -> None:
