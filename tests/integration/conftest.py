@@ -10,7 +10,9 @@ memories (either backend).
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -21,15 +23,17 @@ import pytest
 from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.responses import DynamoHandler
 
+from memwrite.adapters.sqlite_db import DATABASE_FILE
 from memwrite.memory import MemoryUnit
 from memwrite.wiring import build_memory_store
 from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
 from memwrite_local.backend import LocalBackend
-from memwrite_local.embedded import local_backend
+from memwrite_local.embedded import LocalSqlite, local_backend
 from memwrite_local.runner import ApiResult, LocalContext, LocalRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_EVENTS = REPO_ROOT / "events" / "api"
+_SQLITE_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 
 
 @dataclass
@@ -110,6 +114,18 @@ class Local:
             pages = dynamodb.get_paginator("scan").paginate(TableName=name)
             items[name] = [item for page in pages for item in page.get("Items", [])]
         return items
+
+    def stored_text(self) -> str:
+        """Everything the backend's tables hold, as one JSON text: DynamoDB items (moto) or
+        the rows of every table in the SQLite file."""
+        if not isinstance(self.backend, LocalSqlite):
+            return json.dumps(self.table_items())
+        with closing(sqlite3.connect(self.backend.data_dir / DATABASE_FILE)) as database:
+            tables = [name for (name,) in database.execute(_SQLITE_TABLES)]
+            rows = {
+                table: database.execute(f"SELECT * FROM {table}").fetchall() for table in tables
+            }
+        return json.dumps(rows)
 
     def ledger_keys(self) -> list[str]:
         """Partition keys of the turns ledger rows (`TURN#...`): what was recorded as enqueued."""
