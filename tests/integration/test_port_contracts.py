@@ -24,9 +24,7 @@ from memwrite.adapters.dynamodb import (
     DynamoSpanStore,
     DynamoTurnLedger,
 )
-from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
-from memwrite.adapters.dynamodb_outbox import DynamoOutbox
-from memwrite.adapters.dynamodb_store import DynamoEntityStore, DynamoMemoryStore
+from memwrite.adapters.dynamodb_store import DynamoEntityStore
 from memwrite.adapters.sqlite import (
     SqliteRateStore,
     SqliteSessionLog,
@@ -62,7 +60,7 @@ from memwrite.ports import (
 )
 from memwrite.reasons import TooShort
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow
-from memwrite.wiring import build_memory_store
+from memwrite.wiring import build_query_deps, build_stage_deps
 from memwrite_local.aws import LocalAws
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -104,9 +102,10 @@ def _moto_ports(aws: LocalAws) -> Ports:
         )
         return SqsTurnQueue(sqs, queue_url), SqsTurnConsumer(sqs, queue_url, dead_url)
 
-    # The environment LocalAws set names every table: wiring builds the store as Lambda does.
-    store = build_memory_store()
-    assert isinstance(store, DynamoMemoryStore)  # the memory reader too
+    # The environment LocalAws set names every table: wiring builds the stores of the read path
+    # and stage 7 as the Lambdas get them.
+    query = build_query_deps().query
+    _, hype = build_stage_deps("hype")
     return Ports(
         name="moto",
         ledger=DynamoTurnLedger(dynamodb, names["turns"]),
@@ -114,20 +113,10 @@ def _moto_ports(aws: LocalAws) -> Ports:
         spans=DynamoSpanStore(dynamodb, names["spans"]),
         session_log=DynamoSessionLog(dynamodb, names["turns"]),
         entities=DynamoEntityStore(dynamodb, names["entities"]),
-        store=store,
-        reader=store,
-        outbox=DynamoOutbox(dynamodb, names["outbox"]),
-        eraser=DynamoUserEraser(
-            dynamodb,
-            EraseTables(
-                memories=names["memories"],
-                entity_facts=names["entity_facts"],
-                entities=names["entities"],
-                outbox=names["outbox"],
-                turns=names["turns"],
-                spans=names["spans"],
-            ),
-        ),
+        store=query.store,
+        reader=query.reader,
+        outbox=hype.outbox,
+        eraser=query.eraser,
         new_queue=new_queue,
     )
 
