@@ -8,6 +8,7 @@ Lisbon." keeps its second sentence and a question that also carries a fact keeps
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ __all__ = [
     "compile_user_patterns",
     "is_answer_word",
     "match_skip_rule",
+    "plainly_kept",
 ]
 
 # Whole phrases, matched longest first so "thank you" wins over "thank".
@@ -789,6 +791,40 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     if not short_form or not _QUESTION_END.search(text):
         return None
     return _question_rule(text, words or _canonical_words(tokens))
+
+
+# `_META_TALK` then `_UI_COMMAND` in one case-sensitive pattern for lower-cased ASCII text,
+# where it matches exactly what the two IGNORECASE patterns match (no Unicode case folding).
+_META_OR_UI_LOWER = re.compile(f"(?:{_META_TALK.pattern})|(?:{_UI_COMMAND.pattern})")
+_NO_WORD_RULE_UNKNOWN_WORDS = 3  # one more than any word rule tolerates
+_NON_WORD_PUNCTUATION = "".join(c for c in string.punctuation if c not in "_'")
+
+
+def plainly_kept(text: str, short_meta_max_chars: int) -> bool:
+    """True only when no built-in rule can match this prose sentence: the common one, decided
+    without the per-rule checks; False means judge it with `match_skip_rule`.
+
+    ASCII only (lower-casing then keeps every token as it is), longer than a short meta
+    request, no "?" (no question rule), not a meta-talk or UI command, and three words that are
+    whole tokens outside `_FORM_WORDS` with no chat spelling (so `_canonical` keeps them): then
+    greeting, farewell, encouragement and evaluation all fail (none allows three unknown
+    words), and a letter is there (no reaction). A longer sentence only needs that letter."""
+    if len(text) <= short_meta_max_chars or "?" in text or not text.isascii():
+        return False
+    if len(text) > _MAX_FORM_CHARS:
+        return _ALPHANUMERIC.search(text) is not None
+    lowered = text.lower()
+    if _META_OR_UI_LOWER.fullmatch(lowered.rstrip(_TRAILING_CHARS)):
+        return False
+    unknown = 0
+    for chunk in lowered.split():
+        # Between spaces and without its punctuation, an alphanumeric chunk is one `_WORD`.
+        word = chunk.strip(_NON_WORD_PUNCTUATION)
+        if word not in _FORM_WORDS and word.isalnum() and not _CHAT_SPELLING.search(word):
+            unknown += 1
+            if unknown == _NO_WORD_RULE_UNKNOWN_WORDS:
+                return True
+    return False
 
 
 def is_answer_word(text: str) -> bool:
