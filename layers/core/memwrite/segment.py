@@ -157,6 +157,9 @@ def split_segments(text: str) -> list[Segment]:
 
 def reassemble(texts: list[str]) -> str:
     """Join kept segments: a space between sentences, a line break around blocks."""
+    joined = " ".join(texts)
+    if "\n" not in joined:
+        return joined  # the common case: no block, no line inside a sentence
     out = ""
     previous = ""
     for piece in texts:
