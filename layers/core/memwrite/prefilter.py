@@ -8,8 +8,10 @@ no state; `prefilter_turn` adds the rate gate.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, wraps
+from typing import ParamSpec
 
 from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
 from memwrite.firewall import Finding, mask, normalise, scan
@@ -41,6 +43,7 @@ from memwrite.skip_rules import (
 __all__ = [
     "Screening",
     "count_words",
+    "decision_of",
     "gate_turn",
     "mask_secrets",
     "may_be_short_answer",
@@ -50,6 +53,7 @@ __all__ = [
     "screen",
 ]
 
+_P = ParamSpec("_P")
 STAGE = "pre_filter"
 # A turn this short whose every sentence was dropped may still answer the question before it.
 SHORT_ANSWER_MAX_WORDS = 6
@@ -285,28 +289,8 @@ def gate_turn(
     return screening, None
 
 
-def prefilter_turn(
-    *,
-    content: str,
-    role: Role,
-    config: PrefilterConfig,
-    rate_gate: RateGate,
-    rate_scope: str,
-    claimant: str,
-    now: float,
-    previous: str | None = None,
-) -> PrefilterDecision:
-    """`gate_turn` as the `PrefilterDecision` model."""
-    screening, reason = gate_turn(
-        content=content,
-        role=role,
-        config=config,
-        rate_gate=rate_gate,
-        rate_scope=rate_scope,
-        claimant=claimant,
-        now=now,
-        previous=previous,
-    )
+def decision_of(screening: Screening, reason: SkipReason | None) -> PrefilterDecision:
+    """`gate_turn`'s result as the `PrefilterDecision` model."""
     # What the skip rules did is counted whatever the later gates decide.
     judged = {"sentences": screening.sentences, "dropped_by": screening.dropped_by}
     if reason is not None or screening.text is None:
@@ -318,3 +302,18 @@ def prefilter_turn(
         context=screening.context,
         **judged,
     )
+
+
+def _as_model(
+    gate: Callable[_P, tuple[Screening, SkipReason | None]],
+) -> Callable[_P, PrefilterDecision]:
+    @wraps(gate)
+    def decide(*args: _P.args, **kwargs: _P.kwargs) -> PrefilterDecision:
+        return decision_of(*gate(*args, **kwargs))
+
+    return decide
+
+
+# The full stage-1 decision for one turn as its model (the API's and the oracle's); the CLI
+# writes its lines from `gate_turn` directly, without building the model.
+prefilter_turn = _as_model(gate_turn)
