@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -17,9 +18,10 @@ from memwrite.config import load_settings
 from memwrite.errors import MemwriteError
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryUnit
-from memwrite.models import Decision, PrefilterDecision, Role
-from memwrite.prefilter import mask_secrets, prefilter_turn
+from memwrite.models import Role
+from memwrite.prefilter import Screening, gate_turn, mask_secrets
 from memwrite.rate_gate import RateGate
+from memwrite.reasons import SkipReason
 from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.funnel import render_funnel
@@ -41,17 +43,23 @@ def _emit(out: TextIO, payload: dict[str, Any]) -> None:
     out.flush()
 
 
-def _decision_line(decision: PrefilterDecision) -> str:
-    """The output line of one decision, as `_emit` would write it. A kept turn's line is a
-    template whose only variable parts, the strings, are JSON-encoded (the common case)."""
-    if decision.decision is not Decision.PASS:
-        reason = decision.reason.model_dump(mode="json") if decision.reason else None
-        return _ENCODE({"decision": decision.decision.value, "reason": reason, "text": None}) + "\n"
-    text = _ENCODE(decision.text)
-    if decision.context is None:
+def _decision_line(screening: Screening, reason: SkipReason | None) -> str:
+    """The output line of one decision (the `PrefilterDecision` fields the CLI shows), as
+    `_emit` would write it, without building the model. A kept turn's line is a template whose
+    only variable parts, the strings, are JSON-encoded (the common case)."""
+    if reason is not None or screening.text is None:
+        return f'{{"decision": "skip", "reason": {_reason_json(reason)}, "text": null}}\n'
+    text = _ENCODE(screening.text)
+    if screening.context is None:
         return f'{{"decision": "pass", "reason": null, "text": {text}}}\n'
-    context = _ENCODE(decision.context)
+    context = _ENCODE(screening.context)
     return f'{{"decision": "pass", "reason": null, "text": {text}, "context": {context}}}\n'
+
+
+@lru_cache(maxsize=256)
+def _reason_json(reason: SkipReason | None) -> str:
+    """A reason as JSON; reasons are few and frozen, so each is encoded once."""
+    return _ENCODE(reason.model_dump(mode="json") if reason else None)
 
 
 def _line_time(record: dict[str, Any]) -> float | None:
@@ -102,7 +110,7 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             status = 1
             continue
         same_conversation = session is not None and previous is not None and previous[0] == session
-        decision: PrefilterDecision = prefilter_turn(
+        screening, reason = gate_turn(
             content=content,
             role=role,
             config=config,
@@ -116,7 +124,7 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             previous=previous[1] if same_conversation and previous else None,
         )
         previous = (session, content) if session is not None else None
-        stdout.write(_decision_line(decision))
+        stdout.write(_decision_line(screening, reason))
         stdout.flush()
     return status
 
