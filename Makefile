@@ -37,8 +37,10 @@ EVAL_DATA ?= ../shared/data
 eval: install
 	$(BIN)/memwrite eval --format locomo $(EVAL_DATA)/locomo-dev --format cri $(EVAL_DATA)/cri-persona-1
 
+# One section and a short load: make bench BENCH_ARGS="--only embedded --serve-seconds 10"
+BENCH_ARGS ?=
 bench: install
-	$(BIN)/python -m tests.benchmarks.run
+	$(BIN)/python -m tests.benchmarks.run $(BENCH_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

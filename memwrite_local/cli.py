@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -16,9 +18,12 @@ from memwrite.config import load_settings
 from memwrite.errors import MemwriteError
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryUnit
-from memwrite.models import Decision, PrefilterDecision, Role
-from memwrite.prefilter import mask_secrets, prefilter_turn
+from memwrite.models import Role
+from memwrite.prefilter import Screening, gate_turn, mask_secrets
 from memwrite.rate_gate import RateGate
+from memwrite.reasons import SkipReason
+from memwrite_local.backend import LOCAL_API_KEY
+from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
 
@@ -39,17 +44,23 @@ def _emit(out: TextIO, payload: dict[str, Any]) -> None:
     out.flush()
 
 
-def _decision_line(decision: PrefilterDecision) -> str:
-    """The output line of one decision, as `_emit` would write it. A kept turn's line is a
-    template whose only variable parts, the strings, are JSON-encoded (the common case)."""
-    if decision.decision is not Decision.PASS:
-        reason = decision.reason.model_dump(mode="json") if decision.reason else None
-        return _ENCODE({"decision": decision.decision.value, "reason": reason, "text": None}) + "\n"
-    text = _ENCODE(decision.text)
-    if decision.context is None:
+def _decision_line(screening: Screening, reason: SkipReason | None) -> str:
+    """The output line of one decision (the `PrefilterDecision` fields the CLI shows), as
+    `_emit` would write it, without building the model. A kept turn's line is a template whose
+    only variable parts, the strings, are JSON-encoded (the common case)."""
+    if reason is not None or screening.text is None:
+        return f'{{"decision": "skip", "reason": {_reason_json(reason)}, "text": null}}\n'
+    text = _ENCODE(screening.text)
+    if screening.context is None:
         return f'{{"decision": "pass", "reason": null, "text": {text}}}\n'
-    context = _ENCODE(decision.context)
+    context = _ENCODE(screening.context)
     return f'{{"decision": "pass", "reason": null, "text": {text}, "context": {context}}}\n'
+
+
+@lru_cache(maxsize=256)
+def _reason_json(reason: SkipReason | None) -> str:
+    """A reason as JSON; reasons are few and frozen, so each is encoded once."""
+    return _ENCODE(reason.model_dump(mode="json") if reason else None)
 
 
 def _line_time(record: dict[str, Any]) -> float | None:
@@ -100,7 +111,7 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             status = 1
             continue
         same_conversation = session is not None and previous is not None and previous[0] == session
-        decision: PrefilterDecision = prefilter_turn(
+        screening, reason = gate_turn(
             content=content,
             role=role,
             config=config,
@@ -114,7 +125,7 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             previous=previous[1] if same_conversation and previous else None,
         )
         previous = (session, content) if session is not None else None
-        stdout.write(_decision_line(decision))
+        stdout.write(_decision_line(screening, reason))
         stdout.flush()
     return status
 
@@ -269,14 +280,22 @@ def _search_result_json(result: dict[str, Any]) -> dict[str, Any]:
     return {**memory, "score": result["score"], "matched": result["matched"]}
 
 
-def run_ingest(path: Path, as_json: bool, queries: Sequence[str], stdout: TextIO) -> int:
-    """The whole local pipeline on a fresh embedded state; print the funnel and the memories
-    (and, per `--query`, what a search finds once everything is indexed)."""
+def run_ingest(
+    path: Path,
+    as_json: bool,
+    queries: Sequence[str],
+    *,
+    backend: str,
+    data_dir: Path | None,
+    stdout: TextIO,
+) -> int:
+    """The whole local pipeline (fresh state unless `data_dir`); print the funnel and the
+    memories (and, per `--query`, what a search finds once everything is indexed)."""
     from memwrite_local.pipeline import IngestFailed, run_conversation
 
     conversation = _load_conversation(path)
     try:
-        run = run_conversation(conversation, queries)
+        run = run_conversation(conversation, queries, backend=backend, data_dir=data_dir)
     except IngestFailed as exc:
         stdout.write(json.dumps({"error": exc.body, "status": exc.status}) + "\n")
         return 1
@@ -304,12 +323,13 @@ def run_ingest(path: Path, as_json: bool, queries: Sequence[str], stdout: TextIO
     return 1 if run.failed else 0
 
 
-def run_demo(path: Path, stdout: TextIO) -> int:
+def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
     from memwrite_local.pipeline import run_conversation
 
-    run = run_conversation(_load_conversation(path))
+    run = run_conversation(_load_conversation(path), backend=backend)
     llm = "rules, then the LLM" if os.environ.get("ANTHROPIC_API_KEY") else "rule extractor only"
-    stdout.write(f"memwrite demo: {path} (moto in-process AWS; {llm})\n\n")
+    where = "SQLite, fresh state" if backend == "sqlite" else "moto in-process AWS"
+    stdout.write(f"memwrite demo: {path} ({where}; {llm})\n\n")
     stdout.write(render_funnel(run.funnel) + "\n\n")
     trace = run.trace
     stdout.write(
@@ -322,17 +342,29 @@ def run_demo(path: Path, stdout: TextIO) -> int:
     return 1 if run.failed else 0
 
 
-def run_serve(port: int, stdout: TextIO) -> int:
-    from memwrite_local.aws import LOCAL_API_KEY, LocalAws
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # unwinds serve_forever: the worker finishes its batch, state is kept
+
+
+def run_serve(port: int, backend: str, data_dir: Path, stdout: TextIO) -> int:
+    from memwrite_local.embedded import local_backend
     from memwrite_local.runner import LocalRunner
     from memwrite_local.serve import make_server
 
-    with LocalAws() as aws:
-        server = make_server(LocalRunner(aws), port)
+    with local_backend(backend, data_dir) as local:
+        server = make_server(
+            LocalRunner(),
+            port,
+            max_body_bytes=load_settings().pipeline.ingest.max_body_bytes,
+            serialize_pipeline=backend == "moto",
+        )
         host, bound = str(server.server_address[0]), int(server.server_address[1])
-        keys = LOCAL_API_KEY if aws.uses_default_api_key else "a configured key"
-        stdout.write(f"memwrite API on http://{host}:{bound} (x-api-key: {keys})\n")
+        keys = LOCAL_API_KEY if local.uses_default_api_key else "a configured key"
+        stdout.write(
+            f"memwrite API on http://{host}:{bound} (x-api-key: {keys}; {local.description})\n"
+        )
         stdout.flush()
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -366,15 +398,31 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="search the ingested memories (repeatable); results under 'queries'",
     )
+    ingest.add_argument(
+        "--data-dir", type=Path, help="keep state in this directory (default: a fresh state)"
+    )
     search = commands.add_parser("search", help="search a user's memories on `memwrite serve`")
     search.add_argument("query")
     search.add_argument("--user", required=True)
     search.add_argument("--k", type=int, default=5)
     search.add_argument("--url", default="http://127.0.0.1:8080")
-    search.add_argument("--api-key", default=os.environ.get("MEMWRITE_API_KEY", "local-dev-key"))
+    search.add_argument("--api-key", default=os.environ.get("MEMWRITE_API_KEY", LOCAL_API_KEY))
     search.add_argument("--json", action="store_true", help="the API's JSON on stdout")
     serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"where state persists across restarts (default: {DEFAULT_DATA_DIR}/)",
+    )
+    for command in (demo, ingest, serve):
+        command.add_argument(
+            "--backend",
+            choices=BACKENDS,
+            default="sqlite",
+            help="sqlite (embedded, the default) or moto (in-process AWS, state lost at exit)",
+        )
     add_eval_parser(commands)
     return parser
 
@@ -387,15 +435,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "extract":
             return run_extract(sys.stdin, sys.stdout, sys.stderr)
         if args.command == "ingest":
-            return run_ingest(args.file, args.json, args.query, sys.stdout)
+            return run_ingest(
+                args.file,
+                args.json,
+                args.query,
+                backend=args.backend,
+                data_dir=args.data_dir,
+                stdout=sys.stdout,
+            )
         if args.command == "search":
             request = {"user_id": args.user, "query": args.query, "k": args.k}
             return run_search(args.url, args.api_key, request, as_json=args.json, stdout=sys.stdout)
         if args.command == "demo":
-            return run_demo(args.conversation, sys.stdout)
+            return run_demo(args.conversation, args.backend, sys.stdout)
         if args.command == "eval":
             return run_eval(args, sys.stdout, sys.stderr)
-        return run_serve(args.port, sys.stdout)
+        return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")
         return 2

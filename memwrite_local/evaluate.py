@@ -350,7 +350,7 @@ def evaluate(
                 q for q in conversation.questions if question_user(q, conversation) == user
             ]
             run = run_conversation(
-                _request(conversation, user), [q.question for q in questions], max(ks)
+                _request(conversation, user), [q.question for q in questions], search_k=max(ks)
             )
             tally = tallies[index]
             tally.questions += len(questions)

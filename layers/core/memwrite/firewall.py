@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from memwrite.patterns import by_first_char
 from memwrite.reasons import SecretKind
 
 __all__ = ["Finding", "luhn_valid", "mask", "normalise", "placeholder", "scan"]
@@ -166,17 +167,8 @@ _TRIGGER_WORDS = (
 )  # fmt: skip
 
 
-def _by_first_char(words: tuple[str, ...]) -> str:
-    """An alternation grouped by first character ("a(?:kia|sia)|s(?:k-|sn)"): the regex engine
-    then tries one group per position instead of every word, several times faster."""
-    groups: dict[str, list[str]] = {}
-    for word in sorted(words, key=len, reverse=True):
-        groups.setdefault(word[0], []).append(re.escape(word[1:]))
-    return "|".join(f"{re.escape(first)}(?:{'|'.join(rest)})" for first, rest in groups.items())
-
-
 # Both searched in the lower-cased text (cheaper than IGNORECASE).
-_MAY_NAME_SECRET = re.compile(_by_first_char(_TRIGGER_WORDS))
+_MAY_NAME_SECRET = re.compile(by_first_char(_TRIGGER_WORDS))
 # Then the words as the detectors need them, so "shopping", "passed" and "monkey" run none.
 _NAMES_SECRET = re.compile(
     r"-----begin|akia|asia|abia|acca|aiza|sk-|gh[pousr]_|github_pat|xox|_live_|eyj|bearer"

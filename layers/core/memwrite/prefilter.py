@@ -8,8 +8,10 @@ no state; `prefilter_turn` adds the rate gate.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, wraps
+from typing import ParamSpec
 
 from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
 from memwrite.firewall import Finding, mask, normalise, scan
@@ -28,18 +30,21 @@ from memwrite.reasons import (
     TooShort,
     UserRule,
 )
-from memwrite.segment import Segment, reassemble, split_segments
+from memwrite.segment import Segment, reassemble, sentences_of, split_segments
 from memwrite.skip_rules import (
     CONTEXT_QUESTION_RULES,
     NOT_ANSWERABLE_RULES,
     compile_user_patterns,
     is_answer_word,
     match_skip_rule,
+    plainly_kept,
 )
 
 __all__ = [
     "Screening",
     "count_words",
+    "decision_of",
+    "gate_turn",
     "mask_secrets",
     "may_be_short_answer",
     "prefilter_turn",
@@ -48,6 +53,7 @@ __all__ = [
     "screen",
 ]
 
+_P = ParamSpec("_P")
 STAGE = "pre_filter"
 # A turn this short whose every sentence was dropped may still answer the question before it.
 SHORT_ANSWER_MAX_WORDS = 6
@@ -98,10 +104,16 @@ def _skip_reason(rule: str, user_rule: bool) -> SkipReason:
     return UserRule(name=rule) if user_rule else MatchedSkipPattern(pattern=rule)
 
 
+@lru_cache(maxsize=256)
+def _too_short(words: int, min_words: int) -> TooShort:
+    return TooShort(word_count=words, min_words=min_words)
+
+
 def mask_secrets(text: str) -> str:
     """The turn with every secret and PII masked: the form used for ids and hashes."""
     normalised = normalise(text)
-    return mask(normalised, scan(normalised))
+    findings = scan(normalised)
+    return mask(normalised, findings) if findings else normalised
 
 
 def _inside(segment_start: int, segment_end: int, findings: list[Finding]) -> list[Finding]:
@@ -112,7 +124,7 @@ def _inside(segment_start: int, segment_end: int, findings: list[Finding]) -> li
 class _Verdict:
     """One segment's fate: kept (masked text) or dropped for a reason."""
 
-    segment: Segment
+    text: str
     masked: str
     reason: SkipReason | None
     rule: str | None = None
@@ -120,40 +132,58 @@ class _Verdict:
 
 def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict], list[SecretKind]]:
     findings = [f for f in scan(text) if f.kind not in config.allowed_pii]
-    user_patterns = _compiled(config.user_skip_patterns)
-    verdicts: list[_Verdict] = []
+    sentences = None if findings or config.user_skip_patterns else sentences_of(text)
+    if sentences is not None:
+        # The common turn: no secret to mask, no tenant rule, no block; most sentences are
+        # decided by `plainly_kept` alone. The rules read a segment's text, not its offsets.
+        verdicts = [
+            _Verdict(sentence, sentence, None)
+            if plainly_kept(sentence, config.short_meta_request_max_chars)
+            else _judged(Segment(sentence, 0, len(sentence)), sentence, config)
+            for sentence in sentences
+        ]
+        return _keep_context_questions(verdicts), []
+    verdicts = []
     redacted: list[SecretKind] = []
     for segment in split_segments(text):
         masked = segment.text
-        if findings:  # the common case has none: nothing to block or mask
+        if findings:
             secrets = _inside(segment.start, segment.end, findings)
             redacted.extend(f.kind for f in secrets if f.kind not in redacted)
             blocking = [
                 f for f in secrets if config.firewall_actions.get(f.kind) is FirewallAction.BLOCK
             ]
             if blocking:
-                verdicts.append(_Verdict(segment, "", PolicyBlocked(kind=blocking[0].kind)))
+                verdicts.append(_Verdict(segment.text, "", PolicyBlocked(kind=blocking[0].kind)))
                 continue
             masked = mask(segment.text, secrets, offset=segment.start)
-        matched = match_skip_rule(
-            segment,
-            short_meta_max_chars=config.short_meta_request_max_chars,
-            user_patterns=user_patterns,
-        )
-        if matched is None:
-            verdicts.append(_Verdict(segment, masked, None))
-        else:
-            reason = _skip_reason(matched.name, matched.user_rule)
-            verdicts.append(_Verdict(segment, masked, reason, matched.name))
-    # A question dropped for its form stays when a kept sentence follows: it is that
-    # sentence's context ("who runs the project? I think it's Priya").
+        verdicts.append(_judged(segment, masked, config))
+    return _keep_context_questions(verdicts), redacted
+
+
+def _judged(segment: Segment, masked: str, config: PrefilterConfig) -> _Verdict:
+    """A segment judged by every skip rule (built-in, then the tenant's)."""
+    matched = match_skip_rule(
+        segment,
+        short_meta_max_chars=config.short_meta_request_max_chars,
+        user_patterns=_compiled(config.user_skip_patterns),
+    )
+    if matched is None:
+        return _Verdict(segment.text, masked, None)
+    reason = _skip_reason(matched.name, matched.user_rule)
+    return _Verdict(segment.text, masked, reason, matched.name)
+
+
+def _keep_context_questions(verdicts: list[_Verdict]) -> list[_Verdict]:
+    """A question dropped for its form stays when a kept sentence follows: it is that
+    sentence's context ("who runs the project? I think it's Priya")."""
     kept_after = False
     for verdict in reversed(verdicts):
         if verdict.reason is None:
             kept_after = True
         elif kept_after and verdict.rule in CONTEXT_QUESTION_RULES:
             verdict.reason = None
-    return verdicts, redacted
+    return verdicts
 
 
 def question_of(turn: str, config: PrefilterConfig) -> str | None:
@@ -164,7 +194,7 @@ def question_of(turn: str, config: PrefilterConfig) -> str | None:
     if not verdicts:
         return None
     last = verdicts[-1]
-    if not last.segment.text.rstrip().endswith("?") or isinstance(last.reason, PolicyBlocked):
+    if not last.text.rstrip().endswith("?") or isinstance(last.reason, PolicyBlocked):
         return None
     if last.rule in NOT_ANSWERABLE_RULES:
         return None
@@ -218,13 +248,13 @@ def screen(content: str, config: PrefilterConfig, previous: str | None = None) -
         if answer is not None:
             return answer
     if too_short:
-        return Screening(TooShort(word_count=words, min_words=config.min_words), None)
+        return Screening(_too_short(words, config.min_words), None)
     first = verdicts[0].reason
     assert first is not None  # every segment was dropped for a reason
     return Screening(first, None, sentences=len(verdicts), dropped_by=dropped_by)
 
 
-def prefilter_turn(
+def gate_turn(
     *,
     content: str,
     role: Role,
@@ -234,31 +264,36 @@ def prefilter_turn(
     claimant: str,
     now: float,
     previous: str | None = None,
-) -> PrefilterDecision:
-    """The full stage-1 decision for one turn.
+) -> tuple[Screening, SkipReason | None]:
+    """The full stage-1 decision for one turn, without building its model: the screening, and
+    the reason the turn is skipped (the screening's, or a later gate's), None when it passes.
 
     `rate_scope` identifies whose repeats are limited (tenant and user); `claimant` is the turn
     id, so a client re-sending the same turn is not rate-limited against itself; `previous` is
     the conversation's turn before this one, when known (short answers keep its question).
     """
     screening = screen(content, config, previous)
-    # What the skip rules did is counted whatever the later gates decide.
-    judged = {"sentences": screening.sentences, "dropped_by": screening.dropped_by}
     if screening.reason is not None or screening.text is None:
-        return PrefilterDecision(decision=Decision.SKIP, reason=screening.reason, **judged)
+        return screening, screening.reason
     # "Yeah" answering two different questions is two different facts, not a repeat.
     repeatable = (
         screening.text if screening.context is None else f"{screening.context}\n{screening.text}"
     )
     rate_key = content_hash(rate_scope, repeatable.casefold())
-    reason: SkipReason | None = None
     if not rate_gate.admit(rate_key, claimant, now, config.rate_limit_window_secs):
-        reason = RateLimited(window_secs=config.rate_limit_window_secs)
-    elif role is Role.ASSISTANT and not config.extract_from_assistant:
-        reason = AssistantTurn()
-    elif role in (Role.SYSTEM, Role.TOOL):
-        reason = NonConversationalTurn(role=role.value)
-    if reason is not None:
+        return screening, RateLimited(window_secs=config.rate_limit_window_secs)
+    if role is Role.ASSISTANT and not config.extract_from_assistant:
+        return screening, AssistantTurn()
+    if role in (Role.SYSTEM, Role.TOOL):
+        return screening, NonConversationalTurn(role=role.value)
+    return screening, None
+
+
+def decision_of(screening: Screening, reason: SkipReason | None) -> PrefilterDecision:
+    """`gate_turn`'s result as the `PrefilterDecision` model."""
+    # What the skip rules did is counted whatever the later gates decide.
+    judged = {"sentences": screening.sentences, "dropped_by": screening.dropped_by}
+    if reason is not None or screening.text is None:
         return PrefilterDecision(decision=Decision.SKIP, reason=reason, **judged)
     return PrefilterDecision(
         decision=Decision.PASS,
@@ -267,3 +302,18 @@ def prefilter_turn(
         context=screening.context,
         **judged,
     )
+
+
+def _as_model(
+    gate: Callable[_P, tuple[Screening, SkipReason | None]],
+) -> Callable[_P, PrefilterDecision]:
+    @wraps(gate)
+    def decide(*args: _P.args, **kwargs: _P.kwargs) -> PrefilterDecision:
+        return decision_of(*gate(*args, **kwargs))
+
+    return decide
+
+
+# The full stage-1 decision for one turn as its model (the API's and the oracle's); the CLI
+# writes its lines from `gate_turn` directly, without building the model.
+prefilter_turn = _as_model(gate_turn)

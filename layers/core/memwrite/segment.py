@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Segment", "SegmentKind", "reassemble", "split_segments"]
+__all__ = ["Segment", "SegmentKind", "reassemble", "sentences_of", "split_segments"]
 
 
 class SegmentKind(StrEnum):
@@ -39,8 +39,14 @@ _BLOCK = re.compile(
 )
 # A boundary candidate: terminal punctuation (with closing quotes/brackets) then whitespace,
 # or line breaks. The empty group `starts` is set when what follows may start a sentence (a
-# capital, digit, quote, bracket or symbol); it never changes what the candidate spans.
-_BOUNDARY = re.compile(r"[.?!…]+[\"')\]]*\s+(?:(?=[A-Z0-9\"'(\[¿¡]|[^\w\s])(?P<starts>))?|\n+")
+# capital, digit, quote, bracket or symbol); it never changes what the candidate spans. The
+# pattern opens with one character class (the two cases told apart by a look-behind) so the
+# regex engine skips to the next candidate character in C instead of trying every position.
+_BOUNDARY = re.compile(
+    r"[.?!…\n](?:(?<=\n)\n*"
+    r"|(?<=[.?!…])[.?!…]*[\"')\]]*\s+(?:(?=[A-Z0-9\"'(\[¿¡]|[^\w\s])(?P<starts>))?)"
+)
+_STARTS = _BOUNDARY.groupindex["starts"]
 _ABBREVIATIONS = frozenset(
     [
         "mr",
@@ -97,36 +103,47 @@ def _ends_with_abbreviation(prefix: str) -> bool:
     return token in _ABBREVIATIONS or single_initial
 
 
-def _split_prose(text: str, offset: int) -> list[Segment]:
-    segments: list[Segment] = []
+def _prose_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each sentence of `text`, without its surrounding whitespace."""
+    spans: list[tuple[int, int]] = []
     start = 0
     for match in _BOUNDARY.finditer(text):
         end = match.end()
-        first = text[match.start()]
-        if first != "\n":
-            if match.start("starts") < 0:
-                continue
-            if first == "." and _ends_with_abbreviation(text[start:end]):
-                continue
-        _append_stripped(segments, text, start, end, offset)
+        if match.start(_STARTS) < 0:
+            if text[match.start()] != "\n":
+                continue  # what follows cannot start a sentence
+        elif text[match.start()] == "." and _ends_with_abbreviation(text[start:end]):
+            continue
+        _append_stripped(spans, text, start, end)
         start = end
-    _append_stripped(segments, text, start, len(text), offset)
-    return segments
+    _append_stripped(spans, text, start, len(text))
+    return spans
 
 
-def _append_stripped(segments: list[Segment], text: str, start: int, end: int, offset: int) -> None:
+def _append_stripped(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
     piece = text[start:end]
     stripped = piece.strip()
     if stripped:
-        lead = len(piece) - len(piece.lstrip())
-        begin = offset + start + lead
-        segments.append(Segment(stripped, begin, begin + len(stripped)))
+        begin = start + len(piece) - len(piece.lstrip())
+        spans.append((begin, begin + len(stripped)))
+
+
+def _split_prose(text: str, offset: int) -> list[Segment]:
+    return [Segment(text[s:e], offset + s, offset + e) for s, e in _prose_spans(text)]
+
+
+def sentences_of(text: str) -> list[str] | None:
+    """The sentences of a turn without code or tool blocks (the common case), as strings; None
+    when the turn may hold a block (then `split_segments` is the way)."""
+    if any(marker in text for marker in _BLOCK_MARKERS):
+        return None
+    return [text[s:e] for s, e in _prose_spans(text)]
 
 
 def split_segments(text: str) -> list[Segment]:
     """Split a turn into sentences and atomic code / tool-call blocks, in order."""
     if not any(marker in text for marker in _BLOCK_MARKERS):
-        return _split_prose(text, 0)  # the common case: no block to keep whole
+        return _split_prose(text, 0)  # no block to keep whole
     segments: list[Segment] = []
     cursor = 0
     for block in _BLOCK.finditer(text):
@@ -140,6 +157,9 @@ def split_segments(text: str) -> list[Segment]:
 
 def reassemble(texts: list[str]) -> str:
     """Join kept segments: a space between sentences, a line break around blocks."""
+    joined = " ".join(texts)
+    if "\n" not in joined:
+        return joined  # the common case: no block, no line inside a sentence
     out = ""
     previous = ""
     for piece in texts:

@@ -8,10 +8,12 @@ Lisbon." keeps its second sentence and a question that also carries a fact keeps
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memwrite.config import UserSkipPattern
+from memwrite.patterns import by_first_char
 from memwrite.segment import Segment, SegmentKind
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "compile_user_patterns",
     "is_answer_word",
     "match_skip_rule",
+    "plainly_kept",
 ]
 
 # Whole phrases, matched longest first so "thank you" wins over "thank".
@@ -435,33 +438,46 @@ class _PhraseRule:
         self._words = frozenset(" ".join(phrases).split())
         # Every word a match can hold; a capitalised word outside `_words` is still a name.
         self._vocabulary = self._words
-        alternatives = [re.escape(p) for p in phrases]
+        # Grouped by first character: a full match exists or not whatever the order of the
+        # alternatives, and the engine no longer tries every phrase at each word.
+        alternatives = by_first_char(phrases)
         if extra is not None:
-            alternatives.insert(0, extra.pattern)
+            alternatives = f"{extra.pattern}|{alternatives}"
             self._vocabulary |= _pattern_words(extra)
-        self._sequence = re.compile(r"(?:(?:" + "|".join(alternatives) + r") )+")
+        self._sequence = re.compile(r"(?:(?:" + alternatives + r") )+")
 
-    def matches(self, words: list[str]) -> bool:
+    @property
+    def vocabulary(self) -> frozenset[str]:
+        return self._vocabulary
+
+    def matches(self, words: list[str], lowered: list[str]) -> bool:
+        """Whether `words` (and `lowered`, the same lower-cased) are a sequence of phrases."""
         if not words:
             return False
         # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
         outside = 0
-        for word in words:
-            if word.lower() not in self._vocabulary:
+        for low in lowered:
+            if low not in self._vocabulary:
                 outside += 1
                 if outside > 1:
                     return False
         # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
-        names = [w for w in words if _CAPITALISED.match(w) and w.lower() not in self._words]
+        names = [
+            w
+            for w, low in zip(words, lowered, strict=True)
+            if _CAPITALISED.match(w) and low not in self._words
+        ]
         if len(names) > 1:
             return False
-        rest = " ".join(w.lower() for w in words if w not in names)
+        rest = " ".join(low for w, low in zip(words, lowered, strict=True) if w not in names)
         return bool(rest) and self._sequence.fullmatch(rest + " ") is not None
 
 
 _GREETING_ACK = _PhraseRule(_GREETING_ACK_PHRASES)
 _FAREWELL = _PhraseRule(_FAREWELL_PHRASES, _GREETING_ACK_PHRASES, extra=_WISH)
 _ENCOURAGEMENT = _PhraseRule(_ENCOURAGEMENT_PHRASES, _GREETING_ACK_PHRASES)
+# A sentence with two words outside all three vocabularies matches none of the phrase rules.
+_PHRASE_WORDS = _GREETING_ACK.vocabulary | _FAREWELL.vocabulary | _ENCOURAGEMENT.vocabulary
 
 
 def _vocabulary(words: str) -> frozenset[str]:
@@ -704,10 +720,9 @@ def _may_be_made_of_form_words(tokens: list[str]) -> bool:
     return _CHAT_SPELLING.search(" ".join(unknown).lower()) is not None
 
 
-def _is_evaluation(words: list[str]) -> bool:
+def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
     if not words or len(words) > _MAX_EVALUATION_WORDS:
         return False
-    lowered = [w.lower() for w in words]
     if not any(w in _EVALUATIVE or w == "sense" for w in lowered):
         return False  # an evaluation evaluates: "that's so sad", "makes sense"
     allowance = 1 if lowered[0] in _EVALUATION_OPENERS else 0  # "Cool setup!", "What a view"
@@ -758,6 +773,17 @@ def _is_reaction(text: str) -> bool:
     return _ALPHANUMERIC.search(text) is None
 
 
+# `_META_TALK` then `_UI_COMMAND` in one case-sensitive pattern for lower-cased ASCII text,
+# where it matches exactly what the two IGNORECASE patterns match (no Unicode case folding).
+_META_OR_UI_LOWER = re.compile(f"(?:{_META_TALK.pattern})|(?:{_UI_COMMAND.pattern})")
+
+
+def _is_meta_talk_or_ui_command(bare: str) -> bool:
+    if bare.isascii():
+        return _META_OR_UI_LOWER.fullmatch(bare.lower()) is not None
+    return _META_TALK.fullmatch(bare) is not None or _UI_COMMAND.fullmatch(bare) is not None
+
+
 def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     """The first built-in rule, in DESIGN.md's order, that the whole segment matches."""
     if segment.kind is SegmentKind.TOOL_CALL:
@@ -770,25 +796,54 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     tokens = _tokens(bare) if short_form else []
     # `words` stays empty when no rule made of words can match: they all fail on it.
     words = _canonical_words(tokens) if _may_be_made_of_form_words(tokens) else []
-    if _GREETING_ACK.matches(words):
+    lowered = [w.lower() for w in words]
+    phrases = len(set(lowered).difference(_PHRASE_WORDS)) < 2  # one set operation for three
+    if phrases and _GREETING_ACK.matches(words, lowered):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
         return "short_meta_request"
     if _is_reaction(text):
         return "reaction"
-    if short_form and _META_TALK.fullmatch(bare):
-        return "meta_talk"
-    if short_form and _UI_COMMAND.fullmatch(bare):
-        return "ui_command"
-    if _FAREWELL.matches(words):
+    if short_form and _is_meta_talk_or_ui_command(bare):
+        return "meta_talk" if _META_TALK.fullmatch(bare) else "ui_command"
+    if phrases and _FAREWELL.matches(words, lowered):
         return "farewell"
-    if _ENCOURAGEMENT.matches(words):
+    if phrases and _ENCOURAGEMENT.matches(words, lowered):
         return "encouragement"
-    if _is_evaluation(words):
+    if _is_evaluation(words, lowered):
         return "evaluation"
     if not short_form or not _QUESTION_END.search(text):
         return None
     return _question_rule(text, words or _canonical_words(tokens))
+
+
+_NO_WORD_RULE_UNKNOWN_WORDS = 3  # one more than any word rule tolerates
+_NON_WORD_PUNCTUATION = "".join(c for c in string.punctuation if c not in "_'")
+
+
+def plainly_kept(text: str, short_meta_max_chars: int) -> bool:
+    """True only when no built-in rule can match this prose sentence: the common one, decided
+    without the per-rule checks; False means judge it with `match_skip_rule`.
+
+    ASCII only (lower-casing then keeps every token as it is), longer than a short meta
+    request, no "?" (no question rule), not a meta-talk or UI command, and three words that are
+    whole tokens outside `_FORM_WORDS` with no chat spelling (so `_canonical` keeps them): then
+    greeting, farewell, encouragement and evaluation all fail (none allows three unknown
+    words), and a letter is there (no reaction). A longer sentence only needs that letter."""
+    if len(text) <= short_meta_max_chars or "?" in text or not text.isascii():
+        return False
+    if len(text) > _MAX_FORM_CHARS:
+        return _ALPHANUMERIC.search(text) is not None
+    lowered = text.lower()
+    unknown = 0
+    for chunk in lowered.split():
+        # Between spaces and without its punctuation, an alphanumeric chunk is one `_WORD`.
+        word = chunk.strip(_NON_WORD_PUNCTUATION)
+        if word not in _FORM_WORDS and word.isalnum() and not _CHAT_SPELLING.search(word):
+            unknown += 1
+            if unknown == _NO_WORD_RULE_UNKNOWN_WORDS:
+                return _META_OR_UI_LOWER.fullmatch(lowered.rstrip(_TRAILING_CHARS)) is None
+    return False
 
 
 def is_answer_word(text: str) -> bool:
