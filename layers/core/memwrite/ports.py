@@ -40,6 +40,8 @@ __all__ = [
     "MemoryIndex",
     "MemoryStore",
     "MetricsSink",
+    "PipelineRun",
+    "PipelineRunner",
     "RateStore",
     "ResolveJudge",
     "SessionLog",
@@ -282,3 +284,17 @@ class CandidateVerifier(Protocol):
         Raises `MalformedLlmOutput` when the answer is not a valid `VerifierVerdict`, and the
         `LlmUnavailable` / `LlmRequestRejected` of `memwrite.llm_extractor`.
         """
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """How one state machine execution ended: `error` names the failure when not succeeded."""
+
+    succeeded: bool
+    error: str | None = None
+
+
+class PipelineRunner(Protocol):
+    def run(self, name: str, payload: str) -> PipelineRun:
+        """Run the pipeline state machine on `payload` (JSON) and wait for it to end."""
+        ...

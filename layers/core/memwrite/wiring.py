@@ -23,10 +23,19 @@ if TYPE_CHECKING:
         DedupeJudge,
         ExtractionLlm,
         MetricsSink,
+        PipelineRunner,
         SpanStore,
     )
 
-__all__ = ["ApiDeps", "build_api_deps", "build_llm", "build_stage_deps"]
+__all__ = [
+    "ApiDeps",
+    "DeadLetterDeps",
+    "build_api_deps",
+    "build_dead_letter_deps",
+    "build_llm",
+    "build_pipeline_runner",
+    "build_stage_deps",
+]
 
 
 @dataclass
@@ -194,3 +203,26 @@ def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tu
     """The settings and the deps a pipeline stage's `run` takes, from the environment."""
     aws = _Aws(LambdaEnvironment.load(environ))
     return aws.env.settings, _BUILDERS[stage](aws)
+
+
+def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:
+    """The dispatcher's state machine client (it needs no table)."""
+    from memwrite.adapters.aws_clients import stepfunctions_client
+    from memwrite.adapters.stepfunctions import StepFunctionsPipeline
+
+    env = LambdaEnvironment.load(environ)
+    return StepFunctionsPipeline(
+        stepfunctions_client(env.aws_endpoint_url), env.state_machine_arn()
+    )
+
+
+@dataclass
+class DeadLetterDeps:
+    spans: SpanStore
+    metrics: MetricsSink
+
+
+def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLetterDeps:
+    """The failure path's adapters: it writes spans and metrics only."""
+    aws = _Aws(LambdaEnvironment.load(environ))
+    return DeadLetterDeps(spans=aws.spans, metrics=aws.metrics)

@@ -1,0 +1,155 @@
+"""The OpenSearch Serverless collection of the search index (issue "Stage 7 and the read
+path"): encryption, network and data access policies, and the deploy-time step that creates
+the index and the hybrid search pipeline (a custom resource over the index-setup handler)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_opensearchserverless as aoss
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from infra.config import SearchConfig
+
+__all__ = ["INDEX_SETUP_HANDLER", "SearchCollection"]
+
+# Written with the OpenSearch adapter (issue 10): creates the index mapping and the hybrid
+# search pipeline; on Update re-applies them (idempotent), on Delete leaves the data.
+INDEX_SETUP_HANDLER = "functions.index_setup.handler.on_event"
+
+
+class SearchCollection(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SearchConfig,
+        writers: Sequence[iam.IRole],
+        readers: Sequence[iam.IRole],
+        admins: Sequence[iam.IRole],
+        removal_policy: cdk.RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        name = config.collection_name
+        encryption = aoss.CfnSecurityPolicy(
+            self,
+            "Encryption",
+            name=f"{name}-enc",
+            type="encryption",
+            policy=json.dumps(
+                {
+                    "Rules": [{"ResourceType": "collection", "Resource": [f"collection/{name}"]}],
+                    "AWSOwnedKey": True,
+                }
+            ),
+        )
+        network = aoss.CfnSecurityPolicy(
+            self,
+            "Network",
+            name=f"{name}-net",
+            type="network",
+            # Public endpoint, IAM (SigV4) authentication and the data policy below decide
+            # access; a VPC endpoint would put every Lambda in a VPC.
+            policy=json.dumps(
+                [
+                    {
+                        "Rules": [
+                            {"ResourceType": "collection", "Resource": [f"collection/{name}"]}
+                        ],
+                        "AllowFromPublic": True,
+                    }
+                ]
+            ),
+        )
+        self.collection = aoss.CfnCollection(
+            self,
+            "Collection",
+            name=name,
+            type="SEARCH",  # BM25 and kNN vectors in one index (hybrid queries)
+            standby_replicas="ENABLED" if config.standby_replicas else "DISABLED",
+        )
+        self.collection.add_dependency(encryption)
+        self.collection.add_dependency(network)
+        self.collection.apply_removal_policy(removal_policy)
+
+        def data_rule(roles: Sequence[iam.IRole], permissions: list[str]) -> dict[str, object]:
+            return {
+                "Rules": [
+                    {
+                        "ResourceType": "index",
+                        "Resource": [f"index/{name}/{config.index_name}"],
+                        "Permission": permissions,
+                    }
+                ],
+                "Principal": [role.role_arn for role in roles],
+            }
+
+        rules = [
+            data_rule(writers, ["aoss:ReadDocument", "aoss:WriteDocument", "aoss:DescribeIndex"]),
+            data_rule(readers, ["aoss:ReadDocument", "aoss:DescribeIndex"]),
+        ]
+        rules.append(
+            {
+                "Rules": [
+                    {
+                        "ResourceType": "index",
+                        "Resource": [f"index/{name}/{config.index_name}"],
+                        "Permission": [
+                            "aoss:CreateIndex",
+                            "aoss:UpdateIndex",
+                            "aoss:DescribeIndex",
+                        ],
+                    },
+                    {
+                        "ResourceType": "collection",
+                        "Resource": [f"collection/{name}"],
+                        "Permission": [
+                            "aoss:DescribeCollectionItems",
+                            "aoss:UpdateCollectionItems",
+                        ],
+                    },
+                ],
+                "Principal": [role.role_arn for role in admins],
+            }
+        )
+        aoss.CfnAccessPolicy(
+            self,
+            "DataAccess",
+            name=f"{name}-data",
+            type="data",
+            policy=cdk.Stack.of(self).to_json_string([r for r in rules if r["Principal"]]),
+        )
+        for role in [*writers, *readers, *admins]:
+            # The data policy decides per index; IAM must let the role call the collection.
+            iam.Policy(
+                self,
+                f"ApiAccess{cdk.Names.node_unique_id(role.node)[-8:]}",
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn]
+                    )
+                ],
+                roles=[role],
+            )
+        self.endpoint = self.collection.attr_collection_endpoint
+
+    def add_index_setup(self, on_event: lambda_.IFunction, config: SearchConfig) -> None:
+        """The deploy-time index and pipeline creation, run after the collection exists."""
+        provider = cr.Provider(self, "IndexSetupProvider", on_event_handler=on_event)
+        resource = cdk.CustomResource(
+            self,
+            "IndexSetup",
+            service_token=provider.service_token,
+            properties={
+                "endpoint": self.endpoint,
+                "index": config.index_name,
+                "search_pipeline": config.search_pipeline,
+            },
+        )
+        resource.node.add_dependency(self.collection)
