@@ -12,13 +12,13 @@ import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-import aws_cdk as cdk  # noqa: E402  (after the banner switch)
-from aws_cdk.assertions import Template  # noqa: E402
+import aws_cdk as cdk
+from aws_cdk.assertions import Template
 
-from infra.app import build_app  # noqa: E402
-from infra.config import ENVIRONMENTS, EnvConfig  # noqa: E402
-from memwrite.payloads import ItemsPayload  # noqa: E402
-from memwrite.stages import STAGES, StageDef, StagePlacement  # noqa: E402
+from infra.app import build_app
+from infra.config import ENVIRONMENTS, EnvConfig
+from memwrite.payloads import ItemsPayload
+from memwrite.stages import STAGES, StageDef, StagePlacement
 
 # A stream stage shaped like the indexer of issue 10 (its code is not on this branch): the
 # stack must give it the outbox stream, the search collection and the outbox-lag alarm.

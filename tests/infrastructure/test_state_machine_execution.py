@@ -1,0 +1,224 @@
+"""The state machine CDK deploys, executed by moto's Step Functions interpreter with the real
+handlers in-process (each Lambda task dispatched by the `Handler` its function deploys with):
+turn -> memory row; a transient failure retried; a permanent one caught to the failure path.
+
+Follow-up once issue 10 lands: `test_memory_row_reaches_the_search_index` (the outbox stream
+-> hype -> searchable leg) needs the hype handler and the OpenSearch adapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+
+from memwrite.dispatch import plan_executions
+from memwrite.errors import StageInputError, StoreUnavailable
+from memwrite.memory import MemoryUnit
+from memwrite.models import QueuedTurn
+from memwrite.schema import TABLES
+from memwrite_local.runner import LocalContext
+from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition
+from tests.infrastructure.conftest import Synthesized
+
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+class Aws:
+    """moto with the deployed tables, the pipeline DLQ and the state machine."""
+
+    def __init__(self, synth: Synthesized) -> None:
+        template = synth.json
+        self.handlers = function_handlers(template)
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        for table in TABLES:
+            dynamodb.create_table(**table.create_table_kwargs(f"memwrite-{table.logical_name}"))
+            os.environ[f"{table.logical_name.upper()}_TABLE"] = f"memwrite-{table.logical_name}"
+        sqs = boto3.client("sqs", region_name=REGION)
+        queue_urls = {
+            logical_id: sqs.create_queue(
+                QueueName=logical_id + (".fifo" if r["Properties"].get("FifoQueue") else ""),
+                Attributes={"FifoQueue": "true"} if r["Properties"].get("FifoQueue") else {},
+            )["QueueUrl"]
+            for logical_id, r in template["Resources"].items()
+            if r["Type"] == "AWS::SQS::Queue"
+        }
+        self.pipeline_dlq = next(
+            url for k, url in queue_urls.items() if k.startswith("QueuesPipelineDlq")
+        )
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.arn = self.sfn.create_state_machine(
+            name="pipeline",
+            definition=state_machine_definition(template, queue_urls),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+            type="EXPRESS",
+        )["stateMachineArn"]
+
+    def execute(self, turns: list[QueuedTurn], name: str) -> dict[str, Any]:
+        (planned,) = plan_executions([(f"m{i}", t) for i, t in enumerate(turns)])
+        arn = self.sfn.start_execution(
+            stateMachineArn=self.arn, name=name, input=planned.payload()
+        )["executionArn"]
+        while (result := self.sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
+            pass
+        return dict(result)
+
+    def items(self, table: str) -> list[dict[str, Any]]:
+        return boto3.client("dynamodb", region_name=REGION).scan(TableName=f"memwrite-{table}")[
+            "Items"
+        ]
+
+    def memory_values(self) -> list[str | None]:
+        return [
+            MemoryUnit.model_validate_json(item["doc"]["S"]).value
+            for item in self.items("memories")
+            if "doc" in item
+        ]
+
+    def dead_lettered(self) -> list[dict[str, Any]]:
+        messages = (
+            boto3.client("sqs", region_name=REGION)
+            .receive_message(QueueUrl=self.pipeline_dlq, MaxNumberOfMessages=10)
+            .get("Messages", [])
+        )
+        return [json.loads(m["Body"]) for m in messages]
+
+
+Fault = Callable[[str, int], Exception | None]  # (handler module, call number) -> error to raise
+
+
+@pytest.fixture
+def aws(
+    synthesized: dict[str, Synthesized], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Aws, list[Fault]]]:
+    from moto import mock_aws
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # offline: the rule extractor
+    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)
+    faults: list[Fault] = []
+    calls: dict[str, int] = {}
+    with mock_aws(config=MOTO_CONFIG):  # type: ignore[arg-type]
+        deployment = Aws(synthesized["dev"])
+
+        def invoke(  # noqa: PLR0917 (moto's LambdaSimpleBackend.invoke signature)
+            self: object,
+            function_name: str,
+            qualifier: object,
+            body: Any,
+            headers: Any,
+            response_headers: Any,
+        ) -> bytes:
+            module_name, _, attribute = deployment.handlers[
+                function_name.rsplit(":", maxsplit=1)[-1]
+            ].rpartition(".")
+            module = importlib.import_module(module_name)
+            calls[module_name] = calls.get(module_name, 0) + 1
+            try:
+                for fault in faults:
+                    if (error := fault(module_name, calls[module_name])) is not None:
+                        raise error
+                result = getattr(module, attribute)(json.loads(body), LocalContext())
+            except Exception as exc:  # the Lambda runtime's boundary: a failed invocation
+                response_headers["x-amz-function-error"] = "Unhandled"
+                return json.dumps(
+                    {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+                ).encode()
+            return json.dumps(result).encode()
+
+        monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
+        for stage_dir in ("extract", "resolve_refs", "dedupe", "conflict", "persist"):
+            importlib.import_module(f"functions.{stage_dir}.handler").handler.deps.cache_clear()
+        importlib.import_module("functions.dead_letter.handler").deps.cache_clear()
+        yield deployment, faults
+
+
+def turn(text: str, turn_id: str) -> QueuedTurn:
+    return QueuedTurn(
+        tenant="acme",
+        user_id="dana",
+        session_id="s-1",
+        agent_id=None,
+        trace_id="t-1",
+        turn_id=turn_id,
+        role="user",
+        text=text,
+        observed_at=datetime(2026, 3, 2, 9, tzinfo=UTC),
+        source="user_explicit",
+    )
+
+
+def test_a_turn_becomes_a_memory_row(aws: tuple[Aws, list[Fault]]) -> None:
+    deployment, _ = aws
+    # When the deployed definition runs one batch
+    result = deployment.execute([turn("I live in Berlin.", "a" * 32)], "ok")
+    # Then it succeeded, reports the batch done, and the memory and its outbox row exist
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"]) == [{"status": "done", "turn_ids": ["a" * 32]}]
+    assert deployment.memory_values() == ["Berlin"]
+    assert deployment.items("outbox")
+    assert deployment.dead_lettered() == []
+
+
+def test_a_transient_failure_is_retried(aws: tuple[Aws, list[Fault]]) -> None:
+    deployment, faults = aws
+    # Given conflict's first call fails with a transient error (DynamoDB throttled)
+    faults.append(
+        lambda module, n: (
+            StoreUnavailable("throttled")
+            if module == "functions.conflict.handler" and n == 1
+            else None
+        )
+    )
+    # When the batch runs
+    result = deployment.execute([turn("I live in Lisbon.", "b" * 32)], "retry")
+    # Then the Retry ran conflict again and the memory was stored
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"])[0]["status"] == "done"
+    assert deployment.memory_values() == ["Lisbon"]
+
+
+def test_a_permanent_failure_is_dead_lettered_with_nothing_half_written(
+    aws: tuple[Aws, list[Fault]],
+) -> None:
+    deployment, faults = aws
+    # Given persist fails for good
+    faults.append(
+        lambda module, n: (
+            StageInputError("bad payload") if module == "functions.persist.handler" else None
+        )
+    )
+    # When the batch runs
+    result = deployment.execute([turn("I live in Porto.", "c" * 32)], "catch")
+    # Then the iteration took the failure path, not a retry loop
+    assert result["status"] == "SUCCEEDED", result
+    (outcome,) = json.loads(result["output"])
+    assert outcome == {
+        "status": "dead_lettered",
+        "stage": "persist",
+        "error": "StageInputError",
+        "turn_ids": ["c" * 32],
+    }
+    # And the batch is in the pipeline DLQ with its turns, for a redrive
+    (message,) = deployment.dead_lettered()
+    assert message["stage"] == "persist" and message["batch"]["turns"][0]["turn_id"] == "c" * 32
+    # And the turn has an error span naming the stage
+    spans = [s for s in deployment.items("spans") if s["sk"]["S"].startswith("dead_letter#")]
+    assert len(spans) == 1
+    # And nothing of the memory was written
+    assert deployment.memory_values() == []
+    assert deployment.items("outbox") == []
