@@ -17,9 +17,11 @@ from memwrite.auth import resolve_tenant
 from memwrite.errors import (
     IdempotencyKeyReused,
     IngestLimitExceeded,
+    InvalidQuery,
     TimestampInFuture,
     TransientError,
     Unauthenticated,
+    UnknownMemory,
 )
 
 __all__ = ["json_response", "register_error_handlers", "tenant_of"]
@@ -53,7 +55,7 @@ def json_response(
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     # Powertools reports ("body", "turns", 0, "role"); clients want "turns[0].role".
     path = ""
-    for part in loc[1:] if loc and loc[0] == "body" else loc:
+    for part in loc[1:] if loc and loc[0] in {"body", "query"} else loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return path or "body"
 
@@ -117,6 +119,14 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
         return _field_error(
             HTTPStatus.UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key", exc
         )
+
+    @app.exception_handler(InvalidQuery)
+    def _invalid_query(exc: InvalidQuery) -> Response[dict[str, Any]]:
+        return _field_error(HTTPStatus.BAD_REQUEST, "invalid_request", exc.field, exc)
+
+    @app.exception_handler(UnknownMemory)
+    def _unknown_memory(exc: UnknownMemory) -> Response[dict[str, Any]]:
+        return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "memory_id": str(exc)})
 
     @app.exception_handler(TransientError)
     def _unavailable(exc: TransientError) -> Response[dict[str, Any]]:

@@ -10,6 +10,7 @@ Set `AWS_ENDPOINT_URL` to use another emulator or real AWS instead (then nothing
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ class LocalAws:
             self.uses_default_api_key = True
         self._stack.enter_context(_patched_environ({**base_env, **self._extra_env}))
         self._stack.enter_context(mock_aws())
+        # The embedded search index: one file the hype and query handlers share.
+        self._index_dir = self._stack.enter_context(tempfile.TemporaryDirectory())
         self.resources = self._create_resources()
         self._stack.enter_context(_patched_environ(self.handler_env()))
         return self
@@ -94,6 +97,7 @@ class LocalAws:
                 f"{table.logical_name.upper()}_TABLE": names[table.logical_name] for table in TABLES
             },
             "TURN_QUEUE_URL": self.resources.queue_url,
+            "MEMWRITE_INDEX_PATH": os.path.join(self._index_dir, "index.sqlite"),
         }
 
     @staticmethod

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 from memwrite.config import load_settings
 from memwrite.errors import MemwriteError
 from memwrite.ids import content_hash
+from memwrite.memory import MemoryUnit
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
 from memwrite_local.funnel import render_funnel
 
 if TYPE_CHECKING:
-    from memwrite.memory import MemoryUnit
     from memwrite.prompts.extract import BatchTurn
 
 __all__ = ["main"]
@@ -29,9 +29,26 @@ __all__ = ["main"]
 DEFAULT_CONVERSATION = Path("events/conversations/onboarding.json")
 
 
+# One encoder for every line (`json.dumps` with options builds a new one per call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _emit(out: TextIO, payload: dict[str, Any]) -> None:
-    out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    out.write(_ENCODE(payload) + "\n")
     out.flush()
+
+
+def _decision_line(decision: PrefilterDecision) -> str:
+    """The output line of one decision, as `_emit` would write it. A kept turn's line is a
+    template whose only variable parts, the strings, are JSON-encoded (the common case)."""
+    if decision.decision is not Decision.PASS:
+        reason = decision.reason.model_dump(mode="json") if decision.reason else None
+        return _ENCODE({"decision": decision.decision.value, "reason": reason, "text": None}) + "\n"
+    text = _ENCODE(decision.text)
+    if decision.context is None:
+        return f'{{"decision": "pass", "reason": null, "text": {text}}}\n'
+    context = _ENCODE(decision.context)
+    return f'{{"decision": "pass", "reason": null, "text": {text}, "context": {context}}}\n'
 
 
 def _line_time(record: dict[str, Any]) -> float | None:
@@ -96,14 +113,8 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             previous=previous[1] if same_conversation and previous else None,
         )
         previous = (session, content) if session is not None else None
-        output: dict[str, Any] = {
-            "decision": decision.decision.value,
-            "reason": decision.reason.model_dump(mode="json") if decision.reason else None,
-            "text": decision.text if decision.decision is Decision.PASS else None,
-        }
-        if decision.context is not None and decision.decision is Decision.PASS:
-            output["context"] = decision.context
-        _emit(stdout, output)
+        stdout.write(_decision_line(decision))
+        stdout.flush()
     return status
 
 
@@ -172,26 +183,17 @@ def run_extract(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     return status
 
 
+# What `ingest --json` prints of each memory (the search API returns these and more).
+MEMORY_JSON_FIELDS = frozenset(
+    {
+        *("memory_id", "type", "text", "entity", "attribute", "value", "tier", "confidence"),
+        *("observed_at", "valid_until", "superseded_by", "links", "negated", "corroboration"),
+    }
+)
+
+
 def _memory_json(memory: MemoryUnit) -> dict[str, Any]:
-    return memory.model_dump(
-        mode="json",
-        include={
-            "memory_id",
-            "type",
-            "text",
-            "entity",
-            "attribute",
-            "value",
-            "tier",
-            "confidence",
-            "observed_at",
-            "valid_until",
-            "superseded_by",
-            "links",
-            "negated",
-            "corroboration",
-        },
-    )
+    return memory.model_dump(mode="json", include=set(MEMORY_JSON_FIELDS))
 
 
 def _render_memories(memories: list[MemoryUnit]) -> str:
@@ -205,6 +207,43 @@ def _render_memories(memories: list[MemoryUnit]) -> str:
             f"{memory.confidence:.2f} {state}"
         )
     return "\n".join(lines)
+
+
+def _render_hits(results: list[dict[str, Any]]) -> str:
+    lines = [
+        f"  {hit['score']:.3f} {hit['memory_id'][:8]} {hit['text']}  ({', '.join(hit['matched'])})"
+        for hit in results
+    ]
+    return "\n".join(lines) or "  (nothing found)"
+
+
+def run_search(
+    url: str, api_key: str, request: dict[str, Any], *, as_json: bool, stdout: TextIO
+) -> int:
+    """`POST /v1/search` against a running `memwrite serve` (or any deployment's URL)."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps(request).encode()
+    http_request = urllib.request.Request(
+        f"{url.rstrip('/')}/v1/search",
+        data=body,
+        headers={"Content-Type": "application/json", "x-api-key": api_key},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(http_request, timeout=30) as response:
+            status, payload = response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        status, payload = exc.code, json.loads(exc.read() or b"{}")
+    if status != 200:
+        stdout.write(json.dumps({"error": payload, "status": status}) + "\n")
+        return 1
+    if as_json:
+        stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(_render_hits(payload["results"]) + "\n")
+    return 0
 
 
 def _load_conversation(path: Path) -> dict[str, Any]:
@@ -223,13 +262,20 @@ def _load_conversation(path: Path) -> dict[str, Any]:
     return document
 
 
-def run_ingest(path: Path, as_json: bool, stdout: TextIO) -> int:
-    """The whole local pipeline on a fresh embedded state; print the funnel and the memories."""
+def _search_result_json(result: dict[str, Any]) -> dict[str, Any]:
+    """A search hit as `ingest --json` prints it: the memory JSON, plus score and matched."""
+    memory = {field: result[field] for field in sorted(MEMORY_JSON_FIELDS)}
+    return {**memory, "score": result["score"], "matched": result["matched"]}
+
+
+def run_ingest(path: Path, as_json: bool, queries: Sequence[str], stdout: TextIO) -> int:
+    """The whole local pipeline on a fresh embedded state; print the funnel and the memories
+    (and, per `--query`, what a search finds once everything is indexed)."""
     from memwrite_local.pipeline import IngestFailed, run_conversation
 
     conversation = _load_conversation(path)
     try:
-        run = run_conversation(conversation)
+        run = run_conversation(conversation, queries)
     except IngestFailed as exc:
         stdout.write(json.dumps({"error": exc.body, "status": exc.status}) + "\n")
         return 1
@@ -240,12 +286,20 @@ def run_ingest(path: Path, as_json: bool, stdout: TextIO) -> int:
             "llm_calls": run.trace["llm_calls"],
             "cost_usd": run.trace["cost_usd"],
         }
+        if queries:
+            payload["queries"] = [
+                {"query": query, "results": [_search_result_json(r) for r in results]}
+                for query, results in run.searches
+            ]
         if run.failed:
             payload["failed"] = run.failed
         stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
         stdout.write(render_funnel(run.funnel) + "\n\nmemories\n")
         stdout.write(_render_memories(run.memories) + "\n")
+        for query, results in run.searches:
+            stdout.write(f"\nsearch {query!r}\n")
+            stdout.write(_render_hits(results) + "\n")
     return 1 if run.failed else 0
 
 
@@ -305,6 +359,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     ingest.add_argument("file", type=Path)
     ingest.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ingest.add_argument(
+        "--query",
+        action="append",
+        default=[],
+        help="search the ingested memories (repeatable); results under 'queries'",
+    )
+    search = commands.add_parser("search", help="search a user's memories on `memwrite serve`")
+    search.add_argument("query")
+    search.add_argument("--user", required=True)
+    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--url", default="http://127.0.0.1:8080")
+    search.add_argument("--api-key", default=os.environ.get("MEMWRITE_API_KEY", "local-dev-key"))
+    search.add_argument("--json", action="store_true", help="the API's JSON on stdout")
     serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     return parser
@@ -318,7 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "extract":
             return run_extract(sys.stdin, sys.stdout, sys.stderr)
         if args.command == "ingest":
-            return run_ingest(args.file, args.json, sys.stdout)
+            return run_ingest(args.file, args.json, args.query, sys.stdout)
+        if args.command == "search":
+            request = {"user_id": args.user, "query": args.query, "k": args.k}
+            return run_search(args.url, args.api_key, request, as_json=args.json, stdout=sys.stdout)
         if args.command == "demo":
             return run_demo(args.conversation, sys.stdout)
         return run_serve(args.port, sys.stdout)

@@ -6,6 +6,8 @@ batch through the stages until the queue is empty; the result is read back from 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +15,9 @@ from memwrite.memory import MemoryUnit
 from memwrite.models import StageSpan
 from memwrite_local.funnel import Funnel, build_funnel
 
-__all__ = ["IngestFailed", "LocalRun", "run_conversation"]
+__all__ = ["SEARCH_K", "IngestFailed", "LocalRun", "api_sized_requests", "run_conversation"]
+
+SEARCH_K = 5  # results per `--query`
 
 
 class IngestFailed(Exception):
@@ -32,23 +36,80 @@ class LocalRun:
     memories: list[MemoryUnit]
     funnel: Funnel
     failed: dict[str, str] = field(default_factory=dict)
+    searches: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
 
-def run_conversation(conversation: dict[str, Any]) -> LocalRun:
+def api_sized_requests(
+    conversation: dict[str, Any], max_turns: int, max_bytes: int
+) -> list[dict[str, Any]]:
+    """The conversation as `POST /v1/turns` bodies, in order, each within the API's limits
+    (turns per request and body bytes); a single turn over a limit still goes alone (and gets
+    the API's 413, which names it)."""
+    head = {key: value for key, value in conversation.items() if key != "turns"}
+    requests: list[dict[str, Any]] = []
+    chunk: list[dict[str, Any]] = []
+    for turn in conversation.get("turns", []):
+        candidate = [*chunk, turn]
+        too_big = len(json.dumps({**head, "turns": candidate}).encode()) > max_bytes
+        if chunk and (len(candidate) > max_turns or too_big):
+            requests.append({**head, "turns": chunk})
+            candidate = [turn]
+        chunk = candidate
+    if chunk or not requests:
+        requests.append({**head, "turns": chunk})
+    return requests
+
+
+def _merged_trace(traces: list[dict[str, Any]]) -> dict[str, Any]:
+    """One conversation sent as several requests: their traces read as one."""
+    merged = dict(traces[0])
+    merged["turn_ids"] = [tid for trace in traces for tid in trace["turn_ids"]]
+    merged["spans"] = [span for trace in traces for span in trace["spans"]]
+    merged["llm_calls"] = sum(trace["llm_calls"] for trace in traces)
+    merged["cost_usd"] = sum(trace["cost_usd"] for trace in traces)
+    merged["outcome"] = {
+        key: sum(trace["outcome"][key] for trace in traces) for key in ("stored", "merged")
+    }
+    statuses = {trace["status"] for trace in traces}
+    merged["status"] = next(
+        (s for s in ("failed", "in_progress") if s in statuses), traces[-1]["status"]
+    )
+    return merged
+
+
+def run_conversation(conversation: dict[str, Any], queries: Sequence[str] = ()) -> LocalRun:
     import boto3
 
     from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+
+    # An in-process run with its own key: the caller's configured keys need not include it.
+    from memwrite.config import load_settings
     from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
     from memwrite_local.runner import LocalRunner
 
-    # An in-process run with its own key: the caller's configured keys need not include it.
+    limits = load_settings().pipeline.ingest
+    failed: dict[str, str] = {}
+    searches: list[tuple[str, list[dict[str, Any]]]] = []
     with LocalAws(extra_env={"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}) as aws:
         runner = LocalRunner(aws)
-        response = runner.call("POST", "/v1/turns", conversation)
-        if response.status >= 400:
-            raise IngestFailed(response.status, response.body)
-        report = runner.drain()
-        trace = runner.call("GET", f"/v1/traces/{response.body['trace_id']}").body
+        traces = []
+        for body in api_sized_requests(
+            conversation, limits.max_turns_per_request, limits.max_body_bytes
+        ):
+            response = runner.call("POST", "/v1/turns", body)
+            if response.status >= 400:
+                raise IngestFailed(response.status, response.body)
+            report = runner.drain()
+            failed.update(report.failed)
+            failed.update(report.index_failed)
+            traces.append(runner.call("GET", f"/v1/traces/{response.body['trace_id']}").body)
+        trace = _merged_trace(traces)
+        for query in queries:
+            body = {"user_id": conversation["user_id"], "query": query, "k": SEARCH_K}
+            found = runner.call("POST", "/v1/search", body)
+            if found.status != 200:
+                raise IngestFailed(found.status, found.body)
+            searches.append((query, found.body["results"]))
         env = aws.handler_env()
         store = DynamoMemoryStore(
             boto3.client("dynamodb"),
@@ -67,4 +128,4 @@ def run_conversation(conversation: dict[str, Any]) -> LocalRun:
         len(set(trace["turn_ids"])), spans, stored=outcome["stored"], merged=outcome["merged"]
     )
     memories.sort(key=lambda memory: (memory.observed_at, memory.memory_id))
-    return LocalRun(trace, spans, memories, funnel, report.failed)
+    return LocalRun(trace, spans, memories, funnel, failed, searches)

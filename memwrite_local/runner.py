@@ -14,14 +14,16 @@ import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from memwrite_local.aws import LOCAL_API_KEY, LocalAws
 
 if TYPE_CHECKING:
     pass
 from memwrite.models import QueuedTurn
-from memwrite.payloads import ExtractInput
-from memwrite.stages import pipeline_stages
+from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
+from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
+from memwrite.stages import pipeline_stages, stream_stages
 
 __all__ = [
     "MAX_RECEIVES",
@@ -39,7 +41,13 @@ MAX_RECEIVES = 3  # deliveries of a failing batch before it is dead-lettered
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
     ("GET", "/v1/traces/", "functions.query.handler"),
+    ("POST", "/v1/search", "functions.query.handler"),
+    ("GET", "/v1/memories/", "functions.query.handler"),
+    ("GET", "/v1/users/", "functions.query.handler"),
+    ("DELETE", "/v1/users/", "functions.query.handler"),
 )
+_OUTBOX_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/memwrite-outbox/stream/local"
+STREAM_BATCH_SIZE = 100  # records per stream invocation (the event source mapping's BatchSize)
 
 
 @dataclass
@@ -57,10 +65,40 @@ class LocalContext:
 
 @dataclass
 class DrainReport:
-    """What a drain produced: the last stage's output per turn, and the turns that failed."""
+    """What a drain produced: the last stage's output per turn, and the turns that failed;
+    then what the outbox consumer indexed, and the outbox rows it gave up on (the stream's
+    on-failure destination), by `memory_id#rev`."""
 
     outputs: list[dict[str, Any]] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    indexed: list[IndexedChange] = field(default_factory=list)
+    index_failed: dict[str, str] = field(default_factory=dict)
+
+
+def stream_record(change: OutboxChange, sequence: int) -> dict[str, Any]:
+    """An outbox row as the table's stream delivers it to Lambda (an INSERT, NEW_IMAGE)."""
+    keys = {
+        PARTITION_KEY: {"S": f"{change.tenant}#{change.user_id}"},
+        SORT_KEY: {"S": outbox_sort_key(change.memory_id, change.rev)},
+    }
+    image = dict(keys)
+    if change.trace_id is not None:
+        image["trace_id"] = {"S": change.trace_id}
+    return {
+        "eventID": uuid.uuid4().hex,
+        "eventName": "INSERT",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": keys,
+            "NewImage": image,
+            "SequenceNumber": str(sequence),
+            "SizeBytes": 100,
+            "StreamViewType": "NEW_IMAGE",
+        },
+        "eventSourceARN": _OUTBOX_STREAM_ARN,
+    }
 
 
 @dataclass(frozen=True)
@@ -107,11 +145,18 @@ class LocalRunner:
             importlib.import_module(f"functions.{stage.function_dir}.handler")
             for stage in pipeline_stages()
         ]
+        self._stream = [
+            importlib.import_module(f"functions.{stage.function_dir}.handler")
+            for stage in stream_stages()
+        ]
+        self._sequence = 0
         # Built against this LocalAws, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
             module.deps.cache_clear()
         for module in self._pipeline:
             module.handler.deps.cache_clear()
+        for module in self._stream:
+            module.deps.cache_clear()
 
     def call(
         self,
@@ -125,10 +170,15 @@ class LocalRunner:
         if api_key is not None:
             all_headers.setdefault("x-api-key", api_key)
         raw = json.dumps(body) if isinstance(body, dict) else body
+        path, _, query = path.partition("?")
         module = self._route(method, path)
         if module is None:
             return ApiResult(404, {}, {"error": "not_found", "path": path})
         event = api_gateway_event(method, path, all_headers, raw)
+        if query:
+            parameters = parse_qs(query, keep_blank_values=True)
+            event["queryStringParameters"] = {k: v[-1] for k, v in parameters.items()}
+            event["multiValueQueryStringParameters"] = parameters
         response = module.lambda_handler(event, LocalContext())
         payload = response.get("body") or "{}"
         # REST (v1) proxy responses may carry headers in either field; clients see both.
@@ -168,6 +218,7 @@ class LocalRunner:
                 MessageSystemAttributeNames=["ApproximateReceiveCount"],
             ).get("Messages", [])
             if not messages:
+                self.index_outbox(report)
                 return report
             # One SQS batch -> one execution; one task per tenant, user and session in it.
             pairs = [(QueuedTurn.model_validate_json(m["Body"]), m) for m in messages]
@@ -199,3 +250,35 @@ class LocalRunner:
             return f"{type(exc).__name__}: {exc}"
         report.outputs.append(payload)
         return None
+
+    def index_outbox(self, report: DrainReport) -> None:
+        """Deliver the outbox's pending rows to the stream stages as the DynamoDB stream
+        would: batches of INSERT records; a failed record stays pending and comes again, up
+        to `MAX_RECEIVES` times, then is given up on (the on-failure destination's job)."""
+        attempts: dict[str, int] = {}
+        for module in self._stream:
+            _, deps = module.deps()
+            while True:
+                changes = [
+                    change
+                    for change in deps.outbox.pending(STREAM_BATCH_SIZE + len(report.index_failed))
+                    if _row_key(change) not in report.index_failed
+                ][:STREAM_BATCH_SIZE]
+                if not changes:
+                    break
+                by_sequence: dict[str, OutboxChange] = {}
+                for change in changes:
+                    self._sequence += 1
+                    by_sequence[str(self._sequence)] = change
+                records = [stream_record(c, int(seq)) for seq, c in by_sequence.items()]
+                result = module.index_batch({"Records": records}, LocalContext())
+                report.indexed.extend(result.indexed)
+                for sequence, error in result.errors.items():
+                    key = _row_key(by_sequence[sequence])
+                    attempts[key] = attempts.get(key, 0) + 1
+                    if attempts[key] >= MAX_RECEIVES:
+                        report.index_failed[key] = error
+
+
+def _row_key(change: OutboxChange) -> str:
+    return outbox_sort_key(change.memory_id, change.rev)

@@ -31,10 +31,14 @@ def make_server(runner: LocalRunner, port: int, host: str = "127.0.0.1") -> HTTP
                 self._refuse("body", "the body is not valid UTF-8")
                 return
             headers = dict(self.headers.items())
-            path = urlsplit(self.path).path  # API Gateway routes on the path alone
+            # API Gateway routes on the path; the query string becomes its parameters.
+            parts = urlsplit(self.path)
+            path = f"{parts.path}?{parts.query}" if parts.query else parts.path
             result = runner.call(self.command, path, body, headers=headers, api_key=None)
             self._reply(result.status, result.body, result.headers)
-            runner.drain()  # the queue consumer runs after each request, as SQS would trigger it
+            # The queue consumer, then the outbox's, run after each request as SQS and the
+            # DynamoDB stream would trigger them.
+            runner.drain()
 
         def _refuse(self, field: str, message: str) -> None:
             error = {"field": field, "message": message}

@@ -1,37 +1,112 @@
-"""Read side of the API: `GET /v1/traces/{trace_id}` (search and memories come later)."""
+"""Read side of the API: traces, search, memories and erasure (Powertools REST resolver).
+
+The tenant is the credential's; every route passes it down, so a user id of another tenant
+finds nothing. Retrieval counters are bumped after the search answer is built, on a background
+thread, so they never slow a response (on Lambda an unfinished update resumes on the next
+invocation of the instance; counters are advisory).
+"""
 
 from __future__ import annotations
 
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from functools import cache
 from http import HTTPStatus
-from typing import Any
+from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.api_common import json_response, register_error_handlers, tenant_of
+from memwrite.errors import InvalidQuery
+from memwrite.query import (
+    SearchRequest,
+    erase_user,
+    list_memories,
+    memory_detail,
+    search,
+)
 from memwrite.traces import get_trace
-from memwrite.wiring import ApiDeps, build_api_deps
+from memwrite.wiring import QueryApiDeps, build_query_deps
 
 logger = Logger(service="memwrite-query")
 app = APIGatewayRestResolver(enable_validation=True)
 register_error_handlers(app)
 
+# `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
+_USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+ACCESS_UPDATES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="access")
+
 
 @cache
-def deps() -> ApiDeps:
-    return build_api_deps()
+def deps() -> QueryApiDeps:
+    return build_query_deps()
+
+
+def _checked_user(user_id: str) -> str:
+    if not _USER_ID.fullmatch(user_id):
+        raise InvalidQuery("user_id", "1-128 URL-safe characters")
+    return user_id
+
+
+def _record_access(tenant: str, user_id: str, memory_ids: list[str]) -> None:
+    try:
+        at = datetime.now(UTC).isoformat()
+        deps().query.reader.record_access(tenant, user_id, memory_ids, at)
+    except Exception:  # advisory counters: a failure is logged, never surfaced
+        logging.getLogger(__name__).exception("recording retrievals failed")
 
 
 @app.get("/v1/traces/<trace_id>")
 def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    view = get_trace(tenant, trace_id, current.ingest.ledger, current.ingest.spans)
+    view = get_trace(tenant, trace_id, current.ledger, current.spans)
     if view is None:
         return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": trace_id})
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
+
+
+@app.post("/v1/search")
+def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    found = search(tenant, request, current.settings.for_request(tenant), current.query)
+    ids = [hit.memory.memory_id for hit in found.results]
+    if ids:
+        ACCESS_UPDATES.submit(_record_access, tenant, request.user_id, ids)
+    return json_response(HTTPStatus.OK, found.as_json())
+
+
+@app.get("/v1/memories/<memory_id>")
+def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    detail = memory_detail(tenant, memory_id, current.query)
+    return json_response(HTTPStatus.OK, detail.as_json())
+
+
+@app.get("/v1/users/<user_id>/memories")
+def list_memories_route(
+    user_id: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    page = list_memories(tenant, _checked_user(user_id), limit, cursor, current.query)
+    return json_response(HTTPStatus.OK, page)
+
+
+@app.delete("/v1/users/<user_id>/memories")
+def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    return json_response(HTTPStatus.OK, erase_user(tenant, _checked_user(user_id), current.query))
 
 
 @logger.inject_lambda_context(clear_state=True)

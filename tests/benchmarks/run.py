@@ -27,7 +27,7 @@ from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
 from memwrite.prefilter import prefilter_turn
 from memwrite.rate_gate import RateGate
-from tests.benchmarks import extract_bench, index_bench, store_bench
+from tests.benchmarks import extract_bench, index_bench, search_bench, store_bench
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def bench_prefilter_cli(texts: list[str]) -> dict[str, Any]:
 
     Both read the same lines from memory and write one JSON line per input, so the ratio is
     what the pre-filter itself adds per turn (goal <= 2x)."""
-    from memwrite.cli import run_prefilter
+    from memwrite_local.cli import run_prefilter
 
     stdin = "".join(json.dumps({"role": "user", "content": text}) + "\n" for text in texts)
 
@@ -234,6 +234,7 @@ def main() -> None:
         "extract": extract_bench.run(),
         "store_ops": store_bench.run(),
         "index": index_bench.run(),
+        "search": search_bench.run(),
     }
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

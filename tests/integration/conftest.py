@@ -19,6 +19,7 @@ import pytest
 from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.responses import DynamoHandler
 
+from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
 from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
 from memwrite_local.runner import ApiResult, LocalContext, LocalRunner
 
@@ -53,6 +54,10 @@ class Local:
 
     def get_trace(self, trace_id: str, *, api_key: str | None = None) -> ApiResult:
         return self.runner.call("GET", f"/v1/traces/{trace_id}", api_key=api_key or self.api_key)
+
+    @staticmethod
+    def runner_context() -> LocalContext:
+        return LocalContext()
 
     def take_messages(self) -> list[dict[str, Any]]:
         """Receive and delete every queued message, with its FIFO system attributes."""
@@ -236,3 +241,18 @@ def make_body() -> Callable[..., dict[str, Any]]:
         return {"session_id": session_id, "user_id": user_id, "turns": built, **extra}
 
     return build
+
+
+def dynamo_memory_store(aws: LocalAws) -> DynamoMemoryStore:
+    """The DynamoDB memory store over the tables `aws` created."""
+    assert aws.resources is not None
+    names = aws.resources.table_names
+    return DynamoMemoryStore(
+        boto3.client("dynamodb"),
+        StoreTables(
+            memories=names["memories"],
+            entity_facts=names["entity_facts"],
+            outbox=names["outbox"],
+            turns=names["turns"],
+        ),
+    )

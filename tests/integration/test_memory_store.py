@@ -8,26 +8,30 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+from memwrite.adapters.dynamodb_store import DynamoMemoryStore
+from memwrite.adapters.embedded_index import EmbeddedIndex
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
 from memwrite.errors import WriteConflict
+from memwrite.hype import document_of
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.persist import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import Commit, StoreItem
 from memwrite_local.aws import LocalAws
+from tests.integration.conftest import dynamo_memory_store
 
 CONFIG = PipelineConfig()
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -38,17 +42,7 @@ _turns = itertools.count()
 def store() -> Iterator[DynamoMemoryStore]:
     # One moto account for the module; every test uses its own user, so they never meet.
     with LocalAws() as aws:
-        assert aws.resources is not None
-        names = aws.resources.table_names
-        yield DynamoMemoryStore(
-            boto3.client("dynamodb"),
-            StoreTables(
-                memories=names["memories"],
-                entity_facts=names["entity_facts"],
-                outbox=names["outbox"],
-                turns=names["turns"],
-            ),
-        )
+        yield dynamo_memory_store(aws)
 
 
 def deps_for(store: MemoryStore) -> PersistDeps:
@@ -156,8 +150,7 @@ def test_the_same_fact_from_another_turn_corroborates(store: DynamoMemoryStore) 
     assert memory.last_seen == T0 + timedelta(days=3)
 
 
-def test_near_identical_events_in_one_batch_give_one_memory(store: DynamoMemoryStore) -> None:
-    # Given two events worded almost the same, persisted back to back (nothing indexed yet)
+def near_identical_events() -> tuple[Candidate, Candidate]:
     base = candidate("I live in Berlin.")  # a valid shape to derive events from
     event = {
         **base.model_dump(),
@@ -172,6 +165,12 @@ def test_near_identical_events_in_one_batch_give_one_memory(store: DynamoMemoryS
     second = Candidate.model_validate(
         {**event, "text": "The user ran the Berlin Marathon on 29 September 2024!"}
     )
+    return first, second
+
+
+def test_near_identical_events_in_one_batch_give_one_memory(store: DynamoMemoryStore) -> None:
+    # Given two events worded almost the same, persisted back to back (nothing indexed yet)
+    first, second = near_identical_events()
     deps = deps_for(store)
     persist_candidate(item("u-event", "", cand=first), CONFIG, deps)
     result = persist_candidate(item("u-event", "", cand=second), CONFIG, deps)
@@ -179,6 +178,34 @@ def test_near_identical_events_in_one_batch_give_one_memory(store: DynamoMemoryS
     assert result.outcome is PersistOutcome.MERGED
     assert result.dedupe.tier == 2
     assert len(store.memories_of("acme", "u-event")) == 1
+
+
+def test_an_event_repeated_after_it_was_indexed_is_still_one_memory(
+    store: DynamoMemoryStore, tmp_path: Path
+) -> None:
+    # Given an event persisted, indexed, and no longer pending in the outbox
+    first, second = near_identical_events()
+    index = EmbeddedIndex(tmp_path / "index.sqlite3", dimension=HashingEmbedder().dimension)
+
+    class Indexed:
+        """The store once hype has indexed everything: no pending outbox rows."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+        def pending_memories(self, tenant: str, user_id: str, limit: int) -> list[MemoryUnit]:
+            return []
+
+    deps = deps_for(Indexed())  # type: ignore[arg-type]
+    stored = persist_candidate(item("u-event-late", "", cand=first), CONFIG, deps)
+    (memory,) = store.get_memories("acme", "u-event-late", [stored.memory_id]).values()
+    index.upsert(document_of(memory.memory))
+    # When the same event is told again in a later batch
+    with_index = replace(deps, index=index)
+    result = persist_candidate(item("u-event-late", "", cand=second, day=3), CONFIG, with_index)
+    # Then dedupe finds it through the index and merges, instead of storing a duplicate
+    assert (result.outcome, result.dedupe.tier) == (PersistOutcome.MERGED, 2)
+    assert len(store.memories_of("acme", "u-event-late")) == 1
 
 
 def test_idempotent_predicates_contradict_instead_of_superseding(store: DynamoMemoryStore) -> None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
 
 from memwrite import conflict, dedupe, persist
 from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+from memwrite.adapters.dynamodb_store import DynamoMemoryStore
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig
 from memwrite.entities import entity_id_for
@@ -23,6 +22,7 @@ from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import StoreItem
 from memwrite_local.aws import LocalAws
 from tests.embedders import FixedSimilarityEmbedder
+from tests.integration.conftest import dynamo_memory_store
 from tests.recorded_api import RecordedApi
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -36,17 +36,7 @@ IN_BAND = FixedSimilarityEmbedder(0.86)
 @pytest.fixture
 def store() -> Iterator[DynamoMemoryStore]:
     with LocalAws() as aws:
-        assert aws.resources is not None
-        names = aws.resources.table_names
-        yield DynamoMemoryStore(
-            boto3.client("dynamodb"),
-            StoreTables(
-                memories=names["memories"],
-                entity_facts=names["entity_facts"],
-                outbox=names["outbox"],
-                turns=names["turns"],
-            ),
-        )
+        yield dynamo_memory_store(aws)
 
 
 def judge_for(api: RecordedApi) -> AnthropicDedupeJudge:

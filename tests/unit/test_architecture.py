@@ -16,8 +16,9 @@ import pytest
 
 from memwrite.environment import LambdaEnvironment
 from memwrite.errors import ConfigError
+from memwrite.payloads import OutboxChange
 from memwrite.schema import TABLES
-from memwrite.stages import STAGES, StagePlacement, pipeline_stages
+from memwrite.stages import STAGES, StagePlacement, pipeline_stages, stream_stages
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "layers" / "core" / "memwrite"
@@ -40,8 +41,10 @@ def library_files() -> list[Path]:
     return sorted(LIBRARY.rglob("*.py"))
 
 
-@pytest.mark.parametrize("stage", pipeline_stages(), ids=lambda s: s.name)
-def test_every_pipeline_stage_runs_with_the_models_the_list_names(stage: object) -> None:
+@pytest.mark.parametrize("stage", [*pipeline_stages(), *stream_stages()], ids=lambda s: s.name)
+def test_every_pipeline_and_stream_stage_runs_with_the_models_the_list_names(
+    stage: object,
+) -> None:
     from memwrite.stages import StageDef
 
     assert isinstance(stage, StageDef)
@@ -57,6 +60,16 @@ def test_each_stage_output_is_the_next_stage_input() -> None:
     stages = pipeline_stages()
     for before, after in itertools.pairwise(stages):
         assert before.output_model is after.input_model, (before.name, after.name)
+
+
+def test_stream_stages_follow_the_pipeline_one_outbox_row_at_a_time() -> None:
+    # The outbox consumer is last, and each call takes one row (partial batch failures)
+    placements = [stage.placement for stage in STAGES]
+    assert placements.index(StagePlacement.STREAM) > max(
+        i for i, p in enumerate(placements) if p is StagePlacement.PIPELINE
+    )
+    assert [stage.name for stage in stream_stages()] == ["hype"]
+    assert all(stage.input_model is OutboxChange for stage in stream_stages())
 
 
 def test_every_stage_has_its_own_handler_folder_and_library_module() -> None:
@@ -167,7 +180,7 @@ def test_the_ingest_lambda_loads_no_later_stage() -> None:
     ).stdout.strip()
     # Then no module of a pipeline stage (nor numpy behind dedupe) came with them
     modules = set(loaded.split(","))
-    later = {f"memwrite.{s.module}" for s in pipeline_stages()}
+    later = {f"memwrite.{s.module}" for s in (*pipeline_stages(), *stream_stages())}
     assert modules & later == set()
 
 

@@ -8,6 +8,7 @@ each, so they may share one backend, and assert ranks and membership, never raw 
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -29,6 +30,30 @@ USER = "user-1"
 IMPLEMENTATIONS: dict[str, Callable[[], MemoryIndex]] = {
     "embedded": lambda: EmbeddedIndex(dimension=EMBEDDER.dimension),
 }
+
+
+def _opensearch() -> MemoryIndex:
+    """A real cluster (OPENSEARCH_URL, signed with OPENSEARCH_SERVICE, default `es`): a fresh
+    index per run; tenants keep the tests apart inside it."""
+    from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+
+    service = os.environ.get("OPENSEARCH_SERVICE", "es")
+    client = signed_client(
+        os.environ["OPENSEARCH_URL"], os.environ.get("AWS_REGION", "us-east-1"), service
+    )
+    index = OpenSearchIndex(
+        client,
+        f"memwrite-contract-{_RUN}",
+        dimension=EMBEDDER.dimension,
+        serverless=service == "aoss",
+    )
+    index.ensure_index()
+    return index
+
+
+_RUN = uuid.uuid4().hex[:8]
+if os.environ.get("OPENSEARCH_URL"):
+    IMPLEMENTATIONS["opensearch"] = _opensearch
 
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))

@@ -196,6 +196,14 @@ class ScoringConfig(_Frozen):
 
 class SearchConfig(_Frozen):
     min_confidence: float = 0.4
+    hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
+    bm25_weight: float = Field(default=0.3, ge=0, le=1)  # the rest goes to the vectors
+    # Index embeddings: the hashing embedder offline, Titan Text Embeddings v2 on AWS. The
+    # index and every query must use the same one (and dimension).
+    embedder: Literal["hashing", "bedrock"] = "hashing"
+    bedrock_model: str = "amazon.titan-embed-text-v2:0"
+    embedding_dimension: Literal[256, 512, 1024] = 1024  # Titan v2's sizes; hashing: 384
+    embedding_normalize: bool = True
 
 
 class PipelineConfig(_Frozen):

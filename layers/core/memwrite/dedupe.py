@@ -25,16 +25,18 @@ import numpy as np
 from memwrite.candidate import MemoryType
 from memwrite.config import DedupeConfig, PipelineConfig
 from memwrite.facts import canonical_predicate
+from memwrite.index import IndexFilter
 from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import DedupeNote, ItemsPayload
-from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, SpanStore
+from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, MetricsSink, SpanStore
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed
 from memwrite.spans import item_span, record_spans
 from memwrite.store import StoreItem, VersionedMemory
 
 __all__ = [
+    "INDEXED_NEIGHBOURS",
     "PENDING_NEIGHBOURS",
     "STAGE",
     "DedupeDecision",
@@ -46,6 +48,7 @@ __all__ = [
 ]
 
 STAGE = "dedupe"
+INDEXED_NEIGHBOURS = 10  # indexed memories (BM25 on the text) compared for unkeyed types
 _WORD_RE = re.compile(r"\w+")
 PENDING_NEIGHBOURS = 50  # unindexed memories compared for unkeyed types (events, tasks)
 
@@ -126,6 +129,34 @@ def _known_pending(pending: Sequence[MemoryUnit]) -> list[_Known]:
     return [_known(m, normalise(m.value), m.negated) for m in pending]
 
 
+def _known_indexed(
+    item: StoreItem, store: MemoryStore, index: MemoryIndex | None, exclude: set[str]
+) -> list[_Known]:
+    """Events and tasks have no entity_facts row: their neighbours are the user's memories of
+    the same type whose text shares words with the candidate (BM25 on the index: it finds
+    them whatever the index's embedder), read back from the store."""
+    if index is None:
+        return []
+    candidate = item.candidate
+    hits = index.bm25(
+        item.tenant,
+        item.user_id,
+        candidate.text,
+        INDEXED_NEIGHBOURS,
+        filter=IndexFilter(types=frozenset({candidate.type})),
+    )
+    ids = [hit.memory_id for hit in hits if hit.memory_id not in exclude]
+    found = store.get_memories(item.tenant, item.user_id, ids) if ids else {}
+    return _known_pending([v.memory for v in found.values() if v.memory.active])
+
+
+def _known_unkeyed(
+    item: StoreItem, pending: list[_Known], store: MemoryStore, index: MemoryIndex | None
+) -> list[_Known]:
+    """Pending (written, not yet indexed) memories, then indexed ones."""
+    return [*pending, *_known_indexed(item, store, index, {k.memory_id for k in pending})]
+
+
 def _words(text: str) -> set[str]:
     return set(_WORD_RE.findall(normalise(text)))
 
@@ -193,17 +224,17 @@ def decide_on_read(
     reads: CandidateReads,
     store: MemoryStore,
     *,
+    index: MemoryIndex | None,
     embedder: Embedder,
     config: DedupeConfig,
     judge: DedupeJudge | None,
 ) -> DedupeNote:
     """Decide one candidate against a fresh read of the store (persist's lost-race path)."""
-    keyed = item.candidate.type in KEYED_TYPES
-    known = (
-        _known_in_row(reads)
-        if keyed
-        else _known_pending(store.pending_memories(item.tenant, item.user_id, PENDING_NEIGHBOURS))
-    )
+    if item.candidate.type in KEYED_TYPES:
+        known = _known_in_row(reads)
+    else:
+        pending = store.pending_memories(item.tenant, item.user_id, PENDING_NEIGHBOURS)
+        known = _known_unkeyed(item, _known_pending(pending), store, index)
     existing = _existing(reads, item.memory_id)
     return _decide(item, existing, known, embedder=embedder, config=config, judge=judge)
 
@@ -215,6 +246,7 @@ class DedupeDeps:
     spans: SpanStore
     metrics: MetricsSink
     judge: DedupeJudge | None = None
+    index: MemoryIndex | None = None  # None: only not-yet-indexed events and tasks are compared
 
 
 @dataclass
@@ -258,7 +290,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
                     payload.tenant, payload.user_id, PENDING_NEIGHBOURS
                 )
                 pending = _known_pending(memories)
-            stored = pending
+            stored = _known_unkeyed(store_item, pending, deps.store, deps.index)
         existing = _existing(reads, store_item.memory_id) or batch.by_id.get(store_item.memory_id)
         note = _decide(
             store_item,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -34,6 +35,16 @@ class LambdaEnvironment(BaseModel):
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    # The search index: OpenSearch when an endpoint is set (https://...; a managed domain signs
+    # with "es", Serverless with "aoss"), else the embedded index in `index_path` (":memory:":
+    # this process only; the local runner names a file every handler shares).
+    opensearch_endpoint: str | None = Field(default=None, alias="OPENSEARCH_ENDPOINT")
+    opensearch_index: str = Field(
+        default="memwrite-memories", alias="OPENSEARCH_INDEX", min_length=1
+    )
+    opensearch_service: Literal["es", "aoss"] = Field(default="es", alias="OPENSEARCH_SERVICE")
+    index_path: str = Field(default=":memory:", alias="MEMWRITE_INDEX_PATH", min_length=1)
+    aws_region: str = Field(default="us-east-1", alias="AWS_REGION", min_length=1)
     settings: Settings
 
     @classmethod

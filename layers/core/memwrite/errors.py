@@ -14,9 +14,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigError",
+    "EmbedderUnavailable",
     "ExtractionFailed",
     "IdempotencyKeyReused",
+    "IndexUnavailable",
     "IngestLimitExceeded",
+    "InvalidQuery",
     "LlmRequestRejected",
     "LlmUnavailable",
     "MalformedLlmOutput",
@@ -28,6 +31,7 @@ __all__ = [
     "TimestampInFuture",
     "TransientError",
     "Unauthenticated",
+    "UnknownMemory",
     "VerificationFailed",
     "WriteConflict",
 ]
@@ -132,3 +136,24 @@ class TimestampInFuture(PermanentError):
         )
         self.field = field
         self.max_skew_secs = max_skew_secs
+
+
+class IndexUnavailable(TransientError):
+    """The search index (OpenSearch) refused or failed a call after the client's retries."""
+
+
+class EmbedderUnavailable(TransientError):
+    """The embedding model (Bedrock) throttled or failed after the SDK's retries."""
+
+
+class InvalidQuery(PermanentError):
+    """A read request asks for something it may not (e.g. quarantined memories); `field`
+    names the part at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class UnknownMemory(PermanentError):
+    """No memory with this id exists for the caller's tenant."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,7 @@ __all__ = [
     "DEFAULT_BM25_WEIGHT",
     "IndexFilter",
     "IndexHit",
+    "MatchSource",
     "MemoryDoc",
     "Vector",
     "fuse_hybrid",
@@ -72,10 +74,21 @@ class MemoryDoc:
     """HyPE: embeddings of the questions this memory answers."""
 
 
+class MatchSource(StrEnum):
+    """Why a hit matched: its text (BM25), its content vector or one of its HyPE questions."""
+
+    BM25 = "bm25"
+    CONTENT = "content"
+    QUESTION = "question"
+
+
 @dataclass(frozen=True)
 class IndexHit:
     memory_id: str
     score: float
+    matched: frozenset[MatchSource] = frozenset()
+    """Which queries found it: `bm25` hits say BM25, `knn` hits the vector that scored best,
+    `hybrid` hits every list they were in."""
 
 
 @dataclass(frozen=True)
@@ -112,11 +125,15 @@ def fuse_hybrid(
     if not 0.0 <= bm25_weight <= 1.0:
         raise ValueError(f"bm25_weight must be within [0, 1], got {bm25_weight}")
     lexical, semantic = _min_max(bm25_hits), _min_max(knn_hits)
+    matched: dict[str, frozenset[MatchSource]] = {}
+    for hit in (*bm25_hits, *knn_hits):
+        matched[hit.memory_id] = matched.get(hit.memory_id, frozenset()) | hit.matched
     fused = [
         IndexHit(
             memory_id,
             bm25_weight * lexical.get(memory_id, 0.0)
             + (1.0 - bm25_weight) * semantic.get(memory_id, 0.0),
+            matched[memory_id],
         )
         for memory_id in lexical.keys() | semantic.keys()
     ]

@@ -7,17 +7,18 @@ stage, which of these models it takes and returns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.facts import DerivedState, FactObservation
 from memwrite.ids import content_hash
 from memwrite.models import QueuedTurn
+from memwrite.schema import PARTITION_KEY, SORT_KEY
 
 __all__ = [
     "ConflictNote",
@@ -26,7 +27,10 @@ __all__ = [
     "ExtractOutput",
     "ExtractedTurn",
     "Extractor",
+    "IndexAction",
+    "IndexedChange",
     "ItemsPayload",
+    "OutboxChange",
     "PipelineItem",
 ]
 
@@ -140,3 +144,50 @@ class ItemsPayload(BaseModel):
     source: str
     turns: list[ExtractedTurn]
     items: list[PipelineItem]
+
+
+class OutboxChange(BaseModel):
+    """One outbox row: memory `memory_id` of a user changed (its `rev`-th write); stage 7's
+    input. The row says only *that* it changed: the indexer reads what it is now."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    user_id: str
+    memory_id: str
+    rev: int = Field(ge=1)
+    trace_id: str | None = None  # the trace that wrote it (rows written before it was kept: None)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> OutboxChange:
+        """From an outbox row as stored (a DynamoDB stream's NEW_IMAGE, deserialised):
+        `pk` = tenant#user_id, `sk` = memory_id#rev (`memwrite.schema.OUTBOX`). User ids never
+        hold "#" (URL-safe characters), so the last one splits the partition key."""
+        partition, sort = row.get(PARTITION_KEY), row.get(SORT_KEY)
+        if not isinstance(partition, str) or not isinstance(sort, str):
+            raise ValueError("an outbox row needs string pk and sk")
+        tenant, _, user_id = partition.rpartition("#")
+        memory_id, _, rev = sort.rpartition("#")
+        trace_id = row.get("trace_id")
+        return cls(
+            tenant=tenant,
+            user_id=user_id,
+            memory_id=memory_id,
+            rev=int(rev),
+            trace_id=trace_id if isinstance(trace_id, str) else None,
+        )
+
+
+class IndexAction(StrEnum):
+    INDEXED = "indexed"  # text, then vectors (or text only: tasks)
+    REMOVED = "removed"  # superseded, retracted, erased or rolled back: out of every query
+
+
+class IndexedChange(BaseModel):
+    """What stage 7 did for one outbox row, and when each part became searchable."""
+
+    memory_id: str
+    action: IndexAction
+    questions: list[str] = Field(default_factory=list)
+    text_indexed_at: datetime | None = None
+    vectors_indexed_at: datetime | None = None

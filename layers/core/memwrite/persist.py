@@ -26,7 +26,7 @@ from memwrite.facts import DerivedState
 from memwrite.memory import MemoryLink, MemoryUnit
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
-from memwrite.ports import DedupeJudge, Embedder, MemoryStore, MetricsSink, SpanStore
+from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, MetricsSink, SpanStore
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError
 from memwrite.scoring import score, tier_for
@@ -97,6 +97,7 @@ class PersistDeps:
     spans: SpanStore
     metrics: MetricsSink
     judge: DedupeJudge | None = None
+    index: MemoryIndex | None = None  # dedupe's, for indexed events and tasks
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
 
@@ -188,7 +189,13 @@ def decide(
 ) -> tuple[Decisions, CandidateReads]:
     """Dedupe and conflict again, on a fresh read (the path after a lost race)."""
     note = dedupe.decide_on_read(
-        item, reads, deps.store, embedder=deps.embedder, config=config.dedupe, judge=deps.judge
+        item,
+        reads,
+        deps.store,
+        index=deps.index,
+        embedder=deps.embedder,
+        config=config.dedupe,
+        judge=deps.judge,
     )
     if note.target is not None and note.target not in reads.memories:
         found = deps.store.get_memories(item.tenant, item.user_id, [note.target])
@@ -240,7 +247,11 @@ def plan(
         fact_row=fact_row,
         ledger=[LedgerEntry(item.trace_id, target_id, outcome.value)],
         outbox=[
-            OutboxRow(memory.memory_id, OutboxOp.UPSERT if memory.active else OutboxOp.DELETE)
+            OutboxRow(
+                memory.memory_id,
+                OutboxOp.UPSERT if memory.active else OutboxOp.DELETE,
+                item.trace_id,
+            )
             for memory, _ in changed
         ],
     )

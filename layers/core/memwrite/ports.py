@@ -21,6 +21,7 @@ from memwrite.entities import Entity, VersionedEntity
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan
+from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult
@@ -38,10 +39,14 @@ __all__ = [
     "ExtractionLlm",
     "LlmCall",
     "MemoryIndex",
+    "MemoryPage",
+    "MemoryReader",
     "MemoryStore",
     "MetricsSink",
+    "Outbox",
     "PipelineRun",
     "PipelineRunner",
+    "QuestionGenerator",
     "RateStore",
     "ResolveJudge",
     "SessionLog",
@@ -49,6 +54,8 @@ __all__ = [
     "TraceRecord",
     "TurnLedger",
     "TurnQueue",
+    "UserEraser",
+    "UserErasure",
     "VerifierCall",
 ]
 
@@ -298,3 +305,61 @@ class PipelineRunner(Protocol):
     def run(self, name: str, payload: str) -> PipelineRun:
         """Run the pipeline state machine on `payload` (JSON) and wait for it to end."""
         ...
+
+
+class QuestionGenerator(Protocol):
+    """HyPE: the questions a user would ask to find a memory (DESIGN.md section 2)."""
+
+    def questions_for(self, memory: MemoryUnit, count: int) -> list[str]:
+        """`count` short questions that `memory` answers, without its value where possible.
+
+        Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
+        """
+
+
+class Outbox(Protocol):
+    """The outbox as a change feed: what the indexer has not done yet, and marking it done.
+
+    On AWS the DynamoDB stream delivers new rows and only `mark_done` is called; the local
+    runner (and an outbox without a stream) reads `pending` to deliver them itself.
+    """
+
+    def pending(self, limit: int) -> list[OutboxChange]:
+        """Up to `limit` not-yet-done rows; the rows of one memory in the order written."""
+
+    def mark_done(self, change: OutboxChange) -> None:
+        """Mark one row done (idempotent); a row already removed (the user erased) stays gone."""
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    memories: list[MemoryUnit]
+    next_cursor: str | None  # opaque; None on the last page
+
+
+class MemoryReader(Protocol):
+    """The read API's view of the store: by id, and a user's memories page by page."""
+
+    def memory_by_id(self, tenant: str, memory_id: str) -> MemoryUnit | None: ...
+
+    def page_of(self, tenant: str, user_id: str, limit: int, cursor: str | None) -> MemoryPage:
+        """Up to `limit` memories of the user in id order, from `cursor` (from a previous page).
+
+        Raises `InvalidQuery` for a cursor this store did not issue.
+        """
+
+    def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
+        """Count one retrieval of each memory (`access_count`, `last_accessed`); advisory."""
+
+
+@dataclass(frozen=True)
+class UserErasure:
+    """How many items of each kind an erasure removed (zero everywhere on a repeat)."""
+
+    removed: dict[str, int]
+
+
+class UserEraser(Protocol):
+    def erase_user(self, tenant: str, user_id: str) -> UserErasure:
+        """Remove every stored item of the user: memories, entity_facts, entities, outbox,
+        the turns ledger and traces of their requests, session turns and spans. Idempotent."""

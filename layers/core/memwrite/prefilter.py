@@ -92,6 +92,12 @@ def _compiled(patterns: tuple[UserSkipPattern, ...]) -> tuple[tuple[str, re.Patt
     return compile_user_patterns(patterns)
 
 
+@lru_cache(maxsize=256)
+def _skip_reason(rule: str, user_rule: bool) -> SkipReason:
+    """One frozen reason per rule name, shared by every sentence the rule drops."""
+    return UserRule(name=rule) if user_rule else MatchedSkipPattern(pattern=rule)
+
+
 def mask_secrets(text: str) -> str:
     """The turn with every secret and PII masked: the form used for ids and hashes."""
     normalised = normalise(text)
@@ -136,10 +142,8 @@ def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict],
         )
         if matched is None:
             verdicts.append(_Verdict(segment, masked, None))
-        elif matched.user_rule:
-            verdicts.append(_Verdict(segment, masked, UserRule(name=matched.name), matched.name))
         else:
-            reason = MatchedSkipPattern(pattern=matched.name)
+            reason = _skip_reason(matched.name, matched.user_rule)
             verdicts.append(_Verdict(segment, masked, reason, matched.name))
     # A question dropped for its form stays when a kept sentence follows: it is that
     # sentence's context ("who runs the project? I think it's Priya").

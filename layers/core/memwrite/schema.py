@@ -29,6 +29,7 @@ __all__ = [
     "GlobalIndex",
     "StreamView",
     "TableSchema",
+    "outbox_sort_key",
 ]
 
 
@@ -121,4 +122,11 @@ ENTITIES = TableSchema(logical_name="entities")
 # exactly the not-yet-indexed changes of a user.
 OUTBOX_PENDING = GlobalIndex("pending", partition_key="pending_key", sort_key=SORT_KEY)
 OUTBOX = TableSchema(logical_name="outbox", stream=StreamView.NEW_IMAGE, indexes=(OUTBOX_PENDING,))
+
+
+def outbox_sort_key(memory_id: str, rev: int) -> str:
+    """`memory_id#rev`, the rev zero-padded so that a memory's rows sort in write order."""
+    return f"{memory_id}#{rev:08d}"
+
+
 TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX)

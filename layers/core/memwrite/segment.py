@@ -37,9 +37,10 @@ _BLOCK = re.compile(
     r"|function_results)\b[^>]*>.*?</(?P=tag)>)",
     re.DOTALL | re.IGNORECASE,
 )
-# A boundary candidate: terminal punctuation (with closing quotes/brackets) then whitespace.
-_BOUNDARY = re.compile(r"[.?!…]+[\"')\]]*\s+|\n+")
-_SENTENCE_START = re.compile(r"[A-Z0-9\"'(\[¿¡]|[^\w\s]")
+# A boundary candidate: terminal punctuation (with closing quotes/brackets) then whitespace,
+# or line breaks. The empty group `starts` is set when what follows may start a sentence (a
+# capital, digit, quote, bracket or symbol); it never changes what the candidate spans.
+_BOUNDARY = re.compile(r"[.?!…]+[\"')\]]*\s+(?:(?=[A-Z0-9\"'(\[¿¡]|[^\w\s])(?P<starts>))?|\n+")
 _ABBREVIATIONS = frozenset(
     [
         "mr",
@@ -101,12 +102,11 @@ def _split_prose(text: str, offset: int) -> list[Segment]:
     start = 0
     for match in _BOUNDARY.finditer(text):
         end = match.end()
-        is_newline = match.group().startswith("\n")
-        if not is_newline:
-            following = text[end : end + 1]
-            if not following or not _SENTENCE_START.match(following):
+        first = text[match.start()]
+        if first != "\n":
+            if match.start("starts") < 0:
                 continue
-            if match.group().startswith(".") and _ends_with_abbreviation(text[start : match.end()]):
+            if first == "." and _ends_with_abbreviation(text[start:end]):
                 continue
         _append_stripped(segments, text, start, end, offset)
         start = end

@@ -814,8 +814,7 @@ def match_skip_rule(
     if builtin is not None:
         return SkipMatch(builtin)
     text = segment.text
-    bare = text.rstrip(_TRAILING_CHARS)
     for name, pattern in user_patterns:
-        if pattern.fullmatch(text) or pattern.fullmatch(bare):
+        if pattern.fullmatch(text) or pattern.fullmatch(text.rstrip(_TRAILING_CHARS)):
             return SkipMatch(name, user_rule=True)
     return None

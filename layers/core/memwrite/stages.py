@@ -17,9 +17,23 @@ from typing import Any
 from pydantic import BaseModel
 
 from memwrite.models import IngestRequest, IngestResponse
-from memwrite.payloads import ExtractInput, ExtractOutput, ItemsPayload
+from memwrite.payloads import (
+    ExtractInput,
+    ExtractOutput,
+    IndexedChange,
+    ItemsPayload,
+    OutboxChange,
+)
 
-__all__ = ["STAGES", "StageDef", "StagePlacement", "pipeline_stages", "stage_named", "stage_names"]
+__all__ = [
+    "STAGES",
+    "StageDef",
+    "StagePlacement",
+    "pipeline_stages",
+    "stage_named",
+    "stage_names",
+    "stream_stages",
+]
 
 
 class StagePlacement(StrEnum):
@@ -40,7 +54,8 @@ class StageDef:
 
     @property
     def run(self) -> Callable[..., Any]:
-        """The stage's entry point; for pipeline stages `run(payload, config, deps)`."""
+        """The stage's entry point; for pipeline and stream stages `run(payload, config, deps)`
+        (a stream stage's payload is one record of the stream)."""
         entry: Callable[..., Any] = getattr(
             importlib.import_module(f"memwrite.{self.module}"), self.entry
         )
@@ -71,12 +86,19 @@ STAGES: tuple[StageDef, ...] = (
         "conflict", StagePlacement.PIPELINE, "conflict", ItemsPayload, ItemsPayload, "conflict"
     ),
     StageDef("persist", StagePlacement.PIPELINE, "persist", ItemsPayload, ItemsPayload, "persist"),
+    # One outbox row per call: the handler runs it for each stream record (partial failures).
+    StageDef("hype", StagePlacement.STREAM, "hype", OutboxChange, IndexedChange, "hype"),
 )
 
 
 def pipeline_stages() -> tuple[StageDef, ...]:
     """The stages after the queue, in order: each one's output is the next one's input."""
     return tuple(stage for stage in STAGES if stage.placement is StagePlacement.PIPELINE)
+
+
+def stream_stages() -> tuple[StageDef, ...]:
+    """The stages on the outbox's change stream, after persist (today: hype)."""
+    return tuple(stage for stage in STAGES if stage.placement is StagePlacement.STREAM)
 
 
 def stage_named(name: str) -> StageDef:

@@ -48,6 +48,7 @@ class OutboxRow:
 
     memory_id: str
     op: OutboxOp
+    trace_id: str  # the trace whose write this is: stage 7's span joins that trace
 
 
 @dataclass(frozen=True)

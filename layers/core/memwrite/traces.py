@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from memwrite.models import SpanResult, StageSpan
 from memwrite.ports import SpanStore, TurnLedger
-from memwrite.stages import stage_names
+from memwrite.stages import pipeline_stages
 
 __all__ = ["TraceOutcome", "TraceStatus", "TraceView", "get_trace"]
 
@@ -64,7 +64,8 @@ def _finished(turn_id: str, spans: list[StageSpan], last_stage: str) -> bool:
 def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
     if any(span.result is SpanResult.ERROR for span in spans):
         return TraceStatus.FAILED
-    last_stage = stage_names()[-1]
+    # Complete once persisted (readable by id); indexing (stream stages) follows on its own.
+    last_stage = pipeline_stages()[-1].name
     if all(_finished(tid, spans, last_stage) for tid in set(turn_ids)):
         return TraceStatus.COMPLETE
     return TraceStatus.IN_PROGRESS

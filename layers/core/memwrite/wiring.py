@@ -21,19 +21,28 @@ if TYPE_CHECKING:
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
+        Embedder,
         ExtractionLlm,
+        MemoryIndex,
         MetricsSink,
         PipelineRunner,
+        QuestionGenerator,
         SpanStore,
+        TurnLedger,
     )
+    from memwrite.query import QueryDeps
 
 __all__ = [
     "ApiDeps",
     "DeadLetterDeps",
+    "QueryApiDeps",
     "build_api_deps",
     "build_dead_letter_deps",
+    "build_embedder",
+    "build_index",
     "build_llm",
     "build_pipeline_runner",
+    "build_query_deps",
     "build_stage_deps",
 ]
 
@@ -168,6 +177,7 @@ def _dedupe(aws: _Aws) -> Any:
         spans=aws.spans,
         metrics=aws.metrics,
         judge=_dedupe_judge(aws),
+        index=_search_index(aws),
     )
 
 
@@ -187,6 +197,117 @@ def _persist(aws: _Aws) -> Any:
         spans=aws.spans,
         metrics=aws.metrics,
         judge=_dedupe_judge(aws),
+        index=_search_index(aws),
+    )
+
+
+def _search_index(aws: _Aws) -> MemoryIndex:
+    """The search index, read by dedupe for events and tasks already indexed."""
+    return build_index(aws.env, build_embedder(aws.env).dimension)
+
+
+def build_embedder(env: LambdaEnvironment) -> Embedder:
+    """The index's embedder: Titan v2 on Bedrock, or the hashing embedder offline."""
+    search = env.settings.pipeline.search
+    if search.embedder == "bedrock":
+        from memwrite.adapters.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
+
+        return BedrockEmbedder(
+            bedrock_runtime_client(env.aws_region, env.aws_endpoint_url),
+            model_id=search.bedrock_model,
+            dimension=search.embedding_dimension,
+            normalize=search.embedding_normalize,
+        )
+    from memwrite.embedder import HashingEmbedder
+
+    return HashingEmbedder()
+
+
+def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
+    """OpenSearch when an endpoint is configured, else the embedded index at `index_path`."""
+    if env.opensearch_endpoint:
+        from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+
+        client = signed_client(env.opensearch_endpoint, env.aws_region, env.opensearch_service)
+        return OpenSearchIndex(
+            client,
+            env.opensearch_index,
+            dimension=dimension,
+            serverless=env.opensearch_service == "aoss",
+        )
+    from memwrite.adapters.embedded_index import EmbeddedIndex
+
+    return EmbeddedIndex(env.index_path, dimension=dimension)
+
+
+def _questions(aws: _Aws) -> QuestionGenerator:
+    if _has_llm(aws):
+        from memwrite.adapters.anthropic_questions import AnthropicQuestions
+
+        return AnthropicQuestions(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
+    from memwrite.questions import TemplateQuestions
+
+    return TemplateQuestions()
+
+
+def _hype(aws: _Aws) -> Any:
+    from memwrite.adapters.dynamodb_outbox import DynamoOutbox
+    from memwrite.hype import HypeDeps
+
+    embedder = build_embedder(aws.env)
+    return HypeDeps(
+        store=_memory_store(aws),
+        index=build_index(aws.env, embedder.dimension),
+        embedder=embedder,
+        questions=_questions(aws),
+        outbox=DynamoOutbox(aws.dynamodb, aws.env.outbox_table),
+        spans=aws.spans,
+        metrics=aws.metrics,
+    )
+
+
+@dataclass
+class QueryApiDeps:
+    """The read API: traces (ledger and spans) and search, memories and erasure."""
+
+    settings: Settings
+    ledger: TurnLedger
+    spans: SpanStore
+    query: QueryDeps
+
+
+def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
+    from memwrite.adapters.dynamodb import DynamoTurnLedger
+    from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
+    from memwrite.query import QueryDeps
+
+    aws = _Aws(LambdaEnvironment.load(environ))
+    env = aws.env
+    store = _memory_store(aws)
+    embedder = build_embedder(env)
+    eraser = DynamoUserEraser(
+        aws.dynamodb,
+        EraseTables(
+            memories=env.memories_table,
+            entity_facts=env.entity_facts_table,
+            entities=env.entities_table,
+            outbox=env.outbox_table,
+            turns=env.turns_table,
+            spans=env.spans_table,
+        ),
+    )
+    query = QueryDeps(
+        store=store,
+        reader=store,
+        index=build_index(env, embedder.dimension),
+        embedder=embedder,
+        eraser=eraser,
+    )
+    return QueryApiDeps(
+        settings=env.settings,
+        ledger=DynamoTurnLedger(aws.dynamodb, env.turns_table),
+        spans=aws.spans,
+        query=query,
     )
 
 
@@ -196,11 +317,13 @@ _BUILDERS: dict[str, Callable[[_Aws], Any]] = {
     "dedupe": _dedupe,
     "conflict": _conflict,
     "persist": _persist,
+    "hype": _hype,
 }
 
 
 def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tuple[Settings, Any]:
-    """The settings and the deps a pipeline stage's `run` takes, from the environment."""
+    """The settings and the deps a pipeline or stream stage's `run` takes, from the
+    environment."""
     aws = _Aws(LambdaEnvironment.load(environ))
     return aws.env.settings, _BUILDERS[stage](aws)
 

@@ -21,17 +21,55 @@ from memwrite.schema import PARTITION_KEY, SORT_KEY, SPAN_AT, SPAN_USER_KEY, TTL
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-__all__ = ["DynamoRateStore", "DynamoSessionLog", "DynamoSpanStore", "DynamoTurnLedger"]
+__all__ = [
+    "LEDGER_SK",
+    "QUESTION_SK",
+    "TRACE_SK",
+    "DynamoRateStore",
+    "DynamoSessionLog",
+    "DynamoSpanStore",
+    "DynamoTurnLedger",
+    "batch_write",
+    "last_question_pk",
+    "ledger_pk",
+    "session_pk",
+    "trace_memories_pk",
+    "trace_pk",
+    "unavailable",
+]
 
 PK, SK = PARTITION_KEY, SORT_KEY
 
 _BATCH_GET_LIMIT = 100
 _BATCH_WRITE_LIMIT = 25
 _MAX_UNPROCESSED_ROUNDS = 5
-_LEDGER_SK = "TURN"
-_TRACE_SK = "TRACE"
+LEDGER_SK = "TURN"
+TRACE_SK = "TRACE"
+
+
+def ledger_pk(tenant: str, turn_id: str) -> str:
+    return f"TURN#{tenant}#{turn_id}"
+
+
+def trace_pk(tenant: str, trace_id: str) -> str:
+    return f"TRACE#{tenant}#{trace_id}"
+
+
+def trace_memories_pk(tenant: str, trace_id: str) -> str:
+    return f"TRACEMEM#{tenant}#{trace_id}"
+
+
+def session_pk(tenant: str, user_id: str, session_id: str) -> str:
+    return f"SESSION#{tenant}#{user_id}#{session_id}"
+
+
+def last_question_pk(tenant: str, user_id: str, session_id: str) -> str:
+    # Ids cannot contain "#", so the key is unambiguous; one item per session, overwritten.
+    return f"LASTQ#{tenant}#{user_id}#{session_id}"
+
+
 _RATE_SK = "RATE"
-_QUESTION_SK = "LASTQ"
+QUESTION_SK = "LASTQ"
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -39,9 +77,26 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def _unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
+def unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
+    """A DynamoDB error as the store's transient error, named by operation and code."""
     code = exc.response.get("Error", {}).get("Code", "Unknown")
     return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
+
+
+def batch_write(client: DynamoDBClient, table: str, requests: Sequence[Any]) -> None:
+    """Put/delete requests in batches of 25, unprocessed ones resent a few times."""
+    for chunk in _chunks(requests, _BATCH_WRITE_LIMIT):
+        request: dict[str, Any] = {table: list(chunk)}
+        for _ in range(_MAX_UNPROCESSED_ROUNDS):
+            try:
+                response = client.batch_write_item(RequestItems=request)
+            except ClientError as exc:
+                raise unavailable(exc, "BatchWriteItem") from exc
+            request = dict(response.get("UnprocessedItems") or {})
+            if not request:
+                break
+        else:
+            raise StoreUnavailable(f"DynamoDB BatchWriteItem left {table} items unprocessed")
 
 
 def _is_condition_failure(exc: ClientError) -> bool:
@@ -56,22 +111,18 @@ class DynamoTurnLedger:
         self._client = client
         self._table = table_name
 
-    @staticmethod
-    def _turn_pk(tenant: str, turn_id: str) -> str:
-        return f"TURN#{tenant}#{turn_id}"
-
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for chunk in _chunks(sorted(set(turn_ids)), _BATCH_GET_LIMIT):
             keys: list[dict[str, Any]] = [
-                {PK: {"S": self._turn_pk(tenant, tid)}, SK: {"S": _LEDGER_SK}} for tid in chunk
+                {PK: {"S": ledger_pk(tenant, tid)}, SK: {"S": LEDGER_SK}} for tid in chunk
             ]
             request: dict[str, Any] = {self._table: {"Keys": keys, "ProjectionExpression": PK}}
             for _ in range(_MAX_UNPROCESSED_ROUNDS):
                 try:
                     response = self._client.batch_get_item(RequestItems=request)
                 except ClientError as exc:
-                    raise _unavailable(exc, "BatchGetItem") from exc
+                    raise unavailable(exc, "BatchGetItem") from exc
                 for item in response.get("Responses", {}).get(self._table, []):
                     found.add(item[PK]["S"].rsplit("#", 1)[1])
                 request = dict(response.get("UnprocessedKeys") or {})
@@ -88,22 +139,22 @@ class DynamoTurnLedger:
                 self._client.put_item(
                     TableName=self._table,
                     Item={
-                        PK: {"S": self._turn_pk(tenant, tid)},
-                        SK: {"S": _LEDGER_SK},
+                        PK: {"S": ledger_pk(tenant, tid)},
+                        SK: {"S": LEDGER_SK},
                         "trace_id": {"S": trace_id},
                     },
                     ConditionExpression=f"attribute_not_exists({PK})",
                 )
             except ClientError as exc:
                 if not _is_condition_failure(exc):
-                    raise _unavailable(exc, "PutItem") from exc
+                    raise unavailable(exc, "PutItem") from exc
                 taken.add(tid)
         return taken
 
     def put_trace(self, trace: TraceRecord) -> None:
         item: dict[str, Any] = {
-            PK: {"S": f"TRACE#{trace.tenant}#{trace.trace_id}"},
-            SK: {"S": _TRACE_SK},
+            PK: {"S": trace_pk(trace.tenant, trace.trace_id)},
+            SK: {"S": TRACE_SK},
             "user_id": {"S": trace.user_id},
             "session_id": {"S": trace.session_id},
             "source": {"S": trace.source},
@@ -115,17 +166,17 @@ class DynamoTurnLedger:
         try:
             self._client.put_item(TableName=self._table, Item=item)
         except ClientError as exc:
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
 
     def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
         try:
             response = self._client.get_item(
                 TableName=self._table,
-                Key={PK: {"S": f"TRACE#{tenant}#{trace_id}"}, SK: {"S": _TRACE_SK}},
+                Key={PK: {"S": trace_pk(tenant, trace_id)}, SK: {"S": TRACE_SK}},
                 ConsistentRead=True,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         item = response.get("Item")
         if item is None:
             return None
@@ -145,13 +196,13 @@ class DynamoTurnLedger:
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": f"{PK} = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": f"TRACEMEM#{tenant}#{trace_id}"}},
+            "ExpressionAttributeValues": {":pk": {"S": trace_memories_pk(tenant, trace_id)}},
         }
         while True:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             outcomes.extend((i["memory_id"]["S"], i["outcome"]["S"]) for i in response["Items"])
             if "LastEvaluatedKey" not in response:
                 return outcomes
@@ -159,9 +210,8 @@ class DynamoTurnLedger:
 
     @staticmethod
     def _question_key(tenant: str, user_id: str, session_id: str) -> dict[str, Any]:
-        # Ids cannot contain "#", so the key is unambiguous; one item per session, overwritten.
-        pk = f"LASTQ#{tenant}#{user_id}#{session_id}"
-        return {PK: {"S": pk}, SK: {"S": _QUESTION_SK}}
+        pk = last_question_pk(tenant, user_id, session_id)
+        return {PK: {"S": pk}, SK: {"S": QUESTION_SK}}
 
     def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
         try:
@@ -171,7 +221,7 @@ class DynamoTurnLedger:
                 ConsistentRead=True,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         question = response.get("Item", {}).get("question")
         return None if question is None else str(question["S"])
 
@@ -184,7 +234,7 @@ class DynamoTurnLedger:
         try:
             self._client.put_item(TableName=self._table, Item=item)
         except ClientError as exc:
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
 
 
 class DynamoRateStore:
@@ -219,7 +269,7 @@ class DynamoRateStore:
         except ClientError as exc:
             if _is_condition_failure(exc):
                 return False
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
         return True
 
 
@@ -229,10 +279,6 @@ class DynamoSessionLog:
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
         self._table = table_name
-
-    @staticmethod
-    def _pk(tenant: str, user_id: str, session_id: str) -> str:
-        return f"SESSION#{tenant}#{user_id}#{session_id}"
 
     def recent(
         self, tenant: str, user_id: str, session_id: str, before: str, limit: int
@@ -244,14 +290,14 @@ class DynamoSessionLog:
                 TableName=self._table,
                 KeyConditionExpression=f"{PK} = :pk AND {SK} < :before",
                 ExpressionAttributeValues={
-                    ":pk": {"S": self._pk(tenant, user_id, session_id)},
+                    ":pk": {"S": session_pk(tenant, user_id, session_id)},
                     ":before": {"S": before},
                 },
                 ScanIndexForward=False,  # newest first, so `Limit` keeps the latest turns
                 Limit=limit,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "Query") from exc
+            raise unavailable(exc, "Query") from exc
         turns = [QueuedTurn.model_validate_json(i["turn"]["S"]) for i in response["Items"]]
         return list(reversed(turns))
 
@@ -260,13 +306,13 @@ class DynamoSessionLog:
             self._client.put_item(
                 TableName=self._table,
                 Item={
-                    PK: {"S": self._pk(turn.tenant, turn.user_id, turn.session_id)},
+                    PK: {"S": session_pk(turn.tenant, turn.user_id, turn.session_id)},
                     SK: {"S": session_sort_key(turn)},
                     "turn": {"S": turn.model_dump_json()},
                 },
             )
         except ClientError as exc:
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc
 
 
 class DynamoSpanStore:
@@ -295,19 +341,7 @@ class DynamoSpanStore:
         # DynamoDB refuses a batch that names one key twice (a turn repeated in one request has
         # one span key): the last span of a key is the one that would have stayed anyway.
         by_key = {(span.tenant, span.trace_id, span.stage, span.item_id): span for span in spans}
-        items = [self._item(span) for span in by_key.values()]
-        for chunk in _chunks(items, _BATCH_WRITE_LIMIT):
-            request: dict[str, Any] = {self._table: list(chunk)}
-            for _ in range(_MAX_UNPROCESSED_ROUNDS):
-                try:
-                    response = self._client.batch_write_item(RequestItems=request)
-                except ClientError as exc:
-                    raise _unavailable(exc, "BatchWriteItem") from exc
-                request = dict(response.get("UnprocessedItems") or {})
-                if not request:
-                    break
-            else:
-                raise StoreUnavailable("DynamoDB BatchWriteItem left spans unprocessed")
+        batch_write(self._client, self._table, [self._item(span) for span in by_key.values()])
 
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
         spans: list[StageSpan] = []
@@ -320,7 +354,7 @@ class DynamoSpanStore:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             spans.extend(
                 StageSpan.model_validate(json.loads(item["span"]["S"]))
                 for item in response.get("Items", [])

@@ -3,26 +3,39 @@ one `TransactWriteItems` per candidate (all or nothing; a lost race is a `WriteC
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from memwrite.adapters.dynamodb import trace_memories_pk, unavailable
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import StoreUnavailable, WriteConflict
+from memwrite.errors import InvalidQuery, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
-from memwrite.schema import MEMORIES_BY_ID, OUTBOX_PENDING, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from memwrite.ports import MemoryPage
+from memwrite.schema import (
+    MEMORIES_BY_ID,
+    OUTBOX_PENDING,
+    PARTITION_KEY,
+    SORT_KEY,
+    TTL_ATTRIBUTE,
+    outbox_sort_key,
+)
 from memwrite.store import Commit, FactRow, VersionedMemory
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-__all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables"]
+__all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables", "access_key"]
 
 PK, SK = PARTITION_KEY, SORT_KEY
 _BATCH_GET_LIMIT = 100
+_CURSOR_RE = re.compile(r"[0-9a-f]{16,64}")  # a memory id
 _CONFLICT_CODES = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
 
 
@@ -38,9 +51,23 @@ def _user_key(tenant: str, user_id: str) -> str:
     return f"{tenant}#{user_id}"
 
 
-def _unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
-    code = exc.response.get("Error", {}).get("Code", "Unknown")
-    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
+def access_key(tenant: str, user_id: str) -> str:
+    """Partition (in the turns table) of a user's retrieval counters, one item per memory."""
+    return f"ACCESS#{tenant}#{user_id}"
+
+
+def _encode_cursor(memory_id: str) -> str:
+    return base64.urlsafe_b64encode(memory_id.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        memory_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidQuery("cursor", "not a cursor this API returned") from exc
+    if not _CURSOR_RE.fullmatch(memory_id):
+        raise InvalidQuery("cursor", "not a cursor this API returned")
+    return memory_id
 
 
 class DynamoMemoryStore:
@@ -65,7 +92,7 @@ class DynamoMemoryStore:
                 try:
                     response = self._client.batch_get_item(RequestItems=request)
                 except ClientError as exc:
-                    raise _unavailable(exc, "BatchGetItem") from exc
+                    raise unavailable(exc, "BatchGetItem") from exc
                 for item in response.get("Responses", {}).get(self._tables.memories, []):
                     memory = MemoryUnit.model_validate_json(item["doc"]["S"])
                     found[memory.memory_id] = VersionedMemory(memory, int(item["rev"]["N"]))
@@ -80,7 +107,7 @@ class DynamoMemoryStore:
                 ConsistentRead=True,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         item = response.get("Item")
         if item is None:
             return FactRow()
@@ -101,7 +128,7 @@ class DynamoMemoryStore:
                 Limit=limit,
             )
         except ClientError as exc:
-            raise _unavailable(exc, "Query") from exc
+            raise unavailable(exc, "Query") from exc
         latest: dict[str, MemoryUnit] = {}
         for item in response.get("Items", []):
             if item["op"]["S"] == "upsert":
@@ -121,13 +148,94 @@ class DynamoMemoryStore:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             memories.extend(
                 MemoryUnit.model_validate_json(item["doc"]["S"]) for item in response["Items"]
             )
             if "LastEvaluatedKey" not in response:
                 return memories
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def memory_by_id(self, tenant: str, memory_id: str) -> MemoryUnit | None:
+        try:
+            response = self._client.query(
+                TableName=self._tables.memories,
+                IndexName=MEMORIES_BY_ID.name,
+                KeyConditionExpression=f"{MEMORIES_BY_ID.partition_key} = :id",
+                ExpressionAttributeValues={":id": {"S": f"{tenant}#{memory_id}"}},
+            )
+        except ClientError as exc:
+            raise unavailable(exc, "Query") from exc
+        items = response.get("Items", [])
+        if not items:
+            return None
+        memory = MemoryUnit.model_validate_json(items[0]["doc"]["S"])
+        return self._with_access(tenant, memory.user_id, [memory])[0]
+
+    def page_of(self, tenant: str, user_id: str, limit: int, cursor: str | None) -> MemoryPage:
+        kwargs: dict[str, Any] = {
+            "TableName": self._tables.memories,
+            "KeyConditionExpression": f"{PK} = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
+            "Limit": limit,
+        }
+        if cursor is not None:
+            kwargs["ExclusiveStartKey"] = {
+                PK: {"S": _user_key(tenant, user_id)},
+                SK: {"S": _decode_cursor(cursor)},
+            }
+        try:
+            response = self._client.query(**kwargs)
+        except ClientError as exc:
+            raise unavailable(exc, "Query") from exc
+        memories = [MemoryUnit.model_validate_json(i["doc"]["S"]) for i in response["Items"]]
+        last = response.get("LastEvaluatedKey")
+        next_cursor = _encode_cursor(last[SK]["S"]) if last else None
+        return MemoryPage(self._with_access(tenant, user_id, memories), next_cursor)
+
+    def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
+        # Counters live beside the memory, not in it: a memory's item is rewritten whole (and
+        # versioned) by persist, and a read must never make a write of the pipeline conflict.
+        for memory_id in dict.fromkeys(memory_ids):
+            try:
+                self._client.update_item(
+                    TableName=self._tables.turns,
+                    Key={PK: {"S": access_key(tenant, user_id)}, SK: {"S": memory_id}},
+                    UpdateExpression="ADD access_count :one SET last_accessed = :at",
+                    ExpressionAttributeValues={":one": {"N": "1"}, ":at": {"S": at}},
+                )
+            except ClientError as exc:
+                raise unavailable(exc, "UpdateItem") from exc
+
+    def _with_access(
+        self, tenant: str, user_id: str, memories: list[MemoryUnit]
+    ) -> list[MemoryUnit]:
+        if not memories:
+            return memories
+        keys: list[dict[str, Any]] = [
+            {PK: {"S": access_key(tenant, user_id)}, SK: {"S": m.memory_id}} for m in memories
+        ]
+        try:
+            response = self._client.batch_get_item(
+                RequestItems={self._tables.turns: {"Keys": keys}}
+            )
+        except ClientError as exc:
+            raise unavailable(exc, "BatchGetItem") from exc
+        counts = {
+            item[SK]["S"]: (int(item["access_count"]["N"]), item["last_accessed"]["S"])
+            for item in response.get("Responses", {}).get(self._tables.turns, [])
+        }
+        return [
+            m.model_copy(
+                update={
+                    "access_count": counts[m.memory_id][0],
+                    "last_accessed": datetime.fromisoformat(counts[m.memory_id][1]),
+                }
+            )
+            if m.memory_id in counts
+            else m
+            for m in memories
+        ]
 
     def commit(self, commit: Commit) -> None:
         user_key = _user_key(commit.tenant, commit.user_id)
@@ -177,7 +285,7 @@ class DynamoMemoryStore:
                     "Put": {
                         "TableName": self._tables.turns,
                         "Item": {
-                            PK: {"S": f"TRACEMEM#{commit.tenant}#{entry.trace_id}"},
+                            PK: {"S": trace_memories_pk(commit.tenant, entry.trace_id)},
                             # Stored and later merged by one trace: two rows, not an overwrite.
                             SK: {"S": f"{entry.memory_id}#{entry.outcome}"},
                             "memory_id": {"S": entry.memory_id},
@@ -194,9 +302,10 @@ class DynamoMemoryStore:
                         "TableName": self._tables.outbox,
                         "Item": {
                             PK: {"S": user_key},
-                            SK: {"S": f"{row_out.memory_id}#{rev:08d}"},
+                            SK: {"S": outbox_sort_key(row_out.memory_id, rev)},
                             "memory_id": {"S": row_out.memory_id},
                             "op": {"S": row_out.op.value},
+                            "trace_id": {"S": row_out.trace_id},
                             "doc": {"S": doc},
                             OUTBOX_PENDING.partition_key: {"S": user_key},
                         },
@@ -211,7 +320,7 @@ class DynamoMemoryStore:
                 codes = {reason.get("Code") for reason in reasons}
                 if codes & _CONFLICT_CODES or not reasons:
                     raise WriteConflict("a concurrent write changed what was read") from exc
-            raise _unavailable(exc, "TransactWriteItems") from exc
+            raise unavailable(exc, "TransactWriteItems") from exc
 
 
 class DynamoEntityStore:
@@ -232,7 +341,7 @@ class DynamoEntityStore:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
-                raise _unavailable(exc, "Query") from exc
+                raise unavailable(exc, "Query") from exc
             entities.extend(Entity.model_validate_json(i["doc"]["S"]) for i in response["Items"])
             if "LastEvaluatedKey" not in response:
                 break
@@ -248,7 +357,7 @@ class DynamoEntityStore:
         try:
             item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         except ClientError as exc:
-            raise _unavailable(exc, "GetItem") from exc
+            raise unavailable(exc, "GetItem") from exc
         found = item.get("Item")
         if found is None:
             return None
@@ -272,4 +381,4 @@ class DynamoEntityStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 raise WriteConflict(f"entity {entity.entity_id} changed since it was read") from exc
-            raise _unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "PutItem") from exc

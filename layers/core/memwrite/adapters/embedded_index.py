@@ -46,6 +46,7 @@ from memwrite.index import (
     DEFAULT_BM25_WEIGHT,
     IndexFilter,
     IndexHit,
+    MatchSource,
     MemoryDoc,
     Vector,
     fuse_hybrid,
@@ -66,8 +67,11 @@ _FETCH_PER_HIT = 8  # vectors fetched per wanted memory: content + HyPE question
 _FETCH_GROWTH = 4  # when too few fetched vectors pass the filter, fetch this many times more
 _INITIAL_CAPACITY = 64
 _ADD_BATCH = 16_384  # vectors per faiss add: parallel graph inserts, bounded extra memory
-_ROW_ARRAYS = ("_vector", "_owner", "_live", "_type", "_tier", "_topic", "_confidence")
+_ROW_ARRAYS = (
+    *("_vector", "_owner", "_live", "_question", "_type", "_tier", "_topic", "_confidence"),
+)
 
+_BM25_MATCH = frozenset({MatchSource.BM25})
 _MEMORY_TYPES = tuple(MemoryType)
 _TIERS = tuple(Tier)
 _WORD_RE = re.compile(r"[^\W_]+")
@@ -89,6 +93,7 @@ CREATE TABLE IF NOT EXISTS docs (
     tier TEXT NOT NULL,
     confidence REAL NOT NULL,
     vectors BLOB,  -- float32 rows, content vector first; NULL in memory or for BM25-only
+    has_content INTEGER NOT NULL DEFAULT 1,  -- 0: every row of `vectors` is a HyPE question
     UNIQUE (slot, memory_id)
 );
 """
@@ -149,6 +154,7 @@ class _DocMeta:
     tier_code: int
     topic: str
     confidence: float
+    has_content: bool  # the first vector is the content's; the others are HyPE questions
 
 
 class _VectorPartition:
@@ -183,6 +189,7 @@ class _VectorPartition:
         self._vector = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)  # row -> faiss id
         self._owner = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)  # row -> doc id
         self._live = np.zeros(_INITIAL_CAPACITY, dtype=bool)
+        self._question = np.zeros(_INITIAL_CAPACITY, dtype=bool)  # row -> a HyPE question?
         self._type = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
         self._tier = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
         self._topic = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
@@ -208,6 +215,9 @@ class _VectorPartition:
         np.add.at(self._live_rows, self._vector[rows], 1)
         self._owner[rows] = doc_id
         self._live[rows] = True
+        self._question[rows] = True
+        if meta.has_content:
+            self._question[rows[0]] = False
         self._type[rows] = meta.type_code
         self._tier[rows] = meta.tier_code
         self._topic[rows] = self._topics.setdefault(meta.topic, len(self._topics))
@@ -349,7 +359,12 @@ class _VectorPartition:
         owners = self._owner[rows[order]]
         _, first = np.unique(owners, return_index=True)
         best = np.sort(first)[:k]  # first occurrence in score order = the memory's best
-        return [IndexHit(self._docs[int(owners[i])][0], float(scores[order[i]])) for i in best]
+        sources = np.where(self._question[rows[order[best]]], 1, 0).tolist()
+        kinds = (frozenset({MatchSource.CONTENT}), frozenset({MatchSource.QUESTION}))
+        return [
+            IndexHit(self._docs[int(owners[i])][0], float(scores[order[i]]), kinds[source])
+            for i, source in zip(best, sources, strict=True)
+        ]
 
     def _compact(self) -> None:
         """Rebuild the partition from its live rows only."""
@@ -358,19 +373,21 @@ class _VectorPartition:
         topics = {code: topic for topic, code in self._topics.items()}
         fields = [
             (
-                int(self._type[rows[0]]),
-                int(self._tier[rows[0]]),
-                topics[int(self._topic[rows[0]])],
-                float(self._confidence[rows[0]]),
+                _DocMeta(
+                    memory_id,
+                    int(self._type[rows[0]]),
+                    int(self._tier[rows[0]]),
+                    topics[int(self._topic[rows[0]])],
+                    float(self._confidence[rows[0]]),
+                    not bool(self._question[rows[0]]),
+                ),
                 self._flat.reconstruct_batch(self._vector[rows]),
             )
-            for _, _, rows in docs
+            for _, memory_id, rows in docs
         ]
         self._reset()
-        for (doc_id, memory_id, _), (type_code, tier_code, topic, confidence, vectors) in zip(
-            docs, fields, strict=True
-        ):
-            self.add(doc_id, _DocMeta(memory_id, type_code, tier_code, topic, confidence), vectors)
+        for (doc_id, _, _), (meta, vectors) in zip(docs, fields, strict=True):
+            self.add(doc_id, meta, vectors)
 
 
 def _grown(array: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
@@ -517,7 +534,7 @@ class EmbeddedIndex:
                     "ORDER BY score DESC, d.id LIMIT ?",
                     [expression, *params, k],
                 ).fetchall()
-        return [IndexHit(memory_id, float(score)) for memory_id, score in rows]
+        return [IndexHit(memory_id, float(score), _BM25_MATCH) for memory_id, score in rows]
 
     def hybrid(
         self,
@@ -597,10 +614,11 @@ class EmbeddedIndex:
 
     def _write_doc(self, slot: int, doc: MemoryDoc, vectors: npt.NDArray[np.float32] | None) -> int:
         doc_id = self._db.execute(
-            "INSERT INTO docs (slot, memory_id, type, topic, tier, confidence, vectors) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (slot, memory_id) DO UPDATE SET "
-            "type = excluded.type, topic = excluded.topic, tier = excluded.tier, "
-            "confidence = excluded.confidence, vectors = excluded.vectors RETURNING id",
+            "INSERT INTO docs (slot, memory_id, type, topic, tier, confidence, vectors, "
+            "has_content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (slot, memory_id) DO "
+            "UPDATE SET type = excluded.type, topic = excluded.topic, tier = excluded.tier, "
+            "confidence = excluded.confidence, vectors = excluded.vectors, "
+            "has_content = excluded.has_content RETURNING id",
             (
                 slot,
                 doc.memory_id,
@@ -609,6 +627,7 @@ class EmbeddedIndex:
                 doc.tier.value,
                 doc.confidence,
                 None if vectors is None or not self._vectors_in_db else vectors.tobytes(),
+                doc.vector is not None,
             ),
         ).fetchone()[0]
         fts = _fts_table(slot)
@@ -624,17 +643,19 @@ class EmbeddedIndex:
         if partition is None and self._vectors_in_db:
             partition = _VectorPartition(self._dimension)
             rows = self._db.execute(
-                "SELECT id, memory_id, type, topic, tier, confidence, vectors FROM docs "
+                "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content "
+                "FROM docs "
                 "WHERE slot = ? AND vectors IS NOT NULL ORDER BY id",
                 (slot,),
             )
-            for doc_id, memory_id, type_, topic, tier, confidence, blob in rows:
+            for doc_id, memory_id, type_, topic, tier, confidence, blob, has_content in rows:
                 meta = _DocMeta(
                     memory_id=memory_id,
                     type_code=_MEMORY_TYPES.index(MemoryType(type_)),
                     tier_code=_TIERS.index(Tier(tier)),
                     topic=topic,
                     confidence=confidence,
+                    has_content=bool(has_content),
                 )
                 vectors = np.frombuffer(blob, dtype=np.float32).reshape(-1, self._dimension)
                 partition.add(doc_id, meta, vectors)
@@ -649,6 +670,7 @@ def _meta_of(doc: MemoryDoc) -> _DocMeta:
         tier_code=_TIERS.index(doc.tier),
         topic=doc.topic,
         confidence=doc.confidence,
+        has_content=doc.vector is not None,
     )
 
 

@@ -1,0 +1,134 @@
+"""Stage 7, HyPE: make one changed memory searchable, then mark its outbox row done.
+
+For each outbox row (delivered by the outbox's DynamoDB stream on AWS, by the local runner
+offline) the stage reads the memory as it is *now* in the store, so rows may arrive late, twice
+or out of order and the index still converges on the store:
+
+- gone (erased, rolled back), superseded or retracted: its document is deleted;
+- otherwise its text is indexed first (BM25-searchable at once), then `hype_questions`
+  questions are generated (the extractor's own search questions when it wrote enough; else the
+  `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
+  the document is upserted again with its vectors. Tasks stay BM25-only (DESIGN.md section 2).
+
+The row is marked done last: a crash anywhere before leaves it pending, and the retry redoes
+the whole job with the same result (upserts replace by memory id, deletes of absent documents
+are no-ops).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+import numpy as np
+
+from memwrite.candidate import MemoryType
+from memwrite.config import PipelineConfig
+from memwrite.index import MemoryDoc, Vector
+from memwrite.memory import MemoryUnit
+from memwrite.models import SpanResult
+from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
+from memwrite.ports import (
+    Embedder,
+    MemoryIndex,
+    MemoryStore,
+    MetricsSink,
+    Outbox,
+    QuestionGenerator,
+    SpanStore,
+)
+from memwrite.spans import make_span
+
+__all__ = ["STAGE", "HypeDeps", "document_of", "run"]
+
+STAGE = "hype"
+
+
+@dataclass
+class HypeDeps:
+    store: MemoryStore
+    index: MemoryIndex
+    embedder: Embedder
+    questions: QuestionGenerator
+    outbox: Outbox
+    spans: SpanStore
+    metrics: MetricsSink
+
+
+def document_of(memory: MemoryUnit) -> MemoryDoc:
+    """The memory's text document, without vectors yet."""
+    return MemoryDoc(
+        memory_id=memory.memory_id,
+        tenant=memory.tenant,
+        user_id=memory.user_id,
+        text=memory.text,
+        type=memory.type,
+        topic=memory.topic,
+        tier=memory.tier,
+        confidence=memory.confidence,
+    )
+
+
+def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> list[str]:
+    # The LLM extractor already wrote search questions for its memories: no second call.
+    if len(memory.search_questions) >= count:
+        return memory.search_questions[:count]
+    return generator.questions_for(memory, count)
+
+
+def _with_vectors(doc: MemoryDoc, vectors: Sequence[Vector]) -> MemoryDoc:
+    """`doc` with its content vector (first) and question vectors; a zero vector (a text
+    without words) is left out, as it is similar to nothing."""
+    content = vectors[0] if np.any(vectors[0]) else None
+    questions = tuple(row for row in vectors[1:] if np.any(row))
+    return replace(doc, vector=content, question_vectors=questions)
+
+
+def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> IndexedChange:
+    """Index (or remove) the memory of one outbox row, then mark the row done."""
+    change = payload
+    started = time.perf_counter()
+    stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
+    current = stored.get(change.memory_id)
+    memory = current.memory if current is not None else None
+    if memory is None or not memory.active:
+        deps.index.delete(change.tenant, change.user_id, change.memory_id)
+        result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
+    else:
+        doc = document_of(memory)
+        deps.index.upsert(doc)
+        result = IndexedChange(
+            memory_id=memory.memory_id, action=IndexAction.INDEXED, text_indexed_at=_now()
+        )
+        if memory.type is not MemoryType.TASK:
+            questions = _questions(memory, config.search.hype_questions, deps.questions)
+            vectors = deps.embedder.embed([memory.text, *questions])
+            deps.index.upsert(_with_vectors(doc, list(vectors)))
+            result = result.model_copy(
+                update={"questions": questions, "vectors_indexed_at": _now()}
+            )
+    deps.outbox.mark_done(change)
+    latency_ms = (time.perf_counter() - started) * 1000
+    if change.trace_id is not None:
+        # The span joins the trace that wrote the change: its trace shows the memory indexed
+        # (pass) or taken out of every query (transform).
+        removed = result.action is IndexAction.REMOVED
+        span = make_span(
+            trace_id=change.trace_id,
+            tenant=change.tenant,
+            user_id=change.user_id,
+            stage=STAGE,
+            item_id=f"{change.memory_id}#{change.rev}",
+            result=SpanResult.TRANSFORM if removed else SpanResult.PASS,
+            latency_ms=latency_ms,
+        )
+        deps.spans.put_spans([span])
+    deps.metrics.count(STAGE, result.action.value, None)
+    deps.metrics.timing(STAGE, latency_ms)
+    return result
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,285 @@
+"""The OpenSearch adapter at the HTTP level: a local fake OpenSearch records every request, so
+the tests check what goes on the wire (paths, bodies, SigV4 headers), with the real
+opensearch-py client and signer."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+from memwrite.candidate import MemoryType
+from memwrite.embedder import HashingEmbedder
+from memwrite.errors import IndexUnavailable
+from memwrite.index import BM25_STOPWORDS, IndexFilter, MatchSource, MemoryDoc
+from memwrite.memory import Tier
+
+EMBEDDER = HashingEmbedder()
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: str
+
+
+class FakeOpenSearch:
+    """Answers like OpenSearch; `replies` maps (method, path prefix) to (status, JSON)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Seen] = []
+        self.replies: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                fake.requests.append(Seen(self.command, self.path, dict(self.headers), body))
+                status, reply = 200, {"acknowledged": True, "errors": False, "items": []}
+                for (method, prefix), answer in fake.replies.items():
+                    if method == self.command and self.path.startswith(prefix):
+                        status, reply = answer
+                payload = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any  # noqa: N815
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenSearch]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    server = FakeOpenSearch()
+    thread = threading.Thread(
+        target=server.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+    )
+    thread.start()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def index_on(fake: FakeOpenSearch, service: str = "es") -> OpenSearchIndex:
+    client = signed_client(fake.url, "eu-west-1", service)
+    return OpenSearchIndex(
+        client, "memories", dimension=EMBEDDER.dimension, serverless=service == "aoss"
+    )
+
+
+def doc(memory_id: str = "m1", text: str = "The user lives in Lisbon.") -> MemoryDoc:
+    vectors = EMBEDDER.embed([text, "Where does the user live?"])
+    return MemoryDoc(
+        memory_id=memory_id,
+        tenant="t1",
+        user_id="dana",
+        text=text,
+        type=MemoryType.FACT,
+        topic="location",
+        tier=Tier.FACT,
+        confidence=0.9,
+        vector=vectors[0],
+        question_vectors=(vectors[1],),
+    )
+
+
+@pytest.mark.parametrize("service", ["es", "aoss"])
+def test_every_request_is_signed_with_sigv4_for_the_configured_service(
+    fake: FakeOpenSearch, service: str
+) -> None:
+    index_on(fake, service).upsert(doc())
+    request = fake.requests[-1]
+    authorization = request.headers["Authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert f"/eu-west-1/{service}/aws4_request" in authorization
+    assert "SignedHeaders=" in authorization and "Signature=" in authorization
+    assert request.headers["X-Amz-Date"]
+    assert request.headers["X-Amz-Content-SHA256"]
+
+
+def test_creation_puts_the_pipeline_and_creates_the_index_with_its_mapping(
+    fake: FakeOpenSearch,
+) -> None:
+    fake.replies[("HEAD", "/memories")] = (404, {})
+    index_on(fake).ensure_index(bm25_weight=0.3)
+
+    pipeline, _, create = fake.requests
+    assert (pipeline.method, pipeline.path) == ("PUT", "/_search/pipeline/memories-hybrid")
+    processor = json.loads(pipeline.body)["phase_results_processors"][0]
+    normalisation = processor["normalization-processor"]
+    assert normalisation["normalization"] == {"technique": "min_max"}
+    assert normalisation["combination"]["parameters"]["weights"] == [0.3, 0.7]
+    assert (create.method, create.path.split("?")[0]) == ("PUT", "/memories")
+    body = json.loads(create.body)
+    fields = body["mappings"]["properties"]
+    for keyword in ("tenant", "user_id", "type", "topic", "tier", "memory_id"):
+        assert fields[keyword] == {"type": "keyword"}
+    assert fields["text"]["analyzer"] == "memwrite_text"
+    assert fields["content_vector"]["type"] == "knn_vector"
+    assert fields["content_vector"]["dimension"] == EMBEDDER.dimension
+    assert fields["questions"]["type"] == "nested"
+    assert fields["questions"]["properties"]["vector"]["method"]["space_type"] == "cosinesimil"
+    stop = body["settings"]["analysis"]["filter"]["memwrite_stop"]["stopwords"]
+    assert set(stop) == BM25_STOPWORDS
+
+
+def test_creation_twice_does_not_recreate_an_existing_index(fake: FakeOpenSearch) -> None:
+    index = index_on(fake)
+    index.ensure_index()
+    index.ensure_index()
+    assert [r.method for r in fake.requests] == ["PUT", "HEAD", "PUT", "HEAD"]
+
+
+def test_upserts_are_one_bulk_call_of_whole_documents_keyed_by_tenant_user_and_memory(
+    fake: FakeOpenSearch,
+) -> None:
+    index_on(fake).upsert_many([doc("m1"), doc("m2", "The user works at SAP.")])
+
+    (request,) = fake.requests
+    assert request.method == "POST" and request.path.startswith("/_bulk")
+    assert "refresh=wait_for" in request.path
+    lines = [json.loads(line) for line in request.body.strip().split("\n")]
+    assert lines[0] == {"index": {"_index": "memories", "_id": "t1|dana|m1"}}
+    source = lines[1]
+    assert (source["tenant"], source["user_id"], source["tier"]) == ("t1", "dana", "fact")
+    assert len(source["content_vector"]) == EMBEDDER.dimension
+    assert len(source["questions"]) == 1
+    assert lines[2]["index"]["_id"] == "t1|dana|m2"
+
+
+def test_serverless_writes_do_not_ask_for_a_refresh(fake: FakeOpenSearch) -> None:
+    index_on(fake, "aoss").upsert(doc())
+    assert "refresh" not in fake.requests[-1].path
+
+
+def test_deletes_by_memory_and_by_user(fake: FakeOpenSearch) -> None:
+    index = index_on(fake)
+    index.delete("t1", "dana", "m1")
+    delete = json.loads(fake.requests[-1].body.strip())
+    assert delete == {"delete": {"_index": "memories", "_id": "t1|dana|m1"}}
+
+    # A user's documents are found by a scoped search, then deleted in bulk, page by page
+    # (the fake answers the same page again, so the second page is the real client's too)
+    fake.replies[("POST", "/memories/_search")] = (
+        200,
+        {"hits": {"hits": [{"_id": "t1|dana|m1"}, {"_id": "t1|dana|m2"}]}},
+    )
+    pages = 0
+    real_search = index._client.search
+
+    def first_page_then_none(**kwargs: Any) -> Any:
+        nonlocal pages
+        pages += 1
+        return real_search(**kwargs) if pages == 1 else {"hits": {"hits": []}}
+
+    index._client.search = first_page_then_none
+    assert index.delete_user("t1", "dana") == 2
+    search = next(r for r in fake.requests if r.path.startswith("/memories/_search"))
+    scope = json.loads(search.body)["query"]["bool"]["filter"]
+    assert scope == [{"term": {"tenant": "t1"}}, {"term": {"user_id": "dana"}}]
+    bulk = fake.requests[-1]
+    assert [json.loads(line)["delete"]["_id"] for line in bulk.body.strip().split("\n")] == [
+        "t1|dana|m1",
+        "t1|dana|m2",
+    ]
+
+
+def test_hybrid_sends_bm25_and_knn_through_the_pipeline_and_reads_why_each_hit_matched(
+    fake: FakeOpenSearch,
+) -> None:
+    fake.replies[("POST", "/memories/_search")] = (
+        200,
+        {
+            "hits": {
+                "hits": [
+                    {
+                        "_id": "t1|dana|m1",
+                        "_score": 0.9,
+                        "_source": {"memory_id": "m1"},
+                        "matched_queries": {"bm25": 1.2, "content": 0.8, "question": 0.95},
+                    },
+                    {
+                        "_id": "t1|dana|m2",
+                        "_score": 0.4,
+                        "_source": {"memory_id": "m2"},
+                        "matched_queries": {"content": 0.7},
+                    },
+                ]
+            }
+        },
+    )
+    vector = EMBEDDER.embed(["Where is she based?"])[0]
+    wanted = IndexFilter(tiers=frozenset({Tier.FACT}), min_confidence=0.4)
+
+    hits = index_on(fake).hybrid("t1", "dana", "Where is she based?", vector, 5, filter=wanted)
+
+    request = fake.requests[-1]
+    assert "search_pipeline=memories-hybrid" in request.path
+    assert "include_named_queries_score=true" in request.path
+    lexical, semantic = json.loads(request.body)["query"]["hybrid"]["queries"]
+    for part in (lexical, semantic):
+        filters = part["bool"]["filter"]
+        assert {"term": {"tenant": "t1"}} in filters and {"term": {"user_id": "dana"}} in filters
+        assert {"terms": {"tier": ["fact"]}} in filters
+        assert {"range": {"confidence": {"gte": 0.4}}} in filters
+    assert lexical["bool"]["must"][0]["match"]["text"]["query"] == "Where is she based?"
+    content, question = semantic["bool"]["must"][0]["dis_max"]["queries"]
+    assert content["knn"]["content_vector"]["k"] >= 5
+    assert question["nested"]["path"] == "questions"
+    assert [(h.memory_id, h.matched) for h in hits] == [
+        ("m1", frozenset({MatchSource.BM25, MatchSource.QUESTION})),
+        ("m2", frozenset({MatchSource.CONTENT})),
+    ]
+
+
+def test_knn_scores_are_cosines(fake: FakeOpenSearch) -> None:
+    fake.replies[("POST", "/memories/_search")] = (
+        200,
+        {"hits": {"hits": [{"_score": 0.75, "_source": {"memory_id": "m1"}}]}},
+    )
+    (hit,) = index_on(fake).knn("t1", "dana", EMBEDDER.embed(["x y"])[0], 1)
+    assert hit.score == pytest.approx(0.5)  # Lucene's (1 + cos) / 2 = 0.75
+
+
+def test_a_cluster_fault_is_a_transient_index_error(fake: FakeOpenSearch) -> None:
+    fake.replies[("POST", "/_bulk")] = (503, {"error": "unavailable"})
+    with pytest.raises(IndexUnavailable):
+        index_on(fake).upsert(doc())
+
+
+def test_a_refused_document_is_not_silently_dropped(fake: FakeOpenSearch) -> None:
+    fake.replies[("POST", "/_bulk")] = (
+        200,
+        {"errors": True, "items": [{"index": {"error": {"type": "mapper_parsing_exception"}}}]},
+    )
+    with pytest.raises(IndexUnavailable, match="refused 1"):
+        index_on(fake).upsert(doc())
+
+
+def test_wrong_dimension_vectors_are_refused_before_any_request(fake: FakeOpenSearch) -> None:
+    bad = doc()
+    bad = MemoryDoc(**{**bad.__dict__, "vector": np.ones(3, dtype=np.float32)})
+    with pytest.raises(ValueError, match="dimension"):
+        index_on(fake).upsert(bad)
+    assert fake.requests == []
