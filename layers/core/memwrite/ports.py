@@ -49,6 +49,7 @@ __all__ = [
     "QuestionGenerator",
     "RateStore",
     "ResolveJudge",
+    "SearchIndexSetup",
     "SessionLog",
     "SpanStore",
     "TraceRecord",
@@ -315,6 +316,16 @@ class QuestionGenerator(Protocol):
 
         Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
         """
+
+
+class SearchIndexSetup(Protocol):
+    """The deploy-time step of a search server: the index mapping and the hybrid pipeline."""
+
+    def ensure_index(self, bm25_weight: float) -> None:
+        """Create (or update) the hybrid search pipeline and create the index when absent.
+
+        Idempotent: safe on every deploy; an existing index (and its documents) is kept.
+        Raises `IndexUnavailable` when the server refuses or cannot be reached."""
 
 
 class Outbox(Protocol):

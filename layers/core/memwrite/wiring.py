@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import LambdaEnvironment
+from memwrite.errors import ConfigError
 
 if TYPE_CHECKING:
+    from memwrite.adapters.opensearch_index import OpenSearchIndex
     from memwrite.ingest import IngestDeps
     from memwrite.ports import (
         CandidateVerifier,
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
         MetricsSink,
         PipelineRunner,
         QuestionGenerator,
+        SearchIndexSetup,
         SpanStore,
         TurnLedger,
     )
@@ -35,11 +38,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ApiDeps",
     "DeadLetterDeps",
+    "IndexSetupDeps",
     "QueryApiDeps",
     "build_api_deps",
     "build_dead_letter_deps",
     "build_embedder",
     "build_index",
+    "build_index_setup",
     "build_llm",
     "build_pipeline_runner",
     "build_query_deps",
@@ -226,18 +231,45 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
 def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
     """OpenSearch when an endpoint is configured, else the embedded index at `index_path`."""
     if env.opensearch_endpoint:
-        from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
-
-        client = signed_client(env.opensearch_endpoint, env.aws_region, env.opensearch_service)
-        return OpenSearchIndex(
-            client,
-            env.opensearch_index,
-            dimension=dimension,
-            serverless=env.opensearch_service == "aoss",
-        )
+        return _opensearch_index(env, env.opensearch_endpoint, dimension)
     from memwrite.adapters.embedded_index import EmbeddedIndex
 
     return EmbeddedIndex(env.index_path, dimension=dimension)
+
+
+def _opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
+    from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+
+    client = signed_client(endpoint, env.aws_region, env.opensearch_service)
+    return OpenSearchIndex(
+        client,
+        env.opensearch_index,
+        dimension=dimension,
+        serverless=env.opensearch_service == "aoss",
+    )
+
+
+@dataclass
+class IndexSetupDeps:
+    """The deploy-time index step: the index the handlers will use, and its fusion weight."""
+
+    index: SearchIndexSetup
+    index_name: str
+    bm25_weight: float
+
+
+def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDeps:
+    """The OpenSearch index of `OPENSEARCH_ENDPOINT`, named and dimensioned exactly as the
+    hype and query functions build it (the same environment, the same settings)."""
+    env = LambdaEnvironment.load(environ)
+    if not env.opensearch_endpoint:
+        raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")
+    index = _opensearch_index(env, env.opensearch_endpoint, build_embedder(env).dimension)
+    return IndexSetupDeps(
+        index=index,
+        index_name=env.opensearch_index,
+        bm25_weight=env.settings.pipeline.search.bm25_weight,
+    )
 
 
 def _questions(aws: _Aws) -> QuestionGenerator:
