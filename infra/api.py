@@ -1,5 +1,8 @@
 """The REST API: `/v1/turns` (ingest) and the read routes (query), behind a Lambda authorizer
-that turns the `x-api-key` header into the tenant, with stage-wide throttling and access logs."""
+that turns the `x-api-key` header into the tenant, with stage-wide throttling and access logs.
+
+`QUERY_ROUTES` are the routes `functions/query/handler.py`'s resolver serves (a test compares
+the two, so a route added there without one here fails)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,16 @@ from constructs import Construct
 
 from infra.config import ApiThrottling
 
-__all__ = ["MemwriteApi"]
+__all__ = ["INGEST_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
+
+INGEST_ROUTES = (("POST", "/v1/turns"),)
+QUERY_ROUTES = (
+    ("GET", "/v1/traces/{trace_id}"),
+    ("POST", "/v1/search"),
+    ("GET", "/v1/memories/{memory_id}"),
+    ("GET", "/v1/users/{user_id}/memories"),
+    ("DELETE", "/v1/users/{user_id}/memories"),
+)
 
 _AUTHORIZER_CACHE = cdk.Duration.minutes(5)
 
@@ -36,7 +48,8 @@ class MemwriteApi(Construct):
         self.api = apigw.RestApi(
             self,
             "Api",
-            description="memwrite: POST /v1/turns, GET /v1/traces/{trace_id}",
+            description="memwrite: "
+            + ", ".join(f"{method} {path}" for method, path in (*INGEST_ROUTES, *QUERY_ROUTES)),
             cloud_watch_role=True,
             cloud_watch_role_removal_policy=removal_policy,
             deploy_options=apigw.StageOptions(
@@ -73,10 +86,11 @@ class MemwriteApi(Construct):
             "Requests", validate_request_parameters=True, validate_request_body=True
         )
         options = {"authorizer": tenant_authorizer, "request_validator": validator}
-        v1 = self.api.root.add_resource("v1")
-        v1.add_resource("turns").add_method("POST", apigw.LambdaIntegration(ingest), **options)  # type: ignore[arg-type]
-        traces = v1.add_resource("traces").add_resource("{trace_id}")
-        traces.add_method("GET", apigw.LambdaIntegration(query), **options)  # type: ignore[arg-type]
+        for routes, function in ((INGEST_ROUTES, ingest), (QUERY_ROUTES, query)):
+            integration = apigw.LambdaIntegration(function)
+            for method, path in routes:
+                resource = self.api.root.resource_for_path(path)
+                resource.add_method(method, integration, **options)  # type: ignore[arg-type]
         cdk.Validations.of(self).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-COG4",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from memwrite.config import Settings, load_settings
 
 __all__ = [
     "ENVIRONMENTS",
@@ -16,7 +19,11 @@ __all__ = [
     "LlmProvider",
     "SearchConfig",
     "config_for",
+    "deployed_settings",
+    "settings_file",
 ]
+
+_SETTINGS = Path(__file__).resolve().parent / "settings"
 
 
 class _Frozen(BaseModel):
@@ -34,13 +41,13 @@ class LlmProvider(StrEnum):
 
 
 class SearchConfig(_Frozen):
-    """The OpenSearch Serverless collection; the index and the hybrid search pipeline are
-    created at deploy time. (A managed domain is not built: see the README.)"""
+    """The OpenSearch Serverless collection; the index and the hybrid search pipeline (named
+    `<index_name>-hybrid` by the adapter) are created at deploy time. (A managed domain is not
+    built: see the README.)"""
 
     kind: Literal["serverless"] = "serverless"
     collection_name: str = Field(pattern=r"^[a-z][a-z0-9-]{2,31}$")
     index_name: str = "memories"
-    search_pipeline: str = "memwrite-hybrid"
     standby_replicas: bool = True  # off halves the OCU floor (dev only)
 
 
@@ -136,3 +143,13 @@ def config_for(name: str) -> EnvConfig:
         raise ValueError(
             f"unknown environment {name!r}; one of: {', '.join(ENVIRONMENTS)}"
         ) from None
+
+
+def settings_file(name: str) -> Path:
+    """The pipeline settings an environment deploys (`MEMWRITE_CONFIG` on every function)."""
+    return _SETTINGS / f"{name}.json"
+
+
+def deployed_settings(name: str) -> Settings:
+    """Those settings as the functions will load them (the grants follow the models named)."""
+    return load_settings({"MEMWRITE_CONFIG": str(settings_file(name))})

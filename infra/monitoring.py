@@ -70,6 +70,23 @@ def _by_reason(stage: str, outcome: str) -> cw.MathExpression:
     )
 
 
+def _by_outcome(stage: str) -> cw.MathExpression:
+    """Every outcome of one stage, one line each (hype counts `indexed` and `removed`)."""
+    return cw.MathExpression(
+        expression=(
+            f'SEARCH(\'{{{NAMESPACE},Outcome,Reason,Stage}} MetricName="items" '
+            f"Stage=\"{stage}\"', 'Sum', 300)"
+        ),
+        label=f"{stage} by outcome",
+        period=_PERIOD,
+    )
+
+
+def _iterator_age(function: lambda_.IFunction) -> cw.Metric:
+    """The outbox lag: how old the newest record a stream consumer has taken was."""
+    return function.metric("IteratorAge", statistic="Maximum", period=_PERIOD)
+
+
 class Monitoring(Construct):
     def __init__(
         self,
@@ -81,6 +98,7 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         turn_queue: sqs.IQueue,
         dead_letter_queues: Sequence[sqs.IQueue],
+        stream_dead_letter_queues: Sequence[sqs.IQueue],
         state_machine: sfn.IStateMachine,
         thresholds: AlarmThresholds,
         alarm_email: str | None,
@@ -92,9 +110,10 @@ class Monitoring(Construct):
         self.alarms: list[cw.Alarm] = []
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
         self.dashboard.add_widgets(*self._overview(turn_queue, dead_letter_queues, state_machine))
+        self._stream_dlqs = list(stream_dead_letter_queues)
         for stage in stages:
             function = functions[stage.name]
-            self.dashboard.add_widgets(*self._stage_section(stage, function))
+            self.dashboard.add_widgets(*self._stage_section(stage, function, thresholds))
             self._stage_error_alarm(stage, function, thresholds)
             if stage.placement is StagePlacement.STREAM:
                 self._outbox_lag_alarm(stage, function, thresholds)
@@ -171,7 +190,40 @@ class Monitoring(Construct):
             ),
         ]
 
-    def _stage_section(self, stage: StageDef, function: lambda_.IFunction) -> list[cw.IWidget]:
+    def _stage_section(
+        self, stage: StageDef, function: lambda_.IFunction, thresholds: AlarmThresholds
+    ) -> list[cw.IWidget]:
+        name = stage.name
+        widgets = self._common_widgets(stage, function)
+        if stage.placement is StagePlacement.STREAM:
+            widgets += [
+                cw.GraphWidget(
+                    title=f"{name}: outbox lag (stream iterator age, ms)",
+                    left=[_iterator_age(function)],
+                    left_annotations=[
+                        cw.HorizontalAnnotation(
+                            value=thresholds.outbox_lag_secs * 1000, label="alarm"
+                        )
+                    ],
+                    width=8,
+                ),
+                cw.GraphWidget(
+                    title=f"{name}: outbox rows indexed / removed",
+                    left=[_by_outcome(name)],
+                    width=8,
+                ),
+                cw.GraphWidget(
+                    title=f"{name}: records given up (stream DLQ)",
+                    left=[
+                        q.metric_approximate_number_of_messages_visible(period=_PERIOD)
+                        for q in self._stream_dlqs
+                    ],
+                    width=8,
+                ),
+            ]
+        return widgets
+
+    def _common_widgets(self, stage: StageDef, function: lambda_.IFunction) -> list[cw.IWidget]:
         name = stage.name
         return [
             cw.TextWidget(markdown=f"## {name} ({stage.placement.value})", width=24, height=1),
@@ -231,7 +283,7 @@ class Monitoring(Construct):
     ) -> None:
         self._alarm(
             f"{stage.name}OutboxLag",
-            function.metric("IteratorAge", statistic="Maximum", period=_PERIOD),
+            _iterator_age(function),
             threshold=thresholds.outbox_lag_secs * 1000,
             evaluation_periods=thresholds.evaluation_periods,
             description=f"Outbox lag: {stage.name} is more than "

@@ -19,8 +19,8 @@ from infra.config import SearchConfig
 
 __all__ = ["INDEX_SETUP_HANDLER", "SearchCollection"]
 
-# Written with the OpenSearch adapter (issue 10): creates the index mapping and the hybrid
-# search pipeline; on Update re-applies them (idempotent), on Delete leaves the data.
+# Creates the index mapping and the hybrid search pipeline through the OpenSearch adapter; on
+# Update re-applies them (idempotent), on Delete leaves the data.
 INDEX_SETUP_HANDLER = "functions.index_setup.handler.on_event"
 
 
@@ -118,7 +118,7 @@ class SearchCollection(Construct):
                 "Principal": [role.role_arn for role in admins],
             }
         )
-        aoss.CfnAccessPolicy(
+        self.data_access = aoss.CfnAccessPolicy(
             self,
             "DataAccess",
             name=f"{name}-data",
@@ -139,8 +139,12 @@ class SearchCollection(Construct):
             )
         self.endpoint = self.collection.attr_collection_endpoint
 
-    def add_index_setup(self, on_event: lambda_.IFunction, config: SearchConfig) -> None:
-        """The deploy-time index and pipeline creation, run after the collection exists."""
+    def add_index_setup(
+        self, on_event: lambda_.IFunction, config: SearchConfig, *, search_settings: str
+    ) -> None:
+        """The deploy-time index and pipeline creation, run once the collection and its data
+        access policy exist; again (Update) when a property, the search settings included,
+        changes."""
         provider = cr.Provider(self, "IndexSetupProvider", on_event_handler=on_event)
         on_event_id = cdk.Stack.of(self).get_logical_id(
             typing.cast(cdk.CfnElement, on_event.node.default_child)
@@ -165,7 +169,7 @@ class SearchCollection(Construct):
             properties={
                 "endpoint": self.endpoint,
                 "index": config.index_name,
-                "search_pipeline": config.search_pipeline,
+                "search_settings": search_settings,
             },
         )
-        resource.node.add_dependency(self.collection)
+        resource.node.add_dependency(self.collection, self.data_access)

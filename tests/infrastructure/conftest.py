@@ -17,14 +17,6 @@ from aws_cdk.assertions import Template
 
 from infra.app import build_app
 from infra.config import ENVIRONMENTS, EnvConfig
-from memwrite.payloads import ItemsPayload
-from memwrite.stages import STAGES, StageDef, StagePlacement
-
-# A stream stage shaped like the indexer of issue 10 (its code is not on this branch): the
-# stack must give it the outbox stream, the search collection and the outbox-lag alarm.
-STREAM_STAGE = StageDef(
-    "hype", StagePlacement.STREAM, "persist", ItemsPayload, ItemsPayload, "hype"
-)
 
 
 @dataclass(frozen=True)
@@ -39,17 +31,9 @@ class Synthesized:
         return result
 
 
-def _synth(config: EnvConfig, outdir: Path, stages: tuple[StageDef, ...] = STAGES) -> Synthesized:
-    from infra.stack import MemwriteStack
-
+def _synth(config: EnvConfig, outdir: Path) -> Synthesized:
     app = cdk.App(context={"aws:cdk:bundling-stacks": []}, outdir=str(outdir))
-    if stages is STAGES:
-        stack = build_app(app, config)
-    else:
-        from cdk_nag import AwsSolutionsChecks
-
-        stack = MemwriteStack(app, config.stack_name, config=config, stages=stages)
-        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    stack = build_app(app, config)
     app.synth()  # raises ValidationFailed on any unacknowledged cdk-nag finding
     return Synthesized(
         config, Template.from_stack(stack), outdir / f"{config.stack_name}.template.json"
@@ -62,10 +46,3 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synthesiz
         name: _synth(config, tmp_path_factory.mktemp(f"cdk-{name}"))
         for name, config in ENVIRONMENTS.items()
     }
-
-
-@pytest.fixture(scope="session")
-def with_stream_stage(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return _synth(
-        ENVIRONMENTS["dev"], tmp_path_factory.mktemp("cdk-stream"), (*STAGES, STREAM_STAGE)
-    )

@@ -16,7 +16,7 @@ from infra.access import STAGE_ACCESS
 from infra.pipeline import LAMBDA_TRANSIENT_ERRORS, transient_error_names
 from memwrite.config import load_settings
 from memwrite.schema import OUTBOX, TABLES
-from memwrite.stages import STAGES, pipeline_stages
+from memwrite.stages import STAGES, pipeline_stages, stream_stages
 from tests.infrastructure.conftest import Synthesized
 
 ENVS = ("dev", "staging", "prod")
@@ -235,32 +235,39 @@ def test_dashboard_has_a_section_per_stage_and_the_alarms_exist(
     assert rate["Properties"]["ThresholdMetricId"] == "band"
 
 
-def test_a_stream_stage_gets_the_outbox_stream_the_index_and_the_lag_alarm(
-    with_stream_stage: Synthesized,
+@pytest.mark.parametrize("env", ENVS)
+def test_the_stream_stage_gets_the_outbox_stream_the_index_and_the_lag_alarm(
+    synthesized: dict[str, Synthesized], env: str
 ) -> None:
-    # Given STAGES plus a stream-placed stage (what issue 10's hype adds)
-    synth = with_stream_stage
-    # Then it consumes the outbox stream with partial batch responses and an on-failure DLQ
-    synth.template.has_resource_properties(
-        "AWS::Lambda::EventSourceMapping",
-        {
-            "EventSourceArn": Match.any_value(),
-            "StartingPosition": "TRIM_HORIZON",
-            "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "BisectBatchOnFunctionError": True,
-            "DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}},
-        },
+    # Given the stack of STAGES, whose hype stage is placed on the outbox stream
+    synth = synthesized[env]
+    (stream_stage,) = stream_stages()
+    # Then its Lambda consumes the outbox stream with partial batch responses and a DLQ
+    (mapping,) = [
+        m
+        for m in resources(synth, "AWS::Lambda::EventSourceMapping").values()
+        if "StartingPosition" in m["Properties"]
+    ]
+    props = mapping["Properties"]
+    assert props["EventSourceArn"]["Fn::GetAtt"][1] == "StreamArn"
+    assert props["EventSourceArn"]["Fn::GetAtt"][0].startswith("TablesOutbox")
+    assert props["FunctionName"]["Ref"].startswith(
+        "".join(p.title() for p in stream_stage.name.split("_")) + "Fn"
+    )
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BisectBatchOnFunctionError"] is True
+    assert props["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0].startswith(
+        "QueuesStreamDlq"
     )
     # And the search collection with its policies and the deploy-time index step exists
     synth.template.resource_count_is("AWS::OpenSearchServerless::Collection", 1)
     synth.template.resource_count_is("AWS::OpenSearchServerless::SecurityPolicy", 2)
     synth.template.resource_count_is("AWS::OpenSearchServerless::AccessPolicy", 1)
     synth.template.resource_count_is("AWS::CloudFormation::CustomResource", 1)
-    assert any("hypeOutboxLag" in k for k in resources(synth, "AWS::CloudWatch::Alarm"))
-
-
-def test_without_a_stream_stage_there_is_no_collection(synthesized: dict[str, Synthesized]) -> None:
-    synthesized["dev"].template.resource_count_is("AWS::OpenSearchServerless::Collection", 0)
+    assert any(
+        f"{stream_stage.name}OutboxLag" in k for k in resources(synth, "AWS::CloudWatch::Alarm")
+    )
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -271,6 +278,7 @@ def test_deployed_settings_match_the_environment(
 
     config = synthesized[env].config
     settings = load_settings({"MEMWRITE_CONFIG": str(REPO / "infra" / "settings" / f"{env}.json")})
+    assert settings.pipeline.search.embedder == "bedrock"  # Titan v2 on AWS
     assert settings.pipeline.extract.provider == config.llm_provider.value
 
 
