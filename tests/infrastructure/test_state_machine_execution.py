@@ -1,9 +1,7 @@
 """The state machine CDK deploys, executed by moto's Step Functions interpreter with the real
 handlers in-process (each Lambda task dispatched by the `Handler` its function deploys with):
-turn -> memory row; a transient failure retried; a permanent one caught to the failure path.
-
-Follow-up once issue 10 lands: `test_memory_row_reaches_the_search_index` (the outbox stream
--> hype -> searchable leg) needs the hype handler and the OpenSearch adapter.
+turn -> memory row -> outbox stream -> hype -> searchable; a transient failure retried; a
+permanent one caught to the failure path.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -23,9 +22,10 @@ from memwrite.errors import StageInputError, StoreUnavailable
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn
 from memwrite.schema import TABLES
-from memwrite_local.runner import LocalContext
+from memwrite_local.runner import LocalContext, api_gateway_event
 from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition
 from tests.infrastructure.conftest import Synthesized
+from tests.streams import stream_event
 
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
@@ -35,6 +35,7 @@ class Aws:
 
     def __init__(self, synth: Synthesized) -> None:
         template = synth.json
+        self.template = template
         self.handlers = function_handlers(template)
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         for table in TABLES:
@@ -59,6 +60,42 @@ class Aws:
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
             type="EXPRESS",
         )["stateMachineArn"]
+
+    def handler_of(self, logical_id: str) -> Callable[[dict[str, Any], Any], Any]:
+        module_name, _, attribute = self.handlers[logical_id].rpartition(".")
+        handler: Callable[[dict[str, Any], Any], Any] = getattr(
+            importlib.import_module(module_name), attribute
+        )
+        return handler
+
+    def outbox_consumer(self) -> Callable[[dict[str, Any], Any], Any]:
+        """The handler of the function the template maps the outbox's stream to."""
+        (mapping,) = [
+            r["Properties"]
+            for r in self.template["Resources"].values()
+            if r["Type"] == "AWS::Lambda::EventSourceMapping"
+            and "StartingPosition" in r["Properties"]
+        ]
+        assert mapping["EventSourceArn"]["Fn::GetAtt"][0].startswith("TablesOutbox")
+        return self.handler_of(mapping["FunctionName"]["Ref"])
+
+    def api_handler(self, method: str, path_part: str) -> Callable[[dict[str, Any], Any], Any]:
+        """The handler of the function the API integrates for `method` on `.../<path_part>`."""
+        resources = self.template["Resources"]
+        (uri,) = [
+            r["Properties"]["Integration"]["Uri"]
+            for r in resources.values()
+            if r["Type"] == "AWS::ApiGateway::Method"
+            and r["Properties"]["HttpMethod"] == method
+            and resources[r["Properties"]["ResourceId"]["Ref"]]["Properties"]["PathPart"]
+            == path_part
+        ]
+        (function_id,) = [
+            part["Fn::GetAtt"][0]
+            for part in uri["Fn::Join"][1]
+            if isinstance(part, dict) and "Fn::GetAtt" in part
+        ]
+        return self.handler_of(function_id)
 
     def execute(self, turns: list[QueuedTurn], name: str) -> dict[str, Any]:
         (planned,) = plan_executions([(f"m{i}", t) for i, t in enumerate(turns)])
@@ -95,7 +132,7 @@ Fault = Callable[[str, int], Exception | None]  # (handler module, call number) 
 
 @pytest.fixture
 def aws(
-    synthesized: dict[str, Synthesized], monkeypatch: pytest.MonkeyPatch
+    synthesized: dict[str, Synthesized], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[tuple[Aws, list[Fault]]]:
     from moto import mock_aws
     from moto.awslambda_simple.models import LambdaSimpleBackend
@@ -109,7 +146,12 @@ def aws(
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # offline: the rule extractor
-    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)
+    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)  # the hashing embedder, not Titan
+    for variable in ("OPENSEARCH_ENDPOINT", "OPENSEARCH_SERVICE"):
+        monkeypatch.delenv(variable, raising=False)
+    # The embedded index in one file, shared by dedupe, persist, hype and query as the
+    # collection is on AWS (":memory:" would give each function its own).
+    monkeypatch.setenv("MEMWRITE_INDEX_PATH", str(tmp_path / "index.sqlite"))
     faults: list[Fault] = []
     calls: dict[str, int] = {}
     with mock_aws(config=MOTO_CONFIG):  # type: ignore[arg-type]
@@ -143,7 +185,8 @@ def aws(
         monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
         for stage_dir in ("extract", "resolve_refs", "dedupe", "conflict", "persist"):
             importlib.import_module(f"functions.{stage_dir}.handler").handler.deps.cache_clear()
-        importlib.import_module("functions.dead_letter.handler").deps.cache_clear()
+        for module in ("dead_letter", "hype", "query"):
+            importlib.import_module(f"functions.{module}.handler").deps.cache_clear()
         yield deployment, faults
 
 
@@ -172,6 +215,47 @@ def test_a_turn_becomes_a_memory_row(aws: tuple[Aws, list[Fault]]) -> None:
     assert deployment.memory_values() == ["Berlin"]
     assert deployment.items("outbox")
     assert deployment.dead_lettered() == []
+
+
+def search(deployment: Aws, query: str) -> list[dict[str, Any]]:
+    """`POST /v1/search` through the function the API integrates, as API Gateway calls it
+    once the authorizer has put the tenant in the request context."""
+    body = json.dumps({"user_id": "dana", "query": query, "k": 5})
+    event = api_gateway_event("POST", "/v1/search", {"Content-Type": "application/json"}, body)
+    event["requestContext"]["authorizer"] = {"tenant_id": "acme"}
+    response = deployment.api_handler("POST", "search")(event, LocalContext())
+    assert response["statusCode"] == 200, response
+    results: list[dict[str, Any]] = json.loads(response["body"])["results"]
+    return results
+
+
+def test_memory_row_reaches_the_search_index(aws: tuple[Aws, list[Fault]]) -> None:
+    """End to end on the deployed wiring: the state machine's definition writes the memory
+    and its outbox row; the outbox's stream records go to the function the template maps the
+    stream to (hype); the API's search route then finds the memory.
+
+    OpenSearch cannot run here (no server, no Docker; moto has no data plane), so the index is
+    the embedded one (`memwrite.adapters.embedded_index`: SQLite FTS5 + vectors, the same
+    `MemoryIndex` contract the OpenSearch adapter's tests hold it to) in one file shared by
+    every function, and the embedder is the hashing one instead of Titan (moto's Bedrock
+    returns empty bodies). Everything else is the deployed code and the deployed definition.
+    """
+    deployment, _ = aws
+    # Given a turn the deployed state machine turned into a memory row and an outbox row
+    result = deployment.execute([turn("I live in Berlin.", "d" * 32)], "indexed")
+    assert result["status"] == "SUCCEEDED", result
+    assert search(deployment, "Where does the user live?") == []
+    # When the outbox's stream records reach the stream consumer
+    event = stream_event("memwrite-outbox", REGION)
+    assert [r["eventName"] for r in event["Records"]] == ["INSERT"]
+    response = deployment.outbox_consumer()(event, LocalContext())
+    # Then no record failed and the memory is searchable
+    assert response == {"batchItemFailures": []}
+    (found,) = search(deployment, "Where does the user live?")
+    assert found["text"] == "The user lives in Berlin."
+    # And its outbox row is done, and the trace that wrote it shows the hype span
+    assert all("pending_key" not in row for row in deployment.items("outbox"))
+    assert any(s["sk"]["S"].startswith("hype#") for s in deployment.items("spans"))
 
 
 def test_a_transient_failure_is_retried(aws: tuple[Aws, list[Fault]]) -> None:
