@@ -15,8 +15,9 @@ from infra.api import INGEST_ROUTES, QUERY_ROUTES
 from infra.config import LlmProvider, deployed_settings, settings_file
 from memwrite.environment import LambdaEnvironment
 from memwrite.schema import TABLES
-from memwrite.stages import STAGES, StagePlacement, stream_stages
+from memwrite.stages import STAGES
 from tests.infrastructure.conftest import Synthesized
+from tests.infrastructure.test_stacks import resources
 
 ENVS = ("dev", "staging", "prod")
 # Read by the Lambda runtime and Powertools, not by memwrite.
@@ -27,10 +28,6 @@ RUNTIME_VARIABLES = {
 }
 # Read by `memwrite.config.load_settings` (LambdaEnvironment.settings).
 SETTINGS_VARIABLES = {"MEMWRITE_CONFIG", "MEMWRITE_API_KEYS"}
-
-
-def resources(synth: Synthesized, kind: str) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in synth.json["Resources"].items() if v["Type"] == kind}
 
 
 def function_name(logical_id: str, handler: str) -> str:
@@ -283,19 +280,3 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
     assert tables_allowed("dynamodb:Query") == erased
     assert tables_allowed("dynamodb:PutItem") == set()
     assert tables_allowed("dynamodb:UpdateItem") == {"turns"}  # retrieval counters only
-
-
-@pytest.mark.parametrize("env", ENVS)
-def test_the_dashboard_and_alarms_cover_the_stream_stage(
-    synthesized: dict[str, Synthesized], env: str
-) -> None:
-    synth = synthesized[env]
-    (dashboard,) = resources(synth, "AWS::CloudWatch::Dashboard").values()
-    body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    alarms = " ".join(resources(synth, "AWS::CloudWatch::Alarm"))
-    for stage in stream_stages():
-        assert stage.placement is StagePlacement.STREAM
-        assert f"{stage.name}: outbox lag" in body
-        assert f"{stage.name}: errors" in body
-        assert f"{stage.name}: records given up (stream DLQ)" in body
-        assert f"{stage.name}OutboxLag" in alarms and f"{stage.name}ErrorRate" in alarms

@@ -229,6 +229,10 @@ def test_dashboard_has_a_section_per_stage_and_the_alarms_exist(
     names = " ".join(alarms)
     for stage in STAGES:
         assert f"{stage.name}ErrorRate".replace("_", "") in names.replace("_", "")
+    for stage in stream_stages():  # hype: the outbox lag, its outcomes, the stream DLQ
+        for title in ("outbox lag", "errors", "records given up (stream DLQ)"):
+            assert f"{stage.name}: {title}" in body
+        assert f"{stage.name}OutboxLag" in names
     for queue in ("TurnsDlq", "PipelineDlq", "StreamDlq"):
         assert f"{queue}Depth" in names
     rate = next(a for k, a in alarms.items() if "PrefilterRejectionRateShift" in k)

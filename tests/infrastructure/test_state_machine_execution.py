@@ -10,7 +10,6 @@ import importlib
 import json
 import os
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from memwrite.schema import TABLES
 from memwrite_local.runner import LocalContext, api_gateway_event
 from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition
 from tests.infrastructure.conftest import Synthesized
+from tests.queued import queued_turn
 from tests.streams import stream_event
 
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
@@ -191,18 +191,7 @@ def aws(
 
 
 def turn(text: str, turn_id: str) -> QueuedTurn:
-    return QueuedTurn(
-        tenant="acme",
-        user_id="dana",
-        session_id="s-1",
-        agent_id=None,
-        trace_id="t-1",
-        turn_id=turn_id,
-        role="user",
-        text=text,
-        observed_at=datetime(2026, 3, 2, 9, tzinfo=UTC),
-        source="user_explicit",
-    )
+    return queued_turn(text, turn_id)
 
 
 def test_a_turn_becomes_a_memory_row(aws: tuple[Aws, list[Fault]]) -> None:

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 from memwrite.dispatch import dispatch, plan_executions
 from memwrite.models import QueuedTurn
 from memwrite.ports import PipelineRun
+from tests.queued import queued_turn
 
 
 def queued(session: str, turn_id: str, text: str = "I live in Berlin.") -> QueuedTurn:
-    return QueuedTurn(
-        tenant="acme",
-        user_id="dana",
-        session_id=session,
-        agent_id=None,
-        trace_id="t-1",
-        turn_id=turn_id,
-        role="user",
-        text=text,
-        observed_at=datetime(2026, 3, 2, 9, tzinfo=UTC),
-        source="user_explicit",
-    )
+    return queued_turn(text, turn_id, session)
 
 
 class RecordingPipeline:
