@@ -32,8 +32,10 @@ test-integration: install
 test-eval: install
 	$(BIN)/python -m pytest -q tests/eval -s
 
+# One section and a short load: make bench BENCH_ARGS="--only embedded --serve-seconds 10"
+BENCH_ARGS ?=
 bench: install
-	$(BIN)/python -m tests.benchmarks.run
+	$(BIN)/python -m tests.benchmarks.run $(BENCH_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,93 +1,65 @@
-"""The embedded default's AWS: moto in-process, with the tables and queue the handlers expect.
+"""moto as the in-process AWS (`--backend moto` and the tests): the tables and queues the
+handlers expect.
 
-Entering `LocalAws` starts moto, creates every table of `memwrite.schema` and the FIFO work
-queue, and points the handlers' environment at them; leaving it restores the environment.
-API keys: those configured (`MEMWRITE_API_KEYS`, `api_keys` in the config file) if any, else
-the one default key `local-dev-key` (tenant `local`); a configured set replaces the default.
-Set `AWS_ENDPOINT_URL` to use another emulator or real AWS instead (then nothing is created).
+Entering `LocalAws` starts moto, creates every table of `memwrite.schema`, the FIFO work queue
+and its dead-letter queue, and points the handlers' environment at them; leaving it restores
+the environment. `AWS_ENDPOINT_URL` points the DynamoDB and SQS adapters at another emulator
+or at real AWS.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from types import TracebackType
+from pathlib import Path
 
-from memwrite.config import load_settings
 from memwrite.schema import TABLES
+from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT, LocalBackend, patched_environ
 
 __all__ = ["LOCAL_API_KEY", "LOCAL_TENANT", "LocalAws"]
 
-LOCAL_API_KEY = "local-dev-key"
-LOCAL_TENANT = "local"
 _REGION = "us-east-1"
 _QUEUE_NAME = "memwrite-turns.fifo"
+_DEAD_LETTER_QUEUE_NAME = "memwrite-turns-dead.fifo"
 
 
 @dataclass(frozen=True)
 class LocalResources:
     table_names: dict[str, str]
     queue_url: str
+    dead_letter_url: str
 
 
-@contextmanager
-def _patched_environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-class LocalAws:
+class LocalAws(LocalBackend):
     """Context manager: moto running in this process, resources created, environment set."""
 
-    def __init__(self, extra_env: dict[str, str] | None = None) -> None:
-        self._extra_env = extra_env or {}
-        self._stack = ExitStack()
-        self.resources: LocalResources | None = None
-        self.uses_default_api_key = False
+    description = "moto in-process AWS"
 
-    def __enter__(self) -> LocalAws:
+    def __init__(self, extra_env: dict[str, str] | None = None) -> None:
+        super().__init__(extra_env)
+        self.resources: LocalResources | None = None
+
+    def _start(self, stack: ExitStack) -> dict[str, str]:
         from moto import mock_aws
 
-        base_env = {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": _REGION,
-            # boto3 1.44 sends some calls to account-specific endpoints moto does not route.
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-            "POWERTOOLS_TRACE_DISABLED": "true",
-            # EMF lines would flood a terminal; tests that check them turn metrics back on.
-            "POWERTOOLS_METRICS_DISABLED": "true",
-        }
-        if not load_settings({**os.environ, **self._extra_env}).api_keys:
-            base_env["MEMWRITE_API_KEYS"] = f"{LOCAL_API_KEY}={LOCAL_TENANT}"
-            self.uses_default_api_key = True
-        self._stack.enter_context(_patched_environ({**base_env, **self._extra_env}))
-        self._stack.enter_context(mock_aws())
+        stack.enter_context(
+            patched_environ(
+                {
+                    "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing",
+                    "AWS_SESSION_TOKEN": "testing",
+                    "AWS_DEFAULT_REGION": _REGION,
+                    # boto3 1.44 sends some calls to account-specific endpoints moto does not route.
+                    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+                }
+            )
+        )
+        stack.enter_context(mock_aws())
         # The embedded search index: one file the hype and query handlers share.
-        self._index_dir = self._stack.enter_context(tempfile.TemporaryDirectory())
+        self._index_dir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         self.resources = self._create_resources()
-        self._stack.enter_context(_patched_environ(self.handler_env()))
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stack.close()
+        return self.handler_env()
 
     def handler_env(self) -> dict[str, str]:
         assert self.resources is not None
@@ -97,7 +69,8 @@ class LocalAws:
                 f"{table.logical_name.upper()}_TABLE": names[table.logical_name] for table in TABLES
             },
             "TURN_QUEUE_URL": self.resources.queue_url,
-            "MEMWRITE_INDEX_PATH": os.path.join(self._index_dir, "index.sqlite"),
+            "TURN_DEAD_LETTER_URL": self.resources.dead_letter_url,
+            "MEMWRITE_INDEX_PATH": str(self._index_dir / "index.sqlite"),
         }
 
     @staticmethod
@@ -119,8 +92,10 @@ class LocalAws:
                 )
             names[table.logical_name] = name
         sqs = boto3.client("sqs", region_name=_REGION)
-        queue_url = sqs.create_queue(
-            QueueName=_QUEUE_NAME,
-            Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"},
-        )["QueueUrl"]
-        return LocalResources(table_names=names, queue_url=queue_url)
+        queue_url, dead_letter_url = (
+            sqs.create_queue(
+                QueueName=name, Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"}
+            )["QueueUrl"]
+            for name in (_QUEUE_NAME, _DEAD_LETTER_QUEUE_NAME)
+        )
+        return LocalResources(names, queue_url, dead_letter_url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -19,6 +20,8 @@ from memwrite.memory import MemoryUnit
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.prefilter import mask_secrets, prefilter_turn
 from memwrite.rate_gate import RateGate
+from memwrite_local.backend import LOCAL_API_KEY
+from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.funnel import render_funnel
 
 if TYPE_CHECKING:
@@ -268,14 +271,22 @@ def _search_result_json(result: dict[str, Any]) -> dict[str, Any]:
     return {**memory, "score": result["score"], "matched": result["matched"]}
 
 
-def run_ingest(path: Path, as_json: bool, queries: Sequence[str], stdout: TextIO) -> int:
-    """The whole local pipeline on a fresh embedded state; print the funnel and the memories
-    (and, per `--query`, what a search finds once everything is indexed)."""
+def run_ingest(
+    path: Path,
+    as_json: bool,
+    queries: Sequence[str],
+    *,
+    backend: str,
+    data_dir: Path | None,
+    stdout: TextIO,
+) -> int:
+    """The whole local pipeline (fresh state unless `data_dir`); print the funnel and the
+    memories (and, per `--query`, what a search finds once everything is indexed)."""
     from memwrite_local.pipeline import IngestFailed, run_conversation
 
     conversation = _load_conversation(path)
     try:
-        run = run_conversation(conversation, queries)
+        run = run_conversation(conversation, queries, backend=backend, data_dir=data_dir)
     except IngestFailed as exc:
         stdout.write(json.dumps({"error": exc.body, "status": exc.status}) + "\n")
         return 1
@@ -303,12 +314,13 @@ def run_ingest(path: Path, as_json: bool, queries: Sequence[str], stdout: TextIO
     return 1 if run.failed else 0
 
 
-def run_demo(path: Path, stdout: TextIO) -> int:
+def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
     from memwrite_local.pipeline import run_conversation
 
-    run = run_conversation(_load_conversation(path))
+    run = run_conversation(_load_conversation(path), backend=backend)
     llm = "rules, then the LLM" if os.environ.get("ANTHROPIC_API_KEY") else "rule extractor only"
-    stdout.write(f"memwrite demo: {path} (moto in-process AWS; {llm})\n\n")
+    where = "SQLite, fresh state" if backend == "sqlite" else "moto in-process AWS"
+    stdout.write(f"memwrite demo: {path} ({where}; {llm})\n\n")
     stdout.write(render_funnel(run.funnel) + "\n\n")
     trace = run.trace
     stdout.write(
@@ -321,17 +333,29 @@ def run_demo(path: Path, stdout: TextIO) -> int:
     return 1 if run.failed else 0
 
 
-def run_serve(port: int, stdout: TextIO) -> int:
-    from memwrite_local.aws import LOCAL_API_KEY, LocalAws
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # unwinds serve_forever: the worker finishes its batch, state is kept
+
+
+def run_serve(port: int, backend: str, data_dir: Path, stdout: TextIO) -> int:
+    from memwrite_local.embedded import local_backend
     from memwrite_local.runner import LocalRunner
     from memwrite_local.serve import make_server
 
-    with LocalAws() as aws:
-        server = make_server(LocalRunner(aws), port)
+    with local_backend(backend, data_dir) as local:
+        server = make_server(
+            LocalRunner(),
+            port,
+            max_body_bytes=load_settings().pipeline.ingest.max_body_bytes,
+            serialize_pipeline=backend == "moto",
+        )
         host, bound = str(server.server_address[0]), int(server.server_address[1])
-        keys = LOCAL_API_KEY if aws.uses_default_api_key else "a configured key"
-        stdout.write(f"memwrite API on http://{host}:{bound} (x-api-key: {keys})\n")
+        keys = LOCAL_API_KEY if local.uses_default_api_key else "a configured key"
+        stdout.write(
+            f"memwrite API on http://{host}:{bound} (x-api-key: {keys}; {local.description})\n"
+        )
         stdout.flush()
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -365,15 +389,31 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="search the ingested memories (repeatable); results under 'queries'",
     )
+    ingest.add_argument(
+        "--data-dir", type=Path, help="keep state in this directory (default: a fresh state)"
+    )
     search = commands.add_parser("search", help="search a user's memories on `memwrite serve`")
     search.add_argument("query")
     search.add_argument("--user", required=True)
     search.add_argument("--k", type=int, default=5)
     search.add_argument("--url", default="http://127.0.0.1:8080")
-    search.add_argument("--api-key", default=os.environ.get("MEMWRITE_API_KEY", "local-dev-key"))
+    search.add_argument("--api-key", default=os.environ.get("MEMWRITE_API_KEY", LOCAL_API_KEY))
     search.add_argument("--json", action="store_true", help="the API's JSON on stdout")
     serve = commands.add_parser("serve", help="the HTTP API on 127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"where state persists across restarts (default: {DEFAULT_DATA_DIR}/)",
+    )
+    for command in (demo, ingest, serve):
+        command.add_argument(
+            "--backend",
+            choices=BACKENDS,
+            default="sqlite",
+            help="sqlite (embedded, the default) or moto (in-process AWS, state lost at exit)",
+        )
     return parser
 
 
@@ -385,13 +425,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "extract":
             return run_extract(sys.stdin, sys.stdout, sys.stderr)
         if args.command == "ingest":
-            return run_ingest(args.file, args.json, args.query, sys.stdout)
+            return run_ingest(
+                args.file,
+                args.json,
+                args.query,
+                backend=args.backend,
+                data_dir=args.data_dir,
+                stdout=sys.stdout,
+            )
         if args.command == "search":
             request = {"user_id": args.user, "query": args.query, "k": args.k}
             return run_search(args.url, args.api_key, request, as_json=args.json, stdout=sys.stdout)
         if args.command == "demo":
-            return run_demo(args.conversation, sys.stdout)
-        return run_serve(args.port, sys.stdout)
+            return run_demo(args.conversation, args.backend, sys.stdout)
+        return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")
         return 2

@@ -1,14 +1,19 @@
-"""One conversation through the whole local pipeline on a fresh embedded state.
+"""One conversation through the whole local pipeline.
 
-What `memwrite demo` and `memwrite ingest` run: moto as AWS, the ingest API, then every queued
-batch through the stages until the queue is empty; the result is read back from the store.
+What `memwrite demo` and `memwrite ingest` run: the ingest API, then every queued batch through
+the stages until the queue is empty; the result is read back from the store. SQLite in a
+fresh temporary directory unless a data directory is given (then state accumulates there);
+moto with `backend="moto"`.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from memwrite.memory import MemoryUnit
@@ -77,21 +82,28 @@ def _merged_trace(traces: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def run_conversation(conversation: dict[str, Any], queries: Sequence[str] = ()) -> LocalRun:
-    import boto3
-
-    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
-
-    # An in-process run with its own key: the caller's configured keys need not include it.
+def run_conversation(
+    conversation: dict[str, Any],
+    queries: Sequence[str] = (),
+    backend: str = "sqlite",
+    data_dir: Path | None = None,
+) -> LocalRun:
     from memwrite.config import load_settings
-    from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
+    from memwrite.wiring import build_memory_store
+    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.embedded import local_backend
     from memwrite_local.runner import LocalRunner
 
     limits = load_settings().pipeline.ingest
     failed: dict[str, str] = {}
     searches: list[tuple[str, list[dict[str, Any]]]] = []
-    with LocalAws(extra_env={"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}) as aws:
-        runner = LocalRunner(aws)
+    with ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memwrite-")))
+        # An in-process run with its own key: the caller's configured keys need not include it.
+        own_key = {"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}
+        stack.enter_context(local_backend(backend, data_dir, own_key))
+        runner = LocalRunner()
         traces = []
         for body in api_sized_requests(
             conversation, limits.max_turns_per_request, limits.max_body_bytes
@@ -110,17 +122,7 @@ def run_conversation(conversation: dict[str, Any], queries: Sequence[str] = ()) 
             if found.status != 200:
                 raise IngestFailed(found.status, found.body)
             searches.append((query, found.body["results"]))
-        env = aws.handler_env()
-        store = DynamoMemoryStore(
-            boto3.client("dynamodb"),
-            StoreTables(
-                memories=env["MEMORIES_TABLE"],
-                entity_facts=env["ENTITY_FACTS_TABLE"],
-                outbox=env["OUTBOX_TABLE"],
-                turns=env["TURNS_TABLE"],
-            ),
-        )
-        memories = store.memories_of(LOCAL_TENANT, conversation["user_id"])
+        memories = build_memory_store().memories_of(LOCAL_TENANT, conversation["user_id"])
     spans = [StageSpan.model_validate(span) for span in trace["spans"]]
     outcome = trace["outcome"]
     # A turn repeated inside one request has one id and one span: count distinct turns.

@@ -1,9 +1,11 @@
-"""The local runner: the same handlers as on AWS, driven in-process (the embedded default).
+"""The local runner: the same handlers as on AWS, driven in-process on whichever backend the
+environment names (a `memwrite_local.backend.LocalBackend` sets it).
 
-API calls become API Gateway proxy events for the real handlers; `drain` then pulls the queue,
-splits each receive into per-session extract inputs as the dispatcher does on AWS, and runs the
-handler of every pipeline stage of `memwrite.stages.STAGES` on each, in order, passing JSON
-from one to the next as Step Functions does.
+API calls become API Gateway proxy events for the real handlers; `drain` then pulls the queue
+(through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
+inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
+`memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
+Functions does.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from memwrite_local.aws import LOCAL_API_KEY, LocalAws
-
-if TYPE_CHECKING:
-    pass
-from memwrite.models import QueuedTurn
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.stages import pipeline_stages, stream_stages
+from memwrite.wiring import build_queue_consumer
+from memwrite_local.backend import LOCAL_API_KEY
+
+if TYPE_CHECKING:
+    from memwrite.ports import Delivery
 
 __all__ = [
     "MAX_RECEIVES",
@@ -36,6 +38,9 @@ __all__ = [
 ]
 
 MAX_RECEIVES = 3  # deliveries of a failing batch before it is dead-lettered
+RECEIVE_BATCH = 10  # one SQS receive: up to 10 messages
+# A delivery not deleted within this is delivered again (a consumer that died mid-batch).
+VISIBILITY_TIMEOUT_SECS = 30
 
 # (method, path prefix, handler module): what API Gateway routes to which function.
 ROUTES: tuple[tuple[str, str, str], ...] = (
@@ -136,8 +141,11 @@ def api_gateway_event(
 
 
 class LocalRunner:
-    def __init__(self, aws: LocalAws) -> None:
-        self._aws = aws
+    """The handlers of the routes and the pipeline, each a cold start against the backend the
+    environment names at construction."""
+
+    def __init__(self) -> None:
+        self._consumer = build_queue_consumer()
         self._modules: dict[str, ModuleType] = {}
         for _, _, module_name in ROUTES:
             self._modules[module_name] = importlib.import_module(module_name)
@@ -150,7 +158,7 @@ class LocalRunner:
             for stage in stream_stages()
         ]
         self._sequence = 0
-        # Built against this LocalAws, not an earlier one: each runner is a cold start.
+        # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
             module.deps.cache_clear()
         for module in self._pipeline:
@@ -171,7 +179,13 @@ class LocalRunner:
             all_headers.setdefault("x-api-key", api_key)
         raw = json.dumps(body) if isinstance(body, dict) else body
         path, _, query = path.partition("?")
-        module = self._route(method, path)
+        module, allowed = self._route(method, path)
+        if module is None and allowed:
+            return ApiResult(
+                405,
+                {"Allow": ", ".join(allowed)},
+                {"error": "method_not_allowed", "method": method, "allowed": allowed},
+            )
         if module is None:
             return ApiResult(404, {}, {"error": "not_found", "path": path})
         event = api_gateway_event(method, path, all_headers, raw)
@@ -191,54 +205,45 @@ class LocalRunner:
             body=json.loads(payload),
         )
 
-    def _route(self, method: str, path: str) -> ModuleType | None:
+    def _route(self, method: str, path: str) -> tuple[ModuleType | None, list[str]]:
+        """The handler of (method, path), or None and the methods the path does take."""
+        allowed = []
         for route_method, prefix, module_name in ROUTES:
-            if method == route_method and path.startswith(prefix):
-                return self._modules[module_name]
-        return None
+            if path.startswith(prefix):
+                if method == route_method:
+                    return self._modules[module_name], []
+                allowed.append(route_method)
+        return None, allowed
 
     def drain(self) -> DrainReport:
         """Run every queued turn through the pipeline stages, as SQS + the state machine would.
 
         A batch whose stages succeed is deleted from the queue. One that fails (its stage has
         already written error spans) is made visible again and redelivered, as SQS does, up to
-        `MAX_RECEIVES` times; then it is removed and reported in `failed`: the DLQ's job.
+        `MAX_RECEIVES` times; then it goes to the dead letters and is reported in `failed`.
         """
-        import boto3
-
-        assert self._aws.resources is not None
-        sqs = boto3.client("sqs")
-        queue_url = self._aws.resources.queue_url
         report = DrainReport()
-        while True:
-            messages = sqs.receive_message(
-                QueueUrl=queue_url,
-                MaxNumberOfMessages=10,
-                WaitTimeSeconds=0,
-                MessageSystemAttributeNames=["ApproximateReceiveCount"],
-            ).get("Messages", [])
-            if not messages:
-                self.index_outbox(report)
-                return report
-            # One SQS batch -> one execution; one task per tenant, user and session in it.
-            pairs = [(QueuedTurn.model_validate_json(m["Body"]), m) for m in messages]
-            for batch in ExtractInput.batches_of([turn for turn, _ in pairs]):
-                error = self._run_stages(batch, report)
+        while deliveries := self._consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS):
+            # One receive -> one execution; one task per tenant, user and session in it.
+            for batch in ExtractInput.batches_of([delivery.turn for delivery in deliveries]):
                 in_batch = {turn.turn_id for turn in batch.turns}
-                for turn, message in pairs:
-                    if turn.turn_id not in in_batch:
-                        continue
-                    receives = int(message["Attributes"]["ApproximateReceiveCount"])
-                    if error is not None and receives < MAX_RECEIVES:
-                        sqs.change_message_visibility(
-                            QueueUrl=queue_url,
-                            ReceiptHandle=message["ReceiptHandle"],
-                            VisibilityTimeout=0,
-                        )
-                        continue
-                    if error is not None:
-                        report.failed[turn.turn_id] = error
-                    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+                self._settle(
+                    [d for d in deliveries if d.turn.turn_id in in_batch],
+                    self._run_stages(batch, report),
+                    report,
+                )
+        self.index_outbox(report)
+        return report
+
+    def _settle(self, deliveries: list[Delivery], error: str | None, report: DrainReport) -> None:
+        if error is None:
+            self._consumer.delete(deliveries)
+            return
+        retry = [d for d in deliveries if d.receive_count < MAX_RECEIVES]
+        self._consumer.release(retry)
+        exhausted = [d for d in deliveries if d.receive_count >= MAX_RECEIVES]
+        self._consumer.dead_letter(exhausted, error)
+        report.failed.update(dict.fromkeys((d.turn.turn_id for d in exhausted), error))
 
     def _run_stages(self, batch: ExtractInput, report: DrainReport) -> str | None:
         """Each stage's output is the next one's input, as in the state machine."""

@@ -1,6 +1,10 @@
 """`make bench`: pre-filter cost per turn, ingest cold-import cost, warm handler time, and
 extraction cost (rule coverage, LLM calls per turn) on the real conversations, DynamoDB calls
-per candidate by store size, and the embedded index's query time at 1k/10k/100k memories.
+per candidate by store size, the embedded index's query time at 1k/10k/100k memories, search
+recall and read-your-writes, and the embedded mode (offline pipeline per turn on SQLite vs
+moto, `memwrite serve` under load).
+
+One section alone: `python -m tests.benchmarks.run --only embedded --serve-seconds 10`.
 
 Medians and ratios measured in one run (this machine is shared and noisy): each number is
 compared with a baseline measured alongside it. Results are printed and written to
@@ -9,6 +13,7 @@ bench/results.json.
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -27,7 +32,7 @@ from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
 from memwrite.prefilter import prefilter_turn
 from memwrite.rate_gate import RateGate
-from tests.benchmarks import extract_bench, index_bench, search_bench, store_bench
+from tests.benchmarks import embedded_bench, extract_bench, index_bench, search_bench, store_bench
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +40,17 @@ OUT = ROOT / "bench" / "results.json"
 REPEATS = 7
 IMPORT_RUNS = 5
 HANDLER_CALLS = 300
+SECTIONS = (
+    "prefilter",
+    "prefilter_cli",
+    "ingest_imports",
+    "warm_handler",
+    "extract",
+    "store_ops",
+    "index",
+    "search",
+    "embedded",
+)
 
 
 # The floor both pre-filter benchmarks compare with: one combined compiled regex.
@@ -219,27 +235,45 @@ def bench_warm_handler() -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--only", choices=SECTIONS, help="run one section (bench/results-NAME.json)"
+    )
+    parser.add_argument(
+        "--serve-seconds", type=float, default=60.0, help="load duration of the serve benchmark"
+    )
+    parser.add_argument(
+        "--offline-turns", type=int, help="LoCoMo turns of the offline pipeline benchmark (all)"
+    )
+    args = parser.parse_args(argv)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     texts = [turn.text for turn in load_locomo()]
-    results = {
+    sections: dict[str, Callable[[], Any]] = {
+        "prefilter": lambda: bench_prefilter(texts),
+        "prefilter_cli": lambda: bench_prefilter_cli(texts),
+        "ingest_imports": bench_imports,
+        "warm_handler": bench_warm_handler,
+        "extract": extract_bench.run,
+        "store_ops": store_bench.run,
+        "index": index_bench.run,
+        "search": search_bench.run,
+        "embedded": lambda: embedded_bench.run(args.serve_seconds, args.offline_turns),
+    }
+    results: dict[str, Any] = {
         "measured_at": datetime.now(UTC).isoformat(),
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
-        "prefilter": bench_prefilter(texts),
-        "prefilter_cli": bench_prefilter_cli(texts),
-        "ingest_imports": bench_imports(),
-        "warm_handler": bench_warm_handler(),
-        "extract": extract_bench.run(),
-        "store_ops": store_bench.run(),
-        "index": index_bench.run(),
-        "search": search_bench.run(),
     }
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    for name, bench in sections.items():
+        if args.only in (None, name):
+            results[name] = bench()
+    out = OUT if args.only is None else OUT.with_name(f"results-{args.only}.json")
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2))
-    print(f"written to {OUT.relative_to(ROOT)}")
+    print(f"written to {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

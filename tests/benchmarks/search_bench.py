@@ -6,7 +6,7 @@
 - read-your-writes in the local runner: from the 202 of `POST /v1/turns` to the memory being
   BM25-searchable (its text indexed) and vector-searchable (its vectors indexed), per memory,
   over `RUNS` fresh runs of a sample conversation. The runner is synchronous, so the delay is
-  the pipeline's and the consumer's own processing time (on moto), with no queue or stream
+  the pipeline's and the consumer's own processing time (embedded SQLite), with no queue or stream
   latency: AWS adds SQS, Step Functions and DynamoDB Streams delivery on top.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,17 @@ RUNS = 5
 
 
 def read_your_writes() -> dict[str, Any]:
-    from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
+    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.embedded import LocalSqlite
     from memwrite_local.runner import LocalRunner
 
     conversation = json.loads(CONVERSATION.read_text(encoding="utf-8"))
     to_text: list[float] = []
     to_vectors: list[float] = []
     for _ in range(RUNS):
-        with LocalAws(extra_env={"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}) as aws:
-            runner = LocalRunner(aws)
+        own_key = {"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}
+        with tempfile.TemporaryDirectory() as data_dir, LocalSqlite(Path(data_dir), own_key):
+            runner = LocalRunner()
             response = runner.call("POST", "/v1/turns", conversation)
             accepted = datetime.now(UTC)
             assert response.status == 202, response.body

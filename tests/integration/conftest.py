@@ -1,14 +1,18 @@
-"""Integration fixtures: the real handlers on moto, one fresh in-process AWS per test.
+"""Integration fixtures: the real handlers on moto (or SQLite), one fresh backend per test.
 
-`make_local(...)` enters a `LocalAws` (tables, FIFO queue, environment) with optional config
-and API keys, and builds a `LocalRunner` against it; `local` is the default one. The returned
-`Local` also reads what the handlers left behind: queue messages and DynamoDB items.
+`make_local(...)` enters a `LocalAws` (tables, FIFO queue, environment), or with
+`backend="sqlite"` a `LocalSqlite` in the test's temporary directory, with optional config and
+API keys, and builds a `LocalRunner` against it; `local` is the default one (moto). The returned
+`Local` also reads what the handlers left behind: queue messages and DynamoDB items (moto),
+memories (either backend).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -19,22 +23,36 @@ import pytest
 from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.responses import DynamoHandler
 
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+from memwrite.adapters.sqlite_db import DATABASE_FILE
+from memwrite.memory import MemoryUnit
+from memwrite.wiring import build_memory_store
 from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
+from memwrite_local.backend import LocalBackend
+from memwrite_local.embedded import LocalSqlite, local_backend
 from memwrite_local.runner import ApiResult, LocalContext, LocalRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_EVENTS = REPO_ROOT / "events" / "api"
+_SQLITE_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 
 
 @dataclass
 class Local:
-    """One test's in-process AWS plus the runner that calls the real handlers."""
+    """One test's backend plus the runner that calls the real handlers."""
 
-    aws: LocalAws
+    backend: LocalBackend
     runner: LocalRunner
     api_key: str = LOCAL_API_KEY
     tenant: str = LOCAL_TENANT
+
+    @property
+    def aws(self) -> LocalAws:
+        assert isinstance(self.backend, LocalAws), "a moto-only helper"
+        return self.backend
+
+    def memories(self, user_id: str) -> list[MemoryUnit]:
+        """What the pipeline stored for the user, read through the backend's memory store."""
+        return build_memory_store().memories_of(self.tenant, user_id)
 
     @property
     def queue_url(self) -> str:
@@ -96,6 +114,18 @@ class Local:
             pages = dynamodb.get_paginator("scan").paginate(TableName=name)
             items[name] = [item for page in pages for item in page.get("Items", [])]
         return items
+
+    def stored_text(self) -> str:
+        """Everything the backend's tables hold, as one JSON text: DynamoDB items (moto) or
+        the rows of every table in the SQLite file."""
+        if not isinstance(self.backend, LocalSqlite):
+            return json.dumps(self.table_items())
+        with closing(sqlite3.connect(self.backend.data_dir / DATABASE_FILE)) as database:
+            tables = [name for (name,) in database.execute(_SQLITE_TABLES)]
+            rows = {
+                table: database.execute(f"SELECT * FROM {table}").fetchall() for table in tables
+            }
+        return json.dumps(rows)
 
     def ledger_keys(self) -> list[str]:
         """Partition keys of the turns ledger rows (`TURN#...`): what was recorded as enqueued."""
@@ -162,10 +192,10 @@ def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Make
     """Factory: a fresh `LocalAws` + `LocalRunner`, left (environment restored) at teardown.
 
     `config` is written to a JSON file named by `MEMWRITE_CONFIG`; `api_keys` maps key ->
-    tenant (`MEMWRITE_API_KEYS`); `env` adds any other variable. One per test: moto's
-    in-process mock is global, so two at once would share state.
+    tenant (`MEMWRITE_API_KEYS`); `env` adds any other variable; `backend` is `moto` or
+    `sqlite`. One per test: moto's in-process mock is global, so two at once would share state.
     """
-    entered: list[LocalAws] = []
+    entered: list[LocalBackend] = []
     # Hermetic: no real model calls, no real AWS endpoint, whatever the developer's shell has.
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -177,6 +207,7 @@ def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Make
         config: dict[str, Any] | None = None,
         api_keys: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
+        backend: str = "moto",
     ) -> Local:
         assert not entered, "one LocalAws per test"
         extra_env = dict(env or {})
@@ -186,15 +217,15 @@ def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Make
             extra_env["MEMWRITE_CONFIG"] = str(path)
         if api_keys is not None:
             extra_env["MEMWRITE_API_KEYS"] = ",".join(f"{k}={t}" for k, t in api_keys.items())
-        aws = LocalAws(extra_env=extra_env)
-        aws.__enter__()
-        entered.append(aws)
+        chosen = local_backend(backend, tmp_path / "data", extra_env)
+        chosen.__enter__()
+        entered.append(chosen)
         # LocalRunner clears the handlers' cached deps: each test is a cold start.
-        return Local(aws=aws, runner=LocalRunner(aws))
+        return Local(backend=chosen, runner=LocalRunner())
 
     yield factory
-    for aws in entered:
-        aws.__exit__(None, None, None)
+    for chosen in entered:
+        chosen.__exit__(None, None, None)
 
 
 @pytest.fixture
@@ -241,18 +272,3 @@ def make_body() -> Callable[..., dict[str, Any]]:
         return {"session_id": session_id, "user_id": user_id, "turns": built, **extra}
 
     return build
-
-
-def dynamo_memory_store(aws: LocalAws) -> DynamoMemoryStore:
-    """The DynamoDB memory store over the tables `aws` created."""
-    assert aws.resources is not None
-    names = aws.resources.table_names
-    return DynamoMemoryStore(
-        boto3.client("dynamodb"),
-        StoreTables(
-            memories=names["memories"],
-            entity_facts=names["entity_facts"],
-            outbox=names["outbox"],
-            turns=names["turns"],
-        ),
-    )

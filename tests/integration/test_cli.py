@@ -7,9 +7,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+from tests.serve_process import running_serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECS = 60
@@ -217,28 +221,13 @@ def test_extract_reports_a_bad_line_without_losing_alignment():
     assert [(c["attribute"], c["value"]) for c in out[1]["candidates"]] == [("diet", "vegan")]
 
 
-def test_serve_uses_the_api_keys_of_its_environment():
+def test_serve_uses_the_api_keys_of_its_environment(tmp_path: Path) -> None:
     # Given MEMWRITE_API_KEYS set in the shell that starts `memwrite serve`
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MEMWRITE_")}
-    env["MEMWRITE_API_KEYS"] = "shell-key=shell"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "memwrite_local.cli", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-    )
-    try:
-        assert server.stdout is not None
-        banner = server.stdout.readline()
-        port = re.search(r"http://127\.0\.0\.1:(\d+)", banner)
-        assert port is not None, banner
-
+    with running_serve(tmp_path / "data", {"MEMWRITE_API_KEYS": "shell-key=shell"}) as server:
         # When a request is sent with that key, and one with the default local key
         def post(api_key: str) -> int:
             request = urllib.request.Request(
-                f"http://127.0.0.1:{port.group(1)}/v1/turns",
+                f"{server.base_url}/v1/turns",
                 data=json.dumps(
                     {
                         "session_id": "s1",
@@ -258,7 +247,63 @@ def test_serve_uses_the_api_keys_of_its_environment():
         # Then the shell's key is accepted and the default one is not
         assert post("shell-key") == 202
         assert post("local-dev-key") == 401
-        assert "local-dev-key" not in banner
-    finally:
-        server.terminate()
-        server.wait(timeout=TIMEOUT_SECS)
+        assert "local-dev-key" not in server.banner
+
+
+def _ingest_json(*args: str) -> dict[str, Any]:
+    result = _memwrite("ingest", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+def test_ingest_is_fresh_unless_given_a_data_dir(tmp_path: Path) -> None:
+    # Given two conversations of one user, in two files
+    home, work = tmp_path / "home.json", tmp_path / "work.json"
+    for path, content in [(home, "I live in Berlin."), (work, "I work at SAP.")]:
+        conversation = {"user_id": "dana", "turns": [{"role": "user", "content": content}]}
+        path.write_text(json.dumps(conversation), encoding="utf-8")
+    data = tmp_path / "data"
+
+    # When both are ingested into one data directory / Then the second run keeps the first's
+    _ingest_json(str(home), "--data-dir", str(data))
+    kept = _ingest_json(str(work), "--data-dir", str(data))
+    assert sorted(m["value"] for m in kept["memories"]) == ["Berlin", "SAP"]
+    # And without a data directory each run starts from nothing, on either backend
+    for backend in ("sqlite", "moto"):
+        fresh = _ingest_json(str(work), "--backend", backend)
+        assert [m["value"] for m in fresh["memories"]] == ["SAP"]
+
+
+def _call(base_url: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    request = urllib.request.Request(
+        base_url + path,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json", "x-api-key": "local-dev-key"},
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=TIMEOUT_SECS) as reply:
+        return json.loads(reply.read())
+
+
+def test_serve_keeps_what_it_acknowledged_across_a_restart(tmp_path: Path) -> None:
+    # Given `memwrite serve` on a data directory that acknowledged a conversation
+    conversation = json.loads((REPO_ROOT / "events/conversations/moving.json").read_text())
+    with running_serve(tmp_path / "data") as server:
+        posted = _call(server.base_url, "POST", "/v1/turns", conversation)
+        # When it is stopped right after the 202, whatever the pipeline had done by then
+    # Then a restarted server finishes the work and has the trace and its memories
+    with running_serve(tmp_path / "data") as server:
+        path = f"/v1/traces/{posted['trace_id']}"
+        trace = _call(server.base_url, "GET", path)
+        deadline = time.monotonic() + TIMEOUT_SECS
+        while trace["status"] != "complete" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            trace = _call(server.base_url, "GET", path)
+        assert trace["status"] == "complete"
+        assert trace["outcome"]["stored"] > 0
+        # And re-sending the conversation finds every accepted turn already taken
+        again = _call(server.base_url, "POST", "/v1/turns", conversation)
+        skipped = {item["turn_id"] for item in posted["skipped"]}
+        assert again["accepted"] == 0
+        assert sorted(again["duplicates"]) == sorted(set(posted["turn_ids"]) - skipped)

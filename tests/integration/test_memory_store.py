@@ -1,7 +1,8 @@
-"""The memory store on moto: supersession, dedupe, contradictions, retries and races.
+"""The memory store on both backends: supersession, dedupe, contradictions, retries and races.
 
 Candidates come from the real rule extractor (what the pipeline would produce); persist runs
-against the DynamoDB adapter on moto, so conditions and transactions are DynamoDB's.
+against the DynamoDB adapter on moto (conditions and transactions are DynamoDB's) and against
+the SQLite adapter (one `BEGIN IMMEDIATE` transaction per commit).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore
 from memwrite.adapters.embedded_index import EmbeddedIndex
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
+from memwrite.adapters.sqlite_db import SqliteDatabase
+from memwrite.adapters.sqlite_store import SqliteMemoryStore
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
@@ -30,19 +32,26 @@ from memwrite.persist import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import Commit, StoreItem
+from memwrite.wiring import build_memory_store
 from memwrite_local.aws import LocalAws
-from tests.integration.conftest import dynamo_memory_store
 
 CONFIG = PipelineConfig()
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 _turns = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def store() -> Iterator[DynamoMemoryStore]:
-    # One moto account for the module; every test uses its own user, so they never meet.
-    with LocalAws() as aws:
-        yield dynamo_memory_store(aws)
+@pytest.fixture(scope="module", params=["moto", "sqlite"])
+def store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MemoryStore]:
+    # One store per backend for the module; every test uses its own user, so they never meet.
+    if request.param == "sqlite":
+        database = SqliteDatabase(tmp_path_factory.mktemp("sqlite"))
+        yield SqliteMemoryStore(database)
+        database.close()
+        return
+    with LocalAws():
+        yield build_memory_store()
 
 
 def deps_for(store: MemoryStore) -> PersistDeps:
@@ -78,17 +87,17 @@ def item(
     )
 
 
-def by_value(store: DynamoMemoryStore, user: str) -> dict[str, MemoryUnit]:
+def by_value(store: MemoryStore, user: str) -> dict[str, MemoryUnit]:
     return {m.value: m for m in store.memories_of("acme", user)}
 
 
-def active(store: DynamoMemoryStore, user: str, attribute: str) -> list[str]:
+def active(store: MemoryStore, user: str, attribute: str) -> list[str]:
     return sorted(
         m.value for m in store.memories_of("acme", user) if m.attribute == attribute and m.active
     )
 
 
-def test_moving_supersedes_the_old_city_and_keeps_it(store: DynamoMemoryStore) -> None:
+def test_moving_supersedes_the_old_city_and_keeps_it(store: MemoryStore) -> None:
     # Given the user lived in Berlin
     persist_candidate(item("u-move", "I live in Berlin.", day=0), CONFIG, deps_for(store))
     # When they say they moved to Lisbon later
@@ -103,7 +112,7 @@ def test_moving_supersedes_the_old_city_and_keeps_it(store: DynamoMemoryStore) -
     assert result.superseded == (memories["Berlin"].memory_id,)
 
 
-def test_a_late_older_fact_is_stored_already_superseded(store: DynamoMemoryStore) -> None:
+def test_a_late_older_fact_is_stored_already_superseded(store: MemoryStore) -> None:
     # Given the newer fact arrived first
     persist_candidate(item("u-late", "I moved to Lisbon.", day=30), CONFIG, deps_for(store))
     # When the older one arrives late
@@ -115,7 +124,7 @@ def test_a_late_older_fact_is_stored_already_superseded(store: DynamoMemoryStore
     assert active(store, "u-late", "lives_in") == ["Lisbon"]
 
 
-def test_a_retraction_ends_the_fact_it_names(store: DynamoMemoryStore) -> None:
+def test_a_retraction_ends_the_fact_it_names(store: MemoryStore) -> None:
     persist_candidate(item("u-neg", "I live in Berlin.", day=0), CONFIG, deps_for(store))
     persist_candidate(
         item("u-neg", "I don't live in Berlin anymore.", day=10), CONFIG, deps_for(store)
@@ -125,7 +134,7 @@ def test_a_retraction_ends_the_fact_it_names(store: DynamoMemoryStore) -> None:
     assert berlin.valid_until == T0 + timedelta(days=10)
 
 
-def test_redelivery_of_the_same_turn_changes_nothing(store: DynamoMemoryStore) -> None:
+def test_redelivery_of_the_same_turn_changes_nothing(store: MemoryStore) -> None:
     # Given a candidate persisted once
     once = item("u-redeliver", "I live in Berlin.", turn="turn-fixed")
     persist_candidate(once, CONFIG, deps_for(store))
@@ -137,7 +146,7 @@ def test_redelivery_of_the_same_turn_changes_nothing(store: DynamoMemoryStore) -
     assert store.memories_of("acme", "u-redeliver") == before
 
 
-def test_the_same_fact_from_another_turn_corroborates(store: DynamoMemoryStore) -> None:
+def test_the_same_fact_from_another_turn_corroborates(store: MemoryStore) -> None:
     # Given a fact said once (WORKING) / When said again in another turn
     persist_candidate(item("u-corr", "I live in Berlin.", day=0), CONFIG, deps_for(store))
     result = persist_candidate(item("u-corr", "I live in Berlin.", day=3), CONFIG, deps_for(store))
@@ -168,7 +177,7 @@ def near_identical_events() -> tuple[Candidate, Candidate]:
     return first, second
 
 
-def test_near_identical_events_in_one_batch_give_one_memory(store: DynamoMemoryStore) -> None:
+def test_near_identical_events_in_one_batch_give_one_memory(store: MemoryStore) -> None:
     # Given two events worded almost the same, persisted back to back (nothing indexed yet)
     first, second = near_identical_events()
     deps = deps_for(store)
@@ -181,7 +190,7 @@ def test_near_identical_events_in_one_batch_give_one_memory(store: DynamoMemoryS
 
 
 def test_an_event_repeated_after_it_was_indexed_is_still_one_memory(
-    store: DynamoMemoryStore, tmp_path: Path
+    store: MemoryStore, tmp_path: Path
 ) -> None:
     # Given an event persisted, indexed, and no longer pending in the outbox
     first, second = near_identical_events()
@@ -208,7 +217,7 @@ def test_an_event_repeated_after_it_was_indexed_is_still_one_memory(
     assert len(store.memories_of("acme", "u-event-late")) == 1
 
 
-def test_idempotent_predicates_contradict_instead_of_superseding(store: DynamoMemoryStore) -> None:
+def test_idempotent_predicates_contradict_instead_of_superseding(store: MemoryStore) -> None:
     # Given the user likes cilantro / When they later say they dislike it
     persist_candidate(item("u-contra", "I love cilantro.", day=0), CONFIG, deps_for(store))
     result = persist_candidate(item("u-contra", "I hate cilantro.", day=5), CONFIG, deps_for(store))
@@ -223,7 +232,7 @@ def test_idempotent_predicates_contradict_instead_of_superseding(store: DynamoMe
 
 
 def test_a_lost_race_is_retried_from_a_fresh_read_and_converges(
-    store: DynamoMemoryStore,
+    store: MemoryStore,
 ) -> None:
     # Given a competing writer that commits Lisbon between our read and our commit
     class Racing:
@@ -250,7 +259,7 @@ def test_a_lost_race_is_retried_from_a_fresh_read_and_converges(
     assert len(store.memories_of("acme", "u-race")) == 2
 
 
-def test_a_stale_commit_is_refused_whole(store: DynamoMemoryStore) -> None:
+def test_a_stale_commit_is_refused_whole(store: MemoryStore) -> None:
     # Given a plan made before another write moved the row's version
     from memwrite.persist import decide, plan
     from memwrite.reads import read_candidate
@@ -284,7 +293,7 @@ _users = itertools.count()
     order=st.randoms(use_true_random=False),
 )
 def test_any_order_and_any_redelivery_converge(
-    store: DynamoMemoryStore, changes: list[tuple[str, int]], order: object
+    store: MemoryStore, changes: list[tuple[str, int]], order: object
 ) -> None:
     # Given timestamped moves, each delivered three times in a random order
     user = f"u-prop-{next(_users)}"

@@ -1,8 +1,8 @@
-"""Crash between any two stages, then SQS redelivers: no duplicate, no loss.
+"""Crash between any two stages, then the queue redelivers: no duplicate, no loss.
 
-The real handlers run in the local runner; one stage is made to fail once, either before it
-does anything or after it has done all its writes (a crash before the queue message is
-deleted). Redelivery must give exactly the store a clean run gives.
+The real handlers run in the local runner, on moto (DynamoDB + SQS) and on SQLite; one stage is
+made to fail once, either before it does anything or after it has done all its writes (a crash
+before the queue message is deleted). Redelivery must give exactly the store a clean run gives.
 """
 
 from __future__ import annotations
@@ -13,32 +13,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from memwrite.stages import STAGES, StagePlacement
-from tests.integration.conftest import Local
+from memwrite.wiring import build_queue_consumer
+from tests.integration.conftest import Local, MakeLocal
 
 CONVERSATION = json.loads(
     (Path(__file__).resolve().parents[2] / "events/conversations/moving.json").read_text()
 )
 PIPELINE = [s.function_dir for s in STAGES if s.placement is StagePlacement.PIPELINE]
+Stored = list[tuple[str, str | None, str | None, str, bool, int]]
 
 
-def stored_memories(local: Local) -> list[tuple[str, str, str, str, bool, int]]:
-    env = local.aws.handler_env()
-    items = boto3.client("dynamodb").scan(TableName=env["MEMORIES_TABLE"])["Items"]
-    docs = [json.loads(item["doc"]["S"]) for item in items]
+def stored_memories(local: Local) -> Stored:
     return sorted(
         (
-            d["memory_id"],
-            d["attribute"],
-            d["value"],
-            d["tier"],
-            d["superseded_by"] is None,
-            d["corroboration"],
+            m.memory_id,
+            m.attribute,
+            m.value,
+            m.tier.value,
+            m.superseded_by is None,
+            m.corroboration,
         )
-        for d in docs
+        for m in local.memories(CONVERSATION["user_id"])
     )
 
 
@@ -60,15 +58,20 @@ def crash_once(module: Any, monkeypatch: pytest.MonkeyPatch, *, after: bool) -> 
 
 
 @pytest.fixture(scope="module")
-def clean_run() -> list[tuple[str, str, str, str, bool, int]]:
+def clean_run() -> Stored:
     from memwrite_local.aws import LocalAws
     from memwrite_local.runner import LocalRunner
 
     with LocalAws() as aws:
-        runner = LocalRunner(aws)
+        runner = LocalRunner()
         assert runner.call("POST", "/v1/turns", CONVERSATION).status == 202
         assert runner.drain().failed == {}
-        return stored_memories(Local(aws=aws, runner=runner))
+        return stored_memories(Local(backend=aws, runner=runner))
+
+
+@pytest.fixture(params=["moto", "sqlite"])
+def local(make_local: MakeLocal, request: pytest.FixtureRequest) -> Local:
+    return make_local(backend=request.param)
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
@@ -78,9 +81,9 @@ def test_a_crash_then_redelivery_equals_a_clean_run(
     after: bool,
     local: Local,
     monkeypatch: pytest.MonkeyPatch,
-    clean_run: list[tuple[str, str, str, str, bool, int]],
+    clean_run: Stored,
 ) -> None:
-    # Given one stage that fails once, before or after doing its work
+    # Given one stage that fails once, before or after doing its work, on either backend
     module = importlib.import_module(f"functions.{stage}.handler")
     calls = crash_once(module, monkeypatch, after=after)
     # When the conversation is ingested and the queue drained (SQS redelivers the failure)
@@ -92,7 +95,7 @@ def test_a_crash_then_redelivery_equals_a_clean_run(
     assert stored_memories(local) == clean_run
 
 
-def test_a_batch_that_keeps_failing_is_reported_not_dropped(
+def test_a_batch_that_keeps_failing_is_dead_lettered_not_dropped(
     local: Local, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a persist stage that always fails
@@ -112,3 +115,9 @@ def test_a_batch_that_keeps_failing_is_reported_not_dropped(
     }
     assert set(report.failed) == surviving
     assert all("index down" in error for error in report.failed.values())
+    # And they wait in the dead letters with their error, out of the queue
+    consumer = build_queue_consumer()
+    dead = consumer.dead_letters(10)
+    assert {letter.turn.turn_id for letter in dead} == surviving
+    assert all("index down" in letter.error for letter in dead)
+    assert consumer.receive(10, 0) == []

@@ -12,17 +12,17 @@ import pytest
 
 from memwrite import conflict, dedupe, persist
 from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig
 from memwrite.entities import entity_id_for
 from memwrite.errors import StoreUnavailable
 from memwrite.payloads import ExtractedTurn, Extractor, ItemsPayload, PipelineItem
+from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import StoreItem
+from memwrite.wiring import build_memory_store
 from memwrite_local.aws import LocalAws
 from tests.embedders import FixedSimilarityEmbedder
-from tests.integration.conftest import dynamo_memory_store
 from tests.recorded_api import RecordedApi
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -34,9 +34,9 @@ IN_BAND = FixedSimilarityEmbedder(0.86)
 
 
 @pytest.fixture
-def store() -> Iterator[DynamoMemoryStore]:
-    with LocalAws() as aws:
-        yield dynamo_memory_store(aws)
+def store() -> Iterator[MemoryStore]:
+    with LocalAws():
+        yield build_memory_store()
 
 
 def judge_for(api: RecordedApi) -> AnthropicDedupeJudge:
@@ -77,7 +77,7 @@ def payload_of(text: str, turn: str, day: int) -> ItemsPayload:
 
 
 def run_stages(
-    payload: ItemsPayload, store: DynamoMemoryStore, judge: AnthropicDedupeJudge | None
+    payload: ItemsPayload, store: MemoryStore, judge: AnthropicDedupeJudge | None
 ) -> ItemsPayload:
     spans, metrics = InMemorySpanStore(), CountingMetrics()
     deduped = dedupe.run(payload, CONFIG, dedupe.DedupeDeps(store, IN_BAND, spans, metrics, judge))
@@ -87,7 +87,7 @@ def run_stages(
     )
 
 
-def test_one_ambiguous_pair_asks_the_judge_once_in_a_clean_run(store: DynamoMemoryStore) -> None:
+def test_one_ambiguous_pair_asks_the_judge_once_in_a_clean_run(store: MemoryStore) -> None:
     # Given "lives in Berlin" stored, and a candidate in the judge's band ("Berlin, Germany")
     run_stages(payload_of("I live in Berlin.", "t1", day=0), store, judge=None)
     api = RecordedApi("dedupe_same")  # one recorded answer: a second call would fail
@@ -103,7 +103,7 @@ def test_one_ambiguous_pair_asks_the_judge_once_in_a_clean_run(store: DynamoMemo
 
 
 def test_persist_decides_again_only_when_the_row_moved_underneath(
-    store: DynamoMemoryStore,
+    store: MemoryStore,
 ) -> None:
     # Given the same pair, decided by dedupe and conflict
     run_stages(payload_of("I live in Berlin.", "t1", day=0), store, judge=None)
@@ -136,7 +136,7 @@ def test_persist_decides_again_only_when_the_row_moved_underneath(
     assert active == ["Lisbon"]
 
 
-def test_a_clean_run_never_decides_again(store: DynamoMemoryStore) -> None:
+def test_a_clean_run_never_decides_again(store: MemoryStore) -> None:
     # Given nothing stored / When two facts of one row go through the stages in one batch
     first = payload_of("I live in Berlin.", "t1", day=0)
     second = payload_of("I moved to Lisbon.", "t2", day=4)
@@ -162,7 +162,7 @@ def test_a_clean_run_never_decides_again(store: DynamoMemoryStore) -> None:
 
 
 def test_a_store_outage_leaves_error_spans_for_what_was_not_written(
-    store: DynamoMemoryStore,
+    store: MemoryStore,
 ) -> None:
     # Given a batch of two decided candidates and a store that refuses every commit
     first = payload_of("I live in Berlin.", "t1", day=0)

@@ -206,3 +206,17 @@ def test_the_api_key_is_never_printed_with_the_environment() -> None:
     loaded = LambdaEnvironment.load({**full_environment(), "ANTHROPIC_API_KEY": "sk-ant-secret"})
     assert "sk-ant-secret" not in repr(loaded)
     assert loaded.api_key() == "sk-ant-secret"
+
+
+def test_the_sqlite_backend_needs_a_data_directory_and_no_tables() -> None:
+    # Given the embedded backend chosen without a data directory / Then the error names it
+    with pytest.raises(ConfigError, match="MEMWRITE_DATA_DIR"):
+        LambdaEnvironment.load({"MEMWRITE_BACKEND": "sqlite"})
+    # And with one, no table or queue variable is needed
+    loaded = LambdaEnvironment.load({"MEMWRITE_BACKEND": "sqlite", "MEMWRITE_DATA_DIR": "/tmp/x"})
+    assert str(loaded.sqlite_dir()) == "/tmp/x"
+
+
+def test_an_unknown_backend_is_refused_naming_the_variable() -> None:
+    with pytest.raises(ConfigError, match="MEMWRITE_BACKEND"):
+        LambdaEnvironment.load({**full_environment(), "MEMWRITE_BACKEND": "postgres"})

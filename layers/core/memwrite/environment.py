@@ -2,50 +2,88 @@
 
 Every handler reads its configuration through `LambdaEnvironment.load()`: a missing or empty
 variable is a `ConfigError` naming it, raised on the first invocation rather than deep inside a
-stage. The local runner sets the same variables (`memwrite_local.aws`).
+stage. The local runner sets the same variables (`memwrite_local.aws`, `memwrite_local.embedded`).
+
+`MEMWRITE_BACKEND` picks the stores: `dynamodb` (the default, and what Lambda runs: the tables
+and queue named below) or `sqlite` (the embedded mode: one SQLite file under
+`MEMWRITE_DATA_DIR`, which then replaces every table and queue variable).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from memwrite.config import Settings, load_settings
 from memwrite.errors import ConfigError
 
-__all__ = ["LambdaEnvironment"]
+__all__ = ["Backend", "LambdaEnvironment"]
+
+
+class Backend(StrEnum):
+    DYNAMODB = "dynamodb"
+    SQLITE = "sqlite"
+
+
+_INDEX_FILE = "index.sqlite3"  # the embedded search index's file in `MEMWRITE_DATA_DIR`
+
+_TABLE_FIELDS = (
+    "turns_table",
+    "spans_table",
+    "memories_table",
+    "entity_facts_table",
+    "entities_table",
+    "outbox_table",
+)
 
 
 class LambdaEnvironment(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
-    turns_table: str = Field(alias="TURNS_TABLE", min_length=1)
-    spans_table: str = Field(alias="SPANS_TABLE", min_length=1)
-    memories_table: str = Field(alias="MEMORIES_TABLE", min_length=1)
-    entity_facts_table: str = Field(alias="ENTITY_FACTS_TABLE", min_length=1)
-    entities_table: str = Field(alias="ENTITIES_TABLE", min_length=1)
-    outbox_table: str = Field(alias="OUTBOX_TABLE", min_length=1)
+    backend: Backend = Field(default=Backend.DYNAMODB, alias="MEMWRITE_BACKEND")
+    data_dir: Path | None = Field(default=None, alias="MEMWRITE_DATA_DIR")
+    # Required with the dynamodb backend (checked below), unused with sqlite.
+    turns_table: str = Field(default="", alias="TURNS_TABLE")
+    spans_table: str = Field(default="", alias="SPANS_TABLE")
+    memories_table: str = Field(default="", alias="MEMORIES_TABLE")
+    entity_facts_table: str = Field(default="", alias="ENTITY_FACTS_TABLE")
+    entities_table: str = Field(default="", alias="ENTITIES_TABLE")
+    outbox_table: str = Field(default="", alias="OUTBOX_TABLE")
     turn_queue_url: str | None = Field(default=None, alias="TURN_QUEUE_URL")
     # The dispatcher's only: the pipeline state machine it runs each queue batch through.
     pipeline_state_machine_arn: str | None = Field(default=None, alias="PIPELINE_STATE_MACHINE_ARN")
+    # Where the local runner's consumer moves dead letters (on AWS: the redrive policy's queue).
+    turn_dead_letter_url: str | None = Field(default=None, alias="TURN_DEAD_LETTER_URL")
     # Any emulator or a real account's endpoint; unset: the SDK's default for the region.
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
     # The search index: OpenSearch when an endpoint is set (https://...; a managed domain signs
-    # with "es", Serverless with "aoss"), else the embedded index in `index_path` (":memory:":
-    # this process only; the local runner names a file every handler shares).
+    # with "es", Serverless with "aoss"), else the embedded index (`embedded_index_path`).
     opensearch_endpoint: str | None = Field(default=None, alias="OPENSEARCH_ENDPOINT")
     opensearch_index: str = Field(
         default="memwrite-memories", alias="OPENSEARCH_INDEX", min_length=1
     )
     opensearch_service: Literal["es", "aoss"] = Field(default="es", alias="OPENSEARCH_SERVICE")
-    index_path: str = Field(default=":memory:", alias="MEMWRITE_INDEX_PATH", min_length=1)
+    index_path: str | None = Field(default=None, alias="MEMWRITE_INDEX_PATH", min_length=1)
     aws_region: str = Field(default="us-east-1", alias="AWS_REGION", min_length=1)
     settings: Settings
+
+    @model_validator(mode="after")
+    def _backend_is_complete(self) -> LambdaEnvironment:
+        if self.backend is Backend.SQLITE:
+            missing = [] if self.data_dir else ["MEMWRITE_DATA_DIR"]
+        else:
+            fields = type(self).model_fields
+            missing = [str(fields[name].alias) for name in _TABLE_FIELDS if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"{self.backend.value} backend needs {', '.join(missing)}")
+        return self
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None) -> LambdaEnvironment:
@@ -53,8 +91,29 @@ class LambdaEnvironment(BaseModel):
         try:
             return cls.model_validate({**env, "settings": load_settings(env)})
         except ValidationError as exc:
-            missing = ", ".join(str(err["loc"][0]) for err in exc.errors())
-            raise ConfigError(f"invalid Lambda environment: {missing}") from exc
+            problems = ", ".join(
+                str(err["loc"][0]) if err["loc"] else err["msg"] for err in exc.errors()
+            )
+            raise ConfigError(f"invalid Lambda environment: {problems}") from exc
+
+    def sqlite_dir(self) -> Path:
+        assert self.data_dir is not None, "validated: the sqlite backend has a data directory"
+        return self.data_dir
+
+    def embedded_index_path(self) -> str:
+        """`MEMWRITE_INDEX_PATH` if set (a file every handler shares, or ":memory:": this
+        process only); else beside the SQLite database with the sqlite backend (it persists
+        with the rest of the state), else in memory."""
+        if self.index_path:
+            return self.index_path
+        if self.backend is Backend.SQLITE:
+            return str(self.sqlite_dir() / _INDEX_FILE)
+        return ":memory:"
+
+    def dead_letter_url(self) -> str:
+        if not self.turn_dead_letter_url:
+            raise ConfigError("environment variable TURN_DEAD_LETTER_URL is not set")
+        return self.turn_dead_letter_url
 
     def queue_url(self) -> str:
         if not self.turn_queue_url:

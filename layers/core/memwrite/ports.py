@@ -32,7 +32,9 @@ from memwrite.usage import LlmUsage
 
 __all__ = [
     "CandidateVerifier",
+    "DeadLetter",
     "DedupeJudge",
+    "Delivery",
     "Embedder",
     "EnqueueResult",
     "EntityStore",
@@ -53,6 +55,7 @@ __all__ = [
     "SessionLog",
     "SpanStore",
     "TraceRecord",
+    "TurnConsumer",
     "TurnLedger",
     "TurnQueue",
     "UserEraser",
@@ -78,7 +81,47 @@ class EnqueueResult:
 
 
 class TurnQueue(Protocol):
-    def enqueue(self, turns: Sequence[QueuedTurn]) -> EnqueueResult: ...
+    def enqueue(self, turns: Sequence[QueuedTurn]) -> EnqueueResult:
+        """Send each turn once: a turn already waiting in the queue is not queued again."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One received message: the turn, the receipt that deletes it, and how often it came."""
+
+    turn: QueuedTurn
+    receipt: str
+    receive_count: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    turn: QueuedTurn
+    error: str
+
+
+class TurnConsumer(Protocol):
+    """The consuming side of the work queue (SQS semantics): what the local runner drains.
+
+    On AWS the Lambda event source mapping plays this part; locally the runner does.
+    """
+
+    def receive(self, max_messages: int, visibility_timeout_secs: int) -> list[Delivery]:
+        """Up to `max_messages` visible messages, each hidden for the visibility timeout and
+        then delivered again unless deleted. One user's messages come in the order they were
+        enqueued, and none of them while another of that user is in flight (FIFO groups)."""
+
+    def delete(self, deliveries: Sequence[Delivery]) -> None:
+        """Done with these (each by the receipt of its latest delivery, as SQS requires)."""
+
+    def release(self, deliveries: Sequence[Delivery]) -> None:
+        """Visible again now: the next receive redelivers them (a failed attempt)."""
+
+    def dead_letter(self, deliveries: Sequence[Delivery], error: str) -> None:
+        """Out of the queue into the dead letters, with the error that put them there."""
+
+    def dead_letters(self, limit: int) -> list[DeadLetter]:
+        """Up to `limit` (at most 10) dead letters, oldest first; reading leaves them there."""
 
 
 @dataclass(frozen=True)
@@ -339,7 +382,8 @@ class Outbox(Protocol):
         """Up to `limit` not-yet-done rows; the rows of one memory in the order written."""
 
     def mark_done(self, change: OutboxChange) -> None:
-        """Mark one row done (idempotent); a row already removed (the user erased) stays gone."""
+        """Mark one row done (idempotent): it leaves `pending` and
+        `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone."""
 
 
 @dataclass(frozen=True)

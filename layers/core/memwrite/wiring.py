@@ -9,29 +9,42 @@ built.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memwrite.config import ExtractConfig, Settings
-from memwrite.environment import LambdaEnvironment
+from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 
 if TYPE_CHECKING:
+    from memwrite.adapters.dynamodb_store import DynamoMemoryStore
     from memwrite.adapters.opensearch_index import OpenSearchIndex
+    from memwrite.adapters.sqlite_queue import SqliteTurnQueue
+    from memwrite.adapters.sqlite_store import SqliteMemoryStore
     from memwrite.ingest import IngestDeps
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
         Embedder,
+        EntityStore,
         ExtractionLlm,
         MemoryIndex,
+        MemoryReader,
+        MemoryStore,
         MetricsSink,
+        Outbox,
         PipelineRunner,
         QuestionGenerator,
+        RateStore,
         SearchIndexSetup,
+        SessionLog,
         SpanStore,
+        TurnConsumer,
         TurnLedger,
+        TurnQueue,
+        UserEraser,
     )
     from memwrite.query import QueryDeps
 
@@ -46,8 +59,10 @@ __all__ = [
     "build_index",
     "build_index_setup",
     "build_llm",
+    "build_memory_store",
     "build_pipeline_runner",
     "build_query_deps",
+    "build_queue_consumer",
     "build_stage_deps",
 ]
 
@@ -58,41 +73,227 @@ class ApiDeps:
     ingest: IngestDeps
 
 
-class _Aws:
-    """What every builder shares: the environment, one DynamoDB client, spans and metrics."""
+class _Adapters(ABC):
+    """What every builder shares (the environment, spans, metrics) and the stores of one
+    backend; a builder asks for the stores its stage uses, nothing else is created."""
+
+    def __init__(self, env: LambdaEnvironment) -> None:
+        from memwrite.adapters.emf_metrics import EmfMetrics
+
+        self.env = env
+        self.metrics: MetricsSink = EmfMetrics()
+
+    @staticmethod
+    def of(env: LambdaEnvironment) -> _Adapters:
+        return _SqliteAdapters(env) if env.backend is Backend.SQLITE else _DynamoAdapters(env)
+
+    @property
+    @abstractmethod
+    def spans(self) -> SpanStore: ...
+
+    @abstractmethod
+    def ledger(self) -> TurnLedger: ...
+
+    @abstractmethod
+    def rate_store(self) -> RateStore: ...
+
+    @abstractmethod
+    def queue(self) -> TurnQueue: ...
+
+    @abstractmethod
+    def consumer(self) -> TurnConsumer: ...
+
+    @abstractmethod
+    def session_log(self) -> SessionLog: ...
+
+    @abstractmethod
+    def entities(self) -> EntityStore: ...
+
+    @abstractmethod
+    def memory_store(self) -> MemoryStore: ...
+
+    @abstractmethod
+    def memory_reader(self) -> MemoryReader: ...
+
+    @abstractmethod
+    def outbox(self) -> Outbox: ...
+
+    @abstractmethod
+    def eraser(self) -> UserEraser: ...
+
+
+class _DynamoAdapters(_Adapters):
+    """The tables and queue named in the environment (AWS, moto or any emulator)."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
         from memwrite.adapters.aws_clients import dynamodb_client
         from memwrite.adapters.dynamodb import DynamoSpanStore
-        from memwrite.adapters.emf_metrics import EmfMetrics
 
-        self.env = env
+        super().__init__(env)
         self.dynamodb = dynamodb_client(env.aws_endpoint_url)
-        self.spans: SpanStore = DynamoSpanStore(self.dynamodb, env.spans_table)
-        self.metrics: MetricsSink = EmfMetrics()
+        self._spans = DynamoSpanStore(self.dynamodb, env.spans_table)
+
+    @property
+    def spans(self) -> SpanStore:
+        return self._spans
+
+    def ledger(self) -> TurnLedger:
+        from memwrite.adapters.dynamodb import DynamoTurnLedger
+
+        return DynamoTurnLedger(self.dynamodb, self.env.turns_table)
+
+    def rate_store(self) -> RateStore:
+        from memwrite.adapters.dynamodb import DynamoRateStore
+
+        return DynamoRateStore(self.dynamodb, self.env.turns_table)
+
+    def queue(self) -> TurnQueue:
+        from memwrite.adapters.aws_clients import sqs_client
+        from memwrite.adapters.sqs import SqsTurnQueue
+
+        return SqsTurnQueue(sqs_client(self.env.aws_endpoint_url), self.env.queue_url())
+
+    def consumer(self) -> TurnConsumer:
+        from memwrite.adapters.aws_clients import sqs_client
+        from memwrite.adapters.sqs import SqsTurnConsumer
+
+        client = sqs_client(self.env.aws_endpoint_url)
+        return SqsTurnConsumer(client, self.env.queue_url(), self.env.dead_letter_url())
+
+    def session_log(self) -> SessionLog:
+        from memwrite.adapters.dynamodb import DynamoSessionLog
+
+        return DynamoSessionLog(self.dynamodb, self.env.turns_table)
+
+    def entities(self) -> EntityStore:
+        from memwrite.adapters.dynamodb_store import DynamoEntityStore
+
+        return DynamoEntityStore(self.dynamodb, self.env.entities_table)
+
+    def memory_store(self) -> DynamoMemoryStore:
+        from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+
+        env = self.env
+        tables = StoreTables(
+            memories=env.memories_table,
+            entity_facts=env.entity_facts_table,
+            outbox=env.outbox_table,
+            turns=env.turns_table,
+        )
+        return DynamoMemoryStore(self.dynamodb, tables)
+
+    def memory_reader(self) -> MemoryReader:
+        return self.memory_store()
+
+    def outbox(self) -> Outbox:
+        from memwrite.adapters.dynamodb_outbox import DynamoOutbox
+
+        return DynamoOutbox(self.dynamodb, self.env.outbox_table)
+
+    def eraser(self) -> UserEraser:
+        from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
+
+        env = self.env
+        tables = EraseTables(
+            memories=env.memories_table,
+            entity_facts=env.entity_facts_table,
+            entities=env.entities_table,
+            outbox=env.outbox_table,
+            turns=env.turns_table,
+            spans=env.spans_table,
+        )
+        return DynamoUserEraser(self.dynamodb, tables)
+
+
+class _SqliteAdapters(_Adapters):
+    """The embedded mode: every store and the queue in one SQLite file under the data dir."""
+
+    def __init__(self, env: LambdaEnvironment) -> None:
+        from memwrite.adapters.sqlite import SqliteSpanStore
+        from memwrite.adapters.sqlite_db import open_database
+
+        super().__init__(env)
+        self.database = open_database(env.sqlite_dir())
+        self._spans = SqliteSpanStore(self.database)
+
+    @property
+    def spans(self) -> SpanStore:
+        return self._spans
+
+    def ledger(self) -> TurnLedger:
+        from memwrite.adapters.sqlite import SqliteTurnLedger
+
+        return SqliteTurnLedger(self.database)
+
+    def rate_store(self) -> RateStore:
+        from memwrite.adapters.sqlite import SqliteRateStore
+
+        return SqliteRateStore(self.database)
+
+    def queue(self) -> TurnQueue:
+        return self.consumer()
+
+    def consumer(self) -> SqliteTurnQueue:
+        from memwrite.adapters.sqlite_queue import SqliteTurnQueue
+
+        return SqliteTurnQueue(self.database)
+
+    def session_log(self) -> SessionLog:
+        from memwrite.adapters.sqlite import SqliteSessionLog
+
+        return SqliteSessionLog(self.database)
+
+    def entities(self) -> EntityStore:
+        from memwrite.adapters.sqlite_store import SqliteEntityStore
+
+        return SqliteEntityStore(self.database)
+
+    def memory_store(self) -> SqliteMemoryStore:
+        from memwrite.adapters.sqlite_store import SqliteMemoryStore
+
+        return SqliteMemoryStore(self.database)
+
+    def memory_reader(self) -> MemoryReader:
+        return self.memory_store()
+
+    def outbox(self) -> Outbox:
+        from memwrite.adapters.sqlite_outbox import SqliteOutbox
+
+        return SqliteOutbox(self.database)
+
+    def eraser(self) -> UserEraser:
+        from memwrite.adapters.sqlite_erase import SqliteUserEraser
+
+        return SqliteUserEraser(self.database)
 
 
 def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
-    """Adapters for the API Lambdas: DynamoDB tables and the SQS queue named in the environment."""
-    from memwrite.adapters.aws_clients import sqs_client
-    from memwrite.adapters.dynamodb import DynamoRateStore, DynamoTurnLedger
-    from memwrite.adapters.sqs import SqsTurnQueue
+    """Adapters for the API Lambdas: the ledger, rate gate, spans and the queue of the backend."""
     from memwrite.ingest import IngestDeps
     from memwrite.rate_gate import RateGate
 
-    aws = _Aws(LambdaEnvironment.load(environ))
-    env, settings = aws.env, aws.env.settings
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    settings = adapters.env.settings
     ingest = IngestDeps(
-        queue=SqsTurnQueue(sqs_client(env.aws_endpoint_url), env.queue_url()),
-        ledger=DynamoTurnLedger(aws.dynamodb, env.turns_table),
-        spans=aws.spans,
-        metrics=aws.metrics,
+        queue=adapters.queue(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
         rate_gate=RateGate(
-            settings.pipeline.prefilter.rate_map_max_entries,
-            shared=DynamoRateStore(aws.dynamodb, env.turns_table),
+            settings.pipeline.prefilter.rate_map_max_entries, shared=adapters.rate_store()
         ),
     )
     return ApiDeps(settings=settings, ingest=ingest)
+
+
+def build_queue_consumer(environ: Mapping[str, str] | None = None) -> TurnConsumer:
+    """The consuming side of the work queue, for the local runner (on AWS: the event source)."""
+    return _Adapters.of(LambdaEnvironment.load(environ)).consumer()
+
+
+def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
+    """The memory store of the environment's backend, to read what the pipeline stored."""
+    return _Adapters.of(LambdaEnvironment.load(environ)).memory_store()
 
 
 def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | None:
@@ -104,111 +305,103 @@ def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | Non
     return AnthropicExtractorClient(config, api_key=api_key)
 
 
-def _has_llm(aws: _Aws) -> bool:
+def _has_llm(adapters: _Adapters) -> bool:
     """Bedrock needs only IAM; the Anthropic API needs a key (without one: offline)."""
-    return aws.env.settings.pipeline.extract.provider == "bedrock" or bool(aws.env.api_key())
-
-
-def _dedupe_judge(aws: _Aws) -> DedupeJudge | None:
-    if not _has_llm(aws):
-        return None
-    from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
-
-    return AnthropicDedupeJudge(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
-
-
-def _verifier(aws: _Aws) -> CandidateVerifier | None:
-    """Built when some tenant (or the deployment) turns the verifier on and a model is
-    reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
-    if not aws.env.settings.verifier_wanted() or not _has_llm(aws):
-        return None
-    from memwrite.adapters.anthropic_verifier import AnthropicVerifier
-
-    return AnthropicVerifier(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
-
-
-def _extract(aws: _Aws) -> Any:
-    from memwrite.adapters.dynamodb import DynamoSessionLog
-    from memwrite.extract import ExtractDeps
-
-    return ExtractDeps(
-        spans=aws.spans,
-        metrics=aws.metrics,
-        session_log=DynamoSessionLog(aws.dynamodb, aws.env.turns_table),
-        llm=build_llm(aws.env.settings.pipeline.extract, aws.env.api_key()),
-        verifier=_verifier(aws),
+    return adapters.env.settings.pipeline.extract.provider == "bedrock" or bool(
+        adapters.env.api_key()
     )
 
 
-def _resolve_refs(aws: _Aws) -> Any:
-    from memwrite.adapters.dynamodb import DynamoSessionLog
-    from memwrite.adapters.dynamodb_store import DynamoEntityStore
+def _dedupe_judge(adapters: _Adapters) -> DedupeJudge | None:
+    if not _has_llm(adapters):
+        return None
+    from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
+
+    return AnthropicDedupeJudge(
+        adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
+    )
+
+
+def _verifier(adapters: _Adapters) -> CandidateVerifier | None:
+    """Built when some tenant (or the deployment) turns the verifier on and a model is
+    reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
+    if not adapters.env.settings.verifier_wanted() or not _has_llm(adapters):
+        return None
+    from memwrite.adapters.anthropic_verifier import AnthropicVerifier
+
+    return AnthropicVerifier(adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key())
+
+
+def _extract(adapters: _Adapters) -> Any:
+    from memwrite.extract import ExtractDeps
+
+    return ExtractDeps(
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        session_log=adapters.session_log(),
+        llm=build_llm(adapters.env.settings.pipeline.extract, adapters.env.api_key()),
+        verifier=_verifier(adapters),
+    )
+
+
+def _resolve_refs(adapters: _Adapters) -> Any:
     from memwrite.resolve import ResolveDeps
 
     judge = None
-    if _has_llm(aws):
+    if _has_llm(adapters):
         from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
 
-        judge = AnthropicResolveJudge(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
+        judge = AnthropicResolveJudge(
+            adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
+        )
     return ResolveDeps(
-        entities=DynamoEntityStore(aws.dynamodb, aws.env.entities_table),
-        session_log=DynamoSessionLog(aws.dynamodb, aws.env.turns_table),
-        spans=aws.spans,
-        metrics=aws.metrics,
+        entities=adapters.entities(),
+        session_log=adapters.session_log(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
         judge=judge,
     )
 
 
-def _memory_store(aws: _Aws) -> Any:
-    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
-
-    env = aws.env
-    tables = StoreTables(
-        memories=env.memories_table,
-        entity_facts=env.entity_facts_table,
-        outbox=env.outbox_table,
-        turns=env.turns_table,
-    )
-    return DynamoMemoryStore(aws.dynamodb, tables)
-
-
-def _dedupe(aws: _Aws) -> Any:
+def _dedupe(adapters: _Adapters) -> Any:
     from memwrite.dedupe import DedupeDeps
     from memwrite.embedder import HashingEmbedder
 
     return DedupeDeps(
-        store=_memory_store(aws),
+        store=adapters.memory_store(),
         embedder=HashingEmbedder(),
-        spans=aws.spans,
-        metrics=aws.metrics,
-        judge=_dedupe_judge(aws),
-        index=_search_index(aws),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=_dedupe_judge(adapters),
+        index=_search_index(adapters),
     )
 
 
-def _conflict(aws: _Aws) -> Any:
+def _conflict(adapters: _Adapters) -> Any:
     from memwrite.conflict import ConflictDeps
 
-    return ConflictDeps(store=_memory_store(aws), spans=aws.spans, metrics=aws.metrics)
+    return ConflictDeps(
+        store=adapters.memory_store(), spans=adapters.spans, metrics=adapters.metrics
+    )
 
 
-def _persist(aws: _Aws) -> Any:
+def _persist(adapters: _Adapters) -> Any:
     from memwrite.embedder import HashingEmbedder
     from memwrite.persist import PersistDeps
 
     return PersistDeps(
-        store=_memory_store(aws),
+        store=adapters.memory_store(),
         embedder=HashingEmbedder(),
-        spans=aws.spans,
-        metrics=aws.metrics,
-        judge=_dedupe_judge(aws),
-        index=_search_index(aws),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=_dedupe_judge(adapters),
+        index=_search_index(adapters),
     )
 
 
-def _search_index(aws: _Aws) -> MemoryIndex:
+def _search_index(adapters: _Adapters) -> MemoryIndex:
     """The search index, read by dedupe for events and tasks already indexed."""
-    return build_index(aws.env, build_embedder(aws.env).dimension)
+    return build_index(adapters.env, build_embedder(adapters.env).dimension)
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
@@ -229,12 +422,13 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
 
 
 def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
-    """OpenSearch when an endpoint is configured, else the embedded index at `index_path`."""
+    """OpenSearch when an endpoint is configured, else the embedded index (in a file:
+    `LambdaEnvironment.embedded_index_path`)."""
     if env.opensearch_endpoint:
         return _opensearch_index(env, env.opensearch_endpoint, dimension)
     from memwrite.adapters.embedded_index import EmbeddedIndex
 
-    return EmbeddedIndex(env.index_path, dimension=dimension)
+    return EmbeddedIndex(env.embedded_index_path(), dimension=dimension)
 
 
 def _opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
@@ -272,29 +466,30 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
     )
 
 
-def _questions(aws: _Aws) -> QuestionGenerator:
-    if _has_llm(aws):
+def _questions(adapters: _Adapters) -> QuestionGenerator:
+    if _has_llm(adapters):
         from memwrite.adapters.anthropic_questions import AnthropicQuestions
 
-        return AnthropicQuestions(aws.env.settings.pipeline.extract, api_key=aws.env.api_key())
+        return AnthropicQuestions(
+            adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
+        )
     from memwrite.questions import TemplateQuestions
 
     return TemplateQuestions()
 
 
-def _hype(aws: _Aws) -> Any:
-    from memwrite.adapters.dynamodb_outbox import DynamoOutbox
+def _hype(adapters: _Adapters) -> Any:
     from memwrite.hype import HypeDeps
 
-    embedder = build_embedder(aws.env)
+    embedder = build_embedder(adapters.env)
     return HypeDeps(
-        store=_memory_store(aws),
-        index=build_index(aws.env, embedder.dimension),
+        store=adapters.memory_store(),
+        index=build_index(adapters.env, embedder.dimension),
         embedder=embedder,
-        questions=_questions(aws),
-        outbox=DynamoOutbox(aws.dynamodb, aws.env.outbox_table),
-        spans=aws.spans,
-        metrics=aws.metrics,
+        questions=_questions(adapters),
+        outbox=adapters.outbox(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
     )
 
 
@@ -309,41 +504,27 @@ class QueryApiDeps:
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
-    from memwrite.adapters.dynamodb import DynamoTurnLedger
-    from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
     from memwrite.query import QueryDeps
 
-    aws = _Aws(LambdaEnvironment.load(environ))
-    env = aws.env
-    store = _memory_store(aws)
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    env = adapters.env
     embedder = build_embedder(env)
-    eraser = DynamoUserEraser(
-        aws.dynamodb,
-        EraseTables(
-            memories=env.memories_table,
-            entity_facts=env.entity_facts_table,
-            entities=env.entities_table,
-            outbox=env.outbox_table,
-            turns=env.turns_table,
-            spans=env.spans_table,
-        ),
-    )
     query = QueryDeps(
-        store=store,
-        reader=store,
+        store=adapters.memory_store(),
+        reader=adapters.memory_reader(),
         index=build_index(env, embedder.dimension),
         embedder=embedder,
-        eraser=eraser,
+        eraser=adapters.eraser(),
     )
     return QueryApiDeps(
         settings=env.settings,
-        ledger=DynamoTurnLedger(aws.dynamodb, env.turns_table),
-        spans=aws.spans,
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
         query=query,
     )
 
 
-_BUILDERS: dict[str, Callable[[_Aws], Any]] = {
+_BUILDERS: dict[str, Callable[[_Adapters], Any]] = {
     "extract": _extract,
     "resolve_refs": _resolve_refs,
     "dedupe": _dedupe,
@@ -356,8 +537,8 @@ _BUILDERS: dict[str, Callable[[_Aws], Any]] = {
 def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tuple[Settings, Any]:
     """The settings and the deps a pipeline or stream stage's `run` takes, from the
     environment."""
-    aws = _Aws(LambdaEnvironment.load(environ))
-    return aws.env.settings, _BUILDERS[stage](aws)
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    return adapters.env.settings, _BUILDERS[stage](adapters)
 
 
 def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:
@@ -379,5 +560,5 @@ class DeadLetterDeps:
 
 def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLetterDeps:
     """The failure path's adapters: it writes spans and metrics only."""
-    aws = _Aws(LambdaEnvironment.load(environ))
-    return DeadLetterDeps(spans=aws.spans, metrics=aws.metrics)
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    return DeadLetterDeps(spans=adapters.spans, metrics=adapters.metrics)

@@ -3,9 +3,7 @@ one `TransactWriteItems` per candidate (all or nothing; a lost race is a `WriteC
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -13,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from memwrite.adapters.dynamodb import trace_memories_pk, unavailable
+from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import InvalidQuery, WriteConflict
+from memwrite.errors import WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
@@ -35,7 +34,6 @@ __all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables", "access_key"
 
 PK, SK = PARTITION_KEY, SORT_KEY
 _BATCH_GET_LIMIT = 100
-_CURSOR_RE = re.compile(r"[0-9a-f]{16,64}")  # a memory id
 _CONFLICT_CODES = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
 
 
@@ -54,20 +52,6 @@ def _user_key(tenant: str, user_id: str) -> str:
 def access_key(tenant: str, user_id: str) -> str:
     """Partition (in the turns table) of a user's retrieval counters, one item per memory."""
     return f"ACCESS#{tenant}#{user_id}"
-
-
-def _encode_cursor(memory_id: str) -> str:
-    return base64.urlsafe_b64encode(memory_id.encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> str:
-    try:
-        memory_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidQuery("cursor", "not a cursor this API returned") from exc
-    if not _CURSOR_RE.fullmatch(memory_id):
-        raise InvalidQuery("cursor", "not a cursor this API returned")
-    return memory_id
 
 
 class DynamoMemoryStore:
@@ -182,7 +166,7 @@ class DynamoMemoryStore:
         if cursor is not None:
             kwargs["ExclusiveStartKey"] = {
                 PK: {"S": _user_key(tenant, user_id)},
-                SK: {"S": _decode_cursor(cursor)},
+                SK: {"S": decode_cursor(cursor)},
             }
         try:
             response = self._client.query(**kwargs)
@@ -190,7 +174,7 @@ class DynamoMemoryStore:
             raise unavailable(exc, "Query") from exc
         memories = [MemoryUnit.model_validate_json(i["doc"]["S"]) for i in response["Items"]]
         last = response.get("LastEvaluatedKey")
-        next_cursor = _encode_cursor(last[SK]["S"]) if last else None
+        next_cursor = encode_cursor(last[SK]["S"]) if last else None
         return MemoryPage(self._with_access(tenant, user_id, memories), next_cursor)
 
     def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
@@ -206,6 +190,18 @@ class DynamoMemoryStore:
                 )
             except ClientError as exc:
                 raise unavailable(exc, "UpdateItem") from exc
+        # A search racing an erasure must not leave counters behind (with the user's key and
+        # memory ids): counters of memories gone by now are removed again. The erasure deletes
+        # memories before counters, so every interleaving ends without them.
+        gone = set(memory_ids) - set(self.get_memories(tenant, user_id, memory_ids))
+        for memory_id in gone:
+            try:
+                self._client.delete_item(
+                    TableName=self._tables.turns,
+                    Key={PK: {"S": access_key(tenant, user_id)}, SK: {"S": memory_id}},
+                )
+            except ClientError as exc:
+                raise unavailable(exc, "DeleteItem") from exc
 
     def _with_access(
         self, tenant: str, user_id: str, memories: list[MemoryUnit]

@@ -1,0 +1,201 @@
+"""SQLite adapters of the turns table's ports and the spans: the ledger, traces, sessions' last
+questions, rate-gate claims and the session log, with the semantics of their DynamoDB twins in
+`dynamodb.py`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from memwrite.adapters.sqlite_db import SqliteDatabase
+from memwrite.models import QueuedTurn, StageSpan, session_sort_key
+from memwrite.ports import TraceRecord
+
+__all__ = ["SqliteRateStore", "SqliteSessionLog", "SqliteSpanStore", "SqliteTurnLedger"]
+
+
+def _placeholders(count: int) -> str:
+    return ",".join("?" * count)
+
+
+class SqliteTurnLedger:
+    """Which turns were enqueued (INSERT-if-absent), which trace each request opened, and the
+    question each session's latest request ended with."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._db = database
+
+    def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
+        unique = sorted(set(turn_ids))
+        if not unique:
+            return set()
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                f"SELECT turn_id FROM ledger WHERE tenant = ? AND turn_id IN "
+                f"({_placeholders(len(unique))})",
+                [tenant, *unique],
+            ).fetchall()
+        return {turn_id for (turn_id,) in rows}
+
+    def record_enqueued(self, tenant: str, trace_id: str, turn_ids: Sequence[str]) -> set[str]:
+        taken: set[str] = set()
+        with self._db.transaction() as connection:
+            for turn_id in turn_ids:
+                inserted = connection.execute(
+                    "INSERT OR IGNORE INTO ledger (tenant, turn_id, trace_id) VALUES (?, ?, ?)",
+                    (tenant, turn_id, trace_id),
+                ).rowcount
+                if not inserted:
+                    taken.add(turn_id)
+        return taken
+
+    def put_trace(self, trace: TraceRecord) -> None:
+        doc = {
+            "user_id": trace.user_id,
+            "session_id": trace.session_id,
+            "agent_id": trace.agent_id,
+            "source": trace.source,
+            "created_at": trace.created_at,
+            "turn_ids": list(trace.turn_ids),
+        }
+        with self._db.connection() as connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO traces (tenant, trace_id, doc) VALUES (?, ?, ?)",
+                (trace.tenant, trace.trace_id, json.dumps(doc)),
+            )
+
+    def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
+        with self._db.connection() as connection:
+            row = connection.execute(
+                "SELECT doc FROM traces WHERE tenant = ? AND trace_id = ?", (tenant, trace_id)
+            ).fetchone()
+        if row is None:
+            return None
+        doc = json.loads(row[0])
+        return TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=doc["user_id"],
+            session_id=doc["session_id"],
+            agent_id=doc["agent_id"],
+            source=doc["source"],
+            created_at=doc["created_at"],
+            turn_ids=tuple(doc["turn_ids"]),
+        )
+
+    def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT memory_id, outcome FROM trace_memories WHERE tenant = ? AND trace_id = ? "
+                "ORDER BY memory_id, outcome",
+                (tenant, trace_id),
+            ).fetchall()
+        return [(memory_id, outcome) for memory_id, outcome in rows]
+
+    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+        with self._db.connection() as connection:
+            row = connection.execute(
+                "SELECT question FROM last_questions "
+                "WHERE tenant = ? AND user_id = ? AND session_id = ?",
+                (tenant, user_id, session_id),
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def set_last_question(
+        self, tenant: str, user_id: str, session_id: str, question: str | None
+    ) -> None:
+        with self._db.connection() as connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO last_questions (tenant, user_id, session_id, question) "
+                "VALUES (?, ?, ?, ?)",
+                (tenant, user_id, session_id, question),
+            )
+
+
+class SqliteRateStore:
+    """Rate-gate claims; an expired claim counts as absent, as with DynamoDB's lazy TTL."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._db = database
+
+    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
+        # One statement: the upsert's WHERE is the DynamoDB put's condition expression.
+        with self._db.connection() as connection:
+            changed = connection.execute(
+                "INSERT INTO rate_claims (key, claimant, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET claimant = excluded.claimant, "
+                "expires_at = excluded.expires_at "
+                "WHERE rate_claims.expires_at <= ? OR rate_claims.claimant = excluded.claimant",
+                (key, claimant, int(now) + window_secs, int(now)),
+            ).rowcount
+        return changed == 1
+
+
+class SqliteSessionLog:
+    """A session's turns as they reach extraction, in observation order."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._db = database
+
+    def recent(
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+    ) -> list[QueuedTurn]:
+        if limit <= 0:
+            return []
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT doc FROM session_turns WHERE tenant = ? AND user_id = ? "
+                "AND session_id = ? AND sort_key < ? ORDER BY sort_key DESC LIMIT ?",
+                (tenant, user_id, session_id, before, limit),
+            ).fetchall()
+        return [QueuedTurn.model_validate_json(doc) for (doc,) in reversed(rows)]
+
+    def append(self, turn: QueuedTurn) -> None:
+        with self._db.connection() as connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO session_turns "
+                "(tenant, user_id, session_id, sort_key, doc) VALUES (?, ?, ?, ?, ?)",
+                (
+                    turn.tenant,
+                    turn.user_id,
+                    turn.session_id,
+                    session_sort_key(turn),
+                    turn.model_dump_json(),
+                ),
+            )
+
+
+class SqliteSpanStore:
+    """Spans by trace, one row per (stage, item): a retried stage overwrites its span."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._db = database
+
+    def put_spans(self, spans: Sequence[StageSpan]) -> None:
+        rows = [
+            (
+                span.tenant,
+                span.trace_id,
+                span.stage,
+                span.item_id,
+                span.user_id,
+                span.at.isoformat(),
+                span.model_dump_json(),
+            )
+            for span in spans
+        ]
+        with self._db.transaction() as connection:
+            connection.executemany(
+                "INSERT OR REPLACE INTO spans "
+                "(tenant, trace_id, stage, item_id, user_id, at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT doc FROM spans WHERE tenant = ? AND trace_id = ? ORDER BY stage, item_id",
+                (tenant, trace_id),
+            ).fetchall()
+        spans = [StageSpan.model_validate_json(doc) for (doc,) in rows]
+        return sorted(spans, key=lambda span: span.at)

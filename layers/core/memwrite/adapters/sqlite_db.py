@@ -1,0 +1,187 @@
+"""The embedded backend's one SQLite file: schema, connections and transactions.
+
+Every SQLite adapter shares a `SqliteDatabase`: a small pool of connections (one per thread
+that is using it at the moment; `memwrite serve` is threaded), WAL journaling so readers never
+block the writer, and `transaction()` = `BEGIN IMMEDIATE` ... `COMMIT`, so a commit's
+conditions are checked under the write lock and a refused one rolls back whole.
+
+Durability: `synchronous=NORMAL` in WAL mode keeps every committed transaction across a crash
+or restart of the process; only a power loss or OS crash may drop the last few commits.
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+
+from memwrite.errors import ConfigError, StoreUnavailable
+
+__all__ = ["DATABASE_FILE", "SqliteDatabase", "open_database"]
+
+DATABASE_FILE = "memwrite.sqlite3"
+_BUSY_TIMEOUT_MS = 10_000  # a writer waits this long for another's transaction to finish
+# Page cache per connection (negative: KiB). The working set is one user's rows at a time; the
+# default 2 MiB per connection only made a long-running server's memory creep.
+_CACHE_KIB = 512
+# `PRAGMA user_version` of a database this code reads; bump it when a table changes shape.
+_SCHEMA_VERSION = 1
+
+# Keys mirror the DynamoDB tables of `memwrite.schema` (tenant and user in every key); JSON
+# documents are stored as text, as the DynamoDB adapters store them in a `doc` attribute.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ledger (
+    tenant TEXT NOT NULL, turn_id TEXT NOT NULL, trace_id TEXT NOT NULL,
+    PRIMARY KEY (tenant, turn_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ledger_by_trace ON ledger (tenant, trace_id);
+CREATE TABLE IF NOT EXISTS traces (
+    tenant TEXT NOT NULL, trace_id TEXT NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant, trace_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trace_memories (
+    tenant TEXT NOT NULL, trace_id TEXT NOT NULL, memory_id TEXT NOT NULL,
+    outcome TEXT NOT NULL, PRIMARY KEY (tenant, trace_id, memory_id, outcome)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rate_claims (
+    key TEXT PRIMARY KEY, claimant TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS last_questions (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL, question TEXT,
+    PRIMARY KEY (tenant, user_id, session_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_turns (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    sort_key TEXT NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant, user_id, session_id, sort_key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS spans (
+    tenant TEXT NOT NULL, trace_id TEXT NOT NULL, stage TEXT NOT NULL, item_id TEXT NOT NULL,
+    user_id TEXT NOT NULL, at TEXT NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant, trace_id, stage, item_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS spans_by_user ON spans (tenant, user_id, at);
+CREATE TABLE IF NOT EXISTS memories (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
+    rev INTEGER NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant, user_id, memory_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memories_by_id ON memories (tenant, memory_id);
+CREATE TABLE IF NOT EXISTS memory_access (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
+    access_count INTEGER NOT NULL, last_accessed TEXT NOT NULL,
+    PRIMARY KEY (tenant, user_id, memory_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entity_facts (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, fact_key TEXT NOT NULL,
+    version INTEGER NOT NULL, facts TEXT NOT NULL,
+    PRIMARY KEY (tenant, user_id, fact_key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entities (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, entity_id TEXT NOT NULL,
+    version INTEGER NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant, user_id, entity_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, memory_id TEXT NOT NULL, rev INTEGER NOT NULL,
+    op TEXT NOT NULL, trace_id TEXT, doc TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (tenant, user_id, memory_id, rev));
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (tenant, user_id, memory_id, rev)
+    WHERE done = 0;
+CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (seq) WHERE done = 0;
+CREATE TABLE IF NOT EXISTS queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id TEXT NOT NULL UNIQUE, message_group TEXT NOT NULL, body TEXT NOT NULL,
+    visible_at REAL NOT NULL DEFAULT 0, receive_count INTEGER NOT NULL DEFAULT 0,
+    receipt TEXT);
+CREATE INDEX IF NOT EXISTS queue_by_group ON queue (message_group, visible_at);
+CREATE INDEX IF NOT EXISTS queue_by_receipt ON queue (receipt);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, turn_id TEXT NOT NULL, body TEXT NOT NULL,
+    error TEXT NOT NULL, receive_count INTEGER NOT NULL);
+"""
+
+
+class SqliteDatabase:
+    """One database file under `data_dir`, created (with its schema) on first open."""
+
+    def __init__(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.path = data_dir / DATABASE_FILE
+        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        with self.transaction() as connection:
+            self._create_schema(connection, data_dir)
+
+    def _create_schema(self, connection: sqlite3.Connection, data_dir: Path) -> None:
+        """The tables, in a new file; a file of another schema version is refused whole (its
+        tables would lack columns), with how to reset it."""
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        (tables,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if version != _SCHEMA_VERSION and (version or tables):
+            raise ConfigError(
+                f"{self.path} has schema version {version}, this memwrite reads "
+                f"{_SCHEMA_VERSION}: delete {data_dir} to start afresh"
+            )
+        for statement in _SCHEMA.split(";"):
+            connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            # Autocommit mode (isolation_level=None): transactions are only the explicit ones.
+            connection = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,  # pooled: used by one thread at a time
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+            )
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite database {self.path} cannot be opened: {exc}") from exc
+        return connection
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection for this thread's use, back to the pool afterwards.
+
+        The pool holds at most as many connections as were ever in use at once.
+        """
+        try:
+            connection = self._idle.get_nowait()
+        except queue.Empty:
+            connection = self._open()
+        try:
+            yield connection
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite {self.path}: {exc}") from exc
+        finally:
+            if connection.in_transaction:  # only after an error escaped mid-transaction
+                connection.rollback()
+            self._idle.put(connection)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """`BEGIN IMMEDIATE` ... `COMMIT`: the write lock is taken before the first read, so
+        conditions checked inside hold at commit; any exception rolls everything back."""
+        with self.connection() as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+            except BaseException:
+                connection.rollback()
+                raise
+            connection.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the idle connections (tests and server shutdown; in-use ones close on GC)."""
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
+
+@cache
+def _database_at(path: Path) -> SqliteDatabase:
+    return SqliteDatabase(path)
+
+
+def open_database(data_dir: Path) -> SqliteDatabase:
+    """The process's one `SqliteDatabase` for `data_dir`: every handler built in a process (the
+    local runner builds seven) shares one pool of connections and page caches per file."""
+    return _database_at(data_dir.resolve())

@@ -1,0 +1,617 @@
+"""One contract per port, run against both implementations: the DynamoDB/SQS adapters on moto
+and the SQLite adapters of the embedded mode. A behaviour the pipeline relies on holds on both
+or fails here, naming the backend.
+
+Backends are module-scoped (one moto account, one SQLite file); tests keep apart by using their
+own tenant, user or trace ids. Queues are made per test: a queue test receives everything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import boto3
+import pytest
+
+from memwrite.adapters.dynamodb import (
+    DynamoRateStore,
+    DynamoSessionLog,
+    DynamoSpanStore,
+    DynamoTurnLedger,
+)
+from memwrite.adapters.dynamodb_store import DynamoEntityStore
+from memwrite.adapters.sqlite import (
+    SqliteRateStore,
+    SqliteSessionLog,
+    SqliteSpanStore,
+    SqliteTurnLedger,
+)
+from memwrite.adapters.sqlite_db import SqliteDatabase
+from memwrite.adapters.sqlite_erase import SqliteUserEraser
+from memwrite.adapters.sqlite_outbox import SqliteOutbox
+from memwrite.adapters.sqlite_queue import SqliteTurnQueue
+from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore
+from memwrite.adapters.sqs import SqsTurnConsumer, SqsTurnQueue
+from memwrite.entities import Entity, EntityKind
+from memwrite.errors import InvalidQuery, WriteConflict
+from memwrite.facts import FactObservation
+from memwrite.ids import content_hash
+from memwrite.memory import MemoryType, MemoryUnit, Tier
+from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan
+from memwrite.payloads import OutboxChange
+from memwrite.ports import (
+    EntityStore,
+    MemoryReader,
+    MemoryStore,
+    Outbox,
+    RateStore,
+    SessionLog,
+    SpanStore,
+    TraceRecord,
+    TurnConsumer,
+    TurnLedger,
+    TurnQueue,
+    UserEraser,
+)
+from memwrite.reasons import TooShort
+from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow
+from memwrite.wiring import build_query_deps, build_stage_deps
+from memwrite_local.aws import LocalAws
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+_ids = itertools.count()
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{next(_ids)}"
+
+
+@dataclass
+class Ports:
+    name: str
+    ledger: TurnLedger
+    rate: RateStore
+    spans: SpanStore
+    session_log: SessionLog
+    entities: EntityStore
+    store: MemoryStore
+    reader: MemoryReader
+    outbox: Outbox
+    eraser: UserEraser
+    # A fresh, empty queue: both ends of it.
+    new_queue: Callable[[], tuple[TurnQueue, TurnConsumer]]
+
+
+def _moto_ports(aws: LocalAws) -> Ports:
+    assert aws.resources is not None
+    names = aws.resources.table_names
+    dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
+
+    def new_queue() -> tuple[TurnQueue, TurnConsumer]:
+        suffix = uuid.uuid4().hex[:12]
+        queue_url, dead_url = (
+            sqs.create_queue(QueueName=f"{name}-{suffix}.fifo", Attributes={"FifoQueue": "true"})[
+                "QueueUrl"
+            ]
+            for name in ("turns", "dead")
+        )
+        return SqsTurnQueue(sqs, queue_url), SqsTurnConsumer(sqs, queue_url, dead_url)
+
+    # The environment LocalAws set names every table: wiring builds the stores of the read path
+    # and stage 7 as the Lambdas get them.
+    query = build_query_deps().query
+    _, hype = build_stage_deps("hype")
+    return Ports(
+        name="moto",
+        ledger=DynamoTurnLedger(dynamodb, names["turns"]),
+        rate=DynamoRateStore(dynamodb, names["turns"]),
+        spans=DynamoSpanStore(dynamodb, names["spans"]),
+        session_log=DynamoSessionLog(dynamodb, names["turns"]),
+        entities=DynamoEntityStore(dynamodb, names["entities"]),
+        store=query.store,
+        reader=query.reader,
+        outbox=hype.outbox,
+        eraser=query.eraser,
+        new_queue=new_queue,
+    )
+
+
+def _sqlite_ports(directory: Path) -> Ports:
+    database = SqliteDatabase(directory)
+
+    def new_queue() -> tuple[TurnQueue, TurnConsumer]:
+        queue = SqliteTurnQueue(SqliteDatabase(directory / uuid.uuid4().hex[:12]))
+        return queue, queue
+
+    return Ports(
+        name="sqlite",
+        ledger=SqliteTurnLedger(database),
+        rate=SqliteRateStore(database),
+        spans=SqliteSpanStore(database),
+        session_log=SqliteSessionLog(database),
+        entities=SqliteEntityStore(database),
+        store=SqliteMemoryStore(database),
+        reader=SqliteMemoryStore(database),
+        outbox=SqliteOutbox(database),
+        eraser=SqliteUserEraser(database),
+        new_queue=new_queue,
+    )
+
+
+@pytest.fixture(scope="module", params=["moto", "sqlite"])
+def ports(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Ports]:
+    if request.param == "sqlite":
+        yield _sqlite_ports(tmp_path_factory.mktemp("sqlite"))
+        return
+    with LocalAws() as aws:
+        yield _moto_ports(aws)
+
+
+# --- TurnLedger ---------------------------------------------------------------------------
+
+
+def test_ledger_records_a_turn_once_and_reports_who_came_second(ports: Ports) -> None:
+    tenant = fresh("tenant")
+    # Given turns a and b recorded by a first request
+    assert ports.ledger.record_enqueued(tenant, "trace-1", ["a", "b"]) == set()
+    # When a second request records b and c / Then b is reported as taken, c is new
+    assert ports.ledger.record_enqueued(tenant, "trace-2", ["b", "c"]) == {"b"}
+    assert ports.ledger.already_enqueued(tenant, ["a", "b", "c", "d"]) == {"a", "b", "c"}
+    # And another tenant's ledger is its own
+    assert ports.ledger.already_enqueued(fresh("tenant"), ["a", "b"]) == set()
+
+
+@pytest.mark.parametrize("agent_id", [None, "bot-1"])
+def test_ledger_keeps_traces_per_tenant(ports: Ports, agent_id: str | None) -> None:
+    trace = TraceRecord(
+        trace_id=fresh("trace"),
+        tenant=fresh("tenant"),
+        user_id="dana",
+        session_id="s1",
+        agent_id=agent_id,
+        source="user_explicit",
+        created_at=T0.isoformat(),
+        turn_ids=("t2", "t1"),
+    )
+    ports.ledger.put_trace(trace)
+    assert ports.ledger.get_trace(trace.tenant, trace.trace_id) == trace
+    assert ports.ledger.get_trace("someone-else", trace.trace_id) is None
+    assert ports.ledger.get_trace(trace.tenant, "no-such-trace") is None
+
+
+# --- RateStore ----------------------------------------------------------------------------
+
+
+def test_rate_claims_hold_for_their_window_except_for_their_claimant(ports: Ports) -> None:
+    key, now = fresh("rate"), 1_000_000.0
+    assert ports.rate.claim(key, "turn-1", now, 60)
+    assert not ports.rate.claim(key, "turn-2", now + 59, 60)
+    assert ports.rate.claim(key, "turn-1", now + 30, 60)  # the same turn re-sent
+    # Once the window (renewed by the re-send) is over, anyone may claim
+    assert ports.rate.claim(key, "turn-2", now + 30 + 60, 60)
+
+
+# --- SpanStore ----------------------------------------------------------------------------
+
+
+def span(tenant: str, trace_id: str, stage: str, item: str, second: int) -> StageSpan:
+    return StageSpan(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id="dana",
+        stage=stage,
+        item_id=item,
+        result=SpanResult.REJECT,
+        reason=TooShort(word_count=1, min_words=3),
+        latency_ms=0.5,
+        at=T0 + timedelta(seconds=second),
+    )
+
+
+def test_spans_come_back_in_time_order_one_per_stage_and_item(ports: Ports) -> None:
+    tenant, trace_id = fresh("tenant"), fresh("trace")
+    late, early = span(tenant, trace_id, "extract", "t1", 5), span(tenant, trace_id, "pre", "t1", 1)
+    ports.spans.put_spans([late, early])
+    # A retried stage writes its span again (and one batch may name a key twice): one remains
+    retried = span(tenant, trace_id, "extract", "t1", 9)
+    ports.spans.put_spans([late, retried])
+    assert ports.spans.spans_of(tenant, trace_id) == [early, retried]
+    assert ports.spans.spans_of(fresh("tenant"), trace_id) == []
+
+
+# --- SessionLog ---------------------------------------------------------------------------
+
+
+def queued(
+    user: str, session: str, minute: int, *, tenant: str = "acme", text: str = "I live in Rome."
+) -> QueuedTurn:
+    return QueuedTurn(
+        tenant=tenant,
+        user_id=user,
+        session_id=session,
+        agent_id=None,
+        trace_id="trace-q",
+        turn_id=f"{user}-{session}-{minute}",
+        role=Role.USER,
+        text=text,
+        observed_at=T0 + timedelta(minutes=minute),
+        source=Source.USER_EXPLICIT,
+    )
+
+
+def test_session_log_gives_the_latest_turns_before_a_point_oldest_first(ports: Ports) -> None:
+    user = fresh("user")
+    turns = [queued(user, "s1", minute) for minute in range(5)]
+    for turn in [*turns, turns[2]]:  # appended twice: kept once
+        ports.session_log.append(turn)
+    ports.session_log.append(queued(fresh("user"), "s1", 1))  # another user, same session
+    before = f"{turns[4].observed_at.isoformat()}#"
+    assert ports.session_log.recent("acme", user, "s1", before, 3) == turns[1:4]
+    assert ports.session_log.recent("acme", user, "s1", before, 0) == []
+
+
+# --- EntityStore --------------------------------------------------------------------------
+
+
+def entity(user: str, name: str, day: int) -> Entity:
+    return Entity.create("acme", user, name, kind=EntityKind.PERSON, at=T0 + timedelta(days=day))
+
+
+def test_entities_are_written_only_on_the_version_that_was_read(ports: Ports) -> None:
+    user = fresh("user")
+    ana = entity(user, "Ana", 0)
+    ports.entities.put(ana, None)
+    with pytest.raises(WriteConflict):
+        ports.entities.put(ana, None)  # created twice
+    stored = ports.entities.get("acme", user, ana.entity_id)
+    assert stored is not None and (stored.entity, stored.version) == (ana, 1)
+    moved = entity(user, "Ana", 3)
+    ports.entities.put(moved, 1)
+    with pytest.raises(WriteConflict):
+        ports.entities.put(ana, 1)  # a stale read
+    assert ports.entities.get("acme", user, ana.entity_id).entity == moved  # type: ignore[union-attr]
+
+
+def test_entities_of_a_user_come_newest_first(ports: Ports) -> None:
+    user = fresh("user")
+    for name, day in [("Ana", 1), ("Priya", 5), ("Bo", 3)]:
+        ports.entities.put(entity(user, name, day), None)
+    assert [e.name for e in ports.entities.entities_of("acme", user, 2)] == ["Priya", "Bo"]
+    assert ports.entities.get("acme", fresh("user"), "missing") is None
+
+
+# --- MemoryStore --------------------------------------------------------------------------
+
+
+def memory(user: str, value: str, *, tenant: str = "acme") -> MemoryUnit:
+    return MemoryUnit(
+        memory_id=content_hash(tenant, user, value),
+        tenant=tenant,
+        user_id=user,
+        text=f"The user lives in {value}.",
+        type=MemoryType.FACT,
+        topic="home",
+        importance=0.5,
+        confidence=0.85,
+        extractor_confidence=0.9,
+        tier=Tier.WORKING,
+        source="user_explicit",
+        source_session="s1",
+        trace_id="trace-m",
+        turn_id=f"turn-{value}",
+        created_at=T0,
+        observed_at=T0,
+        last_seen=T0,
+        entity="user",
+        entity_id="e-user",
+        attribute="lives_in",
+        value=value,
+        predicate_is_stateful=True,
+    )
+
+
+def fact_row(*memories: MemoryUnit, version: int) -> FactRow:
+    facts = {
+        m.memory_id: FactObservation(
+            memory_id=m.memory_id, value=m.value.lower(), negated=False, observed_at=T0
+        )
+        for m in memories
+    }
+    return FactRow(facts=facts, version=version)
+
+
+def commit_of(
+    user: str, *changes: tuple[MemoryUnit, int | None], row: FactRow | None = None
+) -> Commit:
+    return Commit(
+        tenant="acme",
+        user_id=user,
+        memories=list(changes),
+        fact_key="e-user#lives_in" if row is not None else None,
+        fact_row=row,
+        ledger=[LedgerEntry(f"trace-{user}", m.memory_id, "stored") for m, _ in changes],
+        outbox=[OutboxRow(m.memory_id, OutboxOp.UPSERT, f"trace-{user}") for m, _ in changes],
+    )
+
+
+def test_a_new_memory_is_inserted_only_if_absent(ports: Ports) -> None:
+    user = fresh("user")
+    berlin = memory(user, "Berlin")
+    ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    # When the same insert is committed again (a redelivered plan) / Then it is refused whole
+    with pytest.raises(WriteConflict):
+        ports.store.commit(commit_of(user, (berlin, None)))
+    found = ports.store.get_memories("acme", user, [berlin.memory_id, "nope"])
+    assert list(found) == [berlin.memory_id]
+    assert (found[berlin.memory_id].memory, found[berlin.memory_id].rev) == (berlin, 1)
+    assert ports.ledger.memories_of_trace("acme", f"trace-{user}") == [(berlin.memory_id, "stored")]
+
+
+def test_a_commit_with_one_stale_condition_applies_nothing(ports: Ports) -> None:
+    # Given a user with Berlin stored (row version 1)
+    user = fresh("user")
+    berlin, lisbon = memory(user, "Berlin"), memory(user, "Lisbon")
+    ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    before = ports.store.memories_of("acme", user)
+    # When Lisbon is committed on the row version read before Berlin (0)
+    with pytest.raises(WriteConflict):
+        ports.store.commit(commit_of(user, (lisbon, None), row=fact_row(berlin, lisbon, version=0)))
+    # Then neither Lisbon, nor its row, ledger or outbox entries were written
+    assert ports.store.memories_of("acme", user) == before
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == fact_row(berlin, version=1)
+    assert [m.value for m in ports.store.pending_memories("acme", user, 10)] == ["Berlin"]
+    assert (lisbon.memory_id, "stored") not in ports.ledger.memories_of_trace(
+        "acme", f"trace-{user}"
+    )
+
+
+def test_memories_and_fact_rows_move_one_version_per_commit(ports: Ports) -> None:
+    user = fresh("user")
+    berlin, lisbon = memory(user, "Berlin"), memory(user, "Lisbon")
+    ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    ended = berlin.model_copy(update={"superseded_by": lisbon.memory_id, "valid_until": T0})
+    ports.store.commit(
+        commit_of(user, (lisbon, None), (ended, 1), row=fact_row(berlin, lisbon, version=1))
+    )
+    stored = ports.store.get_memories("acme", user, [berlin.memory_id, lisbon.memory_id])
+    assert (stored[berlin.memory_id].rev, stored[lisbon.memory_id].rev) == (2, 1)
+    assert stored[berlin.memory_id].memory == ended
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in").version == 2
+    # A write on a rev that has moved on is refused
+    with pytest.raises(WriteConflict):
+        ports.store.commit(commit_of(user, (berlin, 1)))
+    assert ports.store.get_fact_row("acme", user, "absent").version == 0
+    assert sorted(m.value for m in ports.store.memories_of("acme", user)) == ["Berlin", "Lisbon"]
+
+
+# --- Outbox -------------------------------------------------------------------------------
+
+
+def pending_of(ports: Ports, user: str) -> list[OutboxChange]:
+    return [change for change in ports.outbox.pending(1000) if change.user_id == user]
+
+
+def test_the_outbox_lists_changes_in_rev_order_until_marked_done(ports: Ports) -> None:
+    # Given a memory inserted then changed, and another user's memory
+    user, other = fresh("user"), fresh("user")
+    berlin = memory(user, "Berlin")
+    ports.store.commit(commit_of(user, (berlin, None)))
+    ports.store.commit(commit_of(user, (berlin.model_copy(update={"confidence": 0.9}), 1)))
+    ports.store.commit(commit_of(other, (memory(other, "Rome"), None)))
+    # When the consumer reads the pending rows
+    mine = pending_of(ports, user)
+    # Then it sees both revisions in order, each with the trace that wrote it
+    assert [(c.tenant, c.memory_id, c.rev, c.trace_id) for c in mine] == [
+        ("acme", berlin.memory_id, 1, f"trace-{user}"),
+        ("acme", berlin.memory_id, 2, f"trace-{user}"),
+    ]
+    # And once marked done (twice: a redelivered consumer), they are pending no more
+    for change in [*mine, *mine]:
+        ports.outbox.mark_done(change)
+    assert pending_of(ports, user) == []
+    assert ports.store.pending_memories("acme", user, 10) == []
+    assert [m.value for m in ports.store.pending_memories("acme", other, 10)] == ["Rome"]
+
+
+# --- MemoryReader -------------------------------------------------------------------------
+
+
+def test_a_memory_is_read_by_id_only_within_its_tenant(ports: Ports) -> None:
+    user = fresh("user")
+    berlin = memory(user, "Berlin")
+    ports.store.commit(commit_of(user, (berlin, None)))
+    assert ports.reader.memory_by_id("acme", berlin.memory_id) == berlin
+    assert ports.reader.memory_by_id(fresh("tenant"), berlin.memory_id) is None
+    assert ports.reader.memory_by_id("acme", content_hash("nobody")) is None
+
+
+def test_a_users_memories_come_page_by_page_each_once(ports: Ports) -> None:
+    user = fresh("user")
+    values = ["Berlin", "Lisbon", "Rome", "Oslo", "Porto"]
+    for value in values:
+        ports.store.commit(commit_of(user, (memory(user, value), None)))
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = ports.reader.page_of("acme", user, 2, cursor)
+        assert len(page.memories) <= 2
+        seen.extend(m.value for m in page.memories)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert sorted(seen) == sorted(values)
+    assert ports.reader.page_of("acme", fresh("user"), 2, None).memories == []
+    with pytest.raises(InvalidQuery):
+        ports.reader.page_of("acme", user, 2, "not-a-cursor")
+
+
+def test_retrievals_are_counted_beside_the_memory(ports: Ports) -> None:
+    user = fresh("user")
+    berlin = memory(user, "Berlin")
+    ports.store.commit(commit_of(user, (berlin, None)))
+    ports.reader.record_access(
+        "acme", user, [berlin.memory_id, berlin.memory_id], "2026-03-03T10:00:00+00:00"
+    )
+    ports.reader.record_access("acme", user, [berlin.memory_id], "2026-03-04T10:00:00+00:00")
+    read = ports.reader.memory_by_id("acme", berlin.memory_id)
+    assert read is not None
+    assert (read.access_count, read.last_accessed) == (2, T0.replace(day=4, hour=10))
+    # The memory itself is untouched: its next commit is on the rev it had
+    assert ports.store.get_memories("acme", user, [berlin.memory_id])[berlin.memory_id].rev == 1
+
+
+def test_a_retrieval_after_the_user_was_erased_counts_nothing(ports: Ports) -> None:
+    # Given a search that found a memory, and the user erased before its count was recorded
+    tenant, user = fresh("tenant"), fresh("user")
+    berlin, _ = leave_everything(ports, tenant, user)
+    ports.eraser.erase_user(tenant, user)
+    # When the count arrives late / Then no counter of the erased user remains
+    ports.reader.record_access(tenant, user, [berlin.memory_id], "2026-03-03T10:00:00+00:00")
+    assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+
+
+# --- TurnLedger: a session's last question ------------------------------------------------
+
+
+def test_the_last_question_is_kept_per_session_until_replaced(ports: Ports) -> None:
+    user = fresh("user")
+    assert ports.ledger.last_question("acme", user, "s1") is None
+    ports.ledger.set_last_question("acme", user, "s1", "Where do you live?")
+    ports.ledger.set_last_question("acme", user, "s2", "Any pets?")
+    assert ports.ledger.last_question("acme", user, "s1") == "Where do you live?"
+    ports.ledger.set_last_question("acme", user, "s1", None)  # the next request ended otherwise
+    assert ports.ledger.last_question("acme", user, "s1") is None
+    assert ports.ledger.last_question("acme", user, "s2") == "Any pets?"
+
+
+# --- UserEraser ---------------------------------------------------------------------------
+
+
+def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, str]:
+    """A user with a memory (fact row, outbox, ledger), an entity, a trace with its spans,
+    session turns and a last question."""
+    trace_id = f"trace-{user}"
+    berlin = memory(user, "Berlin", tenant=tenant)
+    ports.store.commit(
+        replace(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)), tenant=tenant)
+    )
+    ports.entities.put(
+        Entity.create(tenant, user, "Ana", kind=EntityKind.PERSON, at=T0), expected_version=None
+    )
+    turn = queued(user, "s1", 0, tenant=tenant)
+    ports.ledger.record_enqueued(tenant, trace_id, [turn.turn_id])
+    ports.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=user,
+            session_id="s1",
+            agent_id=None,
+            source="user_explicit",
+            created_at=T0.isoformat(),
+            turn_ids=(turn.turn_id,),
+        )
+    )
+    ports.spans.put_spans(
+        [span(tenant, trace_id, "pre", turn.turn_id, 0).model_copy(update={"user_id": user})]
+    )
+    ports.session_log.append(turn)
+    ports.ledger.set_last_question(tenant, user, "s1", "Where do you live?")
+    return berlin, trace_id
+
+
+def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Ports) -> None:
+    tenant, user, other = fresh("tenant"), fresh("user"), fresh("user")
+    berlin, trace_id = leave_everything(ports, tenant, user)
+    kept, kept_trace = leave_everything(ports, tenant, other)
+    changes = pending_of(ports, user)
+    # When the user is erased
+    erasure = ports.eraser.erase_user(tenant, user)
+    # Then every kind of item of theirs is counted and gone
+    for kind in ("outbox", "memories", "entity_facts", "entities", "spans"):
+        assert erasure.removed[kind] > 0, kind
+    assert erasure.removed["turns_ledger_and_traces"] >= 4  # ledger, trace, session, question
+    assert ports.store.memories_of(tenant, user) == []
+    assert ports.reader.memory_by_id(tenant, berlin.memory_id) is None
+    assert ports.store.get_fact_row(tenant, user, "e-user#lives_in").version == 0
+    assert ports.entities.entities_of(tenant, user, 10) == []
+    assert ports.ledger.get_trace(tenant, trace_id) is None
+    assert ports.ledger.memories_of_trace(tenant, trace_id) == []
+    assert ports.ledger.already_enqueued(tenant, [f"{user}-s1-0"]) == set()
+    assert ports.spans.spans_of(tenant, trace_id) == []
+    assert ports.session_log.recent(tenant, user, "s1", "~", 10) == []
+    assert ports.ledger.last_question(tenant, user, "s1") is None
+    assert pending_of(ports, user) == []
+    # And a late consumer marking a row done does not bring it back
+    ports.outbox.mark_done(changes[0])
+    assert pending_of(ports, user) == []
+    assert ports.store.pending_memories(tenant, user, 10) == []
+    # And the other user keeps all of theirs
+    assert ports.store.memories_of(tenant, other) == [kept]
+    assert ports.ledger.get_trace(tenant, kept_trace) is not None
+    assert len(ports.spans.spans_of(tenant, kept_trace)) == 1
+    assert ports.ledger.last_question(tenant, other, "s1") == "Where do you live?"
+    # And erasing again removes nothing
+    assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+
+
+# --- TurnQueue + TurnConsumer -------------------------------------------------------------
+
+
+def test_the_queue_delivers_a_turn_once_per_enqueue_and_forgets_it_when_deleted(
+    ports: Ports,
+) -> None:
+    queue, consumer = ports.new_queue()
+    turn = queued("dana", "s1", 0)
+    assert queue.enqueue([turn]).sent == {turn.turn_id}
+    queue.enqueue([turn])  # the same turn again while it waits: deduplicated
+    [delivery] = consumer.receive(10, 30)
+    assert (delivery.turn, delivery.receive_count) == (turn, 1)
+    consumer.delete([delivery])
+    assert consumer.receive(10, 0) == []
+
+
+def test_one_sessions_turns_come_in_order_and_wait_while_one_is_in_flight(ports: Ports) -> None:
+    queue, consumer = ports.new_queue()
+    dana = [queued("dana", "s1", minute) for minute in (3, 1, 2)]  # enqueue order, not time
+    bo = queued("bo", "s9", 0)
+    queue.enqueue([dana[0]])
+    queue.enqueue([dana[1], bo, dana[2]])
+    # The first receive takes dana's first turn only
+    [first] = consumer.receive(1, 30)
+    assert first.turn == dana[0]
+    # While it is in flight, dana's later turns wait; bo's turn is not held up
+    assert [d.turn for d in consumer.receive(10, 30)] == [bo]
+    consumer.delete([first])
+    assert [d.turn for d in consumer.receive(10, 30)] == dana[1:]
+
+
+def test_an_undeleted_delivery_comes_back_after_its_visibility_timeout(ports: Ports) -> None:
+    queue, consumer = ports.new_queue()
+    turn = queued("dana", "s1", 0)
+    queue.enqueue([turn])
+    [hidden] = consumer.receive(10, 30)
+    assert consumer.receive(10, 30) == []  # hidden for 30 s
+    consumer.release([hidden])  # a failed attempt: visible again now
+    [again] = consumer.receive(10, 0)  # visibility 0: a consumer that died at once
+    [third] = consumer.receive(10, 30)
+    assert (again.turn, again.receive_count, third.receive_count) == (turn, 2, 3)
+
+
+def test_dead_letters_leave_the_queue_with_their_error(ports: Ports) -> None:
+    queue, consumer = ports.new_queue()
+    turns = [queued("dana", "s1", 0), queued("dana", "s1", 1)]
+    queue.enqueue(turns)
+    deliveries = consumer.receive(10, 30)
+    consumer.dead_letter(deliveries, "RuntimeError: index down")
+    assert consumer.receive(10, 0) == []
+    letters = consumer.dead_letters(10)
+    assert sorted(letter.turn.turn_id for letter in letters) == sorted(t.turn_id for t in turns)
+    assert {letter.error for letter in letters} == {"RuntimeError: index down"}
