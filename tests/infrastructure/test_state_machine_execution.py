@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ class Aws:
             stateMachineArn=self.arn, name=name, input=planned.payload()
         )["executionArn"]
         while (result := self.sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
-            pass
+            time.sleep(0.02)  # a busy poll starves moto's executor threads of the GIL
         return dict(result)
 
     def items(self, table: str) -> list[dict[str, Any]]:
