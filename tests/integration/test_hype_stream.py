@@ -4,36 +4,19 @@ hype handler as Lambda would, with crashes and poison records."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
-import boto3
 import pytest
 
 import functions.hype.handler as hype_handler
 from memwrite.errors import StoreUnavailable
 from tests.integration.conftest import Local
+from tests.streams import stream_event as outbox_stream_event
 
 
 def stream_event(local: Local) -> dict[str, Any]:
     """Every record of the outbox table's stream so far, as the Lambda event source sends it."""
-    names = local.aws.handler_env()
-    table = boto3.client("dynamodb").describe_table(TableName=names["OUTBOX_TABLE"])["Table"]
-    streams = boto3.client("dynamodbstreams")
-    shards = streams.describe_stream(StreamArn=table["LatestStreamArn"])["StreamDescription"]
-    records: list[dict[str, Any]] = []
-    for shard in shards["Shards"]:
-        iterator = streams.get_shard_iterator(
-            StreamArn=table["LatestStreamArn"],
-            ShardId=shard["ShardId"],
-            ShardIteratorType="TRIM_HORIZON",
-        )["ShardIterator"]
-        for record in streams.get_records(ShardIterator=iterator)["Records"]:
-            created = record["dynamodb"].get("ApproximateCreationDateTime")
-            if isinstance(created, datetime):
-                record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
-            records.append(record)
-    return {"Records": records}
+    return outbox_stream_event(local.aws.handler_env()["OUTBOX_TABLE"])
 
 
 def pending_rows(local: Local) -> list[dict[str, Any]]:

@@ -5,10 +5,7 @@ opensearch-py client and signer."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -20,65 +17,15 @@ from memwrite.embedder import HashingEmbedder
 from memwrite.errors import IndexUnavailable
 from memwrite.index import BM25_STOPWORDS, IndexFilter, MatchSource, MemoryDoc
 from memwrite.memory import Tier
+from tests.fake_opensearch import FakeOpenSearch, serving
 
 EMBEDDER = HashingEmbedder()
 
 
-@dataclass
-class Seen:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: str
-
-
-class FakeOpenSearch:
-    """Answers like OpenSearch; `replies` maps (method, path prefix) to (status, JSON)."""
-
-    def __init__(self) -> None:
-        self.requests: list[Seen] = []
-        self.replies: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _any(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode() if length else ""
-                fake.requests.append(Seen(self.command, self.path, dict(self.headers), body))
-                status, reply = 200, {"acknowledged": True, "errors": False, "items": []}
-                for (method, prefix), answer in fake.replies.items():
-                    if method == self.command and self.path.startswith(prefix):
-                        status, reply = answer
-                payload = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any  # noqa: N815
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenSearch]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    server = FakeOpenSearch()
-    thread = threading.Thread(
-        target=server.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-    )
-    thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
+    with serving(monkeypatch) as server:
+        yield server
 
 
 def index_on(fake: FakeOpenSearch, service: str = "es") -> OpenSearchIndex:

@@ -55,6 +55,8 @@ class LambdaEnvironment(BaseModel):
     entities_table: str = Field(default="", alias="ENTITIES_TABLE")
     outbox_table: str = Field(default="", alias="OUTBOX_TABLE")
     turn_queue_url: str | None = Field(default=None, alias="TURN_QUEUE_URL")
+    # The dispatcher's only: the pipeline state machine it runs each queue batch through.
+    pipeline_state_machine_arn: str | None = Field(default=None, alias="PIPELINE_STATE_MACHINE_ARN")
     # Where the local runner's consumer moves dead letters (on AWS: the redrive policy's queue).
     turn_dead_letter_url: str | None = Field(default=None, alias="TURN_DEAD_LETTER_URL")
     # Any emulator or a real account's endpoint; unset: the SDK's default for the region.
@@ -117,6 +119,11 @@ class LambdaEnvironment(BaseModel):
         if not self.turn_queue_url:
             raise ConfigError("environment variable TURN_QUEUE_URL is not set")
         return self.turn_queue_url
+
+    def state_machine_arn(self) -> str:
+        if not self.pipeline_state_machine_arn:
+            raise ConfigError("environment variable PIPELINE_STATE_MACHINE_ARN is not set")
+        return self.pipeline_state_machine_arn
 
     def api_key(self) -> str | None:
         return self.anthropic_api_key.get_secret_value() if self.anthropic_api_key else None

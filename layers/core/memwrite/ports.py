@@ -46,9 +46,12 @@ __all__ = [
     "MemoryStore",
     "MetricsSink",
     "Outbox",
+    "PipelineRun",
+    "PipelineRunner",
     "QuestionGenerator",
     "RateStore",
     "ResolveJudge",
+    "SearchIndexSetup",
     "SessionLog",
     "SpanStore",
     "TraceRecord",
@@ -334,6 +337,20 @@ class CandidateVerifier(Protocol):
         """
 
 
+@dataclass(frozen=True)
+class PipelineRun:
+    """How one state machine execution ended: `error` names the failure when not succeeded."""
+
+    succeeded: bool
+    error: str | None = None
+
+
+class PipelineRunner(Protocol):
+    def run(self, name: str, payload: str) -> PipelineRun:
+        """Run the pipeline state machine on `payload` (JSON) and wait for it to end."""
+        ...
+
+
 class QuestionGenerator(Protocol):
     """HyPE: the questions a user would ask to find a memory (DESIGN.md section 2)."""
 
@@ -342,6 +359,16 @@ class QuestionGenerator(Protocol):
 
         Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
         """
+
+
+class SearchIndexSetup(Protocol):
+    """The deploy-time step of a search server: the index mapping and the hybrid pipeline."""
+
+    def ensure_index(self, bm25_weight: float) -> None:
+        """Create (or update) the hybrid search pipeline and create the index when absent.
+
+        Idempotent: safe on every deploy; an existing index (and its documents) is kept.
+        Raises `IndexUnavailable` when the server refuses or cannot be reached."""
 
 
 class Outbox(Protocol):

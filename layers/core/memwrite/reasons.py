@@ -16,6 +16,7 @@ __all__ = [
     "PII_KINDS",
     "AssistantTurn",
     "Contradiction",
+    "DeadLettered",
     "DeferredNoLLM",
     "DuplicateConfirmed",
     "DuplicateTurn",
@@ -195,6 +196,16 @@ class StoreError(_Reason):
     error: str
 
 
+class DeadLettered(_Reason):
+    """A pipeline stage gave up on the batch (its Catch): the turn is in the pipeline DLQ.
+
+    `error` is the error's type name only (its message could quote the turn)."""
+
+    type: Literal["DeadLettered"] = "DeadLettered"
+    stage: str
+    error: str
+
+
 class ResolutionFailed(_Reason):
     """A reference ("she", "my manager") could not be tied to one entity: not stored."""
 
@@ -258,6 +269,7 @@ Reason = Annotated[
     | DeferredNoLLM
     | Unverified
     | ExtractionError
+    | DeadLettered
     | ResolutionFailed
     | DuplicateConfirmed
     | Supersedes

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.errors import ConfigError
 
 if TYPE_CHECKING:
     from memwrite.adapters.dynamodb_store import DynamoMemoryStore
+    from memwrite.adapters.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite_queue import SqliteTurnQueue
     from memwrite.adapters.sqlite_store import SqliteMemoryStore
     from memwrite.ingest import IngestDeps
@@ -33,8 +35,10 @@ if TYPE_CHECKING:
         MemoryStore,
         MetricsSink,
         Outbox,
+        PipelineRunner,
         QuestionGenerator,
         RateStore,
+        SearchIndexSetup,
         SessionLog,
         SpanStore,
         TurnConsumer,
@@ -46,12 +50,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApiDeps",
+    "DeadLetterDeps",
+    "IndexSetupDeps",
     "QueryApiDeps",
     "build_api_deps",
+    "build_dead_letter_deps",
     "build_embedder",
     "build_index",
+    "build_index_setup",
     "build_llm",
     "build_memory_store",
+    "build_pipeline_runner",
     "build_query_deps",
     "build_queue_consumer",
     "build_stage_deps",
@@ -416,18 +425,45 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
     """OpenSearch when an endpoint is configured, else the embedded index (in a file:
     `LambdaEnvironment.embedded_index_path`)."""
     if env.opensearch_endpoint:
-        from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
-
-        client = signed_client(env.opensearch_endpoint, env.aws_region, env.opensearch_service)
-        return OpenSearchIndex(
-            client,
-            env.opensearch_index,
-            dimension=dimension,
-            serverless=env.opensearch_service == "aoss",
-        )
+        return _opensearch_index(env, env.opensearch_endpoint, dimension)
     from memwrite.adapters.embedded_index import EmbeddedIndex
 
     return EmbeddedIndex(env.embedded_index_path(), dimension=dimension)
+
+
+def _opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
+    from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+
+    client = signed_client(endpoint, env.aws_region, env.opensearch_service)
+    return OpenSearchIndex(
+        client,
+        env.opensearch_index,
+        dimension=dimension,
+        serverless=env.opensearch_service == "aoss",
+    )
+
+
+@dataclass
+class IndexSetupDeps:
+    """The deploy-time index step: the index the handlers will use, and its fusion weight."""
+
+    index: SearchIndexSetup
+    index_name: str
+    bm25_weight: float
+
+
+def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDeps:
+    """The OpenSearch index of `OPENSEARCH_ENDPOINT`, named and dimensioned exactly as the
+    hype and query functions build it (the same environment, the same settings)."""
+    env = LambdaEnvironment.load(environ)
+    if not env.opensearch_endpoint:
+        raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")
+    index = _opensearch_index(env, env.opensearch_endpoint, build_embedder(env).dimension)
+    return IndexSetupDeps(
+        index=index,
+        index_name=env.opensearch_index,
+        bm25_weight=env.settings.pipeline.search.bm25_weight,
+    )
 
 
 def _questions(adapters: _Adapters) -> QuestionGenerator:
@@ -503,3 +539,26 @@ def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tu
     environment."""
     adapters = _Adapters.of(LambdaEnvironment.load(environ))
     return adapters.env.settings, _BUILDERS[stage](adapters)
+
+
+def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:
+    """The dispatcher's state machine client (it needs no table)."""
+    from memwrite.adapters.aws_clients import stepfunctions_client
+    from memwrite.adapters.stepfunctions import StepFunctionsPipeline
+
+    env = LambdaEnvironment.load(environ)
+    return StepFunctionsPipeline(
+        stepfunctions_client(env.aws_endpoint_url), env.state_machine_arn()
+    )
+
+
+@dataclass
+class DeadLetterDeps:
+    spans: SpanStore
+    metrics: MetricsSink
+
+
+def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLetterDeps:
+    """The failure path's adapters: it writes spans and metrics only."""
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    return DeadLetterDeps(spans=adapters.spans, metrics=adapters.metrics)

@@ -12,10 +12,13 @@ from botocore.config import Config
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
+    from mypy_boto3_stepfunctions.client import SFNClient
 
-__all__ = ["dynamodb_client", "sqs_client"]
+__all__ = ["dynamodb_client", "sqs_client", "stepfunctions_client"]
 
 _CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5)
+# StartSyncExecution holds the connection until the execution ends (Express: at most 5 min).
+_SYNC_EXECUTION_CONFIG = _CONFIG.merge(Config(read_timeout=310))
 
 
 def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
@@ -28,3 +31,10 @@ def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
 
 def sqs_client(endpoint_url: str | None = None) -> SQSClient:
     return boto3.client("sqs", **_kwargs(endpoint_url))
+
+
+def stepfunctions_client(endpoint_url: str | None = None) -> SFNClient:
+    kwargs: dict[str, Any] = {"config": _SYNC_EXECUTION_CONFIG}
+    if endpoint_url:
+        kwargs["endpoint_url"] = endpoint_url
+    return boto3.client("stepfunctions", **kwargs)

@@ -1,0 +1,113 @@
+"""The REST API: `/v1/turns` (ingest) and the read routes (query), behind a Lambda authorizer
+that turns the `x-api-key` header into the tenant, with stage-wide throttling and access logs.
+
+`QUERY_ROUTES` are the routes `functions/query/handler.py`'s resolver serves (a test compares
+the two, so a route added there without one here fails)."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import ApiThrottling
+
+__all__ = ["INGEST_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
+
+INGEST_ROUTES = (("POST", "/v1/turns"),)
+QUERY_ROUTES = (
+    ("GET", "/v1/traces/{trace_id}"),
+    ("POST", "/v1/search"),
+    ("GET", "/v1/memories/{memory_id}"),
+    ("GET", "/v1/users/{user_id}/memories"),
+    ("DELETE", "/v1/users/{user_id}/memories"),
+)
+
+_AUTHORIZER_CACHE = cdk.Duration.minutes(5)
+
+
+class MemwriteApi(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        ingest: lambda_.IFunction,
+        query: lambda_.IFunction,
+        authorizer: lambda_.IFunction,
+        throttling: ApiThrottling,
+        log_retention: logs.RetentionDays,
+        removal_policy: cdk.RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=log_retention, removal_policy=removal_policy
+        )
+        self.api = apigw.RestApi(
+            self,
+            "Api",
+            description="memwrite: "
+            + ", ".join(f"{method} {path}" for method, path in (*INGEST_ROUTES, *QUERY_ROUTES)),
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=removal_policy,
+            deploy_options=apigw.StageOptions(
+                stage_name="v1",
+                throttling_rate_limit=throttling.rate_per_sec,
+                throttling_burst_limit=throttling.burst,
+                tracing_enabled=True,
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,  # request bodies hold turn text
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=False,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=False,
+                ),
+            ),
+        )
+        tenant_authorizer = apigw.RequestAuthorizer(
+            self,
+            "TenantAuthorizer",
+            handler=authorizer,
+            identity_sources=[apigw.IdentitySource.header("x-api-key")],
+            results_cache_ttl=_AUTHORIZER_CACHE,
+        )
+        # The handlers validate bodies against their pydantic models (field-level 400s);
+        # no API Gateway model is declared, so this validator checks parameters only.
+        validator = self.api.add_request_validator(
+            "Requests", validate_request_parameters=True, validate_request_body=True
+        )
+        options = {"authorizer": tenant_authorizer, "request_validator": validator}
+        for routes, function in ((INGEST_ROUTES, ingest), (QUERY_ROUTES, query)):
+            integration = apigw.LambdaIntegration(function)
+            for method, path in routes:
+                resource = self.api.root.resource_for_path(path)
+                resource.add_method(method, integration, **options)  # type: ignore[arg-type]
+        cdk.Validations.of(self).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-COG4",
+                reason="Agents authenticate with per-tenant API keys through the Lambda "
+                "authorizer (the tenant comes from the key); there are no Cognito users.",
+            )
+        )
+        cdk.Validations.of(self).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-APIG3",
+                reason="No WAF yet: stage throttling and the authorizer's cached key check "
+                "bound abuse; add a WAF web ACL per environment when the API is public.",
+            )
+        )
+        cdk.Validations.of(self).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
+                reason="The account-level API Gateway logging role uses AWS's managed policy.",
+            )
+        )

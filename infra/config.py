@@ -1,0 +1,155 @@
+"""One validated configuration per environment: the only thing that differs between them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memwrite.config import Settings, load_settings
+
+__all__ = [
+    "ENVIRONMENTS",
+    "AlarmThresholds",
+    "ApiThrottling",
+    "EnvConfig",
+    "FunctionSize",
+    "LlmProvider",
+    "SearchConfig",
+    "config_for",
+    "deployed_settings",
+    "settings_file",
+]
+
+_SETTINGS = Path(__file__).resolve().parent / "settings"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FunctionSize(_Frozen):
+    memory_mb: int = Field(ge=128, le=10240)
+    timeout_secs: int = Field(ge=1, le=900)
+
+
+class LlmProvider(StrEnum):
+    ANTHROPIC = "anthropic"  # API key from Secrets Manager
+    BEDROCK = "bedrock"  # IAM credentials, no key to manage
+
+
+class SearchConfig(_Frozen):
+    """The OpenSearch Serverless collection; the index and the hybrid search pipeline (named
+    `<index_name>-hybrid` by the adapter) are created at deploy time. (A managed domain is not
+    built: see the README.)"""
+
+    kind: Literal["serverless"] = "serverless"
+    collection_name: str = Field(pattern=r"^[a-z][a-z0-9-]{2,31}$")
+    index_name: str = "memories"
+    standby_replicas: bool = True  # off halves the OCU floor (dev only)
+
+
+class ApiThrottling(_Frozen):
+    """The API stage's limits (every method); API Gateway answers 429 above them."""
+
+    rate_per_sec: float = Field(gt=0)
+    burst: int = Field(gt=0)
+
+
+class AlarmThresholds(_Frozen):
+    dlq_messages: int = 1  # any dead-lettered turn pages someone
+    stage_error_rate_pct: float = 5.0  # Lambda errors / invocations per stage over 5 min
+    outbox_lag_secs: int = 300  # age of the oldest outbox record the indexer has not taken
+    prefilter_rate_band_stddevs: float = 3.0  # pre-filter rejection-rate anomaly band width
+    evaluation_periods: int = 3
+
+
+class EnvConfig(_Frozen):
+    name: Literal["dev", "staging", "prod"]
+    account: str | None = None  # None: the CLI's credentials decide (cdk deploy)
+    region: str | None = None
+    retain_data: bool  # tables and the collection outlive a `cdk destroy`
+    log_retention: Literal["ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "ONE_YEAR"]
+    state_machine_log_level: Literal["ALL", "ERROR"]
+    stage_size: FunctionSize
+    extract_size: FunctionSize  # the LLM call: longer, more memory for the SDK
+    api_size: FunctionSize
+    map_concurrency: int = Field(default=10, ge=1, le=40)
+    retry_interval_secs: int = Field(default=2, ge=1)
+    retry_attempts: int = Field(default=4, ge=1)
+    queue_max_receives: int = Field(default=3, ge=1)
+    llm_provider: LlmProvider
+    anthropic_secret_name: str = "memwrite/anthropic-api-key"
+    api_keys_secret_name: str = "memwrite/api-keys"
+    throttling: ApiThrottling
+    alarms: AlarmThresholds = AlarmThresholds()
+    alarm_email: str | None = None  # subscribed to the alarm topic when set
+    search: SearchConfig
+
+    @property
+    def stack_name(self) -> str:
+        return f"memwrite-{self.name}"
+
+
+ENVIRONMENTS: dict[str, EnvConfig] = {
+    "dev": EnvConfig(
+        name="dev",
+        retain_data=False,
+        log_retention="ONE_WEEK",
+        state_machine_log_level="ALL",
+        stage_size=FunctionSize(memory_mb=512, timeout_secs=60),
+        extract_size=FunctionSize(memory_mb=1024, timeout_secs=120),
+        api_size=FunctionSize(memory_mb=512, timeout_secs=10),
+        map_concurrency=4,
+        llm_provider=LlmProvider.ANTHROPIC,
+        throttling=ApiThrottling(rate_per_sec=10, burst=20),
+        search=SearchConfig(collection_name="memwrite-dev", standby_replicas=False),
+    ),
+    "staging": EnvConfig(
+        name="staging",
+        retain_data=False,
+        log_retention="ONE_MONTH",
+        state_machine_log_level="ERROR",
+        stage_size=FunctionSize(memory_mb=512, timeout_secs=60),
+        extract_size=FunctionSize(memory_mb=1024, timeout_secs=120),
+        api_size=FunctionSize(memory_mb=1024, timeout_secs=10),
+        llm_provider=LlmProvider.BEDROCK,
+        throttling=ApiThrottling(rate_per_sec=50, burst=100),
+        search=SearchConfig(collection_name="memwrite-staging"),
+    ),
+    "prod": EnvConfig(
+        name="prod",
+        retain_data=True,
+        log_retention="THREE_MONTHS",
+        state_machine_log_level="ERROR",
+        stage_size=FunctionSize(memory_mb=1024, timeout_secs=60),
+        extract_size=FunctionSize(memory_mb=1024, timeout_secs=120),
+        api_size=FunctionSize(memory_mb=1024, timeout_secs=10),
+        map_concurrency=10,
+        llm_provider=LlmProvider.BEDROCK,
+        throttling=ApiThrottling(rate_per_sec=200, burst=400),
+        alarms=AlarmThresholds(stage_error_rate_pct=2.0, outbox_lag_secs=120),
+        search=SearchConfig(collection_name="memwrite-prod"),
+    ),
+}
+
+
+def config_for(name: str) -> EnvConfig:
+    try:
+        return ENVIRONMENTS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown environment {name!r}; one of: {', '.join(ENVIRONMENTS)}"
+        ) from None
+
+
+def settings_file(name: str) -> Path:
+    """The pipeline settings an environment deploys (`MEMWRITE_CONFIG` on every function)."""
+    return _SETTINGS / f"{name}.json"
+
+
+def deployed_settings(name: str) -> Settings:
+    """Those settings as the functions will load them (the grants follow the models named)."""
+    return load_settings({"MEMWRITE_CONFIG": str(settings_file(name))})

@@ -1,0 +1,207 @@
+"""The pipeline state machine, generated from `memwrite.stages.STAGES`.
+
+Execution input `{"batches": [ExtractInput, ...]}` (the dispatcher's). A Map runs each batch
+through one Lambda task per pipeline stage, in the list's order; the iteration state is
+`{"batch": <the ExtractInput>, "payload": <the last stage's output>}`, so a failure path still
+has the turns to dead-letter. Each task retries transient errors (the library's
+`TransientError` subclasses by name, Lambda service errors, throttling, timeouts) with
+backoff, and catches everything else to the failure path: an error span per turn
+(`functions/dead_letter`), then the batch to the pipeline DLQ. Every iteration ends in a
+small status object, so the Map's output stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from memwrite import errors
+from memwrite.stages import StageDef
+
+__all__ = [
+    "LAMBDA_TRANSIENT_ERRORS",
+    "PipelineStateMachine",
+    "RetryPolicy",
+    "transient_error_names",
+]
+
+# What the Lambda service and runtime raise when a retry may succeed.
+LAMBDA_TRANSIENT_ERRORS = (
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+    "Lambda.ClientExecutionTimeoutException",
+    "Sandbox.Timedout",  # the function's own timeout (a slow LLM call)
+)
+
+
+def transient_error_names() -> list[str]:
+    """Every `TransientError` subclass by name: a Python Lambda's error type is its class."""
+    found: list[str] = []
+    pending: list[type[errors.MemwriteError]] = [errors.TransientError]
+    while pending:
+        error = pending.pop()
+        found.append(error.__name__)
+        pending.extend(error.__subclasses__())
+    return sorted(found)
+
+
+class RetryPolicy:
+    def __init__(self, *, interval_secs: int, max_attempts: int) -> None:
+        self.interval = cdk.Duration.seconds(interval_secs)
+        self.max_attempts = max_attempts
+
+
+class PipelineStateMachine(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stages: Sequence[StageDef],
+        functions: Mapping[str, lambda_.IFunction],
+        dead_letter_function: lambda_.IFunction,
+        pipeline_dlq: sqs.IQueue,
+        retry: RetryPolicy,
+        map_concurrency: int,
+        log_level: sfn.LogLevel,
+        log_retention: logs.RetentionDays,
+        removal_policy: cdk.RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not stages:
+            raise ValueError("the pipeline needs at least one stage")
+        failure_path = self._failure_path(dead_letter_function, pipeline_dlq, retry)
+        chain: sfn.IChainable | None = None
+        last: sfn.INextable | None = None
+        for index, stage in enumerate(stages):
+            task = tasks.LambdaInvoke(
+                self,
+                stage.name,
+                lambda_function=functions[stage.name],
+                payload_response_only=True,
+                # The first stage reads the batch; each later one the previous output.
+                input_path="$.batch" if index == 0 else "$.payload",
+                result_path="$.payload",
+                retry_on_service_exceptions=False,  # one Retry, below, covers them
+            )
+            task.add_retry(
+                errors=[*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS],
+                interval=retry.interval,
+                max_attempts=retry.max_attempts,
+                backoff_rate=2,
+                jitter_strategy=sfn.JitterType.FULL,
+            )
+            failed = sfn.Pass(
+                self,
+                f"{stage.name} failed",
+                parameters={
+                    "stage": stage.name,
+                    "batch.$": "$.batch",
+                    "failure.$": "$.failure",
+                },
+            )
+            failed.next(failure_path)
+            task.add_catch(failed, errors=[sfn.Errors.ALL], result_path="$.failure")
+            if last is None:
+                chain = task
+            else:
+                last.next(task)
+            last = task
+        assert chain is not None and last is not None
+        last.next(
+            sfn.Pass(
+                self,
+                "Done",
+                parameters={"status": "done", "turn_ids.$": "$.batch.turns[*].turn_id"},
+            )
+        )
+        batches = sfn.Map(
+            self,
+            "Batches",
+            items_path="$.batches",
+            item_selector={"batch.$": "$$.Map.Item.Value"},
+            max_concurrency=map_concurrency,
+        )
+        batches.item_processor(chain)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, removal_policy=removal_policy
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(batches),
+            state_machine_type=sfn.StateMachineType.EXPRESS,
+            # An Express sync execution may run 5 minutes; the dispatcher waits that long.
+            timeout=cdk.Duration.minutes(5),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group,
+                level=log_level,
+                include_execution_data=False,  # payloads hold turn text
+            ),
+        )
+
+        if log_level is not sfn.LogLevel.ALL:
+            cdk.Validations.of(self).acknowledge(
+                cdk.Acknowledgment(
+                    id="AwsSolutions-SF1",
+                    reason="ERROR-level execution logs in staging and prod: ALL would log ~20 "
+                    "events per execution (~4 GB/day at 1M turns); X-Ray traces every run.",
+                )
+            )
+        cdk.Validations.of(self).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="X-Ray and CloudWatch Logs delivery (logs:CreateLogDelivery and the "
+                "like) support no resource-level permissions; CDK adds them for tracing and "
+                "execution logging.",
+            )
+        )
+
+    def _failure_path(
+        self, dead_letter_function: lambda_.IFunction, dlq: sqs.IQueue, retry: RetryPolicy
+    ) -> sfn.IChainable:
+        record = tasks.LambdaInvoke(
+            self,
+            "Record failure",
+            lambda_function=dead_letter_function,
+            payload_response_only=True,
+            result_path=sfn.JsonPath.DISCARD,
+            retry_on_service_exceptions=False,
+        )
+        send = tasks.SqsSendMessage(
+            self,
+            "Send to DLQ",
+            queue=dlq,
+            message_body=sfn.TaskInput.from_json_path_at("$"),
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        for task in (record, send):
+            # Retried on anything: should the failure path itself fail, the execution fails
+            # and the dispatcher hands the turns back to SQS (redrive to the turns DLQ).
+            task.add_retry(
+                errors=[sfn.Errors.ALL],
+                interval=retry.interval,
+                max_attempts=retry.max_attempts,
+                backoff_rate=2,
+            )
+        done = sfn.Pass(
+            self,
+            "Dead-lettered",
+            parameters={
+                "status": "dead_lettered",
+                "stage.$": "$.stage",
+                "error.$": "$.failure.Error",
+                "turn_ids.$": "$.batch.turns[*].turn_id",
+            },
+        )
+        return record.next(send).next(done)

@@ -1,0 +1,335 @@
+"""One memwrite deployment: the stack composes the constructs and does the grants.
+
+Functions come from `memwrite.stages.STAGES`: the ingest-placed stage is the API's ingest
+function, each pipeline stage a task of the state machine, each stream stage a consumer of the
+outbox's DynamoDB stream (partial batch responses, an on-failure DLQ) that writes the search
+collection. `stages` is a parameter so tests can add a stage and see its wiring appear.
+
+Every function's environment is what `memwrite.environment.LambdaEnvironment` reads (the
+tests validate each synthesized environment against it); the model grants follow the
+pipeline settings the environment deploys (`infra/settings/<env>.json`).
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.access import (
+    EMBEDDING_CALLERS,
+    FUNCTION_ACCESS,
+    LLM_CALLERS,
+    SEARCH_ACCESS,
+    Access,
+    SearchAccess,
+    access_of_stage,
+)
+from infra.api import MemwriteApi
+from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
+from infra.lambdas import MemwriteFunction
+from infra.layer import handler_code, layer_code
+from infra.monitoring import Monitoring
+from infra.pipeline import PipelineStateMachine, RetryPolicy
+from infra.search import INDEX_SETUP_HANDLER, SearchCollection
+from infra.storage import Queues, Tables
+from memwrite.config import Settings
+from memwrite.schema import OUTBOX, TABLES
+from memwrite.stages import STAGES, StageDef, StagePlacement
+
+__all__ = ["MemwriteStack", "bedrock_model_arns"]
+
+# Express sync executions last at most 5 minutes; the dispatcher waits for them.
+_DISPATCH_SIZE = FunctionSize(memory_mb=256, timeout_secs=330)
+# The index step retries while a new collection's data access policy applies.
+_INDEX_SETUP_SIZE = FunctionSize(memory_mb=256, timeout_secs=180)
+# Bedrock model ids starting with a model provider are foundation models; any other first
+# segment ("us.", "eu.", "apac.", "global.") names a cross-region inference profile.
+_MODEL_PROVIDERS = frozenset({"anthropic", "amazon", "cohere", "meta", "mistral", "ai21"})
+_DELETE_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+
+
+def _grant(table: dynamodb.ITable, role: iam.IRole, access: Access) -> None:
+    if access is Access.READ:
+        table.grant_read_data(role)
+    elif access is Access.WRITE:
+        table.grant_write_data(role)
+    elif access is Access.READ_WRITE:
+        table.grant_read_write_data(role)
+    else:
+        table.grant_read_data(role)
+        updates = ("dynamodb:UpdateItem",) if access is Access.READ_UPDATE_DELETE else ()
+        table.grant(role, *_DELETE_ACTIONS, *updates)
+
+
+def bedrock_model_arns(model_id: str, partition: str, region: str, account: str) -> list[str]:
+    """What `bedrock:InvokeModel` must name for one model id: the foundation model in this
+    region, or an inference profile plus its foundation model in any region it routes to."""
+    prefix, _, rest = model_id.partition(".")
+    if prefix in _MODEL_PROVIDERS:
+        return [f"arn:{partition}:bedrock:{region}::foundation-model/{model_id}"]
+    return [
+        f"arn:{partition}:bedrock:{region}:{account}:inference-profile/{model_id}",
+        f"arn:{partition}:bedrock:*::foundation-model/{rest}",
+    ]
+
+
+class MemwriteStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvConfig,
+        stages: Sequence[StageDef] = STAGES,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]  # StackProps
+        self.config = config
+        removal = cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY
+        self._removal = removal
+        self._retention = logs.RetentionDays[config.log_retention]
+        self.tables = Tables(self, "Tables", retain=config.retain_data)
+        self.queues = Queues(
+            self,
+            "Queues",
+            # AWS's advice for an SQS event source: six times the function's timeout.
+            visibility_timeout=cdk.Duration.seconds(6 * _DISPATCH_SIZE.timeout_secs),
+            max_receives=config.queue_max_receives,
+        )
+        self._layer = lambda_.LayerVersion(
+            self,
+            "CoreLayer",
+            code=layer_code(),
+            compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
+            compatible_architectures=[lambda_.Architecture.ARM_64],
+            description="memwrite library and its runtime dependencies (no local tooling)",
+        )
+        self._code = handler_code()
+        self.settings: Settings = deployed_settings(config.name)
+        self._env = {
+            **{
+                f"{table.logical_name.upper()}_TABLE": self.tables.by_name[
+                    table.logical_name
+                ].table_name
+                for table in TABLES
+            },
+            "MEMWRITE_CONFIG": f"/var/task/infra/settings/{config.name}.json",
+            "POWERTOOLS_SERVICE_NAME": "memwrite",
+            "POWERTOOLS_METRICS_NAMESPACE": "memwrite",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        }
+
+        self.functions: dict[str, MemwriteFunction] = {}
+        for stage in stages:
+            size = config.extract_size if stage.name == "extract" else config.stage_size
+            if stage.placement is StagePlacement.INGEST:
+                size = config.api_size
+            fn = self._function(stage.name, stage.function_dir, size)
+            for table, access in access_of_stage(stage.name).items():
+                _grant(self.tables.by_name[table], fn.role, access)
+        ingest_stages = [s for s in stages if s.placement is StagePlacement.INGEST]
+        pipeline = [s for s in stages if s.placement is StagePlacement.PIPELINE]
+        stream = [s for s in stages if s.placement is StagePlacement.STREAM]
+        for stage in ingest_stages:
+            self.functions[stage.name].function.add_environment(
+                "TURN_QUEUE_URL", self.queues.turns.queue_url
+            )
+            self.queues.turns.grant_send_messages(self.functions[stage.name].role)
+
+        query = self._function("query", "query", config.api_size)
+        dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
+        dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
+        authorizer = self._function("authorizer", "authorizer", config.api_size)
+        self._function("index_setup", "index_setup", _INDEX_SETUP_SIZE, INDEX_SETUP_HANDLER)
+        for name in FUNCTION_ACCESS:
+            for table, access in FUNCTION_ACCESS[name].items():
+                _grant(self.tables.by_name[table], self.functions[name].role, access)
+        for name, fn in self.functions.items():
+            if name in LLM_CALLERS:
+                self._grant_llm(fn)
+            if name in EMBEDDING_CALLERS:
+                self._grant_embedder(fn)
+
+        self.pipeline = PipelineStateMachine(
+            self,
+            "Pipeline",
+            stages=pipeline,
+            functions={s.name: self.functions[s.name].function for s in pipeline},
+            dead_letter_function=dead_letter.function,
+            pipeline_dlq=self.queues.pipeline_dlq,
+            retry=RetryPolicy(
+                interval_secs=config.retry_interval_secs, max_attempts=config.retry_attempts
+            ),
+            map_concurrency=config.map_concurrency,
+            log_level=sfn.LogLevel[config.state_machine_log_level],
+            log_retention=self._retention,
+            removal_policy=removal,
+        )
+        machine = self.pipeline.state_machine
+        machine.grant_start_sync_execution(dispatch.role)
+        dispatch.function.add_environment("PIPELINE_STATE_MACHINE_ARN", machine.state_machine_arn)
+        dispatch.function.add_event_source(
+            sources.SqsEventSource(
+                self.queues.turns, batch_size=10, report_batch_item_failures=True
+            )
+        )
+
+        if ingest_stages:
+            self.api = MemwriteApi(
+                self,
+                "Api",
+                ingest=self.functions[ingest_stages[0].name].function,
+                query=query.function,
+                authorizer=authorizer.function,
+                throttling=config.throttling,
+                log_retention=self._retention,
+                removal_policy=removal,
+            )
+            cdk.CfnOutput(self, "ApiUrl", value=self.api.api.url)
+
+        self.search = self._search_collection()
+        self._stream_consumers(stream)
+
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            dashboard_name=f"memwrite-{config.name}",
+            stages=stages,
+            functions={s.name: self.functions[s.name].function for s in stages},
+            turn_queue=self.queues.turns,
+            dead_letter_queues=self.queues.dead_letter_queues,
+            stream_dead_letter_queues=[self.queues.stream_dlq],
+            state_machine=machine,
+            thresholds=config.alarms,
+            alarm_email=config.alarm_email,
+        )
+        self._acknowledge_generated_wildcards()
+
+    def _function(
+        self, name: str, function_dir: str, size: FunctionSize, handler: str | None = None
+    ) -> MemwriteFunction:
+        fn = MemwriteFunction(
+            self,
+            "".join(part.title() for part in name.split("_")) + "Fn",
+            handler=handler or f"functions.{function_dir}.handler.lambda_handler",
+            code=self._code,
+            layer=self._layer,
+            size=size,
+            environment=dict(self._env),
+            log_retention=self._retention,
+            removal_policy=self._removal,
+        )
+        self.functions[name] = fn
+        return fn
+
+    def _invoke_models(self, fn: MemwriteFunction, model_id: str, why: str) -> None:
+        resources = bedrock_model_arns(model_id, self.partition, self.region, self.account)
+        fn.role.add_to_policy(
+            iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources)
+        )
+        for resource in bedrock_model_arns(
+            model_id, "<AWS::Partition>", "<AWS::Region>", "<AWS::AccountId>"
+        ):
+            if "bedrock:*:" in resource:
+                cdk.Validations.of(fn).acknowledge(
+                    cdk.Acknowledgment(
+                        id=f"AwsSolutions-IAM5[Resource::{resource}]",
+                        reason=f"{why}: one model; a cross-region inference profile routes "
+                        "to that model in any of its regions, hence the region wildcard.",
+                    )
+                )
+
+    def _grant_llm(self, fn: MemwriteFunction) -> None:
+        extract = self.settings.pipeline.extract
+        if self.config.llm_provider is LlmProvider.BEDROCK:
+            # Every model call (extract, judges, verifier, HyPE questions) uses this model.
+            self._invoke_models(fn, extract.model, "Claude through Bedrock")
+            return
+        # The key reaches the function as a CloudFormation dynamic reference: the secret's
+        # value is resolved at deploy time, never written into the template.
+        fn.function.add_environment(
+            "ANTHROPIC_API_KEY",
+            cdk.SecretValue.secrets_manager(self.config.anthropic_secret_name).unsafe_unwrap(),
+        )
+
+    def _grant_embedder(self, fn: MemwriteFunction) -> None:
+        search = self.settings.pipeline.search
+        if search.embedder == "bedrock":
+            self._invoke_models(fn, search.bedrock_model, "Titan embeddings")
+
+    def _search_collection(self) -> SearchCollection:
+        """The collection, its access per `SEARCH_ACCESS`, the OPENSEARCH_* environment of
+        the functions that use it, and the deploy-time index step."""
+        roles = {
+            kind: [self.functions[n].role for n, k in SEARCH_ACCESS.items() if k is kind]
+            for kind in SearchAccess
+        }
+        search = SearchCollection(
+            self,
+            "Search",
+            config=self.config.search,
+            writers=roles[SearchAccess.READ_WRITE],
+            readers=roles[SearchAccess.READ],
+            admins=roles[SearchAccess.ADMIN],
+            removal_policy=self._removal,
+        )
+        for name in SEARCH_ACCESS:
+            function = self.functions[name].function
+            function.add_environment("OPENSEARCH_ENDPOINT", search.endpoint)
+            function.add_environment("OPENSEARCH_INDEX", self.config.search.index_name)
+            function.add_environment("OPENSEARCH_SERVICE", "aoss")  # Serverless signs as aoss
+        # The index step runs again (an Update) whenever the search settings change.
+        search.add_index_setup(
+            self.functions["index_setup"].function,
+            self.config.search,
+            search_settings=self.settings.pipeline.search.model_dump_json(),
+        )
+        return search
+
+    def _stream_consumers(self, stream: Sequence[StageDef]) -> None:
+        outbox = self.tables.by_name[OUTBOX.logical_name]
+        for stage in stream:
+            self.functions[stage.name].function.add_event_source(
+                sources.DynamoEventSource(
+                    outbox,
+                    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                    batch_size=50,
+                    bisect_batch_on_error=True,
+                    report_batch_item_failures=True,
+                    retry_attempts=5,
+                    max_record_age=cdk.Duration.days(1),
+                    on_failure=sources.SqsDlq(self.queues.stream_dlq),
+                )
+            )
+
+    def _acknowledge_generated_wildcards(self) -> None:
+        """The wildcards CDK's grants generate, each named (never a blanket `IAM5`)."""
+        for table in self.tables.by_name.values():
+            table_id = self.get_logical_id(typing.cast(cdk.CfnElement, table.node.default_child))
+            cdk.Validations.of(self).acknowledge(
+                cdk.Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
+                    reason="Table grants cover the table's own secondary indexes (the query "
+                    "paths of memwrite.schema); no other table is reachable.",
+                )
+            )
+        for fn in self.functions.values():
+            function_id = self.get_logical_id(
+                typing.cast(cdk.CfnElement, fn.function.node.default_child)
+            )
+            cdk.Validations.of(self).acknowledge(
+                cdk.Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]",
+                    reason="Invoking a function includes its versions and aliases (`:*`); "
+                    "the state machine invokes only its stage functions.",
+                )
+            )

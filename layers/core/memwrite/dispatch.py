@@ -1,0 +1,95 @@
+"""The dispatcher between the turn queue and the pipeline state machine.
+
+One SQS batch becomes as few executions as the state size allows, each a Map over per-session
+extract inputs (`ExtractInput.batches_of`): one extract task, and so one LLM call, per session
+rather than per turn. An execution that does not succeed fails its messages back to SQS, which
+redelivers them and, after `maxReceiveCount`, dead-letters them; the stages are idempotent, so
+a redelivered batch changes nothing it already did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memwrite.models import QueuedTurn
+from memwrite.payloads import ExtractInput
+
+if TYPE_CHECKING:
+    from memwrite.ports import PipelineRunner
+
+__all__ = ["MAX_EXECUTION_INPUT_BYTES", "PlannedExecution", "dispatch", "plan_executions"]
+
+# Step Functions refuses a state over 256 KB. Each Map iteration carries its batch plus the
+# stage payload (ids and candidates, a few KB), and the execution input holds every batch:
+# half the limit leaves room for both.
+MAX_EXECUTION_INPUT_BYTES = 128 * 1024
+
+
+@dataclass(frozen=True)
+class PlannedExecution:
+    batches: tuple[ExtractInput, ...]
+    message_ids: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """Deterministic, so a redelivered batch's execution is recognisable in the logs."""
+        turn_ids = "|".join(t.turn_id for batch in self.batches for t in batch.turns)
+        return hashlib.sha256(turn_ids.encode()).hexdigest()[:40]
+
+    def payload(self) -> str:
+        return json.dumps({"batches": [b.model_dump(mode="json") for b in self.batches]})
+
+
+def _size(batch: ExtractInput) -> int:
+    return len(batch.model_dump_json().encode())
+
+
+def _split(batch: ExtractInput, max_bytes: int) -> list[ExtractInput]:
+    """A session batch too large for one execution, as consecutive smaller batches."""
+    parts: list[list[QueuedTurn]] = [[]]
+    for turn in batch.turns:
+        if parts[-1] and _size(ExtractInput(turns=[*parts[-1], turn])) > max_bytes:
+            parts.append([])
+        parts[-1].append(turn)
+    return [ExtractInput(turns=part) for part in parts]
+
+
+def plan_executions(
+    messages: Sequence[tuple[str, QueuedTurn]], max_bytes: int = MAX_EXECUTION_INPUT_BYTES
+) -> list[PlannedExecution]:
+    """`(message id, turn)` pairs of one SQS batch -> executions under `max_bytes` of input."""
+    message_of = {turn.turn_id: message_id for message_id, turn in messages}
+    batches = [
+        part
+        for batch in ExtractInput.batches_of([turn for _, turn in messages])
+        for part in _split(batch, max_bytes)
+    ]
+    planned: list[list[ExtractInput]] = []
+    size = 0
+    for batch in batches:
+        batch_size = _size(batch)
+        if not planned or size + batch_size > max_bytes:
+            planned.append([])
+            size = 0
+        planned[-1].append(batch)
+        size += batch_size
+    return [
+        PlannedExecution(
+            batches=tuple(group),
+            message_ids=tuple(message_of[t.turn_id] for b in group for t in b.turns),
+        )
+        for group in planned
+    ]
+
+
+def dispatch(messages: Sequence[tuple[str, QueuedTurn]], pipeline: PipelineRunner) -> list[str]:
+    """Run the pipeline on one SQS batch; returns the ids of the messages to redeliver."""
+    failed: list[str] = []
+    for execution in plan_executions(messages):
+        if not pipeline.run(execution.name, execution.payload()).succeeded:
+            failed.extend(execution.message_ids)
+    return failed

@@ -1,0 +1,314 @@
+"""Assertions on the synthesized stacks: what each environment deploys (cdk-nag already passed
+in the fixture: an unacknowledged finding fails the synth)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from infra.access import STAGE_ACCESS
+from infra.pipeline import LAMBDA_TRANSIENT_ERRORS, transient_error_names
+from memwrite.config import load_settings
+from memwrite.schema import OUTBOX, TABLES
+from memwrite.stages import STAGES, pipeline_stages, stream_stages
+from tests.infrastructure.conftest import Synthesized
+
+ENVS = ("dev", "staging", "prod")
+
+
+def resources(synth: Synthesized, kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in synth.json["Resources"].items() if v["Type"] == kind}
+
+
+def definition(synth: Synthesized) -> dict[str, Any]:
+    from tests.infrastructure.asl import state_machine_definition
+
+    queue_urls = {k: f"https://sqs/{k}" for k in resources(synth, "AWS::SQS::Queue")}
+    result: dict[str, Any] = json.loads(state_machine_definition(synth.json, queue_urls))
+    return result
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_stage_has_its_lambda_and_the_state_machine_runs_them_in_order(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the synthesized stack of one environment
+    synth = synthesized[env]
+    handlers = {
+        r["Properties"]["Handler"]
+        for r in resources(synth, "AWS::Lambda::Function").values()
+        if "Handler" in r["Properties"]
+    }
+    # Then every stage of STAGES has its function
+    for stage in STAGES:
+        assert f"functions.{stage.function_dir}.handler.lambda_handler" in handlers
+    # And the Map's iteration chains the pipeline stages in the list's order
+    states = definition(synth)["States"]["Batches"]["ItemProcessor"]
+    order, name = [], states["StartAt"]
+    while name in {s.name for s in pipeline_stages()}:
+        order.append(name)
+        name = states["States"][name]["Next"]
+    assert order == [s.name for s in pipeline_stages()]
+    assert states["States"][name]["Type"] == "Pass"  # the small status object
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_stage_task_retries_transient_errors_and_catches_the_rest(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    states = definition(synthesized[env])["States"]["Batches"]["ItemProcessor"]["States"]
+    for stage in pipeline_stages():
+        task = states[stage.name]
+        # Then Retry names every TransientError subclass and the Lambda service errors
+        (retry,) = task["Retry"]
+        assert set(retry["ErrorEquals"]) == {*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS}
+        assert "WriteConflict" in retry["ErrorEquals"] and "LlmUnavailable" in retry["ErrorEquals"]
+        assert retry["IntervalSeconds"] >= 1  # moto and AWS both require it
+        # And everything else goes to the failure path: error spans, then the pipeline DLQ
+        (catch,) = task["Catch"]
+        assert catch["ErrorEquals"] == ["States.ALL"]
+        failed = states[catch["Next"]]
+        assert failed["Parameters"]["stage"] == stage.name
+        record = states[failed["Next"]]
+        assert record["Type"] == "Task"
+        assert states[record["Next"]]["Resource"] == "arn:aws:states:::sqs:sendMessage"
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_pipeline_is_an_express_machine_fed_by_the_dispatcher(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    synth = synthesized[env]
+    synth.template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {"StateMachineType": "EXPRESS", "TracingConfiguration": {"Enabled": True}},
+    )
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"BatchSize": 10, "FunctionResponseTypes": ["ReportBatchItemFailures"]},
+    )
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_tables_come_from_the_library_schema(synthesized: dict[str, Synthesized], env: str) -> None:
+    tables = list(resources(synthesized[env], "AWS::DynamoDB::Table").values())
+    assert len(tables) == len(TABLES)
+    by_keys = {json.dumps(t["Properties"]["KeySchema"], sort_keys=True): t for t in tables}
+    for schema in TABLES:
+        props = next(
+            t["Properties"]
+            for t in tables
+            if {i["IndexName"] for i in t["Properties"].get("GlobalSecondaryIndexes", [])}
+            == {i.name for i in schema.indexes}
+            and ("TimeToLiveSpecification" in t["Properties"]) == bool(schema.ttl_attribute)
+            and ("StreamSpecification" in t["Properties"]) == bool(schema.stream)
+        )
+        assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert props["SSESpecification"]["SSEEnabled"] is True
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+        if schema.stream:
+            assert props["StreamSpecification"]["StreamViewType"] == schema.stream.value
+    assert by_keys  # every table keyed pk/sk as the schema says
+    assert OUTBOX.stream is not None
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_queue_has_a_dlq_or_is_one(synthesized: dict[str, Synthesized], env: str) -> None:
+    queues = resources(synthesized[env], "AWS::SQS::Queue")
+    with_redrive = {k for k, q in queues.items() if "RedrivePolicy" in q["Properties"]}
+    dlqs = {k for k in queues if "Dlq" in k}
+    assert with_redrive | dlqs == set(queues)
+    assert len(dlqs) == 3
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_no_wildcard_actions_anywhere(synthesized: dict[str, Synthesized], env: str) -> None:
+    for policy in resources(synthesized[env], "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = (
+                statement["Action"]
+                if isinstance(statement["Action"], list)
+                else [statement["Action"]]
+            )
+            assert not any(a == "*" or a.endswith(":*") for a in actions), actions
+
+
+def _role_statements(synth: Synthesized, function_prefix: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for logical_id, policy in resources(synth, "AWS::IAM::Policy").items()
+        if logical_id.startswith(f"{function_prefix}Role")
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _tables_written(synth: Synthesized, function_prefix: str) -> set[str]:
+    """Logical ids of the tables a function's role may write."""
+    written: set[str] = set()
+    for statement in _role_statements(synth, function_prefix):
+        actions = (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+        if "dynamodb:PutItem" in actions:
+            written.update(
+                ref["Fn::GetAtt"][0]
+                for ref in statement["Resource"]
+                if isinstance(ref, dict) and "Fn::GetAtt" in ref
+            )
+    return written
+
+
+def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -> None:
+    # Given the dev stack
+    synth = synthesized["dev"]
+    # Then the dispatcher starts executions and writes no table
+    dispatch = [
+        a
+        for s in _role_statements(synth, "DispatchFn")
+        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    ]
+    assert "states:StartSyncExecution" in dispatch
+    assert _tables_written(synth, "DispatchFn") == set()
+    # And dedupe and conflict write only spans; persist writes the store
+    for reader in ("DedupeFn", "ConflictFn"):
+        assert {t.removeprefix("Tables")[:5] for t in _tables_written(synth, reader)} == {"Spans"}
+    persisted = {
+        t.removeprefix("Tables").rstrip("0123456789ABCDEF")
+        for t in _tables_written(synth, "PersistFn")
+    }
+    assert persisted >= {"Memories", "EntityFacts", "Outbox", "Turns", "Spans"}
+    assert set(STAGE_ACCESS) >= {s.name for s in STAGES}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_api_authenticates_with_the_tenant_authorizer_and_throttles(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    synth = synthesized[env]
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::Authorizer",
+        {"Type": "REQUEST", "IdentitySource": "method.request.header.x-api-key"},
+    )
+    for method in resources(synth, "AWS::ApiGateway::Method").values():
+        if method["Properties"]["HttpMethod"] != "OPTIONS":
+            assert method["Properties"]["AuthorizationType"] == "CUSTOM"
+    throttling = synth.config.throttling
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "MethodSettings": Match.array_with(
+                [
+                    Match.object_like(
+                        {
+                            "ThrottlingRateLimit": throttling.rate_per_sec,
+                            "ThrottlingBurstLimit": throttling.burst,
+                        }
+                    )
+                ]
+            )
+        },
+    )
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_dashboard_has_a_section_per_stage_and_the_alarms_exist(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    synth = synthesized[env]
+    (dashboard,) = resources(synth, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for stage in STAGES:
+        assert f"## {stage.name} ({stage.placement.value})" in body
+    alarms = resources(synth, "AWS::CloudWatch::Alarm")
+    names = " ".join(alarms)
+    for stage in STAGES:
+        assert f"{stage.name}ErrorRate".replace("_", "") in names.replace("_", "")
+    for stage in stream_stages():  # hype: the outbox lag, its outcomes, the stream DLQ
+        for title in ("outbox lag", "errors", "records given up (stream DLQ)"):
+            assert f"{stage.name}: {title}" in body
+        assert f"{stage.name}OutboxLag" in names
+    for queue in ("TurnsDlq", "PipelineDlq", "StreamDlq"):
+        assert f"{queue}Depth" in names
+    rate = next(a for k, a in alarms.items() if "PrefilterRejectionRateShift" in k)
+    assert rate["Properties"]["ThresholdMetricId"] == "band"
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_stream_stage_gets_the_outbox_stream_the_index_and_the_lag_alarm(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the stack of STAGES, whose hype stage is placed on the outbox stream
+    synth = synthesized[env]
+    (stream_stage,) = stream_stages()
+    # Then its Lambda consumes the outbox stream with partial batch responses and a DLQ
+    (mapping,) = [
+        m
+        for m in resources(synth, "AWS::Lambda::EventSourceMapping").values()
+        if "StartingPosition" in m["Properties"]
+    ]
+    props = mapping["Properties"]
+    assert props["EventSourceArn"]["Fn::GetAtt"][1] == "StreamArn"
+    assert props["EventSourceArn"]["Fn::GetAtt"][0].startswith("TablesOutbox")
+    assert props["FunctionName"]["Ref"].startswith(
+        "".join(p.title() for p in stream_stage.name.split("_")) + "Fn"
+    )
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BisectBatchOnFunctionError"] is True
+    assert props["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0].startswith(
+        "QueuesStreamDlq"
+    )
+    # And the search collection with its policies and the deploy-time index step exists
+    synth.template.resource_count_is("AWS::OpenSearchServerless::Collection", 1)
+    synth.template.resource_count_is("AWS::OpenSearchServerless::SecurityPolicy", 2)
+    synth.template.resource_count_is("AWS::OpenSearchServerless::AccessPolicy", 1)
+    synth.template.resource_count_is("AWS::CloudFormation::CustomResource", 1)
+    assert any(
+        f"{stream_stage.name}OutboxLag" in k for k in resources(synth, "AWS::CloudWatch::Alarm")
+    )
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_deployed_settings_match_the_environment(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    from infra.layer import REPO
+
+    config = synthesized[env].config
+    settings = load_settings({"MEMWRITE_CONFIG": str(REPO / "infra" / "settings" / f"{env}.json")})
+    assert settings.pipeline.search.embedder == "bedrock"  # Titan v2 on AWS
+    assert settings.pipeline.extract.provider == config.llm_provider.value
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_cfn_lint_is_clean(synthesized: dict[str, Synthesized], env: str) -> None:
+    # W3005: CDK makes each function depend on its role's policy explicitly (DependsOn) so
+    # the policy exists before the first invocation; cfn-lint calls that redundant.
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "cfn-lint"),
+            "--ignore-checks",
+            "W3005",
+            "--",
+            str(synthesized[env].template_file),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_layer_holds_the_library_and_runtime_dependencies_only() -> None:
+    from infra.layer import LOCAL_ONLY_DEPENDENCIES, layer_requirements
+
+    requirements = layer_requirements()
+    assert any(r.startswith("pydantic==") for r in requirements)
+    assert not any(r.split("==")[0] in LOCAL_ONLY_DEPENDENCIES for r in requirements)
+    assert not any(r.startswith(("moto", "aws-cdk-lib", "pytest")) for r in requirements)

@@ -1,0 +1,298 @@
+"""The state machine CDK deploys, executed by moto's Step Functions interpreter with the real
+handlers in-process (each Lambda task dispatched by the `Handler` its function deploys with):
+turn -> memory row -> outbox stream -> hype -> searchable; a transient failure retried; a
+permanent one caught to the failure path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from memwrite.dispatch import plan_executions
+from memwrite.errors import StageInputError, StoreUnavailable
+from memwrite.memory import MemoryUnit
+from memwrite.models import QueuedTurn
+from memwrite.schema import TABLES
+from memwrite_local.runner import LocalContext, api_gateway_event
+from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition
+from tests.infrastructure.conftest import Synthesized
+from tests.queued import queued_turn
+from tests.streams import stream_event
+
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+class Aws:
+    """moto with the deployed tables, the pipeline DLQ and the state machine."""
+
+    def __init__(self, synth: Synthesized) -> None:
+        template = synth.json
+        self.template = template
+        self.handlers = function_handlers(template)
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        for table in TABLES:
+            dynamodb.create_table(**table.create_table_kwargs(f"memwrite-{table.logical_name}"))
+            os.environ[f"{table.logical_name.upper()}_TABLE"] = f"memwrite-{table.logical_name}"
+        sqs = boto3.client("sqs", region_name=REGION)
+        queue_urls = {
+            logical_id: sqs.create_queue(
+                QueueName=logical_id + (".fifo" if r["Properties"].get("FifoQueue") else ""),
+                Attributes={"FifoQueue": "true"} if r["Properties"].get("FifoQueue") else {},
+            )["QueueUrl"]
+            for logical_id, r in template["Resources"].items()
+            if r["Type"] == "AWS::SQS::Queue"
+        }
+        self.pipeline_dlq = next(
+            url for k, url in queue_urls.items() if k.startswith("QueuesPipelineDlq")
+        )
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.arn = self.sfn.create_state_machine(
+            name="pipeline",
+            definition=state_machine_definition(template, queue_urls),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+            type="EXPRESS",
+        )["stateMachineArn"]
+
+    def handler_of(self, logical_id: str) -> Callable[[dict[str, Any], Any], Any]:
+        module_name, _, attribute = self.handlers[logical_id].rpartition(".")
+        handler: Callable[[dict[str, Any], Any], Any] = getattr(
+            importlib.import_module(module_name), attribute
+        )
+        return handler
+
+    def outbox_consumer(self) -> Callable[[dict[str, Any], Any], Any]:
+        """The handler of the function the template maps the outbox's stream to."""
+        (mapping,) = [
+            r["Properties"]
+            for r in self.template["Resources"].values()
+            if r["Type"] == "AWS::Lambda::EventSourceMapping"
+            and "StartingPosition" in r["Properties"]
+        ]
+        assert mapping["EventSourceArn"]["Fn::GetAtt"][0].startswith("TablesOutbox")
+        return self.handler_of(mapping["FunctionName"]["Ref"])
+
+    def api_handler(self, method: str, path_part: str) -> Callable[[dict[str, Any], Any], Any]:
+        """The handler of the function the API integrates for `method` on `.../<path_part>`."""
+        resources = self.template["Resources"]
+        (uri,) = [
+            r["Properties"]["Integration"]["Uri"]
+            for r in resources.values()
+            if r["Type"] == "AWS::ApiGateway::Method"
+            and r["Properties"]["HttpMethod"] == method
+            and resources[r["Properties"]["ResourceId"]["Ref"]]["Properties"]["PathPart"]
+            == path_part
+        ]
+        (function_id,) = [
+            part["Fn::GetAtt"][0]
+            for part in uri["Fn::Join"][1]
+            if isinstance(part, dict) and "Fn::GetAtt" in part
+        ]
+        return self.handler_of(function_id)
+
+    def execute(self, turns: list[QueuedTurn], name: str) -> dict[str, Any]:
+        (planned,) = plan_executions([(f"m{i}", t) for i, t in enumerate(turns)])
+        arn = self.sfn.start_execution(
+            stateMachineArn=self.arn, name=name, input=planned.payload()
+        )["executionArn"]
+        while (result := self.sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
+            time.sleep(0.02)  # a busy poll starves moto's executor threads of the GIL
+        return dict(result)
+
+    def items(self, table: str) -> list[dict[str, Any]]:
+        return boto3.client("dynamodb", region_name=REGION).scan(TableName=f"memwrite-{table}")[
+            "Items"
+        ]
+
+    def memory_values(self) -> list[str | None]:
+        return [
+            MemoryUnit.model_validate_json(item["doc"]["S"]).value
+            for item in self.items("memories")
+            if "doc" in item
+        ]
+
+    def dead_lettered(self) -> list[dict[str, Any]]:
+        messages = (
+            boto3.client("sqs", region_name=REGION)
+            .receive_message(QueueUrl=self.pipeline_dlq, MaxNumberOfMessages=10)
+            .get("Messages", [])
+        )
+        return [json.loads(m["Body"]) for m in messages]
+
+
+Fault = Callable[[str, int], Exception | None]  # (handler module, call number) -> error to raise
+
+
+@pytest.fixture
+def aws(
+    synthesized: dict[str, Synthesized], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[tuple[Aws, list[Fault]]]:
+    from moto import mock_aws
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # offline: the rule extractor
+    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)  # the hashing embedder, not Titan
+    for variable in ("OPENSEARCH_ENDPOINT", "OPENSEARCH_SERVICE"):
+        monkeypatch.delenv(variable, raising=False)
+    # The embedded index in one file, shared by dedupe, persist, hype and query as the
+    # collection is on AWS (":memory:" would give each function its own).
+    monkeypatch.setenv("MEMWRITE_INDEX_PATH", str(tmp_path / "index.sqlite"))
+    faults: list[Fault] = []
+    calls: dict[str, int] = {}
+    with mock_aws(config=MOTO_CONFIG):  # type: ignore[arg-type]
+        deployment = Aws(synthesized["dev"])
+
+        def invoke(  # noqa: PLR0917 (moto's LambdaSimpleBackend.invoke signature)
+            self: object,
+            function_name: str,
+            qualifier: object,
+            body: Any,
+            headers: Any,
+            response_headers: Any,
+        ) -> bytes:
+            module_name, _, attribute = deployment.handlers[
+                function_name.rsplit(":", maxsplit=1)[-1]
+            ].rpartition(".")
+            module = importlib.import_module(module_name)
+            calls[module_name] = calls.get(module_name, 0) + 1
+            try:
+                for fault in faults:
+                    if (error := fault(module_name, calls[module_name])) is not None:
+                        raise error
+                result = getattr(module, attribute)(json.loads(body), LocalContext())
+            except Exception as exc:  # the Lambda runtime's boundary: a failed invocation
+                response_headers["x-amz-function-error"] = "Unhandled"
+                return json.dumps(
+                    {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+                ).encode()
+            return json.dumps(result).encode()
+
+        monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
+        for stage_dir in ("extract", "resolve_refs", "dedupe", "conflict", "persist"):
+            importlib.import_module(f"functions.{stage_dir}.handler").handler.deps.cache_clear()
+        for module in ("dead_letter", "hype", "query"):
+            importlib.import_module(f"functions.{module}.handler").deps.cache_clear()
+        yield deployment, faults
+
+
+def turn(text: str, turn_id: str) -> QueuedTurn:
+    return queued_turn(text, turn_id)
+
+
+def test_a_turn_becomes_a_memory_row(aws: tuple[Aws, list[Fault]]) -> None:
+    deployment, _ = aws
+    # When the deployed definition runs one batch
+    result = deployment.execute([turn("I live in Berlin.", "a" * 32)], "ok")
+    # Then it succeeded, reports the batch done, and the memory and its outbox row exist
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"]) == [{"status": "done", "turn_ids": ["a" * 32]}]
+    assert deployment.memory_values() == ["Berlin"]
+    assert deployment.items("outbox")
+    assert deployment.dead_lettered() == []
+
+
+def search(deployment: Aws, query: str) -> list[dict[str, Any]]:
+    """`POST /v1/search` through the function the API integrates, as API Gateway calls it
+    once the authorizer has put the tenant in the request context."""
+    body = json.dumps({"user_id": "dana", "query": query, "k": 5})
+    event = api_gateway_event("POST", "/v1/search", {"Content-Type": "application/json"}, body)
+    event["requestContext"]["authorizer"] = {"tenant_id": "acme"}
+    response = deployment.api_handler("POST", "search")(event, LocalContext())
+    assert response["statusCode"] == 200, response
+    results: list[dict[str, Any]] = json.loads(response["body"])["results"]
+    return results
+
+
+def test_memory_row_reaches_the_search_index(aws: tuple[Aws, list[Fault]]) -> None:
+    """End to end on the deployed wiring: the state machine's definition writes the memory
+    and its outbox row; the outbox's stream records go to the function the template maps the
+    stream to (hype); the API's search route then finds the memory.
+
+    OpenSearch cannot run here (no server, no Docker; moto has no data plane), so the index is
+    the embedded one (`memwrite.adapters.embedded_index`: SQLite FTS5 + vectors, the same
+    `MemoryIndex` contract the OpenSearch adapter's tests hold it to) in one file shared by
+    every function, and the embedder is the hashing one instead of Titan (moto's Bedrock
+    returns empty bodies). Everything else is the deployed code and the deployed definition.
+    """
+    deployment, _ = aws
+    # Given a turn the deployed state machine turned into a memory row and an outbox row
+    result = deployment.execute([turn("I live in Berlin.", "d" * 32)], "indexed")
+    assert result["status"] == "SUCCEEDED", result
+    assert search(deployment, "Where does the user live?") == []
+    # When the outbox's stream records reach the stream consumer
+    event = stream_event("memwrite-outbox", REGION)
+    assert [r["eventName"] for r in event["Records"]] == ["INSERT"]
+    response = deployment.outbox_consumer()(event, LocalContext())
+    # Then no record failed and the memory is searchable
+    assert response == {"batchItemFailures": []}
+    (found,) = search(deployment, "Where does the user live?")
+    assert found["text"] == "The user lives in Berlin."
+    # And its outbox row is done, and the trace that wrote it shows the hype span
+    assert all("pending_key" not in row for row in deployment.items("outbox"))
+    assert any(s["sk"]["S"].startswith("hype#") for s in deployment.items("spans"))
+
+
+def test_a_transient_failure_is_retried(aws: tuple[Aws, list[Fault]]) -> None:
+    deployment, faults = aws
+    # Given conflict's first call fails with a transient error (DynamoDB throttled)
+    faults.append(
+        lambda module, n: (
+            StoreUnavailable("throttled")
+            if module == "functions.conflict.handler" and n == 1
+            else None
+        )
+    )
+    # When the batch runs
+    result = deployment.execute([turn("I live in Lisbon.", "b" * 32)], "retry")
+    # Then the Retry ran conflict again and the memory was stored
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"])[0]["status"] == "done"
+    assert deployment.memory_values() == ["Lisbon"]
+
+
+def test_a_permanent_failure_is_dead_lettered_with_nothing_half_written(
+    aws: tuple[Aws, list[Fault]],
+) -> None:
+    deployment, faults = aws
+    # Given persist fails for good
+    faults.append(
+        lambda module, n: (
+            StageInputError("bad payload") if module == "functions.persist.handler" else None
+        )
+    )
+    # When the batch runs
+    result = deployment.execute([turn("I live in Porto.", "c" * 32)], "catch")
+    # Then the iteration took the failure path, not a retry loop
+    assert result["status"] == "SUCCEEDED", result
+    (outcome,) = json.loads(result["output"])
+    assert outcome == {
+        "status": "dead_lettered",
+        "stage": "persist",
+        "error": "StageInputError",
+        "turn_ids": ["c" * 32],
+    }
+    # And the batch is in the pipeline DLQ with its turns, for a redrive
+    (message,) = deployment.dead_lettered()
+    assert message["stage"] == "persist" and message["batch"]["turns"][0]["turn_id"] == "c" * 32
+    # And the turn has an error span naming the stage
+    spans = [s for s in deployment.items("spans") if s["sk"]["S"].startswith("dead_letter#")]
+    assert len(spans) == 1
+    # And nothing of the memory was written
+    assert deployment.memory_values() == []
+    assert deployment.items("outbox") == []

@@ -1,0 +1,57 @@
+"""The dispatcher's planning: an SQS batch -> executions of per-session extract inputs."""
+
+from __future__ import annotations
+
+import json
+
+from memwrite.dispatch import dispatch, plan_executions
+from memwrite.models import QueuedTurn
+from memwrite.ports import PipelineRun
+from tests.queued import queued_turn
+
+
+def queued(session: str, turn_id: str, text: str = "I live in Berlin.") -> QueuedTurn:
+    return queued_turn(text, turn_id, session)
+
+
+class RecordingPipeline:
+    def __init__(self, failing: set[str]) -> None:
+        self.failing = failing
+        self.payloads: list[dict[str, object]] = []
+
+    def run(self, name: str, payload: str) -> PipelineRun:
+        self.payloads.append(json.loads(payload))
+        return PipelineRun(succeeded=name not in self.failing)
+
+
+def test_one_execution_holds_one_extract_input_per_session() -> None:
+    # Given an SQS batch with turns of two sessions, interleaved
+    messages = [("m1", queued("s1", "a")), ("m2", queued("s2", "b")), ("m3", queued("s1", "c"))]
+    # When it is planned
+    (execution,) = plan_executions(messages)
+    # Then one execution carries one batch per session, turns in arrival order
+    assert [[t.turn_id for t in b.turns] for b in execution.batches] == [["a", "c"], ["b"]]
+    assert set(execution.message_ids) == {"m1", "m2", "m3"}
+
+
+def test_batches_over_the_size_budget_are_split_across_executions() -> None:
+    # Given turns whose session batch exceeds the budget
+    messages = [(f"m{i}", queued("s1", f"t{i}", "x" * 400)) for i in range(6)]
+    # When planned with a budget of about two turns
+    executions = plan_executions(messages, max_bytes=1_200)
+    # Then every turn is in exactly one execution, in order, each under the budget
+    assert len(executions) > 1
+    assert [m for e in executions for m in e.message_ids] == [f"m{i}" for i in range(6)]
+    assert all(len(e.payload().encode()) <= 1_200 + 32 for e in executions)
+
+
+def test_messages_of_a_failed_execution_are_handed_back() -> None:
+    # Given a batch of two sessions (one execution)
+    messages = [("m1", queued("s1", "a")), ("m2", queued("s2", "b"))]
+    (execution,) = plan_executions(messages)
+    # When the execution succeeds, nothing is handed back
+    assert dispatch(messages, RecordingPipeline(failing=set())) == []
+    # When it fails, every message of it goes back to the queue for a redelivery
+    pipeline = RecordingPipeline(failing={execution.name})
+    assert dispatch(messages, pipeline) == ["m1", "m2"]
+    assert pipeline.payloads == [json.loads(execution.payload())]
