@@ -6,16 +6,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.serve_process import running_serve
-
 from tests.cli_process import run_memwrite
+from tests.serve_process import running_serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECS = 60
