@@ -648,6 +648,8 @@ DEFERRED: list[str] = [
     "I used to enjoy skiing with my cousins.",
     "I'm not from Ohio, I just went to college there.",
     "I don't work at the bakery, my sister does.",
+    # "anymore" in the middle: the value would read across it
+    "I don't use Slack anymore Teams.",
     # transient
     "I love the sunset tonight over the harbour.",
     # a hedge run into the value

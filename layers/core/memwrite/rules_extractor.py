@@ -1710,7 +1710,12 @@ def _analyse_clause(clause: _Clause, *, inherited_guard: str | None) -> _Outcome
         # Only "anymore" or "no longer" retracts: "I'm not from Texas" is not "no longer from
         # Texas", "I don't love winter" is not "no longer loves winter". Any other negation of
         # a claim is the LLM's to word.
-        if retraction is not None and _RETRACTION_RE.search(body):
+        # The rewrite deletes words: a value that reads across a deleted "anymore" ("I use
+        # live anymore Berlin" -> "live Berlin") was never said, so that retraction defers.
+        said = retraction is not None and all(
+            claim.value.lower() in body.lower() for claim in retraction.claims
+        )
+        if retraction is not None and said and _RETRACTION_RE.search(body):
             ctx, body, found = negated_ctx, rewritten, retraction
         elif retraction is not None:
             unclear_negation = True
