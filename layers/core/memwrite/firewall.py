@@ -221,6 +221,14 @@ def _checked_findings(folded: str) -> list[Finding]:
     return findings
 
 
+# A placeholder `mask` wrote is a finding of its kind: text screened again after masking (a
+# trace's stored inputs, replayed) gets the verdict the secret got, and masks to itself.
+_PLACEHOLDER_START = "[REDACTED:"
+_PLACEHOLDER = re.compile(
+    re.escape(_PLACEHOLDER_START) + "(" + "|".join(kind.value for kind in SecretKind) + r")\]"
+)
+
+
 @lru_cache(maxsize=8)
 def scan(text: str) -> tuple[Finding, ...]:
     """Every secret in `text` (already `normalise`d), non-overlapping, in order of position.
@@ -231,9 +239,15 @@ def scan(text: str) -> tuple[Finding, ...]:
     lowered = folded.lower()
     named = _MAY_NAME_SECRET.search(lowered) is not None and bool(_NAMES_SECRET.search(lowered))
     numeric = _DIGIT.search(folded) is not None
-    if not named and not numeric:
+    masked = _PLACEHOLDER_START in folded
+    if not named and not numeric and not masked:
         return ()  # the common case: no detector can match
     findings = _checked_findings(folded) if numeric else []
+    if masked:
+        findings.extend(
+            Finding(SecretKind(match.group(1)), match.start(), match.end())
+            for match in _PLACEHOLDER.finditer(folded)
+        )
     for kind, pattern in _DETECTORS if named else _NUMERIC_DETECTORS:
         for match in pattern.finditer(folded):
             # A keyword-led detector names the secret part, so "my SSN is X" keeps "my SSN is".

@@ -3,8 +3,8 @@
 Per-user partitions (`tenant#user_id`) go whole: outbox, memories, entity_facts, entities and
 the retrieval counters. The turns table is keyed by turn and trace, not by user, so the user's
 traces are found through their spans (the spans table's `by_user` index: every request leaves
-a span per turn) and each trace's rows go: its ledger rows (`TURN#`), the trace (`TRACE#`),
-its memory outcomes (`TRACEMEM#`), its session's redacted turns (`SESSION#`) and the
+a span per turn) and each trace's rows go: its ledger rows (`TURN#`), the trace and its inputs
+(`TRACE#`), its memory outcomes (`TRACEMEM#`), its session's redacted turns (`SESSION#`) and the
 session's last question (`LASTQ#`). Spans go
 last: they are how a retried erasure finds what an interrupted one left.
 """
@@ -108,7 +108,8 @@ class DynamoUserEraser:
             keys.extend(self._partition_keys(t.turns, session_pk(tenant, user_id, session_id)))
             question = last_question_pk(tenant, user_id, session_id)
             keys.append({PK: {"S": question}, SK: {"S": QUESTION_SK}})
-            keys.append(trace_key)
+        # The trace and its inputs (`INPUT#` items of its partition).
+        keys.extend(self._partition_keys(t.turns, trace_pk(tenant, trace_id)))
         keys.extend(self._partition_keys(t.turns, trace_memories_pk(tenant, trace_id)))
         return self._delete_keys(t.turns, keys)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.dynamodb import trace_memories_pk, unavailable
+from memwrite.adapters.dynamodb import memory_traces_key, trace_memories_pk, unavailable
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.errors import WriteConflict
@@ -18,6 +18,8 @@ from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
 from memwrite.schema import (
+    LOOKUP_KEY,
+    LOOKUP_SORT,
     MEMORIES_BY_ID,
     OUTBOX_PENDING,
     PARTITION_KEY,
@@ -286,6 +288,9 @@ class DynamoMemoryStore:
                             SK: {"S": f"{entry.memory_id}#{entry.outcome}"},
                             "memory_id": {"S": entry.memory_id},
                             "outcome": {"S": entry.outcome},
+                            # The memory's traces (`traces_of_memory`) through the index.
+                            LOOKUP_KEY: {"S": memory_traces_key(commit.tenant, entry.memory_id)},
+                            LOOKUP_SORT: {"S": f"{entry.trace_id}#{entry.outcome}"},
                         },
                     }
                 }
