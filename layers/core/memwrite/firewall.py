@@ -269,12 +269,31 @@ def placeholder(kind: SecretKind) -> str:
     return f"[REDACTED:{kind.value}]"
 
 
+# A secret read up to whitespace ("my password is hunter2. I live ...") may end with the
+# sentence's full stop: it stays after the placeholder, so masked text splits into the same
+# sentences (a trace's masked inputs are screened again by replay).
+_SENTENCE_END = ".?!…"
+
+
+def _without_sentence_end(text: str, start: int, end: int) -> int:
+    """`end`, less a final sentence mark that whitespace or the end of `text` follows."""
+    if (
+        end - start > 1
+        and text[end - 1] in _SENTENCE_END
+        and (end == len(text) or text[end].isspace())
+    ):
+        return end - 1
+    return end
+
+
 def mask(text: str, findings: Sequence[Finding], offset: int = 0) -> str:
     """`text` (starting at `offset` of the turn) with each finding replaced by its placeholder."""
     out: list[str] = []
     cursor = 0
     for finding in findings:
         start, end = finding.start - offset, finding.end - offset
+        if 0 < end <= len(text):
+            end = _without_sentence_end(text, max(start, 0), end)
         if end <= 0 or start >= len(text):
             continue
         out.append(text[cursor : max(start, 0)])
