@@ -8,6 +8,7 @@ it was.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from memwrite.wiring import build_query_deps
 from tests.integration.conftest import Local, MakeLocal
 
 KEYS = {"k1": "t1", "k2": "t2"}
+ONBOARDING = Path(__file__).resolve().parents[2] / "events" / "conversations" / "onboarding.json"
 BACKENDS = ["sqlite", "moto"]
 FACTS = (
     "hi",
@@ -167,6 +169,29 @@ def test_replay_with_a_stricter_prefilter_reports_what_it_drops_and_writes_nothi
     assert "4111" not in str(diff)
     # And nothing was written anywhere: tables, spans, ledger, memories, outbox, index
     assert _state(api) == before
+
+
+def test_replay_with_the_current_config_reproduces_what_the_pipeline_recorded(api: Local):
+    # Given the onboarding conversation (skips, a blocked password, merges) through the pipeline
+    conversation = json.loads(ONBOARDING.read_text(encoding="utf-8"))
+    posted = api.post_turns(conversation, api_key="k1")
+    api.runner.drain()
+    recorded = _call(api, "GET", f"/v1/traces/{posted.body['trace_id']}").body
+
+    # When it is replayed with no override
+    diff = _call(api, "POST", f"/v1/traces/{recorded['trace_id']}/replay", {"config": {}}).body
+
+    # Then both runs count what the trace recorded, and nothing differs
+    outcome = recorded["outcome"]
+    for run in (diff["before"], diff["after"]):
+        assert (run["stored"], run["merged"], run["discarded"]) == (
+            outcome["stored"],
+            outcome["merged"],
+            outcome["discarded"],
+        )
+    assert outcome["merged"] > 0
+    assert diff["memories"] == {"added": [], "merged": [], "no_longer_written": []}
+    assert all(not s["newly_dropped"] and not s["newly_kept"] for s in diff["stages"].values())
 
 
 def test_replay_with_a_looser_config_adds_memories_and_the_batch_totals_them(api: Local, make_body):

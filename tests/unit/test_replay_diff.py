@@ -154,7 +154,11 @@ def test_identical_runs_differ_in_nothing_and_every_replayed_stage_is_listed() -
         *kept_turn("t2", "k2"),
         span("pre_filter", "t3", SpanResult.REJECT, TooShort(word_count=1, min_words=3)),
     ]
-    writes = [Write("m1", "stored", "a"), Write("m0", "already_applied", "b")]
+    writes = [
+        Write("m1", "stored", "a"),
+        Write("m1", "merged", "a, said again"),
+        Write("m0", "already_applied", "b"),
+    ]
     run = RunOutcome(spans, writes)
 
     diff = diff_runs("trace", run, run)
@@ -163,5 +167,6 @@ def test_identical_runs_differ_in_nothing_and_every_replayed_stage_is_listed() -
     assert not diff.changed
     assert list(diff.stages) == replayed_stages()
     assert "hype" not in diff.stages
-    # And a merge recorded by the trace's first run counts as a merge
-    assert (diff.before.stored, diff.before.merged, diff.before.discarded) == (1, 1, 1)
+    # And the counts are a trace's: distinct memories stored and merged into (m1 in both), a
+    # merge made by the trace's first run included
+    assert (diff.before.stored, diff.before.merged, diff.before.discarded) == (1, 2, 1)

@@ -148,11 +148,16 @@ def _written(writes: Sequence[Write]) -> dict[str, tuple[str, str]]:
 
 
 def _summary(run: RunOutcome) -> RunSummary:
-    written = _written(run.writes)
+    """Counted as a trace's outcome is: distinct memories stored, distinct memories merged
+    into (a memory the run stores and then merges into counts in both)."""
+    outcomes = {
+        (write.memory_id, "stored" if write.outcome == "stored" else "merged")
+        for write in run.writes
+    }
     usage = [span.llm for span in run.spans if span.llm]
     return RunSummary(
-        stored=sum(1 for outcome, _ in written.values() if outcome == "stored"),
-        merged=sum(1 for outcome, _ in written.values() if outcome == "merged"),
+        stored=sum(1 for _, outcome in outcomes if outcome == "stored"),
+        merged=sum(1 for _, outcome in outcomes if outcome == "merged"),
         discarded=sum(1 for span in run.spans if span.result is SpanResult.REJECT),
         llm_calls=sum(llm.calls for llm in usage),
         input_tokens=sum(llm.input_tokens for llm in usage),
