@@ -287,3 +287,22 @@ def test_a_trace_recorded_without_inputs_cannot_be_replayed(make_local: MakeLoca
     batch = _call(api, "POST", "/v1/users/dana/replay", {"config": {}}).body
     assert batch["without_inputs"] == [old.trace_id]
     assert batch["totals"]["traces"] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("GET", "/v1/traces/abc/replay", ["POST"]),
+        ("POST", "/v1/traces/abc", ["GET"]),
+        ("DELETE", "/v1/users/dana/traces", ["GET"]),
+        ("GET", "/v1/users/dana/replay", ["POST"]),
+        ("POST", "/v1/memories/abc/traces", ["GET"]),
+    ],
+)
+def test_a_wrong_method_on_a_trace_path_is_a_405_naming_the_allowed_ones(
+    make_local: MakeLocal, method: str, path: str, allowed: list[str]
+):
+    api = make_local(api_keys=KEYS, backend="sqlite")
+    response = _call(api, method, path, {} if method == "POST" else None)
+    assert (response.status, response.body["allowed"]) == (405, allowed)
+    assert response.headers["Allow"] == ", ".join(allowed)
