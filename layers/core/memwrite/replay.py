@@ -17,8 +17,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memwrite.config import PipelineConfig, Settings
-from memwrite.conflict import ConflictDeps
-from memwrite.dedupe import DedupeDeps
 from memwrite.dry_run import (
     CollectedSpans,
     DryRunEntities,
@@ -30,11 +28,8 @@ from memwrite.dry_run import (
     NoMetrics,
 )
 from memwrite.errors import InvalidQuery, TraceWithoutInputs
-from memwrite.extract import ExtractDeps
-from memwrite.ingest import IngestDeps
 from memwrite.models import IngestRequest, IngestTurn, Source
 from memwrite.payloads import ExtractInput, ItemsPayload
-from memwrite.persist import PersistDeps
 from memwrite.ports import (
     CandidateVerifier,
     DedupeJudge,
@@ -48,9 +43,7 @@ from memwrite.ports import (
     TraceRecord,
     TurnLedger,
 )
-from memwrite.rate_gate import RateGate
 from memwrite.replay_diff import ReplayDiff, RunOutcome, Write, diff_runs
-from memwrite.resolve import ResolveDeps
 from memwrite.stages import pipeline_stages, stage_named
 
 __all__ = [
@@ -134,6 +127,15 @@ def _dry_run(
     record: TraceRecord, request: IngestRequest, config: PipelineConfig, deps: ReplayDeps
 ) -> RunOutcome:
     """One run of the stages over the trace's inputs, against fresh overlays."""
+    # The stages' modules load on the first replay, not at the query Lambda's cold start.
+    from memwrite.conflict import ConflictDeps
+    from memwrite.dedupe import DedupeDeps
+    from memwrite.extract import ExtractDeps
+    from memwrite.ingest import IngestDeps
+    from memwrite.persist import PersistDeps
+    from memwrite.rate_gate import RateGate
+    from memwrite.resolve import ResolveDeps
+
     hidden = frozenset(
         memory_id
         for memory_id, outcome in deps.ledger.memories_of_trace(record.tenant, record.trace_id)
