@@ -32,7 +32,7 @@ from memwrite.payloads import DedupeNote, ItemsPayload
 from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, MetricsSink, SpanStore
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed
-from memwrite.spans import item_span, record_spans
+from memwrite.spans import item_span, record_spans, unrecorded
 from memwrite.store import StoreItem, VersionedMemory
 
 __all__ = [
@@ -278,6 +278,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
     pending: list[_Known] | None = None  # read once per batch, only if an unkeyed type needs it
     items = []
     spans: list[StageSpan] = []
+    replayed: list[StageSpan] = []  # items a redelivery finds applied
     for item in payload.items:
         started = time.perf_counter()
         store_item = StoreItem.of(payload, item)
@@ -306,8 +307,8 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
         reason = DuplicateConfirmed(tier=note.tier) if note.tier is not None else None
         result = SpanResult.TRANSFORM if reason else SpanResult.PASS
         latency_ms = (time.perf_counter() - started) * 1000
-        spans.append(
+        (replayed if note.already_applied else spans).append(
             item_span(payload, item, STAGE, result=result, reason=reason, latency_ms=latency_ms)
         )
-    record_spans(spans, deps.spans, deps.metrics)
+    record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
     return payload.model_copy(update={"items": items})

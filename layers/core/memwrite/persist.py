@@ -30,7 +30,7 @@ from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, Metr
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError
 from memwrite.scoring import score, tier_for
-from memwrite.spans import item_span, record_spans
+from memwrite.spans import item_span, record_spans, unrecorded
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
 
 __all__ = [
@@ -305,6 +305,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
     """Commit each candidate in order; a failure leaves error spans and propagates (Catch)."""
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
+    replayed: list[StageSpan] = []  # items a redelivery finds applied
     for index, item in enumerate(payload.items):
         started = time.perf_counter()
         try:
@@ -327,10 +328,11 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
         merged = result.outcome is not PersistOutcome.STORED and tier is not None
         reason = DuplicateConfirmed(tier=tier) if merged and tier is not None else None
         latency_ms = (time.perf_counter() - started) * 1000
-        spans.append(
+        applied = result.outcome is PersistOutcome.ALREADY_APPLIED
+        (replayed if applied else spans).append(
             item_span(
                 payload, item, STAGE, result=SpanResult.PASS, reason=reason, latency_ms=latency_ms
             )
         )
-    record_spans(spans, deps.spans, deps.metrics)
+    record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
     return payload.model_copy(update={"items": items})

@@ -1,0 +1,95 @@
+"""The chaos suite's fixtures: the integration suite's backends (`make_local`, SQLite by
+default here, moto where a fault is DynamoDB's), one conversation, and the final state a clean
+run of it leaves (`tests.reliability.final_state`), to which every faulty run is compared.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memwrite_local.embedded import local_backend
+from memwrite_local.runner import DrainReport, LocalRunner
+from tests.integration.conftest import (  # noqa: F401 (fixtures shared with the integration suite)
+    Local,
+    MakeLocal,
+    batch_writes_refuse_duplicate_keys,
+    make_body,
+    make_local,
+    unset_developer_environment,
+)
+from tests.reliability.final_state import FinalState, final_state
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Ten timestamped turns (a move, a changed taste, a new job): supersessions, merges, skips.
+CONVERSATION: dict[str, Any] = json.loads(
+    (REPO_ROOT / "events" / "conversations" / "moving.json").read_text(encoding="utf-8")
+)
+# One key: every run, clean or faulty, writes the same trace id (a client's retries reuse it).
+IDEMPOTENCY = {"Idempotency-Key": "reliability-conversation"}
+
+
+class InjectedCrash(RuntimeError):
+    """A crash a test injects (never raised by memwrite itself)."""
+
+
+def post_conversation(local: Local, body: dict[str, Any] = CONVERSATION) -> None:
+    """POST the conversation; a crashed request is retried by the client (same key)."""
+    for _ in range(2):
+        try:
+            response = local.post_turns(body, headers=IDEMPOTENCY)
+        except InjectedCrash:
+            continue
+        assert response.status == 202, response.body
+        return
+    pytest.fail("the request crashed twice")
+
+
+def drain(local: Local) -> DrainReport:
+    """Drain the queue and the outbox; a crashed stream batch is delivered again (as the
+    event source mapping retries a failed invocation)."""
+    for _ in range(2):
+        try:
+            return local.runner.drain()
+        except InjectedCrash:
+            continue
+    pytest.fail("the stream batch crashed twice")
+
+
+def ingest(local: Local) -> FinalState:
+    """The conversation in and drained, nothing reported lost: the final state."""
+    post_conversation(local)
+    report = drain(local)
+    assert report.failed == {} and report.index_failed == {}
+    return final_state(local)
+
+
+@pytest.fixture(scope="session")
+def clean_state(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], FinalState]:
+    """`clean_state(backend)`: what a run of the conversation without faults leaves, per
+    backend (computed once per session)."""
+    states: dict[str, FinalState] = {}
+
+    def of(backend: str) -> FinalState:
+        if backend not in states:
+            data_dir = tmp_path_factory.mktemp(f"clean-{backend}")
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                unset_developer_environment(monkeypatch)
+                with local_backend(backend, data_dir) as chosen:
+                    states[backend] = ingest(Local(backend=chosen, runner=LocalRunner()))
+        return states[backend]
+
+    return of
+
+
+@pytest.fixture
+def local(request: pytest.FixtureRequest, clean_state: Callable[[str], FinalState]) -> Local:
+    """A fresh SQLite backend (the embedded default), entered after the clean run it is
+    compared with (a clean run restarts the handlers: it must not happen during a test)."""
+    clean_state("sqlite")
+    make: MakeLocal = request.getfixturevalue("make_local")
+    return make(backend="sqlite")
