@@ -60,36 +60,50 @@ def drain(local: Local) -> DrainReport:
     pytest.fail("the stream batch crashed twice")
 
 
-def ingest(local: Local) -> FinalState:
-    """The conversation in and drained, nothing reported lost: the final state."""
-    post_conversation(local)
+def ingest(local: Local, body: dict[str, Any] = CONVERSATION) -> FinalState:
+    """`body` in and drained, nothing reported lost: the final state."""
+    post_conversation(local, body)
     report = drain(local)
     assert report.failed == {} and report.index_failed == {}
     return final_state(local)
 
 
-@pytest.fixture(scope="session")
-def clean_state(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], FinalState]:
-    """`clean_state(backend)`: what a run of the conversation without faults leaves, per
-    backend (computed once per session)."""
-    states: dict[str, FinalState] = {}
+# A run on a fresh backend: what it needs installed (through `monkeypatch`), then its requests.
+Scenario = Callable[[Local, pytest.MonkeyPatch], FinalState]
 
-    def of(backend: str) -> FinalState:
-        if backend not in states:
+
+def conversation(local: Local, monkeypatch: pytest.MonkeyPatch) -> FinalState:
+    return ingest(local)
+
+
+@pytest.fixture(scope="session")
+def clean_state(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., FinalState]:
+    """`clean_state(backend, scenario=conversation)`: what a run of the scenario without
+    faults leaves (computed once per session)."""
+    states: dict[tuple[str, Scenario], FinalState] = {}
+
+    def of(backend: str, scenario: Scenario = conversation) -> FinalState:
+        if (backend, scenario) not in states:
             data_dir = tmp_path_factory.mktemp(f"clean-{backend}")
             with pytest.MonkeyPatch.context() as monkeypatch:
                 unset_developer_environment(monkeypatch)
                 with local_backend(backend, data_dir) as chosen:
-                    states[backend] = ingest(Local(backend=chosen, runner=LocalRunner()))
-        return states[backend]
+                    clean = Local(backend=chosen, runner=LocalRunner())
+                    states[backend, scenario] = scenario(clean, monkeypatch)
+        return states[backend, scenario]
 
     return of
 
 
 @pytest.fixture
-def local(request: pytest.FixtureRequest, clean_state: Callable[[str], FinalState]) -> Local:
+def expected(clean_state: Callable[..., FinalState]) -> FinalState:
+    """The clean run a test's final state must equal (a module may compare with another)."""
+    return clean_state("sqlite")
+
+
+@pytest.fixture
+def local(request: pytest.FixtureRequest, expected: FinalState) -> Local:
     """A fresh SQLite backend (the embedded default), entered after the clean run it is
     compared with (a clean run restarts the handlers: it must not happen during a test)."""
-    clean_state("sqlite")
     make: MakeLocal = request.getfixturevalue("make_local")
     return make(backend="sqlite")

@@ -70,7 +70,7 @@ def test_a_crash_then_the_retry_equals_a_clean_run(
     *,
     make_local: MakeLocal,
     monkeypatch: pytest.MonkeyPatch,
-    clean_state: Callable[[str], FinalState],
+    clean_state: Callable[..., FinalState],
 ) -> None:
     # Given one stage that fails once, before or after doing its work
     expected = clean_state(backend)  # (moto is one per process: the clean run goes first)

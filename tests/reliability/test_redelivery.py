@@ -56,7 +56,7 @@ def deliver_every_record_thrice(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_every_message_and_stream_record_three_times_equals_a_clean_run(
-    local: Local, monkeypatch: pytest.MonkeyPatch, clean_state: Callable[[str], FinalState]
+    local: Local, monkeypatch: pytest.MonkeyPatch, expected: FinalState
 ) -> None:
     # Given a queue that delivers every message three times, and a stream that delivers every
     # record three times
@@ -69,4 +69,4 @@ def test_every_message_and_stream_record_three_times_equals_a_clean_run(
     assert deleted and set(deleted.values()) == {DELIVERIES}
     assert sum(records) > 0
     # And nothing is stored, indexed, linked or recorded twice: the state is a clean run's
-    assert_same_state(state, clean_state("sqlite"))
+    assert_same_state(state, expected)
