@@ -29,13 +29,14 @@ from tests.reliability.final_state import FinalState, assert_same_state, final_s
 
 SDK_RETRIES = 1
 # Beyond the rule fast-path: extracting it takes the model (recorded: Lisbon, cilantro).
+TURN = "Since last month Lisbon has been home, and cilantro ruins every dish for me."
 BODY = {
     "session_id": "s-llm",
     "user_id": "dana",
     "turns": [
         {
             "role": "user",
-            "content": "Since last month Lisbon has been home, and cilantro ruins every dish for me.",
+            "content": TURN,
             "timestamp": "2025-03-14T10:00:00Z",
         }
     ],
