@@ -5,13 +5,16 @@ run of it leaves (`tests.reliability.final_state`), to which every faulty run is
 
 from __future__ import annotations
 
+import http.client
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memwrite.environment import LambdaEnvironment
 from memwrite_local.embedded import local_backend
 from memwrite_local.runner import DrainReport, LocalRunner
 from tests.integration.conftest import (  # noqa: F401 (fixtures shared with the integration suite)
@@ -22,7 +25,8 @@ from tests.integration.conftest import (  # noqa: F401 (fixtures shared with the
     make_local,
     unset_developer_environment,
 )
-from tests.reliability.final_state import FinalState, final_state
+from tests.reliability.final_state import FinalState, final_state, sqlite_state
+from tests.serve_process import ServeProcess, running_serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Ten timestamped turns (a move, a changed taste, a new job): supersessions, merges, skips.
@@ -107,3 +111,59 @@ def local(request: pytest.FixtureRequest, expected: FinalState) -> Local:
     compared with (a clean run restarts the handlers: it must not happen during a test)."""
     make: MakeLocal = request.getfixturevalue("make_local")
     return make(backend="sqlite")
+
+
+# `memwrite serve` keys: two tenants whose data must stay apart, one for the fuzzer's noise.
+API_KEYS = {"key-a": "tenant-a", "key-b": "tenant-b", "key-fuzz": "tenant-fuzz"}
+HTTP_TIMEOUT_SECS = 10
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: Any  # the JSON answer (every answer of the API is JSON)
+
+
+@dataclass(frozen=True)
+class Served:
+    """`memwrite serve` on loopback (a real process) and its data directory."""
+
+    process: ServeProcess
+    data_dir: Path
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | dict[str, Any] | None = None,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        """One request on a fresh connection (a refused request closes its connection)."""
+        raw = json.dumps(body).encode() if isinstance(body, dict) else body
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        if api_key is not None:
+            sent["x-api-key"] = api_key
+        connection = http.client.HTTPConnection("127.0.0.1", self.process.port, HTTP_TIMEOUT_SECS)
+        try:
+            connection.request(method, path, body=raw, headers=sent)
+            response = connection.getresponse()
+            return Reply(response.status, json.loads(response.read() or b"null"))
+        finally:
+            connection.close()
+
+    def state(self) -> FinalState:
+        environ = {"MEMWRITE_BACKEND": "sqlite", "MEMWRITE_DATA_DIR": str(self.data_dir)}
+        return sqlite_state(self.data_dir, LambdaEnvironment.load(environ).embedded_index_path())
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One `memwrite serve` for the session, offline (no model key whatever the shell has)."""
+    data_dir = tmp_path_factory.mktemp("serve")
+    env = {
+        "MEMWRITE_API_KEYS": ",".join(f"{key}={tenant}" for key, tenant in API_KEYS.items()),
+        "ANTHROPIC_API_KEY": "",
+    }
+    with running_serve(data_dir, env) as process:
+        yield Served(process, data_dir)

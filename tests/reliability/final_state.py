@@ -29,7 +29,7 @@ from memwrite.environment import LambdaEnvironment
 from memwrite_local.embedded import LocalSqlite
 from tests.integration.conftest import Local
 
-__all__ = ["FinalState", "assert_same_state", "final_state"]
+__all__ = ["FinalState", "assert_same_state", "final_state", "sqlite_state"]
 
 FinalState = dict[str, list[str]]  # table -> its rows, as sorted JSON texts
 
@@ -54,21 +54,28 @@ _FTS_SHADOW = re.compile(r"_(data|idx|docsize|config|content)$")
 
 def final_state(local: Local) -> FinalState:
     """The state of `local`'s backend now (call it while its backend is entered)."""
-    tables: dict[str, list[dict[str, Any]]]
-    if isinstance(local.backend, LocalSqlite):
-        tables = _sqlite_tables(local.backend.data_dir / DATABASE_FILE)
-    else:
-        assert local.aws.resources is not None
-        logical = {name: table for table, name in local.aws.resources.table_names.items()}
-        deserialize = TypeDeserializer().deserialize
-        tables = {
-            logical[name]: [{key: deserialize(value) for key, value in i.items()} for i in items]
-            for name, items in local.table_items().items()
-        }
     index_path = LambdaEnvironment.load().embedded_index_path()
+    if isinstance(local.backend, LocalSqlite):
+        return sqlite_state(local.backend.data_dir, index_path)
+    assert local.aws.resources is not None
+    logical = {name: table for table, name in local.aws.resources.table_names.items()}
+    deserialize = TypeDeserializer().deserialize
+    tables = {
+        logical[name]: [{key: deserialize(value) for key, value in i.items()} for i in items]
+        for name, items in local.table_items().items()
+    }
+    return _as_state(tables, index_path)
+
+
+def sqlite_state(data_dir: Path, index_path: str) -> FinalState:
+    """The state of the embedded backend in `data_dir`, its search index in `index_path`."""
+    return _as_state(_sqlite_tables(data_dir / DATABASE_FILE), index_path)
+
+
+def _as_state(tables: dict[str, list[dict[str, Any]]], index_path: str) -> FinalState:
     if index_path != ":memory:":
         index = _sqlite_tables(Path(index_path))
-        tables.update({f"index.{name}": rows for name, rows in index.items()})
+        tables = {**tables, **{f"index.{name}": rows for name, rows in index.items()}}
     return {
         name: sorted(
             json.dumps(_stable(row, _VOLATILE_IN_TABLE.get(name, frozenset())), sort_keys=True)
