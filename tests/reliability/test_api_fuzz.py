@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memwrite_local.runner import ROUTES
-from tests.reliability.conftest import Reply, Served
+from tests.reliability.served import Reply, Served
 
 EXAMPLES = 60
 KEY = "key-fuzz"

@@ -18,8 +18,8 @@ import pytest
 
 from memwrite.stages import STAGES, StageDef, StagePlacement, stage_named
 from tests.integration.conftest import Local, MakeLocal
-from tests.reliability.conftest import InjectedCrash, ingest
 from tests.reliability.final_state import FinalState, assert_same_state
+from tests.reliability.runs import InjectedCrash, ingest
 
 # What the platform calls for each placement: API Gateway and Step Functions the Lambda
 # handler, the stream the hype function's batch (the runner's event source).

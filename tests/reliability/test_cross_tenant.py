@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from memwrite_local.runner import ROUTES
-from tests.reliability.conftest import CONVERSATION, IDEMPOTENCY, Reply, Served
 from tests.reliability.final_state import FinalState
+from tests.reliability.runs import CONVERSATION, IDEMPOTENCY
+from tests.reliability.served import Reply, Served
 
 A, B = "key-a", "key-b"
 USER = CONVERSATION["user_id"]

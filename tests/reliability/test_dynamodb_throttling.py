@@ -21,8 +21,8 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.responses import DynamoHandler
 
 from tests.integration.conftest import MakeLocal
-from tests.reliability.conftest import ingest
 from tests.reliability.final_state import FinalState, assert_same_state
+from tests.reliability.runs import ingest
 
 # Reads (query), writes (batch_write_item: spans, the ledger) and the commit (transaction).
 OPERATIONS = ("query", "batch_write_item", "transact_write_items")

@@ -24,8 +24,8 @@ from memwrite.wiring import build_queue_consumer
 from memwrite_local.runner import MAX_RECEIVES
 from tests.integration.conftest import Local
 from tests.recorded_api import recorded
-from tests.reliability.conftest import IDEMPOTENCY, drain, ingest, post_conversation
 from tests.reliability.final_state import FinalState, assert_same_state, final_state
+from tests.reliability.runs import IDEMPOTENCY, drain, ingest, post_conversation
 
 SDK_RETRIES = 1
 # Beyond the rule fast-path: extracting it takes the model (recorded: Lisbon, cilantro).

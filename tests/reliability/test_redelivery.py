@@ -17,8 +17,8 @@ import functions.hype.handler as hype_handler
 from memwrite.ports import Delivery
 from memwrite.wiring import build_queue_consumer
 from tests.integration.conftest import Local
-from tests.reliability.conftest import ingest
 from tests.reliability.final_state import FinalState, assert_same_state
+from tests.reliability.runs import ingest
 
 DELIVERIES = 3
 
