@@ -30,8 +30,9 @@ from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, Metr
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError
 from memwrite.scoring import score, tier_for
-from memwrite.spans import item_span, record_spans
+from memwrite.spans import item_span, record_spans, usage_summary
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
@@ -88,6 +89,7 @@ class PersistResult:
     born_superseded: bool = False  # a late-arriving older fact
     attempts: int = 1
     decided_again: bool = False  # the recorded decisions no longer held: decided on a fresh read
+    llm_calls: tuple[LlmUsage, ...] = ()  # the dedupe judge's, when deciding again asked it
 
 
 @dataclass
@@ -186,9 +188,10 @@ def _apply_state(memory: MemoryUnit, state: DerivedState, config: PipelineConfig
 
 def decide(
     item: StoreItem, reads: CandidateReads, config: PipelineConfig, deps: PersistDeps
-) -> tuple[Decisions, CandidateReads]:
-    """Dedupe and conflict again, on a fresh read (the path after a lost race)."""
-    note = dedupe.decide_on_read(
+) -> tuple[Decisions, CandidateReads, tuple[LlmUsage, ...]]:
+    """Dedupe and conflict again, on a fresh read (the path after a lost race); the model calls
+    the dedupe judge made come along for their cost."""
+    note, judgement = dedupe.decide_on_read(
         item,
         reads,
         deps.store,
@@ -203,7 +206,8 @@ def decide(
             note = note.model_copy(update={"target": None, "tier": None})
         reads = replace(reads, memories={**reads.memories, **found})
     conflict_note = None if note.already_applied else conflict.decide(item, note, reads.row)
-    return Decisions(note, conflict_note), reads
+    calls = judgement.calls if judgement is not None else ()
+    return Decisions(note, conflict_note), reads, calls
 
 
 def plan(
@@ -275,15 +279,17 @@ def persist_candidate(
     """Commit `decided` (or decide first, when None); a lost race decides again from a fresh
     read (bounded attempts)."""
     decided_again = False
+    calls: list[LlmUsage] = []
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         target = decided.dedupe.target if decided is not None else None
         reads = read_candidate(deps.store, item, also=[target] if target else ())
         if decided is None or not decided.hold_for(item, reads):
             decided_again = decided_again or decided is not None
-            decided, reads = decide(item, reads, config, deps)
+            decided, reads, paid = decide(item, reads, config, deps)
+            calls.extend(paid)
         planned = plan(item, decided, reads, config, deps.clock())
         if planned.commit is None:
-            return planned.result
+            return replace(planned.result, llm_calls=tuple(calls))
         try:
             deps.store.commit(planned.commit)
         except WriteConflict:
@@ -291,7 +297,12 @@ def persist_candidate(
                 raise
             decided, decided_again = None, True
             continue
-        return replace(planned.result, attempts=attempt, decided_again=decided_again)
+        return replace(
+            planned.result,
+            attempts=attempt,
+            decided_again=decided_again,
+            llm_calls=tuple(calls),
+        )
     raise AssertionError("unreachable: the loop returns or raises")
 
 
@@ -305,6 +316,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
     """Commit each candidate in order; a failure leaves error spans and propagates (Catch)."""
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
+    calls: list[LlmUsage] = []
     for index, item in enumerate(payload.items):
         started = time.perf_counter()
         try:
@@ -319,6 +331,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
                 for rest in payload.items[index:]
             ]
             record_spans([*spans, *failed], deps.spans, deps.metrics)
+            deps.metrics.llm_usage(STAGE, calls)
             raise
         items.append(
             item.model_copy(update={"memory_id": result.memory_id, "outcome": result.outcome.value})
@@ -329,8 +342,16 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
         latency_ms = (time.perf_counter() - started) * 1000
         spans.append(
             item_span(
-                payload, item, STAGE, result=SpanResult.PASS, reason=reason, latency_ms=latency_ms
+                payload,
+                item,
+                STAGE,
+                result=SpanResult.PASS,
+                reason=reason,
+                latency_ms=latency_ms,
+                llm=usage_summary(result.llm_calls),
             )
         )
+        calls.extend(result.llm_calls)
     record_spans(spans, deps.spans, deps.metrics)
+    deps.metrics.llm_usage(STAGE, calls)
     return payload.model_copy(update={"items": items})
