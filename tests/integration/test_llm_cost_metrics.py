@@ -40,6 +40,7 @@ from memwrite.payloads import (
 )
 from memwrite.ports import MemoryStore, TraceRecord
 from memwrite.rules_extractor import extract_with_rules
+from memwrite.stages import STAGES
 from memwrite.traces import get_trace
 from memwrite.wiring import build_memory_store, build_stage_deps
 from memwrite_local.aws import LocalAws
@@ -303,3 +304,10 @@ def test_hype_question_calls_reach_the_dashboard_and_the_trace(
 def recorded_questions() -> list[str]:
     answer: list[str] = json.loads(recorded("hype_questions")["content"][0]["text"])["questions"]
     return answer
+
+
+def test_the_stages_with_llm_widgets_are_the_stages_covered_here() -> None:
+    # Given the stages the dashboard draws LLM widgets for (`calls_model`)
+    flagged = {stage.name for stage in STAGES if stage.calls_model}
+    # Then each is one whose cost lines and spans this module checks
+    assert flagged == {"extract", "resolve_refs", "dedupe", "persist", "hype"}
