@@ -34,6 +34,7 @@ _JSON_FAIL = {
     "extract": ("extraction_json_fail",),
     "resolve_refs": ("resolve_json_fail",),
     "dedupe": ("dedupe_json_fail",),
+    "persist": ("dedupe_json_fail",),  # the dedupe judge again, after a lost race
 }
 
 

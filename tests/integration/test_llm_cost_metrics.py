@@ -247,8 +247,8 @@ def test_dedupe_and_persist_judge_calls_reach_the_dashboard_and_the_trace(
     # Given "lives in Berlin" stored, and a candidate in the judge's band
     spans = InMemorySpanStore()
     write(rules_payload("I live in Berlin.", "t1", day=0), store, spans)
-    # and a judge whose first answer is malformed (paid, asked again), then two same=true
-    api = RecordedApi("dedupe_malformed", "dedupe_same", "dedupe_same")
+    # and a judge whose answers are twice malformed (paid, asked again), then same=true
+    api = RecordedApi("dedupe_malformed", "dedupe_same", "dedupe_malformed", "dedupe_same")
     judge = AnthropicDedupeJudge(EXTRACT, **recorded_client(api))
     metrics = EmfMetrics()
     capsys.readouterr()
@@ -265,15 +265,15 @@ def test_dedupe_and_persist_judge_calls_reach_the_dashboard_and_the_trace(
     capsys.readouterr()
     persist.run(decided, CONFIG, persist.PersistDeps(store, IN_BAND, spans, metrics, judge=judge))
     persist_out = capsys.readouterr().out
-    # Then the dashboard shows dedupe's two calls (the malformed one too) and one malformed
-    # answer, and persist's call on its own line
-    assert_dashboard_shows(dedupe_out, "dedupe", "dedupe_malformed", "dedupe_same")
-    assert metric_total(emf_metrics(dedupe_out), "dedupe_json_fail", Stage="dedupe") == 1
-    assert_dashboard_shows(persist_out, "persist", "dedupe_same")
-    # And the trace of the candidate charges all three calls, as the dashboard does
+    # Then the dashboard shows each stage's two calls (the malformed one too) and its malformed
+    # answer, on lines of its own
+    for stage, out in (("dedupe", dedupe_out), ("persist", persist_out)):
+        assert_dashboard_shows(out, stage, "dedupe_malformed", "dedupe_same")
+        assert metric_total(emf_metrics(out), "dedupe_json_fail", Stage=stage) == 1
+    # And the trace of the candidate charges all four calls, as the dashboard does
     trace = trace_of("trace-t2", spans)
-    expected = haiku_cost("dedupe_malformed") + 2 * haiku_cost("dedupe_same")
-    assert (trace.llm_calls, trace.cost_usd) == (3, pytest.approx(expected))
+    expected = 2 * (haiku_cost("dedupe_malformed") + haiku_cost("dedupe_same"))
+    assert (trace.llm_calls, trace.cost_usd) == (4, pytest.approx(expected))
     # And the call-free writes cost nothing anywhere
     assert trace_of("trace-t1", spans).cost_usd == 0
 
