@@ -26,9 +26,9 @@ from memwrite.adapters.memory import (
     InMemorySpanStore,
     InMemoryTurnLedger,
 )
-from memwrite.candidate import Candidate, MemoryType, Quality
+from memwrite.candidate import Candidate
 from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig, VerifierConfig
-from memwrite.entities import Entity, EntityKind, entity_id_for
+from memwrite.entities import entity_id_for
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import (
     ExtractedTurn,
@@ -44,6 +44,7 @@ from memwrite.stages import STAGES
 from memwrite.traces import get_trace
 from memwrite.wiring import build_memory_store, build_stage_deps
 from memwrite_local.aws import LocalAws
+from tests import patels as patel_case
 from tests.embedders import FixedSimilarityEmbedder
 from tests.emf import emf_metrics, metric_total
 from tests.recorded_api import RecordedApi, haiku_cost, recorded
@@ -101,10 +102,28 @@ def assert_dashboard_shows(out: str, stage: str, *replies: str) -> None:
     assert metric_total(metrics, "llm.cost_usd", **dims) == pytest.approx(expected)
 
 
-def trace_of(trace_id: str, spans: InMemorySpanStore) -> Any:
+def trace_of(
+    trace_id: str, spans: InMemorySpanStore, tenant: str = TENANT, user: str = USER
+) -> Any:
+    """`GET /v1/traces/{trace_id}` over `spans`."""
     ledger = InMemoryTurnLedger()
-    ledger.put_trace(TraceRecord(trace_id, TENANT, USER, "s1", None, "user_explicit", "", ()))
-    return get_trace(TENANT, trace_id, ledger, spans)
+    ledger.put_trace(TraceRecord(trace_id, tenant, user, "s1", None, "user_explicit", "", ()))
+    return get_trace(tenant, trace_id, ledger, spans)
+
+
+def queued_turn(tenant: str, user: str, turn_id: str, text: str) -> QueuedTurn:
+    return QueuedTurn(
+        tenant=tenant,
+        user_id=user,
+        session_id="s1",
+        agent_id=None,
+        trace_id=f"trace-{turn_id}",
+        turn_id=turn_id,
+        role=Role.USER,
+        text=text,
+        observed_at=T0,
+        source=Source.USER_EXPLICIT,
+    )
 
 
 def payload_of(candidate: Candidate, turn: str, day: int) -> ItemsPayload:
@@ -155,18 +174,7 @@ def test_the_verifier_calls_of_extract_are_on_the_dashboard_and_the_trace(
         llm=None,
         verifier=AnthropicVerifier(EXTRACT, **recorded_client(api)),
     )
-    turn = QueuedTurn(
-        tenant=TENANT,
-        user_id=USER,
-        session_id="s1",
-        agent_id=None,
-        trace_id="trace-x1",
-        turn_id="x1",
-        role=Role.USER,
-        text="I'm allergic to peanuts.",
-        observed_at=T0,
-        source=Source.USER_EXPLICIT,
-    )
+    turn = queued_turn(TENANT, USER, "x1", "I'm allergic to peanuts.")
     capsys.readouterr()
     # When the extract stage runs
     extract.run(ExtractInput(turns=[turn]), CONFIG, deps)
@@ -181,64 +189,36 @@ def test_the_resolve_judge_call_is_on_the_dashboard(
     printed_metrics: EmfMetrics, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given two known Patels, so "Mr. Patel" needs the judge, and a recorded decision
-    seen = T0 - timedelta(days=3)
     entities = InMemoryEntityStore()
-    for name, alias in (("Raj Patel", "my manager"), ("Nina Patel", "my neighbor")):
-        entity = Entity.create(TENANT, USER, name, kind=EntityKind.PERSON, at=seen, aliases=[alias])
+    for entity in patel_case.patels():
         entities.put(entity, expected_version=None)
-    text = "Mr. Patel from work approved my leave for May."
     log = InMemorySessionLog()
-    log.append(
-        QueuedTurn(
-            tenant=TENANT,
-            user_id=USER,
-            session_id="s1",
-            agent_id=None,
-            trace_id="trace-r1",
-            turn_id="r1",
-            role=Role.USER,
-            text=text,
-            observed_at=T0,
-            source=Source.USER_EXPLICIT,
-        )
-    )
-    claim = Candidate(
-        text="Mr. Patel approved the user's leave for May.",
-        type=MemoryType.EVENT,
-        topic="work",
-        entity="Mr. Patel",
-        attribute="approved_leave",
-        value="May",
-        predicate_is_stateful=False,
-        importance=0.5,
-        confidence=0.9,
-        grounded=True,
-        quality=Quality(verdict="keep", reason="explicit statement"),
-        search_questions=["Who approved the leave?", "When is the leave?", "Is leave approved?"],
-        source_turn_id="r1",
-    )
+    log.append(queued_turn(patel_case.TENANT, patel_case.USER, "turn-1", patel_case.TURN))
     extracted = ExtractOutput(
-        tenant=TENANT,
-        user_id=USER,
+        tenant=patel_case.TENANT,
+        user_id=patel_case.USER,
         session_id="s1",
         source="user_explicit",
         turns=[
             ExtractedTurn(
-                turn_id="r1", trace_id="trace-r1", observed_at=T0, extractor=Extractor.LLM
+                turn_id="turn-1",
+                trace_id="trace-turn-1",
+                observed_at=T0,
+                extractor=Extractor.LLM,
             )
         ],
-        candidates=[claim],
+        candidates=[patel_case.leave_claim()],
     )
     spans = InMemorySpanStore()
     judge = AnthropicResolveJudge(EXTRACT, **recorded_client(RecordedApi("resolve_decision")))
+    deps = resolve.ResolveDeps(entities, log, spans, printed_metrics, judge)
     capsys.readouterr()
     # When resolve_refs runs
-    resolve.run(
-        extracted, CONFIG, resolve.ResolveDeps(entities, log, spans, printed_metrics, judge)
-    )
+    resolve.run(extracted, CONFIG, deps)
     # Then the dashboard's resolve_refs LLM lines show the judge's call, and the trace its cost
     assert_dashboard_shows(capsys.readouterr().out, "resolve_refs", "resolve_decision")
-    assert trace_of("trace-r1", spans).cost_usd == pytest.approx(haiku_cost("resolve_decision"))
+    trace = trace_of("trace-turn-1", spans, patel_case.TENANT, patel_case.USER)
+    assert trace.cost_usd == pytest.approx(haiku_cost("resolve_decision"))
 
 
 def test_dedupe_and_persist_judge_calls_reach_the_dashboard_and_the_trace(
