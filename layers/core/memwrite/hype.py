@@ -33,6 +33,7 @@ from memwrite.models import SpanResult
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
     Embedder,
+    GeneratedQuestions,
     MemoryIndex,
     MemoryStore,
     MetricsSink,
@@ -41,7 +42,8 @@ from memwrite.ports import (
     SpanStore,
 )
 from memwrite.reasons import IndexingError
-from memwrite.spans import make_span
+from memwrite.spans import make_span, usage_summary
+from memwrite.usage import LlmUsage
 
 __all__ = ["STAGE", "HypeDeps", "document_of", "run"]
 
@@ -73,10 +75,10 @@ def document_of(memory: MemoryUnit) -> MemoryDoc:
     )
 
 
-def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> list[str]:
+def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> GeneratedQuestions:
     # The LLM extractor already wrote search questions for its memories: no second call.
     if len(memory.search_questions) >= count:
-        return memory.search_questions[:count]
+        return GeneratedQuestions(memory.search_questions[:count])
     return generator.questions_for(memory, count)
 
 
@@ -94,20 +96,26 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     change = payload
     started = time.perf_counter()
     try:
-        result = _index(change, config, deps)
+        result, calls = _index(change, config, deps)
     except MemwriteError as exc:
-        _record(change, deps, SpanResult.ERROR, IndexingError(error=type(exc).__name__), started)
+        error = IndexingError(error=type(exc).__name__)
+        _record(change, deps, result=SpanResult.ERROR, reason=error, calls=(), started=started)
         raise
     # The trace shows the memory indexed (pass) or taken out of every query (transform).
-    removed = result.action is IndexAction.REMOVED
-    _record(change, deps, SpanResult.TRANSFORM if removed else SpanResult.PASS, None, started)
+    verdict = SpanResult.TRANSFORM if result.action is IndexAction.REMOVED else SpanResult.PASS
+    _record(change, deps, result=verdict, reason=None, calls=calls, started=started)
     deps.metrics.count(STAGE, result.action.value, None)
+    deps.metrics.llm_usage(STAGE, calls)
     return result
 
 
-def _index(change: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> IndexedChange:
+def _index(
+    change: OutboxChange, config: PipelineConfig, deps: HypeDeps
+) -> tuple[IndexedChange, tuple[LlmUsage, ...]]:
+    """The row's work, and the model calls its questions cost."""
     stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
     current = stored.get(change.memory_id)
+    calls: tuple[LlmUsage, ...] = ()
     memory = current.memory if current is not None else None
     if memory is None or not memory.active:
         deps.index.delete(change.tenant, change.user_id, change.memory_id)
@@ -119,21 +127,24 @@ def _index(change: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Inde
             memory_id=memory.memory_id, action=IndexAction.INDEXED, text_indexed_at=_now()
         )
         if memory.type is not MemoryType.TASK:
-            questions = _questions(memory, config.search.hype_questions, deps.questions)
+            generated = _questions(memory, config.search.hype_questions, deps.questions)
+            questions, calls = generated.questions, generated.calls
             vectors = deps.embedder.embed([memory.text, *questions])
             deps.index.upsert(_with_vectors(doc, list(vectors)))
             result = result.model_copy(
                 update={"questions": questions, "vectors_indexed_at": _now()}
             )
     deps.outbox.mark_done(change)
-    return result
+    return result, calls
 
 
 def _record(
     change: OutboxChange,
     deps: HypeDeps,
+    *,
     result: SpanResult,
     reason: IndexingError | None,
+    calls: tuple[LlmUsage, ...],
     started: float,
 ) -> None:
     """The row's span joins the trace that wrote the change (one per row: a retry's replaces
@@ -149,6 +160,7 @@ def _record(
             result=result,
             reason=reason,
             latency_ms=latency_ms,
+            llm=usage_summary(calls),
         )
         deps.spans.put_spans([span])
     if reason is not None:
