@@ -29,6 +29,7 @@ from memwrite.ports import (
 )
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, VersionedMemory
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "CollectedSpans",
@@ -69,6 +70,9 @@ class NoMetrics:
         return None
 
     def timing(self, stage: str, latency_ms: float) -> None:
+        return None
+
+    def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
         return None
 
 
