@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 
+from memwrite.adapters.dynamodb import DynamoTurnLedger
 from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate
@@ -23,6 +24,7 @@ from memwrite.entities import entity_id_for
 from memwrite.persist import PersistDeps, persist_candidate
 from memwrite.store import StoreItem
 from memwrite_local.aws import LocalAws
+from tests.sources import record_trace
 
 SIZES = (10, 100, 1_000)
 MEASURED = 20
@@ -93,6 +95,8 @@ def run() -> list[dict[str, Any]]:
                 turns=env["TURNS_TABLE"],
             ),
         )
+        # Every candidate comes from trace "t" (`_item`), recorded as ingest records it.
+        record_trace(DynamoTurnLedger(client, env["TURNS_TABLE"]), "bench", "user", "t")
         deps = PersistDeps(
             store=store,
             embedder=HashingEmbedder(),

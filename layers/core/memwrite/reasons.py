@@ -40,6 +40,7 @@ __all__ = [
     "TooShort",
     "Ungrounded",
     "Unverified",
+    "UserErased",
     "UserRule",
     "VerifierCheck",
 ]
@@ -240,6 +241,12 @@ class Contradiction(_Reason):
     count: int
 
 
+class UserErased(_Reason):
+    """The candidate's user was erased while its turn was in flight: nothing is written."""
+
+    type: Literal["UserErased"] = "UserErased"
+
+
 SkipReason = Annotated[
     TooShort
     | MatchedSkipPattern
@@ -275,6 +282,7 @@ Reason = Annotated[
     | Supersedes
     | LateArrival
     | Contradiction
-    | StoreError,
+    | StoreError
+    | UserErased,
     Field(discriminator="type"),
 ]
