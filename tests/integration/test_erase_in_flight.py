@@ -7,7 +7,6 @@ backends, through the real handlers."""
 from __future__ import annotations
 
 import importlib
-import json
 from typing import Any
 
 import boto3
@@ -19,6 +18,7 @@ from memwrite.payloads import ExtractInput
 from memwrite.stages import pipeline_stages
 from memwrite.wiring import build_queue_consumer, build_stage_deps
 from memwrite_local.embedded import LocalSqlite
+from tests.emf import emf_metrics, metric_total
 from tests.integration.conftest import Local, MakeLocal
 
 USER = "erin"
@@ -79,18 +79,6 @@ def persist_rejections(trace_id: str, tenant: str) -> list[str]:
     ]
 
 
-def emf_items(out: str, **dimensions: str) -> int:
-    """How many `items` the EMF lines count with these dimensions."""
-    total = 0
-    for line in out.splitlines():
-        if '"_aws"' in line:
-            record = json.loads(line)
-            if "items" in record and all(record.get(k) == v for k, v in dimensions.items()):
-                value = record["items"]
-                total += int(sum(value) if isinstance(value, list) else value)
-    return total
-
-
 def test_turns_in_flight_between_stages_are_not_stored_after_the_erasure(
     local: Local, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -116,8 +104,10 @@ def test_turns_in_flight_between_stages_are_not_stored_after_the_erasure(
     # Then persist wrote nothing: both candidates rejected as UserErased (span and metric)
     assert persisted["items"] == []
     assert persist_rejections(trace_id, local.tenant) == ["UserErased", "UserErased"]
-    metrics = capsys.readouterr().out
-    assert emf_items(metrics, Stage="persist", Outcome="reject", Reason="UserErased") == 2
+    metrics = emf_metrics(capsys.readouterr().out)
+    assert (
+        metric_total(metrics, "items", Stage="persist", Outcome="reject", Reason="UserErased") == 2
+    )
     assert report.failed == {} and report.index_failed == {}
     # And nothing of the user is stored, queued for indexing or searchable
     assert_nothing_of_the_user(local)
@@ -141,8 +131,8 @@ def test_turns_still_queued_are_not_stored_after_the_erasure(
     assert report.failed == {}
     expected = 0 if isinstance(local.backend, LocalSqlite) else 2
     assert persist_rejections(trace_id, local.tenant) == ["UserErased"] * expected
-    metrics = capsys.readouterr().out
-    assert emf_items(metrics, Stage="persist", Reason="UserErased") == expected
+    metrics = emf_metrics(capsys.readouterr().out)
+    assert metric_total(metrics, "items", Stage="persist", Reason="UserErased") == expected
     # And nothing of the user is stored, queued for indexing or searchable
     assert_nothing_of_the_user(local)
 
