@@ -41,6 +41,7 @@ __all__ = [
     "TooShort",
     "Ungrounded",
     "Unverified",
+    "UserErased",
     "UserRule",
     "VerifierCheck",
 ]
@@ -249,6 +250,12 @@ class Contradiction(_Reason):
     count: int
 
 
+class UserErased(_Reason):
+    """The candidate's user was erased while its turn was in flight: nothing is written."""
+
+    type: Literal["UserErased"] = "UserErased"
+
+
 SkipReason = Annotated[
     TooShort
     | MatchedSkipPattern
@@ -285,6 +292,7 @@ Reason = Annotated[
     | LateArrival
     | Contradiction
     | StoreError
-    | IndexingError,
+    | IndexingError
+    | UserErased,
     Field(discriminator="type"),
 ]
