@@ -1,12 +1,14 @@
 """Erasing a user whose turns are still on their way: `DELETE /v1/users/{user_id}/memories`
 while the turns wait in the queue or are between the pipeline's stages, then the pipeline
-catches up. Nothing of the user may come back: no memory, no outbox row, no index document;
-persist rejects what it would have written with `UserErased`, visibly (span and metric). Both
-backends, through the real handlers."""
+catches up. Nothing of the user may come back: no memory, no outbox row, no index document, no
+session turn, no entity; the first stage that would write (extract's session log, resolve's
+entities, persist's commit) rejects the turn with `UserErased`, visibly (span and metric).
+Both backends, through the real handlers."""
 
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any
 
 import boto3
@@ -57,6 +59,14 @@ def run_stage_handlers(payload: dict[str, Any], names: list[str]) -> dict[str, A
 
 def assert_nothing_of_the_user(local: Local) -> None:
     assert local.memories(USER) == []
+    # No session turn (the LLM's context) and no entity of theirs was written again
+    _, extract_deps = build_stage_deps("extract")
+    session = extract_deps.session_log.recent(
+        local.tenant, USER, "s-1", "\uffff", 1000, now=time.time()
+    )
+    assert session == []
+    _, resolve_deps = build_stage_deps("resolve_refs")
+    assert resolve_deps.entities.entities_of(local.tenant, USER, 1000) == []
     assert local.runner.call("GET", f"/v1/users/{USER}/memories").body["memories"] == []
     _, hype_deps = hype_handler.deps()
     assert hype_deps.index.count(local.tenant, USER) == 0
@@ -66,16 +76,16 @@ def assert_nothing_of_the_user(local: Local) -> None:
         assert search.body["results"] == [], word
     # And a second erasure finds no memory, fact row, outbox row or index document of theirs
     again = local.runner.call("DELETE", f"/v1/users/{USER}/memories").body["removed"]
-    kinds = ("memories", "entity_facts", "outbox", "index_documents")
+    kinds = ("memories", "entity_facts", "entities", "outbox", "index_documents")
     assert {kind: again[kind] for kind in kinds} == dict.fromkeys(kinds, 0)
 
 
-def persist_rejections(trace_id: str, tenant: str) -> list[str]:
+def rejections(trace_id: str, tenant: str, stage: str = "persist") -> list[str]:
     _, persist_deps = build_stage_deps("persist")
     return [
         span.reason.type if span.reason else "none"
         for span in persist_deps.spans.spans_of(tenant, trace_id)
-        if span.stage == "persist" and span.result.value == "reject"
+        if span.stage == stage and span.result.value == "reject"
     ]
 
 
@@ -103,7 +113,7 @@ def test_turns_in_flight_between_stages_are_not_stored_after_the_erasure(
 
     # Then persist wrote nothing: both candidates rejected as UserErased (span and metric)
     assert persisted["items"] == []
-    assert persist_rejections(trace_id, local.tenant) == ["UserErased", "UserErased"]
+    assert rejections(trace_id, local.tenant) == ["UserErased", "UserErased"]
     metrics = emf_metrics(capsys.readouterr().out)
     assert (
         metric_total(metrics, "items", Stage="persist", Outcome="reject", Reason="UserErased") == 2
@@ -127,13 +137,41 @@ def test_turns_still_queued_are_not_stored_after_the_erasure(
     report = local.runner.drain()
 
     # Then SQLite's erasure took the turns out of the queue; SQS kept them (a message cannot be
-    # found by user), so persist got them and rejected them, visibly
+    # found by user), so extract got them and rejected them before logging them, visibly
     assert report.failed == {}
     expected = 0 if isinstance(local.backend, LocalSqlite) else 2
-    assert persist_rejections(trace_id, local.tenant) == ["UserErased"] * expected
+    assert rejections(trace_id, local.tenant, "extract") == ["UserErased"] * expected
     metrics = emf_metrics(capsys.readouterr().out)
-    assert metric_total(metrics, "items", Stage="persist", Reason="UserErased") == expected
+    assert metric_total(metrics, "items", Stage="extract", Reason="UserErased") == expected
+    assert metric_total(metrics, "items", Stage="persist", Reason="UserErased") == 0
     # And nothing of the user is stored, queued for indexing or searchable
+    assert_nothing_of_the_user(local)
+
+
+def test_an_erasure_between_extract_and_resolve_leaves_no_entity(
+    local: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the user's turn, naming their sister, taken off the queue and through extraction
+    trace_id = post(local, [{**TURNS[0], "content": "My sister Ana lives in Lisbon."}])
+    consumer = build_queue_consumer()
+    deliveries = consumer.receive(10, 30)
+    (batch,) = ExtractInput.batches_of([delivery.turn for delivery in deliveries])
+    extracted = run_stage_handlers(batch.model_dump(mode="json"), ["extract"])
+    assert extracted["candidates"] != []
+
+    # When the user is erased, and then the rest of the pipeline gets the batch
+    erase(local)
+    capsys.readouterr()
+    decided = run_stage_handlers(extracted, ["resolve_refs", "dedupe", "conflict", "persist"])
+    consumer.delete(deliveries)
+
+    # Then resolve wrote no entity and passed nothing on: each candidate rejected as UserErased
+    assert decided["items"] == []
+    candidates = len(extracted["candidates"])
+    assert rejections(trace_id, local.tenant, "resolve_refs") == ["UserErased"] * candidates
+    metrics = emf_metrics(capsys.readouterr().out)
+    assert metric_total(metrics, "items", Stage="resolve_refs", Reason="UserErased") == candidates
+    # And nothing of the user is stored, logged, queued for indexing or searchable
     assert_nothing_of_the_user(local)
 
 

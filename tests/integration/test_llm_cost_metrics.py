@@ -196,9 +196,10 @@ def test_the_resolve_judge_call_is_on_the_dashboard(
     # Given two known Patels, so "Mr. Patel" needs the judge, and a recorded decision
     entities = InMemoryEntityStore()
     for entity in patel_case.patels():
-        entities.put(entity, expected_version=None)
+        entities.put(entity, expected_version=None, source_trace_ids=())
     log = InMemorySessionLog()
-    log.append(queued_turn(patel_case.TENANT, patel_case.USER, "turn-1", patel_case.TURN))
+    turn = queued_turn(patel_case.TENANT, patel_case.USER, "turn-1", patel_case.TURN)
+    log.append(turn, now=T0.timestamp(), retention_secs=3_600)
     extracted = ExtractOutput(
         tenant=patel_case.TENANT,
         user_id=patel_case.USER,
@@ -216,7 +217,7 @@ def test_the_resolve_judge_call_is_on_the_dashboard(
     )
     spans = InMemorySpanStore()
     judge = AnthropicResolveJudge(EXTRACT, **recorded_client(RecordedApi("resolve_decision")))
-    deps = resolve.ResolveDeps(entities, log, spans, printed_metrics, judge)
+    deps = resolve.ResolveDeps(entities, log, spans, printed_metrics, judge, T0.timestamp)
     capsys.readouterr()
     # When resolve_refs runs
     resolve.run(extracted, CONFIG, deps)

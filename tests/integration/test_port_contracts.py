@@ -112,7 +112,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
         rate=DynamoRateStore(dynamodb, names["turns"]),
         spans=DynamoSpanStore(dynamodb, names["spans"]),
         session_log=DynamoSessionLog(dynamodb, names["turns"]),
-        entities=DynamoEntityStore(dynamodb, names["entities"]),
+        entities=DynamoEntityStore(dynamodb, names["entities"], names["turns"]),
         store=query.store,
         reader=query.reader,
         outbox=hype.outbox,
@@ -340,7 +340,7 @@ def queued(
         user_id=user,
         session_id=session,
         agent_id=None,
-        trace_id="trace-q",
+        trace_id=f"trace-{user}",
         turn_id=f"{user}-{session}-{minute}",
         role=Role.USER,
         text=text,
@@ -349,15 +349,62 @@ def queued(
     )
 
 
+NOW = T0.timestamp()  # the clock the stages pass in
+DAY = 86_400
+
+
+def log_turn(ports: Ports, turn: QueuedTurn, *, at: float = NOW, keep: int = DAY) -> None:
+    ports.session_log.append(turn, now=at, retention_secs=keep)
+
+
+def logged(ports: Ports, user: str, *, tenant: str = "acme", at: float = NOW) -> list[str]:
+    return [t.turn_id for t in ports.session_log.recent(tenant, user, "s1", "~", 10, now=at)]
+
+
 def test_session_log_gives_the_latest_turns_before_a_point_oldest_first(ports: Ports) -> None:
-    user = fresh("user")
+    user, other = fresh("user"), fresh("user")
+    source_trace(ports, user)
+    source_trace(ports, other)
     turns = [queued(user, "s1", minute) for minute in range(5)]
     for turn in [*turns, turns[2]]:  # appended twice: kept once
-        ports.session_log.append(turn)
-    ports.session_log.append(queued(fresh("user"), "s1", 1))  # another user, same session
+        log_turn(ports, turn)
+    log_turn(ports, queued(other, "s1", 1))  # another user, same session
     before = f"{turns[4].observed_at.isoformat()}#"
-    assert ports.session_log.recent("acme", user, "s1", before, 3) == turns[1:4]
-    assert ports.session_log.recent("acme", user, "s1", before, 0) == []
+    assert ports.session_log.recent("acme", user, "s1", before, 3, now=NOW) == turns[1:4]
+    assert ports.session_log.recent("acme", user, "s1", before, 0, now=NOW) == []
+
+
+def test_session_turns_expire_after_their_retention(ports: Ports) -> None:
+    # Given two turns logged a day apart, each kept for two days
+    user = fresh("user")
+    source_trace(ports, user)
+    first, second = queued(user, "s1", 0), queued(user, "s1", 1)
+    log_turn(ports, first, at=NOW, keep=2 * DAY)
+    log_turn(ports, second, at=NOW + DAY, keep=2 * DAY)
+    # When the log is read just before, and then at, the first one's expiry
+    # Then the expired turn is absent (DynamoDB's TTL may not have deleted it yet)
+    assert logged(ports, user, at=NOW + 2 * DAY - 1) == [first.turn_id, second.turn_id]
+    assert logged(ports, user, at=NOW + 2 * DAY) == [second.turn_id]
+    assert logged(ports, user, at=NOW + 3 * DAY) == []
+
+
+def test_a_turn_whose_trace_was_erased_or_never_recorded_is_not_logged(ports: Ports) -> None:
+    # Given an erased user with a turn still in flight, and a turn of a trace never recorded
+    tenant, user = fresh("tenant"), fresh("user")
+    _, trace_id = leave_everything(ports, tenant, user)
+    ports.eraser.erase_user(tenant, user)
+    late = queued(user, "s1", 5, tenant=tenant)
+    stray = queued(fresh("user"), "s1", 0)
+    # When extract appends them / Then the log refuses them, naming the trace
+    with pytest.raises(SourceErased) as refused:
+        log_turn(ports, late)
+    assert (refused.value.tenant, refused.value.trace_id) == (tenant, trace_id)
+    with pytest.raises(SourceErased):
+        log_turn(ports, stray)
+    # And nothing of them was written
+    assert logged(ports, user, tenant=tenant) == []
+    assert logged(ports, stray.user_id) == []
+    assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
 
 
 # --- EntityStore --------------------------------------------------------------------------
@@ -369,23 +416,46 @@ def entity(user: str, name: str, day: int) -> Entity:
 
 def test_entities_are_written_only_on_the_version_that_was_read(ports: Ports) -> None:
     user = fresh("user")
+    sources = [source_trace(ports, user)]
     ana = entity(user, "Ana", 0)
-    ports.entities.put(ana, None)
+    ports.entities.put(ana, None, sources)
     with pytest.raises(WriteConflict):
-        ports.entities.put(ana, None)  # created twice
+        ports.entities.put(ana, None, sources)  # created twice
     stored = ports.entities.get("acme", user, ana.entity_id)
     assert stored is not None and (stored.entity, stored.version) == (ana, 1)
     moved = entity(user, "Ana", 3)
-    ports.entities.put(moved, 1)
+    ports.entities.put(moved, 1, sources)
     with pytest.raises(WriteConflict):
-        ports.entities.put(ana, 1)  # a stale read
+        ports.entities.put(ana, 1, sources)  # a stale read
     assert ports.entities.get("acme", user, ana.entity_id).entity == moved  # type: ignore[union-attr]
+
+
+def test_an_entity_from_an_erased_trace_is_not_written(ports: Ports) -> None:
+    # Given an erased user with a turn still in flight, and a live trace of another user
+    tenant, user, other = fresh("tenant"), fresh("user"), fresh("user")
+    _, erased = leave_everything(ports, tenant, user)
+    ports.eraser.erase_user(tenant, user)
+    live = source_trace(ports, other, tenant)
+    ana = Entity.create(tenant, user, "Ana", kind=EntityKind.PERSON, at=T0)
+    # When resolve writes an entity of the erased trace, alone or beside a live one
+    # Then the store refuses it, naming the erased trace, and writes nothing
+    for sources in ([erased], [live, erased]):
+        with pytest.raises(SourceErased) as refused:
+            ports.entities.put(ana, None, sources)
+        assert (refused.value.tenant, refused.value.trace_id) == (tenant, erased)
+    assert ports.entities.entities_of(tenant, user, 10) == []
+    assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+    # And the version check still comes second: a live trace's write goes through
+    bo = Entity.create(tenant, other, "Bo", kind=EntityKind.PERSON, at=T0)
+    ports.entities.put(bo, None, [live])
+    assert ports.entities.entities_of(tenant, other, 10) == [bo]
 
 
 def test_entities_of_a_user_come_newest_first(ports: Ports) -> None:
     user = fresh("user")
+    sources = [source_trace(ports, user)]
     for name, day in [("Ana", 1), ("Priya", 5), ("Bo", 3)]:
-        ports.entities.put(entity(user, name, day), None)
+        ports.entities.put(entity(user, name, day), None, sources)
     assert [e.name for e in ports.entities.entities_of("acme", user, 2)] == ["Priya", "Bo"]
     assert ports.entities.get("acme", fresh("user"), "missing") is None
 
@@ -611,15 +681,33 @@ def test_a_retrieval_after_the_user_was_erased_counts_nothing(ports: Ports) -> N
 # --- TurnLedger: a session's last question ------------------------------------------------
 
 
+def ask(ports: Ports, user: str, session: str, question: str | None, **when: float) -> None:
+    at, keep = when.get("at", NOW), int(when.get("keep", DAY))
+    ports.ledger.set_last_question("acme", user, session, question, now=at, retention_secs=keep)
+
+
 def test_the_last_question_is_kept_per_session_until_replaced(ports: Ports) -> None:
     user = fresh("user")
-    assert ports.ledger.last_question("acme", user, "s1") is None
-    ports.ledger.set_last_question("acme", user, "s1", "Where do you live?")
-    ports.ledger.set_last_question("acme", user, "s2", "Any pets?")
-    assert ports.ledger.last_question("acme", user, "s1") == "Where do you live?"
-    ports.ledger.set_last_question("acme", user, "s1", None)  # the next request ended otherwise
-    assert ports.ledger.last_question("acme", user, "s1") is None
-    assert ports.ledger.last_question("acme", user, "s2") == "Any pets?"
+    assert ports.ledger.last_question("acme", user, "s1", now=NOW) is None
+    ask(ports, user, "s1", "Where do you live?")
+    ask(ports, user, "s2", "Any pets?")
+    assert ports.ledger.last_question("acme", user, "s1", now=NOW) == "Where do you live?"
+    ask(ports, user, "s1", None)  # the next request ended otherwise
+    assert ports.ledger.last_question("acme", user, "s1", now=NOW) is None
+    assert ports.ledger.last_question("acme", user, "s2", now=NOW) == "Any pets?"
+
+
+def test_the_last_question_expires_after_its_window(ports: Ports) -> None:
+    # Given a question asked at NOW, waiting an hour for its short answer
+    user = fresh("user")
+    ask(ports, user, "s1", "Where do you live?", keep=3_600)
+    # When the next request comes just before, and then at, the end of the hour
+    # Then the expired question is absent (DynamoDB's TTL may not have deleted it yet)
+    assert ports.ledger.last_question("acme", user, "s1", now=NOW + 3_599) == "Where do you live?"
+    assert ports.ledger.last_question("acme", user, "s1", now=NOW + 3_600) is None
+    # And a question asked later waits its own full window
+    ask(ports, user, "s1", "Any pets?", at=NOW + 7_200, keep=3_600)
+    assert ports.ledger.last_question("acme", user, "s1", now=NOW + 10_799) == "Any pets?"
 
 
 # --- UserEraser ---------------------------------------------------------------------------
@@ -635,7 +723,9 @@ def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, 
         replace(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)), tenant=tenant)
     )
     ports.entities.put(
-        Entity.create(tenant, user, "Ana", kind=EntityKind.PERSON, at=T0), expected_version=None
+        Entity.create(tenant, user, "Ana", kind=EntityKind.PERSON, at=T0),
+        expected_version=None,
+        source_trace_ids=[trace_id],
     )
     ports.ledger.record_enqueued(tenant, trace_id, [turn.turn_id])
     # The trace keeps its (masked) input, which the erasure takes too.
@@ -645,8 +735,10 @@ def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, 
     ports.spans.put_spans(
         [span(tenant, trace_id, "pre", turn.turn_id, 0).model_copy(update={"user_id": user})]
     )
-    ports.session_log.append(turn)
-    ports.ledger.set_last_question(tenant, user, "s1", "Where do you live?")
+    log_turn(ports, turn)
+    ports.ledger.set_last_question(
+        tenant, user, "s1", "Where do you live?", now=NOW, retention_secs=DAY
+    )
     return berlin, trace_id
 
 
@@ -670,8 +762,8 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     assert ports.ledger.memories_of_trace(tenant, trace_id) == []
     assert ports.ledger.already_enqueued(tenant, [f"{user}-s1-0"]) == set()
     assert ports.spans.spans_of(tenant, trace_id) == []
-    assert ports.session_log.recent(tenant, user, "s1", "~", 10) == []
-    assert ports.ledger.last_question(tenant, user, "s1") is None
+    assert logged(ports, user, tenant=tenant) == []
+    assert ports.ledger.last_question(tenant, user, "s1", now=NOW) is None
     assert pending_of(ports, user) == []
     # And a late consumer marking a row done does not bring it back
     ports.outbox.mark_done(changes[0])
@@ -681,7 +773,7 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     assert ports.store.memories_of(tenant, other) == [kept]
     assert ports.ledger.get_trace(tenant, kept_trace) is not None
     assert len(ports.spans.spans_of(tenant, kept_trace)) == 1
-    assert ports.ledger.last_question(tenant, other, "s1") == "Where do you live?"
+    assert ports.ledger.last_question(tenant, other, "s1", now=NOW) == "Where do you live?"
     # And erasing again removes nothing
     assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
 

@@ -51,6 +51,9 @@ def queued(
     )
 
 
+NOW = 1_772_000_000.0  # the stage's clock: when turns are logged and the log is read
+
+
 class Deps(ExtractDeps):
     """ExtractDeps with the concrete in-memory adapters, so tests can read them back."""
 
@@ -65,6 +68,7 @@ def offline_deps() -> Deps:
         metrics=CountingMetrics(),
         session_log=InMemorySessionLog(),
         llm=None,
+        clock=lambda: NOW,
     )
 
 
@@ -129,12 +133,12 @@ def test_batch_turns_are_logged_as_context_for_later_batches() -> None:
     extract_batch([queued("I live in Berlin.", minute=0)], ExtractConfig(), deps)
     # When the session log is read for a later turn
     later = queued("I work at SAP.", minute=5)
-    earlier = deps.session_log.recent("acme", "dana", "s1", "9999", limit=20)
+    earlier = deps.session_log.recent("acme", "dana", "s1", "9999", limit=20, now=NOW)
     # Then the earlier turn is there, and re-running the same batch does not duplicate it
     extract_batch([queued("I live in Berlin.", minute=0)], ExtractConfig(), deps)
-    assert [t.text for t in deps.session_log.recent("acme", "dana", "s1", "9999", limit=20)] == [
-        "I live in Berlin."
-    ]
+    assert [
+        t.text for t in deps.session_log.recent("acme", "dana", "s1", "9999", limit=20, now=NOW)
+    ] == ["I live in Berlin."]
     assert [t.turn_id for t in earlier] == ["turn-0"]
     assert later.turn_id == "turn-5"
 
@@ -148,12 +152,12 @@ def test_another_user_of_the_session_is_not_context() -> None:
         [queued("I work at SAP.", minute=5, turn_id="sam-5", user="sam")], ExtractConfig(), deps
     )
     # Then each user's context holds only their own turns
-    assert [t.text for t in deps.session_log.recent("acme", "sam", "s1", "9999", limit=20)] == [
-        "I work at SAP."
-    ]
-    assert [t.text for t in deps.session_log.recent("acme", "dana", "s1", "9999", limit=20)] == [
-        "I live in Berlin."
-    ]
+    assert [
+        t.text for t in deps.session_log.recent("acme", "sam", "s1", "9999", limit=20, now=NOW)
+    ] == ["I work at SAP."]
+    assert [
+        t.text for t in deps.session_log.recent("acme", "dana", "s1", "9999", limit=20, now=NOW)
+    ] == ["I live in Berlin."]
 
 
 def test_a_batch_holds_one_session() -> None:
@@ -257,7 +261,7 @@ def test_malformed_twice_fails_the_batch_visibly() -> None:
     ]
     assert deps.metrics.events[("extract", "extraction_json_fail")] == 2
     # And nothing was logged as extracted context
-    assert deps.session_log.recent("acme", "dana", "s1", "9999", limit=20) == []
+    assert deps.session_log.recent("acme", "dana", "s1", "9999", limit=20, now=NOW) == []
 
 
 def test_earlier_batches_are_the_context_of_later_ones() -> None:

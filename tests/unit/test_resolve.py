@@ -41,6 +41,7 @@ TENANT, USER = "acme", "u-1"
 MODEL = "claude-haiku-4-5"
 AT = datetime(2025, 3, 14, 10, 0, tzinfo=UTC)
 USAGE = LlmUsage(model=MODEL, input_tokens=900, output_tokens=30, cost_usd=0.00105)
+SOURCES = ("trace-1",)  # the traces an entity write comes from (no ledger here: not checked)
 
 
 def cand(entity: str, text: str, turn: str = "t1", **changes: Any) -> Candidate:
@@ -634,12 +635,12 @@ def test_redelivering_a_batch_changes_nothing() -> None:
     store = InMemoryEntityStore()
     turns = {"t1": "My sister Ana works at Google.", "t2": "Pri likes tea."}
     claims = [*rules(turns["t1"]), cand("Pri", "Pri likes tea.", "t2")]
-    save_entity(store, entity("Priya"))
+    save_entity(store, entity("Priya"), SOURCES)
 
     def run() -> BatchResolution:
         out = resolve(claims, turns, store.entities_of(TENANT, USER, 100))
         for upsert in out.upserts:
-            save_entity(store, upsert)
+            save_entity(store, upsert, SOURCES)
         return out
 
     first = run()
@@ -658,9 +659,9 @@ def test_aliases_accumulate_in_the_store() -> None:
     # Given an entity stored with one alias, first seen two days ago
     store = InMemoryEntityStore()
     old = entity("Priya", EntityKind.OTHER, ["Pri"], days_ago=2)
-    save_entity(store, old)
+    save_entity(store, old, SOURCES)
     # When a later sighting brings another alias, a case duplicate and a known kind
-    save_entity(store, entity("Priya", aliases=["my sister", "PRI", "priya"], days_ago=0))
+    save_entity(store, entity("Priya", aliases=["my sister", "PRI", "priya"], days_ago=0), SOURCES)
     # Then aliases are unioned (first-seen order, no case duplicates, never the name itself)
     (stored,) = store.entities_of(TENANT, USER, 10)
     assert stored.aliases == ("Pri", "my sister")
@@ -674,20 +675,22 @@ def test_a_concurrent_writer_s_aliases_are_kept() -> None:
     class Racing(InMemoryEntityStore):
         raced = False
 
-        def put(self, entity: Entity, expected_version: int | None) -> None:
+        def put(
+            self, entity: Entity, expected_version: int | None, source_trace_ids: Sequence[str]
+        ) -> None:
             if not self.raced:
                 self.raced = True
-                save_entity(self, entity_with("Pri"))
-            super().put(entity, expected_version)
+                save_entity(self, entity_with("Pri"), SOURCES)
+            super().put(entity, expected_version, source_trace_ids)
 
     def entity_with(alias: str) -> Entity:
         return entity("Priya", aliases=[alias], days_ago=0)
 
     store = Racing()
-    save_entity(store, entity("Priya", days_ago=2))
+    save_entity(store, entity("Priya", days_ago=2), SOURCES)
     store.raced = False
     # When we save "my sister" for the same entity
-    save_entity(store, entity_with("my sister"))
+    save_entity(store, entity_with("my sister"), SOURCES)
     # Then our write was refused once, re-read, and both aliases are stored
     (stored,) = store.entities_of(TENANT, USER, 10)
     assert set(stored.aliases) == {"Pri", "my sister"}
@@ -710,8 +713,10 @@ def test_the_store_lists_a_users_entities_most_recent_first() -> None:
     # Given entities of two users, seen on different days
     store = InMemoryEntityStore()
     for name, days in (("Old", 9), ("Newest", 0), ("Middle", 4)):
-        save_entity(store, entity(name, days_ago=days))
-    save_entity(store, Entity.create(TENANT, "u-2", "Stranger", kind=EntityKind.PERSON, at=AT))
+        save_entity(store, entity(name, days_ago=days), SOURCES)
+    save_entity(
+        store, Entity.create(TENANT, "u-2", "Stranger", kind=EntityKind.PERSON, at=AT), SOURCES
+    )
     # When the first user's two most recent are asked for
     # Then they come newest first, and the other user's are never listed
     assert [e.name for e in store.entities_of(TENANT, USER, 2)] == ["Newest", "Middle"]
@@ -725,7 +730,7 @@ def test_two_batches_converge_on_one_entity_for_priya_and_pri() -> None:
         known = store.entities_of(TENANT, USER, 100)
         out = resolve([candidate], {candidate.source_turn_id or "": turn_text}, known)
         for upsert in out.upserts:
-            save_entity(store, upsert)
+            save_entity(store, upsert, SOURCES)
         (only,) = resolved(out)
         return only
 

@@ -89,6 +89,8 @@ class PrefilterConfig(_Frozen):
     rate_limit_window_secs: int = Field(default=60, ge=0)
     rate_map_max_entries: int = Field(default=10_000, ge=1)
     short_meta_request_max_chars: int = Field(default=20, ge=0)
+    # How long a session's last question waits for a short answer; 0: never attached.
+    short_answer_window_secs: int = Field(default=86_400, ge=0)
     user_skip_patterns: tuple[UserSkipPattern, ...] = ()
     firewall_actions: dict[SecretKind, FirewallAction] = Field(
         default_factory=lambda: dict(DEFAULT_FIREWALL_ACTIONS)
@@ -130,6 +132,8 @@ class ExtractConfig(_Frozen):
     max_entities: int = Field(default=30, ge=0)
     max_recent_memories: int = Field(default=15, ge=0)
     max_source_turns: int = Field(default=20, ge=0)
+    # How long a session's logged turns (redacted: the LLM's context) are kept.
+    session_log_retention_secs: int = Field(default=2_592_000, ge=1)
     max_turn_chars: int = Field(default=2_000, ge=100)
     detail_pass_min_messages: int = Field(default=9, ge=2)
     detail_chunk_chars: int = Field(default=10_000, ge=100)

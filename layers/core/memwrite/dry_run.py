@@ -125,11 +125,18 @@ class DryRunLedger:
     def traces_of_memory(self, tenant: str, memory_id: str) -> list[tuple[str, str]]:
         return []
 
-    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+    def last_question(self, tenant: str, user_id: str, session_id: str, now: float) -> str | None:
         return None
 
     def set_last_question(
-        self, tenant: str, user_id: str, session_id: str, question: str | None
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        question: str | None,
+        *,
+        now: float,
+        retention_secs: int,
     ) -> None:
         return None
 
@@ -142,11 +149,11 @@ class DryRunSessionLog:
         self._appended: dict[str, QueuedTurn] = {}
 
     def recent(
-        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
     ) -> list[QueuedTurn]:
         turns = {
             session_sort_key(turn): turn
-            for turn in self._base.recent(tenant, user_id, session_id, before, limit)
+            for turn in self._base.recent(tenant, user_id, session_id, before, limit, now=now)
         }
         turns.update(
             (key, turn)
@@ -156,7 +163,7 @@ class DryRunSessionLog:
         )
         return [turns[key] for key in sorted(turns)[-limit:]] if limit > 0 else []
 
-    def append(self, turn: QueuedTurn) -> None:
+    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
         self._appended[session_sort_key(turn)] = turn
 
 
@@ -182,7 +189,9 @@ class DryRunEntities:
         written = self._written.get((tenant, user_id, entity_id))
         return written or self._base.get(tenant, user_id, entity_id)
 
-    def put(self, entity: Entity, expected_version: int | None) -> None:
+    def put(
+        self, entity: Entity, expected_version: int | None, source_trace_ids: Sequence[str]
+    ) -> None:
         current = self.get(entity.tenant, entity.user_id, entity.entity_id)
         if (current.version if current else None) != expected_version:
             raise WriteConflict(f"entity {entity.entity_id} changed since it was read")

@@ -8,7 +8,9 @@ context. Offline (no LLM configured) those turns are recorded as `DeferredNoLLM`
 `extract_candidates` is the pure decision (used by the stage and by `memwrite extract`);
 `run` is the stage: session context, spans, metrics and the session log. Failures are
 never a silent `[]`: a malformed answer is retried once, then every turn of the batch gets an
-error span and the exception goes to Step Functions' Catch (the DLQ).
+error span and the exception goes to Step Functions' Catch (the DLQ). A turn whose user was
+erased while it was in flight is not logged (the log's append checks its trace) and goes no
+further: `UserErased`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig, PipelineConfig
-from memwrite.errors import ExtractionFailed, MemwriteError, VerificationFailed
+from memwrite.errors import ExtractionFailed, MemwriteError, SourceErased, VerificationFailed
 from memwrite.extraction import BatchExtraction, TurnExtraction
 from memwrite.ids import content_hash
 from memwrite.llm_extractor import extract_with_llm, merge_candidates
@@ -40,6 +42,7 @@ from memwrite.reasons import (
     QualityDiscard,
     Reason,
     Ungrounded,
+    UserErased,
 )
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.spans import make_span, usage_summary
@@ -168,7 +171,7 @@ def _turn_verdict(extraction: TurnExtraction) -> tuple[SpanResult, Reason | None
 
 
 def _context(
-    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog
+    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog, now: float
 ) -> list[SessionTurn]:
     first = turns[0]
     earlier = log.recent(
@@ -177,8 +180,25 @@ def _context(
         first.session_id,
         session_sort_key(first),
         config.max_source_turns,
+        now=now,
     )
     return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
+
+
+def _log_turns(
+    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog, now: float
+) -> frozenset[str]:
+    """Append the batch's turns to the session log; returns the ids of the turns whose user
+    was erased meanwhile (their trace is marked or gone): none of those is logged."""
+    erased: set[str] = set()
+    for turn in turns:
+        if turn.trace_id in erased:
+            continue
+        try:
+            log.append(turn, now=now, retention_secs=config.session_log_retention_secs)
+        except SourceErased:
+            erased.add(turn.trace_id)
+    return frozenset(turn.turn_id for turn in turns if turn.trace_id in erased)
 
 
 def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> ExtractOutput:
@@ -202,7 +222,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     try:
         extraction = extract_candidates(
             batch,
-            _context(ordered, extract_config, deps.session_log),
+            _context(ordered, extract_config, deps.session_log, deps.clock()),
             extract_config,
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
@@ -227,6 +247,9 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
             deps.metrics.count(STAGE, span.result.value, span.reason)
         deps.metrics.llm_usage(STAGE, paid)
         raise
+    # Before the spans: a turn whose user was erased while it was in flight is not logged,
+    # and goes no further (`UserErased`); only its spans (ids, no text) are written.
+    erased = _log_turns(ordered, extract_config, deps.session_log, deps.clock())
     latency_ms = (time.perf_counter() - started) * 1000
     spans: list[StageSpan] = []
     # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn (of its
@@ -235,16 +258,19 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     any_llm_turn = any(t.extractor is Extractor.LLM for t in extraction.turns)
     for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
         result, reason = _turn_verdict(turn_extraction)
+        if turn.turn_id in erased:
+            result, reason = SpanResult.REJECT, UserErased()
         charged = usage if turn_extraction.extractor is Extractor.LLM or not any_llm_turn else None
         usage = None if charged else usage
         spans.append(_span(turn, result=result, reason=reason, latency_ms=latency_ms, llm=charged))
-        spans.extend(
-            _span(turn, result=SpanResult.REJECT, reason=why, latency_ms=0.0, candidate=candidate)
-            for candidate, why in turn_extraction.rejected
-        )
+        if turn.turn_id not in erased:
+            spans.extend(
+                _span(
+                    turn, result=SpanResult.REJECT, reason=why, latency_ms=0.0, candidate=candidate
+                )
+                for candidate, why in turn_extraction.rejected
+            )
     deps.spans.put_spans(spans)
-    for turn in ordered:
-        deps.session_log.append(turn)
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
     # Turns the pre-filter let through that held nothing: its escape rate (README).
@@ -267,6 +293,12 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
                 extractor=turn_extraction.extractor,
             )
             for turn, turn_extraction in zip(ordered, extraction.turns, strict=True)
+            if turn.turn_id not in erased
         ],
-        candidates=extraction.candidates,
+        candidates=[
+            candidate
+            for turn, turn_extraction in zip(ordered, extraction.turns, strict=True)
+            if turn.turn_id not in erased
+            for candidate in turn_extraction.candidates
+        ],
     )

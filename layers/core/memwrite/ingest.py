@@ -94,7 +94,9 @@ def _screen_all(
     # requests: a short first turn may answer the question the last one ended with.
     previous: str | None = None
     if may_be_short_answer(request.turns[0].content):
-        previous = deps.ledger.last_question(tenant, request.user_id, request.session_id)
+        previous = deps.ledger.last_question(
+            tenant, request.user_id, request.session_id, now=deps.clock()
+        )
     for turn, tid in zip(request.turns, turn_ids, strict=True):
         started = time.perf_counter()
         decision = prefilter_turn(
@@ -209,7 +211,14 @@ def ingest_turns(
     ]
     deps.spans.put_spans(spans)
     last = question_of(request.turns[-1].content, config.prefilter)
-    deps.ledger.set_last_question(tenant, request.user_id, request.session_id, last)
+    deps.ledger.set_last_question(
+        tenant,
+        request.user_id,
+        request.session_id,
+        last,
+        now=now.timestamp(),
+        retention_secs=config.prefilter.short_answer_window_secs,
+    )
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
         deps.metrics.timing(STAGE, span.latency_ms)

@@ -180,13 +180,22 @@ class TurnLedger(Protocol):
     def traces_of_memory(self, tenant: str, memory_id: str) -> list[tuple[str, str]]:
         """(trace id, outcome: stored | merged) for every trace that wrote the memory."""
 
-    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
-        """The question (masked) that the session's latest request ended with, if any."""
+    def last_question(self, tenant: str, user_id: str, session_id: str, now: float) -> str | None:
+        """The question (masked) that the session's latest request ended with, if any and if
+        it has not expired by `now` (epoch seconds)."""
 
     def set_last_question(
-        self, tenant: str, user_id: str, session_id: str, question: str | None
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        question: str | None,
+        *,
+        now: float,
+        retention_secs: int,
     ) -> None:
-        """Record what `last_question` answers next (None: the request ended otherwise)."""
+        """Record what `last_question` answers next (None: the request ended otherwise), for
+        `retention_secs` from `now` (epoch seconds); expired ones are removed in time."""
 
 
 class SpanStore(Protocol):
@@ -202,11 +211,15 @@ class SessionLog(Protocol):
     """
 
     def recent(
-        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
     ) -> list[QueuedTurn]:
-        """Up to `limit` turns observed before the sort key `before`, oldest first."""
+        """Up to `limit` turns observed before the sort key `before`, oldest first; turns
+        whose retention ended by `now` (epoch seconds) are absent."""
 
-    def append(self, turn: QueuedTurn) -> None: ...
+    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+        """Log the turn for `retention_secs` from `now` (epoch seconds), on the condition that
+        its trace exists and its user's erasure has not started: otherwise raise
+        `SourceErased` and write nothing. Expired turns are removed in time."""
 
 
 class MetricsSink(Protocol):
@@ -272,9 +285,13 @@ class EntityStore(Protocol):
 
     def get(self, tenant: str, user_id: str, entity_id: str) -> VersionedEntity | None: ...
 
-    def put(self, entity: Entity, expected_version: int | None) -> None:
-        """Write the entity if its stored version is still `expected_version` (None: absent);
-        raise `WriteConflict` otherwise. Merging is the caller's (`entities.save_entity`)."""
+    def put(
+        self, entity: Entity, expected_version: int | None, source_trace_ids: Sequence[str]
+    ) -> None:
+        """Write the entity if its stored version is still `expected_version` (None: absent)
+        and every source trace (of the entity's tenant) exists unerased; raise `WriteConflict`
+        or `SourceErased` (naming an erased trace) otherwise, and write nothing. Merging is the
+        caller's (`resolve.save_entity`)."""
 
 
 class MemoryIndex(Protocol):

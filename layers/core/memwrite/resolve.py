@@ -3,24 +3,28 @@
 Input: the extract task's output (ids and candidates); output: `ItemsPayload`, every item with
 its stable entity id. The batch's turn texts (the pronoun window) come from the session log.
 The cascade itself (pronoun rules, grammar, fuzzy aliases, the LLM judge) is
-`memwrite.references`.
+`memwrite.references`. Entity writes are conditional on the batch's source traces: the
+candidates of a turn whose user was erased in flight are rejected (`UserErased`) and nothing
+of that turn reaches the entities.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from memwrite.config import PipelineConfig
 from memwrite.entities import Entity, merge_entities
-from memwrite.errors import WriteConflict
+from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
-from memwrite.reasons import ResolutionFailed
-from memwrite.references import ResolvedCandidate, resolve_batch
+from memwrite.reasons import ResolutionFailed, UserErased
+from memwrite.references import BatchResolution, ResolvedCandidate, resolve_batch
 from memwrite.spans import make_span, record_spans, usage_summary
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "KNOWN_ENTITIES",
@@ -38,16 +42,21 @@ KNOWN_ENTITIES = 500  # fuzzy matching sees this many of the user's most recent 
 MAX_SAVE_ATTEMPTS = 5
 
 
-def save_entity(store: EntityStore, entity: Entity) -> Entity:
+def save_entity(store: EntityStore, entity: Entity, source_trace_ids: Sequence[str]) -> Entity:
     """Insert `entity`, or merge it into the stored one (`merge_entities`), with an optimistic
-    version check: a concurrent writer's aliases are re-read and kept, never overwritten."""
+    version check: a concurrent writer's aliases are re-read and kept, never overwritten.
+    `SourceErased` (a source trace's user was erased) propagates: nothing is written."""
     for attempt in range(1, MAX_SAVE_ATTEMPTS + 1):
         found = store.get(entity.tenant, entity.user_id, entity.entity_id)
         merged = entity if found is None else merge_entities(found.entity, entity)
         if found is not None and merged == found.entity:
             return merged  # nothing new: a redelivery writes nothing
         try:
-            store.put(merged, expected_version=None if found is None else found.version)
+            store.put(
+                merged,
+                expected_version=None if found is None else found.version,
+                source_trace_ids=source_trace_ids,
+            )
         except WriteConflict:
             if attempt == MAX_SAVE_ATTEMPTS:
                 raise
@@ -63,6 +72,54 @@ class ResolveDeps:
     spans: SpanStore
     metrics: MetricsSink
     judge: ResolveJudge | None = None
+    clock: Callable[[], float] = field(default=time.time)
+
+
+@dataclass
+class _Resolved:
+    """The batch resolved without the turns of `erased` traces (their users were erased)."""
+
+    resolution: BatchResolution
+    erased: frozenset[str]
+    llm_calls: list[LlmUsage]
+    judge_malformed: int
+
+
+def _resolve_and_save(
+    payload: ExtractOutput, texts: Mapping[str, str], config: PipelineConfig, deps: ResolveDeps
+) -> _Resolved:
+    """Resolve the batch and save its entities, each save conditional on the batch's traces.
+
+    A trace found erased is left out and the rest resolved again (at most once per trace of
+    the batch): nothing of an erased turn (its candidates, its text in the pronoun window)
+    reaches the entities. What was saved before the erasure's mark is deleted by the erasure.
+    """
+    trace_of = {turn.turn_id: turn.trace_id for turn in payload.turns}
+    erased: set[str] = set()
+    calls: list[LlmUsage] = []
+    malformed = 0
+    while True:
+        live = [c for c in payload.candidates if trace_of[c.source_turn_id or ""] not in erased]
+        resolution = resolve_batch(
+            live,
+            {tid: text for tid, text in texts.items() if trace_of[tid] not in erased},
+            deps.entities.entities_of(payload.tenant, payload.user_id, KNOWN_ENTITIES),
+            tenant=payload.tenant,
+            user_id=payload.user_id,
+            at=datetime.now(UTC),
+            judge=deps.judge,
+            model=config.extract.model,
+        )
+        calls.extend(resolution.llm_calls)
+        malformed += resolution.judge_malformed
+        sources = sorted({trace for trace in trace_of.values() if trace not in erased})
+        try:
+            for entity in resolution.upserts:
+                save_entity(deps.entities, entity, sources)
+        except SourceErased as exc:
+            erased.add(exc.trace_id)
+            continue
+        return _Resolved(resolution, frozenset(erased), calls, malformed)
 
 
 def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> ItemsPayload:
@@ -74,28 +131,44 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         payload.session_id,
         "\uffff",
         config.extract.max_source_turns + len(turns),
+        now=deps.clock(),
     )
     texts = {turn.turn_id: turn.text for turn in logged if turn.turn_id in turns}
-    resolution = resolve_batch(
-        payload.candidates,
-        {tid: texts[tid] for tid in turns if tid in texts},
-        deps.entities.entities_of(payload.tenant, payload.user_id, KNOWN_ENTITIES),
-        tenant=payload.tenant,
-        user_id=payload.user_id,
-        at=datetime.now(UTC),
-        judge=deps.judge,
-        model=config.extract.model,
+    resolved_batch = _resolve_and_save(
+        payload, {tid: texts[tid] for tid in turns if tid in texts}, config, deps
     )
-    for entity in resolution.upserts:
-        save_entity(deps.entities, entity)
-    for _ in range(resolution.judge_malformed):
+    resolution = resolved_batch.resolution
+    for _ in range(resolved_batch.judge_malformed):
         deps.metrics.event(STAGE, "resolve_json_fail")
-    deps.metrics.llm_usage(STAGE, resolution.llm_calls)
+    deps.metrics.llm_usage(STAGE, resolved_batch.llm_calls)
     latency_ms = (time.perf_counter() - started) * 1000
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
     # The judge's usage is recorded once, on the batch's first span (the trace sums it).
-    usage = usage_summary(resolution.llm_calls)
+    usage = usage_summary(resolved_batch.llm_calls)
+    for candidate in payload.candidates:
+        turn = turns[candidate.source_turn_id or ""]
+        if turn.trace_id in resolved_batch.erased:
+            erased = PipelineItem(
+                candidate=candidate,
+                entity_id="",
+                turn_id=turn.turn_id,
+                trace_id=turn.trace_id,
+                observed_at=turn.observed_at,
+            )
+            spans.append(
+                make_span(
+                    trace_id=turn.trace_id,
+                    tenant=payload.tenant,
+                    user_id=payload.user_id,
+                    stage=STAGE,
+                    item_id=erased.item_id,
+                    result=SpanResult.REJECT,
+                    reason=UserErased(),
+                    latency_ms=latency_ms,
+                    llm=usage if not spans else None,
+                )
+            )
     for resolved in resolution.resolutions:
         turn = turns[resolved.candidate.source_turn_id or ""]
         item = PipelineItem(

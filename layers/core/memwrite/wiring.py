@@ -172,7 +172,7 @@ class _DynamoAdapters(_Adapters):
     def entities(self) -> EntityStore:
         from memwrite.adapters.dynamodb_store import DynamoEntityStore
 
-        return DynamoEntityStore(self.dynamodb, self.env.entities_table)
+        return DynamoEntityStore(self.dynamodb, self.env.entities_table, self.env.turns_table)
 
     def memory_store(self) -> DynamoMemoryStore:
         from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables

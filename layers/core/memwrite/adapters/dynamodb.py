@@ -20,7 +20,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
-from memwrite.errors import StoreUnavailable
+from memwrite.errors import SourceErased, StoreUnavailable
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 from memwrite.schema import (
@@ -47,10 +47,12 @@ __all__ = [
     "DynamoSpanStore",
     "DynamoTurnLedger",
     "batch_write",
+    "failed_condition_at",
     "last_question_pk",
     "ledger_pk",
     "memory_traces_key",
     "session_pk",
+    "source_trace_check",
     "trace_memories_pk",
     "trace_pk",
     "unavailable",
@@ -136,6 +138,39 @@ def batch_write(client: DynamoDBClient, table: str, requests: Sequence[Any]) -> 
 
 def _is_condition_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _unexpired(item: dict[str, Any], now: float) -> bool:
+    """TTL deletion is lazy (it can lag by hours): an item past `expires_at` counts as absent,
+    and so does one written before it had an expiry (TTL never removes that one)."""
+    expires_at = item.get(TTL_ATTRIBUTE)
+    return expires_at is not None and int(expires_at["N"]) > now
+
+
+def source_trace_check(table: str, tenant: str, trace_id: str) -> dict[str, Any]:
+    """A transaction item that holds while the trace exists and its user's erasure has not
+    started (`TRACE_ERASED`): a write of the trace's turn lands before the erasure's mark, and
+    is deleted by it, or not at all."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": {PK: {"S": trace_pk(tenant, trace_id)}, SK: {"S": TRACE_SK}},
+            "ConditionExpression": (
+                f"attribute_exists({PK}) AND attribute_not_exists({TRACE_ERASED})"
+            ),
+        }
+    }
+
+
+def failed_condition_at(exc: ClientError) -> int | None:
+    """The index of the first transaction item whose condition failed, if that cancelled it."""
+    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return None
+    reasons = exc.response.get("CancellationReasons", [])
+    for index, reason in enumerate(reasons):
+        if reason.get("Code") == "ConditionalCheckFailed":
+            return index
+    return None
 
 
 class DynamoTurnLedger:
@@ -335,7 +370,7 @@ class DynamoTurnLedger:
         pk = last_question_pk(tenant, user_id, session_id)
         return {PK: {"S": pk}, SK: {"S": QUESTION_SK}}
 
-    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+    def last_question(self, tenant: str, user_id: str, session_id: str, now: float) -> str | None:
         try:
             response = self._client.get_item(
                 TableName=self._table,
@@ -344,13 +379,24 @@ class DynamoTurnLedger:
             )
         except ClientError as exc:
             raise unavailable(exc, "GetItem") from exc
-        question = response.get("Item", {}).get("question")
-        return None if question is None else str(question["S"])
+        item = response.get("Item", {})
+        question = item.get("question")
+        if question is None or not _unexpired(item, now):
+            return None
+        return str(question["S"])
 
     def set_last_question(
-        self, tenant: str, user_id: str, session_id: str, question: str | None
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        question: str | None,
+        *,
+        now: float,
+        retention_secs: int,
     ) -> None:
         item = self._question_key(tenant, user_id, session_id)
+        item[TTL_ATTRIBUTE] = {"N": str(int(now) + retention_secs)}
         if question is not None:
             item["question"] = {"S": question}
         try:
@@ -416,7 +462,7 @@ class DynamoSessionLog:
         self._table = table_name
 
     def recent(
-        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
     ) -> list[QueuedTurn]:
         if limit <= 0:
             return []
@@ -433,21 +479,35 @@ class DynamoSessionLog:
             )
         except ClientError as exc:
             raise unavailable(exc, "Query") from exc
-        turns = [QueuedTurn.model_validate_json(i["turn"]["S"]) for i in response["Items"]]
+        # Filtered here, after `Limit`: expired turns are the session's oldest, so the context
+        # only gets shorter, never older.
+        turns = [
+            QueuedTurn.model_validate_json(i["turn"]["S"])
+            for i in response["Items"]
+            if _unexpired(i, now)
+        ]
         return list(reversed(turns))
 
-    def append(self, turn: QueuedTurn) -> None:
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item={
+    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+        # A PutItem's condition sees only its own item: the trace is checked in a transaction.
+        put = {
+            "Put": {
+                "TableName": self._table,
+                "Item": {
                     PK: {"S": session_pk(turn.tenant, turn.user_id, turn.session_id)},
                     SK: {"S": session_sort_key(turn)},
                     "turn": {"S": turn.model_dump_json()},
+                    TTL_ATTRIBUTE: {"N": str(int(now) + retention_secs)},
                 },
-            )
+            }
+        }
+        check = source_trace_check(self._table, turn.tenant, turn.trace_id)
+        try:
+            self._client.transact_write_items(TransactItems=[check, put])  # type: ignore[list-item]
         except ClientError as exc:
-            raise unavailable(exc, "PutItem") from exc
+            if failed_condition_at(exc) == 0:
+                raise SourceErased(turn.tenant, turn.trace_id) from exc
+            raise unavailable(exc, "TransactWriteItems") from exc
 
 
 class DynamoSpanStore:

@@ -2,16 +2,16 @@
 
 The turns table is keyed by turn and trace, not by user, so the user's traces are found through
 their spans (the spans table's `by_user` index: every request leaves a span per turn). Their
-trace rows are marked erased first: persist commits on the condition that its source trace
-exists unmarked, so a turn still in the queue or in the state machine writes nothing from here
-on, and whatever it committed before is in the partitions deleted next. Per-user partitions
-(`tenant#user_id`) then go whole: outbox, memories, entity_facts, entities and the retrieval
-counters (read consistently: a commit just before the mark is seen). Then each trace's rows:
-its ledger rows (`TURN#`), the trace and its inputs (`TRACE#`), its memory outcomes
-(`TRACEMEM#`), its session's redacted turns (`SESSION#`) and the session's last question
-(`LASTQ#`). Spans go
-last: they are how a retried erasure finds what an interrupted one left (the marked trace rows
-still name their turns and session until then).
+trace rows are marked erased first: persist's commit, extract's session-log append and
+resolve's entity writes are conditional on their source trace existing unmarked, so a turn
+still in the queue or in the state machine writes nothing from here on, and whatever it wrote
+before is in the partitions deleted next. Per-user partitions (`tenant#user_id`) then go whole:
+outbox, memories, entity_facts, entities and the retrieval counters (read consistently: a
+commit just before the mark is seen). Then each trace's rows: its ledger rows (`TURN#`), the
+trace and its inputs (`TRACE#`), its memory outcomes (`TRACEMEM#`), its session's redacted
+turns (`SESSION#`) and the session's last question (`LASTQ#`). Spans go last: they are how a
+retried erasure finds what an interrupted one left (the marked trace rows still name their
+turns and session until then).
 """
 
 from __future__ import annotations

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from memwrite.adapters.dynamodb import (
-    TRACE_ERASED,
-    TRACE_SK,
+    failed_condition_at,
     memory_traces_key,
+    source_trace_check,
     trace_memories_pk,
-    trace_pk,
     unavailable,
 )
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
@@ -45,6 +44,14 @@ __all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables", "access_key"
 PK, SK = PARTITION_KEY, SORT_KEY
 _BATCH_GET_LIMIT = 100
 _CONFLICT_CODES = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
+
+
+def _is_transaction_conflict(exc: ClientError) -> bool:
+    """A transaction cancelled by a version condition or a concurrent transaction."""
+    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return False
+    reasons = exc.response.get("CancellationReasons", [])
+    return not reasons or bool({reason.get("Code") for reason in reasons} & _CONFLICT_CODES)
 
 
 class StoreTables:
@@ -248,18 +255,7 @@ class DynamoMemoryStore:
         # First item (its cancellation reason is the first one): the source trace must exist
         # and its user's erasure must not have started.
         items: list[dict[str, Any]] = [
-            {
-                "ConditionCheck": {
-                    "TableName": self._tables.turns,
-                    "Key": {
-                        PK: {"S": trace_pk(commit.tenant, commit.trace_id)},
-                        SK: {"S": TRACE_SK},
-                    },
-                    "ConditionExpression": (
-                        f"attribute_exists({PK}) AND attribute_not_exists({TRACE_ERASED})"
-                    ),
-                }
-            }
+            source_trace_check(self._tables.turns, commit.tenant, commit.trace_id)
         ]
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
@@ -339,22 +335,21 @@ class DynamoMemoryStore:
         try:
             self._client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
-                reasons = exc.response.get("CancellationReasons", [])
-                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                    raise SourceErased(commit.tenant, commit.trace_id) from exc
-                codes = {reason.get("Code") for reason in reasons}
-                if codes & _CONFLICT_CODES or not reasons:
-                    raise WriteConflict("a concurrent write changed what was read") from exc
+            if failed_condition_at(exc) == 0:
+                raise SourceErased(commit.tenant, commit.trace_id) from exc
+            if _is_transaction_conflict(exc):
+                raise WriteConflict("a concurrent write changed what was read") from exc
             raise unavailable(exc, "TransactWriteItems") from exc
 
 
 class DynamoEntityStore:
-    """The entities table: one item per entity of a user, versioned for conditional writes."""
+    """The entities table: one item per entity of a user, versioned for conditional writes,
+    each write conditional on its source traces (turns table) too."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str, turns_table: str) -> None:
         self._client = client
         self._table = table_name
+        self._turns = turns_table
 
     def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
         entities: list[Entity] = []
@@ -390,11 +385,13 @@ class DynamoEntityStore:
         entity = Entity.model_validate_json(found["doc"]["S"])
         return VersionedEntity(entity, int(found.get("version", {}).get("N", "1")))
 
-    def put(self, entity: Entity, expected_version: int | None) -> None:
+    def put(
+        self, entity: Entity, expected_version: int | None, source_trace_ids: Sequence[str]
+    ) -> None:
         key = self._key(entity.tenant, entity.user_id, entity.entity_id)
         version = (expected_version or 0) + 1
         item = {**key, "doc": {"S": entity.model_dump_json()}, "version": {"N": str(version)}}
-        condition: dict[str, Any] = (
+        put: dict[str, Any] = (
             {"ConditionExpression": f"attribute_not_exists({PK})"}
             if expected_version is None
             else {
@@ -402,9 +399,16 @@ class DynamoEntityStore:
                 "ExpressionAttributeValues": {":version": {"N": str(expected_version)}},
             }
         )
+        # The trace checks first: a failed one's index names the trace.
+        traces = list(dict.fromkeys(source_trace_ids))
+        items = [source_trace_check(self._turns, entity.tenant, trace) for trace in traces]
+        items.append({"Put": {"TableName": self._table, "Item": item, **put}})
         try:
-            self._client.put_item(TableName=self._table, Item=item, **condition)
+            self._client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            failed = failed_condition_at(exc)
+            if failed is not None and failed < len(traces):
+                raise SourceErased(entity.tenant, traces[failed]) from exc
+            if failed is not None or _is_transaction_conflict(exc):
                 raise WriteConflict(f"entity {entity.entity_id} changed since it was read") from exc
-            raise unavailable(exc, "PutItem") from exc
+            raise unavailable(exc, "TransactWriteItems") from exc

@@ -17,7 +17,7 @@ from memwrite.adapters.page_cursor import (
     trace_sort_key,
 )
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import WriteConflict
+from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import EnqueueResult, TracePage, TraceRecord
 from memwrite.reasons import Reason
@@ -54,7 +54,7 @@ class InMemoryTurnLedger:
         self.traces: dict[tuple[str, str], TraceRecord] = {}
         self.inputs: dict[tuple[str, str], list[TraceInput]] = {}
         self.trace_memories: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        self.questions: dict[tuple[str, str, str], str | None] = {}
+        self.questions: dict[tuple[str, str, str], tuple[str | None, float]] = {}
 
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         return {tid for tid in turn_ids if (tenant, tid) in self.enqueued}
@@ -117,13 +117,26 @@ class InMemoryTurnLedger:
             if mid == memory_id
         )
 
-    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
-        return self.questions.get((tenant, user_id, session_id))
+    def last_question(self, tenant: str, user_id: str, session_id: str, now: float) -> str | None:
+        question, expires_at = self.questions.get((tenant, user_id, session_id), (None, 0.0))
+        return question if expires_at > now else None
 
     def set_last_question(
-        self, tenant: str, user_id: str, session_id: str, question: str | None
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        question: str | None,
+        *,
+        now: float,
+        retention_secs: int,
     ) -> None:
-        self.questions[(tenant, user_id, session_id)] = question
+        self.questions[(tenant, user_id, session_id)] = (question, int(now) + retention_secs)
+
+    def require_trace(self, tenant: str, trace_id: str) -> None:
+        """The stores' source-trace condition: the trace is recorded (erasing removes it)."""
+        if (tenant, trace_id) not in self.traces:
+            raise SourceErased(tenant, trace_id)
 
 
 class InMemorySpanStore:
@@ -165,26 +178,36 @@ class CountingMetrics:
 
 
 class InMemorySessionLog:
-    def __init__(self) -> None:
-        self.turns: dict[tuple[str, str, str], dict[str, QueuedTurn]] = {}
+    """`SessionLog` in a dict. With a ledger, a turn whose trace it does not hold is refused
+    (`SourceErased`), as the stores refuse it; without one, every trace counts as live."""
+
+    def __init__(self, ledger: InMemoryTurnLedger | None = None) -> None:
+        self.turns: dict[tuple[str, str, str], dict[str, tuple[QueuedTurn, float]]] = {}
+        self._ledger = ledger
 
     def recent(
-        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
     ) -> list[QueuedTurn]:
         log = self.turns.get((tenant, user_id, session_id), {})
-        keys = sorted(key for key in log if key < before)
-        return [log[key] for key in keys[-limit:]] if limit else []
+        keys = sorted(
+            key for key, (_, expires_at) in log.items() if key < before and expires_at > now
+        )
+        return [log[key][0] for key in keys[-limit:]] if limit else []
 
-    def append(self, turn: QueuedTurn) -> None:
+    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+        if self._ledger is not None:
+            self._ledger.require_trace(turn.tenant, turn.trace_id)
         log = self.turns.setdefault((turn.tenant, turn.user_id, turn.session_id), {})
-        log[session_sort_key(turn)] = turn
+        log[session_sort_key(turn)] = (turn, int(now) + retention_secs)
 
 
 class InMemoryEntityStore:
-    """`EntityStore` in a dict, with the same version check as DynamoDB's."""
+    """`EntityStore` in a dict, with the same version check as DynamoDB's; with a ledger,
+    the same source-trace check too (see `InMemorySessionLog`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: InMemoryTurnLedger | None = None) -> None:
         self._entities: dict[tuple[str, str, str], VersionedEntity] = {}
+        self._ledger = ledger
 
     def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
         mine = [v.entity for (t, u, _), v in self._entities.items() if (t, u) == (tenant, user_id)]
@@ -196,7 +219,12 @@ class InMemoryEntityStore:
     def get(self, tenant: str, user_id: str, entity_id: str) -> VersionedEntity | None:
         return self._entities.get((tenant, user_id, entity_id))
 
-    def put(self, entity: Entity, expected_version: int | None) -> None:
+    def put(
+        self, entity: Entity, expected_version: int | None, source_trace_ids: Sequence[str]
+    ) -> None:
+        if self._ledger is not None:
+            for trace_id in source_trace_ids:
+                self._ledger.require_trace(entity.tenant, trace_id)
         key = (entity.tenant, entity.user_id, entity.entity_id)
         stored = self._entities.get(key)
         if (stored.version if stored else None) != expected_version:

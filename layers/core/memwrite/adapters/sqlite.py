@@ -5,6 +5,7 @@ questions, rate-gate claims and the session log, with the semantics of their Dyn
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
-from memwrite.adapters.sqlite_db import SqliteDatabase
+from memwrite.adapters.sqlite_db import SqliteDatabase, require_source_trace
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 
@@ -24,6 +25,12 @@ __all__ = ["SqliteRateStore", "SqliteSessionLog", "SqliteSpanStore", "SqliteTurn
 
 def _placeholders(count: int) -> str:
     return ",".join("?" * count)
+
+
+def _delete_expired(connection: sqlite3.Connection, table: str, now: float) -> None:
+    # SQLite has no TTL sweeper: each write removes what has expired (through the table's
+    # `expires_at` index, so usually nothing is scanned).
+    connection.execute(f"DELETE FROM {table} WHERE expires_at <= ?", (now,))
 
 
 # The expressions of the `traces_by_user` index, spelled as it is so queries use it.
@@ -152,23 +159,31 @@ class SqliteTurnLedger:
             ).fetchall()
         return [(trace_id, outcome) for trace_id, outcome in rows]
 
-    def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
+    def last_question(self, tenant: str, user_id: str, session_id: str, now: float) -> str | None:
         with self._db.connection() as connection:
             row = connection.execute(
                 "SELECT question FROM last_questions "
-                "WHERE tenant = ? AND user_id = ? AND session_id = ?",
-                (tenant, user_id, session_id),
+                "WHERE tenant = ? AND user_id = ? AND session_id = ? AND expires_at > ?",
+                (tenant, user_id, session_id, now),
             ).fetchone()
         return None if row is None else row[0]
 
     def set_last_question(
-        self, tenant: str, user_id: str, session_id: str, question: str | None
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        question: str | None,
+        *,
+        now: float,
+        retention_secs: int,
     ) -> None:
-        with self._db.connection() as connection:
+        with self._db.transaction() as connection:
+            _delete_expired(connection, "last_questions", now)
             connection.execute(
-                "INSERT OR REPLACE INTO last_questions (tenant, user_id, session_id, question) "
-                "VALUES (?, ?, ?, ?)",
-                (tenant, user_id, session_id, question),
+                "INSERT OR REPLACE INTO last_questions "
+                "(tenant, user_id, session_id, question, expires_at) VALUES (?, ?, ?, ?, ?)",
+                (tenant, user_id, session_id, question, int(now) + retention_secs),
             )
 
 
@@ -198,29 +213,34 @@ class SqliteSessionLog:
         self._db = database
 
     def recent(
-        self, tenant: str, user_id: str, session_id: str, before: str, limit: int
+        self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
     ) -> list[QueuedTurn]:
         if limit <= 0:
             return []
         with self._db.connection() as connection:
             rows = connection.execute(
                 "SELECT doc FROM session_turns WHERE tenant = ? AND user_id = ? "
-                "AND session_id = ? AND sort_key < ? ORDER BY sort_key DESC LIMIT ?",
-                (tenant, user_id, session_id, before, limit),
+                "AND session_id = ? AND sort_key < ? AND expires_at > ? "
+                "ORDER BY sort_key DESC LIMIT ?",
+                (tenant, user_id, session_id, before, now, limit),
             ).fetchall()
         return [QueuedTurn.model_validate_json(doc) for (doc,) in reversed(rows)]
 
-    def append(self, turn: QueuedTurn) -> None:
-        with self._db.connection() as connection:
+    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+        with self._db.transaction() as connection:
+            require_source_trace(connection, turn.tenant, turn.trace_id)
+            _delete_expired(connection, "session_turns", now)
             connection.execute(
                 "INSERT OR REPLACE INTO session_turns "
-                "(tenant, user_id, session_id, sort_key, doc) VALUES (?, ?, ?, ?, ?)",
+                "(tenant, user_id, session_id, sort_key, doc, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     turn.tenant,
                     turn.user_id,
                     turn.session_id,
                     session_sort_key(turn),
                     turn.model_dump_json(),
+                    int(now) + retention_secs,
                 ),
             )
 

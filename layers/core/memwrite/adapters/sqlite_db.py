@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from memwrite.errors import ConfigError, StoreUnavailable
+from memwrite.errors import ConfigError, SourceErased, StoreUnavailable
 
-__all__ = ["DATABASE_FILE", "SqliteDatabase", "open_database"]
+__all__ = ["DATABASE_FILE", "SqliteDatabase", "open_database", "require_source_trace"]
 
 DATABASE_FILE = "memwrite.sqlite3"
 _BUSY_TIMEOUT_MS = 10_000  # a writer waits this long for another's transaction to finish
@@ -28,7 +28,7 @@ _BUSY_TIMEOUT_MS = 10_000  # a writer waits this long for another's transaction 
 # default 2 MiB per connection only made a long-running server's memory creep.
 _CACHE_KIB = 512
 # `PRAGMA user_version` of a database this code reads; bump it when a table changes shape.
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2  # 2: expiry of last questions and session turns
 
 # Keys mirror the DynamoDB tables of `memwrite.schema` (tenant and user in every key); JSON
 # documents are stored as text, as the DynamoDB adapters store them in a `doc` attribute.
@@ -53,11 +53,14 @@ CREATE TABLE IF NOT EXISTS rate_claims (
     key TEXT PRIMARY KEY, claimant TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS last_questions (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL, question TEXT,
+    expires_at INTEGER NOT NULL,
     PRIMARY KEY (tenant, user_id, session_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS last_questions_by_expiry ON last_questions (expires_at);
 CREATE TABLE IF NOT EXISTS session_turns (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    sort_key TEXT NOT NULL, doc TEXT NOT NULL,
+    sort_key TEXT NOT NULL, doc TEXT NOT NULL, expires_at INTEGER NOT NULL,
     PRIMARY KEY (tenant, user_id, session_id, sort_key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS session_turns_by_expiry ON session_turns (expires_at);
 CREATE TABLE IF NOT EXISTS spans (
     tenant TEXT NOT NULL, trace_id TEXT NOT NULL, stage TEXT NOT NULL, item_id TEXT NOT NULL,
     user_id TEXT NOT NULL, at TEXT NOT NULL, doc TEXT NOT NULL,
@@ -191,3 +194,13 @@ def open_database(data_dir: Path) -> SqliteDatabase:
     """The process's one `SqliteDatabase` for `data_dir`: every handler built in a process (the
     local runner builds seven) shares one pool of connections and page caches per file."""
     return _database_at(data_dir.resolve())
+
+
+def require_source_trace(connection: sqlite3.Connection, tenant: str, trace_id: str) -> None:
+    """Raise `SourceErased` unless the trace exists. Called inside the writer's transaction:
+    the erasure (one transaction, which deletes the trace) lands wholly before or after it."""
+    found = connection.execute(
+        "SELECT 1 FROM traces WHERE tenant = ? AND trace_id = ?", (tenant, trace_id)
+    ).fetchone()
+    if found is None:
+        raise SourceErased(tenant, trace_id)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
-from memwrite.adapters.sqlite_db import SqliteDatabase
+from memwrite.adapters.sqlite_db import SqliteDatabase, require_source_trace
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import SourceErased, WriteConflict
+from memwrite.errors import WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
@@ -137,12 +137,7 @@ class SqliteMemoryStore:
     @staticmethod
     def _apply(connection: sqlite3.Connection, commit: Commit) -> None:
         user = (commit.tenant, commit.user_id)
-        source = connection.execute(
-            "SELECT 1 FROM traces WHERE tenant = ? AND trace_id = ?",
-            (commit.tenant, commit.trace_id),
-        ).fetchone()
-        if source is None:
-            raise SourceErased(commit.tenant, commit.trace_id)
+        require_source_trace(connection, commit.tenant, commit.trace_id)
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
             row = connection.execute(
@@ -221,9 +216,13 @@ class SqliteEntityStore:
             ).fetchone()
         return None if row is None else VersionedEntity(Entity.model_validate_json(row[0]), row[1])
 
-    def put(self, entity: Entity, expected_version: int | None) -> None:
+    def put(
+        self, entity: Entity, expected_version: int | None, source_trace_ids: Sequence[str]
+    ) -> None:
         key = (entity.tenant, entity.user_id, entity.entity_id)
         with self._db.transaction() as connection:
+            for trace_id in source_trace_ids:
+                require_source_trace(connection, entity.tenant, trace_id)
             row = connection.execute(
                 "SELECT version FROM entities WHERE tenant = ? AND user_id = ? AND entity_id = ?",
                 key,
