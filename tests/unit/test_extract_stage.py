@@ -8,16 +8,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from memwrite.adapters.memory import CountingMetrics, InMemorySessionLog, InMemorySpanStore
+from memwrite.adapters.memory import (
+    CountingMetrics,
+    InMemorySessionLog,
+    InMemorySpanStore,
+    InMemoryTurnLedger,
+)
 from memwrite.config import ExtractConfig, PipelineConfig
 from memwrite.errors import ExtractionFailed, MalformedLlmOutput
 from memwrite.extract import ExtractDeps, run
 from memwrite.models import QueuedTurn, Role, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput
-from memwrite.ports import LlmCall
+from memwrite.ports import LlmCall, TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
-from memwrite.reasons import DeferredNoLLM, QualityDiscard
+from memwrite.reasons import DeferredNoLLM, QualityDiscard, UserErased
 from memwrite.usage import LlmUsage
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -275,3 +280,34 @@ def test_earlier_batches_are_the_context_of_later_ones() -> None:
         [queued("He sleeps about twenty hours a day, honestly.", minute=5)], ExtractConfig(), deps
     )
     assert "Biscuit" in llm.prompts[1]
+
+
+def test_a_turn_whose_user_was_erased_in_flight_is_neither_logged_nor_passed_on() -> None:
+    # Given a batch holding a turn of an erased request (its trace gone from the ledger) and a
+    # turn of a later request of the same session (its trace recorded)
+    ledger = InMemoryTurnLedger()
+    ledger.put_trace(
+        TraceRecord("trace-2", "acme", "dana", "s1", None, "user_explicit", "", ("turn-5",))
+    )
+    deps = Deps(
+        spans=InMemorySpanStore(),
+        metrics=CountingMetrics(),
+        session_log=InMemorySessionLog(ledger),
+        llm=None,
+        clock=lambda: NOW,
+    )
+    erased = queued("I live in Berlin.", minute=0)
+    later = queued("I work at SAP.", minute=5).model_copy(update={"trace_id": "trace-2"})
+    # When the batch is extracted
+    out = extract_batch([erased, later], ExtractConfig(), deps)
+    # Then only the later turn is logged and passed on
+    logged = deps.session_log.recent("acme", "dana", "s1", "9999", limit=20, now=NOW)
+    assert [t.turn_id for t in logged] == [later.turn_id]
+    assert [t.turn_id for t in out.turns] == [later.turn_id]
+    assert [c.value for c in out.candidates] == ["SAP"]
+    # And the erased turn is rejected as UserErased, visibly (span and metric)
+    spans = deps.spans.spans_of("acme", "trace-1")
+    assert [(s.kind, s.result, s.reason) for s in spans] == [
+        ("turn", SpanResult.REJECT, UserErased())
+    ]
+    assert deps.metrics.counts[("extract", "reject", "UserErased")] == 1

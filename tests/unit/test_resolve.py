@@ -14,8 +14,16 @@ from typing import Any
 
 import pytest
 
-from memwrite.adapters.memory import InMemoryEntityStore
+from memwrite import resolve as resolve_stage
+from memwrite.adapters.memory import (
+    CountingMetrics,
+    InMemoryEntityStore,
+    InMemorySessionLog,
+    InMemorySpanStore,
+    InMemoryTurnLedger,
+)
 from memwrite.candidate import Candidate, MemoryType, Quality
+from memwrite.config import PipelineConfig
 from memwrite.entities import (
     Entity,
     EntityKind,
@@ -23,9 +31,12 @@ from memwrite.entities import (
     merge_entities,
 )
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput
-from memwrite.ports import ResolveJudge
+from memwrite.models import QueuedTurn, Role, Source
+from memwrite.payloads import ExtractedTurn, Extractor, ExtractOutput
+from memwrite.ports import ResolveJudge, TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve import ResolveDecision, ResolveResult
+from memwrite.reasons import UserErased
 from memwrite.references import (
     BatchResolution,
     ResolutionMethod,
@@ -33,7 +44,7 @@ from memwrite.references import (
     Unresolved,
     resolve_batch,
 )
-from memwrite.resolve import save_entity
+from memwrite.resolve import ResolveDeps, save_entity
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.usage import LlmUsage
 
@@ -758,3 +769,52 @@ def test_resolutions_keep_the_input_order() -> None:
     out = resolve(claims, turns)
     # Then the resolutions line up with the input
     assert [r.candidate.entity for r in out.resolutions] == ["Tom", "Ana"]
+
+
+def test_an_erased_request_s_claims_write_no_entity_and_the_rest_of_the_batch_goes_on() -> None:
+    # Given a batch of two requests of one session: the first one's user was erased while it
+    # was in flight (its trace is gone), the second came later (its trace is recorded)
+    ledger = InMemoryTurnLedger()
+    ledger.put_trace(TraceRecord("trace-2", TENANT, USER, "s1", None, "user_explicit", "", ()))
+    store, log, spans = InMemoryEntityStore(ledger), InMemorySessionLog(), InMemorySpanStore()
+    texts = {"t1": "My sister Ana lives in Lisbon.", "t2": "Priya likes tea."}
+    traces = {"t1": "trace-1", "t2": "trace-2"}
+    for turn_id, text in texts.items():
+        turn = QueuedTurn(
+            tenant=TENANT,
+            user_id=USER,
+            session_id="s1",
+            agent_id=None,
+            trace_id=traces[turn_id],
+            turn_id=turn_id,
+            role=Role.USER,
+            text=text,
+            observed_at=AT,
+            source=Source.USER_EXPLICIT,
+        )
+        log.append(turn, now=AT.timestamp(), retention_secs=3_600)
+    erased_claims = rules(texts["t1"], "t1")
+    payload = ExtractOutput(
+        tenant=TENANT,
+        user_id=USER,
+        session_id="s1",
+        source="user_explicit",
+        turns=[
+            ExtractedTurn(turn_id=t, trace_id=traces[t], observed_at=AT, extractor=Extractor.RULES)
+            for t in texts
+        ],
+        candidates=[*erased_claims, cand("Priya", texts["t2"], "t2")],
+    )
+    metrics = CountingMetrics()
+    deps = ResolveDeps(store, log, spans, metrics, clock=AT.timestamp)
+    # When resolve_refs runs
+    out = resolve_stage.run(payload, PipelineConfig(), deps)
+    # Then nothing of the erased request reaches the entities, and its claims go no further
+    stored = store.entities_of(TENANT, USER, 10)
+    assert "Ana" not in {e.name for e in stored} and "Priya" in {e.name for e in stored}
+    assert all("sister" not in alias for e in stored for alias in e.aliases)
+    assert [item.turn_id for item in out.items] == ["t2"]
+    # And each of its claims is rejected as UserErased, visibly (span and metric)
+    rejected = spans.spans_of(TENANT, "trace-1")
+    assert [s.reason for s in rejected] == [UserErased()] * len(erased_claims)
+    assert metrics.counts[("resolve_refs", "reject", "UserErased")] == len(erased_claims)
