@@ -46,6 +46,7 @@ VISIBILITY_TIMEOUT_SECS = 30
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
     ("GET", "/v1/traces/", "functions.query.handler"),
+    ("POST", "/v1/traces/", "functions.query.handler"),
     ("POST", "/v1/search", "functions.query.handler"),
     ("GET", "/v1/memories/", "functions.query.handler"),
     ("GET", "/v1/users/", "functions.query.handler"),

@@ -1,4 +1,5 @@
-"""Read side of the API: traces, search, memories and erasure (Powertools REST resolver).
+"""Read side of the API: traces, search, memories and erasure, and a trace's rollback
+(Powertools REST resolver).
 
 The tenant is the credential's; every route passes it down, so a user id of another tenant
 finds nothing. Retrieval counters are bumped after the search answer is built, on a background
@@ -30,6 +31,7 @@ from memwrite.query import (
     memory_detail,
     search,
 )
+from memwrite.rollback import rollback_trace
 from memwrite.traces import get_trace
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
@@ -65,10 +67,19 @@ def _record_access(tenant: str, user_id: str, memory_ids: list[str]) -> None:
 def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    view = get_trace(tenant, trace_id, current.ledger, current.spans)
+    view = get_trace(tenant, trace_id, current.ledger, current.spans, current.rollback.rollbacks)
     if view is None:
         return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": trace_id})
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
+
+
+@app.post("/v1/traces/<trace_id>/rollback")
+def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    config = current.settings.for_request(tenant)
+    record = rollback_trace(tenant, trace_id, config, current.rollback, requested_via="api")
+    return json_response(HTTPStatus.OK, record.model_dump(mode="json"))
 
 
 @app.post("/v1/search")

@@ -32,6 +32,7 @@ __all__ = [
     "Reason",
     "Redacted",
     "ResolutionFailed",
+    "RolledBack",
     "SecretKind",
     "ShortAnswer",
     "SkipReason",
@@ -240,6 +241,14 @@ class Contradiction(_Reason):
     count: int
 
 
+class RolledBack(_Reason):
+    """The trace's memories were removed and the memories they had ended restored."""
+
+    type: Literal["RolledBack"] = "RolledBack"
+    removed: int
+    restored: int
+
+
 SkipReason = Annotated[
     TooShort
     | MatchedSkipPattern
@@ -275,6 +284,7 @@ Reason = Annotated[
     | Supersedes
     | LateArrival
     | Contradiction
+    | RolledBack
     | StoreError,
     Field(discriminator="type"),
 ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel
 
 from memwrite.models import SpanResult, StageSpan
-from memwrite.ports import SpanStore, TurnLedger
+from memwrite.ports import SpanStore, TraceRollback, TurnLedger
 from memwrite.stages import pipeline_stages
+from memwrite.store import RollbackRecord
 
 __all__ = ["TraceOutcome", "TraceStatus", "TraceView", "get_trace"]
 
@@ -37,6 +39,8 @@ class TraceView(BaseModel):
     outcome: TraceOutcome
     llm_calls: int
     cost_usd: float
+    rolled_back_at: datetime | None = None
+    rollback: RollbackRecord | None = None  # the audit record, once rolled back
 
 
 def _finished(turn_id: str, spans: list[StageSpan], last_stage: str) -> bool:
@@ -71,11 +75,19 @@ def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
     return TraceStatus.IN_PROGRESS
 
 
-def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) -> TraceView | None:
-    """The trace of `tenant`, or None when it does not exist for that tenant."""
+def get_trace(
+    tenant: str,
+    trace_id: str,
+    ledger: TurnLedger,
+    spans: SpanStore,
+    rollbacks: TraceRollback | None = None,
+) -> TraceView | None:
+    """The trace of `tenant`, or None when it does not exist for that tenant; with its
+    rollback record when `rollbacks` is given and it was rolled back."""
     record = ledger.get_trace(tenant, trace_id)
     if record is None:
         return None
+    rollback = rollbacks.rollback_of(tenant, trace_id) if rollbacks is not None else None
     found = spans.spans_of(tenant, trace_id)
     written = ledger.memories_of_trace(tenant, trace_id)
     return TraceView(
@@ -94,4 +106,6 @@ def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) 
         ),
         llm_calls=sum(span.llm.calls for span in found if span.llm),
         cost_usd=round(sum(span.llm.cost_usd for span in found if span.llm), 6),
+        rolled_back_at=rollback.rolled_back_at if rollback is not None else None,
+        rollback=rollback,
     )

@@ -19,7 +19,7 @@ from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 
 if TYPE_CHECKING:
-    from memwrite.adapters.dynamodb_store import DynamoMemoryStore
+    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite_queue import SqliteTurnQueue
     from memwrite.adapters.sqlite_store import SqliteMemoryStore
@@ -41,12 +41,14 @@ if TYPE_CHECKING:
         SearchIndexSetup,
         SessionLog,
         SpanStore,
+        TraceRollback,
         TurnConsumer,
         TurnLedger,
         TurnQueue,
         UserEraser,
     )
     from memwrite.query import QueryDeps
+    from memwrite.rollback import RollbackDeps
 
 __all__ = [
     "ApiDeps",
@@ -121,6 +123,9 @@ class _Adapters(ABC):
     @abstractmethod
     def eraser(self) -> UserEraser: ...
 
+    @abstractmethod
+    def rollbacks(self) -> TraceRollback: ...
+
 
 class _DynamoAdapters(_Adapters):
     """The tables and queue named in the environment (AWS, moto or any emulator)."""
@@ -170,17 +175,21 @@ class _DynamoAdapters(_Adapters):
 
         return DynamoEntityStore(self.dynamodb, self.env.entities_table)
 
-    def memory_store(self) -> DynamoMemoryStore:
-        from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+    def _store_tables(self) -> StoreTables:
+        from memwrite.adapters.dynamodb_store import StoreTables
 
         env = self.env
-        tables = StoreTables(
+        return StoreTables(
             memories=env.memories_table,
             entity_facts=env.entity_facts_table,
             outbox=env.outbox_table,
             turns=env.turns_table,
         )
-        return DynamoMemoryStore(self.dynamodb, tables)
+
+    def memory_store(self) -> DynamoMemoryStore:
+        from memwrite.adapters.dynamodb_store import DynamoMemoryStore
+
+        return DynamoMemoryStore(self.dynamodb, self._store_tables())
 
     def memory_reader(self) -> MemoryReader:
         return self.memory_store()
@@ -203,6 +212,11 @@ class _DynamoAdapters(_Adapters):
             spans=env.spans_table,
         )
         return DynamoUserEraser(self.dynamodb, tables)
+
+    def rollbacks(self) -> TraceRollback:
+        from memwrite.adapters.dynamodb_rollback import DynamoTraceRollback
+
+        return DynamoTraceRollback(self.dynamodb, self._store_tables())
 
 
 class _SqliteAdapters(_Adapters):
@@ -265,6 +279,11 @@ class _SqliteAdapters(_Adapters):
         from memwrite.adapters.sqlite_erase import SqliteUserEraser
 
         return SqliteUserEraser(self.database)
+
+    def rollbacks(self) -> TraceRollback:
+        from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
+
+        return SqliteTraceRollback(self.database)
 
 
 def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
@@ -495,16 +514,19 @@ def _hype(adapters: _Adapters) -> Any:
 
 @dataclass
 class QueryApiDeps:
-    """The read API: traces (ledger and spans) and search, memories and erasure."""
+    """The read API: traces (ledger and spans) and search, memories and erasure; and a
+    trace's rollback."""
 
     settings: Settings
     ledger: TurnLedger
     spans: SpanStore
     query: QueryDeps
+    rollback: RollbackDeps
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
     from memwrite.query import QueryDeps
+    from memwrite.rollback import RollbackDeps
 
     adapters = _Adapters.of(LambdaEnvironment.load(environ))
     env = adapters.env
@@ -516,11 +538,17 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         embedder=embedder,
         eraser=adapters.eraser(),
     )
-    return QueryApiDeps(
-        settings=env.settings,
-        ledger=adapters.ledger(),
+    ledger = adapters.ledger()
+    rollback = RollbackDeps(
+        ledger=ledger,
         spans=adapters.spans,
-        query=query,
+        store=query.store,
+        rollbacks=adapters.rollbacks(),
+        index=query.index,
+        metrics=adapters.metrics,
+    )
+    return QueryApiDeps(
+        settings=env.settings, ledger=ledger, spans=adapters.spans, query=query, rollback=rollback
     )
 
 

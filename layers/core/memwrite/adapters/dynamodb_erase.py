@@ -4,9 +4,9 @@ Per-user partitions (`tenant#user_id`) go whole: outbox, memories, entity_facts,
 the retrieval counters. The turns table is keyed by turn and trace, not by user, so the user's
 traces are found through their spans (the spans table's `by_user` index: every request leaves
 a span per turn) and each trace's rows go: its ledger rows (`TURN#`), the trace (`TRACE#`),
-its memory outcomes (`TRACEMEM#`), its session's redacted turns (`SESSION#`) and the
-session's last question (`LASTQ#`). Spans go
-last: they are how a retried erasure finds what an interrupted one left.
+its memory outcomes (`TRACEMEM#`), its rollback record (`ROLLBACK#`), its session's redacted
+turns (`SESSION#`) and the session's last question (`LASTQ#`). Spans go last: they are how a
+retried erasure finds what an interrupted one left.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from memwrite.adapters.dynamodb import (
     trace_pk,
     unavailable,
 )
+from memwrite.adapters.dynamodb_rollback import rollback_pk
 from memwrite.adapters.dynamodb_store import access_key
 from memwrite.ports import UserErasure
 from memwrite.schema import PARTITION_KEY, SORT_KEY, SPANS_BY_USER
@@ -110,6 +111,7 @@ class DynamoUserEraser:
             keys.append({PK: {"S": question}, SK: {"S": QUESTION_SK}})
             keys.append(trace_key)
         keys.extend(self._partition_keys(t.turns, trace_memories_pk(tenant, trace_id)))
+        keys.extend(self._partition_keys(t.turns, rollback_pk(tenant, trace_id)))
         return self._delete_keys(t.turns, keys)
 
     @staticmethod
