@@ -1,4 +1,4 @@
-"""`memwrite` command line: prefilter, extract, ingest, demo, serve, eval."""
+"""`memwrite` command line: prefilter, extract, ingest, demo, serve, eval, rollback."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
+from memwrite_local.rollback_command import add_rollback_parser, run_rollback
 
 if TYPE_CHECKING:
     from memwrite.prompts.extract import BatchTurn
@@ -305,6 +306,7 @@ def run_ingest(
             "memories": [_memory_json(memory) for memory in run.memories],
             "llm_calls": run.trace["llm_calls"],
             "cost_usd": run.trace["cost_usd"],
+            "trace_ids": run.trace["trace_ids"],
         }
         if queries:
             payload["queries"] = [
@@ -424,6 +426,7 @@ def _parser() -> argparse.ArgumentParser:
             help="sqlite (embedded, the default) or moto (in-process AWS, state lost at exit)",
         )
     add_eval_parser(commands)
+    add_rollback_parser(commands)
     return parser
 
 
@@ -450,6 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args.conversation, args.backend, sys.stdout)
         if args.command == "eval":
             return run_eval(args, sys.stdout, sys.stderr)
+        if args.command == "rollback":
+            return run_rollback(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")
