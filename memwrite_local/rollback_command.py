@@ -83,10 +83,10 @@ def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
                 args.tenant, args.trace_id, config, deps.rollback, requested_via="cli"
             )
         except UnknownTrace:
-            body = {"error": "not_found", "message": f"no trace {args.trace_id} of {args.tenant}"}
-            return _refusal(body, args.json, stdout)
+            message = f"no trace {args.trace_id} of tenant {args.tenant}"
+            return _refusal({"error": "not_found", "message": message}, args.json, stdout)
         except RollbackRefused as exc:
-            body = {
+            body: dict[str, Any] = {
                 "error": "rollback_refused",
                 "reason": exc.reason,
                 "message": str(exc),
