@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+import functions.query.handler as query_handler
+from memwrite.errors import IndexUnavailable
 from tests.integration.conftest import Local, MakeLocal
 
 USER = "dana"
@@ -180,3 +182,35 @@ def test_a_trace_still_in_progress_is_refused(two_tenants: Local) -> None:
     local.runner.drain()
     assert rollback(local, trace_id).status == 200
     assert memories(local) == {}
+
+
+def test_an_index_failing_after_the_commit_is_a_503_that_the_retry_finishes(
+    two_tenants: Local, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = two_tenants
+    ingest(local, [PARIS])
+    moved = ingest(local, [BERLIN], session="s-2")
+    index = query_handler.deps().rollback.index
+
+    def unavailable(tenant: str, user_id: str, memory_id: str) -> None:
+        raise IndexUnavailable("the search index is down")
+
+    # When the index fails right after the store committed the rollback
+    with monkeypatch.context() as patched:
+        patched.setattr(index, "delete", unavailable)
+        failed = rollback(local, moved)
+
+    # Then the caller is told to retry, and search already leaves Berlin out (store first)
+    assert failed.status == 503
+    assert set(memories(local)) == {"Paris"}
+    assert "The user lives in Berlin." not in found(local, "Berlin")
+    berlin_id = local.get_trace(moved, api_key="key-a").body["rollback"]["removed"][0]
+    assert [hit.memory_id for hit in index.bm25("tenant-a", USER, "Berlin", 5)] == [berlin_id]
+    # And the retry returns the record and leaves the index holding exactly Paris
+    retried = rollback(local, moved)
+    local.runner.drain()
+    assert retried.status == 200
+    assert retried.body == local.get_trace(moved, api_key="key-a").body["rollback"]
+    assert index.bm25("tenant-a", USER, "Berlin", 5) == []
+    assert indexed(local) == 1
+    assert found(local, "Where does the user live?") == ["The user lives in Paris."]
