@@ -239,6 +239,57 @@ def test_dashboard_has_a_section_per_stage_and_the_alarms_exist(
     assert rate["Properties"]["ThresholdMetricId"] == "band"
 
 
+def dashboard_widgets(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    """The dashboard's widgets by title, its body joined with each deploy-time token as "?"."""
+    (dashboard,) = resources(synth, "AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    parts = body["Fn::Join"][1] if isinstance(body, dict) else [body]
+    text = "".join(part if isinstance(part, str) else "?" for part in parts)
+    widgets = json.loads(text)["widgets"]
+    return {w["properties"]["title"]: w for w in widgets if "title" in w.get("properties", {})}
+
+
+def expressions(widget: dict[str, Any]) -> list[str]:
+    return [
+        entry["expression"]
+        for line in widget["properties"]["metrics"]
+        for entry in line
+        if isinstance(entry, dict) and "expression" in entry
+    ]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_dashboard_shows_llm_cost_and_tokens_for_every_stage_that_calls_a_model(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    widgets = dashboard_widgets(synthesized[env])
+    # The overview: cost per stage and model, their total, and the total over the time range
+    cost = expressions(widgets["LLM cost (USD per 5 min) by stage and model"])
+    assert any('MetricName="llm.cost_usd"' in e and not e.startswith("SUM") for e in cost)
+    assert any(e.startswith("SUM(SEARCH(") and "llm.cost_usd" in e for e in cost)
+    total = widgets["LLM cost (USD) over the dashboard's time range"]["properties"]
+    assert total["view"] == "singleValue" and total["setPeriodToTimeRange"] is True
+    # Each stage that calls a model: its calls and cost, its tokens in and out, by model
+    for stage in STAGES:
+        calls_cost = widgets.get(f"{stage.name}: LLM calls / cost (USD)")
+        tokens = widgets.get(f"{stage.name}: LLM tokens in / out")
+        if not stage.calls_model:
+            assert calls_cost is None and tokens is None, stage.name
+            continue
+        assert calls_cost is not None and tokens is not None, stage.name
+        for widget, metrics in (
+            (calls_cost, ("llm.calls", "llm.cost_usd")),
+            (tokens, ("llm.input_tokens", "llm.output_tokens")),
+        ):
+            searches = expressions(widget)
+            for metric in metrics:
+                assert any(
+                    f'MetricName="{metric}" Stage="{stage.name}"' in e
+                    and "{memwrite,Model,Stage}" in e
+                    for e in searches
+                ), (stage.name, metric)
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_the_stream_stage_gets_the_outbox_stream_the_index_and_the_lag_alarm(
     synthesized: dict[str, Synthesized], env: str

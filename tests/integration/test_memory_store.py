@@ -265,7 +265,7 @@ def test_a_stale_commit_is_refused_whole(store: MemoryStore) -> None:
     from memwrite.reads import read_candidate
 
     berlin = item("u-stale", "I live in Berlin.", day=0)
-    decided, reads = decide(berlin, read_candidate(store, berlin), CONFIG, deps_for(store))
+    decided, reads, _ = decide(berlin, read_candidate(store, berlin), CONFIG, deps_for(store))
     stale = plan(berlin, decided, reads, CONFIG, T0)
     persist_candidate(item("u-stale", "I moved to Lisbon.", day=9), CONFIG, deps_for(store))
     before = store.memories_of("acme", "u-stale")

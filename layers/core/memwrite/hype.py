@@ -32,6 +32,7 @@ from memwrite.models import SpanResult
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
     Embedder,
+    GeneratedQuestions,
     MemoryIndex,
     MemoryStore,
     MetricsSink,
@@ -39,7 +40,8 @@ from memwrite.ports import (
     QuestionGenerator,
     SpanStore,
 )
-from memwrite.spans import make_span
+from memwrite.spans import make_span, usage_summary
+from memwrite.usage import LlmUsage
 
 __all__ = ["STAGE", "HypeDeps", "document_of", "run"]
 
@@ -71,10 +73,10 @@ def document_of(memory: MemoryUnit) -> MemoryDoc:
     )
 
 
-def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> list[str]:
+def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> GeneratedQuestions:
     # The LLM extractor already wrote search questions for its memories: no second call.
     if len(memory.search_questions) >= count:
-        return memory.search_questions[:count]
+        return GeneratedQuestions(memory.search_questions[:count])
     return generator.questions_for(memory, count)
 
 
@@ -92,6 +94,7 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     started = time.perf_counter()
     stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
     current = stored.get(change.memory_id)
+    calls: tuple[LlmUsage, ...] = ()
     memory = current.memory if current is not None else None
     if memory is None or not memory.active:
         deps.index.delete(change.tenant, change.user_id, change.memory_id)
@@ -103,7 +106,8 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
             memory_id=memory.memory_id, action=IndexAction.INDEXED, text_indexed_at=_now()
         )
         if memory.type is not MemoryType.TASK:
-            questions = _questions(memory, config.search.hype_questions, deps.questions)
+            generated = _questions(memory, config.search.hype_questions, deps.questions)
+            questions, calls = generated.questions, generated.calls
             vectors = deps.embedder.embed([memory.text, *questions])
             deps.index.upsert(_with_vectors(doc, list(vectors)))
             result = result.model_copy(
@@ -123,9 +127,11 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
             item_id=f"{change.memory_id}#{change.rev}",
             result=SpanResult.TRANSFORM if removed else SpanResult.PASS,
             latency_ms=latency_ms,
+            llm=usage_summary(calls),
         )
         deps.spans.put_spans([span])
     deps.metrics.count(STAGE, result.action.value, None)
+    deps.metrics.llm_usage(STAGE, calls)
     deps.metrics.timing(STAGE, latency_ms)
     return result
 

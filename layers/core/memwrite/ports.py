@@ -34,11 +34,13 @@ __all__ = [
     "CandidateVerifier",
     "DeadLetter",
     "DedupeJudge",
+    "DedupeJudgement",
     "Delivery",
     "Embedder",
     "EnqueueResult",
     "EntityStore",
     "ExtractionLlm",
+    "GeneratedQuestions",
     "LlmCall",
     "MemoryIndex",
     "MemoryPage",
@@ -193,6 +195,9 @@ class MetricsSink(Protocol):
 
     def timing(self, stage: str, latency_ms: float) -> None: ...
 
+    def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
+        """The model calls a stage made, their tokens and their cost in USD (none: nothing)."""
+
 
 @dataclass(frozen=True)
 class LlmCall:
@@ -316,9 +321,19 @@ class MemoryStore(Protocol):
     def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
 
 
+@dataclass(frozen=True)
+class DedupeJudgement:
+    """The judge's verdict on one pair and what it cost: every call, malformed answers included
+    (they are paid for too), and how many answers were malformed."""
+
+    same: bool
+    calls: tuple[LlmUsage, ...] = ()
+    malformed: int = 0
+
+
 class DedupeJudge(Protocol):
-    def same_memory(self, candidate: str, existing: str) -> bool:
-        """True when both sentences state the same memory."""
+    def same_memory(self, candidate: str, existing: str) -> DedupeJudgement:
+        """Whether both sentences state the same memory (`same`)."""
 
 
 @dataclass(frozen=True)
@@ -352,10 +367,18 @@ class PipelineRunner(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class GeneratedQuestions:
+    """HyPE questions for one memory and the model calls they cost (none for templates)."""
+
+    questions: list[str]
+    calls: tuple[LlmUsage, ...] = ()
+
+
 class QuestionGenerator(Protocol):
     """HyPE: the questions a user would ask to find a memory (DESIGN.md section 2)."""
 
-    def questions_for(self, memory: MemoryUnit, count: int) -> list[str]:
+    def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
         """`count` short questions that `memory` answers, without its value where possible.
 
         Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.

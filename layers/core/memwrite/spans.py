@@ -51,6 +51,7 @@ def item_span(
     result: SpanResult,
     reason: Reason | None = None,
     latency_ms: float = 0.0,
+    llm: LlmUsageSummary | None = None,
 ) -> StageSpan:
     """The span of one candidate of a store-stage batch (resolve_refs to persist)."""
     return make_span(
@@ -62,6 +63,7 @@ def item_span(
         result=result,
         reason=reason,
         latency_ms=latency_ms,
+        llm=llm,
     )
 
 
