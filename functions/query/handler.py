@@ -73,10 +73,18 @@ def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
 
 
+def _without_body() -> None:
+    """A route that takes no body refuses one (an empty JSON object is no body)."""
+    raw = (app.current_event.body or "").strip()
+    if raw not in ("", "{}"):
+        raise InvalidQuery("body", "this route takes no body")
+
+
 @app.post("/v1/traces/<trace_id>/rollback")
 def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
+    _without_body()
     config = current.settings.for_request(tenant)
     record = rollback_trace(tenant, trace_id, config, current.rollback, requested_via="api")
     return json_response(HTTPStatus.OK, record.model_dump(mode="json"))

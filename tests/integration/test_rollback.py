@@ -214,3 +214,22 @@ def test_an_index_failing_after_the_commit_is_a_503_that_the_retry_finishes(
     assert index.bm25("tenant-a", USER, "Berlin", 5) == []
     assert indexed(local) == 1
     assert found(local, "Where does the user live?") == ["The user lives in Paris."]
+
+
+def test_a_body_is_refused_naming_it(two_tenants: Local) -> None:
+    local = two_tenants
+    trace_id = ingest(local, [PARIS])
+    before = local.stored_text()
+
+    for body in ('{"user_id": "dana"}', "[]", "not json"):
+        response = local.runner.call(
+            "POST", f"/v1/traces/{trace_id}/rollback", body, api_key="key-a"
+        )
+        assert response.status == 400, body
+        assert [error["field"] for error in response.body["errors"]] == ["body"]
+    assert local.stored_text() == before
+    # An empty JSON object is no body
+    assert (
+        local.runner.call("POST", f"/v1/traces/{trace_id}/rollback", "{}", api_key="key-a").status
+        == 200
+    )
