@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
 
 from memwrite.config import PipelineConfig
 from memwrite.errors import RollbackRefused, UnknownTrace, WriteConflict
@@ -54,6 +53,7 @@ from memwrite.store import (
     FactRow,
     OutboxOp,
     OutboxRow,
+    RequestedVia,
     RollbackCommit,
     RollbackRecord,
     VersionedMemory,
@@ -75,8 +75,6 @@ STAGE = "rollback"
 MAX_ROLLBACK_ITEMS = 100  # DynamoDB's TransactWriteItems limit; the same on both backends
 MAX_ROLLBACK_ATTEMPTS = 5
 UNKNOWN_TRACE = "unknown"  # a corroborating turn the ledger no longer knows (erased, expired)
-
-RequestedVia = Literal["api", "cli"]
 
 
 @dataclass(frozen=True)

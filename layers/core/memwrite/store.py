@@ -21,6 +21,7 @@ __all__ = [
     "LedgerEntry",
     "OutboxOp",
     "OutboxRow",
+    "RequestedVia",
     "RollbackCommit",
     "RollbackRecord",
     "StoreItem",
@@ -80,6 +81,10 @@ class Commit:
     outbox: list[OutboxRow] = field(default_factory=list)
 
 
+RequestedVia = Literal["api", "cli"]
+"""Which door a rollback came through: the HTTP route or `memwrite rollback`."""
+
+
 class RollbackRecord(BaseModel):
     """The audit record of one trace's rollback, kept for as long as the trace is: who asked
     (the credential's tenant, through which door), when, and what changed."""
@@ -90,7 +95,7 @@ class RollbackRecord(BaseModel):
     tenant: str
     user_id: str
     rolled_back_at: datetime
-    requested_via: Literal["api", "cli"]
+    requested_via: RequestedVia
     removed: list[str]  # memories the trace stored, deleted with their index documents
     restored: list[str]  # memories they had ended (superseded), active again
     updated: list[str]  # other memories of the same rows re-derived (links, tier, confidence)
