@@ -40,7 +40,7 @@ from memwrite.ports import (
 )
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed
-from memwrite.spans import item_span, record_spans, usage_summary
+from memwrite.spans import item_span, record_spans, unrecorded, usage_summary
 from memwrite.store import StoreItem, VersionedMemory
 from memwrite.usage import LlmUsage
 
@@ -292,6 +292,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
     pending: list[_Known] | None = None  # read once per batch, only if an unkeyed type needs it
     items = []
     spans: list[StageSpan] = []
+    replayed: list[StageSpan] = []  # items a redelivery finds applied
     calls: list[LlmUsage] = []
     malformed = 0
     for item in payload.items:
@@ -323,7 +324,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
         result = SpanResult.TRANSFORM if reason else SpanResult.PASS
         latency_ms = (time.perf_counter() - started) * 1000
         paid = judgement.calls if judgement is not None else ()
-        spans.append(
+        (replayed if note.already_applied else spans).append(
             item_span(
                 payload,
                 item,
@@ -336,7 +337,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
         )
         calls.extend(paid)
         malformed += judgement.malformed if judgement is not None else 0
-    record_spans(spans, deps.spans, deps.metrics)
+    record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
     if malformed:
         deps.metrics.event(STAGE, "dedupe_json_fail", malformed)
     deps.metrics.llm_usage(STAGE, calls)

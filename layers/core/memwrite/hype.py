@@ -26,6 +26,7 @@ import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
+from memwrite.errors import MemwriteError
 from memwrite.index import MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import SpanResult
@@ -40,6 +41,7 @@ from memwrite.ports import (
     QuestionGenerator,
     SpanStore,
 )
+from memwrite.reasons import IndexingError
 from memwrite.spans import make_span, usage_summary
 from memwrite.usage import LlmUsage
 
@@ -89,9 +91,28 @@ def _with_vectors(doc: MemoryDoc, vectors: Sequence[Vector]) -> MemoryDoc:
 
 
 def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> IndexedChange:
-    """Index (or remove) the memory of one outbox row, then mark the row done."""
+    """Index (or remove) the memory of one outbox row, then mark the row done; a failure
+    leaves an error span on the trace (overwritten by the retry's) and propagates."""
     change = payload
     started = time.perf_counter()
+    try:
+        result, calls = _index(change, config, deps)
+    except MemwriteError as exc:
+        error = IndexingError(error=type(exc).__name__)
+        _record(change, deps, result=SpanResult.ERROR, reason=error, calls=(), started=started)
+        raise
+    # The trace shows the memory indexed (pass) or taken out of every query (transform).
+    verdict = SpanResult.TRANSFORM if result.action is IndexAction.REMOVED else SpanResult.PASS
+    _record(change, deps, result=verdict, reason=None, calls=calls, started=started)
+    deps.metrics.count(STAGE, result.action.value, None)
+    deps.metrics.llm_usage(STAGE, calls)
+    return result
+
+
+def _index(
+    change: OutboxChange, config: PipelineConfig, deps: HypeDeps
+) -> tuple[IndexedChange, tuple[LlmUsage, ...]]:
+    """The row's work, and the model calls its questions cost."""
     stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
     current = stored.get(change.memory_id)
     calls: tuple[LlmUsage, ...] = ()
@@ -114,26 +135,37 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
                 update={"questions": questions, "vectors_indexed_at": _now()}
             )
     deps.outbox.mark_done(change)
+    return result, calls
+
+
+def _record(
+    change: OutboxChange,
+    deps: HypeDeps,
+    *,
+    result: SpanResult,
+    reason: IndexingError | None,
+    calls: tuple[LlmUsage, ...],
+    started: float,
+) -> None:
+    """The row's span joins the trace that wrote the change (one per row: a retry's replaces
+    the failed attempt's)."""
     latency_ms = (time.perf_counter() - started) * 1000
     if change.trace_id is not None:
-        # The span joins the trace that wrote the change: its trace shows the memory indexed
-        # (pass) or taken out of every query (transform).
-        removed = result.action is IndexAction.REMOVED
         span = make_span(
             trace_id=change.trace_id,
             tenant=change.tenant,
             user_id=change.user_id,
             stage=STAGE,
             item_id=f"{change.memory_id}#{change.rev}",
-            result=SpanResult.TRANSFORM if removed else SpanResult.PASS,
+            result=result,
+            reason=reason,
             latency_ms=latency_ms,
             llm=usage_summary(calls),
         )
         deps.spans.put_spans([span])
-    deps.metrics.count(STAGE, result.action.value, None)
-    deps.metrics.llm_usage(STAGE, calls)
+    if reason is not None:
+        deps.metrics.count(STAGE, result.value, reason)
     deps.metrics.timing(STAGE, latency_ms)
-    return result
 
 
 def _now() -> datetime:

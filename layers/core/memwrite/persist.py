@@ -38,7 +38,7 @@ from memwrite.ports import (
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError
 from memwrite.scoring import score, tier_for
-from memwrite.spans import item_span, record_spans, usage_summary
+from memwrite.spans import item_span, record_spans, unrecorded, usage_summary
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
 from memwrite.usage import LlmUsage
 
@@ -336,6 +336,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
     """Commit each candidate in order; a failure leaves error spans and propagates (Catch)."""
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
+    replayed: list[StageSpan] = []  # items a redelivery finds applied
     calls: list[LlmUsage] = []
     malformed = 0
     for index, item in enumerate(payload.items):
@@ -361,7 +362,8 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
         merged = result.outcome is not PersistOutcome.STORED and tier is not None
         reason = DuplicateConfirmed(tier=tier) if merged and tier is not None else None
         latency_ms = (time.perf_counter() - started) * 1000
-        spans.append(
+        applied = result.outcome is PersistOutcome.ALREADY_APPLIED
+        (replayed if applied else spans).append(
             item_span(
                 payload,
                 item,
@@ -374,6 +376,6 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
         )
         calls.extend(result.llm_calls)
         malformed += result.judge_malformed
-    record_spans(spans, deps.spans, deps.metrics)
+    record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
     _count_judge(calls, malformed, deps.metrics)
     return payload.model_copy(update={"items": items})

@@ -22,6 +22,7 @@ __all__ = [
     "DuplicateTurn",
     "EnqueueFailed",
     "ExtractionError",
+    "IndexingError",
     "LateArrival",
     "MatchedSkipPattern",
     "NoCandidates",
@@ -197,6 +198,14 @@ class StoreError(_Reason):
     error: str
 
 
+class IndexingError(_Reason):
+    """Indexing a memory failed (index or embedder down); the row stays pending and is
+    retried, its memory readable by id but not yet searchable."""
+
+    type: Literal["IndexingError"] = "IndexingError"
+    error: str
+
+
 class DeadLettered(_Reason):
     """A pipeline stage gave up on the batch (its Catch): the turn is in the pipeline DLQ.
 
@@ -285,6 +294,7 @@ Reason = Annotated[
     | LateArrival
     | Contradiction
     | RolledBack
-    | StoreError,
+    | StoreError
+    | IndexingError,
     Field(discriminator="type"),
 ]
