@@ -28,7 +28,7 @@ from functions.api_common import (
     register_error_handlers,
     tenant_of,
 )
-from memwrite.errors import InvalidQuery
+from memwrite.errors import InvalidQuery, UnknownTrace
 from memwrite.query import (
     SearchRequest,
     erase_user,
@@ -47,6 +47,9 @@ register_error_handlers(app)
 
 # `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+# Trace ids are 32 hex digits (`memwrite.ids`); any other path segment names no trace, and
+# must not reach a store key (DynamoDB refuses keys over 2 KB: a 5xx for bad input).
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 ACCESS_UPDATES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="access")
 
 
@@ -91,6 +94,8 @@ def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     _without_body()
+    if not _TRACE_ID.fullmatch(trace_id):
+        raise UnknownTrace(trace_id)
     config = current.settings.for_request(tenant)
     record = rollback_trace(tenant, trace_id, config, current.rollback, requested_via="api")
     return json_response(HTTPStatus.OK, record.model_dump(mode="json"))

@@ -161,9 +161,10 @@ def test_another_tenants_trace_and_an_unknown_one_are_404(two_tenants: Local) ->
 
     cross = rollback(local, moved, api_key="key-b")
     unknown = rollback(local, "0" * 32)
+    not_an_id = rollback(local, "x" * 3000)
 
     assert (cross.status, cross.body) == (404, {"error": "not_found", "trace_id": moved})
-    assert unknown.status == 404
+    assert unknown.status == not_an_id.status == 404
     assert local.stored_text() == before
     assert rollback(local, moved, api_key=None).status == 401
 

@@ -113,6 +113,7 @@ def test_fuzzed_bodies_get_a_4xx_naming_the_field_never_a_5xx(served: Served, pa
 
 ID_ROUTES = [
     ("GET", "/v1/traces/{}"),
+    ("POST", "/v1/traces/{}/rollback"),
     ("GET", "/v1/memories/{}"),
     ("GET", "/v1/users/{}/memories"),
     ("DELETE", "/v1/users/{}/memories"),
@@ -157,8 +158,14 @@ SAMPLE_BODY = {
 }
 
 
-def concrete(prefix: str) -> str:
-    return SAMPLE_PATH.get(prefix, prefix)
+# A prefix that routes more than one method to paths of another shape.
+SAMPLE_PATH_OF_METHOD = {
+    ("POST", "/v1/traces/"): "/v1/traces/0123456789abcdef0123456789abcdef/rollback",
+}
+
+
+def concrete(prefix: str, method: str | None = None) -> str:
+    return SAMPLE_PATH_OF_METHOD.get((method or "", prefix)) or SAMPLE_PATH.get(prefix, prefix)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +175,8 @@ def concrete(prefix: str) -> str:
 def test_every_route_refuses_a_wrong_credential_with_a_401(
     served: Served, method: str, prefix: str, api_key: str | None
 ) -> None:
-    reply = served.request(method, concrete(prefix), SAMPLE_BODY.get(prefix), api_key=api_key)
+    path = concrete(prefix, method)
+    reply = served.request(method, path, SAMPLE_BODY.get(prefix), api_key=api_key)
     assert reply.status == 401, reply
     assert reply.body["error"] == "unauthenticated"
 
