@@ -32,7 +32,8 @@ class Access(StrEnum):
 R, W, RW = Access.READ, Access.WRITE, Access.READ_WRITE
 RD = Access.READ_DELETE
 # The memory store's reads (dedupe, conflict): memories, their fact rows, the outbox's pending
-# index and the ledger; persist writes all four in one transaction.
+# index and the ledger; persist writes all four in one transaction, which also checks the
+# source trace (a ConditionCheck on the turns table: part of the read grant).
 _STORE_READ = {"memories": R, "entity_facts": R, "outbox": R, "turns": R}
 
 # stage name -> table logical name (memwrite.schema) -> access
@@ -49,9 +50,10 @@ STAGE_ACCESS: dict[str, dict[str, Access]] = {
 # Functions that are not stages.
 FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # Traces (turns, spans), search and memories (memories; retrieval counters in turns), the
-    # erase route (`memwrite.adapters.dynamodb_erase`: exactly these six tables) and the
-    # rollback route (`memwrite.adapters.dynamodb_rollback`: memories, entity_facts and outbox
-    # rows put and deleted in one transaction, its record in turns, its span).
+    # erase route (`memwrite.adapters.dynamodb_erase`: exactly these six tables, and its mark
+    # on the user's trace rows, which stops persist committing them) and the rollback route
+    # (`memwrite.adapters.dynamodb_rollback`: memories, entity_facts and outbox rows put and
+    # deleted in one transaction, its record in turns, its span).
     "query": {
         "memories": RW,
         "entity_facts": RW,

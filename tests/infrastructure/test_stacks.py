@@ -164,6 +164,21 @@ def _tables_written(synth: Synthesized, function_prefix: str) -> set[str]:
     return written
 
 
+def _actions_on(synth: Synthesized, function_prefix: str, table_prefix: str) -> set[str]:
+    """What a function's role may do to the tables whose logical id starts with the prefix."""
+    allowed: set[str] = set()
+    for statement in _role_statements(synth, function_prefix):
+        resources_ = statement["Resource"]
+        named = resources_ if isinstance(resources_, list) else [resources_]
+        if any(
+            isinstance(ref, dict) and ref.get("Fn::GetAtt", [""])[0].startswith(table_prefix)
+            for ref in named
+        ):
+            actions = statement["Action"]
+            allowed.update(actions if isinstance(actions, list) else [actions])
+    return allowed
+
+
 def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -> None:
     # Given the dev stack
     synth = synthesized["dev"]
@@ -183,6 +198,9 @@ def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -
         for t in _tables_written(synth, "PersistFn")
     }
     assert persisted >= {"Memories", "EntityFacts", "Outbox", "Turns", "Spans"}
+    # And persist's transaction may check its source trace; the erase route may mark it erased
+    assert "dynamodb:ConditionCheckItem" in _actions_on(synth, "PersistFn", "TablesTurns")
+    assert "dynamodb:UpdateItem" in _actions_on(synth, "QueryFn", "TablesTurns")
     assert set(STAGE_ACCESS) >= {s.name for s in STAGES}
 
 

@@ -42,12 +42,13 @@ from memwrite.ports import MemoryStore, TraceRecord
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.stages import STAGES
 from memwrite.traces import get_trace
-from memwrite.wiring import build_memory_store, build_stage_deps
+from memwrite.wiring import build_api_deps, build_memory_store, build_stage_deps
 from memwrite_local.aws import LocalAws
 from tests import patels as patel_case
 from tests.embedders import FixedSimilarityEmbedder
 from tests.emf import emf_metrics, metric_total
 from tests.recorded_api import RecordedApi, haiku_cost, recorded
+from tests.sources import record_trace
 
 TENANT, USER = "acme", "u1"
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -72,6 +73,10 @@ def printed_metrics(monkeypatch: pytest.MonkeyPatch) -> EmfMetrics:
 def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
     with LocalAws():
         monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+        # The traces of the turns written below (`payload_of`), recorded as ingest records them.
+        ledger = build_api_deps().ingest.ledger
+        for turn in ("t1", "t2", "t3", "h1"):
+            record_trace(ledger, TENANT, USER, f"trace-{turn}")
         yield build_memory_store()
 
 

@@ -61,10 +61,10 @@ def send(backend: Backend, user: str, moves: list[tuple[int, str, int]]) -> None
     for number, city, day in moves:
         trace_id, turn = f"{user}-trace-{number}", f"{user}-turn-{number}"
         stored = replace(item(user, f"I live in {city}.", day=day, turn=turn), trace_id=trace_id)
-        persist_candidate(stored, CONFIG, deps_for(backend.store))
         backend.ledger.put_trace(
             TraceRecord(trace_id, "acme", user, "s1", None, "user_explicit", "", (turn,))
         )
+        persist_candidate(stored, CONFIG, deps_for(backend.store))
 
 
 def state(backend: Backend, user: str) -> dict[str, tuple[Any, ...]]:

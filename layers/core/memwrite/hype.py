@@ -4,7 +4,8 @@ For each outbox row (delivered by the outbox's DynamoDB stream on AWS, by the lo
 offline) the stage reads the memory as it is *now* in the store, so rows may arrive late, twice
 or out of order and the index still converges on the store:
 
-- gone (erased, rolled back), superseded or retracted: its document is deleted;
+- gone (erased, rolled back), superseded or retracted: its document is deleted (also when it
+  is gone by the time the document is written: an erasure racing the job);
 - otherwise its text is indexed first (BM25-searchable at once), then `hype_questions`
   questions are generated (the extractor's own search questions when it wrote enough; else the
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
@@ -134,6 +135,12 @@ def _index(
             result = result.model_copy(
                 update={"questions": questions, "vectors_indexed_at": _now()}
             )
+        if not deps.store.get_memories(change.tenant, change.user_id, [change.memory_id]):
+            # Erased after the read above: the erasure may have cleared the index before the
+            # upserts, so the document goes again. (Still there now: the erasure deletes the
+            # memory after this read and the index after that, taking the document along.)
+            deps.index.delete(change.tenant, change.user_id, change.memory_id)
+            result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
     deps.outbox.mark_done(change)
     return result, calls
 

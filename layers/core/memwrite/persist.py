@@ -8,6 +8,9 @@ outbox rows in one all-or-nothing commit. Only when a decision no longer holds, 
 transaction is refused (`WriteConflict`: a concurrent writer got in between), does it read
 again and decide again (dedupe's and conflict's own functions), so nothing is ever half-applied
 and concurrent writers converge. Re-running a candidate that is already stored changes nothing.
+Every commit also requires the candidate's source trace to exist: a turn whose user was erased
+while it was in flight is refused by the store (`SourceErased`), never retried, and reported
+as rejected (`UserErased`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from enum import StrEnum
 from memwrite import conflict, dedupe
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.errors import MemwriteError, StageInputError, WriteConflict
+from memwrite.errors import MemwriteError, SourceErased, StageInputError, WriteConflict
 from memwrite.facts import DerivedState
 from memwrite.memory import MemoryLink, MemoryUnit
 from memwrite.models import SpanResult, StageSpan
@@ -36,7 +39,7 @@ from memwrite.ports import (
     SpanStore,
 )
 from memwrite.reads import CandidateReads, read_candidate
-from memwrite.reasons import DuplicateConfirmed, StoreError
+from memwrite.reasons import DuplicateConfirmed, StoreError, UserErased
 from memwrite.scoring import score, tier_for
 from memwrite.spans import item_span, record_spans, unrecorded, usage_summary
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
@@ -255,6 +258,7 @@ def plan(
     commit = Commit(
         tenant=item.tenant,
         user_id=item.user_id,
+        trace_id=item.trace_id,
         memories=changed,
         fact_key=noted.fact_key if noted is not None else None,
         fact_row=fact_row,
@@ -333,7 +337,10 @@ def _count_judge(calls: list[LlmUsage], malformed: int, metrics: MetricsSink) ->
 
 
 def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> ItemsPayload:
-    """Commit each candidate in order; a failure leaves error spans and propagates (Catch)."""
+    """Commit each candidate in order; a failure leaves error spans and propagates (Catch).
+
+    A candidate whose user was erased meanwhile is rejected (`UserErased`), not retried: the
+    erasure must not be undone by a turn that was still in flight."""
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
     replayed: list[StageSpan] = []  # items a redelivery finds applied
@@ -345,6 +352,19 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
             result = persist_candidate(
                 StoreItem.of(payload, item), config, deps, decided=_decisions(item)
             )
+        except SourceErased:
+            latency_ms = (time.perf_counter() - started) * 1000
+            spans.append(
+                item_span(
+                    payload,
+                    item,
+                    STAGE,
+                    result=SpanResult.REJECT,
+                    reason=UserErased(),
+                    latency_ms=latency_ms,
+                )
+            )
+            continue
         except MemwriteError as exc:
             # Earlier candidates are committed (each atomically); this and later ones are not.
             error = StoreError(error=type(exc).__name__)

@@ -316,7 +316,8 @@ class MemoryStore(Protocol):
         """Memories changed but not yet indexed (the outbox's pending rows), newest first."""
 
     def commit(self, commit: Commit) -> None:
-        """Apply atomically; raise `WriteConflict` when a condition no longer holds."""
+        """Apply atomically; raise `WriteConflict` when a condition no longer holds, and
+        `SourceErased` (nothing applied) when the commit's source trace no longer exists."""
 
     def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
 
@@ -441,7 +442,8 @@ class UserErasure:
 class UserEraser(Protocol):
     def erase_user(self, tenant: str, user_id: str) -> UserErasure:
         """Remove every stored item of the user: memories, entity_facts, entities, outbox,
-        the turns ledger and traces of their requests, session turns and spans. Idempotent."""
+        the turns ledger and traces of their requests, session turns and spans. Idempotent.
+        From its start no commit of the user's traces is accepted (`SourceErased`)."""
 
 
 class TraceRollback(Protocol):

@@ -42,6 +42,7 @@ __all__ = [
     "TooShort",
     "Ungrounded",
     "Unverified",
+    "UserErased",
     "UserRule",
     "VerifierCheck",
 ]
@@ -258,6 +259,12 @@ class RolledBack(_Reason):
     restored: int
 
 
+class UserErased(_Reason):
+    """The candidate's user was erased while its turn was in flight: nothing is written."""
+
+    type: Literal["UserErased"] = "UserErased"
+
+
 SkipReason = Annotated[
     TooShort
     | MatchedSkipPattern
@@ -295,6 +302,7 @@ Reason = Annotated[
     | Contradiction
     | RolledBack
     | StoreError
-    | IndexingError,
+    | IndexingError
+    | UserErased,
     Field(discriminator="type"),
 ]
