@@ -39,7 +39,7 @@ from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.entities import Entity, EntityKind
-from memwrite.errors import InvalidQuery, SourceErased, WriteConflict
+from memwrite.errors import InvalidQuery, SourceErased, UnknownTrace, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
@@ -556,7 +556,16 @@ def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, 
     ports.session_log.append(turn)
     ports.ledger.set_last_question(tenant, user, "s1", "Where do you live?")
     ports.rollbacks.apply_rollback(
-        RollbackCommit(tenant, user, [], [], {}, [], rollback_record(tenant, user, trace_id))
+        RollbackCommit(
+            tenant,
+            user,
+            [],
+            [],
+            {},
+            [],
+            rollback_record(tenant, user, trace_id),
+            rollback_span(tenant, user, trace_id),
+        )
     )
     return berlin, trace_id
 
@@ -591,7 +600,7 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     # And the other user keeps all of theirs
     assert ports.store.memories_of(tenant, other) == [kept]
     assert ports.ledger.get_trace(tenant, kept_trace) is not None
-    assert len(ports.spans.spans_of(tenant, kept_trace)) == 1
+    assert len(ports.spans.spans_of(tenant, kept_trace)) == 2  # the turn's, the rollback's
     assert ports.ledger.last_question(tenant, other, "s1") == "Where do you live?"
     assert ports.rollbacks.rollback_of(tenant, kept_trace) is not None
     # And erasing again removes nothing
@@ -644,6 +653,11 @@ def rollback_record(
     )
 
 
+def rollback_span(tenant: str, user: str, trace_id: str) -> StageSpan:
+    stage = span(tenant, trace_id, "rollback", trace_id, 60)
+    return stage.model_copy(update={"user_id": user, "result": SpanResult.TRANSFORM})
+
+
 def berlin_then_lisbon(ports: Ports, user: str) -> tuple[MemoryUnit, MemoryUnit]:
     """Berlin stored, then Lisbon (trace `trace-<user>`) superseding it: Berlin at rev 2,
     Lisbon at rev 1, the row at version 2."""
@@ -667,6 +681,7 @@ def lisbon_rolled_back(user: str, ended: MemoryUnit, lisbon: MemoryUnit) -> Roll
         fact_rows={"e-user#lives_in": fact_row(ended, version=2)},
         outbox=[OutboxRow(ended.memory_id, OutboxOp.UPSERT, f"trace-{user}")],
         record=rollback_record("acme", user, f"trace-{user}", (lisbon.memory_id,)),
+        span=rollback_span("acme", user, f"trace-{user}"),
     )
 
 
@@ -686,10 +701,11 @@ def test_a_rollback_removes_restores_and_records_itself_once(ports: Ports) -> No
         (ended.memory_id, 2),
         (ended.memory_id, 3),
     ]
-    # And the row holds Berlin only, one version on; the record reads back
+    # And the row holds Berlin only, one version on; the record and the span read back
     assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == fact_row(ended, version=3)
     assert ports.rollbacks.rollback_of("acme", f"trace-{user}") == rollback.record
     assert ports.rollbacks.rollback_of("other", f"trace-{user}") is None
+    assert ports.spans.spans_of("acme", f"trace-{user}") == [rollback.span]
     # And a second application of the same rollback is refused whole
     with pytest.raises(WriteConflict):
         ports.rollbacks.apply_rollback(replace(rollback, removed=[], changed=[], outbox=[]))
@@ -713,6 +729,34 @@ def test_a_rollback_with_one_stale_condition_applies_nothing(ports: Ports) -> No
     assert ports.rollbacks.rollback_of("acme", f"trace-{user}") is None
 
 
+def test_a_rollback_of_a_trace_erased_or_never_recorded_writes_nothing(ports: Ports) -> None:
+    # Given a user's Berlin and Lisbon, then the user erased (their trace with them)
+    user = fresh("user")
+    ended, lisbon = berlin_then_lisbon(ports, user)
+    rollback = lisbon_rolled_back(user, ended, lisbon)
+    turn_span = span("acme", f"trace-{user}", "pre", "t", 0).model_copy(update={"user_id": user})
+    ports.spans.put_spans([turn_span])
+    ports.eraser.erase_user("acme", user)
+    # When the rollback planned before the erasure is applied / Then it is refused whole
+    nothing = replace(rollback, removed=[], changed=[], fact_rows={}, outbox=[])
+    with pytest.raises(UnknownTrace):
+        ports.rollbacks.apply_rollback(nothing)
+    assert ports.rollbacks.rollback_of("acme", f"trace-{user}") is None
+    assert ports.spans.spans_of("acme", f"trace-{user}") == []
+    # And so is one of a trace never recorded
+    other = fresh("user")
+    with pytest.raises(UnknownTrace):
+        ports.rollbacks.apply_rollback(
+            replace(
+                nothing,
+                user_id=other,
+                record=rollback_record("acme", other, f"trace-{other}"),
+                span=rollback_span("acme", other, f"trace-{other}"),
+            )
+        )
+    assert ports.rollbacks.rollback_of("acme", f"trace-{other}") is None
+
+
 def test_a_memory_rolled_back_and_stored_again_starts_afresh(ports: Ports) -> None:
     # Given Berlin alone, retrieved once, then rolled back (its row emptied)
     user = fresh("user")
@@ -729,6 +773,7 @@ def test_a_memory_rolled_back_and_stored_again_starts_afresh(ports: Ports) -> No
             fact_rows={"e-user#lives_in": FactRow(version=1)},
             outbox=[],
             record=rollback_record("acme", user, f"trace-{user}", (berlin.memory_id,)),
+            span=rollback_span("acme", user, f"trace-{user}"),
         )
     )
     assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == FactRow()

@@ -18,13 +18,14 @@ What cannot be undone exactly is refused (409, nothing changed):
 - a rollback needing more than `MAX_ROLLBACK_ITEMS` writes (`too_large`): one DynamoDB
   transaction holds at most 100 items, and a rollback is never split.
 
-The store changes in one transaction (`TraceRollback.apply_rollback`), conditioned on every rev
-and row version read, the record inserted only if absent; a lost race is planned again from a
-fresh read. The removed memories' outbox rows go with them, and their search documents are
-deleted right after the commit, on every call: a failure there (503) is finished by the retry,
-which finds the record and deletes again (a no-op for documents already gone); until then
-search never returns them, as the store has the last word. Restored memories are re-indexed
-by stage 7 from the outbox rows the transaction wrote.
+The store changes in one transaction (`TraceRollback.apply_rollback`) with the record and the
+trace's `rollback` span, conditioned on every rev and row version read, on the record being
+absent and on the trace still existing unerased (an erasure under way: 404); a lost race is
+planned again from a fresh read. The removed memories' outbox rows go with them, and their
+search documents are deleted right after the commit, on every call: a failure there (503) is
+finished by the retry, which finds the record and deletes again (a no-op for documents
+already gone); until then search never returns them, as the store has the last word.
+Restored memories are re-indexed by stage 7 from the outbox rows the transaction wrote.
 """
 
 from __future__ import annotations
@@ -187,6 +188,7 @@ def plan_rollback(
             for _, after in changed
         ],
         record=record,
+        span=_span_of(record),
     )
     if commit.item_count > MAX_ROLLBACK_ITEMS:
         raise RollbackRefused(
@@ -201,7 +203,7 @@ def plan_rollback(
 @dataclass
 class RollbackDeps:
     ledger: TurnLedger
-    spans: SpanStore
+    spans: SpanStore  # read for the trace's status; the rollback's span goes with its commit
     store: MemoryStore
     rollbacks: TraceRollback
     index: MemoryIndex
@@ -232,28 +234,25 @@ def read_for_rollback(tenant: str, trace: TraceRecord, deps: RollbackDeps) -> Ro
     )
 
 
-def _finish(record: RollbackRecord, deps: RollbackDeps, latency_ms: float) -> None:
-    """What follows the commit, on every call: idempotent, so a retry completes it."""
-    for memory_id in record.removed:
-        deps.index.delete(record.tenant, record.user_id, memory_id)
-    spans = deps.spans.spans_of(record.tenant, record.trace_id)
-    if any(span.stage == STAGE for span in spans):
-        return
-    reason = RolledBack(removed=len(record.removed), restored=len(record.restored))
-    span = StageSpan(
+def _span_of(record: RollbackRecord) -> StageSpan:
+    """The trace's span of stage `rollback`, written with the record (latency: set when known)."""
+    return StageSpan(
         trace_id=record.trace_id,
         tenant=record.tenant,
         user_id=record.user_id,
         stage=STAGE,
         item_id=record.trace_id,
         result=SpanResult.TRANSFORM,
-        reason=reason,
-        latency_ms=round(latency_ms, 3),
+        reason=RolledBack(removed=len(record.removed), restored=len(record.restored)),
+        latency_ms=0.0,
         at=record.rolled_back_at,
-        kind="candidate",
     )
-    deps.spans.put_spans([span])
-    deps.metrics.count(STAGE, span.result.value, reason)
+
+
+def _remove_documents(record: RollbackRecord, deps: RollbackDeps) -> None:
+    """After the commit, on every call: idempotent, so a retry completes it."""
+    for memory_id in record.removed:
+        deps.index.delete(record.tenant, record.user_id, memory_id)
 
 
 def rollback_trace(
@@ -271,7 +270,7 @@ def rollback_trace(
     for attempt in range(1, MAX_ROLLBACK_ATTEMPTS + 1):
         record = deps.rollbacks.rollback_of(tenant, trace_id)
         if record is not None:
-            _finish(record, deps, (time.perf_counter() - started) * 1000)
+            _remove_documents(record, deps)
             return record
         trace = deps.ledger.get_trace(tenant, trace_id)
         view = get_trace(tenant, trace_id, deps.ledger, deps.spans)
@@ -284,12 +283,16 @@ def rollback_trace(
         commit = plan_rollback(
             read_for_rollback(tenant, trace, deps), config, deps.clock(), requested_via
         )
+        latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        commit.span = commit.span.model_copy(update={"latency_ms": latency_ms})
         try:
             deps.rollbacks.apply_rollback(commit)
         except WriteConflict:
             if attempt == MAX_ROLLBACK_ATTEMPTS:
                 raise
             continue  # someone wrote in between (or rolled it back first): read again
-        _finish(commit.record, deps, (time.perf_counter() - started) * 1000)
+        deps.metrics.count(STAGE, commit.span.result.value, commit.span.reason)
+        deps.metrics.timing(STAGE, latency_ms)
+        _remove_documents(commit.record, deps)
         return commit.record
     raise AssertionError("unreachable: the loop returns or raises")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from memwrite.candidate import Candidate
 from memwrite.facts import FactObservation, fact_key_for
 from memwrite.memory import KEYED_TYPES, MemoryUnit, memory_id_for
+from memwrite.models import StageSpan
 from memwrite.payloads import ItemsPayload, PipelineItem
 
 __all__ = [
@@ -111,7 +112,8 @@ class RollbackCommit:
     `removed` are deleted on the rev that was read (with their retrieval counters and outbox
     rows); `changed` are whole-item puts on the rev read, each with an outbox row; each of
     `fact_rows` is written on its version (an empty row is deleted); `record` is inserted only
-    if absent, so of two concurrent rollbacks of one trace exactly one applies.
+    if absent, so of two concurrent rollbacks of one trace exactly one applies; `span` (stage
+    `rollback`) joins the trace with it. The trace must still exist, its user not being erased.
     """
 
     tenant: str
@@ -121,13 +123,15 @@ class RollbackCommit:
     fact_rows: dict[str, FactRow]  # key -> the new row; its version is the one read
     outbox: list[OutboxRow]
     record: RollbackRecord
+    span: StageSpan
 
     @property
     def item_count(self) -> int:
-        """Items one DynamoDB transaction writes for this: per removed memory the memory, its
-        counter and one outbox row per rev; per changed memory the memory and an outbox row."""
+        """Items one DynamoDB transaction holds for this: per removed memory the memory, its
+        counter and one outbox row per rev; per changed memory the memory and an outbox row;
+        each row; the trace's check, the record and the span."""
         removed = sum(2 + versioned.rev for versioned in self.removed)
-        return removed + len(self.changed) + len(self.outbox) + len(self.fact_rows) + 1
+        return removed + len(self.changed) + len(self.outbox) + len(self.fact_rows) + 3
 
 
 @dataclass(frozen=True)

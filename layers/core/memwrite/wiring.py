@@ -216,7 +216,7 @@ class _DynamoAdapters(_Adapters):
     def rollbacks(self) -> TraceRollback:
         from memwrite.adapters.dynamodb_rollback import DynamoTraceRollback
 
-        return DynamoTraceRollback(self.dynamodb, self._store_tables())
+        return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
 
 class _SqliteAdapters(_Adapters):

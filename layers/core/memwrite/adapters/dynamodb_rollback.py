@@ -3,8 +3,10 @@ conditioned on what was read; the twin of `sqlite_rollback.py`.
 
 The audit record lives in the turns table beside the trace (`ROLLBACK#tenant#trace_id`),
 inserted only if absent: of two concurrent rollbacks of a trace exactly one applies, and the
-user's erasure takes it with the trace's other rows. One transaction holds at most 100 items;
-`memwrite.rollback` refuses a larger rollback before it gets here.
+user's erasure takes it with the trace's other rows. The first item checks that the trace row
+exists unmarked (as persist's commit does): once the user's erasure has started, nothing of
+the rollback is written (`UnknownTrace`), its span included. One transaction holds at most 100
+items; `memwrite.rollback` refuses a larger rollback before it gets here.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.dynamodb import LEDGER_SK, ledger_pk, unavailable
+from memwrite.adapters.dynamodb import (
+    LEDGER_SK,
+    TRACE_ERASED,
+    TRACE_SK,
+    ledger_pk,
+    span_item,
+    trace_pk,
+    unavailable,
+)
 from memwrite.adapters.dynamodb_store import (
     StoreTables,
     access_key,
@@ -24,6 +34,7 @@ from memwrite.adapters.dynamodb_store import (
     transact,
     user_key,
 )
+from memwrite.errors import UnknownTrace
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.store import RollbackCommit, RollbackRecord
 
@@ -42,9 +53,10 @@ def rollback_pk(tenant: str, trace_id: str) -> str:
 
 
 class DynamoTraceRollback:
-    def __init__(self, client: DynamoDBClient, tables: StoreTables) -> None:
+    def __init__(self, client: DynamoDBClient, tables: StoreTables, spans_table: str) -> None:
         self._client = client
         self._tables = tables
+        self._spans_table = spans_table
 
     def rollback_of(self, tenant: str, trace_id: str) -> RollbackRecord | None:
         try:
@@ -80,7 +92,21 @@ class DynamoTraceRollback:
     def apply_rollback(self, rollback: RollbackCommit) -> None:
         t = self._tables
         partition = user_key(rollback.tenant, rollback.user_id)
-        items: list[dict[str, Any]] = []
+        record = rollback.record
+        items: list[dict[str, Any]] = [
+            {
+                "ConditionCheck": {
+                    "TableName": t.turns,
+                    "Key": {
+                        PK: {"S": trace_pk(record.tenant, record.trace_id)},
+                        SK: {"S": TRACE_SK},
+                    },
+                    "ConditionExpression": (
+                        f"attribute_exists({PK}) AND attribute_not_exists({TRACE_ERASED})"
+                    ),
+                }
+            }
+        ]
         for versioned in rollback.removed:
             mid = versioned.memory.memory_id
             items.append(
@@ -129,7 +155,6 @@ class DynamoTraceRollback:
         for row_out in rollback.outbox:
             doc, rev = docs[row_out.memory_id]
             items.append({"Put": outbox_put(t.outbox, partition, row_out, doc, rev)})
-        record = rollback.record
         items.append(
             {
                 "Put": {
@@ -143,4 +168,5 @@ class DynamoTraceRollback:
                 }
             }
         )
-        transact(self._client, items)
+        items.append({"Put": {"TableName": self._spans_table, "Item": span_item(rollback.span)}})
+        transact(self._client, items, first_refused=UnknownTrace(record.trace_id))

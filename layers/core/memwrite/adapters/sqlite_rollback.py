@@ -1,6 +1,7 @@
 """A trace's rollback in the SQLite file, one `BEGIN IMMEDIATE` transaction; the twin of
 `dynamodb_rollback.py`. Every condition (memory rev, row version, no record yet) is checked
-inside it; a refused one is a `WriteConflict` and nothing is applied."""
+inside it; a refused one is a `WriteConflict` and nothing is applied. A trace no longer there
+(its user erased: one transaction too) is an `UnknownTrace`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from memwrite.adapters.sqlite import insert_spans
 from memwrite.adapters.sqlite_db import SqliteDatabase
-from memwrite.errors import WriteConflict
+from memwrite.errors import UnknownTrace, WriteConflict
 from memwrite.store import RollbackCommit, RollbackRecord
 
 __all__ = ["SqliteTraceRollback"]
@@ -55,6 +57,11 @@ def _check_rev(connection: sqlite3.Connection, user: tuple[str, str], mid: str, 
 def _apply(connection: sqlite3.Connection, rollback: RollbackCommit) -> None:
     user = (rollback.tenant, rollback.user_id)
     record = rollback.record
+    source = connection.execute(
+        "SELECT 1 FROM traces WHERE tenant = ? AND trace_id = ?", (record.tenant, record.trace_id)
+    ).fetchone()
+    if source is None:
+        raise UnknownTrace(record.trace_id)
     taken = connection.execute(
         "SELECT 1 FROM rollbacks WHERE tenant = ? AND trace_id = ?",
         (record.tenant, record.trace_id),
@@ -112,3 +119,4 @@ def _apply(connection: sqlite3.Connection, rollback: RollbackCommit) -> None:
         "INSERT INTO rollbacks (tenant, trace_id, user_id, doc) VALUES (?, ?, ?, ?)",
         (record.tenant, record.trace_id, record.user_id, record.model_dump_json()),
     )
+    insert_spans(connection, [rollback.span])
