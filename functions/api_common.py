@@ -21,6 +21,7 @@ from memwrite.errors import (
     InvalidQuery,
     RollbackRefused,
     TimestampInFuture,
+    TraceWithoutInputs,
     TransientError,
     Unauthenticated,
     UnknownMemory,
@@ -162,6 +163,17 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             "trace_ids": exc.trace_ids,
         }
         return json_response(HTTPStatus.CONFLICT, body)
+
+    @app.exception_handler(TraceWithoutInputs)
+    def _without_inputs(exc: TraceWithoutInputs) -> Response[dict[str, Any]]:
+        return json_response(
+            HTTPStatus.CONFLICT,
+            {
+                "error": "trace_without_inputs",
+                "trace_id": str(exc),
+                "message": "recorded before traces kept their inputs: nothing to replay",
+            },
+        )
 
     @app.exception_handler(TransientError)
     def _unavailable(exc: TransientError) -> Response[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """The local runner: the same handlers as on AWS, driven in-process on whichever backend the
 environment names (a `memwrite_local.backend.LocalBackend` sets it).
 
-API calls become API Gateway proxy events for the real handlers; `drain` then pulls the queue
+API calls go first through the authorizer Lambda, as API Gateway sends them (a wrong credential
+is a 401 before any body is read), then become proxy events for the real handlers, with the
+tenant in the request context; `drain` then pulls the queue
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -42,15 +45,27 @@ RECEIVE_BATCH = 10  # one SQS receive: up to 10 messages
 # A delivery not deleted within this is delivered again (a consumer that died mid-batch).
 VISIBILITY_TIMEOUT_SECS = 30
 
-# (method, path prefix, handler module): what API Gateway routes to which function.
+# (method, path template, handler module): what API Gateway routes to which function; a
+# `{name}` is one path segment (infra/api.py declares the same routes).
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
-    ("GET", "/v1/traces/", "functions.query.handler"),
-    ("POST", "/v1/traces/", "functions.query.handler"),
+    ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
+    ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
+    ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),
     ("POST", "/v1/search", "functions.query.handler"),
-    ("GET", "/v1/memories/", "functions.query.handler"),
-    ("GET", "/v1/users/", "functions.query.handler"),
-    ("DELETE", "/v1/users/", "functions.query.handler"),
+    ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
+    ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
+    ("GET", "/v1/users/{user_id}/memories", "functions.query.handler"),
+    ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),
+    ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
+    ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
+)
+AUTHORIZER = "functions.authorizer.handler"
+# API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
+UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
+_ROUTE_PATTERNS = tuple(
+    (method, re.compile(re.sub(r"\{\w+\}", "[^/]+", template)), module)
+    for method, template, module in ROUTES
 )
 _OUTBOX_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/memwrite-outbox/stream/local"
 STREAM_BATCH_SIZE = 100  # records per stream invocation (the event source mapping's BatchSize)
@@ -158,6 +173,8 @@ class LocalRunner:
             importlib.import_module(f"functions.{stage.function_dir}.handler")
             for stage in stream_stages()
         ]
+        self._authorizer = importlib.import_module(AUTHORIZER)
+        self._authorizer.settings.cache_clear()  # the key table of this backend's environment
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
@@ -189,7 +206,11 @@ class LocalRunner:
             )
         if module is None:
             return ApiResult(404, {}, {"error": "not_found", "path": path})
+        tenant = self._authorize(method, path, all_headers)
+        if tenant is None:
+            return ApiResult(401, {}, UNAUTHENTICATED)
         event = api_gateway_event(method, path, all_headers, raw)
+        event["requestContext"]["authorizer"] = {"tenant_id": tenant}
         if query:
             parameters = parse_qs(query, keep_blank_values=True)
             event["queryStringParameters"] = {k: v[-1] for k, v in parameters.items()}
@@ -206,11 +227,27 @@ class LocalRunner:
             body=json.loads(payload),
         )
 
+    def _authorize(self, method: str, path: str, headers: dict[str, str]) -> str | None:
+        """The tenant the authorizer Lambda puts into the request context, or None where API
+        Gateway answers 401: as on AWS, before the route's handler reads the body."""
+        event = {
+            "type": "REQUEST",
+            "methodArn": f"arn:aws:execute-api:local:000000000000:local/local/{method}{path}",
+            "headers": headers,
+        }
+        try:
+            answer = self._authorizer.lambda_handler(event, LocalContext())
+        except Exception as exc:  # the authorizer's contract: Exception("Unauthorized") -> 401
+            if str(exc) == "Unauthorized":
+                return None
+            raise
+        return str(answer["context"]["tenant_id"])
+
     def _route(self, method: str, path: str) -> tuple[ModuleType | None, list[str]]:
         """The handler of (method, path), or None and the methods the path does take."""
         allowed = []
-        for route_method, prefix, module_name in ROUTES:
-            if path.startswith(prefix):
+        for route_method, pattern, module_name in _ROUTE_PATTERNS:
+            if pattern.fullmatch(path):
                 if method == route_method:
                     return self._modules[module_name], []
                 allowed.append(route_method)

@@ -139,11 +139,11 @@ def test_fuzzed_ids_and_queries_get_a_4xx_never_a_5xx(
     read()
 
 
-ROUTE_PATHS = sorted({(method, prefix) for method, prefix, _ in ROUTES})
-SAMPLE_PATH = {
-    "/v1/traces/": "/v1/traces/0123456789abcdef0123456789abcdef",
-    "/v1/memories/": "/v1/memories/0123456789abcdef0123456789abcdef",
-    "/v1/users/": "/v1/users/fuzz-user/memories",
+ROUTE_PATHS = sorted({(method, template) for method, template, _ in ROUTES})
+SAMPLE_ID = {
+    "{trace_id}": "0123456789abcdef0123456789abcdef",
+    "{memory_id}": "0123456789abcdef0123456789abcdef",
+    "{user_id}": "fuzz-user",
 }
 
 
@@ -155,17 +155,15 @@ SAMPLE_BODY = {
         "turns": [{"role": "user", "content": "hi"}],
     },
     "/v1/search": {"user_id": "fuzz-user", "query": "anything"},
+    "/v1/traces/{trace_id}/replay": {"config": {}},
+    "/v1/users/{user_id}/replay": {"config": {}},
 }
 
 
-# A prefix that routes more than one method to paths of another shape.
-SAMPLE_PATH_OF_METHOD = {
-    ("POST", "/v1/traces/"): "/v1/traces/0123456789abcdef0123456789abcdef/rollback",
-}
-
-
-def concrete(prefix: str, method: str | None = None) -> str:
-    return SAMPLE_PATH_OF_METHOD.get((method or "", prefix)) or SAMPLE_PATH.get(prefix, prefix)
+def concrete(template: str) -> str:
+    for placeholder, value in SAMPLE_ID.items():
+        template = template.replace(placeholder, value)
+    return template
 
 
 @pytest.mark.parametrize(
@@ -175,8 +173,7 @@ def concrete(prefix: str, method: str | None = None) -> str:
 def test_every_route_refuses_a_wrong_credential_with_a_401(
     served: Served, method: str, prefix: str, api_key: str | None
 ) -> None:
-    path = concrete(prefix, method)
-    reply = served.request(method, path, SAMPLE_BODY.get(prefix), api_key=api_key)
+    reply = served.request(method, concrete(prefix), SAMPLE_BODY.get(prefix), api_key=api_key)
     assert reply.status == 401, reply
     assert reply.body["error"] == "unauthenticated"
 

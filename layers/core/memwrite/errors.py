@@ -31,6 +31,7 @@ __all__ = [
     "StageInputError",
     "StoreUnavailable",
     "TimestampInFuture",
+    "TraceWithoutInputs",
     "TransientError",
     "Unauthenticated",
     "UnknownMemory",
@@ -195,3 +196,7 @@ class RollbackRefused(PermanentError):
         self.reason = reason
         self.memory_ids = memory_ids or []
         self.trace_ids = trace_ids or []
+
+
+class TraceWithoutInputs(PermanentError):
+    """The trace was recorded before traces kept their inputs: there is nothing to replay."""
