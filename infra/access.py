@@ -39,7 +39,9 @@ _STORE_READ = {"memories": R, "entity_facts": R, "outbox": R, "turns": R}
 # stage name -> table logical name (memwrite.schema) -> access
 STAGE_ACCESS: dict[str, dict[str, Access]] = {
     "pre_filter": {"turns": RW, "spans": W},  # ledger, traces, rate claims, session's question
-    "extract": {"turns": RW, "spans": W},  # the session log (read and appended)
+    # The session log (read, and appended with its source trace's ConditionCheck)
+    "extract": {"turns": RW, "spans": W},
+    # Entities written with their source traces' ConditionChecks (part of the turns read grant)
     "resolve_refs": {"entities": RW, "turns": R, "spans": W},
     "dedupe": {**_STORE_READ, "spans": W},
     "conflict": {**_STORE_READ, "spans": W},
