@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, wraps
-from typing import ParamSpec
+from typing import NamedTuple, ParamSpec
 
 from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
 from memwrite.firewall import Finding, mask, normalise, scan
@@ -78,19 +78,20 @@ def rule_name(reason: Reason) -> str:
     return reason.type
 
 
-@dataclass(frozen=True, slots=True)
-class Screening:
+class Screening(NamedTuple):
     """The stateless verdict: a skip reason, or the kept text with what was redacted.
 
     `context` is the question a short answer was kept with (masked like the text);
-    `sentences` counts the sentences judged and `dropped_by` names the rule of each dropped."""
+    `sentences` counts the sentences judged and `dropped_by` names the rule of each dropped.
+    A named tuple: one is built per turn, and a frozen dataclass's construction costs three
+    times as much."""
 
     reason: SkipReason | None
     text: str | None
-    redacted: tuple[SecretKind, ...] = field(default=())
+    redacted: tuple[SecretKind, ...] = ()
     context: str | None = None
     sentences: int = 0
-    dropped_by: tuple[str, ...] = field(default=())
+    dropped_by: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=256)
