@@ -137,9 +137,10 @@ def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict],
     if sentences is not None:
         # The common turn: no secret to mask, no tenant rule, no block; most sentences are
         # decided by `plainly_kept` alone. The rules read a segment's text, not its offsets.
+        max_chars = config.short_meta_request_max_chars
         verdicts = [
             _Verdict(sentence, sentence, None)
-            if plainly_kept(sentence, config.short_meta_request_max_chars)
+            if plainly_kept(sentence, max_chars)
             else _judged(Segment(sentence, 0, len(sentence)), sentence, config)
             for sentence in sentences
         ]
@@ -236,7 +237,7 @@ def screen(content: str, config: PrefilterConfig, previous: str | None = None) -
     too_short = words < config.min_words
     verdicts, redacted = ([], []) if too_short else _judge_segments(text, config)
     kept = [v.masked for v in verdicts if v.reason is None]
-    dropped_by = tuple(rule_name(v.reason) for v in verdicts if v.reason is not None)
+    dropped_by = tuple([rule_name(v.reason) for v in verdicts if v.reason is not None])
     if kept:
         # A short kept turn ("kinda boring tbh") still reads better with its question.
         question = (
