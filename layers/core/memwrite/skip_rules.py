@@ -813,6 +813,15 @@ def _is_meta_talk_or_ui_command(bare: str) -> bool:
 _NO_WORDS: tuple[list[str], list[str], list[str]] = ([], [], [])
 
 
+def _may_be_phrases(words: list[str], lowered: list[str]) -> bool:
+    """False when no phrase rule can match: a phrase rule's words all come from its phrases but
+    one, which must be a capitalised name ("Hey Mel!"), and `_PHRASE_WORDS` holds them all."""
+    outside = [w for w, low in zip(words, lowered, strict=True) if low not in _PHRASE_WORDS]
+    if not outside:
+        return bool(words)
+    return len(outside) == 1 and _CAPITALISED.match(outside[0]) is not None
+
+
 def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     """The first built-in rule, in DESIGN.md's order, that the whole segment matches."""
     if segment.kind is SegmentKind.TOOL_CALL:
@@ -824,7 +833,7 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     short_form = len(text) <= _MAX_FORM_CHARS
     # `words` stays empty when no rule made of words can match: they all fail on it.
     tokens, words, lowered = _rule_words(bare) if short_form else _NO_WORDS
-    phrases = len(set(lowered).difference(_PHRASE_WORDS)) < 2  # one set operation for three
+    phrases = _may_be_phrases(words, lowered)  # one check for the three phrase rules
     if phrases and _GREETING_ACK.matches(words, lowered):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
