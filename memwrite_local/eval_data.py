@@ -52,6 +52,8 @@ class EvalTurn(_Frozen):
     speaker: str
     text: str
     timestamp: datetime
+    session: str
+    """The data set's session of the turn: the API's `session_id` of its request."""
 
 
 class Question(_Frozen):
@@ -112,6 +114,7 @@ def _locomo_turns(conversation: dict[str, Any]) -> list[EvalTurn]:
                 speaker=turn["speaker"],
                 text=turn["text"],
                 timestamp=start + timedelta(seconds=position),
+                session=key,
             )
             for position, turn in enumerate(conversation[key])
         )
@@ -189,6 +192,7 @@ def read_cri(path: Path) -> DatasetData:
             speaker=message["role"],
             text=message["content"],
             timestamp=_cri_time(message["timestamp"]),
+            session=str(message.get("session_id", path.name)),
         )
         for message in messages
     )

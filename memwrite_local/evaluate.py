@@ -1,6 +1,6 @@
 """`memwrite eval`: data sets through the local pipeline, scored against what they know.
 
-Each conversation runs once per speaker as the user, on a fresh state (`run_conversation`:
+Each conversation runs once per speaker as the user, on a fresh state (`run_sessions`:
 the pipeline `memwrite ingest` and `make demo` run, in API-sized requests): that speaker's
 turns are user turns, the other's are assistant turns (so a short answer keeps its question),
 at the data set's times. The report per data set sums these runs: the funnel from the traces'
@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import groupby
 
 from pydantic import BaseModel
 from rapidfuzz import fuzz, utils
@@ -26,7 +27,7 @@ from memwrite.models import SpanResult
 from memwrite.stages import stage_names
 from memwrite_local.eval_baseline import RawTurnIndex
 from memwrite_local.eval_data import ConversationData, DatasetData, FactChange, Question
-from memwrite_local.pipeline import LocalRun, run_conversation
+from memwrite_local.pipeline import LocalRun, run_sessions
 
 __all__ = [
     "DEFAULT_KS",
@@ -36,6 +37,7 @@ __all__ = [
     "evaluate",
     "question_user",
     "recall_at_k",
+    "sessions_as",
 ]
 
 DEFAULT_KS = (5, 10)
@@ -141,19 +143,23 @@ def _safe_id(name: str) -> str:
     return _UNSAFE_ID.sub("-", name).strip("-")[:128] or "x"
 
 
-def _request(conversation: ConversationData, user: str) -> dict[str, object]:
-    return {
-        "user_id": _safe_id(user),
-        "session_id": _safe_id(conversation.name),
-        "turns": [
-            {
-                "role": "user" if turn.speaker == user else "assistant",
-                "content": turn.text,
-                "timestamp": turn.timestamp.isoformat(),
-            }
-            for turn in conversation.turns
-        ],
-    }
+def sessions_as(conversation: ConversationData, user: str) -> list[dict[str, object]]:
+    """The conversation as `user` sends it: one request body per data set session, in order."""
+    return [
+        {
+            "user_id": _safe_id(user),
+            "session_id": _safe_id(f"{conversation.name}-{session}"),
+            "turns": [
+                {
+                    "role": "user" if turn.speaker == user else "assistant",
+                    "content": turn.text,
+                    "timestamp": turn.timestamp.isoformat(),
+                }
+                for turn in turns
+            ],
+        }
+        for session, turns in groupby(conversation.turns, key=lambda turn: turn.session)
+    ]
 
 
 def _values_match(stored: str, truth: str) -> bool:
@@ -349,8 +355,8 @@ def evaluate(
             questions = [
                 q for q in conversation.questions if question_user(q, conversation) == user
             ]
-            run = run_conversation(
-                _request(conversation, user), [q.question for q in questions], search_k=max(ks)
+            run = run_sessions(
+                sessions_as(conversation, user), [q.question for q in questions], search_k=max(ks)
             )
             tally = tallies[index]
             tally.questions += len(questions)

@@ -20,7 +20,14 @@ from memwrite.memory import MemoryUnit
 from memwrite.models import StageSpan
 from memwrite_local.funnel import Funnel, build_funnel
 
-__all__ = ["SEARCH_K", "IngestFailed", "LocalRun", "api_sized_requests", "run_conversation"]
+__all__ = [
+    "SEARCH_K",
+    "IngestFailed",
+    "LocalRun",
+    "api_sized_requests",
+    "run_conversation",
+    "run_sessions",
+]
 
 SEARCH_K = 5  # results per `--query`
 
@@ -89,6 +96,19 @@ def run_conversation(
     data_dir: Path | None = None,
     search_k: int = SEARCH_K,
 ) -> LocalRun:
+    """One `POST /v1/turns` body (however long) through the pipeline, then `queries`."""
+    return run_sessions([conversation], queries, backend, data_dir, search_k)
+
+
+def run_sessions(
+    sessions: Sequence[dict[str, Any]],
+    queries: Sequence[str] = (),
+    backend: str = "sqlite",
+    data_dir: Path | None = None,
+    search_k: int = SEARCH_K,
+) -> LocalRun:
+    """One user's sessions, in order, each a `POST /v1/turns` body with its own `session_id`,
+    through the pipeline on one state; then `queries` are searched as that user."""
     from memwrite.config import load_settings
     from memwrite.wiring import build_memory_store
     from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
@@ -96,6 +116,7 @@ def run_conversation(
     from memwrite_local.runner import LocalRunner
 
     limits = load_settings().pipeline.ingest
+    user_id = sessions[0]["user_id"]
     failed: dict[str, str] = {}
     searches: list[tuple[str, list[dict[str, Any]]]] = []
     with ExitStack() as stack:
@@ -106,8 +127,12 @@ def run_conversation(
         stack.enter_context(local_backend(backend, data_dir, own_key))
         runner = LocalRunner()
         traces = []
-        for body in api_sized_requests(
-            conversation, limits.max_turns_per_request, limits.max_body_bytes
+        for body in (
+            request
+            for session in sessions
+            for request in api_sized_requests(
+                session, limits.max_turns_per_request, limits.max_body_bytes
+            )
         ):
             response = runner.call("POST", "/v1/turns", body)
             if response.status >= 400:
@@ -118,7 +143,7 @@ def run_conversation(
             traces.append(runner.call("GET", f"/v1/traces/{response.body['trace_id']}").body)
         trace = _merged_trace(traces)
         for query in queries:
-            body = {"user_id": conversation["user_id"], "query": query, "k": search_k}
+            body = {"user_id": user_id, "query": query, "k": search_k}
             found = runner.call("POST", "/v1/search", body)
             if found.status != 200:
                 raise IngestFailed(found.status, found.body)
@@ -129,7 +154,7 @@ def run_conversation(
             # Searches record their retrievals on one worker thread: let it finish while this
             # state exists (after it, the updates would go to real AWS, retried at length).
             ACCESS_UPDATES.submit(lambda: None).result()
-        memories = build_memory_store().memories_of(LOCAL_TENANT, conversation["user_id"])
+        memories = build_memory_store().memories_of(LOCAL_TENANT, user_id)
     spans = [StageSpan.model_validate(span) for span in trace["spans"]]
     outcome = trace["outcome"]
     # A turn repeated inside one request has one id and one span: count distinct turns.

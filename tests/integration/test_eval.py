@@ -14,7 +14,8 @@ import pytest
 from memwrite_local.cli import main
 from memwrite_local.eval_baseline import RawTurnIndex
 from memwrite_local.eval_data import DataFormat, Question, read_dataset
-from memwrite_local.evaluate import question_user, recall_at_k
+from memwrite_local.evaluate import question_user, recall_at_k, sessions_as
+from memwrite_local.pipeline import run_sessions
 from tests.cli_process import run_memwrite
 
 TIMEOUT_SECS = 120
@@ -186,6 +187,42 @@ def test_cri_reader_reads_changes_noise_and_the_user(data_dir: Path) -> None:
 def test_reader_refuses_a_missing_path(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no such file"):
         read_dataset(DataFormat.CRI, tmp_path / "absent")
+
+
+def test_each_data_set_session_is_sent_as_its_own_api_session(data_dir: Path) -> None:
+    # Given both formats, each with two or more sessions
+    (locomo,) = read_dataset(DataFormat.LOCOMO, data_dir / "locomo").conversations
+    (cri,) = read_dataset(DataFormat.CRI, data_dir / "cri-test").conversations
+
+    # When they are turned into what the user sends
+    ana = sessions_as(locomo, "Ana")
+    user = sessions_as(cri, "user")
+
+    # Then every session of the data is one request under its own session id, in order
+    assert [body["session_id"] for body in ana] == ["conv-test-session_1", "conv-test-session_2"]
+    assert [len(body["turns"]) for body in ana] == [4, 2]  # type: ignore[arg-type]
+    assert [body["session_id"] for body in user] == [
+        "cri-test-session-001",
+        "cri-test-session-002",
+        "cri-test-session-009",
+    ]
+    # And the other speaker's turns are assistant turns
+    roles = [turn["role"] for turn in ana[0]["turns"]]  # type: ignore[attr-defined]
+    assert roles == ["user", "assistant", "user", "assistant"]
+
+
+def test_memories_keep_the_session_they_were_said_in() -> None:
+    # Given one user's two sessions, each stating a fact the rule extractor stores
+    sessions = [
+        {"user_id": "ana", "session_id": f"s{n}", "turns": [{"role": "user", "content": text}]}
+        for n, text in enumerate(["I live in Berlin.", "My sister is called Eva."], start=1)
+    ]
+
+    # When they run through the local pipeline on one state
+    run = run_sessions(sessions)
+
+    # Then each memory names the session it came from
+    assert {memory.source_session for memory in run.memories} == {"s1", "s2"}
 
 
 def test_recall_at_k_counts_a_hit_only_within_the_first_k() -> None:
