@@ -858,9 +858,7 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
 
 _NO_WORD_RULE_UNKNOWN_WORDS = 3  # one more than any word rule tolerates
 # A whole `_WORD` token that is a first-person word, in lower-cased text.
-_FIRST_PERSON_TOKEN = re.compile(
-    rf"(?<![\w'])(?:{by_first_char(_FIRST_PERSON)})(?![\w'])"
-)
+_FIRST_PERSON_TOKEN = re.compile(rf"(?<![\w'])(?:{by_first_char(_FIRST_PERSON)})(?![\w'])")
 _NON_WORD_PUNCTUATION = "".join(c for c in string.punctuation if c not in "_'")
 
 
