@@ -7,7 +7,9 @@ moto, `memwrite serve` under load).
 One section alone: `python -m tests.benchmarks.run --only embedded --serve-seconds 10`.
 
 Medians and ratios measured in one run (this machine is shared and noisy): each number is
-compared with a baseline measured alongside it. Results are printed and written to
+compared with a baseline measured alongside it (the pre-filter sections alternate their passes
+with the baseline's and time CPU). Where the pre-filter's time goes, part by part:
+`python -m tests.benchmarks.prefilter_parts`. Results are printed and written to
 bench/results.json.
 """
 
