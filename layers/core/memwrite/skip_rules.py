@@ -732,13 +732,14 @@ def _rule_words(bare: str) -> tuple[list[str], list[str], list[str]]:
             return tokens, [], []
         words = _canonical_words(tokens)
         return tokens, words, [w.lower() for w in words]
-    # ASCII: lower-casing keeps every character in place, so the tokens of the lower-cased text
-    # are the tokens lower-cased; one regex pass instead of a `lower()` per word.
+    # ASCII: lower-casing keeps every character in place and a token holds no space, so the
+    # tokens joined, lower-cased once and split again are the tokens lower-cased.
     tokens = _WORD.findall(bare)
-    lowered_tokens = _WORD.findall(bare.lower())
+    joined = " ".join(tokens).lower()
+    lowered_tokens = joined.split(" ") if tokens else []
     if not _may_be_made_of_form_words(lowered_tokens):
         return tokens, [], []
-    if _CHAT_SPELLING.search(" ".join(lowered_tokens)):
+    if _CHAT_SPELLING.search(joined):
         words = [_canonical(w) for w in tokens]
         return tokens, words, [w.lower() for w in words]
     if _APOSTROPHE_FREE.keys().isdisjoint(lowered_tokens):
