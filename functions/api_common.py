@@ -5,6 +5,7 @@ HTTP statuses live here and only here; the library raises typed errors.
 
 from __future__ import annotations
 
+import json
 import logging
 from http import HTTPStatus
 from typing import Any
@@ -24,7 +25,7 @@ from memwrite.errors import (
     UnknownMemory,
 )
 
-__all__ = ["json_response", "register_error_handlers", "tenant_of"]
+__all__ = ["json_response", "parse_json_body", "register_error_handlers", "tenant_of"]
 
 logger = Logger(service="memwrite-api")
 
@@ -39,6 +40,23 @@ class _WithoutRouteArguments(logging.Filter):
 logging.getLogger("aws_lambda_powertools.event_handler.api_gateway").addFilter(
     _WithoutRouteArguments()
 )
+
+
+def parse_json_body(raw: str) -> Any:
+    """`json.loads`, with the parser's own limits reported as invalid JSON (400), not a crash.
+
+    Powertools turns only `JSONDecodeError` into a validation error; nesting deeper than the
+    interpreter's recursion limit raises `RecursionError`, and an integer literal over
+    `sys.get_int_max_str_digits()` (4,300) digits a plain `ValueError`.
+    """
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", raw, 0) from None
+    except ValueError as exc:
+        raise json.JSONDecodeError("a number has too many digits", raw, 0) from exc
 
 
 def json_response(

@@ -27,14 +27,16 @@ class Access(StrEnum):
     # Reads and deletes, no puts or updates (the erase route). DynamoDB's BatchWriteItem
     # action covers batched puts too: IAM cannot tell them apart.
     READ_DELETE = "read_delete"
-    # READ_DELETE plus UpdateItem (the retrieval counters the search route bumps).
+    # READ_DELETE plus UpdateItem (the retrieval counters the search route bumps; the erase
+    # route's mark on the user's trace rows, which stops persist committing them).
     READ_UPDATE_DELETE = "read_update_delete"
 
 
 R, W, RW = Access.READ, Access.WRITE, Access.READ_WRITE
 RD, RUD = Access.READ_DELETE, Access.READ_UPDATE_DELETE
 # The memory store's reads (dedupe, conflict): memories, their fact rows, the outbox's pending
-# index and the ledger; persist writes all four in one transaction.
+# index and the ledger; persist writes all four in one transaction, which also checks the
+# source trace (a ConditionCheck on the turns table: part of the read grant).
 _STORE_READ = {"memories": R, "entity_facts": R, "outbox": R, "turns": R}
 
 # stage name -> table logical name (memwrite.schema) -> access

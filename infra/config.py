@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,47 +93,52 @@ class EnvConfig(_Frozen):
         return f"memwrite-{self.name}"
 
 
-ENVIRONMENTS: dict[str, EnvConfig] = {
-    "dev": EnvConfig(
-        name="dev",
-        retain_data=False,
-        log_retention="ONE_WEEK",
-        state_machine_log_level="ALL",
-        stage_size=FunctionSize(memory_mb=512, timeout_secs=60),
-        extract_size=FunctionSize(memory_mb=1024, timeout_secs=120),
-        api_size=FunctionSize(memory_mb=512, timeout_secs=10),
-        map_concurrency=4,
-        llm_provider=LlmProvider.ANTHROPIC,
-        throttling=ApiThrottling(rate_per_sec=10, burst=20),
-        search=SearchConfig(collection_name="memwrite-dev", standby_replicas=False),
-    ),
-    "staging": EnvConfig(
-        name="staging",
-        retain_data=False,
-        log_retention="ONE_MONTH",
-        state_machine_log_level="ERROR",
-        stage_size=FunctionSize(memory_mb=512, timeout_secs=60),
-        extract_size=FunctionSize(memory_mb=1024, timeout_secs=120),
-        api_size=FunctionSize(memory_mb=1024, timeout_secs=10),
-        llm_provider=LlmProvider.BEDROCK,
-        throttling=ApiThrottling(rate_per_sec=50, burst=100),
-        search=SearchConfig(collection_name="memwrite-staging"),
-    ),
-    "prod": EnvConfig(
-        name="prod",
-        retain_data=True,
-        log_retention="THREE_MONTHS",
-        state_machine_log_level="ERROR",
-        stage_size=FunctionSize(memory_mb=1024, timeout_secs=60),
-        extract_size=FunctionSize(memory_mb=1024, timeout_secs=120),
-        api_size=FunctionSize(memory_mb=1024, timeout_secs=10),
-        map_concurrency=10,
-        llm_provider=LlmProvider.BEDROCK,
-        throttling=ApiThrottling(rate_per_sec=200, burst=400),
-        alarms=AlarmThresholds(stage_error_rate_pct=2.0, outbox_lag_secs=120),
-        search=SearchConfig(collection_name="memwrite-prod"),
-    ),
-}
+# dev states every setting; staging and prod state only where they differ from it (`_derive`
+# re-validates the result, so a derived environment is checked like a written one).
+_DEV = EnvConfig(
+    name="dev",
+    retain_data=False,
+    log_retention="ONE_WEEK",
+    state_machine_log_level="ALL",
+    stage_size=FunctionSize(memory_mb=512, timeout_secs=60),
+    extract_size=FunctionSize(memory_mb=1024, timeout_secs=120),
+    api_size=FunctionSize(memory_mb=512, timeout_secs=10),
+    map_concurrency=4,
+    llm_provider=LlmProvider.ANTHROPIC,
+    throttling=ApiThrottling(rate_per_sec=10, burst=20),
+    search=SearchConfig(collection_name="memwrite-dev", standby_replicas=False),
+)
+
+
+def _derive(base: EnvConfig, **differences: Any) -> EnvConfig:
+    """`base` with `differences` applied, validated again (`model_copy` alone would not)."""
+    return EnvConfig.model_validate({**base.model_dump(), **differences})
+
+
+_STAGING = _derive(
+    _DEV,
+    name="staging",
+    log_retention="ONE_MONTH",
+    state_machine_log_level="ERROR",
+    api_size=FunctionSize(memory_mb=1024, timeout_secs=10),
+    map_concurrency=10,
+    llm_provider=LlmProvider.BEDROCK,
+    throttling=ApiThrottling(rate_per_sec=50, burst=100),
+    search=SearchConfig(collection_name="memwrite-staging"),
+)
+
+_PROD = _derive(
+    _STAGING,
+    name="prod",
+    retain_data=True,
+    log_retention="THREE_MONTHS",
+    stage_size=FunctionSize(memory_mb=1024, timeout_secs=60),
+    throttling=ApiThrottling(rate_per_sec=200, burst=400),
+    alarms=AlarmThresholds(stage_error_rate_pct=2.0, outbox_lag_secs=120),
+    search=SearchConfig(collection_name="memwrite-prod"),
+)
+
+ENVIRONMENTS: dict[str, EnvConfig] = {config.name: config for config in (_DEV, _STAGING, _PROD)}
 
 
 def config_for(name: str) -> EnvConfig:

@@ -1,8 +1,9 @@
 """The dashboard (a section per stage) and the alarms, from the same stage list.
 
 Metrics are the library's EMF metrics (namespace `memwrite`: `items{Stage, Outcome, Reason}`,
-`latency{Stage}`, `extraction_json_fail`, `prefilter.*`), the Lambda, SQS and Step Functions
-service metrics, and the indexer's `IteratorAge` (the outbox lag).
+`latency{Stage}`, `extraction_json_fail`, `prefilter.*`, and `llm.calls`, `llm.input_tokens`,
+`llm.output_tokens`, `llm.cost_usd` by {Stage, Model} for the stages that call a model), the
+Lambda, SQS and Step Functions service metrics, and the indexer's `IteratorAge` (the outbox lag).
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ __all__ = ["NAMESPACE", "Monitoring", "prefilter_reject_reasons"]
 NAMESPACE = "memwrite"
 _PERIOD = cdk.Duration.minutes(5)
 # The stages that count malformed LLM answers, and the event they emit.
-_JSON_FAIL = {"extract": ("extraction_json_fail",), "resolve_refs": ("resolve_json_fail",)}
+_JSON_FAIL = {
+    "extract": ("extraction_json_fail",),
+    "resolve_refs": ("resolve_json_fail",),
+    "dedupe": ("dedupe_json_fail",),
+    "persist": ("dedupe_json_fail",),  # the dedupe judge again, after a lost race
+}
 
 
 def prefilter_reject_reasons() -> list[str]:
@@ -79,6 +85,28 @@ def _by_outcome(stage: str) -> cw.MathExpression:
         ),
         label=f"{stage} by outcome",
         period=_PERIOD,
+    )
+
+
+def _llm(metric: str, stage: str | None = None) -> cw.MathExpression:
+    """An `llm.*` metric, one line per stage and model family (a SEARCH: the models are the
+    deployment's choice); `stage` narrows it to one stage."""
+    where = f' Stage="{stage}"' if stage else ""
+    return cw.MathExpression(
+        expression=(
+            f"SEARCH('{{{NAMESPACE},Model,Stage}} MetricName=\"llm.{metric}\"{where}', 'Sum', 300)"
+        ),
+        label=f"{stage or 'all stages'} {metric}",
+        period=_PERIOD,
+    )
+
+
+def _llm_cost_total() -> cw.MathExpression:
+    """Every stage's and model's cost summed; the SEARCH takes the widget's period (no third
+    argument), so a single-value widget over the time range shows the range's total."""
+    search = f"SEARCH('{{{NAMESPACE},Model,Stage}} MetricName=\"llm.cost_usd\"', 'Sum')"
+    return cw.MathExpression(
+        expression=f"SUM({search})", label="total LLM cost (USD)", period=_PERIOD
     )
 
 
@@ -188,6 +216,17 @@ class Monitoring(Construct):
                 left=[_by_reason("dead_letter", "error")],
                 width=8,
             ),
+            cw.GraphWidget(
+                title="LLM cost (USD per 5 min) by stage and model",
+                left=[_llm("cost_usd"), _llm_cost_total()],
+                width=8,
+            ),
+            cw.SingleValueWidget(
+                title="LLM cost (USD) over the dashboard's time range",
+                metrics=[_llm_cost_total()],
+                set_period_to_time_range=True,
+                width=8,
+            ),
         ]
 
     def _stage_section(
@@ -195,6 +234,21 @@ class Monitoring(Construct):
     ) -> list[cw.IWidget]:
         name = stage.name
         widgets = self._common_widgets(stage, function)
+        if stage.calls_model:
+            widgets += [
+                cw.GraphWidget(
+                    title=f"{name}: LLM calls / cost (USD)",
+                    left=[_llm("calls", name)],
+                    right=[_llm("cost_usd", name)],
+                    width=12,
+                ),
+                cw.GraphWidget(
+                    title=f"{name}: LLM tokens in / out",
+                    left=[_llm("input_tokens", name)],
+                    right=[_llm("output_tokens", name)],
+                    width=12,
+                ),
+            ]
         if stage.placement is StagePlacement.STREAM:
             widgets += [
                 cw.GraphWidget(

@@ -93,7 +93,7 @@ def recall_at_5(with_questions: bool) -> float:
     questions = TemplateQuestions()
     for entry in MEMORIES:
         memory = memory_unit(*entry)
-        asked = questions.questions_for(memory, 3) if with_questions else []
+        asked = questions.questions_for(memory, 3).questions if with_questions else []
         vectors = embedder.embed([memory.text, *asked])
         doc = document_of(memory)
         index.upsert(replace(doc, vector=vectors[0], question_vectors=tuple(vectors[1:])))

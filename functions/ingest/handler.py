@@ -12,7 +12,12 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.api_common import json_response, register_error_handlers, tenant_of
+from functions.api_common import (
+    json_response,
+    parse_json_body,
+    register_error_handlers,
+    tenant_of,
+)
 from memwrite.errors import IngestLimitExceeded
 from memwrite.ingest import RETRY_AFTER_SECS, ingest_turns
 from memwrite.models import IngestRequest
@@ -21,24 +26,7 @@ from memwrite.wiring import ApiDeps, build_api_deps
 logger = Logger(service="memwrite-ingest")
 
 
-def _parse_json(raw: str) -> Any:
-    """`json.loads`, with the parser's own limits reported as invalid JSON (400), not a crash.
-
-    Powertools turns only `JSONDecodeError` into a validation error; nesting deeper than the
-    interpreter's recursion limit raises `RecursionError`, and an integer literal over
-    `sys.get_int_max_str_digits()` (4,300) digits a plain `ValueError`.
-    """
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", raw, 0) from None
-    except ValueError as exc:
-        raise json.JSONDecodeError("a number has too many digits", raw, 0) from exc
-
-
-app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_parse_json)
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 register_error_handlers(app)
 
 
@@ -94,7 +82,7 @@ def _not_a_json_object(event: dict[str, Any]) -> dict[str, Any] | None:
             "expected application/json",
         )
     try:
-        parsed = _parse_json(event.get("body") or "null")
+        parsed = parse_json_body(event.get("body") or "null")
     except ValueError:
         return None  # the request validator reports the syntax error
     if parsed is None or isinstance(parsed, dict):

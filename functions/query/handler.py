@@ -21,7 +21,12 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.api_common import json_response, register_error_handlers, tenant_of
+from functions.api_common import (
+    json_response,
+    parse_json_body,
+    register_error_handlers,
+    tenant_of,
+)
 from memwrite.errors import InvalidQuery
 from memwrite.query import (
     SearchRequest,
@@ -34,7 +39,8 @@ from memwrite.traces import get_trace
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
 logger = Logger(service="memwrite-query")
-app = APIGatewayRestResolver(enable_validation=True)
+# Every body is parsed within the parser's limits: a hostile one is a 400, never a crash.
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 register_error_handlers(app)
 
 # `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.

@@ -164,6 +164,21 @@ def _tables_written(synth: Synthesized, function_prefix: str) -> set[str]:
     return written
 
 
+def _actions_on(synth: Synthesized, function_prefix: str, table_prefix: str) -> set[str]:
+    """What a function's role may do to the tables whose logical id starts with the prefix."""
+    allowed: set[str] = set()
+    for statement in _role_statements(synth, function_prefix):
+        resources_ = statement["Resource"]
+        named = resources_ if isinstance(resources_, list) else [resources_]
+        if any(
+            isinstance(ref, dict) and ref.get("Fn::GetAtt", [""])[0].startswith(table_prefix)
+            for ref in named
+        ):
+            actions = statement["Action"]
+            allowed.update(actions if isinstance(actions, list) else [actions])
+    return allowed
+
+
 def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -> None:
     # Given the dev stack
     synth = synthesized["dev"]
@@ -183,6 +198,9 @@ def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -
         for t in _tables_written(synth, "PersistFn")
     }
     assert persisted >= {"Memories", "EntityFacts", "Outbox", "Turns", "Spans"}
+    # And persist's transaction may check its source trace; the erase route may mark it erased
+    assert "dynamodb:ConditionCheckItem" in _actions_on(synth, "PersistFn", "TablesTurns")
+    assert "dynamodb:UpdateItem" in _actions_on(synth, "QueryFn", "TablesTurns")
     assert set(STAGE_ACCESS) >= {s.name for s in STAGES}
 
 
@@ -237,6 +255,57 @@ def test_dashboard_has_a_section_per_stage_and_the_alarms_exist(
         assert f"{queue}Depth" in names
     rate = next(a for k, a in alarms.items() if "PrefilterRejectionRateShift" in k)
     assert rate["Properties"]["ThresholdMetricId"] == "band"
+
+
+def dashboard_widgets(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    """The dashboard's widgets by title, its body joined with each deploy-time token as "?"."""
+    (dashboard,) = resources(synth, "AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    parts = body["Fn::Join"][1] if isinstance(body, dict) else [body]
+    text = "".join(part if isinstance(part, str) else "?" for part in parts)
+    widgets = json.loads(text)["widgets"]
+    return {w["properties"]["title"]: w for w in widgets if "title" in w.get("properties", {})}
+
+
+def expressions(widget: dict[str, Any]) -> list[str]:
+    return [
+        entry["expression"]
+        for line in widget["properties"]["metrics"]
+        for entry in line
+        if isinstance(entry, dict) and "expression" in entry
+    ]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_dashboard_shows_llm_cost_and_tokens_for_every_stage_that_calls_a_model(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    widgets = dashboard_widgets(synthesized[env])
+    # The overview: cost per stage and model, their total, and the total over the time range
+    cost = expressions(widgets["LLM cost (USD per 5 min) by stage and model"])
+    assert any('MetricName="llm.cost_usd"' in e and not e.startswith("SUM") for e in cost)
+    assert any(e.startswith("SUM(SEARCH(") and "llm.cost_usd" in e for e in cost)
+    total = widgets["LLM cost (USD) over the dashboard's time range"]["properties"]
+    assert total["view"] == "singleValue" and total["setPeriodToTimeRange"] is True
+    # Each stage that calls a model: its calls and cost, its tokens in and out, by model
+    for stage in STAGES:
+        calls_cost = widgets.get(f"{stage.name}: LLM calls / cost (USD)")
+        tokens = widgets.get(f"{stage.name}: LLM tokens in / out")
+        if not stage.calls_model:
+            assert calls_cost is None and tokens is None, stage.name
+            continue
+        assert calls_cost is not None and tokens is not None, stage.name
+        for widget, metrics in (
+            (calls_cost, ("llm.calls", "llm.cost_usd")),
+            (tokens, ("llm.input_tokens", "llm.output_tokens")),
+        ):
+            searches = expressions(widget)
+            for metric in metrics:
+                assert any(
+                    f'MetricName="{metric}" Stage="{stage.name}"' in e
+                    and "{memwrite,Model,Stage}" in e
+                    for e in searches
+                ), (stage.name, metric)
 
 
 @pytest.mark.parametrize("env", ENVS)

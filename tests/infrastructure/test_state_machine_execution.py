@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 import pytest
 
+from memwrite.adapters.dynamodb import DynamoTurnLedger
 from memwrite.dispatch import plan_executions
 from memwrite.errors import StageInputError, StoreUnavailable
 from memwrite.memory import MemoryUnit
@@ -26,6 +27,7 @@ from memwrite_local.runner import LocalContext, api_gateway_event
 from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition
 from tests.infrastructure.conftest import Synthesized
 from tests.queued import queued_turn
+from tests.sources import record_trace
 from tests.streams import stream_event
 
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
@@ -99,6 +101,11 @@ class Aws:
         return self.handler_of(function_id)
 
     def execute(self, turns: list[QueuedTurn], name: str) -> dict[str, Any]:
+        # Their traces, recorded as ingest records them before it enqueues a turn (persist
+        # commits only while a turn's trace exists).
+        ledger = DynamoTurnLedger(boto3.client("dynamodb", region_name=REGION), "memwrite-turns")
+        for t in turns:
+            record_trace(ledger, t.tenant, t.user_id, t.trace_id)
         (planned,) = plan_executions([(f"m{i}", t) for i, t in enumerate(turns)])
         arn = self.sfn.start_execution(
             stateMachineArn=self.arn, name=name, input=planned.payload()

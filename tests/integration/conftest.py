@@ -187,6 +187,12 @@ def batch_writes_refuse_duplicate_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(DynamoHandler, "batch_write_item", strict)
 
 
+def unset_developer_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermetic: no real model calls, no real AWS endpoint, whatever the developer's shell has."""
+    for name in ("ANTHROPIC_API_KEY", "AWS_ENDPOINT_URL", "MEMWRITE_API_KEYS", "MEMWRITE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeLocal]:
     """Factory: a fresh `LocalAws` + `LocalRunner`, left (environment restored) at teardown.
@@ -196,11 +202,7 @@ def make_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Make
     `sqlite`. One per test: moto's in-process mock is global, so two at once would share state.
     """
     entered: list[LocalBackend] = []
-    # Hermetic: no real model calls, no real AWS endpoint, whatever the developer's shell has.
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("MEMWRITE_API_KEYS", raising=False)
-    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)
+    unset_developer_environment(monkeypatch)
 
     def factory(
         *,

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from memwrite.adapters.embedded_index import EmbeddedIndex
 from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
+from memwrite.adapters.sqlite import SqliteTurnLedger
 from memwrite.adapters.sqlite_db import SqliteDatabase
 from memwrite.adapters.sqlite_store import SqliteMemoryStore
 from memwrite.candidate import Candidate
@@ -32,8 +33,9 @@ from memwrite.persist import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import Commit, StoreItem
-from memwrite.wiring import build_memory_store
+from memwrite.wiring import build_api_deps, build_memory_store
 from memwrite_local.aws import LocalAws
+from tests.sources import record_trace
 
 CONFIG = PipelineConfig()
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -45,12 +47,15 @@ def store(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[MemoryStore]:
     # One store per backend for the module; every test uses its own user, so they never meet.
+    # Every candidate comes from trace-1 (`item`), recorded as ingest records it.
     if request.param == "sqlite":
         database = SqliteDatabase(tmp_path_factory.mktemp("sqlite"))
+        record_trace(SqliteTurnLedger(database), "acme", "u", "trace-1")
         yield SqliteMemoryStore(database)
         database.close()
         return
     with LocalAws():
+        record_trace(build_api_deps().ingest.ledger, "acme", "u", "trace-1")
         yield build_memory_store()
 
 
@@ -265,7 +270,7 @@ def test_a_stale_commit_is_refused_whole(store: MemoryStore) -> None:
     from memwrite.reads import read_candidate
 
     berlin = item("u-stale", "I live in Berlin.", day=0)
-    decided, reads = decide(berlin, read_candidate(store, berlin), CONFIG, deps_for(store))
+    decided, reads, _ = decide(berlin, read_candidate(store, berlin), CONFIG, deps_for(store))
     stale = plan(berlin, decided, reads, CONFIG, T0)
     persist_candidate(item("u-stale", "I moved to Lisbon.", day=9), CONFIG, deps_for(store))
     before = store.memories_of("acme", "u-stale")

@@ -38,7 +38,7 @@ from memwrite.adapters.sqlite_queue import SqliteTurnQueue
 from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.entities import Entity, EntityKind
-from memwrite.errors import InvalidQuery, WriteConflict
+from memwrite.errors import InvalidQuery, SourceErased, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
@@ -327,12 +327,32 @@ def fact_row(*memories: MemoryUnit, version: int) -> FactRow:
     return FactRow(facts=facts, version=version)
 
 
+def source_trace(ports: Ports, user: str, tenant: str = "acme", *turn_ids: str) -> str:
+    """Record the trace the user's commits come from (`trace-<user>`), as ingest does before it
+    enqueues a turn: a commit without it is refused."""
+    trace_id = f"trace-{user}"
+    ports.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=user,
+            session_id="s1",
+            agent_id=None,
+            source="user_explicit",
+            created_at=T0.isoformat(),
+            turn_ids=turn_ids,
+        )
+    )
+    return trace_id
+
+
 def commit_of(
     user: str, *changes: tuple[MemoryUnit, int | None], row: FactRow | None = None
 ) -> Commit:
     return Commit(
         tenant="acme",
         user_id=user,
+        trace_id=f"trace-{user}",
         memories=list(changes),
         fact_key="e-user#lives_in" if row is not None else None,
         fact_row=row,
@@ -343,6 +363,7 @@ def commit_of(
 
 def test_a_new_memory_is_inserted_only_if_absent(ports: Ports) -> None:
     user = fresh("user")
+    source_trace(ports, user)
     berlin = memory(user, "Berlin")
     ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
     # When the same insert is committed again (a redelivered plan) / Then it is refused whole
@@ -357,6 +378,7 @@ def test_a_new_memory_is_inserted_only_if_absent(ports: Ports) -> None:
 def test_a_commit_with_one_stale_condition_applies_nothing(ports: Ports) -> None:
     # Given a user with Berlin stored (row version 1)
     user = fresh("user")
+    source_trace(ports, user)
     berlin, lisbon = memory(user, "Berlin"), memory(user, "Lisbon")
     ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
     before = ports.store.memories_of("acme", user)
@@ -374,6 +396,7 @@ def test_a_commit_with_one_stale_condition_applies_nothing(ports: Ports) -> None
 
 def test_memories_and_fact_rows_move_one_version_per_commit(ports: Ports) -> None:
     user = fresh("user")
+    source_trace(ports, user)
     berlin, lisbon = memory(user, "Berlin"), memory(user, "Lisbon")
     ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
     ended = berlin.model_copy(update={"superseded_by": lisbon.memory_id, "valid_until": T0})
@@ -401,6 +424,8 @@ def pending_of(ports: Ports, user: str) -> list[OutboxChange]:
 def test_the_outbox_lists_changes_in_rev_order_until_marked_done(ports: Ports) -> None:
     # Given a memory inserted then changed, and another user's memory
     user, other = fresh("user"), fresh("user")
+    source_trace(ports, user)
+    source_trace(ports, other)
     berlin = memory(user, "Berlin")
     ports.store.commit(commit_of(user, (berlin, None)))
     ports.store.commit(commit_of(user, (berlin.model_copy(update={"confidence": 0.9}), 1)))
@@ -425,6 +450,7 @@ def test_the_outbox_lists_changes_in_rev_order_until_marked_done(ports: Ports) -
 
 def test_a_memory_is_read_by_id_only_within_its_tenant(ports: Ports) -> None:
     user = fresh("user")
+    source_trace(ports, user)
     berlin = memory(user, "Berlin")
     ports.store.commit(commit_of(user, (berlin, None)))
     assert ports.reader.memory_by_id("acme", berlin.memory_id) == berlin
@@ -434,6 +460,7 @@ def test_a_memory_is_read_by_id_only_within_its_tenant(ports: Ports) -> None:
 
 def test_a_users_memories_come_page_by_page_each_once(ports: Ports) -> None:
     user = fresh("user")
+    source_trace(ports, user)
     values = ["Berlin", "Lisbon", "Rome", "Oslo", "Porto"]
     for value in values:
         ports.store.commit(commit_of(user, (memory(user, value), None)))
@@ -454,6 +481,7 @@ def test_a_users_memories_come_page_by_page_each_once(ports: Ports) -> None:
 
 def test_retrievals_are_counted_beside_the_memory(ports: Ports) -> None:
     user = fresh("user")
+    source_trace(ports, user)
     berlin = memory(user, "Berlin")
     ports.store.commit(commit_of(user, (berlin, None)))
     ports.reader.record_access(
@@ -497,7 +525,8 @@ def test_the_last_question_is_kept_per_session_until_replaced(ports: Ports) -> N
 def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, str]:
     """A user with a memory (fact row, outbox, ledger), an entity, a trace with its spans,
     session turns and a last question."""
-    trace_id = f"trace-{user}"
+    turn = queued(user, "s1", 0, tenant=tenant)
+    trace_id = source_trace(ports, user, tenant, turn.turn_id)
     berlin = memory(user, "Berlin", tenant=tenant)
     ports.store.commit(
         replace(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)), tenant=tenant)
@@ -505,20 +534,7 @@ def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, 
     ports.entities.put(
         Entity.create(tenant, user, "Ana", kind=EntityKind.PERSON, at=T0), expected_version=None
     )
-    turn = queued(user, "s1", 0, tenant=tenant)
     ports.ledger.record_enqueued(tenant, trace_id, [turn.turn_id])
-    ports.ledger.put_trace(
-        TraceRecord(
-            trace_id=trace_id,
-            tenant=tenant,
-            user_id=user,
-            session_id="s1",
-            agent_id=None,
-            source="user_explicit",
-            created_at=T0.isoformat(),
-            turn_ids=(turn.turn_id,),
-        )
-    )
     ports.spans.put_spans(
         [span(tenant, trace_id, "pre", turn.turn_id, 0).model_copy(update={"user_id": user})]
     )
@@ -560,6 +576,34 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     assert ports.ledger.last_question(tenant, other, "s1") == "Where do you live?"
     # And erasing again removes nothing
     assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+
+
+def test_a_commit_whose_trace_was_erased_is_refused_and_writes_nothing(ports: Ports) -> None:
+    # Given an erased user, and a turn of theirs still in flight when the erasure ran
+    tenant, user = fresh("tenant"), fresh("user")
+    _, trace_id = leave_everything(ports, tenant, user)
+    ports.eraser.erase_user(tenant, user)
+    lisbon = memory(user, "Lisbon", tenant=tenant)
+    late = replace(commit_of(user, (lisbon, None), row=fact_row(lisbon, version=0)), tenant=tenant)
+    # When persist commits it / Then the store refuses it, naming the erased trace
+    with pytest.raises(SourceErased) as refused:
+        ports.store.commit(late)
+    assert (refused.value.tenant, refused.value.trace_id) == (tenant, trace_id)
+    # And nothing of it was written: no memory, fact row, outbox row or trace outcome
+    assert ports.store.memories_of(tenant, user) == []
+    assert ports.store.get_fact_row(tenant, user, "e-user#lives_in").version == 0
+    assert ports.store.pending_memories(tenant, user, 10) == []
+    assert ports.ledger.memories_of_trace(tenant, trace_id) == []
+    assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+
+
+def test_a_commit_from_a_trace_never_recorded_is_refused(ports: Ports) -> None:
+    user = fresh("user")
+    berlin = memory(user, "Berlin")
+    with pytest.raises(SourceErased):
+        ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    assert ports.store.memories_of("acme", user) == []
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in").version == 0
 
 
 # --- TurnQueue + TurnConsumer -------------------------------------------------------------

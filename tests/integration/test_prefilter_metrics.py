@@ -3,32 +3,7 @@ sentences by rule, and survivors that extraction then found empty (escapes)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-
-def _emf(out: str) -> list[dict[str, Any]]:
-    """The metric lines Lambda would ship to CloudWatch: one dict per metric and dimension set."""
-    metrics = []
-    for line in out.splitlines():
-        if '"_aws"' not in line:
-            continue
-        record = json.loads(line)
-        for directive in record["_aws"]["CloudWatchMetrics"]:
-            dimensions = {name: record[name] for group in directive["Dimensions"] for name in group}
-            for metric in directive["Metrics"]:
-                value = record[metric["Name"]]
-                total = sum(value) if isinstance(value, list) else value
-                metrics.append({"name": metric["Name"], "value": total, **dimensions})
-    return metrics
-
-
-def _total(metrics: list[dict[str, Any]], name: str, **dimensions: str) -> float:
-    return sum(
-        m["value"]
-        for m in metrics
-        if m["name"] == name and all(m.get(k) == v for k, v in dimensions.items())
-    )
+from tests.emf import emf_metrics, metric_total
 
 
 def test_rejections_dropped_sentences_and_escapes_are_counted_by_rule(
@@ -47,19 +22,19 @@ def test_rejections_dropped_sentences_and_escapes_are_counted_by_rule(
     # When it is posted and the pipeline runs
     posted = local.post_turns(body)
     local.runner.drain()
-    metrics = _emf(capsys.readouterr().out)
+    metrics = emf_metrics(capsys.readouterr().out)
 
     # Then the three turns were screened, one rejected by the greeting rule, one sentence of a
     # kept turn dropped by the same rule: CloudWatch can divide them per rule
     assert posted.status == 202 and posted.body["accepted"] == 2
-    assert _total(metrics, "prefilter.screened", Stage="pre_filter") == 3
-    assert _total(metrics, "prefilter.rejected", Stage="pre_filter", Rule="greeting_ack") == 1
-    assert _total(metrics, "prefilter.rejected", Stage="pre_filter") == 1
-    assert _total(metrics, "prefilter.sentences", Stage="pre_filter") == 4
+    assert metric_total(metrics, "prefilter.screened", Stage="pre_filter") == 3
+    assert metric_total(metrics, "prefilter.rejected", Stage="pre_filter", Rule="greeting_ack") == 1
+    assert metric_total(metrics, "prefilter.rejected", Stage="pre_filter") == 1
+    assert metric_total(metrics, "prefilter.sentences", Stage="pre_filter") == 4
     # the thank-you and the "Hi!"
-    assert _total(metrics, "prefilter.sentence_dropped", Rule="greeting_ack") == 2
+    assert metric_total(metrics, "prefilter.sentence_dropped", Rule="greeting_ack") == 2
     # And the hypothetical passed but extraction kept nothing of it: one escape, the fact none
-    assert _total(metrics, "prefilter.escaped", Stage="extract") == 1
+    assert metric_total(metrics, "prefilter.escaped", Stage="extract") == 1
 
 
 def test_a_rejection_without_a_rule_is_counted_under_its_reason(make_local, make_body, capsys):
@@ -67,8 +42,8 @@ def test_a_rejection_without_a_rule_is_counted_under_its_reason(make_local, make
     local = make_local(env={"POWERTOOLS_METRICS_DISABLED": "false"})
     # When a one-word turn and a fact are posted
     local.post_turns(make_body("ok", "I adopted a cat named Miso."))
-    metrics = _emf(capsys.readouterr().out)
+    metrics = emf_metrics(capsys.readouterr().out)
     # Then the rejection is counted under the reason's type; no sentence was dropped by a rule
-    assert _total(metrics, "prefilter.rejected", Rule="TooShort") == 1
-    assert _total(metrics, "prefilter.screened") == 2
-    assert _total(metrics, "prefilter.sentence_dropped") == 0
+    assert metric_total(metrics, "prefilter.rejected", Rule="TooShort") == 1
+    assert metric_total(metrics, "prefilter.screened") == 2
+    assert metric_total(metrics, "prefilter.sentence_dropped") == 0

@@ -20,10 +20,11 @@ from memwrite.payloads import ExtractedTurn, Extractor, ItemsPayload, PipelineIt
 from memwrite.ports import MemoryStore
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import StoreItem
-from memwrite.wiring import build_memory_store
+from memwrite.wiring import build_api_deps, build_memory_store
 from memwrite_local.aws import LocalAws
 from tests.embedders import FixedSimilarityEmbedder
 from tests.recorded_api import RecordedApi
+from tests.sources import record_trace
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 # 0.86 sits in the judge's band: below merge (0.92), above distinct (0.80).
@@ -36,6 +37,10 @@ IN_BAND = FixedSimilarityEmbedder(0.86)
 @pytest.fixture
 def store() -> Iterator[MemoryStore]:
     with LocalAws():
+        # The traces the turns t1..t3 come from (`payload_of`), recorded as ingest records them.
+        ledger = build_api_deps().ingest.ledger
+        for turn in ("t1", "t2", "t3"):
+            record_trace(ledger, "acme", "u1", f"trace-{turn}")
         yield build_memory_store()
 
 

@@ -51,14 +51,14 @@ def test_the_judge_says_same_for_a_more_specific_restatement() -> None:
     api = RecordedApi("dedupe_same")
     judge = judge_for(api)
     # When the candidate is compared with the stored memory
-    same = judge.same_memory(CANDIDATE, EXISTING)
-    # Then they are the same memory, after one call whose usage and cost are kept
-    assert same is True
+    judgement = judge.same_memory(CANDIDATE, EXISTING)
+    # Then they are the same memory, after one call whose usage and cost are reported
+    assert judgement.same is True
     assert len(api.requests) == 1
-    (usage,) = judge.calls
+    (usage,) = judgement.calls
     assert usage.model == "claude-haiku-4-5-20251001"
     assert usage.cost_usd == pytest.approx(haiku_cost("dedupe_same"))
-    assert judge.malformed == 0
+    assert judgement.malformed == 0
 
 
 def test_the_judge_says_different_for_another_value() -> None:
@@ -66,11 +66,11 @@ def test_the_judge_says_different_for_another_value() -> None:
     api = RecordedApi("dedupe_different")
     judge = judge_for(api)
     # When another city is compared with the stored one
-    same = judge.same_memory("The user lives in Bern.", EXISTING)
+    judgement = judge.same_memory("The user lives in Bern.", EXISTING)
     # Then they stay two memories, and the call is paid for
-    assert same is False
-    assert len(judge.calls) == 1
-    assert judge.malformed == 0
+    assert judgement.same is False
+    assert len(judgement.calls) == 1
+    assert judgement.malformed == 0
 
 
 def test_the_request_carries_the_rendered_prompt_and_output_schema() -> None:
@@ -101,14 +101,14 @@ def test_a_malformed_answer_is_retried_and_the_retry_decides(
     judge = judge_for(api)
     # When the pair is judged
     with caplog.at_level(logging.WARNING):
-        same = judge.same_memory(CANDIDATE, EXISTING)
+        judgement = judge.same_memory(CANDIDATE, EXISTING)
     # Then the retry decides, the same request was sent twice and both calls are paid for
-    assert same is True
+    assert judgement.same is True
     assert len(api.requests) == 2
     assert api.requests[0] == api.requests[1]
-    assert [c.output_tokens for c in judge.calls] == [256, 19]
+    assert [c.output_tokens for c in judgement.calls] == [256, 19]
     # And the malformed answer is counted and logged without quoting either memory
-    assert judge.malformed == 1
+    assert judgement.malformed == 1
     assert "stop_reason=max_tokens" in caplog.text
     assert "Berlin" not in caplog.text
 
@@ -121,28 +121,26 @@ def test_an_answer_malformed_twice_keeps_the_pair_distinct_after_two_calls(
     judge = judge_for(api)
     # When the pair is judged
     with caplog.at_level(logging.WARNING):
-        same = judge.same_memory(CANDIDATE, EXISTING)
+        judgement = judge.same_memory(CANDIDATE, EXISTING)
     # Then the pair is not the same (no merge on a guess), and no third call is made
-    assert same is False
+    assert judgement.same is False
     assert len(api.requests) == 2
-    assert judge.malformed == 2
-    assert len(judge.calls) == 2
+    assert judgement.malformed == 2
+    assert len(judgement.calls) == 2
     assert "kept distinct" in caplog.text
 
 
-def test_counters_accumulate_across_pairs() -> None:
+def test_each_pair_reports_only_its_own_calls() -> None:
     # Given one judge and three answers: same, malformed, different
     api = RecordedApi("dedupe_same", "dedupe_malformed", "dedupe_different")
     judge = judge_for(api)
     # When two pairs are judged
-    verdicts = [
-        judge.same_memory(CANDIDATE, EXISTING),
-        judge.same_memory("The user lives in Bern.", EXISTING),
-    ]
-    # Then each pair got its own verdict and every call of both is counted
-    assert verdicts == [True, False]
-    assert len(judge.calls) == 3
-    assert judge.malformed == 1
+    first = judge.same_memory(CANDIDATE, EXISTING)
+    second = judge.same_memory("The user lives in Bern.", EXISTING)
+    # Then each pair got its own verdict and is charged its own calls, the retry to the second
+    assert (first.same, second.same) == (True, False)
+    assert (len(first.calls), first.malformed) == (1, 0)
+    assert (len(second.calls), second.malformed) == (2, 1)
 
 
 @pytest.mark.parametrize(
@@ -165,9 +163,8 @@ def test_api_errors_propagate_translated_with_their_cause(
     # Then the error is retryable or not by its class, and the SDK error is the cause
     assert isinstance(raised.value, kind)
     assert isinstance(raised.value.__cause__, anthropic.APIStatusError)
-    # And it is not mistaken for a malformed answer: no retry, nothing counted
+    # And it is not mistaken for a malformed answer: no retry
     assert len(api.requests) == 1
-    assert (judge.calls, judge.malformed) == ([], 0)
 
 
 def test_in_the_band_the_judge_is_asked_once_and_same_merges() -> None:
@@ -185,9 +182,10 @@ def test_in_the_band_the_judge_is_asked_once_and_same_merges() -> None:
     # Then the judge was asked exactly once, about the candidate and the nearest memory
     (request,) = api.requests
     assert request["messages"] == render(CANDIDATE, EXISTING).messages
-    # And the candidate merges into it, decided by tier 3
+    # And the candidate merges into it, decided by tier 3, with the judge's call to pay for
     assert (decision.target, decision.tier) == ("mem-berlin", 3)
     assert decision.similarity == pytest.approx(IN_BAND, abs=1e-6)
+    assert decision.judgement is not None and len(decision.judgement.calls) == 1
 
 
 def test_in_the_band_a_different_verdict_keeps_a_new_memory() -> None:
@@ -230,7 +228,7 @@ def test_outside_the_band_the_judge_is_not_called(
     # Then similarity decides, and the judge sends nothing and costs nothing
     assert (decision.target, decision.tier) == (target, tier)
     assert api.requests == []
-    assert (judge.calls, judge.malformed) == ([], 0)
+    assert decision.judgement is None
 
 
 def test_importing_the_adapter_does_not_load_the_sdk() -> None:

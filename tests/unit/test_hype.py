@@ -36,9 +36,9 @@ def questions_for(api: RecordedApi) -> AnthropicQuestions:
 
 def test_the_model_writes_three_questions_that_leave_the_value_out() -> None:
     api = RecordedApi("hype_questions")
-    questions = questions_for(api).questions_for(LISBON, 3)
+    generated = questions_for(api).questions_for(LISBON, 3)
 
-    assert questions == [
+    assert generated.questions == [
         "Where does the user live?",
         "Which city is the user based in?",
         "Where is the user's home?",
@@ -51,9 +51,9 @@ def test_the_model_writes_three_questions_that_leave_the_value_out() -> None:
 
 
 def test_a_malformed_answer_falls_back_to_the_templates_instead_of_blocking_the_row() -> None:
-    generator = questions_for(RecordedApi("dedupe_malformed"))
-    assert generator.questions_for(LISBON, 3) == TemplateQuestions().questions_for(LISBON, 3)
-    assert len(generator.calls) == 1  # the malformed answer was still paid for
+    generated = questions_for(RecordedApi("dedupe_malformed")).questions_for(LISBON, 3)
+    assert generated.questions == TemplateQuestions().questions_for(LISBON, 3).questions
+    assert len(generated.calls) == 1  # the malformed answer was still paid for
 
 
 def test_template_questions_are_deterministic_and_never_contain_the_value() -> None:
@@ -67,10 +67,10 @@ def test_template_questions_are_deterministic_and_never_contain_the_value() -> N
         memory = memory_unit(memory_type, entity, attribute, value, text)
         first = templates.questions_for(memory, 3)
         assert first == templates.questions_for(memory, 3)
-        assert len(first) == 3
-        assert all(value.casefold() not in q.casefold() for q in first)
+        assert len(first.questions) == 3 and first.calls == ()
+        assert all(value.casefold() not in q.casefold() for q in first.questions)
     ana = memory_unit(MemoryType.FACT, "Ana", "lives_in", "Porto", "Ana lives in Porto.")
-    assert templates.questions_for(ana, 1) == ["Where does Ana live?"]
+    assert templates.questions_for(ana, 1).questions == ["Where does Ana live?"]
 
 
 def test_question_vectors_raise_recall_on_paraphrased_queries() -> None:

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anthropic
@@ -20,9 +19,8 @@ import pytest
 from pydantic import ValidationError
 
 from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
-from memwrite.candidate import Candidate, MemoryType, Quality
 from memwrite.config import ExtractConfig
-from memwrite.entities import Entity, EntityKind, entity_id_for
+from memwrite.entities import entity_id_for
 from memwrite.errors import (
     LlmRequestRejected,
     LlmUnavailable,
@@ -47,13 +45,11 @@ from memwrite.references import (
     resolve_batch,
 )
 from memwrite.usage import LlmUsage
+from tests.patels import AT, TENANT, TURN, USER, leave_claim, patels
 from tests.recorded_api import RecordedApi, haiku_cost
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 CONFIG = ExtractConfig()
-TENANT, USER = "acme", "u-1"
-AT = datetime(2025, 3, 14, 10, 0, tzinfo=UTC)
-TURN = "Mr. Patel from work approved my leave for May."
 
 
 def judge_for(api: RecordedApi) -> AnthropicResolveJudge:
@@ -63,37 +59,6 @@ def judge_for(api: RecordedApi) -> AnthropicResolveJudge:
         base_url="http://testserver",
         http_client=httpx2.Client(transport=httpx2.MockTransport(api.handle)),
         max_retries=0,
-    )
-
-
-def patels() -> list[Entity]:
-    """Two known Patels: "Mr. Patel" is a variant of both, so only the judge can tell."""
-    seen = AT - timedelta(days=3)
-    return [
-        Entity.create(
-            TENANT, USER, "Raj Patel", kind=EntityKind.PERSON, at=seen, aliases=["my manager"]
-        ),
-        Entity.create(
-            TENANT, USER, "Nina Patel", kind=EntityKind.PERSON, at=seen, aliases=["my neighbor"]
-        ),
-    ]
-
-
-def leave_claim() -> Candidate:
-    return Candidate(
-        text="Mr. Patel approved the user's leave for May.",
-        type=MemoryType.EVENT,
-        topic="work",
-        entity="Mr. Patel",
-        attribute="approved_leave",
-        value="May",
-        predicate_is_stateful=False,
-        importance=0.5,
-        confidence=0.9,
-        grounded=True,
-        quality=Quality(verdict="keep", reason="explicit statement"),
-        search_questions=["Who approved the leave?", "When is the leave?", "Is leave approved?"],
-        source_turn_id="turn-1",
     )
 
 

@@ -21,7 +21,7 @@ from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload
 from memwrite.ports import MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import Contradiction, LateArrival, Reason, Supersedes
-from memwrite.spans import item_span, record_spans
+from memwrite.spans import item_span, record_spans, unrecorded
 from memwrite.store import FactRow, StoreItem
 
 __all__ = ["STAGE", "ConflictDeps", "decide", "run"]
@@ -90,6 +90,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: ConflictDeps) -> It
     rows: dict[str, FactRow] = {}
     items = []
     spans: list[StageSpan] = []
+    replayed: list[StageSpan] = []  # items a redelivery finds applied
     for item in payload.items:
         started = time.perf_counter()
         if item.dedupe is None:
@@ -109,8 +110,8 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: ConflictDeps) -> It
         reason = _reason(note)
         result = SpanResult.TRANSFORM if reason else SpanResult.PASS
         latency_ms = (time.perf_counter() - started) * 1000
-        spans.append(
+        (replayed if item.dedupe.already_applied else spans).append(
             item_span(payload, item, STAGE, result=result, reason=reason, latency_ms=latency_ms)
         )
-    record_spans(spans, deps.spans, deps.metrics)
+    record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
     return payload.model_copy(update={"items": items})

@@ -29,11 +29,20 @@ from memwrite.index import IndexFilter
 from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import DedupeNote, ItemsPayload
-from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, MetricsSink, SpanStore
+from memwrite.ports import (
+    DedupeJudge,
+    DedupeJudgement,
+    Embedder,
+    MemoryIndex,
+    MemoryStore,
+    MetricsSink,
+    SpanStore,
+)
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed
-from memwrite.spans import item_span, record_spans
+from memwrite.spans import item_span, record_spans, unrecorded, usage_summary
 from memwrite.store import StoreItem, VersionedMemory
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "INDEXED_NEIGHBOURS",
@@ -66,6 +75,7 @@ class DedupeDecision:
     target: str | None  # the memory to merge into, or None for a new memory
     tier: int | None  # which tier decided a merge
     similarity: float | None = None
+    judgement: DedupeJudgement | None = None  # tier 3's answer, when the judge was asked
 
 
 def decide_duplicate(
@@ -88,9 +98,10 @@ def decide_duplicate(
         return DedupeDecision(nearest.memory_id, 2, similarity)
     if similarity < config.dedupe_distinct_threshold or judge is None:
         return DedupeDecision(None, None, similarity)
-    if judge.same_memory(text, nearest.text):
-        return DedupeDecision(nearest.memory_id, 3, similarity)
-    return DedupeDecision(None, None, similarity)
+    judgement = judge.same_memory(text, nearest.text)
+    if judgement.same:
+        return DedupeDecision(nearest.memory_id, 3, similarity, judgement)
+    return DedupeDecision(None, None, similarity, judgement)
 
 
 @dataclass(frozen=True)
@@ -184,13 +195,14 @@ def _decide(
     embedder: Embedder,
     config: DedupeConfig,
     judge: DedupeJudge | None,
-) -> DedupeNote:
+) -> tuple[DedupeNote, DedupeJudgement | None]:
     memory_id = item.memory_id
     if existing is not None:  # tier 1: the same content-addressed memory
         applied = item.turn_id in existing.turns
-        return DedupeNote(
+        note = DedupeNote(
             memory_id=memory_id, target=memory_id, tier=1, similarity=1.0, already_applied=applied
         )
+        return note, None
     neighbours = _neighbours(item, known)
     decision = decide_duplicate(
         item.candidate.text,
@@ -202,13 +214,14 @@ def _decide(
     applied = decision.target is not None and any(
         k.memory_id == decision.target and item.turn_id in k.turns for k in neighbours
     )
-    return DedupeNote(
+    note = DedupeNote(
         memory_id=memory_id,
         target=decision.target,
         tier=decision.tier,
         similarity=decision.similarity,
         already_applied=applied,
     )
+    return note, decision.judgement
 
 
 def _existing(reads: CandidateReads, memory_id: str) -> _Known | None:
@@ -228,8 +241,9 @@ def decide_on_read(
     embedder: Embedder,
     config: DedupeConfig,
     judge: DedupeJudge | None,
-) -> DedupeNote:
-    """Decide one candidate against a fresh read of the store (persist's lost-race path)."""
+) -> tuple[DedupeNote, DedupeJudgement | None]:
+    """Decide one candidate against a fresh read of the store (persist's lost-race path); the
+    judge's answer, when it was asked, comes along for its cost."""
     if item.candidate.type in KEYED_TYPES:
         known = _known_in_row(reads)
     else:
@@ -278,6 +292,9 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
     pending: list[_Known] | None = None  # read once per batch, only if an unkeyed type needs it
     items = []
     spans: list[StageSpan] = []
+    replayed: list[StageSpan] = []  # items a redelivery finds applied
+    calls: list[LlmUsage] = []
+    malformed = 0
     for item in payload.items:
         started = time.perf_counter()
         store_item = StoreItem.of(payload, item)
@@ -292,7 +309,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
                 pending = _known_pending(memories)
             stored = _known_unkeyed(store_item, pending, deps.store, deps.index)
         existing = _existing(reads, store_item.memory_id) or batch.by_id.get(store_item.memory_id)
-        note = _decide(
+        note, judgement = _decide(
             store_item,
             existing,
             [*stored, *batch.by_row.get(store_item.fact_key, [])],
@@ -306,8 +323,22 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
         reason = DuplicateConfirmed(tier=note.tier) if note.tier is not None else None
         result = SpanResult.TRANSFORM if reason else SpanResult.PASS
         latency_ms = (time.perf_counter() - started) * 1000
-        spans.append(
-            item_span(payload, item, STAGE, result=result, reason=reason, latency_ms=latency_ms)
+        paid = judgement.calls if judgement is not None else ()
+        (replayed if note.already_applied else spans).append(
+            item_span(
+                payload,
+                item,
+                STAGE,
+                result=result,
+                reason=reason,
+                latency_ms=latency_ms,
+                llm=usage_summary(paid),
+            )
         )
-    record_spans(spans, deps.spans, deps.metrics)
+        calls.extend(paid)
+        malformed += judgement.malformed if judgement is not None else 0
+    record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
+    if malformed:
+        deps.metrics.event(STAGE, "dedupe_json_fail", malformed)
+    deps.metrics.llm_usage(STAGE, calls)
     return payload.model_copy(update={"items": items})

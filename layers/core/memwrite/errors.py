@@ -26,6 +26,7 @@ __all__ = [
     "MemwriteError",
     "PermanentError",
     "QueueUnavailable",
+    "SourceErased",
     "StageInputError",
     "StoreUnavailable",
     "TimestampInFuture",
@@ -73,6 +74,18 @@ class IdempotencyKeyReused(PermanentError):
 
 class WriteConflict(TransientError):
     """A conditional write lost a race (a version moved); re-read and try again."""
+
+
+class SourceErased(PermanentError):
+    """A commit's source trace is gone: its user was erased while the turn was in flight.
+
+    Not a `WriteConflict`: reading again cannot bring the trace back, and writing would bring
+    the erased user's memories back."""
+
+    def __init__(self, tenant: str, trace_id: str) -> None:
+        super().__init__(f"trace {trace_id} was erased; nothing of it is written")
+        self.tenant = tenant
+        self.trace_id = trace_id
 
 
 class StoreUnavailable(TransientError):

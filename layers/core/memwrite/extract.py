@@ -225,6 +225,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         deps.spans.put_spans(error_spans)
         for span in error_spans:
             deps.metrics.count(STAGE, span.result.value, span.reason)
+        deps.metrics.llm_usage(STAGE, paid)
         raise
     latency_ms = (time.perf_counter() - started) * 1000
     spans: list[StageSpan] = []
@@ -250,6 +251,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     escaped = sum(1 for s in spans if s.kind == "turn" and isinstance(s.reason, NoCandidates))
     if escaped:
         deps.metrics.event(STAGE, "prefilter.escaped", escaped)
+    deps.metrics.llm_usage(STAGE, extraction.llm_calls)
     deps.metrics.timing(STAGE, latency_ms)
     first = ordered[0]
     return ExtractOutput(

@@ -4,7 +4,8 @@ For each outbox row (delivered by the outbox's DynamoDB stream on AWS, by the lo
 offline) the stage reads the memory as it is *now* in the store, so rows may arrive late, twice
 or out of order and the index still converges on the store:
 
-- gone (erased, rolled back), superseded or retracted: its document is deleted;
+- gone (erased, rolled back), superseded or retracted: its document is deleted (also when it
+  is gone by the time the document is written: an erasure racing the job);
 - otherwise its text is indexed first (BM25-searchable at once), then `hype_questions`
   questions are generated (the extractor's own search questions when it wrote enough; else the
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
@@ -26,12 +27,14 @@ import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
+from memwrite.errors import MemwriteError
 from memwrite.index import MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import SpanResult
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
     Embedder,
+    GeneratedQuestions,
     MemoryIndex,
     MemoryStore,
     MetricsSink,
@@ -39,7 +42,9 @@ from memwrite.ports import (
     QuestionGenerator,
     SpanStore,
 )
-from memwrite.spans import make_span
+from memwrite.reasons import IndexingError
+from memwrite.spans import make_span, usage_summary
+from memwrite.usage import LlmUsage
 
 __all__ = ["STAGE", "HypeDeps", "document_of", "run"]
 
@@ -71,10 +76,10 @@ def document_of(memory: MemoryUnit) -> MemoryDoc:
     )
 
 
-def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> list[str]:
+def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> GeneratedQuestions:
     # The LLM extractor already wrote search questions for its memories: no second call.
     if len(memory.search_questions) >= count:
-        return memory.search_questions[:count]
+        return GeneratedQuestions(memory.search_questions[:count])
     return generator.questions_for(memory, count)
 
 
@@ -87,11 +92,31 @@ def _with_vectors(doc: MemoryDoc, vectors: Sequence[Vector]) -> MemoryDoc:
 
 
 def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> IndexedChange:
-    """Index (or remove) the memory of one outbox row, then mark the row done."""
+    """Index (or remove) the memory of one outbox row, then mark the row done; a failure
+    leaves an error span on the trace (overwritten by the retry's) and propagates."""
     change = payload
     started = time.perf_counter()
+    try:
+        result, calls = _index(change, config, deps)
+    except MemwriteError as exc:
+        error = IndexingError(error=type(exc).__name__)
+        _record(change, deps, result=SpanResult.ERROR, reason=error, calls=(), started=started)
+        raise
+    # The trace shows the memory indexed (pass) or taken out of every query (transform).
+    verdict = SpanResult.TRANSFORM if result.action is IndexAction.REMOVED else SpanResult.PASS
+    _record(change, deps, result=verdict, reason=None, calls=calls, started=started)
+    deps.metrics.count(STAGE, result.action.value, None)
+    deps.metrics.llm_usage(STAGE, calls)
+    return result
+
+
+def _index(
+    change: OutboxChange, config: PipelineConfig, deps: HypeDeps
+) -> tuple[IndexedChange, tuple[LlmUsage, ...]]:
+    """The row's work, and the model calls its questions cost."""
     stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
     current = stored.get(change.memory_id)
+    calls: tuple[LlmUsage, ...] = ()
     memory = current.memory if current is not None else None
     if memory is None or not memory.active:
         deps.index.delete(change.tenant, change.user_id, change.memory_id)
@@ -103,31 +128,51 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
             memory_id=memory.memory_id, action=IndexAction.INDEXED, text_indexed_at=_now()
         )
         if memory.type is not MemoryType.TASK:
-            questions = _questions(memory, config.search.hype_questions, deps.questions)
+            generated = _questions(memory, config.search.hype_questions, deps.questions)
+            questions, calls = generated.questions, generated.calls
             vectors = deps.embedder.embed([memory.text, *questions])
             deps.index.upsert(_with_vectors(doc, list(vectors)))
             result = result.model_copy(
                 update={"questions": questions, "vectors_indexed_at": _now()}
             )
+        if not deps.store.get_memories(change.tenant, change.user_id, [change.memory_id]):
+            # Erased after the read above: the erasure may have cleared the index before the
+            # upserts, so the document goes again. (Still there now: the erasure deletes the
+            # memory after this read and the index after that, taking the document along.)
+            deps.index.delete(change.tenant, change.user_id, change.memory_id)
+            result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
     deps.outbox.mark_done(change)
+    return result, calls
+
+
+def _record(
+    change: OutboxChange,
+    deps: HypeDeps,
+    *,
+    result: SpanResult,
+    reason: IndexingError | None,
+    calls: tuple[LlmUsage, ...],
+    started: float,
+) -> None:
+    """The row's span joins the trace that wrote the change (one per row: a retry's replaces
+    the failed attempt's)."""
     latency_ms = (time.perf_counter() - started) * 1000
     if change.trace_id is not None:
-        # The span joins the trace that wrote the change: its trace shows the memory indexed
-        # (pass) or taken out of every query (transform).
-        removed = result.action is IndexAction.REMOVED
         span = make_span(
             trace_id=change.trace_id,
             tenant=change.tenant,
             user_id=change.user_id,
             stage=STAGE,
             item_id=f"{change.memory_id}#{change.rev}",
-            result=SpanResult.TRANSFORM if removed else SpanResult.PASS,
+            result=result,
+            reason=reason,
             latency_ms=latency_ms,
+            llm=usage_summary(calls),
         )
         deps.spans.put_spans([span])
-    deps.metrics.count(STAGE, result.action.value, None)
+    if reason is not None:
+        deps.metrics.count(STAGE, result.value, reason)
     deps.metrics.timing(STAGE, latency_ms)
-    return result
 
 
 def _now() -> datetime:

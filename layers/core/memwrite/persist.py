@@ -8,6 +8,9 @@ outbox rows in one all-or-nothing commit. Only when a decision no longer holds, 
 transaction is refused (`WriteConflict`: a concurrent writer got in between), does it read
 again and decide again (dedupe's and conflict's own functions), so nothing is ever half-applied
 and concurrent writers converge. Re-running a candidate that is already stored changes nothing.
+Every commit also requires the candidate's source trace to exist: a turn whose user was erased
+while it was in flight is refused by the store (`SourceErased`), never retried, and reported
+as rejected (`UserErased`).
 """
 
 from __future__ import annotations
@@ -21,17 +24,26 @@ from enum import StrEnum
 from memwrite import conflict, dedupe
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.errors import MemwriteError, StageInputError, WriteConflict
+from memwrite.errors import MemwriteError, SourceErased, StageInputError, WriteConflict
 from memwrite.facts import DerivedState
 from memwrite.memory import MemoryLink, MemoryUnit
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
-from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, MetricsSink, SpanStore
+from memwrite.ports import (
+    DedupeJudge,
+    DedupeJudgement,
+    Embedder,
+    MemoryIndex,
+    MemoryStore,
+    MetricsSink,
+    SpanStore,
+)
 from memwrite.reads import CandidateReads, read_candidate
-from memwrite.reasons import DuplicateConfirmed, StoreError
+from memwrite.reasons import DuplicateConfirmed, StoreError, UserErased
 from memwrite.scoring import score, tier_for
-from memwrite.spans import item_span, record_spans
+from memwrite.spans import item_span, record_spans, unrecorded, usage_summary
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
@@ -88,6 +100,8 @@ class PersistResult:
     born_superseded: bool = False  # a late-arriving older fact
     attempts: int = 1
     decided_again: bool = False  # the recorded decisions no longer held: decided on a fresh read
+    llm_calls: tuple[LlmUsage, ...] = ()  # the dedupe judge's, when deciding again asked it
+    judge_malformed: int = 0  # of those, the malformed answers
 
 
 @dataclass
@@ -186,9 +200,10 @@ def _apply_state(memory: MemoryUnit, state: DerivedState, config: PipelineConfig
 
 def decide(
     item: StoreItem, reads: CandidateReads, config: PipelineConfig, deps: PersistDeps
-) -> tuple[Decisions, CandidateReads]:
-    """Dedupe and conflict again, on a fresh read (the path after a lost race)."""
-    note = dedupe.decide_on_read(
+) -> tuple[Decisions, CandidateReads, DedupeJudgement | None]:
+    """Dedupe and conflict again, on a fresh read (the path after a lost race); the dedupe
+    judge's answer, when it was asked, comes along for its cost."""
+    note, judgement = dedupe.decide_on_read(
         item,
         reads,
         deps.store,
@@ -203,7 +218,7 @@ def decide(
             note = note.model_copy(update={"target": None, "tier": None})
         reads = replace(reads, memories={**reads.memories, **found})
     conflict_note = None if note.already_applied else conflict.decide(item, note, reads.row)
-    return Decisions(note, conflict_note), reads
+    return Decisions(note, conflict_note), reads, judgement
 
 
 def plan(
@@ -242,6 +257,7 @@ def plan(
     commit = Commit(
         tenant=item.tenant,
         user_id=item.user_id,
+        trace_id=item.trace_id,
         memories=changed,
         fact_key=noted.fact_key if noted is not None else None,
         fact_row=fact_row,
@@ -275,15 +291,20 @@ def persist_candidate(
     """Commit `decided` (or decide first, when None); a lost race decides again from a fresh
     read (bounded attempts)."""
     decided_again = False
+    calls: list[LlmUsage] = []
+    malformed = 0
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         target = decided.dedupe.target if decided is not None else None
         reads = read_candidate(deps.store, item, also=[target] if target else ())
         if decided is None or not decided.hold_for(item, reads):
             decided_again = decided_again or decided is not None
-            decided, reads = decide(item, reads, config, deps)
+            decided, reads, judgement = decide(item, reads, config, deps)
+            if judgement is not None:
+                calls.extend(judgement.calls)
+                malformed += judgement.malformed
         planned = plan(item, decided, reads, config, deps.clock())
         if planned.commit is None:
-            return planned.result
+            return replace(planned.result, llm_calls=tuple(calls), judge_malformed=malformed)
         try:
             deps.store.commit(planned.commit)
         except WriteConflict:
@@ -291,7 +312,13 @@ def persist_candidate(
                 raise
             decided, decided_again = None, True
             continue
-        return replace(planned.result, attempts=attempt, decided_again=decided_again)
+        return replace(
+            planned.result,
+            attempts=attempt,
+            decided_again=decided_again,
+            llm_calls=tuple(calls),
+            judge_malformed=malformed,
+        )
     raise AssertionError("unreachable: the loop returns or raises")
 
 
@@ -301,16 +328,42 @@ def _decisions(item: PipelineItem) -> Decisions:
     return Decisions(item.dedupe, item.conflict)
 
 
+def _count_judge(calls: list[LlmUsage], malformed: int, metrics: MetricsSink) -> None:
+    """The dedupe judge's calls when persist decided again, under persist's own name."""
+    if malformed:
+        metrics.event(STAGE, "dedupe_json_fail", malformed)
+    metrics.llm_usage(STAGE, calls)
+
+
 def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> ItemsPayload:
-    """Commit each candidate in order; a failure leaves error spans and propagates (Catch)."""
+    """Commit each candidate in order; a failure leaves error spans and propagates (Catch).
+
+    A candidate whose user was erased meanwhile is rejected (`UserErased`), not retried: the
+    erasure must not be undone by a turn that was still in flight."""
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
+    replayed: list[StageSpan] = []  # items a redelivery finds applied
+    calls: list[LlmUsage] = []
+    malformed = 0
     for index, item in enumerate(payload.items):
         started = time.perf_counter()
         try:
             result = persist_candidate(
                 StoreItem.of(payload, item), config, deps, decided=_decisions(item)
             )
+        except SourceErased:
+            latency_ms = (time.perf_counter() - started) * 1000
+            spans.append(
+                item_span(
+                    payload,
+                    item,
+                    STAGE,
+                    result=SpanResult.REJECT,
+                    reason=UserErased(),
+                    latency_ms=latency_ms,
+                )
+            )
+            continue
         except MemwriteError as exc:
             # Earlier candidates are committed (each atomically); this and later ones are not.
             error = StoreError(error=type(exc).__name__)
@@ -318,6 +371,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
                 item_span(payload, rest, STAGE, result=SpanResult.ERROR, reason=error)
                 for rest in payload.items[index:]
             ]
+            _count_judge(calls, malformed, deps.metrics)
             record_spans([*spans, *failed], deps.spans, deps.metrics)
             raise
         items.append(
@@ -327,10 +381,20 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
         merged = result.outcome is not PersistOutcome.STORED and tier is not None
         reason = DuplicateConfirmed(tier=tier) if merged and tier is not None else None
         latency_ms = (time.perf_counter() - started) * 1000
-        spans.append(
+        applied = result.outcome is PersistOutcome.ALREADY_APPLIED
+        (replayed if applied else spans).append(
             item_span(
-                payload, item, STAGE, result=SpanResult.PASS, reason=reason, latency_ms=latency_ms
+                payload,
+                item,
+                STAGE,
+                result=SpanResult.PASS,
+                reason=reason,
+                latency_ms=latency_ms,
+                llm=usage_summary(result.llm_calls),
             )
         )
-    record_spans(spans, deps.spans, deps.metrics)
+        calls.extend(result.llm_calls)
+        malformed += result.judge_malformed
+    record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
+    _count_judge(calls, malformed, deps.metrics)
     return payload.model_copy(update={"items": items})

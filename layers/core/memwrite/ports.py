@@ -34,11 +34,13 @@ __all__ = [
     "CandidateVerifier",
     "DeadLetter",
     "DedupeJudge",
+    "DedupeJudgement",
     "Delivery",
     "Embedder",
     "EnqueueResult",
     "EntityStore",
     "ExtractionLlm",
+    "GeneratedQuestions",
     "LlmCall",
     "MemoryIndex",
     "MemoryPage",
@@ -192,6 +194,9 @@ class MetricsSink(Protocol):
 
     def timing(self, stage: str, latency_ms: float) -> None: ...
 
+    def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
+        """The model calls a stage made, their tokens and their cost in USD (none: nothing)."""
+
 
 @dataclass(frozen=True)
 class LlmCall:
@@ -310,14 +315,25 @@ class MemoryStore(Protocol):
         """Memories changed but not yet indexed (the outbox's pending rows), newest first."""
 
     def commit(self, commit: Commit) -> None:
-        """Apply atomically; raise `WriteConflict` when a condition no longer holds."""
+        """Apply atomically; raise `WriteConflict` when a condition no longer holds, and
+        `SourceErased` (nothing applied) when the commit's source trace no longer exists."""
 
     def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
 
 
+@dataclass(frozen=True)
+class DedupeJudgement:
+    """The judge's verdict on one pair and what it cost: every call, malformed answers included
+    (they are paid for too), and how many answers were malformed."""
+
+    same: bool
+    calls: tuple[LlmUsage, ...] = ()
+    malformed: int = 0
+
+
 class DedupeJudge(Protocol):
-    def same_memory(self, candidate: str, existing: str) -> bool:
-        """True when both sentences state the same memory."""
+    def same_memory(self, candidate: str, existing: str) -> DedupeJudgement:
+        """Whether both sentences state the same memory (`same`)."""
 
 
 @dataclass(frozen=True)
@@ -351,10 +367,18 @@ class PipelineRunner(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class GeneratedQuestions:
+    """HyPE questions for one memory and the model calls they cost (none for templates)."""
+
+    questions: list[str]
+    calls: tuple[LlmUsage, ...] = ()
+
+
 class QuestionGenerator(Protocol):
     """HyPE: the questions a user would ask to find a memory (DESIGN.md section 2)."""
 
-    def questions_for(self, memory: MemoryUnit, count: int) -> list[str]:
+    def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
         """`count` short questions that `memory` answers, without its value where possible.
 
         Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
@@ -417,4 +441,5 @@ class UserErasure:
 class UserEraser(Protocol):
     def erase_user(self, tenant: str, user_id: str) -> UserErasure:
         """Remove every stored item of the user: memories, entity_facts, entities, outbox,
-        the turns ledger and traces of their requests, session turns and spans. Idempotent."""
+        the turns ledger and traces of their requests, session turns and spans. Idempotent.
+        From its start no commit of the user's traces is accepted (`SourceErased`)."""

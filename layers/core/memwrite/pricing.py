@@ -7,21 +7,23 @@ from collections.abc import Mapping
 
 from memwrite.errors import ConfigError
 
-__all__ = ["cost_usd", "price_per_mtok"]
+__all__ = ["cost_usd", "model_family", "price_per_mtok"]
 
 # Bedrock ids wrap the model name: "us.anthropic.claude-haiku-4-5-20251001-v1:0".
 _BEDROCK_PREFIX_RE = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.")
 _VERSION_SUFFIX_RE = re.compile(r"(?:-\d{8})?(?:-v\d+(?::\d+)?)?$")
 
 
-def _model_family(model: str) -> str:
+def model_family(model: str) -> str:
+    """The price table's key for a model id: "claude-haiku-4-5" for the API's dated id and
+    for Bedrock's regional one alike."""
     return _VERSION_SUFFIX_RE.sub("", _BEDROCK_PREFIX_RE.sub("", model))
 
 
 def price_per_mtok(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
     """(input, output) USD per million tokens; a model without a price is a config error."""
     try:
-        return prices[_model_family(model)]
+        return prices[model_family(model)]
     except KeyError:
         known = ", ".join(sorted(prices))
         raise ConfigError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from memwrite.candidate import MemoryType
 from memwrite.memory import MemoryUnit
+from memwrite.ports import GeneratedQuestions
 
 __all__ = ["TemplateQuestions"]
 
@@ -94,7 +95,7 @@ _BY_TYPE: dict[MemoryType, tuple[str, ...]] = {
 class TemplateQuestions:
     """`QuestionGenerator` without a model: templates by predicate, else by memory type."""
 
-    def questions_for(self, memory: MemoryUnit, count: int) -> list[str]:
+    def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
         who = "the user" if memory.entity.casefold() in {"user", "the user"} else memory.entity
         attribute = memory.attribute.removeprefix("favorite_").replace("_", " ")
         templates = _BY_PREDICATE.get(memory.attribute) or _BY_TYPE[memory.type]
@@ -105,4 +106,4 @@ class TemplateQuestions:
                 "What does {who} like?",
             )
         questions = [t.format(who=who, attribute=attribute) for t in templates]
-        return [q[0].upper() + q[1:] for q in questions][:count]
+        return GeneratedQuestions([q[0].upper() + q[1:] for q in questions][:count])

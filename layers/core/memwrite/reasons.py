@@ -22,6 +22,7 @@ __all__ = [
     "DuplicateTurn",
     "EnqueueFailed",
     "ExtractionError",
+    "IndexingError",
     "LateArrival",
     "MatchedSkipPattern",
     "NoCandidates",
@@ -40,6 +41,7 @@ __all__ = [
     "TooShort",
     "Ungrounded",
     "Unverified",
+    "UserErased",
     "UserRule",
     "VerifierCheck",
 ]
@@ -196,6 +198,14 @@ class StoreError(_Reason):
     error: str
 
 
+class IndexingError(_Reason):
+    """Indexing a memory failed (index or embedder down); the row stays pending and is
+    retried, its memory readable by id but not yet searchable."""
+
+    type: Literal["IndexingError"] = "IndexingError"
+    error: str
+
+
 class DeadLettered(_Reason):
     """A pipeline stage gave up on the batch (its Catch): the turn is in the pipeline DLQ.
 
@@ -240,6 +250,12 @@ class Contradiction(_Reason):
     count: int
 
 
+class UserErased(_Reason):
+    """The candidate's user was erased while its turn was in flight: nothing is written."""
+
+    type: Literal["UserErased"] = "UserErased"
+
+
 SkipReason = Annotated[
     TooShort
     | MatchedSkipPattern
@@ -275,6 +291,8 @@ Reason = Annotated[
     | Supersedes
     | LateArrival
     | Contradiction
-    | StoreError,
+    | StoreError
+    | IndexingError
+    | UserErased,
     Field(discriminator="type"),
 ]

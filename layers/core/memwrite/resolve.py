@@ -90,6 +90,7 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         save_entity(deps.entities, entity)
     for _ in range(resolution.judge_malformed):
         deps.metrics.event(STAGE, "resolve_json_fail")
+    deps.metrics.llm_usage(STAGE, resolution.llm_calls)
     latency_ms = (time.perf_counter() - started) * 1000
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []

@@ -12,7 +12,7 @@ from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import Reason
 from memwrite.usage import LlmUsage
 
-__all__ = ["item_span", "make_span", "record_spans", "usage_summary"]
+__all__ = ["item_span", "make_span", "record_spans", "unrecorded", "usage_summary"]
 
 
 def make_span(
@@ -51,6 +51,7 @@ def item_span(
     result: SpanResult,
     reason: Reason | None = None,
     latency_ms: float = 0.0,
+    llm: LlmUsageSummary | None = None,
 ) -> StageSpan:
     """The span of one candidate of a store-stage batch (resolve_refs to persist)."""
     return make_span(
@@ -62,6 +63,7 @@ def item_span(
         result=result,
         reason=reason,
         latency_ms=latency_ms,
+        llm=llm,
     )
 
 
@@ -71,6 +73,20 @@ def record_spans(spans: Sequence[StageSpan], store: SpanStore, metrics: MetricsS
     store.put_spans(spans)
     for span in spans:
         metrics.count(span.stage, span.result.value, span.reason)
+
+
+def unrecorded(replayed: Sequence[StageSpan], store: SpanStore) -> list[StageSpan]:
+    """Of the spans of items a redelivery found already applied, those no delivery recorded.
+
+    The delivery that applied an item recorded what it decided then ("new, supersedes the
+    Berlin memory"); the redelivery sees only its own write ("duplicate of itself") and must
+    not overwrite that. It records a span only where the first delivery died before its own.
+    """
+    if not replayed:
+        return []
+    traces = {(span.tenant, span.trace_id) for span in replayed}
+    recorded = {(span.stage, span.item_id) for trace in traces for span in store.spans_of(*trace)}
+    return [span for span in replayed if (span.stage, span.item_id) not in recorded]
 
 
 def usage_summary(calls: Sequence[LlmUsage]) -> LlmUsageSummary | None:

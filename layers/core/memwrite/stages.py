@@ -51,6 +51,7 @@ class StageDef:
     output_model: type[BaseModel]
     function_dir: str  # functions/<dir>/handler.py
     entry: str = "run"
+    calls_model: bool = False  # may call an LLM: emits `llm.*` metrics, gets cost widgets
 
     @property
     def run(self) -> Callable[..., Any]:
@@ -72,7 +73,15 @@ STAGES: tuple[StageDef, ...] = (
         "ingest",
         entry="ingest_turns",
     ),
-    StageDef("extract", StagePlacement.PIPELINE, "extract", ExtractInput, ExtractOutput, "extract"),
+    StageDef(
+        "extract",
+        StagePlacement.PIPELINE,
+        "extract",
+        ExtractInput,
+        ExtractOutput,
+        "extract",
+        calls_model=True,  # the extractor and the verifier
+    ),
     StageDef(
         "resolve_refs",
         StagePlacement.PIPELINE,
@@ -80,14 +89,39 @@ STAGES: tuple[StageDef, ...] = (
         ExtractOutput,
         ItemsPayload,
         "resolve_refs",
+        calls_model=True,  # the judge of ambiguous references
     ),
-    StageDef("dedupe", StagePlacement.PIPELINE, "dedupe", ItemsPayload, ItemsPayload, "dedupe"),
+    StageDef(
+        "dedupe",
+        StagePlacement.PIPELINE,
+        "dedupe",
+        ItemsPayload,
+        ItemsPayload,
+        "dedupe",
+        calls_model=True,  # the judge of the similarity band
+    ),
     StageDef(
         "conflict", StagePlacement.PIPELINE, "conflict", ItemsPayload, ItemsPayload, "conflict"
     ),
-    StageDef("persist", StagePlacement.PIPELINE, "persist", ItemsPayload, ItemsPayload, "persist"),
+    StageDef(
+        "persist",
+        StagePlacement.PIPELINE,
+        "persist",
+        ItemsPayload,
+        ItemsPayload,
+        "persist",
+        calls_model=True,  # the dedupe judge again, after a lost race
+    ),
     # One outbox row per call: the handler runs it for each stream record (partial failures).
-    StageDef("hype", StagePlacement.STREAM, "hype", OutboxChange, IndexedChange, "hype"),
+    StageDef(
+        "hype",
+        StagePlacement.STREAM,
+        "hype",
+        OutboxChange,
+        IndexedChange,
+        "hype",
+        calls_model=True,  # HyPE questions
+    ),
 )
 
 

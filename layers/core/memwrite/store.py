@@ -63,11 +63,14 @@ class Commit:
     """Everything one candidate changes, written all-or-nothing.
 
     `memories` are whole-item puts conditioned on the rev that was read (None: must not exist);
-    `fact_row` is conditioned on its version. Any failed condition cancels every item.
+    `fact_row` is conditioned on its version. Any failed condition cancels every item. The
+    source trace (`trace_id`, written by ingest before its turns were enqueued) must still
+    exist: once the user is erased, a turn still in flight writes nothing (`SourceErased`).
     """
 
     tenant: str
     user_id: str
+    trace_id: str
     memories: list[tuple[MemoryUnit, int | None]] = field(default_factory=list)
     fact_key: str | None = None
     fact_row: FactRow | None = None  # the new row; its version is the one read

@@ -4,14 +4,16 @@ The only module that touches `anthropic`, and only inside functions: importing t
 about 3 s of cold start, which the ingest Lambda must never pay. The SDK retries 408, 409, 429,
 5xx and connection errors itself with backoff (`max_retries`); what is left after that is
 translated here into the errors of `memwrite.llm_extractor`, with the SDK error kept as the cause.
-The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`) each hold one
-`StructuredClient` and add only their port's shape, model choice and output limit.
+The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`, `anthropic_verifier`,
+`anthropic_questions`) each hold one `StructuredClient`, built from `ExtractConfig`, their
+answer's schema and output limit and the caller's `ClientOptions`; they add only their port's
+shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,12 +34,22 @@ if TYPE_CHECKING:
         UserMessageParam,
     )
 
-__all__ = ["StructuredClient"]
+__all__ = ["ClientOptions", "StructuredClient"]
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
 
 # The statuses the SDK itself retries: still failing after its retries means "try later".
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
+
+
+class ClientOptions(TypedDict, total=False):
+    """Where and how to reach the API, for endpoints and tests; the limits are `ExtractConfig`'s."""
+
+    api_key: str | None  # the direct API's key (None: the SDK reads ANTHROPIC_API_KEY)
+    aws_region: str | None  # Bedrock's region (None: `ExtractConfig.aws_region`)
+    base_url: str | None
+    http_client: httpx2.Client | None
+    max_retries: int | None  # None: `ExtractConfig.max_retries`
 
 
 class StructuredClient(Generic[_ResultT]):
@@ -52,22 +64,21 @@ class StructuredClient(Generic[_ResultT]):
         config: ExtractConfig,
         output_model: type[_ResultT],
         *,
-        api_key: str | None = None,
-        aws_region: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx2.Client | None = None,
-        max_retries: int | None = None,
+        max_tokens: int,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        """Limits come from `config`; the keyword arguments are for endpoints and tests."""
+        """Limits come from `config`, the output limit is the adapter's, `options` say where."""
         # An unpriced model fails at start-up, not after a paid call.
         price_per_mtok(config.model, config.prices_per_mtok)
         import anthropic
 
+        max_retries = options.get("max_retries")
         retries = config.max_retries if max_retries is None else max_retries
+        base_url, http_client = options.get("base_url"), options.get("http_client")
         self._client: Anthropic | AnthropicBedrock
         if config.provider == "anthropic":
             self._client = anthropic.Anthropic(
-                api_key=api_key,
+                api_key=options.get("api_key"),
                 base_url=base_url,
                 http_client=http_client,
                 max_retries=retries,
@@ -76,7 +87,7 @@ class StructuredClient(Generic[_ResultT]):
         else:
             # IAM credentials from the default AWS chain: no API key to manage on AWS.
             self._client = anthropic.AnthropicBedrock(
-                aws_region=aws_region or config.aws_region,
+                aws_region=options.get("aws_region") or config.aws_region,
                 base_url=base_url,
                 http_client=http_client,
                 max_retries=retries,
@@ -90,24 +101,27 @@ class StructuredClient(Generic[_ResultT]):
         }
         self._output_model = output_model
         self._prices = config.prices_per_mtok
+        self._model = config.model
+        self._max_tokens = max_tokens
 
     def call(
-        self, *, model: str, system: str, messages: Sequence[PromptMessage], max_tokens: int
+        self, system: str, messages: Sequence[PromptMessage], *, model: str | None = None
     ) -> tuple[_ResultT, LlmUsage]:
-        """The validated answer and what it cost.
+        """The validated answer of `model` (default: the configured one) and what it cost.
 
         Raises `LlmUnavailable` (try later), `LlmRequestRejected` (a retry cannot help) or
         `MalformedLlmOutput`, which carries the usage because an invalid answer is still paid.
         """
         import anthropic
 
+        model = model or self._model
         # `model` may differ from the configured one: an unpriced one must fail before the call.
         price_per_mtok(model, self._prices)
         params = [_message_param(message) for message in messages]
         try:
             response = self._client.messages.create(
                 model=model,
-                max_tokens=max_tokens,
+                max_tokens=self._max_tokens,
                 system=system,
                 messages=params,
                 output_config=self._output_config,

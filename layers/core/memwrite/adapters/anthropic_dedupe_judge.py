@@ -10,16 +10,14 @@ merge loses a fact while a missed merge only costs a duplicate.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final, Unpack
 
-from memwrite.adapters.anthropic_client import StructuredClient
+from memwrite.adapters.anthropic_client import ClientOptions, StructuredClient
 from memwrite.config import ExtractConfig
 from memwrite.errors import MalformedLlmOutput
+from memwrite.ports import DedupeJudgement
 from memwrite.prompts.dedupe import DedupeVerdict, render
 from memwrite.usage import LlmUsage
-
-if TYPE_CHECKING:
-    import httpx2
 
 __all__ = ["DEDUPE_MAX_OUTPUT_TOKENS", "AnthropicDedupeJudge"]
 
@@ -35,52 +33,26 @@ class AnthropicDedupeJudge:
     """`DedupeJudge` over the Messages API with structured output (`output_config.format`).
 
     The model, provider, region, timeout, retries and prices are the extraction model's
-    settings (`ExtractConfig`). `calls` (the usage of every call, malformed answers included)
-    and `malformed` (malformed answers) accumulate over the judge's life; the caller reads them
-    to emit costs and metrics, and clears them when it reports per invocation.
+    settings (`ExtractConfig`).
     """
 
-    def __init__(
-        self,
-        config: ExtractConfig,
-        *,
-        api_key: str | None = None,
-        aws_region: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx2.Client | None = None,
-        max_retries: int | None = None,
-    ) -> None:
-        """Limits come from `config`; the keyword arguments are for endpoints and tests."""
+    def __init__(self, config: ExtractConfig, **options: Unpack[ClientOptions]) -> None:
         self._client = StructuredClient(
-            config,
-            DedupeVerdict,
-            api_key=api_key,
-            aws_region=aws_region,
-            base_url=base_url,
-            http_client=http_client,
-            max_retries=max_retries,
+            config, DedupeVerdict, max_tokens=DEDUPE_MAX_OUTPUT_TOKENS, **options
         )
-        self._model = config.model
-        self.calls: list[LlmUsage] = []
-        self.malformed = 0
 
-    def same_memory(self, candidate: str, existing: str) -> bool:
-        """True when the model says both state the same memory; False when it stays malformed."""
+    def same_memory(self, candidate: str, existing: str) -> DedupeJudgement:
+        """The model's verdict (distinct when it stays malformed) and every call it took."""
         prompt = render(candidate, existing)
+        calls: list[LlmUsage] = []
         for attempt in range(1, _MALFORMED_ATTEMPTS + 1):
             try:
-                verdict, usage = self._client.call(
-                    model=self._model,
-                    system=prompt.system,
-                    messages=prompt.messages,
-                    max_tokens=DEDUPE_MAX_OUTPUT_TOKENS,
-                )
+                verdict, usage = self._client.call(*prompt)
             except MalformedLlmOutput as exc:
-                self.calls.append(exc.usage)
-                self.malformed += 1
+                calls.append(exc.usage)
                 logger.warning("dedupe judge output malformed (attempt %d): %s", attempt, exc)
                 continue
-            self.calls.append(usage)
-            return verdict.same
+            calls.append(usage)
+            return DedupeJudgement(verdict.same, tuple(calls), malformed=attempt - 1)
         logger.warning("dedupe judge output stayed malformed after a retry: kept distinct")
-        return False
+        return DedupeJudgement(False, tuple(calls), malformed=_MALFORMED_ATTEMPTS)

@@ -9,16 +9,13 @@ the caller's check (`memwrite.references`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final, Unpack
 
-from memwrite.adapters.anthropic_client import StructuredClient
+from memwrite.adapters.anthropic_client import ClientOptions, StructuredClient
 from memwrite.config import ExtractConfig
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve import ResolveResult
 from memwrite.usage import LlmUsage
-
-if TYPE_CHECKING:
-    import httpx2
 
 __all__ = ["JUDGE_MAX_OUTPUT_TOKENS", "AnthropicResolveJudge"]
 
@@ -37,28 +34,14 @@ class AnthropicResolveJudge:
         self,
         config: ExtractConfig,
         *,
-        api_key: str | None = None,
-        aws_region: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx2.Client | None = None,
-        max_retries: int | None = None,
         max_output_tokens: int = JUDGE_MAX_OUTPUT_TOKENS,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        """Limits come from `config`; the keyword arguments are for endpoints and tests."""
         self._client = StructuredClient(
-            config,
-            ResolveResult,
-            api_key=api_key,
-            aws_region=aws_region,
-            base_url=base_url,
-            http_client=http_client,
-            max_retries=max_retries,
+            config, ResolveResult, max_tokens=max_output_tokens, **options
         )
-        self._max_output_tokens = max_output_tokens
 
     def judge(
         self, system: str, messages: Sequence[PromptMessage], model: str
     ) -> tuple[ResolveResult, LlmUsage]:
-        return self._client.call(
-            model=model, system=system, messages=messages, max_tokens=self._max_output_tokens
-        )
+        return self._client.call(system, messages, model=model)

@@ -8,16 +8,13 @@ accounting are `memwrite.adapters.anthropic_client`'s; this adapter adds the ans
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Unpack
 
-from memwrite.adapters.anthropic_client import StructuredClient
+from memwrite.adapters.anthropic_client import ClientOptions, StructuredClient
 from memwrite.config import ExtractConfig
 from memwrite.ports import LlmCall
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
-
-if TYPE_CHECKING:
-    import httpx2
 
 __all__ = ["AnthropicExtractorClient"]
 
@@ -25,30 +22,11 @@ __all__ = ["AnthropicExtractorClient"]
 class AnthropicExtractorClient:
     """`ExtractionLlm` over the Messages API with structured output (`output_config.format`)."""
 
-    def __init__(
-        self,
-        config: ExtractConfig,
-        *,
-        api_key: str | None = None,
-        aws_region: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx2.Client | None = None,
-        max_retries: int | None = None,
-    ) -> None:
-        """Limits come from `config`; the keyword arguments are for endpoints and tests."""
+    def __init__(self, config: ExtractConfig, **options: Unpack[ClientOptions]) -> None:
         self._client = StructuredClient(
-            config,
-            ExtractionResult,
-            api_key=api_key,
-            aws_region=aws_region,
-            base_url=base_url,
-            http_client=http_client,
-            max_retries=max_retries,
+            config, ExtractionResult, max_tokens=config.max_output_tokens, **options
         )
-        self._max_output_tokens = config.max_output_tokens
 
     def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
-        result, usage = self._client.call(
-            model=model, system=system, messages=messages, max_tokens=self._max_output_tokens
-        )
+        result, usage = self._client.call(system, messages, model=model)
         return LlmCall(result=result, usage=usage)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEDGER_SK",
     "QUESTION_SK",
+    "TRACE_ERASED",
     "TRACE_SK",
     "DynamoRateStore",
     "DynamoSessionLog",
@@ -45,6 +46,9 @@ _BATCH_WRITE_LIMIT = 25
 _MAX_UNPROCESSED_ROUNDS = 5
 LEDGER_SK = "TURN"
 TRACE_SK = "TRACE"
+# Set on a trace row when its user's erasure starts (the row itself goes last, as the erasure
+# still needs its turn ids and session): from then on no commit of that trace is accepted.
+TRACE_ERASED = "erased_at"
 
 
 def ledger_pk(tenant: str, turn_id: str) -> str:

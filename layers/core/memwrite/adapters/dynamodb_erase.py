@@ -1,17 +1,22 @@
 """Erasing a user from every DynamoDB table (`DELETE /v1/users/{user_id}/memories`).
 
-Per-user partitions (`tenant#user_id`) go whole: outbox, memories, entity_facts, entities and
-the retrieval counters. The turns table is keyed by turn and trace, not by user, so the user's
-traces are found through their spans (the spans table's `by_user` index: every request leaves
-a span per turn) and each trace's rows go: its ledger rows (`TURN#`), the trace (`TRACE#`),
-its memory outcomes (`TRACEMEM#`), its session's redacted turns (`SESSION#`) and the
-session's last question (`LASTQ#`). Spans go
-last: they are how a retried erasure finds what an interrupted one left.
+The turns table is keyed by turn and trace, not by user, so the user's traces are found through
+their spans (the spans table's `by_user` index: every request leaves a span per turn). Their
+trace rows are marked erased first: persist commits on the condition that its source trace
+exists unmarked, so a turn still in the queue or in the state machine writes nothing from here
+on, and whatever it committed before is in the partitions deleted next. Per-user partitions
+(`tenant#user_id`) then go whole: outbox, memories, entity_facts, entities and the retrieval
+counters (read consistently: a commit just before the mark is seen). Then each trace's rows:
+its ledger rows (`TURN#`), the trace (`TRACE#`), its memory outcomes (`TRACEMEM#`), its
+session's redacted turns (`SESSION#`) and the session's last question (`LASTQ#`). Spans go
+last: they are how a retried erasure finds what an interrupted one left (the marked trace rows
+still name their turns and session until then).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -19,6 +24,7 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.dynamodb import (
     LEDGER_SK,
     QUESTION_SK,
+    TRACE_ERASED,
     TRACE_SK,
     batch_write,
     last_question_pk,
@@ -67,14 +73,6 @@ class DynamoUserEraser:
     def erase_user(self, tenant: str, user_id: str) -> UserErasure:
         t = self._tables
         user_key = f"{tenant}#{user_id}"
-        removed = {
-            # The outbox first: nothing of the user is indexed again after this point.
-            "outbox": self._delete_partition(t.outbox, user_key),
-            "memories": self._delete_partition(t.memories, user_key),
-            "entity_facts": self._delete_partition(t.entity_facts, user_key),
-            "entities": self._delete_partition(t.entities, user_key),
-            "access_counters": self._delete_partition(t.turns, access_key(tenant, user_id)),
-        }
         spans = list(
             self._query(
                 t.spans,
@@ -84,12 +82,37 @@ class DynamoUserEraser:
             )
         )
         trace_ids = sorted({span[PK]["S"].removeprefix(f"{tenant}#") for span in spans})
+        # Before anything is deleted: no turn of these traces is committed after this point.
+        for trace_id in trace_ids:
+            self._mark_erased(tenant, trace_id)
+        removed = {
+            # The outbox next: nothing of the user is indexed again after this point.
+            "outbox": self._delete_partition(t.outbox, user_key),
+            "memories": self._delete_partition(t.memories, user_key),
+            "entity_facts": self._delete_partition(t.entity_facts, user_key),
+            "entities": self._delete_partition(t.entities, user_key),
+            "access_counters": self._delete_partition(t.turns, access_key(tenant, user_id)),
+        }
         turns_rows = 0
         for trace_id in trace_ids:
             turns_rows += self._erase_trace(tenant, user_id, trace_id)
         removed["turns_ledger_and_traces"] = turns_rows
         removed["spans"] = self._delete_keys(t.spans, [self._key(span) for span in spans])
         return UserErasure(removed)
+
+    def _mark_erased(self, tenant: str, trace_id: str) -> None:
+        try:
+            self._client.update_item(
+                TableName=self._tables.turns,
+                Key={PK: {"S": trace_pk(tenant, trace_id)}, SK: {"S": TRACE_SK}},
+                UpdateExpression=f"SET {TRACE_ERASED} = :at",
+                # A trace already gone (a retried erasure) stays gone, not a bare marked key.
+                ConditionExpression=f"attribute_exists({PK})",
+                ExpressionAttributeValues={":at": {"S": datetime.now(UTC).isoformat()}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise unavailable(exc, "UpdateItem") from exc
 
     def _erase_trace(self, tenant: str, user_id: str, trace_id: str) -> int:
         t = self._tables
@@ -135,7 +158,9 @@ class DynamoUserEraser:
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }
-        if index is not None:
+        if index is None:
+            kwargs["ConsistentRead"] = True  # an item written a moment ago goes too
+        else:
             kwargs["IndexName"] = index
         while True:
             try:

@@ -1,5 +1,6 @@
 """DynamoDB memory store: memories, entity_facts, the trace ledger and the outbox, committed in
-one `TransactWriteItems` per candidate (all or nothing; a lost race is a `WriteConflict`)."""
+one `TransactWriteItems` per candidate (all or nothing; a lost race is a `WriteConflict`), on
+the condition that the source trace still exists and is not being erased (`SourceErased`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.dynamodb import trace_memories_pk, unavailable
+from memwrite.adapters.dynamodb import (
+    TRACE_ERASED,
+    TRACE_SK,
+    trace_memories_pk,
+    trace_pk,
+    unavailable,
+)
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import WriteConflict
+from memwrite.errors import SourceErased, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
@@ -235,7 +242,22 @@ class DynamoMemoryStore:
 
     def commit(self, commit: Commit) -> None:
         user_key = _user_key(commit.tenant, commit.user_id)
-        items: list[dict[str, Any]] = []
+        # First item (its cancellation reason is the first one): the source trace must exist
+        # and its user's erasure must not have started.
+        items: list[dict[str, Any]] = [
+            {
+                "ConditionCheck": {
+                    "TableName": self._tables.turns,
+                    "Key": {
+                        PK: {"S": trace_pk(commit.tenant, commit.trace_id)},
+                        SK: {"S": TRACE_SK},
+                    },
+                    "ConditionExpression": (
+                        f"attribute_exists({PK}) AND attribute_not_exists({TRACE_ERASED})"
+                    ),
+                }
+            }
+        ]
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
             rev = (expected or 0) + 1
@@ -313,6 +335,8 @@ class DynamoMemoryStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
                 reasons = exc.response.get("CancellationReasons", [])
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    raise SourceErased(commit.tenant, commit.trace_id) from exc
                 codes = {reason.get("Code") for reason in reasons}
                 if codes & _CONFLICT_CODES or not reasons:
                     raise WriteConflict("a concurrent write changed what was read") from exc

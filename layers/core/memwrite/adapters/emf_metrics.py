@@ -1,15 +1,20 @@
 """CloudWatch metrics as EMF log lines (Powertools), one metric per stage, outcome and reason.
 
-Dimensions are the stage, the outcome, the reason's *type* and a rule's name only: never a
-value that could carry turn content.
+Dimensions are the stage, the outcome, the reason's *type*, a rule's name and a model family
+(a key of the price table) only: never a value that could carry turn content, and few enough
+values that the number of custom metrics stays small.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+from memwrite.pricing import model_family
 from memwrite.reasons import Reason
+from memwrite.usage import LlmUsage
 
 __all__ = ["NAMESPACE", "EmfMetrics"]
 
@@ -36,6 +41,18 @@ class EmfMetrics:
 
     def timing(self, stage: str, latency_ms: float) -> None:
         self._emit("latency", latency_ms, {"Stage": stage}, MetricUnit.Milliseconds)
+
+    def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
+        by_model: dict[str, list[LlmUsage]] = {}
+        for call in calls:
+            by_model.setdefault(model_family(call.model), []).append(call)
+        for model, used in sorted(by_model.items()):
+            dimensions = {"Stage": stage, "Model": model}
+            self._emit("llm.calls", len(used), dimensions)
+            self._emit("llm.input_tokens", sum(c.input_tokens for c in used), dimensions)
+            self._emit("llm.output_tokens", sum(c.output_tokens for c in used), dimensions)
+            cost = sum(c.cost_usd for c in used)
+            self._emit("llm.cost_usd", cost, dimensions, MetricUnit.NoUnit)
 
     def _emit(
         self,

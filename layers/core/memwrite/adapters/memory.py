@@ -14,6 +14,7 @@ from memwrite.errors import WriteConflict
 from memwrite.models import QueuedTurn, StageSpan, session_sort_key
 from memwrite.ports import EnqueueResult, TraceRecord
 from memwrite.reasons import Reason
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "CountingMetrics",
@@ -93,6 +94,7 @@ class CountingMetrics:
         self.timings: list[tuple[str, float]] = []
         self.events: Counter[tuple[str, str]] = Counter()
         self.rules: Counter[tuple[str, str, str]] = Counter()
+        self.llm: dict[str, list[LlmUsage]] = {}
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         self.counts[(stage, outcome, reason.type if reason else "none")] += value
@@ -105,6 +107,10 @@ class CountingMetrics:
 
     def timing(self, stage: str, latency_ms: float) -> None:
         self.timings.append((stage, latency_ms))
+
+    def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
+        if calls:
+            self.llm.setdefault(stage, []).extend(calls)
 
 
 class InMemorySessionLog:

@@ -4,8 +4,11 @@
 Every table keyed by user loses the user's rows; the user's traces (those their spans name,
 and those whose record names them) take their ledger rows, memory outcomes and the trace
 records along. Turns of the user still waiting in the work queue, or dead-lettered, go too:
-nothing of the user is processed again after this returns. One transaction: a crash leaves
-everything or nothing, and a repeat removes nothing more.
+nothing of the user is processed again after this returns. A batch already taken off the queue
+(`memwrite serve`'s worker) writes nothing either: persist commits only while its source trace
+exists, checked inside its own transaction, so a commit lands wholly before this one (and is
+removed here) or finds the trace gone. One transaction: a crash leaves everything or nothing,
+and a repeat removes nothing more.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """SQLite memory store: memories, entity_facts, the trace ledger and the outbox committed in one
 `BEGIN IMMEDIATE` transaction per candidate, every condition checked inside it (a refused one
-is a `WriteConflict` and nothing is applied); the read API's view of the memories (by id, page
-by page, retrieval counters); the entities table."""
+is a `WriteConflict` and nothing is applied; a source trace erased meanwhile, `SourceErased`:
+the erasure is one transaction too, so a commit lands wholly before it or is refused); the
+read API's view of the memories (by id, page by page, retrieval counters); the entities table.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from datetime import datetime
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.adapters.sqlite_db import SqliteDatabase
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import WriteConflict
+from memwrite.errors import SourceErased, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
@@ -135,6 +137,12 @@ class SqliteMemoryStore:
     @staticmethod
     def _apply(connection: sqlite3.Connection, commit: Commit) -> None:
         user = (commit.tenant, commit.user_id)
+        source = connection.execute(
+            "SELECT 1 FROM traces WHERE tenant = ? AND trace_id = ?",
+            (commit.tenant, commit.trace_id),
+        ).fetchone()
+        if source is None:
+            raise SourceErased(commit.tenant, commit.trace_id)
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
             row = connection.execute(

@@ -1,0 +1,157 @@
+"""Tenant B attacks tenant A's data through every route of `memwrite serve` (a real process on
+loopback), with A's trace ids, memory ids, user ids and Idempotency-Key: it reads nothing of
+A's, changes nothing of A's, and cannot tell A's ids from ids that do not exist (404, never
+403). Each read route's own isolation tests are in `tests/integration/test_read_api.py` and
+`test_traces.py`; this is the sweep over all of them, kept complete by
+`test_every_route_has_a_cross_tenant_attempt`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from memwrite_local.runner import ROUTES
+from tests.reliability.final_state import FinalState
+from tests.reliability.runs import CONVERSATION, IDEMPOTENCY
+from tests.reliability.served import Reply, Served
+
+A, B = "key-a", "key-b"
+USER = CONVERSATION["user_id"]
+UNKNOWN_ID = "0123456789abcdef0123456789abcdef"
+PIPELINE_WAIT_SECS = 30
+READ_COUNTERS = {"access_count", "last_accessed"}
+
+
+@dataclass(frozen=True)
+class TenantA:
+    """What tenant A has, as A sees it through the API."""
+
+    trace_id: str
+    memory_ids: list[str]
+
+    @staticmethod
+    def view(served: Served) -> dict[str, Any]:
+        """A's memories and what A's search finds (A's own retrieval counters left out)."""
+        listed = served.request("GET", f"/v1/users/{USER}/memories", api_key=A).body
+        found = served.request("POST", "/v1/search", {"user_id": USER, "query": "Lisbon"}, A)
+        return {
+            "memories": [
+                {k: v for k, v in memory.items() if k not in READ_COUNTERS}
+                for memory in listed["memories"]
+            ],
+            "found": [hit["memory_id"] for hit in found.body["results"]],
+        }
+
+
+def rows_of_tenant_a(state: FinalState) -> list[str]:
+    """Every stored row of A's but its read counters (A's own searches bump them, later)."""
+    return sorted(
+        row
+        for table, rows in state.items()
+        if table != "memory_access"
+        for row in rows
+        if '"tenant-a' in row
+    )
+
+
+@pytest.fixture(scope="module")
+def tenant_a(served: Served) -> TenantA:
+    """Tenant A's conversation, through the pipeline and indexed (the server's worker)."""
+    posted = served.request("POST", "/v1/turns", CONVERSATION, A, IDEMPOTENCY)
+    assert posted.status == 202, posted
+    trace_id = posted.body["trace_id"]
+    deadline = time.monotonic() + PIPELINE_WAIT_SECS
+    while served.request("GET", f"/v1/traces/{trace_id}", api_key=A).body["status"] != "complete":
+        assert time.monotonic() < deadline, "the server's worker did not finish"
+        time.sleep(0.05)
+    while not TenantA.view(served)["found"]:
+        assert time.monotonic() < deadline, "the server's worker did not index"
+        time.sleep(0.05)
+    listed = served.request("GET", f"/v1/users/{USER}/memories", api_key=A).body
+    return TenantA(trace_id, [memory["memory_id"] for memory in listed["memories"]])
+
+
+def same_as_unknown(reply: Reply, unknown: Reply, known_id: str) -> None:
+    """A's id answers exactly as an id that does not exist (the id itself aside)."""
+    assert reply.status == unknown.status == 404
+    assert reply.body == {
+        key: known_id if value == UNKNOWN_ID else value for key, value in unknown.body.items()
+    }
+
+
+def read_trace(served: Served, a: TenantA) -> None:
+    for trace_id in (a.trace_id, a.trace_id.upper(), f"{a.trace_id}?verbose=1"):
+        reply = served.request("GET", f"/v1/traces/{trace_id}", api_key=B)
+        unknown = served.request("GET", f"/v1/traces/{UNKNOWN_ID}", api_key=B)
+        same_as_unknown(reply, unknown, trace_id.partition("?")[0])
+
+
+def read_memory(served: Served, a: TenantA) -> None:
+    unknown = served.request("GET", f"/v1/memories/{UNKNOWN_ID}", api_key=B)
+    for memory_id in a.memory_ids:
+        same_as_unknown(
+            served.request("GET", f"/v1/memories/{memory_id}", api_key=B), unknown, memory_id
+        )
+
+
+def list_memories(served: Served, a: TenantA) -> None:
+    reply = served.request("GET", f"/v1/users/{USER}/memories?limit=100", api_key=B)
+    assert reply.status == 200
+    assert reply.body["memories"] == []
+
+
+def search(served: Served, a: TenantA) -> None:
+    for query in ("Lisbon", "Where does the user live?", "*"):
+        body = {"user_id": USER, "query": query, "as_of": "2025-03-01T00:00:00Z"}
+        reply = served.request("POST", "/v1/search", body, B)
+        assert reply.status == 200
+        assert reply.body["results"] == []
+
+
+def erase_user(served: Served, a: TenantA) -> None:
+    reply = served.request("DELETE", f"/v1/users/{USER}/memories", api_key=B)
+    assert reply.status == 200
+    assert set(reply.body["removed"].values()) == {0}
+
+
+def post_turns(served: Served, a: TenantA) -> None:
+    # A's very request, A's Idempotency-Key: B gets its own trace, its own turns
+    reply = served.request("POST", "/v1/turns", CONVERSATION, B, IDEMPOTENCY)
+    assert reply.status == 202
+    assert reply.body["trace_id"] != a.trace_id
+    assert reply.body["duplicates"] == []
+    assert reply.body["accepted"] > 0
+
+
+ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
+    ("GET", "/v1/traces/"): read_trace,
+    ("GET", "/v1/memories/"): read_memory,
+    ("GET", "/v1/users/"): list_memories,
+    ("POST", "/v1/search"): search,
+    ("DELETE", "/v1/users/"): erase_user,
+    ("POST", "/v1/turns"): post_turns,
+}
+
+
+def test_every_route_has_a_cross_tenant_attempt() -> None:
+    routes = {(method, prefix) for method, prefix, _ in ROUTES}
+    missing = routes - set(ATTEMPTS)
+    assert not missing, f"add a cross-tenant attempt to {__name__}.ATTEMPTS for {missing}"
+
+
+@pytest.mark.parametrize("route", ATTEMPTS, ids=[f"{m} {p}" for m, p in ATTEMPTS])
+def test_another_tenant_reads_and_changes_nothing(
+    served: Served, tenant_a: TenantA, route: tuple[str, str]
+) -> None:
+    # Given tenant A's memories, indexed, and what A sees of them
+    seen_by_a, rows_of_a = TenantA.view(served), rows_of_tenant_a(served.state())
+    # When tenant B tries the route with A's ids / Then B learns nothing (asserted per route)
+    ATTEMPTS[route](served, tenant_a)
+    # And A's data is exactly as it was, as A sees it and as it is stored
+    assert TenantA.view(served) == seen_by_a
+    assert rows_of_tenant_a(served.state()) == rows_of_a
