@@ -531,13 +531,13 @@ _CLAUSE_VERBS = _vocabulary(
     """know knew hear heard think thought believe remember notice noticed realize realise
     realized guess imagine tell told say said see saw read mean"""
 )
+# A first-person word or a clause verb: the question carries a claim.
+_CLAIMS = _FIRST_PERSON | _CLAUSE_VERBS
 _WH_OPENERS = _vocabulary(
     """what what's whats how how's hows how'd how're where where's when when's who who's which
     why why'd did does do was were is are have has had any anything anyone"""
 )
 # A question with its "you" left out: "Got any pets?", "Seen it yet?", "Any plans for May?"
-# A first-person word or a clause verb: the question carries a claim.
-_CLAIMS = _FIRST_PERSON | _CLAUSE_VERBS
 _ELLIPTICAL_OPENERS = _vocabulary("got seen been ever tried watched done doing going planning any")
 _MAX_QUESTION_WORDS = 20
 _MAX_OPEN_QUESTION_WORDS = 10
@@ -811,6 +811,7 @@ def _is_meta_talk_or_ui_command(bare: str) -> bool:
     return _META_TALK.fullmatch(bare) is not None or _UI_COMMAND.fullmatch(bare) is not None
 
 
+# A long sentence's tokens, words and lowered words (read, never changed).
 _NO_WORDS: tuple[list[str], list[str], list[str]] = ([], [], [])
 
 
