@@ -20,6 +20,7 @@ from memwrite.errors import (
     IngestLimitExceeded,
     InvalidQuery,
     TimestampInFuture,
+    TraceWithoutInputs,
     TransientError,
     Unauthenticated,
     UnknownMemory,
@@ -145,6 +146,17 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(UnknownMemory)
     def _unknown_memory(exc: UnknownMemory) -> Response[dict[str, Any]]:
         return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "memory_id": str(exc)})
+
+    @app.exception_handler(TraceWithoutInputs)
+    def _without_inputs(exc: TraceWithoutInputs) -> Response[dict[str, Any]]:
+        return json_response(
+            HTTPStatus.CONFLICT,
+            {
+                "error": "trace_without_inputs",
+                "trace_id": str(exc),
+                "message": "recorded before traces kept their inputs: nothing to replay",
+            },
+        )
 
     @app.exception_handler(TransientError)
     def _unavailable(exc: TransientError) -> Response[dict[str, Any]]:

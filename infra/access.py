@@ -90,8 +90,8 @@ SEARCH_ACCESS: dict[str, SearchAccess] = {
 # memories and their questions, query embeds search queries.
 EMBEDDING_CALLERS = frozenset({"hype", "query"})
 # Functions that call the LLM: extract, the resolve and dedupe judges (dedupe, persist), the
-# verifier (extract) and HyPE's question generator (hype).
-LLM_CALLERS = frozenset({"extract", "resolve_refs", "dedupe", "persist", "hype"})
+# verifier (extract) and HyPE's question generator (hype); query's replay runs those stages.
+LLM_CALLERS = frozenset({"extract", "resolve_refs", "dedupe", "persist", "hype", "query"})
 
 
 def access_of_stage(name: str) -> dict[str, Access]:

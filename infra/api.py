@@ -19,10 +19,14 @@ __all__ = ["INGEST_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
 INGEST_ROUTES = (("POST", "/v1/turns"),)
 QUERY_ROUTES = (
     ("GET", "/v1/traces/{trace_id}"),
+    ("POST", "/v1/traces/{trace_id}/replay"),
     ("POST", "/v1/search"),
     ("GET", "/v1/memories/{memory_id}"),
+    ("GET", "/v1/memories/{memory_id}/traces"),
     ("GET", "/v1/users/{user_id}/memories"),
     ("DELETE", "/v1/users/{user_id}/memories"),
+    ("GET", "/v1/users/{user_id}/traces"),
+    ("POST", "/v1/users/{user_id}/replay"),
 )
 
 _AUTHORIZER_CACHE = cdk.Duration.minutes(5)

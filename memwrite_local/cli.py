@@ -1,4 +1,4 @@
-"""`memwrite` command line: prefilter, extract, ingest, demo, serve, eval."""
+"""`memwrite` command line: prefilter, extract, ingest, demo, serve, search, trace, replay, eval."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
+from memwrite_local.trace_command import add_trace_parsers, run_replay, run_trace
 
 if TYPE_CHECKING:
     from memwrite.prompts.extract import BatchTurn
@@ -435,6 +436,7 @@ def _parser() -> argparse.ArgumentParser:
             default="sqlite",
             help="sqlite (embedded, the default) or moto (in-process AWS, state lost at exit)",
         )
+    add_trace_parsers(commands)
     add_eval_parser(commands)
     return parser
 
@@ -462,6 +464,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args.conversation, args.backend, sys.stdout)
         if args.command == "eval":
             return run_eval(args, sys.stdout, sys.stderr)
+        if args.command == "trace":
+            return run_trace(args, sys.stdout)
+        if args.command == "replay":
+            return run_replay(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")

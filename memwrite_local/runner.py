@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -42,14 +43,23 @@ RECEIVE_BATCH = 10  # one SQS receive: up to 10 messages
 # A delivery not deleted within this is delivered again (a consumer that died mid-batch).
 VISIBILITY_TIMEOUT_SECS = 30
 
-# (method, path prefix, handler module): what API Gateway routes to which function.
+# (method, path template, handler module): what API Gateway routes to which function; a
+# `{name}` is one path segment (infra/api.py declares the same routes).
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
-    ("GET", "/v1/traces/", "functions.query.handler"),
+    ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
+    ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
     ("POST", "/v1/search", "functions.query.handler"),
-    ("GET", "/v1/memories/", "functions.query.handler"),
-    ("GET", "/v1/users/", "functions.query.handler"),
-    ("DELETE", "/v1/users/", "functions.query.handler"),
+    ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
+    ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
+    ("GET", "/v1/users/{user_id}/memories", "functions.query.handler"),
+    ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),
+    ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
+    ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
+)
+_ROUTE_PATTERNS = tuple(
+    (method, re.compile(re.sub(r"\{\w+\}", "[^/]+", template)), module)
+    for method, template, module in ROUTES
 )
 _OUTBOX_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/memwrite-outbox/stream/local"
 STREAM_BATCH_SIZE = 100  # records per stream invocation (the event source mapping's BatchSize)
@@ -208,8 +218,8 @@ class LocalRunner:
     def _route(self, method: str, path: str) -> tuple[ModuleType | None, list[str]]:
         """The handler of (method, path), or None and the methods the path does take."""
         allowed = []
-        for route_method, prefix, module_name in ROUTES:
-            if path.startswith(prefix):
+        for route_method, pattern, module_name in _ROUTE_PATTERNS:
+            if pattern.fullmatch(path):
                 if method == route_method:
                     return self._modules[module_name], []
                 allowed.append(route_method)

@@ -1,4 +1,5 @@
-"""Read side of the API: traces, search, memories and erasure (Powertools REST resolver).
+"""Read side of the API: traces and their replay, search, memories and erasure (Powertools
+REST resolver).
 
 The tenant is the credential's; every route passes it down, so a user id of another tenant
 finds nothing. Retrieval counters are bumped after the search answer is built, on a background
@@ -35,7 +36,13 @@ from memwrite.query import (
     memory_detail,
     search,
 )
-from memwrite.traces import get_trace
+from memwrite.replay import (
+    BatchReplayRequest,
+    ReplayRequest,
+    replay_trace,
+    replay_traces_of_user,
+)
+from memwrite.traces import get_trace, parse_time_bound, traces_of_memory, traces_of_user
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
 logger = Logger(service="memwrite-query")
@@ -75,6 +82,59 @@ def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     if view is None:
         return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": trace_id})
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
+
+
+@app.post("/v1/traces/<trace_id>/replay")
+def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    diff = replay_trace(tenant, trace_id, request, current.settings, current.replay())
+    if diff is None:
+        return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": trace_id})
+    return json_response(HTTPStatus.OK, diff.model_dump(mode="json"))
+
+
+@app.get("/v1/memories/<memory_id>/traces")
+def memory_traces_route(memory_id: str) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    found = traces_of_memory(tenant, memory_id, current.ledger, current.spans, current.query.reader)
+    return json_response(HTTPStatus.OK, found.model_dump(mode="json"))
+
+
+@app.get("/v1/users/<user_id>/traces")
+def user_traces_route(
+    user_id: str,
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    # `from` is a Python keyword: both bounds are read by name.
+    event = app.current_event
+    since = parse_time_bound("from", event.get_query_string_value("from"))
+    until = parse_time_bound("to", event.get_query_string_value("to"))
+    page = traces_of_user(
+        tenant,
+        _checked_user(user_id),
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+        ledger=current.ledger,
+        spans=current.spans,
+    )
+    return json_response(HTTPStatus.OK, page.model_dump(mode="json"))
+
+
+@app.post("/v1/users/<user_id>/replay")
+def replay_user_route(user_id: str, request: BatchReplayRequest) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    batch = replay_traces_of_user(
+        tenant, _checked_user(user_id), request, current.settings, current.replay()
+    )
+    return json_response(HTTPStatus.OK, batch.model_dump(mode="json"))
 
 
 @app.post("/v1/search")

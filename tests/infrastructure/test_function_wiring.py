@@ -280,3 +280,14 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
     assert tables_allowed("dynamodb:Query") == erased
     assert tables_allowed("dynamodb:PutItem") == set()
     assert tables_allowed("dynamodb:UpdateItem") == {"turns"}  # retrieval counters only
+
+
+def test_the_local_runner_routes_exactly_the_deployed_routes() -> None:
+    # Given the routes `memwrite serve` and the local runner dispatch
+    from memwrite_local.runner import ROUTES
+
+    # Then they are the API's, each to the function the API integrates it with
+    assert {(method, path) for method, path, _ in ROUTES} == {*INGEST_ROUTES, *QUERY_ROUTES}
+    assert {module for method, path, module in ROUTES if (method, path) in QUERY_ROUTES} == {
+        "functions.query.handler"
+    }

@@ -297,3 +297,45 @@ def test_serve_keeps_what_it_acknowledged_across_a_restart(tmp_path: Path) -> No
         skipped = {item["turn_id"] for item in posted["skipped"]}
         assert again["accepted"] == 0
         assert sorted(again["duplicates"]) == sorted(set(posted["turn_ids"]) - skipped)
+
+
+def test_trace_and_replay_read_the_local_data_directory(tmp_path: Path) -> None:
+    # Given a conversation ingested into a data directory
+    conversation = {
+        "user_id": "dana",
+        "turns": [
+            {"role": "user", "content": "hi"},
+            {"role": "user", "content": "I like jazz"},
+            {"role": "user", "content": "I live in Berlin with my partner Alex."},
+        ],
+    }
+    path, data = tmp_path / "talk.json", str(tmp_path / "data")
+    path.write_text(json.dumps(conversation), encoding="utf-8")
+    _ingest_json(str(path), "--data-dir", data)
+
+    # When the user's traces are listed / Then the one trace is there, complete
+    listed = _memwrite("trace", "--user", "dana", "--since", "2020-01-01", "--data-dir", data)
+    assert listed.returncode == 0, listed.stderr
+    trace_id = re.findall(r"[0-9a-f]{32}", listed.stdout)[0]
+    assert "complete" in listed.stdout
+    # And the trace's table shows every stage with its typed reasons
+    shown = _memwrite("trace", trace_id, "--data-dir", data)
+    assert shown.returncode == 0, shown.stderr
+    assert "TooShort{word_count=1, min_words=3}" in shown.stdout
+    assert all(stage in shown.stdout for stage in ("pre_filter", "extract", "persist"))
+
+    # When the trace is replayed with a stricter pre-filter
+    replayed = _memwrite(
+        "replay", trace_id, "--set", "prefilter.min_words=4", "--json", "--data-dir", data
+    )
+    # Then the three-word turn is newly dropped and its memory no longer written
+    assert replayed.returncode == 0, replayed.stderr
+    diff = json.loads(replayed.stdout)
+    assert [
+        c["after"]["reason"]["type"] for c in diff["stages"]["pre_filter"]["newly_dropped"]
+    ] == ["TooShort"]
+    assert [m["text"] for m in diff["memories"]["no_longer_written"]] == ["The user likes jazz."]
+    # And an unknown config field fails naming it
+    refused = _memwrite("replay", trace_id, "--set", "prefilter.min_wordz=4", "--data-dir", data)
+    assert refused.returncode == 1
+    assert "config.prefilter.min_wordz" in refused.stdout

@@ -42,7 +42,7 @@ from memwrite.errors import InvalidQuery, SourceErased, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
-from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan
+from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
 from memwrite.ports import (
     EntityStore,
@@ -184,6 +184,109 @@ def test_ledger_keeps_traces_per_tenant(ports: Ports, agent_id: str | None) -> N
     assert ports.ledger.get_trace(trace.tenant, trace.trace_id) == trace
     assert ports.ledger.get_trace("someone-else", trace.trace_id) is None
     assert ports.ledger.get_trace(trace.tenant, "no-such-trace") is None
+
+
+def test_a_trace_keeps_its_masked_inputs_in_request_order(ports: Ports) -> None:
+    tenant = fresh("tenant")
+    trace = TraceRecord(
+        trace_id=uuid.uuid4().hex,
+        tenant=tenant,
+        user_id="dana",
+        session_id="s1",
+        agent_id=None,
+        source="user_explicit",
+        created_at=T0.isoformat(),
+        turn_ids=("t1", "t2", "t3"),
+    )
+    inputs = [
+        TraceInput(role=Role.USER, content="I live in Berlin.", timestamp=T0),
+        TraceInput(role=Role.ASSISTANT, content="Nice! Since when?", timestamp=None),
+        # A turn at the API's size limit: one DynamoDB item could not hold a hundred of these
+        TraceInput(role=Role.USER, content="my card is [REDACTED:card_number] " * 400),
+    ]
+    # Given a trace recorded with its inputs
+    ports.ledger.put_trace(trace, inputs)
+    # Then they come back as recorded, in order, to that tenant only
+    assert ports.ledger.trace_inputs(tenant, trace.trace_id) == inputs
+    assert ports.ledger.get_trace(tenant, trace.trace_id) == trace
+    assert ports.ledger.trace_inputs(fresh("tenant"), trace.trace_id) == []
+    # And a trace recorded without inputs has none
+    bare = replace(trace, trace_id=uuid.uuid4().hex)
+    ports.ledger.put_trace(bare)
+    assert ports.ledger.trace_inputs(tenant, bare.trace_id) == []
+
+
+def test_a_users_traces_come_newest_first_in_a_time_range_page_by_page(ports: Ports) -> None:
+    tenant, user = fresh("tenant"), fresh("user")
+
+    def trace_at(minute: int, user_id: str = user, of_tenant: str = tenant) -> TraceRecord:
+        record = TraceRecord(
+            trace_id=uuid.uuid4().hex,
+            tenant=of_tenant,
+            user_id=user_id,
+            session_id="s1",
+            agent_id=None,
+            source="user_explicit",
+            created_at=(T0 + timedelta(minutes=minute)).isoformat(),
+            turn_ids=("t",),
+        )
+        ports.ledger.put_trace(record)
+        return record
+
+    # Given five traces of the user a minute apart (two in the same minute), and traces of
+    # another user and of the same user id in another tenant
+    traces = [trace_at(minute) for minute in (0, 1, 2, 2, 4)]
+    trace_at(2, user_id=fresh("user"))
+    trace_at(2, of_tenant=fresh("tenant"))
+    newest_first = sorted(traces, key=lambda t: (t.created_at, t.trace_id), reverse=True)
+
+    # When the traces between minute 1 and minute 2 are listed (both bounds inclusive)
+    page = ports.ledger.traces_of_user(
+        tenant,
+        user,
+        since=T0 + timedelta(minutes=1),
+        until=T0 + timedelta(minutes=2),
+        limit=10,
+        cursor=None,
+    )
+    # Then exactly those come, newest first, on one page
+    assert page.traces == [t for t in newest_first if t.created_at[14:16] in ("01", "02")]
+    assert page.next_cursor is None
+
+    # And all of them, two per page, come each once in the same order
+    seen: list[TraceRecord] = []
+    cursor = None
+    while True:
+        page = ports.ledger.traces_of_user(
+            tenant, user, since=None, until=None, limit=2, cursor=cursor
+        )
+        seen.extend(page.traces)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == newest_first
+    # And a cursor this store did not issue is refused by name
+    with pytest.raises(InvalidQuery, match="cursor"):
+        ports.ledger.traces_of_user(tenant, user, since=None, until=None, limit=2, cursor="x")
+
+
+def test_a_memorys_traces_are_those_that_stored_or_merged_into_it(ports: Ports) -> None:
+    user = fresh("user")
+    berlin = memory(user, "Berlin")
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    source_trace(ports, user)
+    # Given one trace that stored the memory and another that merged into it
+    stored = commit_of(user, (berlin, None), row=fact_row(berlin, version=0))
+    ports.store.commit(replace(stored, ledger=[LedgerEntry(first, berlin.memory_id, "stored")]))
+    merged = commit_of(user, (berlin, 1), row=fact_row(berlin, version=1))
+    ports.store.commit(replace(merged, ledger=[LedgerEntry(second, berlin.memory_id, "merged")]))
+    # Then the memory names both, with what each did; the traces name the memory
+    assert sorted(ports.ledger.traces_of_memory("acme", berlin.memory_id)) == sorted(
+        [(first, "stored"), (second, "merged")]
+    )
+    assert ports.ledger.memories_of_trace("acme", second) == [(berlin.memory_id, "merged")]
+    # And another tenant sees none of it
+    assert ports.ledger.traces_of_memory(fresh("tenant"), berlin.memory_id) == []
 
 
 # --- RateStore ----------------------------------------------------------------------------
@@ -535,6 +638,10 @@ def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, 
         Entity.create(tenant, user, "Ana", kind=EntityKind.PERSON, at=T0), expected_version=None
     )
     ports.ledger.record_enqueued(tenant, trace_id, [turn.turn_id])
+    # The trace keeps its (masked) input, which the erasure takes too.
+    record = ports.ledger.get_trace(tenant, trace_id)
+    assert record is not None
+    ports.ledger.put_trace(record, [TraceInput(role=Role.USER, content=turn.text, timestamp=T0)])
     ports.spans.put_spans(
         [span(tenant, trace_id, "pre", turn.turn_id, 0).model_copy(update={"user_id": user})]
     )
@@ -559,6 +666,7 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     assert ports.store.get_fact_row(tenant, user, "e-user#lives_in").version == 0
     assert ports.entities.entities_of(tenant, user, 10) == []
     assert ports.ledger.get_trace(tenant, trace_id) is None
+    assert ports.ledger.trace_inputs(tenant, trace_id) == []
     assert ports.ledger.memories_of_trace(tenant, trace_id) == []
     assert ports.ledger.already_enqueued(tenant, [f"{user}-s1-0"]) == set()
     assert ports.spans.spans_of(tenant, trace_id) == []

@@ -47,7 +47,11 @@ _VOLATILE = frozenset(
         "receive_count",
     }
 )
-_VOLATILE_IN_TABLE = {"entities": frozenset({"last_seen", "version"})}
+_VOLATILE_IN_TABLE = {
+    "entities": frozenset({"last_seen", "version"}),
+    # A trace's place in its user's list is `created_at#trace_id` (the time is volatile).
+    "turns": frozenset({"lookup_sort"}),
+}
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
 _FTS_SHADOW = re.compile(r"_(data|idx|docsize|config|content)$")
 

@@ -138,11 +138,11 @@ def test_fuzzed_ids_and_queries_get_a_4xx_never_a_5xx(
     read()
 
 
-ROUTE_PATHS = sorted({(method, prefix) for method, prefix, _ in ROUTES})
-SAMPLE_PATH = {
-    "/v1/traces/": "/v1/traces/0123456789abcdef0123456789abcdef",
-    "/v1/memories/": "/v1/memories/0123456789abcdef0123456789abcdef",
-    "/v1/users/": "/v1/users/fuzz-user/memories",
+ROUTE_PATHS = sorted({(method, template) for method, template, _ in ROUTES})
+SAMPLE_ID = {
+    "{trace_id}": "0123456789abcdef0123456789abcdef",
+    "{memory_id}": "0123456789abcdef0123456789abcdef",
+    "{user_id}": "fuzz-user",
 }
 
 
@@ -154,11 +154,15 @@ SAMPLE_BODY = {
         "turns": [{"role": "user", "content": "hi"}],
     },
     "/v1/search": {"user_id": "fuzz-user", "query": "anything"},
+    "/v1/traces/{trace_id}/replay": {"config": {}},
+    "/v1/users/{user_id}/replay": {"config": {}},
 }
 
 
-def concrete(prefix: str) -> str:
-    return SAMPLE_PATH.get(prefix, prefix)
+def concrete(template: str) -> str:
+    for placeholder, value in SAMPLE_ID.items():
+        template = template.replace(placeholder, value)
+    return template
 
 
 @pytest.mark.parametrize(

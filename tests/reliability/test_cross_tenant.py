@@ -128,18 +128,47 @@ def post_turns(served: Served, a: TenantA) -> None:
     assert reply.body["accepted"] > 0
 
 
+def replay_trace(served: Served, a: TenantA) -> None:
+    unknown = served.request("POST", f"/v1/traces/{UNKNOWN_ID}/replay", {"config": {}}, B)
+    reply = served.request("POST", f"/v1/traces/{a.trace_id}/replay", {"config": {}}, B)
+    same_as_unknown(reply, unknown, a.trace_id)
+
+
+def read_memory_traces(served: Served, a: TenantA) -> None:
+    unknown = served.request("GET", f"/v1/memories/{UNKNOWN_ID}/traces", api_key=B)
+    for memory_id in a.memory_ids:
+        reply = served.request("GET", f"/v1/memories/{memory_id}/traces", api_key=B)
+        same_as_unknown(reply, unknown, memory_id)
+
+
+def list_traces(served: Served, a: TenantA) -> None:
+    reply = served.request("GET", f"/v1/users/{USER}/traces?limit=50", api_key=B)
+    assert reply.status == 200
+    assert reply.body["traces"] == []
+
+
+def replay_user(served: Served, a: TenantA) -> None:
+    reply = served.request("POST", f"/v1/users/{USER}/replay", {"config": {}}, B)
+    assert reply.status == 200
+    assert (reply.body["traces"], reply.body["totals"]["traces"]) == ([], 0)
+
+
 ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
-    ("GET", "/v1/traces/"): read_trace,
-    ("GET", "/v1/memories/"): read_memory,
-    ("GET", "/v1/users/"): list_memories,
+    ("GET", "/v1/traces/{trace_id}"): read_trace,
+    ("POST", "/v1/traces/{trace_id}/replay"): replay_trace,
+    ("GET", "/v1/memories/{memory_id}"): read_memory,
+    ("GET", "/v1/memories/{memory_id}/traces"): read_memory_traces,
+    ("GET", "/v1/users/{user_id}/memories"): list_memories,
+    ("GET", "/v1/users/{user_id}/traces"): list_traces,
+    ("POST", "/v1/users/{user_id}/replay"): replay_user,
     ("POST", "/v1/search"): search,
-    ("DELETE", "/v1/users/"): erase_user,
+    ("DELETE", "/v1/users/{user_id}/memories"): erase_user,
     ("POST", "/v1/turns"): post_turns,
 }
 
 
 def test_every_route_has_a_cross_tenant_attempt() -> None:
-    routes = {(method, prefix) for method, prefix, _ in ROUTES}
+    routes = {(method, template) for method, template, _ in ROUTES}
     missing = routes - set(ATTEMPTS)
     assert not missing, f"add a cross-tenant attempt to {__name__}.ATTEMPTS for {missing}"
 

@@ -116,6 +116,25 @@ def test_masked_form_hides_every_kind_for_ids() -> None:
     assert "4111111111111111" not in masked
 
 
+@pytest.mark.parametrize(
+    "turn",
+    [
+        "My password is hunter2-blue. I live in Rome with my sister.",
+        "I moved to Lisbon last spring and my card is 4111 1111 1111 1111 by the way.",
+        f"I work at Northwind as a data engineer.\n{PEM}\nThat is all.",
+        "Reach me at dana@example.com, I am usually online after 6.",
+    ],
+)
+def test_masked_text_screens_as_the_original_and_masks_to_itself(turn: str) -> None:
+    # Given a turn as a trace keeps it for replay: masked
+    masked = mask_secrets(turn)
+    # When the masked text is screened again / Then it gets the original's verdict and text
+    again, first = screen(masked, PrefilterConfig()), screen(turn, PrefilterConfig())
+    assert (again.reason, again.text, again.redacted) == (first.reason, first.text, first.redacted)
+    # And masking it again changes nothing (its turn id is the original's)
+    assert mask_secrets(masked) == masked
+
+
 def test_clean_text_is_untouched() -> None:
     text = "I just finished the Arrive interview. It went well."
     result = screen(text, PrefilterConfig())

@@ -30,6 +30,7 @@ __all__ = [
     "StageInputError",
     "StoreUnavailable",
     "TimestampInFuture",
+    "TraceWithoutInputs",
     "TransientError",
     "Unauthenticated",
     "UnknownMemory",
@@ -170,3 +171,7 @@ class InvalidQuery(PermanentError):
 
 class UnknownMemory(PermanentError):
     """No memory with this id exists for the caller's tenant."""
+
+
+class TraceWithoutInputs(PermanentError):
+    """The trace was recorded before traces kept their inputs: there is nothing to replay."""

@@ -228,6 +228,14 @@ def _has_digit(text: str) -> bool:
     return _DIGIT.search(text) is not None
 
 
+# A placeholder `mask` wrote is a finding of its kind: text screened again after masking (a
+# trace's stored inputs, replayed) gets the verdict the secret got, and masks to itself.
+_PLACEHOLDER_START = "[REDACTED:"
+_PLACEHOLDER = re.compile(
+    re.escape(_PLACEHOLDER_START) + "(" + "|".join(kind.value for kind in SecretKind) + r")\]"
+)
+
+
 @lru_cache(maxsize=8)
 def scan(text: str) -> tuple[Finding, ...]:
     """Every secret in `text` (already `normalise`d), non-overlapping, in order of position.
@@ -238,9 +246,15 @@ def scan(text: str) -> tuple[Finding, ...]:
     lowered = folded.lower()
     named = _MAY_NAME_SECRET.search(lowered) is not None and bool(_NAMES_SECRET.search(lowered))
     numeric = _has_digit(folded)
-    if not named and not numeric:
+    masked = _PLACEHOLDER_START in folded
+    if not named and not numeric and not masked:
         return ()  # the common case: no detector can match
     findings = _checked_findings(folded) if numeric else []
+    if masked:
+        findings.extend(
+            Finding(SecretKind(match.group(1)), match.start(), match.end())
+            for match in _PLACEHOLDER.finditer(folded)
+        )
     for kind, pattern in _DETECTORS if named else _NUMERIC_DETECTORS:
         for match in pattern.finditer(folded):
             # A keyword-led detector names the secret part, so "my SSN is X" keeps "my SSN is".
@@ -262,12 +276,31 @@ def placeholder(kind: SecretKind) -> str:
     return f"[REDACTED:{kind.value}]"
 
 
+# A secret read up to whitespace ("my password is hunter2. I live ...") may end with the
+# sentence's full stop: it stays after the placeholder, so masked text splits into the same
+# sentences (a trace's masked inputs are screened again by replay).
+_SENTENCE_END = ".?!…"
+
+
+def _without_sentence_end(text: str, start: int, end: int) -> int:
+    """`end`, less a final sentence mark that whitespace or the end of `text` follows."""
+    if (
+        end - start > 1
+        and text[end - 1] in _SENTENCE_END
+        and (end == len(text) or text[end].isspace())
+    ):
+        return end - 1
+    return end
+
+
 def mask(text: str, findings: Sequence[Finding], offset: int = 0) -> str:
     """`text` (starting at `offset` of the turn) with each finding replaced by its placeholder."""
     out: list[str] = []
     cursor = 0
     for finding in findings:
         start, end = finding.start - offset, finding.end - offset
+        if 0 < end <= len(text):
+            end = _without_sentence_end(text, max(start, 0), end)
         if end <= 0 or start >= len(text):
             continue
         out.append(text[cursor : max(start, 0)])

@@ -29,6 +29,7 @@ from memwrite.models import (
     SkippedTurn,
     SpanResult,
     StageSpan,
+    TraceInput,
 )
 from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
 from memwrite.prefilter import (
@@ -66,17 +67,17 @@ class _Screened:
     latency_ms: float
 
 
-def _turn_ids(request: IngestRequest, tenant: str) -> tuple[str, ...]:
+def _turn_ids(request: IngestRequest, tenant: str, masked: list[str]) -> tuple[str, ...]:
     return tuple(
         turn_id(
             tenant,
             request.user_id,
             request.session_id,
             turn.role.value,
-            mask_secrets(turn.content),
+            content,
             timestamp=turn.timestamp,
         )
-        for turn in request.turns
+        for turn, content in zip(request.turns, masked, strict=True)
     )
 
 
@@ -130,7 +131,9 @@ def ingest_turns(
     now = datetime.fromtimestamp(deps.clock(), tz=UTC)
     _refuse_future_timestamps(request, now, config.ingest.max_clock_skew_secs)
     trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
-    turn_ids = _turn_ids(request, tenant)
+    # Secrets masked: what turn ids hash and what the trace keeps of the turns (for replay).
+    masked = [mask_secrets(turn.content) for turn in request.turns]
+    turn_ids = _turn_ids(request, tenant, masked)
     # A retry under the same Idempotency-Key replays its trace: it must be the same request,
     # and the turns that trace already enqueued keep their spans (they are not "duplicates").
     trace = TraceRecord(
@@ -180,7 +183,11 @@ def ingest_turns(
         if tid not in duplicates
     ]
     if existing is None:
-        deps.ledger.put_trace(trace)
+        inputs = [
+            TraceInput(role=turn.role, content=content, timestamp=turn.timestamp)
+            for turn, content in zip(request.turns, masked, strict=True)
+        ]
+        deps.ledger.put_trace(trace, inputs)
     outcome = deps.queue.enqueue(to_send) if to_send else None
     sent = sorted(outcome.sent) if outcome else []
     failed = outcome.failed if outcome else {}

@@ -27,6 +27,7 @@ __all__ = [
     "Source",
     "SpanResult",
     "StageSpan",
+    "TraceInput",
     "session_sort_key",
 ]
 
@@ -95,6 +96,17 @@ class IngestTurn(BaseModel):
 
     _utc = field_validator("timestamp")(_as_utc)
     _plain_text = field_validator("content")(_without_control_characters)
+
+
+class TraceInput(BaseModel):
+    """One turn of a request as its trace keeps it for replay: the firewall's masked text
+    (`prefilter.mask_secrets`), never the raw content."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str
+    timestamp: datetime | None = None
 
 
 class IngestRequest(BaseModel):

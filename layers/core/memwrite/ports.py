@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 import numpy as np
@@ -20,7 +21,7 @@ from memwrite.candidate import Candidate
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
-from memwrite.models import QueuedTurn, StageSpan
+from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
@@ -56,6 +57,7 @@ __all__ = [
     "SearchIndexSetup",
     "SessionLog",
     "SpanStore",
+    "TracePage",
     "TraceRecord",
     "TurnConsumer",
     "TurnLedger",
@@ -138,6 +140,12 @@ class TraceRecord:
     turn_ids: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class TracePage:
+    traces: list[TraceRecord]
+    next_cursor: str | None  # opaque; None on the last page
+
+
 class TurnLedger(Protocol):
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         """The subset of `turn_ids` recorded as enqueued earlier."""
@@ -145,12 +153,32 @@ class TurnLedger(Protocol):
     def record_enqueued(self, tenant: str, trace_id: str, turn_ids: Sequence[str]) -> set[str]:
         """Record turns as enqueued (INSERT-if-absent); returns the ids someone recorded first."""
 
-    def put_trace(self, trace: TraceRecord) -> None: ...
+    def put_trace(self, trace: TraceRecord, inputs: Sequence[TraceInput] = ()) -> None:
+        """Record the trace, its inputs first: a recorded trace always has its inputs."""
 
     def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None: ...
 
+    def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
+        """The trace's turns in request order; [] for a trace recorded without them."""
+
+    def traces_of_user(
+        self,
+        tenant: str,
+        user_id: str,
+        *,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        cursor: str | None,
+    ) -> TracePage:
+        """Up to `limit` traces of the user created in [since, until], newest first, from
+        `cursor` (from a previous page). Raises `InvalidQuery` for a cursor it did not issue."""
+
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         """(memory id, outcome: stored | merged) for every write this trace made."""
+
+    def traces_of_memory(self, tenant: str, memory_id: str) -> list[tuple[str, str]]:
+        """(trace id, outcome: stored | merged) for every trace that wrote the memory."""
 
     def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
         """The question (masked) that the session's latest request ended with, if any."""

@@ -3,7 +3,10 @@
 Keys are generic (`pk`, `sk`) with typed prefixes so one table can hold a few related item
 kinds and stay readable: the turns table holds the ledger (`TURN#`), traces (`TRACE#`) and
 rate-gate claims (`RATE#`) and each session's redacted turns as extraction saw them
-(`SESSION#`, the LLM's context).
+(`SESSION#`, the LLM's context). Its one index, `lookup`, is sparse and overloaded: a trace
+item is listed under its user (`USERTRACES#tenant#user`, sorted by `created_at#trace_id`) and a
+trace's memory outcome under its memory (`MEMTRACES#tenant#memory_id`): one index, so adding it
+to a deployed table is one update (DynamoDB builds one new index per update).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ __all__ = [
     "TABLES",
     "TTL_ATTRIBUTE",
     "TURNS",
+    "TURNS_LOOKUP",
     "GlobalIndex",
     "StreamView",
     "TableSchema",
@@ -101,7 +105,9 @@ class TableSchema:
         return kwargs
 
 
-TURNS = TableSchema(logical_name="turns", ttl_attribute=TTL_ATTRIBUTE)
+LOOKUP_KEY, LOOKUP_SORT = "lookup_key", "lookup_sort"
+TURNS_LOOKUP = GlobalIndex("lookup", partition_key=LOOKUP_KEY, sort_key=LOOKUP_SORT)
+TURNS = TableSchema(logical_name="turns", ttl_attribute=TTL_ATTRIBUTE, indexes=(TURNS_LOOKUP,))
 SPAN_USER_KEY, SPAN_AT = "user_key", "at"  # a user's spans over time
 SPANS_BY_USER = GlobalIndex("by_user", partition_key=SPAN_USER_KEY, sort_key=SPAN_AT)
 SPANS = TableSchema(logical_name="spans", indexes=(SPANS_BY_USER,))

@@ -1,16 +1,30 @@
-"""`GET /v1/traces/{trace_id}`: what is known so far about one request's turns."""
+"""The trace endpoints' reads: one request's turns stage by stage (`GET /v1/traces/{trace_id}`),
+the traces that wrote a memory, and a user's traces over a time range."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from pydantic import BaseModel
 
+from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.models import SpanResult, StageSpan
-from memwrite.ports import SpanStore, TurnLedger
+from memwrite.ports import MemoryReader, SpanStore, TraceRecord, TurnLedger
 from memwrite.stages import pipeline_stages
 
-__all__ = ["TraceOutcome", "TraceStatus", "TraceView", "get_trace"]
+__all__ = [
+    "MemoryTraceView",
+    "MemoryTraces",
+    "TraceOutcome",
+    "TracePageView",
+    "TraceStatus",
+    "TraceView",
+    "get_trace",
+    "parse_time_bound",
+    "traces_of_memory",
+    "traces_of_user",
+]
 
 
 class TraceStatus(StrEnum):
@@ -36,7 +50,24 @@ class TraceView(BaseModel):
     spans: list[StageSpan]
     outcome: TraceOutcome
     llm_calls: int
+    input_tokens: int
+    output_tokens: int
     cost_usd: float
+
+
+class MemoryTraceView(TraceView):
+    memory_outcomes: list[str]  # what this trace did to the memory: stored and/or merged
+
+
+class MemoryTraces(BaseModel):
+    memory_id: str
+    traces: list[MemoryTraceView]  # oldest first
+
+
+class TracePageView(BaseModel):
+    user_id: str
+    traces: list[TraceView]  # newest first
+    next_cursor: str | None
 
 
 def _finished(turn_id: str, spans: list[StageSpan], last_stage: str) -> bool:
@@ -74,12 +105,15 @@ def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
 def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) -> TraceView | None:
     """The trace of `tenant`, or None when it does not exist for that tenant."""
     record = ledger.get_trace(tenant, trace_id)
-    if record is None:
-        return None
-    found = spans.spans_of(tenant, trace_id)
-    written = ledger.memories_of_trace(tenant, trace_id)
+    return None if record is None else _view(record, ledger, spans)
+
+
+def _view(record: TraceRecord, ledger: TurnLedger, spans: SpanStore) -> TraceView:
+    found = spans.spans_of(record.tenant, record.trace_id)
+    written = ledger.memories_of_trace(record.tenant, record.trace_id)
+    usage = [span.llm for span in found if span.llm]
     return TraceView(
-        trace_id=trace_id,
+        trace_id=record.trace_id,
         user_id=record.user_id,
         session_id=record.session_id,
         created_at=record.created_at,
@@ -92,6 +126,67 @@ def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) 
             discarded=sum(1 for span in found if span.result is SpanResult.REJECT),
             memory_ids=sorted({memory_id for memory_id, _ in written}),
         ),
-        llm_calls=sum(span.llm.calls for span in found if span.llm),
-        cost_usd=round(sum(span.llm.cost_usd for span in found if span.llm), 6),
+        llm_calls=sum(llm.calls for llm in usage),
+        input_tokens=sum(llm.input_tokens for llm in usage),
+        output_tokens=sum(llm.output_tokens for llm in usage),
+        cost_usd=round(sum(llm.cost_usd for llm in usage), 6),
     )
+
+
+def traces_of_memory(
+    tenant: str, memory_id: str, ledger: TurnLedger, spans: SpanStore, reader: MemoryReader
+) -> MemoryTraces:
+    """Every trace that stored or merged into the memory, with its spans, oldest first.
+
+    Raises `UnknownMemory` when the tenant has no such memory."""
+    if reader.memory_by_id(tenant, memory_id) is None:
+        raise UnknownMemory(memory_id)
+    outcomes: dict[str, list[str]] = {}
+    for trace_id, outcome in ledger.traces_of_memory(tenant, memory_id):
+        outcomes.setdefault(trace_id, []).append(outcome)
+    views = []
+    for trace_id, written in outcomes.items():
+        record = ledger.get_trace(tenant, trace_id)
+        if record is not None:  # an erased trace leaves no record to show
+            view = _view(record, ledger, spans)
+            views.append(MemoryTraceView(**view.model_dump(), memory_outcomes=sorted(written)))
+    views.sort(key=lambda view: (view.created_at, view.trace_id))
+    return MemoryTraces(memory_id=memory_id, traces=views)
+
+
+def parse_time_bound(name: str, value: str | None) -> datetime | None:
+    """An ISO 8601 time from a query parameter (naive: UTC); `InvalidQuery` naming it."""
+    if value is None or value == "":
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidQuery(name, "an ISO 8601 time, e.g. 2026-01-31T09:00:00Z") from exc
+
+
+def traces_of_user(
+    tenant: str,
+    user_id: str,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    cursor: str | None,
+    ledger: TurnLedger,
+    spans: SpanStore,
+) -> TracePageView:
+    """One page of the user's traces created in [since, until], newest first, with spans."""
+    if since is not None and until is not None and _aware(since) > _aware(until):
+        raise InvalidQuery("from", "must not be after `to`")
+    page = ledger.traces_of_user(
+        tenant, user_id, since=since, until=until, limit=limit, cursor=cursor
+    )
+    return TracePageView(
+        user_id=user_id,
+        traces=[_view(record, ledger, spans) for record in page.traces],
+        next_cursor=page.next_cursor,
+    )
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=UTC)

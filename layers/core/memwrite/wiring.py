@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from memwrite.config import ExtractConfig, Settings
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         PipelineRunner,
         QuestionGenerator,
         RateStore,
+        ResolveJudge,
         SearchIndexSetup,
         SessionLog,
         SpanStore,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
         UserEraser,
     )
     from memwrite.query import QueryDeps
+    from memwrite.replay import ReplayDeps
 
 __all__ = [
     "ApiDeps",
@@ -63,6 +66,7 @@ __all__ = [
     "build_pipeline_runner",
     "build_query_deps",
     "build_queue_consumer",
+    "build_replay_deps",
     "build_stage_deps",
 ]
 
@@ -344,22 +348,25 @@ def _extract(adapters: _Adapters) -> Any:
     )
 
 
+def _resolve_judge(adapters: _Adapters) -> ResolveJudge | None:
+    if not _has_llm(adapters):
+        return None
+    from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
+
+    return AnthropicResolveJudge(
+        adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
+    )
+
+
 def _resolve_refs(adapters: _Adapters) -> Any:
     from memwrite.resolve import ResolveDeps
 
-    judge = None
-    if _has_llm(adapters):
-        from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
-
-        judge = AnthropicResolveJudge(
-            adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
-        )
     return ResolveDeps(
         entities=adapters.entities(),
         session_log=adapters.session_log(),
         spans=adapters.spans,
         metrics=adapters.metrics,
-        judge=judge,
+        judge=_resolve_judge(adapters),
     )
 
 
@@ -495,12 +502,14 @@ def _hype(adapters: _Adapters) -> Any:
 
 @dataclass
 class QueryApiDeps:
-    """The read API: traces (ledger and spans) and search, memories and erasure."""
+    """The read API: traces (ledger and spans), their replay, search, memories and erasure."""
 
     settings: Settings
     ledger: TurnLedger
     spans: SpanStore
     query: QueryDeps
+    # Built on the first replay, not at cold start: it may load the model client.
+    replay: Callable[[], ReplayDeps]
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
@@ -521,6 +530,28 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         ledger=adapters.ledger(),
         spans=adapters.spans,
         query=query,
+        replay=cache(lambda: build_replay_deps(environ)),
+    )
+
+
+def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:
+    """What a replay reads (through its dry-run overlays) and the models the pipeline's stages
+    would call: the same ones, built the same way (offline: the rule extractor only)."""
+    from memwrite.embedder import HashingEmbedder
+    from memwrite.replay import ReplayDeps
+
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    return ReplayDeps(
+        ledger=adapters.ledger(),
+        session_log=adapters.session_log(),
+        entities=adapters.entities(),
+        store=adapters.memory_store(),
+        index=_search_index(adapters),
+        embedder=HashingEmbedder(),
+        llm=build_llm(adapters.env.settings.pipeline.extract, adapters.env.api_key()),
+        verifier=_verifier(adapters),
+        resolve_judge=_resolve_judge(adapters),
+        dedupe_judge=_dedupe_judge(adapters),
     )
 
 

@@ -9,14 +9,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from memwrite.adapters.page_cursor import (
+    decode_trace_cursor,
+    encode_trace_cursor,
+    time_bounds,
+    trace_sort_key,
+)
 from memwrite.errors import StoreUnavailable
-from memwrite.models import QueuedTurn, StageSpan, session_sort_key
-from memwrite.ports import TraceRecord
-from memwrite.schema import PARTITION_KEY, SORT_KEY, SPAN_AT, SPAN_USER_KEY, TTL_ATTRIBUTE
+from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.ports import TracePage, TraceRecord
+from memwrite.schema import (
+    LOOKUP_KEY,
+    LOOKUP_SORT,
+    PARTITION_KEY,
+    SORT_KEY,
+    SPAN_AT,
+    SPAN_USER_KEY,
+    TTL_ATTRIBUTE,
+    TURNS_LOOKUP,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -33,6 +49,7 @@ __all__ = [
     "batch_write",
     "last_question_pk",
     "ledger_pk",
+    "memory_traces_key",
     "session_pk",
     "trace_memories_pk",
     "trace_pk",
@@ -61,6 +78,20 @@ def trace_pk(tenant: str, trace_id: str) -> str:
 
 def trace_memories_pk(tenant: str, trace_id: str) -> str:
     return f"TRACEMEM#{tenant}#{trace_id}"
+
+
+def memory_traces_key(tenant: str, memory_id: str) -> str:
+    """The `lookup` index partition of a memory's trace outcomes (TRACEMEM rows)."""
+    return f"MEMTRACES#{tenant}#{memory_id}"
+
+
+def _user_traces_key(tenant: str, user_id: str) -> str:
+    return f"USERTRACES#{tenant}#{user_id}"
+
+
+# A trace's inputs share its partition, one item per turn (a turn may be 16,000 characters:
+# a hundred of them would not fit one 400 KB item), sorted in request order.
+_INPUT_SK_PREFIX = "INPUT#"
 
 
 def session_pk(tenant: str, user_id: str, session_id: str) -> str:
@@ -155,15 +186,34 @@ class DynamoTurnLedger:
                 taken.add(tid)
         return taken
 
-    def put_trace(self, trace: TraceRecord) -> None:
+    def put_trace(self, trace: TraceRecord, inputs: Sequence[TraceInput] = ()) -> None:
+        pk = trace_pk(trace.tenant, trace.trace_id)
+        batch_write(
+            self._client,
+            self._table,
+            [
+                {
+                    "PutRequest": {
+                        "Item": {
+                            PK: {"S": pk},
+                            SK: {"S": f"{_INPUT_SK_PREFIX}{position:05d}"},
+                            "input": {"S": turn.model_dump_json()},
+                        }
+                    }
+                }
+                for position, turn in enumerate(inputs)
+            ],
+        )
         item: dict[str, Any] = {
-            PK: {"S": trace_pk(trace.tenant, trace.trace_id)},
+            PK: {"S": pk},
             SK: {"S": TRACE_SK},
             "user_id": {"S": trace.user_id},
             "session_id": {"S": trace.session_id},
             "source": {"S": trace.source},
             "created_at": {"S": trace.created_at},
             "turn_ids": {"L": [{"S": tid} for tid in trace.turn_ids]},
+            LOOKUP_KEY: {"S": _user_traces_key(trace.tenant, trace.user_id)},
+            LOOKUP_SORT: {"S": trace_sort_key(trace.created_at, trace.trace_id)},
         }
         if trace.agent_id is not None:
             item["agent_id"] = {"S": trace.agent_id}
@@ -182,34 +232,102 @@ class DynamoTurnLedger:
         except ClientError as exc:
             raise unavailable(exc, "GetItem") from exc
         item = response.get("Item")
-        if item is None:
-            return None
-        return TraceRecord(
-            trace_id=trace_id,
-            tenant=tenant,
-            user_id=item["user_id"]["S"],
-            session_id=item["session_id"]["S"],
-            agent_id=item["agent_id"]["S"] if "agent_id" in item else None,
-            source=item["source"]["S"],
-            created_at=item["created_at"]["S"],
-            turn_ids=tuple(value["S"] for value in item["turn_ids"]["L"]),
-        )
+        return None if item is None else _trace_of(tenant, trace_id, item)
 
-    def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
-        outcomes: list[tuple[str, str]] = []
+    def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
+        items = self._query_all(
+            {
+                "KeyConditionExpression": f"{PK} = :pk AND begins_with({SK}, :prefix)",
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": trace_pk(tenant, trace_id)},
+                    ":prefix": {"S": _INPUT_SK_PREFIX},
+                },
+                "ConsistentRead": True,
+            }
+        )
+        return [TraceInput.model_validate_json(item["input"]["S"]) for item in items]
+
+    def traces_of_user(
+        self,
+        tenant: str,
+        user_id: str,
+        *,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        cursor: str | None,
+    ) -> TracePage:
+        low, high = time_bounds(since, until)
+        if cursor is not None:
+            high = min(high, decode_trace_cursor(cursor))
         kwargs: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": f"{PK} = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": trace_memories_pk(tenant, trace_id)}},
+            "IndexName": TURNS_LOOKUP.name,
+            # `high` is exclusive: a cursor names the last trace already returned.
+            "KeyConditionExpression": (
+                f"{LOOKUP_KEY} = :user AND {LOOKUP_SORT} BETWEEN :low AND :high"
+            ),
+            "ExpressionAttributeValues": {
+                ":user": {"S": _user_traces_key(tenant, user_id)},
+                ":low": {"S": low},
+                ":high": {"S": high},
+            },
+            "ScanIndexForward": False,
         }
+        traces: list[TraceRecord] = []
+        while len(traces) <= limit:
+            try:
+                response = self._client.query(**kwargs, Limit=limit + 1 - len(traces))
+            except ClientError as exc:
+                raise unavailable(exc, "Query") from exc
+            for item in response.get("Items", []):
+                if item[LOOKUP_SORT]["S"] == high:
+                    continue
+                trace_id = item[PK]["S"].rsplit("#", 1)[1]
+                traces.append(_trace_of(tenant, trace_id, item))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        page = traces[:limit]
+        more = len(traces) > limit
+        last = page[-1] if more and page else None
+        next_cursor = (
+            encode_trace_cursor(trace_sort_key(last.created_at, last.trace_id)) if last else None
+        )
+        return TracePage(traces=page, next_cursor=next_cursor)
+
+    def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
+        items = self._query_all(
+            {
+                "KeyConditionExpression": f"{PK} = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": trace_memories_pk(tenant, trace_id)}},
+            }
+        )
+        return [(item["memory_id"]["S"], item["outcome"]["S"]) for item in items]
+
+    def traces_of_memory(self, tenant: str, memory_id: str) -> list[tuple[str, str]]:
+        items = self._query_all(
+            {
+                "IndexName": TURNS_LOOKUP.name,
+                "KeyConditionExpression": f"{LOOKUP_KEY} = :memory",
+                "ExpressionAttributeValues": {
+                    ":memory": {"S": memory_traces_key(tenant, memory_id)}
+                },
+            }
+        )
+        return [(item[PK]["S"].rsplit("#", 1)[1], item["outcome"]["S"]) for item in items]
+
+    def _query_all(self, query: dict[str, Any]) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"TableName": self._table, **query}
+        items: list[dict[str, Any]] = []
         while True:
             try:
                 response = self._client.query(**kwargs)
             except ClientError as exc:
                 raise unavailable(exc, "Query") from exc
-            outcomes.extend((i["memory_id"]["S"], i["outcome"]["S"]) for i in response["Items"])
+            items.extend(response.get("Items", []))
             if "LastEvaluatedKey" not in response:
-                return outcomes
+                return items
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     @staticmethod
@@ -239,6 +357,19 @@ class DynamoTurnLedger:
             self._client.put_item(TableName=self._table, Item=item)
         except ClientError as exc:
             raise unavailable(exc, "PutItem") from exc
+
+
+def _trace_of(tenant: str, trace_id: str, item: dict[str, Any]) -> TraceRecord:
+    return TraceRecord(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=item["user_id"]["S"],
+        session_id=item["session_id"]["S"],
+        agent_id=item["agent_id"]["S"] if "agent_id" in item else None,
+        source=item["source"]["S"],
+        created_at=item["created_at"]["S"],
+        turn_ids=tuple(value["S"] for value in item["turn_ids"]["L"]),
+    )
 
 
 class DynamoRateStore:

@@ -7,8 +7,9 @@ exists unmarked, so a turn still in the queue or in the state machine writes not
 on, and whatever it committed before is in the partitions deleted next. Per-user partitions
 (`tenant#user_id`) then go whole: outbox, memories, entity_facts, entities and the retrieval
 counters (read consistently: a commit just before the mark is seen). Then each trace's rows:
-its ledger rows (`TURN#`), the trace (`TRACE#`), its memory outcomes (`TRACEMEM#`), its
-session's redacted turns (`SESSION#`) and the session's last question (`LASTQ#`). Spans go
+its ledger rows (`TURN#`), the trace and its inputs (`TRACE#`), its memory outcomes
+(`TRACEMEM#`), its session's redacted turns (`SESSION#`) and the session's last question
+(`LASTQ#`). Spans go
 last: they are how a retried erasure finds what an interrupted one left (the marked trace rows
 still name their turns and session until then).
 """
@@ -131,7 +132,8 @@ class DynamoUserEraser:
             keys.extend(self._partition_keys(t.turns, session_pk(tenant, user_id, session_id)))
             question = last_question_pk(tenant, user_id, session_id)
             keys.append({PK: {"S": question}, SK: {"S": QUESTION_SK}})
-            keys.append(trace_key)
+        # The trace and its inputs (`INPUT#` items of its partition).
+        keys.extend(self._partition_keys(t.turns, trace_pk(tenant, trace_id)))
         keys.extend(self._partition_keys(t.turns, trace_memories_pk(tenant, trace_id)))
         return self._delete_keys(t.turns, keys)
 

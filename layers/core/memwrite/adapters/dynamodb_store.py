@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.dynamodb import (
     TRACE_ERASED,
     TRACE_SK,
+    memory_traces_key,
     trace_memories_pk,
     trace_pk,
     unavailable,
@@ -25,6 +26,8 @@ from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
 from memwrite.schema import (
+    LOOKUP_KEY,
+    LOOKUP_SORT,
     MEMORIES_BY_ID,
     OUTBOX_PENDING,
     PARTITION_KEY,
@@ -308,6 +311,9 @@ class DynamoMemoryStore:
                             SK: {"S": f"{entry.memory_id}#{entry.outcome}"},
                             "memory_id": {"S": entry.memory_id},
                             "outcome": {"S": entry.outcome},
+                            # The memory's traces (`traces_of_memory`) through the index.
+                            LOOKUP_KEY: {"S": memory_traces_key(commit.tenant, entry.memory_id)},
+                            LOOKUP_SORT: {"S": f"{entry.trace_id}#{entry.outcome}"},
                         },
                     }
                 }

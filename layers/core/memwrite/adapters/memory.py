@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 
+from memwrite.adapters.page_cursor import (
+    decode_trace_cursor,
+    encode_trace_cursor,
+    time_bounds,
+    trace_sort_key,
+)
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.errors import WriteConflict
-from memwrite.models import QueuedTurn, StageSpan, session_sort_key
-from memwrite.ports import EnqueueResult, TraceRecord
+from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.ports import EnqueueResult, TracePage, TraceRecord
 from memwrite.reasons import Reason
 from memwrite.usage import LlmUsage
 
@@ -45,6 +52,7 @@ class InMemoryTurnLedger:
     def __init__(self) -> None:
         self.enqueued: dict[tuple[str, str], str] = {}
         self.traces: dict[tuple[str, str], TraceRecord] = {}
+        self.inputs: dict[tuple[str, str], list[TraceInput]] = {}
         self.trace_memories: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self.questions: dict[tuple[str, str, str], str | None] = {}
 
@@ -57,14 +65,57 @@ class InMemoryTurnLedger:
             self.enqueued.setdefault((tenant, tid), trace_id)
         return taken
 
-    def put_trace(self, trace: TraceRecord) -> None:
+    def put_trace(self, trace: TraceRecord, inputs: Sequence[TraceInput] = ()) -> None:
+        self.inputs[(trace.tenant, trace.trace_id)] = list(inputs)
         self.traces[(trace.tenant, trace.trace_id)] = trace
 
     def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
         return self.traces.get((tenant, trace_id))
 
+    def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
+        return list(self.inputs.get((tenant, trace_id), []))
+
+    def traces_of_user(
+        self,
+        tenant: str,
+        user_id: str,
+        *,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        cursor: str | None,
+    ) -> TracePage:
+        low, high = time_bounds(since, until)
+        if cursor is not None:
+            high = min(high, decode_trace_cursor(cursor))
+        keyed = sorted(
+            (
+                (trace_sort_key(trace.created_at, trace.trace_id), trace)
+                for (t, _), trace in self.traces.items()
+                if t == tenant and trace.user_id == user_id
+            ),
+            key=lambda pair: pair[0],
+            reverse=True,
+        )
+        found = [trace for key, trace in keyed if low <= key < high]
+        page = found[:limit]
+        last = page[-1] if len(found) > limit and page else None
+        next_cursor = (
+            encode_trace_cursor(trace_sort_key(last.created_at, last.trace_id)) if last else None
+        )
+        return TracePage(traces=page, next_cursor=next_cursor)
+
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         return list(self.trace_memories.get((tenant, trace_id), []))
+
+    def traces_of_memory(self, tenant: str, memory_id: str) -> list[tuple[str, str]]:
+        return sorted(
+            (trace_id, outcome)
+            for (t, trace_id), written in self.trace_memories.items()
+            if t == tenant
+            for mid, outcome in written
+            if mid == memory_id
+        )
 
     def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
         return self.questions.get((tenant, user_id, session_id))

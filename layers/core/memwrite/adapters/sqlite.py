@@ -6,16 +6,42 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
+from memwrite.adapters.page_cursor import (
+    decode_trace_cursor,
+    encode_trace_cursor,
+    time_bounds,
+    trace_sort_key,
+)
 from memwrite.adapters.sqlite_db import SqliteDatabase
-from memwrite.models import QueuedTurn, StageSpan, session_sort_key
-from memwrite.ports import TraceRecord
+from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.ports import TracePage, TraceRecord
 
 __all__ = ["SqliteRateStore", "SqliteSessionLog", "SqliteSpanStore", "SqliteTurnLedger"]
 
 
 def _placeholders(count: int) -> str:
     return ",".join("?" * count)
+
+
+# The expressions of the `traces_by_user` index, spelled as it is so queries use it.
+_TRACE_USER = "json_extract(doc, '$.user_id')"
+_TRACE_SORT = "json_extract(doc, '$.created_at') || '#' || trace_id"
+
+
+def _trace_of(tenant: str, trace_id: str, doc: dict[str, Any]) -> TraceRecord:
+    return TraceRecord(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=doc["user_id"],
+        session_id=doc["session_id"],
+        agent_id=doc["agent_id"],
+        source=doc["source"],
+        created_at=doc["created_at"],
+        turn_ids=tuple(doc["turn_ids"]),
+    )
 
 
 class SqliteTurnLedger:
@@ -49,7 +75,7 @@ class SqliteTurnLedger:
                     taken.add(turn_id)
         return taken
 
-    def put_trace(self, trace: TraceRecord) -> None:
+    def put_trace(self, trace: TraceRecord, inputs: Sequence[TraceInput] = ()) -> None:
         doc = {
             "user_id": trace.user_id,
             "session_id": trace.session_id,
@@ -57,6 +83,7 @@ class SqliteTurnLedger:
             "source": trace.source,
             "created_at": trace.created_at,
             "turn_ids": list(trace.turn_ids),
+            "inputs": [turn.model_dump(mode="json") for turn in inputs],
         }
         with self._db.connection() as connection:
             connection.execute(
@@ -64,24 +91,48 @@ class SqliteTurnLedger:
                 (trace.tenant, trace.trace_id, json.dumps(doc)),
             )
 
-    def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
+    def _trace_doc(self, tenant: str, trace_id: str) -> dict[str, Any] | None:
         with self._db.connection() as connection:
             row = connection.execute(
                 "SELECT doc FROM traces WHERE tenant = ? AND trace_id = ?", (tenant, trace_id)
             ).fetchone()
-        if row is None:
-            return None
-        doc = json.loads(row[0])
-        return TraceRecord(
-            trace_id=trace_id,
-            tenant=tenant,
-            user_id=doc["user_id"],
-            session_id=doc["session_id"],
-            agent_id=doc["agent_id"],
-            source=doc["source"],
-            created_at=doc["created_at"],
-            turn_ids=tuple(doc["turn_ids"]),
+        return None if row is None else dict(json.loads(row[0]))
+
+    def get_trace(self, tenant: str, trace_id: str) -> TraceRecord | None:
+        doc = self._trace_doc(tenant, trace_id)
+        return None if doc is None else _trace_of(tenant, trace_id, doc)
+
+    def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
+        doc = self._trace_doc(tenant, trace_id) or {}
+        return [TraceInput.model_validate(turn) for turn in doc.get("inputs", [])]
+
+    def traces_of_user(
+        self,
+        tenant: str,
+        user_id: str,
+        *,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        cursor: str | None,
+    ) -> TracePage:
+        low, high = time_bounds(since, until)
+        if cursor is not None:
+            high = min(high, decode_trace_cursor(cursor))
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                f"SELECT trace_id, doc FROM traces WHERE tenant = ? AND {_TRACE_USER} = ? "
+                f"AND {_TRACE_SORT} >= ? AND {_TRACE_SORT} < ? ORDER BY {_TRACE_SORT} DESC "
+                "LIMIT ?",
+                (tenant, user_id, low, high, limit + 1),
+            ).fetchall()
+        traces = [_trace_of(tenant, trace_id, json.loads(doc)) for trace_id, doc in rows]
+        page = traces[:limit]
+        last = page[-1] if len(traces) > limit and page else None
+        next_cursor = (
+            encode_trace_cursor(trace_sort_key(last.created_at, last.trace_id)) if last else None
         )
+        return TracePage(traces=page, next_cursor=next_cursor)
 
     def memories_of_trace(self, tenant: str, trace_id: str) -> list[tuple[str, str]]:
         with self._db.connection() as connection:
@@ -91,6 +142,15 @@ class SqliteTurnLedger:
                 (tenant, trace_id),
             ).fetchall()
         return [(memory_id, outcome) for memory_id, outcome in rows]
+
+    def traces_of_memory(self, tenant: str, memory_id: str) -> list[tuple[str, str]]:
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT trace_id, outcome FROM trace_memories WHERE tenant = ? AND memory_id = ? "
+                "ORDER BY trace_id, outcome",
+                (tenant, memory_id),
+            ).fetchall()
+        return [(trace_id, outcome) for trace_id, outcome in rows]
 
     def last_question(self, tenant: str, user_id: str, session_id: str) -> str | None:
         with self._db.connection() as connection:

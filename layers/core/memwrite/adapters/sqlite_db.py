@@ -40,9 +40,15 @@ CREATE INDEX IF NOT EXISTS ledger_by_trace ON ledger (tenant, trace_id);
 CREATE TABLE IF NOT EXISTS traces (
     tenant TEXT NOT NULL, trace_id TEXT NOT NULL, doc TEXT NOT NULL,
     PRIMARY KEY (tenant, trace_id)) WITHOUT ROWID;
+-- A user's traces by time (`traces_of_user`): an index on the document, so files written
+-- before it existed gain it on open (no new column, no schema version bump).
+CREATE INDEX IF NOT EXISTS traces_by_user ON traces (
+    tenant, json_extract(doc, '$.user_id'),
+    json_extract(doc, '$.created_at') || '#' || trace_id);
 CREATE TABLE IF NOT EXISTS trace_memories (
     tenant TEXT NOT NULL, trace_id TEXT NOT NULL, memory_id TEXT NOT NULL,
     outcome TEXT NOT NULL, PRIMARY KEY (tenant, trace_id, memory_id, outcome)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS trace_memories_by_memory ON trace_memories (tenant, memory_id);
 CREATE TABLE IF NOT EXISTS rate_claims (
     key TEXT PRIMARY KEY, claimant TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS last_questions (
