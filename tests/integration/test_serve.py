@@ -133,12 +133,18 @@ def test_http_errors_keep_their_status(local, server):
         "POST", "/v1/turns", json.dumps({**BODY, "turns": []}).encode(), _json_headers(local)
     )
     unknown = server.request("GET", "/v2/nothing", headers={"x-api-key": local.api_key})
+    invalid_without_key = server.request(
+        "POST", "/v1/turns", b'{"turns": 7}', {"Content-Type": "application/json"}
+    )
 
     # Then each gets its own status, not a 500
     assert no_key.status == 401
     assert invalid.status == 400
     assert invalid.body["errors"][0]["field"] == "turns"
     assert unknown.status == 404
+    # And a wrong credential is refused before the body is read, as the authorizer does on AWS
+    assert invalid_without_key.status == 401
+    assert invalid_without_key.body["error"] == "unauthenticated"
 
 
 def test_retry_after_reaches_http_clients(local, server, monkeypatch):
