@@ -51,6 +51,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
     ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
     ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
+    ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),
     ("POST", "/v1/search", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
