@@ -19,11 +19,9 @@ from botocore.exceptions import ClientError
 
 from memwrite.adapters.dynamodb import (
     LEDGER_SK,
-    TRACE_ERASED,
-    TRACE_SK,
     ledger_pk,
+    source_trace_check,
     span_item,
-    trace_pk,
     unavailable,
 )
 from memwrite.adapters.dynamodb_store import (
@@ -93,20 +91,7 @@ class DynamoTraceRollback:
         t = self._tables
         partition = user_key(rollback.tenant, rollback.user_id)
         record = rollback.record
-        items: list[dict[str, Any]] = [
-            {
-                "ConditionCheck": {
-                    "TableName": t.turns,
-                    "Key": {
-                        PK: {"S": trace_pk(record.tenant, record.trace_id)},
-                        SK: {"S": TRACE_SK},
-                    },
-                    "ConditionExpression": (
-                        f"attribute_exists({PK}) AND attribute_not_exists({TRACE_ERASED})"
-                    ),
-                }
-            }
-        ]
+        items: list[dict[str, Any]] = [source_trace_check(t.turns, record.tenant, record.trace_id)]
         for versioned in rollback.removed:
             mid = versioned.memory.memory_id
             items.append(
