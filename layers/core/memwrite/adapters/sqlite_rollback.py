@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from memwrite.adapters.sqlite import insert_spans
 from memwrite.adapters.sqlite_db import SqliteDatabase
+from memwrite.adapters.sqlite_store import insert_outbox_rows
 from memwrite.errors import UnknownTrace, WriteConflict
 from memwrite.store import RollbackCommit, RollbackRecord
 
@@ -100,21 +101,7 @@ def _apply(connection: sqlite3.Connection, rollback: RollbackCommit) -> None:
             "WHERE tenant = ? AND user_id = ? AND fact_key = ?",
             (fact_row.version + 1, json.dumps(facts, sort_keys=True), *user, key),
         )
-    connection.executemany(
-        "INSERT OR REPLACE INTO outbox (tenant, user_id, memory_id, rev, op, trace_id, doc) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                *user,
-                row.memory_id,
-                docs[row.memory_id][1],
-                row.op.value,
-                row.trace_id,
-                docs[row.memory_id][0],
-            )
-            for row in rollback.outbox
-        ],
-    )
+    insert_outbox_rows(connection, user, rollback.outbox, docs)
     connection.execute(
         "INSERT INTO rollbacks (tenant, trace_id, user_id, doc) VALUES (?, ?, ?, ?)",
         (record.tenant, record.trace_id, record.user_id, record.model_dump_json()),

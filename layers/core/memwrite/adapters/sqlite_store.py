@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
@@ -19,7 +19,7 @@ from memwrite.errors import WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
-from memwrite.store import Commit, FactRow, OutboxOp, VersionedMemory
+from memwrite.store import Commit, FactRow, OutboxOp, OutboxRow, VersionedMemory
 
 __all__ = ["SqliteEntityStore", "SqliteMemoryStore"]
 
@@ -38,6 +38,30 @@ def _with_access(doc: str, count: int | None, last_accessed: str | None) -> Memo
         return memory
     return memory.model_copy(
         update={"access_count": count, "last_accessed": datetime.fromisoformat(str(last_accessed))}
+    )
+
+
+def insert_outbox_rows(
+    connection: sqlite3.Connection,
+    user: tuple[str, str],
+    rows: Sequence[OutboxRow],
+    docs: Mapping[str, tuple[str, int]],
+) -> None:
+    """The outbox rows of a transaction, each with its memory's written doc and rev."""
+    connection.executemany(
+        "INSERT OR REPLACE INTO outbox (tenant, user_id, memory_id, rev, op, trace_id, doc) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                *user,
+                row.memory_id,
+                docs[row.memory_id][1],
+                row.op.value,
+                row.trace_id,
+                docs[row.memory_id][0],
+            )
+            for row in rows
+        ],
     )
 
 
@@ -173,21 +197,7 @@ class SqliteMemoryStore:
             "VALUES (?, ?, ?, ?)",
             [(commit.tenant, e.trace_id, e.memory_id, e.outcome) for e in commit.ledger],
         )
-        connection.executemany(
-            "INSERT OR REPLACE INTO outbox (tenant, user_id, memory_id, rev, op, trace_id, doc) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    *user,
-                    row.memory_id,
-                    docs[row.memory_id][1],
-                    row.op.value,
-                    row.trace_id,
-                    docs[row.memory_id][0],
-                )
-                for row in commit.outbox
-            ],
-        )
+        insert_outbox_rows(connection, user, commit.outbox, docs)
 
 
 class SqliteEntityStore:
