@@ -19,11 +19,13 @@ from memwrite.errors import (
     IdempotencyKeyReused,
     IngestLimitExceeded,
     InvalidQuery,
+    RollbackRefused,
     TimestampInFuture,
     TraceWithoutInputs,
     TransientError,
     Unauthenticated,
     UnknownMemory,
+    UnknownTrace,
 )
 
 __all__ = ["json_response", "parse_json_body", "register_error_handlers", "tenant_of"]
@@ -146,6 +148,21 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(UnknownMemory)
     def _unknown_memory(exc: UnknownMemory) -> Response[dict[str, Any]]:
         return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "memory_id": str(exc)})
+
+    @app.exception_handler(UnknownTrace)
+    def _unknown_trace(exc: UnknownTrace) -> Response[dict[str, Any]]:
+        return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": str(exc)})
+
+    @app.exception_handler(RollbackRefused)
+    def _rollback_refused(exc: RollbackRefused) -> Response[dict[str, Any]]:
+        body = {
+            "error": "rollback_refused",
+            "reason": exc.reason,
+            "message": str(exc),
+            "memory_ids": exc.memory_ids,
+            "trace_ids": exc.trace_ids,
+        }
+        return json_response(HTTPStatus.CONFLICT, body)
 
     @app.exception_handler(TraceWithoutInputs)
     def _without_inputs(exc: TraceWithoutInputs) -> Response[dict[str, Any]]:

@@ -27,13 +27,10 @@ class Access(StrEnum):
     # Reads and deletes, no puts or updates (the erase route). DynamoDB's BatchWriteItem
     # action covers batched puts too: IAM cannot tell them apart.
     READ_DELETE = "read_delete"
-    # READ_DELETE plus UpdateItem (the retrieval counters the search route bumps; the erase
-    # route's mark on the user's trace rows, which stops persist committing them).
-    READ_UPDATE_DELETE = "read_update_delete"
 
 
 R, W, RW = Access.READ, Access.WRITE, Access.READ_WRITE
-RD, RUD = Access.READ_DELETE, Access.READ_UPDATE_DELETE
+RD = Access.READ_DELETE
 # The memory store's reads (dedupe, conflict): memories, their fact rows, the outbox's pending
 # index and the ledger; persist writes all four in one transaction, which also checks the
 # source trace (a ConditionCheck on the turns table: part of the read grant).
@@ -52,15 +49,18 @@ STAGE_ACCESS: dict[str, dict[str, Access]] = {
 
 # Functions that are not stages.
 FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
-    # Traces (turns, spans), search and memories (memories; retrieval counters in turns), and
-    # the erase route (`memwrite.adapters.dynamodb_erase`: exactly these six tables).
+    # Traces (turns, spans), search and memories (memories; retrieval counters in turns), the
+    # erase route (`memwrite.adapters.dynamodb_erase`: exactly these six tables, and its mark
+    # on the user's trace rows, which stops persist committing them) and the rollback route
+    # (`memwrite.adapters.dynamodb_rollback`: memories, entity_facts and outbox rows put and
+    # deleted in one transaction, its record in turns, its span).
     "query": {
-        "memories": RD,
-        "entity_facts": RD,
+        "memories": RW,
+        "entity_facts": RW,
         "entities": RD,
-        "outbox": RD,
-        "turns": RUD,
-        "spans": RD,
+        "outbox": RW,
+        "turns": RW,
+        "spans": RW,
     },
     "dead_letter": {"spans": W},
     "dispatch": {},  # starts executions only

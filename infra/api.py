@@ -20,6 +20,7 @@ INGEST_ROUTES = (("POST", "/v1/turns"),)
 QUERY_ROUTES = (
     ("GET", "/v1/traces/{trace_id}"),
     ("POST", "/v1/traces/{trace_id}/replay"),
+    ("POST", "/v1/traces/{trace_id}/rollback"),
     ("POST", "/v1/search"),
     ("GET", "/v1/memories/{memory_id}"),
     ("GET", "/v1/memories/{memory_id}/traces"),

@@ -66,8 +66,7 @@ def _grant(table: dynamodb.ITable, role: iam.IRole, access: Access) -> None:
         table.grant_read_write_data(role)
     else:
         table.grant_read_data(role)
-        updates = ("dynamodb:UpdateItem",) if access is Access.READ_UPDATE_DELETE else ()
-        table.grant(role, *_DELETE_ACTIONS, *updates)
+        table.grant(role, *_DELETE_ACTIONS)
 
 
 def bedrock_model_arns(model_id: str, partition: str, region: str, account: str) -> list[str]:

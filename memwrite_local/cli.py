@@ -1,4 +1,5 @@
-"""`memwrite` command line: prefilter, extract, ingest, demo, serve, search, trace, replay, eval."""
+"""`memwrite` command line: prefilter, extract, ingest, demo, serve, search, trace, replay,
+rollback, eval."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
+from memwrite_local.rollback_command import add_rollback_parser, run_rollback
 from memwrite_local.trace_command import add_trace_parsers, run_replay, run_trace
 
 if TYPE_CHECKING:
@@ -77,6 +79,18 @@ def _line_time(record: dict[str, Any]) -> float | None:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
+# The roles by value: a dict lookup instead of the enum's call, which costs more than the JSON
+# decoding of the line.
+_ROLES = {role.value: role for role in Role}
+
+
+def _line_role(record: dict[str, Any]) -> Role:
+    value = record["role"]
+    if isinstance(value, str) and value in _ROLES:
+        return _ROLES[value]
+    return Role(value)  # raises the enum's own error for an unknown role
+
+
 def _line_session(record: dict[str, Any]) -> str | None:
     session = record.get("session_id")
     if session is not None and not isinstance(session, str):
@@ -100,7 +114,7 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             continue
         try:
             record = json.loads(line)
-            role = Role(record["role"])
+            role = _line_role(record)
             content = record["content"]
             if not isinstance(content, str):
                 raise TypeError("content must be a string")
@@ -306,6 +320,7 @@ def run_ingest(
             "memories": [_memory_json(memory) for memory in run.memories],
             "llm_calls": run.trace["llm_calls"],
             "cost_usd": run.trace["cost_usd"],
+            "trace_ids": run.trace["trace_ids"],
         }
         if queries:
             payload["queries"] = [
@@ -426,6 +441,7 @@ def _parser() -> argparse.ArgumentParser:
         )
     add_trace_parsers(commands)
     add_eval_parser(commands)
+    add_rollback_parser(commands)
     return parser
 
 
@@ -456,6 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_trace(args, sys.stdout)
         if args.command == "replay":
             return run_replay(args, sys.stdout)
+        if args.command == "rollback":
+            return run_rollback(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")

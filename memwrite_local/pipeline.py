@@ -75,6 +75,7 @@ def api_sized_requests(
 def _merged_trace(traces: list[dict[str, Any]]) -> dict[str, Any]:
     """One conversation sent as several requests: their traces read as one."""
     merged = dict(traces[0])
+    merged["trace_ids"] = [trace["trace_id"] for trace in traces]
     merged["turn_ids"] = [tid for trace in traces for tid in trace["turn_ids"]]
     merged["spans"] = [span for trace in traces for span in trace["spans"]]
     merged["llm_calls"] = sum(trace["llm_calls"] for trace in traces)

@@ -1,7 +1,9 @@
 """The local runner: the same handlers as on AWS, driven in-process on whichever backend the
 environment names (a `memwrite_local.backend.LocalBackend` sets it).
 
-API calls become API Gateway proxy events for the real handlers; `drain` then pulls the queue
+API calls go first through the authorizer Lambda, as API Gateway sends them (a wrong credential
+is a 401 before any body is read), then become proxy events for the real handlers, with the
+tenant in the request context; `drain` then pulls the queue
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
@@ -49,6 +51,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
     ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
     ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
+    ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),
     ("POST", "/v1/search", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
@@ -57,6 +60,9 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
     ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
 )
+AUTHORIZER = "functions.authorizer.handler"
+# API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
+UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
 _ROUTE_PATTERNS = tuple(
     (method, re.compile(re.sub(r"\{\w+\}", "[^/]+", template)), module)
     for method, template, module in ROUTES
@@ -171,6 +177,8 @@ class LocalRunner:
             importlib.import_module(f"functions.{stage.function_dir}.handler")
             for stage in stream_stages()
         ]
+        self._authorizer = importlib.import_module(AUTHORIZER)
+        self._authorizer.settings.cache_clear()  # the key table of this backend's environment
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
@@ -202,7 +210,11 @@ class LocalRunner:
             )
         if module is None:
             return ApiResult(404, {}, {"error": "not_found", "path": path})
+        tenant = self._authorize(method, path, all_headers)
+        if tenant is None:
+            return ApiResult(401, {}, UNAUTHENTICATED)
         event = api_gateway_event(method, path, all_headers, raw)
+        event["requestContext"]["authorizer"] = {"tenant_id": tenant}
         if query:
             parameters = parse_qs(query, keep_blank_values=True)
             event["queryStringParameters"] = {k: v[-1] for k, v in parameters.items()}
@@ -218,6 +230,22 @@ class LocalRunner:
             headers=response_headers,
             body=json.loads(payload),
         )
+
+    def _authorize(self, method: str, path: str, headers: dict[str, str]) -> str | None:
+        """The tenant the authorizer Lambda puts into the request context, or None where API
+        Gateway answers 401: as on AWS, before the route's handler reads the body."""
+        event = {
+            "type": "REQUEST",
+            "methodArn": f"arn:aws:execute-api:local:000000000000:local/local/{method}{path}",
+            "headers": headers,
+        }
+        try:
+            answer = self._authorizer.lambda_handler(event, LocalContext())
+        except Exception as exc:  # the authorizer's contract: Exception("Unauthorized") -> 401
+            if str(exc) == "Unauthorized":
+                return None
+            raise
+        return str(answer["context"]["tenant_id"])
 
     def _route(self, method: str, path: str) -> tuple[ModuleType | None, list[str]]:
         """The handler of (method, path), or None and the methods the path does take."""

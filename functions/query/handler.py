@@ -1,5 +1,5 @@
-"""Read side of the API: traces and their replay, search, memories and erasure (Powertools
-REST resolver).
+"""Read side of the API: traces, their replay and rollback, search, memories and erasure
+(Powertools REST resolver).
 
 The tenant is the credential's; every route passes it down, so a user id of another tenant
 finds nothing. Retrieval counters are bumped after the search answer is built, on a background
@@ -28,7 +28,7 @@ from functions.api_common import (
     register_error_handlers,
     tenant_of,
 )
-from memwrite.errors import InvalidQuery
+from memwrite.errors import InvalidQuery, UnknownTrace
 from memwrite.query import (
     SearchRequest,
     erase_user,
@@ -42,6 +42,7 @@ from memwrite.replay import (
     replay_trace,
     replay_traces_of_user,
 )
+from memwrite.rollback import rollback_trace
 from memwrite.traces import get_trace, parse_time_bound, traces_of_memory, traces_of_user
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
@@ -52,6 +53,9 @@ register_error_handlers(app)
 
 # `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+# Trace ids are 32 hex digits (`memwrite.ids`); any other path segment names no trace, and
+# must not reach a store key (DynamoDB refuses keys over 2 KB: a 5xx for bad input).
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 ACCESS_UPDATES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="access")
 
 
@@ -78,7 +82,7 @@ def _record_access(tenant: str, user_id: str, memory_ids: list[str]) -> None:
 def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    view = get_trace(tenant, trace_id, current.ledger, current.spans)
+    view = get_trace(tenant, trace_id, current.ledger, current.spans, current.rollback.rollbacks)
     if view is None:
         return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": trace_id})
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
@@ -135,6 +139,25 @@ def replay_user_route(user_id: str, request: BatchReplayRequest) -> Response[dic
         tenant, _checked_user(user_id), request, current.settings, current.replay()
     )
     return json_response(HTTPStatus.OK, batch.model_dump(mode="json"))
+
+
+def _without_body() -> None:
+    """A route that takes no body refuses one (an empty JSON object is no body)."""
+    raw = (app.current_event.body or "").strip()
+    if raw not in ("", "{}"):
+        raise InvalidQuery("body", "this route takes no body")
+
+
+@app.post("/v1/traces/<trace_id>/rollback")
+def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    _without_body()
+    if not _TRACE_ID.fullmatch(trace_id):
+        raise UnknownTrace(trace_id)
+    config = current.settings.for_request(tenant)
+    record = rollback_trace(tenant, trace_id, config, current.rollback, requested_via="api")
+    return json_response(HTTPStatus.OK, record.model_dump(mode="json"))
 
 
 @app.post("/v1/search")

@@ -339,3 +339,40 @@ def test_trace_and_replay_read_the_local_data_directory(tmp_path: Path) -> None:
     refused = _memwrite("replay", trace_id, "--set", "prefilter.min_wordz=4", "--data-dir", data)
     assert refused.returncode == 1
     assert "config.prefilter.min_wordz" in refused.stdout
+
+
+def test_rollback_undoes_one_ingested_trace_of_a_data_dir(tmp_path: Path) -> None:
+    # Given Paris, then a move to Berlin, ingested into one data directory
+    data = tmp_path / "data"
+    for name, content, at in [
+        ("paris", "I live in Paris.", "2025-01-05T10:00:00Z"),
+        ("berlin", "I moved to Berlin.", "2025-06-01T09:00:00Z"),
+    ]:
+        path = tmp_path / f"{name}.json"
+        turns = [{"role": "user", "content": content, "timestamp": at}]
+        path.write_text(json.dumps({"user_id": "dana", "turns": turns}), encoding="utf-8")
+        moved = _ingest_json(str(path), "--data-dir", str(data))
+    [trace_id] = moved["trace_ids"]
+
+    # When the move's trace is rolled back, twice
+    first = _memwrite("rollback", trace_id, "--json", "--data-dir", str(data))
+    again = _memwrite("rollback", trace_id, "--json", "--data-dir", str(data))
+
+    # Then the record says what went and came back, the same both times
+    assert first.returncode == 0, first.stderr
+    record = json.loads(first.stdout)
+    assert (record["requested_via"], len(record["removed"]), len(record["restored"])) == (
+        "cli",
+        1,
+        1,
+    )
+    assert again.returncode == 0 and json.loads(again.stdout) == record
+    # And Paris is the user's current city again
+    kept = _ingest_json(str(tmp_path / "paris.json"), "--data-dir", str(data), "--query", "Paris")
+    assert [(m["value"], m["superseded_by"]) for m in kept["memories"]] == [("Paris", None)]
+    assert [hit["value"] for hit in kept["queries"][0]["results"]] == ["Paris"]
+    # And an unknown trace, or a directory without data, is refused
+    unknown = _memwrite("rollback", "f" * 32, "--data-dir", str(data))
+    assert unknown.returncode == 1 and "not_found" in unknown.stdout
+    missing = _memwrite("rollback", trace_id, "--data-dir", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "holds no memwrite data" in missing.stderr

@@ -35,10 +35,11 @@ from memwrite.adapters.sqlite_db import SqliteDatabase
 from memwrite.adapters.sqlite_erase import SqliteUserEraser
 from memwrite.adapters.sqlite_outbox import SqliteOutbox
 from memwrite.adapters.sqlite_queue import SqliteTurnQueue
+from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.entities import Entity, EntityKind
-from memwrite.errors import InvalidQuery, SourceErased, WriteConflict
+from memwrite.errors import InvalidQuery, SourceErased, UnknownTrace, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
@@ -53,13 +54,23 @@ from memwrite.ports import (
     SessionLog,
     SpanStore,
     TraceRecord,
+    TraceRollback,
     TurnConsumer,
     TurnLedger,
     TurnQueue,
     UserEraser,
 )
 from memwrite.reasons import TooShort
-from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow
+from memwrite.store import (
+    Commit,
+    FactRow,
+    LedgerEntry,
+    OutboxOp,
+    OutboxRow,
+    RollbackCommit,
+    RollbackRecord,
+    VersionedMemory,
+)
 from memwrite.wiring import build_query_deps, build_stage_deps
 from memwrite_local.aws import LocalAws
 
@@ -83,6 +94,7 @@ class Ports:
     reader: MemoryReader
     outbox: Outbox
     eraser: UserEraser
+    rollbacks: TraceRollback
     # A fresh, empty queue: both ends of it.
     new_queue: Callable[[], tuple[TurnQueue, TurnConsumer]]
 
@@ -104,7 +116,8 @@ def _moto_ports(aws: LocalAws) -> Ports:
 
     # The environment LocalAws set names every table: wiring builds the stores of the read path
     # and stage 7 as the Lambdas get them.
-    query = build_query_deps().query
+    query_api = build_query_deps()
+    query = query_api.query
     _, hype = build_stage_deps("hype")
     return Ports(
         name="moto",
@@ -117,6 +130,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
         reader=query.reader,
         outbox=hype.outbox,
         eraser=query.eraser,
+        rollbacks=query_api.rollback.rollbacks,
         new_queue=new_queue,
     )
 
@@ -139,6 +153,7 @@ def _sqlite_ports(directory: Path) -> Ports:
         reader=SqliteMemoryStore(database),
         outbox=SqliteOutbox(database),
         eraser=SqliteUserEraser(database),
+        rollbacks=SqliteTraceRollback(database),
         new_queue=new_queue,
     )
 
@@ -647,6 +662,18 @@ def leave_everything(ports: Ports, tenant: str, user: str) -> tuple[MemoryUnit, 
     )
     ports.session_log.append(turn)
     ports.ledger.set_last_question(tenant, user, "s1", "Where do you live?")
+    ports.rollbacks.apply_rollback(
+        RollbackCommit(
+            tenant,
+            user,
+            [],
+            [],
+            {},
+            [],
+            rollback_record(tenant, user, trace_id),
+            rollback_span(tenant, user, trace_id),
+        )
+    )
     return berlin, trace_id
 
 
@@ -672,6 +699,7 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     assert ports.spans.spans_of(tenant, trace_id) == []
     assert ports.session_log.recent(tenant, user, "s1", "~", 10) == []
     assert ports.ledger.last_question(tenant, user, "s1") is None
+    assert ports.rollbacks.rollback_of(tenant, trace_id) is None
     assert pending_of(ports, user) == []
     # And a late consumer marking a row done does not bring it back
     ports.outbox.mark_done(changes[0])
@@ -680,8 +708,9 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     # And the other user keeps all of theirs
     assert ports.store.memories_of(tenant, other) == [kept]
     assert ports.ledger.get_trace(tenant, kept_trace) is not None
-    assert len(ports.spans.spans_of(tenant, kept_trace)) == 1
+    assert len(ports.spans.spans_of(tenant, kept_trace)) == 2  # the turn's, the rollback's
     assert ports.ledger.last_question(tenant, other, "s1") == "Where do you live?"
+    assert ports.rollbacks.rollback_of(tenant, kept_trace) is not None
     # And erasing again removes nothing
     assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
 
@@ -712,6 +741,164 @@ def test_a_commit_from_a_trace_never_recorded_is_refused(ports: Ports) -> None:
         ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
     assert ports.store.memories_of("acme", user) == []
     assert ports.store.get_fact_row("acme", user, "e-user#lives_in").version == 0
+
+
+# --- TraceRollback ------------------------------------------------------------------------
+
+
+def rollback_record(
+    tenant: str, user: str, trace_id: str, removed: tuple[str, ...] = ()
+) -> RollbackRecord:
+    return RollbackRecord(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=user,
+        rolled_back_at=T0,
+        requested_via="api",
+        removed=list(removed),
+        restored=[],
+        updated=[],
+    )
+
+
+def rollback_span(tenant: str, user: str, trace_id: str) -> StageSpan:
+    stage = span(tenant, trace_id, "rollback", trace_id, 60)
+    return stage.model_copy(update={"user_id": user, "result": SpanResult.TRANSFORM})
+
+
+def berlin_then_lisbon(ports: Ports, user: str) -> tuple[MemoryUnit, MemoryUnit]:
+    """Berlin stored, then Lisbon (trace `trace-<user>`) superseding it: Berlin at rev 2,
+    Lisbon at rev 1, the row at version 2."""
+    source_trace(ports, user)
+    berlin, lisbon = memory(user, "Berlin"), memory(user, "Lisbon")
+    ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    ended = berlin.model_copy(update={"superseded_by": lisbon.memory_id, "valid_until": T0})
+    ports.store.commit(
+        commit_of(user, (lisbon, None), (ended, 1), row=fact_row(berlin, lisbon, version=1))
+    )
+    return ended, lisbon
+
+
+def lisbon_rolled_back(user: str, ended: MemoryUnit, lisbon: MemoryUnit) -> RollbackCommit:
+    restored = ended.model_copy(update={"superseded_by": None, "valid_until": None})
+    return RollbackCommit(
+        tenant="acme",
+        user_id=user,
+        removed=[VersionedMemory(lisbon, 1)],
+        changed=[(restored, 2)],
+        fact_rows={"e-user#lives_in": fact_row(ended, version=2)},
+        outbox=[OutboxRow(ended.memory_id, OutboxOp.UPSERT, f"trace-{user}")],
+        record=rollback_record("acme", user, f"trace-{user}", (lisbon.memory_id,)),
+        span=rollback_span("acme", user, f"trace-{user}"),
+    )
+
+
+def test_a_rollback_removes_restores_and_records_itself_once(ports: Ports) -> None:
+    user = fresh("user")
+    ended, lisbon = berlin_then_lisbon(ports, user)
+    rollback = lisbon_rolled_back(user, ended, lisbon)
+    # When Lisbon's trace is rolled back
+    ports.rollbacks.apply_rollback(rollback)
+    # Then Lisbon and every outbox row of it are gone, Berlin is active at its next rev
+    stored = ports.store.get_memories("acme", user, [ended.memory_id, lisbon.memory_id])
+    assert list(stored) == [ended.memory_id]
+    assert stored[ended.memory_id] == VersionedMemory(rollback.changed[0][0], 3)
+    assert ports.reader.memory_by_id("acme", lisbon.memory_id) is None
+    assert [(c.memory_id, c.rev) for c in pending_of(ports, user)] == [
+        (ended.memory_id, 1),
+        (ended.memory_id, 2),
+        (ended.memory_id, 3),
+    ]
+    # And the row holds Berlin only, one version on; the record and the span read back
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == fact_row(ended, version=3)
+    assert ports.rollbacks.rollback_of("acme", f"trace-{user}") == rollback.record
+    assert ports.rollbacks.rollback_of("other", f"trace-{user}") is None
+    assert ports.spans.spans_of("acme", f"trace-{user}") == [rollback.span]
+    # And a second application of the same rollback is refused whole
+    with pytest.raises(WriteConflict):
+        ports.rollbacks.apply_rollback(replace(rollback, removed=[], changed=[], outbox=[]))
+
+
+def test_a_rollback_with_one_stale_condition_applies_nothing(ports: Ports) -> None:
+    user = fresh("user")
+    ended, lisbon = berlin_then_lisbon(ports, user)
+    before = (ports.store.memories_of("acme", user), pending_of(ports, user))
+    rollback = lisbon_rolled_back(user, ended, lisbon)
+    stale_row = {"e-user#lives_in": fact_row(ended, version=1)}
+    for stale in (
+        replace(rollback, removed=[VersionedMemory(lisbon, 2)]),
+        replace(rollback, changed=[(rollback.changed[0][0], 1)]),
+        replace(rollback, fact_rows=stale_row),
+    ):
+        with pytest.raises(WriteConflict):
+            ports.rollbacks.apply_rollback(stale)
+    assert (ports.store.memories_of("acme", user), pending_of(ports, user)) == before
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in").version == 2
+    assert ports.rollbacks.rollback_of("acme", f"trace-{user}") is None
+
+
+def test_a_rollback_of_a_trace_erased_or_never_recorded_writes_nothing(ports: Ports) -> None:
+    # Given a user's Berlin and Lisbon, then the user erased (their trace with them)
+    user = fresh("user")
+    ended, lisbon = berlin_then_lisbon(ports, user)
+    rollback = lisbon_rolled_back(user, ended, lisbon)
+    turn_span = span("acme", f"trace-{user}", "pre", "t", 0).model_copy(update={"user_id": user})
+    ports.spans.put_spans([turn_span])
+    ports.eraser.erase_user("acme", user)
+    # When the rollback planned before the erasure is applied / Then it is refused whole
+    nothing = replace(rollback, removed=[], changed=[], fact_rows={}, outbox=[])
+    with pytest.raises(UnknownTrace):
+        ports.rollbacks.apply_rollback(nothing)
+    assert ports.rollbacks.rollback_of("acme", f"trace-{user}") is None
+    assert ports.spans.spans_of("acme", f"trace-{user}") == []
+    # And so is one of a trace never recorded
+    other = fresh("user")
+    with pytest.raises(UnknownTrace):
+        ports.rollbacks.apply_rollback(
+            replace(
+                nothing,
+                user_id=other,
+                record=rollback_record("acme", other, f"trace-{other}"),
+                span=rollback_span("acme", other, f"trace-{other}"),
+            )
+        )
+    assert ports.rollbacks.rollback_of("acme", f"trace-{other}") is None
+
+
+def test_a_memory_rolled_back_and_stored_again_starts_afresh(ports: Ports) -> None:
+    # Given Berlin alone, retrieved once, then rolled back (its row emptied)
+    user = fresh("user")
+    source_trace(ports, user)
+    berlin = memory(user, "Berlin")
+    ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    ports.reader.record_access("acme", user, [berlin.memory_id], T0.isoformat())
+    ports.rollbacks.apply_rollback(
+        RollbackCommit(
+            tenant="acme",
+            user_id=user,
+            removed=[VersionedMemory(berlin, 1)],
+            changed=[],
+            fact_rows={"e-user#lives_in": FactRow(version=1)},
+            outbox=[],
+            record=rollback_record("acme", user, f"trace-{user}", (berlin.memory_id,)),
+            span=rollback_span("acme", user, f"trace-{user}"),
+        )
+    )
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == FactRow()
+    assert pending_of(ports, user) == []
+    # When the same memory is stored again
+    ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    # Then it is new: rev 1, a pending outbox row, no retrievals counted
+    assert [(c.memory_id, c.rev) for c in pending_of(ports, user)] == [(berlin.memory_id, 1)]
+    assert ports.reader.memory_by_id("acme", berlin.memory_id) == berlin
+
+
+def test_the_ledger_names_the_trace_of_each_turn_within_the_tenant(ports: Ports) -> None:
+    trace_id, turn, unknown = fresh("trace"), fresh("turn"), fresh("turn")
+    ports.ledger.record_enqueued("acme", trace_id, [turn])
+    assert ports.rollbacks.traces_of_turns("acme", [turn, unknown]) == {turn: trace_id}
+    assert ports.rollbacks.traces_of_turns("other", [turn]) == {}
+    assert ports.rollbacks.traces_of_turns("acme", []) == {}
 
 
 # --- TurnQueue + TurnConsumer -------------------------------------------------------------

@@ -133,12 +133,18 @@ def test_http_errors_keep_their_status(local, server):
         "POST", "/v1/turns", json.dumps({**BODY, "turns": []}).encode(), _json_headers(local)
     )
     unknown = server.request("GET", "/v2/nothing", headers={"x-api-key": local.api_key})
+    invalid_without_key = server.request(
+        "POST", "/v1/turns", b'{"turns": 7}', {"Content-Type": "application/json"}
+    )
 
     # Then each gets its own status, not a 500
     assert no_key.status == 401
     assert invalid.status == 400
     assert invalid.body["errors"][0]["field"] == "turns"
     assert unknown.status == 404
+    # And a wrong credential is refused before the body is read, as the authorizer does on AWS
+    assert invalid_without_key.status == 401
+    assert invalid_without_key.body["error"] == "unauthenticated"
 
 
 def test_retry_after_reaches_http_clients(local, server, monkeypatch):
@@ -305,3 +311,25 @@ def test_malformed_content_length_is_400(local, server, declared):
     assert reply.status == 400
     assert json.loads(reply.read())["errors"][0]["field"] == "Content-Length"
     connection.close()
+
+
+def test_a_trace_is_rolled_back_over_http_and_the_worker_reindexes(local, server):
+    # Given Paris, then a move to Berlin, each through the server's worker
+    headers = _json_headers(local)
+    traces = []
+    for content, at in [("I live in Paris.", "2025-01-05"), ("I moved to Berlin.", "2025-06-01")]:
+        body = {**BODY, "turns": [{"role": "user", "content": content, "timestamp": at}]}
+        posted = server.request("POST", "/v1/turns", json.dumps(body).encode(), headers)
+        traces.append(posted.body["trace_id"])
+        server.wait_for_pipeline()
+
+    # When the move is rolled back over HTTP, without a body
+    rolled = server.request("POST", f"/v1/traces/{traces[1]}/rollback", headers=headers)
+    server.wait_for_pipeline()
+
+    # Then Paris is back and searchable, Berlin gone
+    assert rolled.status == 200, rolled.body
+    assert len(rolled.body["removed"]) == len(rolled.body["restored"]) == 1
+    query = json.dumps({"user_id": "dana", "query": "Where does the user live?"}).encode()
+    found = server.request("POST", "/v1/search", query, headers)
+    assert [hit["value"] for hit in found.body["results"]] == ["Paris"]

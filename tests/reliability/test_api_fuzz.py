@@ -113,6 +113,7 @@ def test_fuzzed_bodies_get_a_4xx_naming_the_field_never_a_5xx(served: Served, pa
 
 ID_ROUTES = [
     ("GET", "/v1/traces/{}"),
+    ("POST", "/v1/traces/{}/rollback"),
     ("GET", "/v1/memories/{}"),
     ("GET", "/v1/users/{}/memories"),
     ("DELETE", "/v1/users/{}/memories"),

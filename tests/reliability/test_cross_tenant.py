@@ -91,6 +91,14 @@ def read_trace(served: Served, a: TenantA) -> None:
         same_as_unknown(reply, unknown, trace_id.partition("?")[0])
 
 
+def rollback_trace(served: Served, a: TenantA) -> None:
+    # A's trace rolled back by B: B cannot tell it from a trace that does not exist
+    unknown = served.request("POST", f"/v1/traces/{UNKNOWN_ID}/rollback", api_key=B)
+    for trace_id in (a.trace_id, a.trace_id.upper()):
+        reply = served.request("POST", f"/v1/traces/{trace_id}/rollback", api_key=B)
+        same_as_unknown(reply, unknown, trace_id)
+
+
 def read_memory(served: Served, a: TenantA) -> None:
     unknown = served.request("GET", f"/v1/memories/{UNKNOWN_ID}", api_key=B)
     for memory_id in a.memory_ids:
@@ -156,6 +164,7 @@ def replay_user(served: Served, a: TenantA) -> None:
 ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("GET", "/v1/traces/{trace_id}"): read_trace,
     ("POST", "/v1/traces/{trace_id}/replay"): replay_trace,
+    ("POST", "/v1/traces/{trace_id}/rollback"): rollback_trace,
     ("GET", "/v1/memories/{memory_id}"): read_memory,
     ("GET", "/v1/memories/{memory_id}/traces"): read_memory_traces,
     ("GET", "/v1/users/{user_id}/memories"): list_memories,

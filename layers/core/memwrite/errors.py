@@ -26,6 +26,7 @@ __all__ = [
     "MemwriteError",
     "PermanentError",
     "QueueUnavailable",
+    "RollbackRefused",
     "SourceErased",
     "StageInputError",
     "StoreUnavailable",
@@ -34,6 +35,7 @@ __all__ = [
     "TransientError",
     "Unauthenticated",
     "UnknownMemory",
+    "UnknownTrace",
     "VerificationFailed",
     "WriteConflict",
 ]
@@ -171,6 +173,29 @@ class InvalidQuery(PermanentError):
 
 class UnknownMemory(PermanentError):
     """No memory with this id exists for the caller's tenant."""
+
+
+class UnknownTrace(PermanentError):
+    """No trace with this id exists for the caller's tenant."""
+
+
+class RollbackRefused(PermanentError):
+    """A trace cannot be rolled back exactly (yet): `reason` says why (`in_progress`,
+    `merged_into_existing`, `later_trace_depends`, `too_large`), `memory_ids` and `trace_ids`
+    name what blocks it. Nothing was changed."""
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        memory_ids: list[str] | None = None,
+        trace_ids: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.memory_ids = memory_ids or []
+        self.trace_ids = trace_ids or []
 
 
 class TraceWithoutInputs(PermanentError):

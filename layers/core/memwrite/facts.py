@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memwrite.candidate import Candidate
 from memwrite.ids import content_hash
-from memwrite.memory import normalise
+from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
 
 __all__ = [
     "OPPOSITE_PREDICATES",
@@ -29,7 +29,9 @@ __all__ = [
     "FactObservation",
     "canonical_predicate",
     "derive",
+    "fact_key",
     "fact_key_for",
+    "memory_fact_key",
 ]
 
 # Predicates that state the negative of another: "dislikes X" is "likes X", negated.
@@ -57,10 +59,34 @@ def fact_key_for(candidate: Candidate, entity_id: str) -> str:
     """The entity_facts row of a keyed candidate. Stateful predicates keep one row of history;
     idempotent ones one row per value, so a user who likes a thousand things never has a row
     (and a read) that grows with them."""
-    predicate, _ = canonical_predicate(candidate.attribute, candidate.negated)
-    if candidate.predicate_is_stateful:
+    return fact_key(
+        entity_id,
+        candidate.attribute,
+        negated=candidate.negated,
+        value=candidate.value,
+        stateful=candidate.predicate_is_stateful,
+    )
+
+
+def fact_key(entity_id: str, attribute: str, *, negated: bool, value: str, stateful: bool) -> str:
+    """The entity_facts row of one (entity, predicate[, value]); see `fact_key_for`."""
+    predicate, _ = canonical_predicate(attribute, negated)
+    if stateful:
         return f"{entity_id}#{predicate}"
-    return f"{entity_id}#{predicate}#{content_hash(normalise(candidate.value))}"
+    return f"{entity_id}#{predicate}#{content_hash(normalise(value))}"
+
+
+def memory_fact_key(memory: MemoryUnit) -> str | None:
+    """The entity_facts row a stored memory observes; None for events and tasks."""
+    if memory.type not in KEYED_TYPES:
+        return None
+    return fact_key(
+        memory.entity_id,
+        memory.attribute,
+        negated=memory.negated,
+        value=memory.value,
+        stateful=memory.predicate_is_stateful,
+    )
 
 
 class DerivedState(BaseModel):

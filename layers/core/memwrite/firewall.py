@@ -221,6 +221,13 @@ def _checked_findings(folded: str) -> list[Finding]:
     return findings
 
 
+def _has_digit(text: str) -> bool:
+    if text.isascii():
+        # Ten substring searches (memchr in C) take a fifth of one regex pass over the text.
+        return any(digit in text for digit in "0123456789")
+    return _DIGIT.search(text) is not None
+
+
 # A placeholder `mask` wrote is a finding of its kind: text screened again after masking (a
 # trace's stored inputs, replayed) gets the verdict the secret got, and masks to itself.
 _PLACEHOLDER_START = "[REDACTED:"
@@ -238,7 +245,7 @@ def scan(text: str) -> tuple[Finding, ...]:
     folded = text if text.isascii() else text.translate(_LOOKALIKES)
     lowered = folded.lower()
     named = _MAY_NAME_SECRET.search(lowered) is not None and bool(_NAMES_SECRET.search(lowered))
-    numeric = _DIGIT.search(folded) is not None
+    numeric = _has_digit(folded)
     masked = _PLACEHOLDER_START in folded
     if not named and not numeric and not masked:
         return ()  # the common case: no detector can match

@@ -53,6 +53,7 @@ __all__ = [
     "PersistOutcome",
     "PersistResult",
     "Plan",
+    "apply_state",
     "decide",
     "persist_candidate",
     "plan",
@@ -173,7 +174,7 @@ def _merged(memory: MemoryUnit, item: StoreItem) -> MemoryUnit:
     )
 
 
-def _apply_state(memory: MemoryUnit, state: DerivedState, config: PipelineConfig) -> MemoryUnit:
+def apply_state(memory: MemoryUnit, state: DerivedState, config: PipelineConfig) -> MemoryUnit:
     """Re-derive what conflict and scoring decide for one memory of the row."""
     in_conflict = memory.memory_id in state.challenged
     confidence = score(
@@ -245,7 +246,7 @@ def plan(
     after = {**before, target_id: written}
     changed: list[tuple[MemoryUnit, int | None]] = []
     for mid in sorted(after):
-        updated = _apply_state(after[mid], state, config)
+        updated = apply_state(after[mid], state, config)
         if mid == target_id or updated != before.get(mid):
             versioned = reads.memories.get(mid)
             changed.append((updated, versioned.rev if versioned is not None else None))

@@ -28,7 +28,7 @@ from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
-from memwrite.store import Commit, FactRow, VersionedMemory
+from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "SpanStore",
     "TracePage",
     "TraceRecord",
+    "TraceRollback",
     "TurnConsumer",
     "TurnLedger",
     "TurnQueue",
@@ -471,3 +472,21 @@ class UserEraser(Protocol):
         """Remove every stored item of the user: memories, entity_facts, entities, outbox,
         the turns ledger and traces of their requests, session turns and spans. Idempotent.
         From its start no commit of the user's traces is accepted (`SourceErased`)."""
+
+
+class TraceRollback(Protocol):
+    """Undoing one trace's writes (`POST /v1/traces/{trace_id}/rollback`) and its audit record.
+
+    The memory store's reads (`MemoryStore`) decide what to undo; this applies it in one
+    transaction, conditioned on everything it read."""
+
+    def rollback_of(self, tenant: str, trace_id: str) -> RollbackRecord | None:
+        """The record of the trace's rollback, if it was rolled back."""
+
+    def traces_of_turns(self, tenant: str, turn_ids: Sequence[str]) -> dict[str, str]:
+        """turn id -> the trace that enqueued it (the ledger), for the turns it knows."""
+
+    def apply_rollback(self, rollback: RollbackCommit) -> None:
+        """Apply atomically: delete `removed`, put `changed` and `fact_rows`, write the outbox
+        rows and insert the record; raise `WriteConflict` (nothing applied) when a memory or
+        row moved since it was read or the trace already has a record."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, wraps
-from typing import ParamSpec
+from typing import NamedTuple, ParamSpec
 
 from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
 from memwrite.firewall import Finding, mask, normalise, scan
@@ -78,19 +78,20 @@ def rule_name(reason: Reason) -> str:
     return reason.type
 
 
-@dataclass(frozen=True, slots=True)
-class Screening:
+class Screening(NamedTuple):
     """The stateless verdict: a skip reason, or the kept text with what was redacted.
 
     `context` is the question a short answer was kept with (masked like the text);
-    `sentences` counts the sentences judged and `dropped_by` names the rule of each dropped."""
+    `sentences` counts the sentences judged and `dropped_by` names the rule of each dropped.
+    A named tuple: one is built per turn, and a frozen dataclass's construction costs three
+    times as much."""
 
     reason: SkipReason | None
     text: str | None
-    redacted: tuple[SecretKind, ...] = field(default=())
+    redacted: tuple[SecretKind, ...] = ()
     context: str | None = None
     sentences: int = 0
-    dropped_by: tuple[str, ...] = field(default=())
+    dropped_by: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=256)
@@ -136,9 +137,10 @@ def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict],
     if sentences is not None:
         # The common turn: no secret to mask, no tenant rule, no block; most sentences are
         # decided by `plainly_kept` alone. The rules read a segment's text, not its offsets.
+        max_chars = config.short_meta_request_max_chars
         verdicts = [
             _Verdict(sentence, sentence, None)
-            if plainly_kept(sentence, config.short_meta_request_max_chars)
+            if plainly_kept(sentence, max_chars)
             else _judged(Segment(sentence, 0, len(sentence)), sentence, config)
             for sentence in sentences
         ]
@@ -235,7 +237,7 @@ def screen(content: str, config: PrefilterConfig, previous: str | None = None) -
     too_short = words < config.min_words
     verdicts, redacted = ([], []) if too_short else _judge_segments(text, config)
     kept = [v.masked for v in verdicts if v.reason is None]
-    dropped_by = tuple(rule_name(v.reason) for v in verdicts if v.reason is not None)
+    dropped_by = tuple([rule_name(v.reason) for v in verdicts if v.reason is not None])
     if kept:
         # A short kept turn ("kinda boring tbh") still reads better with its question.
         question = (

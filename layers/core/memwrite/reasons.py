@@ -33,6 +33,7 @@ __all__ = [
     "Reason",
     "Redacted",
     "ResolutionFailed",
+    "RolledBack",
     "SecretKind",
     "ShortAnswer",
     "SkipReason",
@@ -250,6 +251,14 @@ class Contradiction(_Reason):
     count: int
 
 
+class RolledBack(_Reason):
+    """The trace's memories were removed and the memories they had ended restored."""
+
+    type: Literal["RolledBack"] = "RolledBack"
+    removed: int
+    restored: int
+
+
 class UserErased(_Reason):
     """The candidate's user was erased while its turn was in flight: nothing is written."""
 
@@ -291,6 +300,7 @@ Reason = Annotated[
     | Supersedes
     | LateArrival
     | Contradiction
+    | RolledBack
     | StoreError
     | IndexingError
     | UserErased,

@@ -9,6 +9,7 @@ because the skip rules judge them as units.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -91,7 +92,6 @@ _ABBREVIATIONS = frozenset(
     ]
 )
 _CLOSERS = ".?!…\"')]"
-_BLOCK_MARKERS = ("```", "~~~", "<")
 
 
 def _ends_with_abbreviation(prefix: str) -> bool:
@@ -103,9 +103,8 @@ def _ends_with_abbreviation(prefix: str) -> bool:
     return token in _ABBREVIATIONS or single_initial
 
 
-def _prose_spans(text: str) -> list[tuple[int, int]]:
-    """The (start, end) of each sentence of `text`, without its surrounding whitespace."""
-    spans: list[tuple[int, int]] = []
+def _sentence_ends(text: str) -> Iterator[int]:
+    """Where each sentence of `text` but the last ends (with the whitespace after it)."""
     start = 0
     for match in _BOUNDARY.finditer(text):
         end = match.end()
@@ -114,6 +113,15 @@ def _prose_spans(text: str) -> list[tuple[int, int]]:
                 continue  # what follows cannot start a sentence
         elif text[match.start()] == "." and _ends_with_abbreviation(text[start:end]):
             continue
+        yield end
+        start = end
+
+
+def _prose_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each sentence of `text`, without its surrounding whitespace."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end in _sentence_ends(text):
         _append_stripped(spans, text, start, end)
         start = end
     _append_stripped(spans, text, start, len(text))
@@ -132,17 +140,32 @@ def _split_prose(text: str, offset: int) -> list[Segment]:
     return [Segment(text[s:e], offset + s, offset + e) for s, e in _prose_spans(text)]
 
 
+def _may_hold_block(text: str) -> bool:
+    """Without a fence or a tag's "<", `_BLOCK` cannot match."""
+    return "```" in text or "~~~" in text or "<" in text
+
+
 def sentences_of(text: str) -> list[str] | None:
     """The sentences of a turn without code or tool blocks (the common case), as strings; None
     when the turn may hold a block (then `split_segments` is the way)."""
-    if any(marker in text for marker in _BLOCK_MARKERS):
+    if _may_hold_block(text):
         return None
-    return [text[s:e] for s, e in _prose_spans(text)]
+    sentences = []
+    start = 0
+    for end in _sentence_ends(text):
+        sentence = text[start:end].strip()
+        if sentence:
+            sentences.append(sentence)
+        start = end
+    last = text[start:].strip()
+    if last:
+        sentences.append(last)
+    return sentences
 
 
 def split_segments(text: str) -> list[Segment]:
     """Split a turn into sentences and atomic code / tool-call blocks, in order."""
-    if not any(marker in text for marker in _BLOCK_MARKERS):
+    if not _may_hold_block(text):
         return _split_prose(text, 0)  # no block to keep whole
     segments: list[Segment] = []
     cursor = 0

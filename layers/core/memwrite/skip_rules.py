@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memwrite.config import UserSkipPattern
 from memwrite.patterns import by_first_char
@@ -455,21 +455,20 @@ class _PhraseRule:
         if not words:
             return False
         # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
-        outside = 0
-        for low in lowered:
-            if low not in self._vocabulary:
-                outside += 1
-                if outside > 1:
-                    return False
+        if len([low for low in lowered if low not in self._vocabulary]) > 1:
+            return False
         # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
         names = [
             w
             for w, low in zip(words, lowered, strict=True)
-            if _CAPITALISED.match(w) and low not in self._words
+            if low not in self._words and _CAPITALISED.match(w)
         ]
-        if len(names) > 1:
+        if not names:
+            rest = " ".join(lowered)
+        elif len(names) > 1:
             return False
-        rest = " ".join(low for w, low in zip(words, lowered, strict=True) if w not in names)
+        else:
+            rest = " ".join(low for w, low in zip(words, lowered, strict=True) if w not in names)
         return bool(rest) and self._sequence.fullmatch(rest + " ") is not None
 
 
@@ -520,6 +519,8 @@ _EVALUATION_FILLER = _vocabulary(
 )
 _EVALUATION_FILLER |= _vocabulary(" ".join(_GREETING_ACK_PHRASES))
 _DEMONSTRATIVES = _vocabulary("that this")
+# Without one of these words nothing is evaluated ("that's so sad", "makes sense").
+_EVALUATES = _EVALUATIVE | {"sense"}
 _EVALUATION_OPENERS = _EVALUATIVE | frozenset({"what", "such", "so"})
 _MAX_EVALUATION_WORDS = 12
 
@@ -530,6 +531,8 @@ _CLAUSE_VERBS = _vocabulary(
     """know knew hear heard think thought believe remember notice noticed realize realise
     realized guess imagine tell told say said see saw read mean"""
 )
+# A first-person word or a clause verb: the question carries a claim.
+_CLAIMS = _FIRST_PERSON | _CLAUSE_VERBS
 _WH_OPENERS = _vocabulary(
     """what what's whats how how's hows how'd how're where where's when when's who who's which
     why why'd did does do was were is are have has had any anything anyone"""
@@ -624,9 +627,9 @@ NOT_ANSWERABLE_RULES = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SkipMatch:
-    """A segment matched a rule; `user_rule` tells a tenant rule from a built-in one."""
+class SkipMatch(NamedTuple):
+    """A segment matched a rule; `user_rule` tells a tenant rule from a built-in one. A named
+    tuple: built for every dropped sentence, cheaper than a frozen dataclass."""
 
     name: str
     user_rule: bool = False
@@ -710,20 +713,45 @@ def _words(text: str) -> list[str]:
     return _canonical_words(_tokens(text))
 
 
-def _may_be_made_of_form_words(tokens: list[str]) -> bool:
+def _may_be_made_of_form_words(lowered_tokens: list[str]) -> bool:
     """False when three words outside `_FORM_WORDS` rule out a greeting, farewell,
     encouragement or evaluation: the common sentence, which then skips their per-word checks.
     Unknown words in chat spelling ("sooo") may still be known ones, so they keep it True."""
-    unknown = [w for w in tokens if w.lower() not in _FORM_WORDS]
+    unknown = [w for w in lowered_tokens if w not in _FORM_WORDS]
     if len(unknown) <= _MAX_UNKNOWN_FORM_WORDS:
         return True
-    return _CHAT_SPELLING.search(" ".join(unknown).lower()) is not None
+    return _CHAT_SPELLING.search(" ".join(unknown)) is not None
+
+
+def _rule_words(bare: str) -> tuple[list[str], list[str], list[str]]:
+    """A short sentence's tokens, the canonical `words` the word rules read and `lowered`, the
+    same lower-cased; `words` and `lowered` stay empty when no word rule can match."""
+    if not bare.isascii():
+        tokens = _tokens(bare)
+        if not _may_be_made_of_form_words([w.lower() for w in tokens]):
+            return tokens, [], []
+        words = _canonical_words(tokens)
+        return tokens, words, [w.lower() for w in words]
+    # ASCII: lower-casing keeps every character in place and a token holds no space, so the
+    # tokens joined, lower-cased once and split again are the tokens lower-cased.
+    tokens = _WORD.findall(bare)
+    joined = " ".join(tokens).lower()
+    lowered_tokens = joined.split(" ") if tokens else []
+    if not _may_be_made_of_form_words(lowered_tokens):
+        return tokens, [], []
+    if _CHAT_SPELLING.search(joined):
+        words = [_canonical(w) for w in tokens]
+        return tokens, words, [w.lower() for w in words]
+    if _APOSTROPHE_FREE.keys().isdisjoint(lowered_tokens):
+        return tokens, tokens, lowered_tokens  # no contraction to restore: the words as typed
+    words = [_APOSTROPHE_FREE.get(low, w) for w, low in zip(tokens, lowered_tokens, strict=True)]
+    return tokens, words, [w.lower() for w in words]
 
 
 def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
     if not words or len(words) > _MAX_EVALUATION_WORDS:
         return False
-    if not any(w in _EVALUATIVE or w == "sense" for w in lowered):
+    if _EVALUATES.isdisjoint(lowered):
         return False  # an evaluation evaluates: "that's so sad", "makes sense"
     allowance = 1 if lowered[0] in _EVALUATION_OPENERS else 0  # "Cool setup!", "What a view"
     names = 0
@@ -747,17 +775,16 @@ def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
     return True
 
 
-def _question_rule(text: str, words: list[str]) -> str | None:
+def _question_rule(text: str, words: list[str], lowered: list[str]) -> str | None:
     """`other_party_question` for a question wholly about the other party; `open_question` for
     a short question naming no one ("How was the trip?", "What did it look like?"). Neither may
     hold a first-person word, a digit or a verb that carries a fact inside ("did you hear...").
     The caller has checked that `text` ends with a question mark."""
     if not words or len(words) > _MAX_QUESTION_WORDS:
         return None
-    lowered = [w.lower() for w in words]
-    if any(w in _FIRST_PERSON or w in _CLAUSE_VERBS for w in lowered) or _DIGIT.search(text):
+    if not _CLAIMS.isdisjoint(lowered) or _DIGIT.search(text):
         return None
-    if any(w in _SECOND_PERSON for w in lowered) or lowered[0] in _ELLIPTICAL_OPENERS:
+    if not _SECOND_PERSON.isdisjoint(lowered) or lowered[0] in _ELLIPTICAL_OPENERS:
         return "other_party_question"  # "What are you studying?", "Got any pets?"
     names_someone = any(_CAPITALISED.match(w) for w in words[1:])
     if len(words) <= _MAX_OPEN_QUESTION_WORDS and lowered[0] in _WH_OPENERS and not names_someone:
@@ -784,6 +811,19 @@ def _is_meta_talk_or_ui_command(bare: str) -> bool:
     return _META_TALK.fullmatch(bare) is not None or _UI_COMMAND.fullmatch(bare) is not None
 
 
+# A long sentence's tokens, words and lowered words (read, never changed).
+_NO_WORDS: tuple[list[str], list[str], list[str]] = ([], [], [])
+
+
+def _may_be_phrases(words: list[str], lowered: list[str]) -> bool:
+    """False when no phrase rule can match: a phrase rule's words all come from its phrases but
+    one, which must be a capitalised name ("Hey Mel!"), and `_PHRASE_WORDS` holds them all."""
+    outside = [w for w, low in zip(words, lowered, strict=True) if low not in _PHRASE_WORDS]
+    if not outside:
+        return bool(words)
+    return len(outside) == 1 and _CAPITALISED.match(outside[0]) is not None
+
+
 def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     """The first built-in rule, in DESIGN.md's order, that the whole segment matches."""
     if segment.kind is SegmentKind.TOOL_CALL:
@@ -793,11 +833,9 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     text = segment.text
     bare = text.rstrip(_TRAILING_CHARS)
     short_form = len(text) <= _MAX_FORM_CHARS
-    tokens = _tokens(bare) if short_form else []
     # `words` stays empty when no rule made of words can match: they all fail on it.
-    words = _canonical_words(tokens) if _may_be_made_of_form_words(tokens) else []
-    lowered = [w.lower() for w in words]
-    phrases = len(set(lowered).difference(_PHRASE_WORDS)) < 2  # one set operation for three
+    tokens, words, lowered = _rule_words(bare) if short_form else _NO_WORDS
+    phrases = _may_be_phrases(words, lowered)  # one check for the three phrase rules
     if phrases and _GREETING_ACK.matches(words, lowered):
         return "greeting_ack"
     if _is_short_meta_request(text, short_meta_max_chars):
@@ -814,10 +852,15 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
         return "evaluation"
     if not short_form or not _QUESTION_END.search(text):
         return None
-    return _question_rule(text, words or _canonical_words(tokens))
+    if words:
+        return _question_rule(text, words, lowered)
+    words = _canonical_words(tokens)
+    return _question_rule(text, words, [w.lower() for w in words])
 
 
 _NO_WORD_RULE_UNKNOWN_WORDS = 3  # one more than any word rule tolerates
+# A whole `_WORD` token that is a first-person word, in lower-cased text.
+_FIRST_PERSON_TOKEN = re.compile(rf"(?<![\w'])(?:{by_first_char(_FIRST_PERSON)})(?![\w'])")
 _NON_WORD_PUNCTUATION = "".join(c for c in string.punctuation if c not in "_'")
 
 
@@ -829,7 +872,9 @@ def plainly_kept(text: str, short_meta_max_chars: int) -> bool:
     request, no "?" (no question rule), not a meta-talk or UI command, and three words that are
     whole tokens outside `_FORM_WORDS` with no chat spelling (so `_canonical` keeps them): then
     greeting, farewell, encouragement and evaluation all fail (none allows three unknown
-    words), and a letter is there (no reaction). A longer sentence only needs that letter."""
+    words), and a letter is there (no reaction). Two such words do for a sentence with a
+    first-person word: the phrase rules allow one unknown word, an evaluation no first person
+    ("I'm swamped with the kids"). A longer sentence only needs that letter."""
     if len(text) <= short_meta_max_chars or "?" in text or not text.isascii():
         return False
     if len(text) > _MAX_FORM_CHARS:
@@ -842,8 +887,11 @@ def plainly_kept(text: str, short_meta_max_chars: int) -> bool:
         if word not in _FORM_WORDS and word.isalnum() and not _CHAT_SPELLING.search(word):
             unknown += 1
             if unknown == _NO_WORD_RULE_UNKNOWN_WORDS:
-                return _META_OR_UI_LOWER.fullmatch(lowered.rstrip(_TRAILING_CHARS)) is None
-    return False
+                break
+    else:
+        if unknown < _NO_WORD_RULE_UNKNOWN_WORDS - 1 or not _FIRST_PERSON_TOKEN.search(lowered):
+            return False
+    return _META_OR_UI_LOWER.fullmatch(lowered.rstrip(_TRAILING_CHARS)) is None
 
 
 def is_answer_word(text: str) -> bool:

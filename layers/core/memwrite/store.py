@@ -1,15 +1,19 @@
-"""The memory store's records: what dedupe, conflict and persist read, and the one atomic
-commit persist writes."""
+"""The memory store's records: what dedupe, conflict and persist read, the one atomic commit
+persist writes, and the one a trace's rollback writes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from memwrite.candidate import Candidate
 from memwrite.facts import FactObservation, fact_key_for
 from memwrite.memory import KEYED_TYPES, MemoryUnit, memory_id_for
+from memwrite.models import StageSpan
 from memwrite.payloads import ItemsPayload, PipelineItem
 
 __all__ = [
@@ -18,6 +22,9 @@ __all__ = [
     "LedgerEntry",
     "OutboxOp",
     "OutboxRow",
+    "RequestedVia",
+    "RollbackCommit",
+    "RollbackRecord",
     "StoreItem",
     "VersionedMemory",
 ]
@@ -76,6 +83,55 @@ class Commit:
     fact_row: FactRow | None = None  # the new row; its version is the one read
     ledger: list[LedgerEntry] = field(default_factory=list)
     outbox: list[OutboxRow] = field(default_factory=list)
+
+
+RequestedVia = Literal["api", "cli"]
+"""Which door a rollback came through: the HTTP route or `memwrite rollback`."""
+
+
+class RollbackRecord(BaseModel):
+    """The audit record of one trace's rollback, kept for as long as the trace is: who asked
+    (the credential's tenant, through which door), when, and what changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    tenant: str
+    user_id: str
+    rolled_back_at: datetime
+    requested_via: RequestedVia
+    removed: list[str]  # memories the trace stored, deleted with their index documents
+    restored: list[str]  # memories they had ended (superseded), active again
+    updated: list[str]  # other memories of the same rows re-derived (links, tier, confidence)
+
+
+@dataclass
+class RollbackCommit:
+    """Everything one rollback changes, written all-or-nothing.
+
+    `removed` are deleted on the rev that was read (with their retrieval counters and outbox
+    rows); `changed` are whole-item puts on the rev read, each with an outbox row; each of
+    `fact_rows` is written on its version (an empty row is deleted); `record` is inserted only
+    if absent, so of two concurrent rollbacks of one trace exactly one applies; `span` (stage
+    `rollback`) joins the trace with it. The trace must still exist, its user not being erased.
+    """
+
+    tenant: str
+    user_id: str
+    removed: list[VersionedMemory]
+    changed: list[tuple[MemoryUnit, int]]
+    fact_rows: dict[str, FactRow]  # key -> the new row; its version is the one read
+    outbox: list[OutboxRow]
+    record: RollbackRecord
+    span: StageSpan
+
+    @property
+    def item_count(self) -> int:
+        """Items one DynamoDB transaction holds for this: per removed memory the memory, its
+        counter and one outbox row per rev; per changed memory the memory and an outbox row;
+        each row; the trace's check, the record and the span."""
+        removed = sum(2 + versioned.rev for versioned in self.removed)
+        return removed + len(self.changed) + len(self.outbox) + len(self.fact_rows) + 3
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from pydantic import BaseModel
 
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.models import SpanResult, StageSpan
-from memwrite.ports import MemoryReader, SpanStore, TraceRecord, TurnLedger
+from memwrite.ports import MemoryReader, SpanStore, TraceRecord, TraceRollback, TurnLedger
 from memwrite.stages import pipeline_stages
+from memwrite.store import RollbackRecord
 
 __all__ = [
     "MemoryTraceView",
@@ -53,6 +54,8 @@ class TraceView(BaseModel):
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    rolled_back_at: datetime | None = None
+    rollback: RollbackRecord | None = None  # the audit record, once rolled back
 
 
 class MemoryTraceView(TraceView):
@@ -102,10 +105,23 @@ def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
     return TraceStatus.IN_PROGRESS
 
 
-def get_trace(tenant: str, trace_id: str, ledger: TurnLedger, spans: SpanStore) -> TraceView | None:
-    """The trace of `tenant`, or None when it does not exist for that tenant."""
+def get_trace(
+    tenant: str,
+    trace_id: str,
+    ledger: TurnLedger,
+    spans: SpanStore,
+    rollbacks: TraceRollback | None = None,
+) -> TraceView | None:
+    """The trace of `tenant`, or None when it does not exist for that tenant; with its
+    rollback record when `rollbacks` is given and it was rolled back."""
     record = ledger.get_trace(tenant, trace_id)
-    return None if record is None else _view(record, ledger, spans)
+    if record is None:
+        return None
+    view = _view(record, ledger, spans)
+    rollback = rollbacks.rollback_of(tenant, trace_id) if rollbacks is not None else None
+    if rollback is None:
+        return view
+    return view.model_copy(update={"rolled_back_at": rollback.rolled_back_at, "rollback": rollback})
 
 
 def _view(record: TraceRecord, ledger: TurnLedger, spans: SpanStore) -> TraceView:

@@ -20,7 +20,7 @@ from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 
 if TYPE_CHECKING:
-    from memwrite.adapters.dynamodb_store import DynamoMemoryStore
+    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite_queue import SqliteTurnQueue
     from memwrite.adapters.sqlite_store import SqliteMemoryStore
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         SearchIndexSetup,
         SessionLog,
         SpanStore,
+        TraceRollback,
         TurnConsumer,
         TurnLedger,
         TurnQueue,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     )
     from memwrite.query import QueryDeps
     from memwrite.replay import ReplayDeps
+    from memwrite.rollback import RollbackDeps
 
 __all__ = [
     "ApiDeps",
@@ -125,6 +127,9 @@ class _Adapters(ABC):
     @abstractmethod
     def eraser(self) -> UserEraser: ...
 
+    @abstractmethod
+    def rollbacks(self) -> TraceRollback: ...
+
 
 class _DynamoAdapters(_Adapters):
     """The tables and queue named in the environment (AWS, moto or any emulator)."""
@@ -174,17 +179,21 @@ class _DynamoAdapters(_Adapters):
 
         return DynamoEntityStore(self.dynamodb, self.env.entities_table)
 
-    def memory_store(self) -> DynamoMemoryStore:
-        from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
+    def _store_tables(self) -> StoreTables:
+        from memwrite.adapters.dynamodb_store import StoreTables
 
         env = self.env
-        tables = StoreTables(
+        return StoreTables(
             memories=env.memories_table,
             entity_facts=env.entity_facts_table,
             outbox=env.outbox_table,
             turns=env.turns_table,
         )
-        return DynamoMemoryStore(self.dynamodb, tables)
+
+    def memory_store(self) -> DynamoMemoryStore:
+        from memwrite.adapters.dynamodb_store import DynamoMemoryStore
+
+        return DynamoMemoryStore(self.dynamodb, self._store_tables())
 
     def memory_reader(self) -> MemoryReader:
         return self.memory_store()
@@ -207,6 +216,11 @@ class _DynamoAdapters(_Adapters):
             spans=env.spans_table,
         )
         return DynamoUserEraser(self.dynamodb, tables)
+
+    def rollbacks(self) -> TraceRollback:
+        from memwrite.adapters.dynamodb_rollback import DynamoTraceRollback
+
+        return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
 
 class _SqliteAdapters(_Adapters):
@@ -269,6 +283,11 @@ class _SqliteAdapters(_Adapters):
         from memwrite.adapters.sqlite_erase import SqliteUserEraser
 
         return SqliteUserEraser(self.database)
+
+    def rollbacks(self) -> TraceRollback:
+        from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
+
+        return SqliteTraceRollback(self.database)
 
 
 def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
@@ -502,18 +521,21 @@ def _hype(adapters: _Adapters) -> Any:
 
 @dataclass
 class QueryApiDeps:
-    """The read API: traces (ledger and spans), their replay, search, memories and erasure."""
+    """The read API: traces (ledger and spans), their replay and rollback, search, memories
+    and erasure."""
 
     settings: Settings
     ledger: TurnLedger
     spans: SpanStore
     query: QueryDeps
+    rollback: RollbackDeps
     # Built on the first replay, not at cold start: it may load the model client.
     replay: Callable[[], ReplayDeps]
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
     from memwrite.query import QueryDeps
+    from memwrite.rollback import RollbackDeps
 
     adapters = _Adapters.of(LambdaEnvironment.load(environ))
     env = adapters.env
@@ -525,11 +547,21 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         embedder=embedder,
         eraser=adapters.eraser(),
     )
+    ledger = adapters.ledger()
+    rollback = RollbackDeps(
+        ledger=ledger,
+        spans=adapters.spans,
+        store=query.store,
+        rollbacks=adapters.rollbacks(),
+        index=query.index,
+        metrics=adapters.metrics,
+    )
     return QueryApiDeps(
         settings=env.settings,
-        ledger=adapters.ledger(),
+        ledger=ledger,
         spans=adapters.spans,
         query=query,
+        rollback=rollback,
         replay=cache(lambda: build_replay_deps(environ)),
     )
 

@@ -51,6 +51,7 @@ __all__ = [
     "ledger_pk",
     "memory_traces_key",
     "session_pk",
+    "span_item",
     "trace_memories_pk",
     "trace_pk",
     "unavailable",
@@ -450,6 +451,18 @@ class DynamoSessionLog:
             raise unavailable(exc, "PutItem") from exc
 
 
+def span_item(span: StageSpan) -> dict[str, Any]:
+    """The spans table's item of one span. One item per (stage, item): a retried stage
+    overwrites its span instead of adding one."""
+    return {
+        PK: {"S": f"{span.tenant}#{span.trace_id}"},
+        SK: {"S": f"{span.stage}#{span.item_id}"},
+        SPAN_USER_KEY: {"S": f"{span.tenant}#{span.user_id}"},
+        SPAN_AT: {"S": span.at.isoformat()},
+        "span": {"S": span.model_dump_json()},
+    }
+
+
 class DynamoSpanStore:
     """Spans by trace (table key) and by user and time (the `by_user` index)."""
 
@@ -457,26 +470,12 @@ class DynamoSpanStore:
         self._client = client
         self._table = table_name
 
-    @staticmethod
-    def _item(span: StageSpan) -> dict[str, Any]:
-        # One item per (stage, item): a retried stage overwrites its span instead of adding one.
-        return {
-            "PutRequest": {
-                "Item": {
-                    PK: {"S": f"{span.tenant}#{span.trace_id}"},
-                    SK: {"S": f"{span.stage}#{span.item_id}"},
-                    SPAN_USER_KEY: {"S": f"{span.tenant}#{span.user_id}"},
-                    SPAN_AT: {"S": span.at.isoformat()},
-                    "span": {"S": span.model_dump_json()},
-                }
-            }
-        }
-
     def put_spans(self, spans: Sequence[StageSpan]) -> None:
         # DynamoDB refuses a batch that names one key twice (a turn repeated in one request has
         # one span key): the last span of a key is the one that would have stayed anyway.
         by_key = {(span.tenant, span.trace_id, span.stage, span.item_id): span for span in spans}
-        batch_write(self._client, self._table, [self._item(span) for span in by_key.values()])
+        requests = [{"PutRequest": {"Item": span_item(span)}} for span in by_key.values()]
+        batch_write(self._client, self._table, requests)
 
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
         spans: list[StageSpan] = []

@@ -8,10 +8,10 @@ on, and whatever it committed before is in the partitions deleted next. Per-user
 (`tenant#user_id`) then go whole: outbox, memories, entity_facts, entities and the retrieval
 counters (read consistently: a commit just before the mark is seen). Then each trace's rows:
 its ledger rows (`TURN#`), the trace and its inputs (`TRACE#`), its memory outcomes
-(`TRACEMEM#`), its session's redacted turns (`SESSION#`) and the session's last question
-(`LASTQ#`). Spans go
-last: they are how a retried erasure finds what an interrupted one left (the marked trace rows
-still name their turns and session until then).
+(`TRACEMEM#`), its rollback record (`ROLLBACK#`), its session's redacted turns (`SESSION#`) and
+the session's last question (`LASTQ#`). Spans go last: they are how a retried erasure finds
+what an interrupted one left (the marked trace rows still name their turns and session until
+then).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from memwrite.adapters.dynamodb import (
     trace_pk,
     unavailable,
 )
+from memwrite.adapters.dynamodb_rollback import rollback_pk
 from memwrite.adapters.dynamodb_store import access_key
 from memwrite.ports import UserErasure
 from memwrite.schema import PARTITION_KEY, SORT_KEY, SPANS_BY_USER
@@ -135,6 +136,7 @@ class DynamoUserEraser:
         # The trace and its inputs (`INPUT#` items of its partition).
         keys.extend(self._partition_keys(t.turns, trace_pk(tenant, trace_id)))
         keys.extend(self._partition_keys(t.turns, trace_memories_pk(tenant, trace_id)))
+        keys.extend(self._partition_keys(t.turns, rollback_pk(tenant, trace_id)))
         return self._delete_keys(t.turns, keys)
 
     @staticmethod

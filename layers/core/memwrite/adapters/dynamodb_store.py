@@ -21,7 +21,7 @@ from memwrite.adapters.dynamodb import (
 )
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import SourceErased, WriteConflict
+from memwrite.errors import MemwriteError, SourceErased, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
@@ -35,12 +35,21 @@ from memwrite.schema import (
     TTL_ATTRIBUTE,
     outbox_sort_key,
 )
-from memwrite.store import Commit, FactRow, VersionedMemory
+from memwrite.store import Commit, FactRow, OutboxRow, VersionedMemory
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-__all__ = ["DynamoEntityStore", "DynamoMemoryStore", "StoreTables", "access_key"]
+__all__ = [
+    "DynamoEntityStore",
+    "DynamoMemoryStore",
+    "StoreTables",
+    "access_key",
+    "memory_put",
+    "outbox_put",
+    "transact",
+    "user_key",
+]
 
 PK, SK = PARTITION_KEY, SORT_KEY
 _BATCH_GET_LIMIT = 100
@@ -55,13 +64,73 @@ class StoreTables:
         self.turns = turns
 
 
-def _user_key(tenant: str, user_id: str) -> str:
+def user_key(tenant: str, user_id: str) -> str:
     return f"{tenant}#{user_id}"
 
 
 def access_key(tenant: str, user_id: str) -> str:
     """Partition (in the turns table) of a user's retrieval counters, one item per memory."""
     return f"ACCESS#{tenant}#{user_id}"
+
+
+def memory_put(table: str, memory: MemoryUnit, expected: int | None) -> dict[str, Any]:
+    """A transaction's put of a whole memory on the rev read (None: must not exist)."""
+    item: dict[str, Any] = {
+        PK: {"S": user_key(memory.tenant, memory.user_id)},
+        SK: {"S": memory.memory_id},
+        MEMORIES_BY_ID.partition_key: {"S": f"{memory.tenant}#{memory.memory_id}"},
+        "rev": {"N": str((expected or 0) + 1)},
+        "doc": {"S": memory.model_dump_json()},
+    }
+    if memory.expires_at is not None:
+        item[TTL_ATTRIBUTE] = {"N": str(memory.expires_at)}
+    put: dict[str, Any] = {"TableName": table, "Item": item}
+    if expected is None:
+        put["ConditionExpression"] = f"attribute_not_exists({PK})"
+    else:
+        put["ConditionExpression"] = "rev = :rev"
+        put["ExpressionAttributeValues"] = {":rev": {"N": str(expected)}}
+    return put
+
+
+def outbox_put(table: str, partition: str, row: OutboxRow, doc: str, rev: int) -> dict[str, Any]:
+    """A transaction's put of one outbox row (pending: in the sparse `pending` index)."""
+    return {
+        "TableName": table,
+        "Item": {
+            PK: {"S": partition},
+            SK: {"S": outbox_sort_key(row.memory_id, rev)},
+            "memory_id": {"S": row.memory_id},
+            "op": {"S": row.op.value},
+            "trace_id": {"S": row.trace_id},
+            "doc": {"S": doc},
+            OUTBOX_PENDING.partition_key: {"S": partition},
+        },
+    }
+
+
+def transact(
+    client: DynamoDBClient,
+    items: list[dict[str, Any]],
+    *,
+    first_refused: MemwriteError | None = None,
+) -> None:
+    """`TransactWriteItems`; a failed condition or a conflicting transaction is a
+    `WriteConflict` (nothing applied), anything else the store being unavailable.
+    `first_refused` is raised instead when the first item's condition failed (the source
+    trace's check)."""
+    try:
+        client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
+            reasons = exc.response.get("CancellationReasons", [])
+            first = reasons[0].get("Code") if reasons else None
+            if first_refused is not None and first == "ConditionalCheckFailed":
+                raise first_refused from exc
+            codes = {reason.get("Code") for reason in reasons}
+            if codes & _CONFLICT_CODES or not reasons:
+                raise WriteConflict("a concurrent write changed what was read") from exc
+        raise unavailable(exc, "TransactWriteItems") from exc
 
 
 class DynamoMemoryStore:
@@ -76,7 +145,7 @@ class DynamoMemoryStore:
         unique = sorted(set(ids))
         for start in range(0, len(unique), _BATCH_GET_LIMIT):
             keys: list[dict[str, Any]] = [
-                {PK: {"S": _user_key(tenant, user_id)}, SK: {"S": memory_id}}
+                {PK: {"S": user_key(tenant, user_id)}, SK: {"S": memory_id}}
                 for memory_id in unique[start : start + _BATCH_GET_LIMIT]
             ]
             request: dict[str, Any] = {
@@ -97,7 +166,7 @@ class DynamoMemoryStore:
         try:
             response = self._client.get_item(
                 TableName=self._tables.entity_facts,
-                Key={PK: {"S": _user_key(tenant, user_id)}, SK: {"S": key}},
+                Key={PK: {"S": user_key(tenant, user_id)}, SK: {"S": key}},
                 ConsistentRead=True,
             )
         except ClientError as exc:
@@ -117,7 +186,7 @@ class DynamoMemoryStore:
                 TableName=self._tables.outbox,
                 IndexName=OUTBOX_PENDING.name,
                 KeyConditionExpression=f"{OUTBOX_PENDING.partition_key} = :user",
-                ExpressionAttributeValues={":user": {"S": _user_key(tenant, user_id)}},
+                ExpressionAttributeValues={":user": {"S": user_key(tenant, user_id)}},
                 ScanIndexForward=False,
                 Limit=limit,
             )
@@ -135,7 +204,7 @@ class DynamoMemoryStore:
         kwargs: dict[str, Any] = {
             "TableName": self._tables.memories,
             "KeyConditionExpression": f"{PK} = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
+            "ExpressionAttributeValues": {":pk": {"S": user_key(tenant, user_id)}},
             "ConsistentRead": True,
         }
         while True:
@@ -170,12 +239,12 @@ class DynamoMemoryStore:
         kwargs: dict[str, Any] = {
             "TableName": self._tables.memories,
             "KeyConditionExpression": f"{PK} = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
+            "ExpressionAttributeValues": {":pk": {"S": user_key(tenant, user_id)}},
             "Limit": limit,
         }
         if cursor is not None:
             kwargs["ExclusiveStartKey"] = {
-                PK: {"S": _user_key(tenant, user_id)},
+                PK: {"S": user_key(tenant, user_id)},
                 SK: {"S": decode_cursor(cursor)},
             }
         try:
@@ -244,7 +313,7 @@ class DynamoMemoryStore:
         ]
 
     def commit(self, commit: Commit) -> None:
-        user_key = _user_key(commit.tenant, commit.user_id)
+        partition = user_key(commit.tenant, commit.user_id)
         # First item (its cancellation reason is the first one): the source trace must exist
         # and its user's erasure must not have started.
         items: list[dict[str, Any]] = [
@@ -264,31 +333,15 @@ class DynamoMemoryStore:
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
             rev = (expected or 0) + 1
-            doc = memory.model_dump_json()
-            docs[memory.memory_id] = (doc, rev)
-            item: dict[str, Any] = {
-                PK: {"S": user_key},
-                SK: {"S": memory.memory_id},
-                MEMORIES_BY_ID.partition_key: {"S": f"{commit.tenant}#{memory.memory_id}"},
-                "rev": {"N": str(rev)},
-                "doc": {"S": doc},
-            }
-            if memory.expires_at is not None:
-                item[TTL_ATTRIBUTE] = {"N": str(memory.expires_at)}
-            put: dict[str, Any] = {"TableName": self._tables.memories, "Item": item}
-            if expected is None:
-                put["ConditionExpression"] = f"attribute_not_exists({PK})"
-            else:
-                put["ConditionExpression"] = "rev = :rev"
-                put["ExpressionAttributeValues"] = {":rev": {"N": str(expected)}}
-            items.append({"Put": put})
+            docs[memory.memory_id] = (memory.model_dump_json(), rev)
+            items.append({"Put": memory_put(self._tables.memories, memory, expected)})
         if commit.fact_key is not None and commit.fact_row is not None:
             row = commit.fact_row
             facts = {mid: fact.model_dump(mode="json") for mid, fact in row.facts.items()}
             put = {
                 "TableName": self._tables.entity_facts,
                 "Item": {
-                    PK: {"S": user_key},
+                    PK: {"S": partition},
                     SK: {"S": commit.fact_key},
                     "version": {"N": str(row.version + 1)},
                     "facts": {"S": json.dumps(facts, sort_keys=True)},
@@ -320,33 +373,8 @@ class DynamoMemoryStore:
             )
         for row_out in commit.outbox:
             doc, rev = docs[row_out.memory_id]
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self._tables.outbox,
-                        "Item": {
-                            PK: {"S": user_key},
-                            SK: {"S": outbox_sort_key(row_out.memory_id, rev)},
-                            "memory_id": {"S": row_out.memory_id},
-                            "op": {"S": row_out.op.value},
-                            "trace_id": {"S": row_out.trace_id},
-                            "doc": {"S": doc},
-                            OUTBOX_PENDING.partition_key: {"S": user_key},
-                        },
-                    }
-                }
-            )
-        try:
-            self._client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
-                reasons = exc.response.get("CancellationReasons", [])
-                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                    raise SourceErased(commit.tenant, commit.trace_id) from exc
-                codes = {reason.get("Code") for reason in reasons}
-                if codes & _CONFLICT_CODES or not reasons:
-                    raise WriteConflict("a concurrent write changed what was read") from exc
-            raise unavailable(exc, "TransactWriteItems") from exc
+            items.append({"Put": outbox_put(self._tables.outbox, partition, row_out, doc, rev)})
+        transact(self._client, items, first_refused=SourceErased(commit.tenant, commit.trace_id))
 
 
 class DynamoEntityStore:
@@ -361,7 +389,7 @@ class DynamoEntityStore:
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": f"{PK} = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": _user_key(tenant, user_id)}},
+            "ExpressionAttributeValues": {":pk": {"S": user_key(tenant, user_id)}},
         }
         while True:
             try:
@@ -376,7 +404,7 @@ class DynamoEntityStore:
         return entities[:limit]
 
     def _key(self, tenant: str, user_id: str, entity_id: str) -> dict[str, Any]:
-        return {PK: {"S": _user_key(tenant, user_id)}, SK: {"S": entity_id}}
+        return {PK: {"S": user_key(tenant, user_id)}, SK: {"S": entity_id}}
 
     def get(self, tenant: str, user_id: str, entity_id: str) -> VersionedEntity | None:
         key = self._key(tenant, user_id, entity_id)

@@ -5,6 +5,7 @@ questions, rate-gate claims and the session log, with the semantics of their Dyn
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,13 @@ from memwrite.adapters.sqlite_db import SqliteDatabase
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 
-__all__ = ["SqliteRateStore", "SqliteSessionLog", "SqliteSpanStore", "SqliteTurnLedger"]
+__all__ = [
+    "SqliteRateStore",
+    "SqliteSessionLog",
+    "SqliteSpanStore",
+    "SqliteTurnLedger",
+    "insert_spans",
+]
 
 
 def _placeholders(count: int) -> str:
@@ -225,14 +232,12 @@ class SqliteSessionLog:
             )
 
 
-class SqliteSpanStore:
-    """Spans by trace, one row per (stage, item): a retried stage overwrites its span."""
-
-    def __init__(self, database: SqliteDatabase) -> None:
-        self._db = database
-
-    def put_spans(self, spans: Sequence[StageSpan]) -> None:
-        rows = [
+def insert_spans(connection: sqlite3.Connection, spans: Sequence[StageSpan]) -> None:
+    """Write spans inside the caller's transaction, one row per (stage, item)."""
+    connection.executemany(
+        "INSERT OR REPLACE INTO spans "
+        "(tenant, trace_id, stage, item_id, user_id, at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
             (
                 span.tenant,
                 span.trace_id,
@@ -243,13 +248,19 @@ class SqliteSpanStore:
                 span.model_dump_json(),
             )
             for span in spans
-        ]
+        ],
+    )
+
+
+class SqliteSpanStore:
+    """Spans by trace, one row per (stage, item): a retried stage overwrites its span."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._db = database
+
+    def put_spans(self, spans: Sequence[StageSpan]) -> None:
         with self._db.transaction() as connection:
-            connection.executemany(
-                "INSERT OR REPLACE INTO spans "
-                "(tenant, trace_id, stage, item_id, user_id, at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            insert_spans(connection, spans)
 
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
         with self._db.connection() as connection:

@@ -48,6 +48,9 @@ CREATE INDEX IF NOT EXISTS traces_by_user ON traces (
 CREATE TABLE IF NOT EXISTS trace_memories (
     tenant TEXT NOT NULL, trace_id TEXT NOT NULL, memory_id TEXT NOT NULL,
     outcome TEXT NOT NULL, PRIMARY KEY (tenant, trace_id, memory_id, outcome)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rollbacks (
+    tenant TEXT NOT NULL, trace_id TEXT NOT NULL, user_id TEXT NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant, trace_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS trace_memories_by_memory ON trace_memories (tenant, memory_id);
 CREATE TABLE IF NOT EXISTS rate_claims (
     key TEXT PRIMARY KEY, claimant TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;

@@ -49,6 +49,7 @@ class SqliteUserEraser:
                 "access_counters": delete("memory_access", _BY_USER),
                 "turns_ledger_and_traces": delete("session_turns", _BY_USER)
                 + delete("last_questions", _BY_USER)
+                + delete("rollbacks", _BY_USER)
                 + _delete_traces(connection, tenant, traces),
                 "spans": delete("spans", _BY_USER),
                 "queued_turns": delete("queue", _QUEUED_BY_USER)
