@@ -86,11 +86,15 @@ class LocalContext:
 
 @dataclass
 class DrainReport:
-    """What a drain produced: the last stage's output per turn, and the turns that failed;
-    then what the outbox consumer indexed, and the outbox rows it gave up on (the stream's
-    on-failure destination), by `memory_id#rev`."""
+    """What a drain produced: how many batches went through every stage, and the turns that
+    failed; then what the outbox consumer indexed, and the outbox rows it gave up on (the
+    stream's on-failure destination), by `memory_id#rev`.
 
-    outputs: list[dict[str, Any]] = field(default_factory=list)
+    Batches are counted, not kept: under a steady load `memwrite serve`'s worker is in one
+    drain for as long as the queue refills, and keeping each batch's output grew its memory
+    with every request (README "Measured", embedded mode)."""
+
+    completed_batches: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     indexed: list[IndexedChange] = field(default_factory=list)
     index_failed: dict[str, str] = field(default_factory=dict)
@@ -291,7 +295,7 @@ class LocalRunner:
                 payload = handler_module.lambda_handler(payload, LocalContext())
         except Exception as exc:  # the Lambda runtime's boundary: any failure is a failed task
             return f"{type(exc).__name__}: {exc}"
-        report.outputs.append(payload)
+        report.completed_batches += 1
         return None
 
     def index_outbox(self, report: DrainReport) -> None:

@@ -8,6 +8,8 @@ each, so they may share one backend, and assert ranks and membership, never raw 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -461,6 +463,83 @@ def test_an_embedded_index_sees_writes_of_another_connection(tmp_path: Path) -> 
     # Then the reader's kNN reflects both writes
     hits = reader.knn("t", USER, vector("The user lives in Berlin."), 5)
     assert ids(hits) == ["m2"]
+
+
+CITIES = ("Berlin", "Lisbon", "Oslo", "Quito", "Hanoi", "Lagos", "Perth")
+
+
+def _every_result(index: EmbeddedIndex, user_id: str) -> list[list[IndexHit]]:
+    """Every query method's hits for a user, filtered or not, scores included."""
+    facts = IndexFilter(types=frozenset({MemoryType.FACT}))
+    text = "Where does the user live, and what does the user like?"
+    return [
+        index.bm25("t", user_id, text, 5),
+        index.bm25("t", user_id, text, 5, filter=facts),
+        index.knn("t", user_id, vector(text), 5),
+        index.hybrid("t", user_id, text, vector(text), 5, filter=facts),
+    ]
+
+
+def test_an_embedded_index_reopening_its_connection_returns_identical_results(
+    tmp_path: Path,
+) -> None:
+    # Given an index in a file that reopens its connection past 2 open users, beside one that
+    # never does, both written and queried alike, user after user
+    capped = EmbeddedIndex(
+        str(tmp_path / "capped.sqlite"), dimension=EMBEDDER.dimension, max_open_partitions=2
+    )
+    uncapped = EmbeddedIndex(str(tmp_path / "uncapped.sqlite"), dimension=EMBEDDER.dimension)
+    for index in (capped, uncapped):
+        for number, city in enumerate(CITIES):
+            user_id = f"user-{number}"
+            index.upsert(memory("home", f"The user lives in {city}.", tenant="t", user_id=user_id))
+            index.upsert(
+                memory(
+                    "taste",
+                    f"The user likes the food of {city}.",
+                    tenant="t",
+                    user_id=user_id,
+                    type=MemoryType.PREFERENCE,
+                )
+            )
+            _every_result(index, user_id)  # loads the user's vectors: the reopening drops them
+            if number % 2:
+                index.delete("t", user_id, "taste")
+    # When every user is queried again (the capped index reopening on the way)
+    # Then both return the same hits with the same scores
+    for number in range(len(CITIES)):
+        user_id = f"user-{number}"
+        assert _every_result(capped, user_id) == _every_result(uncapped, user_id)
+
+
+def _sqlite_bytes_for_users(path: Path, users: int, max_open_partitions: int) -> int:
+    """SQLite's own heap (all connections of the process) grown by writing and reading
+    `users` users, each with one memory, in a fresh index file."""
+    sqlite = ctypes.CDLL(ctypes.util.find_library("sqlite3"))
+    sqlite.sqlite3_memory_used.restype = ctypes.c_int64
+    before = sqlite.sqlite3_memory_used()
+    index = EmbeddedIndex(
+        str(path), dimension=EMBEDDER.dimension, max_open_partitions=max_open_partitions
+    )
+    for number in range(users):
+        user_id = f"user-{number}"
+        index.upsert(memory("home", "The user lives in Berlin.", tenant="t", user_id=user_id))
+        assert ids(index.bm25("t", user_id, "Berlin", 5)) == ["home"]
+    grown = int(sqlite.sqlite3_memory_used()) - before
+    index.close()
+    return grown
+
+
+def test_an_embedded_index_in_a_file_holds_a_bounded_number_of_users_open(
+    tmp_path: Path,
+) -> None:
+    # Given 300 users written and searched through an index that keeps at most 8 open,
+    # and through one that keeps them all open
+    capped = _sqlite_bytes_for_users(tmp_path / "capped.sqlite", 300, max_open_partitions=8)
+    uncapped = _sqlite_bytes_for_users(tmp_path / "all.sqlite", 300, max_open_partitions=1_000)
+    # Then the capped index's memory is a fraction of the other's (measured: 1.0 against 10 MB; what
+    # remains is the schema SQLite parses, which grows with the users whatever the cap)
+    assert capped < uncapped / 2
 
 
 def test_embedded_index_refuses_vectors_it_cannot_compare() -> None:

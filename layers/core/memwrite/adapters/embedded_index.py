@@ -20,6 +20,14 @@ Thread safety: every public method takes one lock, so an instance may be shared 
 threads (calls are serialised; the local runner is single-threaded anyway). Several processes
 may open one file: a commit by another connection (`PRAGMA data_version`) drops the cached
 partitions, which are then reloaded from SQLite.
+
+Memory per user: a connection keeps every FTS5 table it has opened (its parsed configuration
+and prepared statements: measured ~6 KB per table read, ~22 KB per table written) until it
+closes, so a long-running process serving many users grew with each new one (README
+"Measured", embedded mode). In a file, the connection is reopened once it has opened
+`max_open_partitions` tables; the vector partitions are dropped with it and reloaded on demand.
+The parsed schema itself (~2.5 KB per user per connection) stays: it is the price of one FTS5
+table per user.
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ _HNSW_EF_SEARCH = 128  # candidate list of a graph search, raised to the number 
 _FETCH_PER_HIT = 8  # vectors fetched per wanted memory: content + HyPE questions, and slack
 _FETCH_GROWTH = 4  # when too few fetched vectors pass the filter, fetch this many times more
 _INITIAL_CAPACITY = 64
+# FTS5 tables a file connection may have opened before it is reopened (see "Memory per user").
+DEFAULT_MAX_OPEN_PARTITIONS = 256
 _ADD_BATCH = 16_384  # vectors per faiss add: parallel graph inserts, bounded extra memory
 _ROW_ARRAYS = (
     *("_vector", "_owner", "_live", "_question", "_type", "_tier", "_topic", "_confidence"),
@@ -401,24 +411,39 @@ def _grown(array: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
 class EmbeddedIndex:
     """`MemoryIndex` on SQLite FTS5 (BM25) and faiss (kNN), in one process."""
 
-    def __init__(self, path: str = ":memory:", dimension: int = DEFAULT_DIMENSION) -> None:
+    def __init__(
+        self,
+        path: str = ":memory:",
+        dimension: int = DEFAULT_DIMENSION,
+        *,
+        max_open_partitions: int = DEFAULT_MAX_OPEN_PARTITIONS,
+    ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
+        if max_open_partitions < 1:
+            raise ValueError(f"max_open_partitions must be positive, got {max_open_partitions}")
+        self._path = path
         self._dimension = dimension
+        self._max_open_partitions = max_open_partitions
         self._lock = threading.Lock()
-        # Autocommit mode; writes group their statements in explicit transactions.
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = self._connect()
         self._db.executescript(_SCHEMA)
-        if path != ":memory:":
-            # A derived index (the outbox can rebuild it): WAL and relaxed syncs are enough.
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
         self._check_dimension()
         # In a file the vectors are stored too, so other processes and restarts can rebuild
         # partitions; in memory nothing else can read them, so the partition alone holds them.
         self._vectors_in_db = path != ":memory:"
         self._partitions: dict[int, _VectorPartition] = {}
+        self._open_slots: set[int] = set()  # FTS5 tables this connection has opened
         self._data_version = self._current_data_version()
+
+    def _connect(self) -> sqlite3.Connection:
+        # Autocommit mode; writes group their statements in explicit transactions.
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        if self._path != ":memory:":
+            # A derived index (the outbox can rebuild it): WAL and relaxed syncs are enough.
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+        return db
 
     def upsert(self, doc: MemoryDoc) -> None:
         vectors = [] if doc.vector is None else [doc.vector]
@@ -439,6 +464,7 @@ class EmbeddedIndex:
                     partition.remove(doc_id)
                 else:
                     partition.add(doc_id, _meta_of(doc), matrix)
+            self._opened(slot)
 
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
         with self._lock:
@@ -456,6 +482,7 @@ class EmbeddedIndex:
                 self._db.execute(f"DELETE FROM {_fts_table(slot)} WHERE rowid = ?", (row[0],))
             if slot in self._partitions:
                 self._partitions[slot].remove(row[0])
+            self._opened(slot)
 
     def delete_user(self, tenant: str, user_id: str) -> int:
         with self._lock:
@@ -468,6 +495,7 @@ class EmbeddedIndex:
                 self._db.execute(f"DROP TABLE IF EXISTS {_fts_table(slot)}")
                 self._db.execute("DELETE FROM partitions WHERE slot = ?", (slot,))
             self._partitions.pop(slot, None)
+            self._open_slots.discard(slot)
             return removed
 
     def knn(
@@ -534,6 +562,7 @@ class EmbeddedIndex:
                     "ORDER BY score DESC, d.id LIMIT ?",
                     [expression, *params, k],
                 ).fetchall()
+            self._opened(slot)
         return [IndexHit(memory_id, float(score), _BM25_MATCH) for memory_id, score in rows]
 
     def hybrid(
@@ -594,6 +623,21 @@ class EmbeddedIndex:
         if version != self._data_version:
             self._partitions.clear()
             self._data_version = version
+
+    def _opened(self, slot: int) -> None:
+        """Count the FTS5 table of `slot` as opened; past the cap, reopen the connection, which
+        frees them all. Its partitions go too: commits of other connections made while
+        reopening would escape `PRAGMA data_version`, so they are reloaded from SQLite."""
+        if not self._vectors_in_db:
+            return  # reopening an in-memory database would lose it
+        self._open_slots.add(slot)
+        if len(self._open_slots) <= self._max_open_partitions:
+            return
+        self._db.close()
+        self._db = self._connect()
+        self._open_slots.clear()
+        self._partitions.clear()
+        self._data_version = self._current_data_version()
 
     def _slot(self, tenant: str, user_id: str) -> int | None:
         row = self._db.execute(
