@@ -274,7 +274,10 @@ class LocalRunner:
                     self._run_stages(batch, report),
                     report,
                 )
-        self.index_outbox(report)
+            # The stream feeds stage 7 while the queue still holds work, as on AWS: under a
+            # steady load what was stored becomes searchable without waiting for a quiet queue.
+            self.index_outbox(report)
+        self.index_outbox(report)  # nothing received: rows left pending by an earlier drain
         return report
 
     def _settle(self, deliveries: list[Delivery], error: str | None, report: DrainReport) -> None:

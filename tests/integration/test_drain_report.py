@@ -5,14 +5,18 @@ batch grows the server's memory with every request."""
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
+import pytest
+
+from memwrite_local.runner import RECEIVE_BATCH
 from tests.integration.conftest import Local, MakeLocal
 
 # Kept by the pre-filter, no memory in it: each request is a batch with nothing to index.
 TURN = "We spent the whole afternoon at the lake with the kids and it was lovely."
 
 
-def _drained_report_size(local: Local, users: range) -> tuple[int, int]:
+def _post_fillers(local: Local, users: range) -> None:
     for user in users:
         body = {
             "user_id": f"user-{user}",
@@ -20,6 +24,10 @@ def _drained_report_size(local: Local, users: range) -> tuple[int, int]:
             "turns": [{"role": "user", "content": TURN}],
         }
         assert local.post_turns(body).status == 202
+
+
+def _drained_report_size(local: Local, users: range) -> tuple[int, int]:
+    _post_fillers(local, users)
     report = local.runner.drain()
     assert report.failed == {}
     assert report.indexed == []
@@ -35,3 +43,36 @@ def test_a_drain_counts_its_batches_and_keeps_no_output_of_them(make_local: Make
     # Then every batch went through the stages, and the report did not grow with them
     assert (one_batch, many_batches) == (1, 25)
     assert many_batches_size == one_batch_size
+
+
+def test_what_a_receive_stored_is_searchable_before_the_next_receive(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a fact, then more requests of other users than one receive takes
+    local = make_local(backend="sqlite")
+    fact = {
+        "user_id": "ana",
+        "session_id": "s",
+        "turns": [{"role": "user", "content": "I live in Berlin."}],
+    }
+    assert local.post_turns(fact).status == 202
+    _post_fillers(local, range(RECEIVE_BATCH))
+    # When the queue is drained, noting at each receive whether the fact can be found
+    found_at_receive: list[int] = []
+    consumer = local.runner._consumer
+    receive = consumer.receive
+
+    def searching_receive(*args: Any, **kwargs: Any) -> Any:
+        query = {"user_id": "ana", "query": "where does ana live Berlin", "k": 5}
+        results = local.runner.call("POST", "/v1/search", query).body["results"]
+        found_at_receive.append(len(results))
+        return receive(*args, **kwargs)
+
+    monkeypatch.setattr(consumer, "receive", searching_receive)
+    local.runner.drain()
+
+    # Then the fact is searchable while the queue still holds the later requests (as the
+    # stream feeds stage 7 on AWS), not only once the queue is empty
+    assert found_at_receive[0] == 0
+    assert found_at_receive[1] >= 1
+    assert len(found_at_receive) >= 3  # the fillers took a second receive
