@@ -17,6 +17,7 @@ import pytest
 from memwrite import conflict, dedupe, extract, hype, persist, resolve
 from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
 from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
+from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
 from memwrite.adapters.anthropic_questions import AnthropicQuestions
 from memwrite.adapters.anthropic_verifier import AnthropicVerifier
 from memwrite.adapters.emf_metrics import EmfMetrics
@@ -29,6 +30,7 @@ from memwrite.adapters.memory import (
 from memwrite.candidate import Candidate
 from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig, VerifierConfig
 from memwrite.entities import entity_id_for
+from memwrite.errors import IndexUnavailable, LlmUnavailable
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import (
     ExtractedTurn,
@@ -41,13 +43,14 @@ from memwrite.payloads import (
 from memwrite.ports import MemoryStore, TraceRecord
 from memwrite.rules_extractor import extract_with_rules
 from memwrite.stages import STAGES
-from memwrite.traces import get_trace
+from memwrite.traces import TraceStatus, get_trace
 from memwrite.wiring import build_api_deps, build_memory_store, build_stage_deps
 from memwrite_local.aws import LocalAws
 from tests import patels as patel_case
 from tests.embedders import FixedSimilarityEmbedder
 from tests.emf import emf_metrics, metric_total
 from tests.recorded_api import RecordedApi, haiku_cost, recorded
+from tests.reliability.test_index_outage import Outage
 from tests.sources import record_trace
 
 TENANT, USER = "acme", "u1"
@@ -60,6 +63,8 @@ CONFIG = PipelineConfig(
     dedupe=DedupeConfig(dedupe_merge_threshold=0.92, dedupe_distinct_threshold=0.80),
 )
 IN_BAND = FixedSimilarityEmbedder(0.86)
+# Beyond the rules: extracting it takes the model (recorded: Lisbon, cilantro).
+LLM_TURN = "Since last month Lisbon has been home, and cilantro ruins every dish for me."
 
 
 @pytest.fixture
@@ -110,10 +115,15 @@ def assert_dashboard_shows(out: str, stage: str, *replies: str) -> None:
 def trace_of(
     trace_id: str, spans: InMemorySpanStore, tenant: str = TENANT, user: str = USER
 ) -> Any:
-    """`GET /v1/traces/{trace_id}` over `spans`."""
+    """`GET /v1/traces/{trace_id}` over `spans` (its one turn: the trace id's tail)."""
+    turn = trace_id.removeprefix("trace-")
     ledger = InMemoryTurnLedger()
-    ledger.put_trace(TraceRecord(trace_id, tenant, user, "s1", None, "user_explicit", "", ()))
+    ledger.put_trace(TraceRecord(trace_id, tenant, user, "s1", None, "user_explicit", "", (turn,)))
     return get_trace(tenant, trace_id, ledger, spans)
+
+
+def malformed_on_spans(trace: Any) -> dict[str, int]:
+    return {span.stage: span.llm.malformed for span in trace.spans if span.llm}
 
 
 def queued_turn(tenant: str, user: str, turn_id: str, text: str) -> QueuedTurn:
@@ -260,6 +270,8 @@ def test_dedupe_and_persist_judge_calls_reach_the_dashboard_and_the_trace(
     trace = trace_of("trace-t2", spans)
     expected = 2 * (haiku_cost("dedupe_malformed") + haiku_cost("dedupe_same"))
     assert (trace.llm_calls, trace.cost_usd) == (4, pytest.approx(expected))
+    # And each stage's span says which of its calls answered malformed, as its metric does
+    assert malformed_on_spans(trace) == {"dedupe": 1, "persist": 1}
     # And the call-free writes cost nothing anywhere
     assert trace_of("trace-t1", spans).cost_usd == 0
 
@@ -297,3 +309,182 @@ def test_the_stages_with_llm_widgets_are_the_stages_covered_here() -> None:
     flagged = {stage.name for stage in STAGES if stage.calls_model}
     # Then each is one whose cost lines and spans this module checks
     assert flagged == {"extract", "resolve_refs", "dedupe", "persist", "hype"}
+
+
+# A paid call, then a failure: the answers already received were paid for, so the failed
+# attempt's error span and `llm.*` lines charge them; the retry's span replaces that error span
+# and keeps its cost, so each attempt is counted once on the trace as on the dashboard.
+OVERLOADED = ("error_overloaded", 529)  # the SDK's retries spent (max_retries=0): LlmUnavailable
+
+
+def assert_trace_charges(trace: Any, *replies: str) -> None:
+    """The trace's calls and cost are exactly the paid `replies`, each once."""
+    assert (trace.llm_calls, trace.cost_usd) == (
+        len(replies),
+        pytest.approx(sum(haiku_cost(name) for name in replies)),
+    )
+
+
+def error_reasons(trace: Any, stage: str) -> list[str]:
+    return [
+        span.reason.type
+        for span in trace.spans
+        if span.stage == stage and span.result == "error" and span.reason
+    ]
+
+
+def test_an_extraction_that_fails_after_a_paid_answer_charges_it_and_its_retry_once_each(
+    printed_metrics: EmfMetrics, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a turn beyond the rules, and a model that answers malformed (paid), is then
+    # overloaded, and answers well on the redelivery
+    api = RecordedApi("extract_truncated", OVERLOADED, "extract_valid")
+    spans = InMemorySpanStore()
+    deps = extract.ExtractDeps(
+        spans=spans,
+        metrics=printed_metrics,
+        session_log=InMemorySessionLog(),
+        llm=AnthropicExtractorClient(EXTRACT, **recorded_client(api)),
+    )
+    turn = queued_turn(TENANT, USER, "x2", LLM_TURN)
+    capsys.readouterr()
+    # When the extract stage fails on the overload
+    with pytest.raises(LlmUnavailable):
+        extract.run(ExtractInput(turns=[turn]), PipelineConfig(), deps)
+    # Then its error span and its dashboard lines charge the malformed answer
+    trace = trace_of("trace-x2", spans)
+    assert trace.status is TraceStatus.FAILED
+    assert error_reasons(trace, "extract") == ["ExtractionError"]
+    assert_trace_charges(trace, "extract_truncated")
+    assert_dashboard_shows(capsys.readouterr().out, "extract", "extract_truncated")
+    # And when the redelivery succeeds, the trace charges both attempts, once each
+    extract.run(ExtractInput(turns=[turn]), PipelineConfig(), deps)
+    retried = trace_of("trace-x2", spans)
+    assert retried.status is not TraceStatus.FAILED
+    assert_trace_charges(retried, "extract_truncated", "extract_valid")
+    assert_dashboard_shows(capsys.readouterr().out, "extract", "extract_valid")
+
+
+def test_a_resolve_judge_that_fails_after_a_paid_answer_charges_it_and_its_retry_once_each(
+    printed_metrics: EmfMetrics, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given "Mr. Patel" between two known Patels, and a judge that answers malformed (paid), is
+    # then overloaded, and decides on the retry
+    entities = InMemoryEntityStore()
+    for entity in patel_case.patels():
+        entities.put(entity, expected_version=None, source_trace_ids=())
+    log = InMemorySessionLog()
+    turn = queued_turn(patel_case.TENANT, patel_case.USER, "turn-1", patel_case.TURN)
+    log.append(turn, now=T0.timestamp(), retention_secs=3_600)
+    extracted = ExtractOutput(
+        tenant=patel_case.TENANT,
+        user_id=patel_case.USER,
+        session_id="s1",
+        source="user_explicit",
+        turns=[
+            ExtractedTurn(
+                turn_id="turn-1", trace_id="trace-turn-1", observed_at=T0, extractor=Extractor.LLM
+            )
+        ],
+        candidates=[patel_case.leave_claim()],
+    )
+    spans = InMemorySpanStore()
+    api = RecordedApi("resolve_malformed", OVERLOADED, "resolve_decision")
+    judge = AnthropicResolveJudge(EXTRACT, **recorded_client(api))
+    deps = resolve.ResolveDeps(entities, log, spans, printed_metrics, judge, T0.timestamp)
+    capsys.readouterr()
+    # When resolve_refs fails on the overload
+    with pytest.raises(LlmUnavailable):
+        resolve.run(extracted, CONFIG, deps)
+    # Then the candidate's error span and the dashboard charge the malformed answer
+    trace = trace_of("trace-turn-1", spans, patel_case.TENANT, patel_case.USER)
+    assert error_reasons(trace, "resolve_refs") == ["JudgeError"]
+    assert_trace_charges(trace, "resolve_malformed")
+    assert_dashboard_shows(capsys.readouterr().out, "resolve_refs", "resolve_malformed")
+    # And after the retry resolves it, the trace charges both attempts, once each
+    resolve.run(extracted, CONFIG, deps)
+    retried = trace_of("trace-turn-1", spans, patel_case.TENANT, patel_case.USER)
+    assert retried.status is not TraceStatus.FAILED
+    assert_trace_charges(retried, "resolve_malformed", "resolve_decision")
+    assert_dashboard_shows(capsys.readouterr().out, "resolve_refs", "resolve_decision")
+
+
+def test_dedupe_and_persist_judges_that_fail_after_a_paid_answer_charge_it_once(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given "lives in Berlin" stored, a candidate in the judge's band, and a judge that answers
+    # malformed (paid), is then overloaded, and answers on the retry: at dedupe, then again at
+    # persist after another writer moved the row (a lost race)
+    spans = InMemorySpanStore()
+    write(rules_payload("I live in Berlin.", "t1", day=0), store, spans)
+    api = RecordedApi(
+        *("dedupe_malformed", OVERLOADED, "dedupe_same"),
+        *("dedupe_malformed", OVERLOADED, "dedupe_same"),
+    )
+    judge = AnthropicDedupeJudge(EXTRACT, **recorded_client(api))
+    metrics = EmfMetrics()
+    dedupe_deps = dedupe.DedupeDeps(store, IN_BAND, spans, metrics, judge)
+    payload = rules_payload("I live in Berlin, Germany.", "t2", day=3)
+    capsys.readouterr()
+    # When dedupe fails on the overload, then its retry decides
+    with pytest.raises(LlmUnavailable):
+        dedupe.run(payload, CONFIG, dedupe_deps)
+    failed_at_dedupe = trace_of("trace-t2", spans)
+    dedupe_out = capsys.readouterr().out
+    deduped = dedupe.run(payload, CONFIG, dedupe_deps)
+    dedupe_out += capsys.readouterr().out
+    decided = conflict.run(deduped, CONFIG, conflict.ConflictDeps(store, spans, metrics))
+    write(rules_payload("I moved to Lisbon.", "t3", day=5), store, spans)
+    persist_deps = persist.PersistDeps(store, IN_BAND, spans, metrics, judge=judge)
+    capsys.readouterr()
+    with pytest.raises(LlmUnavailable):
+        persist.run(decided, CONFIG, persist_deps)
+    failed_at_persist = trace_of("trace-t2", spans)
+    persist_out = capsys.readouterr().out
+    persist.run(decided, CONFIG, persist_deps)
+    persist_out += capsys.readouterr().out
+    # Then each failure's error span charged the malformed answer it paid for
+    assert error_reasons(failed_at_dedupe, "dedupe") == ["JudgeError"]
+    assert_trace_charges(failed_at_dedupe, "dedupe_malformed")
+    assert error_reasons(failed_at_persist, "persist") == ["StoreError"]
+    assert malformed_on_spans(failed_at_persist) == {"dedupe": 1, "persist": 1}
+    paid_before_persist = ("dedupe_malformed", "dedupe_same")
+    assert_trace_charges(failed_at_persist, *paid_before_persist, "dedupe_malformed")
+    # And the dashboard shows each stage's two attempts, once each
+    for out, stage in ((dedupe_out, "dedupe"), (persist_out, "persist")):
+        assert_dashboard_shows(out, stage, "dedupe_malformed", "dedupe_same")
+    # And so does the trace once both retries succeeded: four calls, none twice
+    trace = trace_of("trace-t2", spans)
+    assert trace.status is not TraceStatus.FAILED
+    assert_trace_charges(trace, *paid_before_persist, *paid_before_persist)
+
+
+def test_hype_that_fails_after_its_questions_were_paid_charges_them_and_its_retry_once_each(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a memory without search questions, and an index that takes its text but goes down
+    # before its vectors (after the model wrote the questions)
+    (candidate,) = extract_with_rules("I live in Porto.").candidates
+    unasked = candidate.model_copy(update={"search_questions": []})
+    spans = InMemorySpanStore()
+    write(payload_of(unasked, "h1", day=0), store, spans)
+    _, deps = build_stage_deps("hype")
+    api = RecordedApi("hype_questions", "hype_questions")
+    questions = AnthropicQuestions(EXTRACT, **recorded_client(api))
+    down = Outage(deps.index, writes_left=1)
+    (change,) = deps.outbox.pending(10)
+    capsys.readouterr()
+    # When the row's indexing fails
+    with pytest.raises(IndexUnavailable):
+        hype.run(change, CONFIG, replace(deps, spans=spans, questions=questions, index=down))
+    # Then its error span and the dashboard charge the questions' call
+    trace = trace_of("trace-h1", spans)
+    assert error_reasons(trace, "hype") == ["IndexingError"]
+    assert_trace_charges(trace, "hype_questions")
+    assert_dashboard_shows(capsys.readouterr().out, "hype", "hype_questions")
+    # And once the retry indexed it, the trace charges both attempts' calls, once each
+    hype.run(change, CONFIG, replace(deps, spans=spans, questions=questions))
+    retried = trace_of("trace-h1", spans)
+    assert retried.status is not TraceStatus.FAILED
+    assert_trace_charges(retried, "hype_questions", "hype_questions")
+    assert_dashboard_shows(capsys.readouterr().out, "hype", "hype_questions")

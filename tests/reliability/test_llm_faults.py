@@ -23,7 +23,7 @@ from memwrite.config import ExtractConfig
 from memwrite.wiring import build_queue_consumer
 from memwrite_local.runner import MAX_RECEIVES
 from tests.integration.conftest import Local
-from tests.recorded_api import recorded
+from tests.recorded_api import haiku_cost, recorded
 from tests.reliability.final_state import FinalState, assert_same_state, final_state
 from tests.reliability.runs import IDEMPOTENCY, drain, ingest, post_conversation
 
@@ -174,6 +174,13 @@ def test_a_lasting_fault_fails_the_turn_visibly_and_writes_nothing(
     assert [(s["stage"], s["item_id"], s["reason"]) for s in errors] == [
         ("extract", turn_id, {"type": "ExtractionError", "error": fault.error})
     ]
+    # And its cost is every answer paid for, by every delivery, each once (a refusal and a
+    # timeout are not billed)
+    billed = api.requests if fault.billed else 0
+    assert (trace["llm_calls"], trace["cost_usd"]) == (
+        billed,
+        pytest.approx(billed * haiku_cost("extract_truncated")),
+    )
     # And nothing was half-written: no memory, fact, outbox row or index document
     state = final_state(local)
     for table in ("memories", "entity_facts", "outbox", "index.docs", "trace_memories"):

@@ -24,6 +24,7 @@ import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.config import DedupeConfig, PipelineConfig
+from memwrite.errors import MemwriteError
 from memwrite.facts import canonical_predicate
 from memwrite.index import IndexFilter
 from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
@@ -39,10 +40,10 @@ from memwrite.ports import (
     SpanStore,
 )
 from memwrite.reads import CandidateReads, read_candidate
-from memwrite.reasons import DuplicateConfirmed
-from memwrite.spans import item_span, record_spans, unrecorded, usage_summary
+from memwrite.reasons import DuplicateConfirmed, JudgeError
+from memwrite.spans import item_span, record_failure, record_spans, unrecorded, usage_summary
 from memwrite.store import StoreItem, VersionedMemory
-from memwrite.usage import LlmUsage
+from memwrite.usage import LlmUsage, metered
 
 __all__ = [
     "INDEXED_NEIGHBOURS",
@@ -295,35 +296,49 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
     replayed: list[StageSpan] = []  # items a redelivery finds applied
     calls: list[LlmUsage] = []
     malformed = 0
-    for item in payload.items:
+    for index, item in enumerate(payload.items):
         started = time.perf_counter()
         store_item = StoreItem.of(payload, item)
-        reads = read_candidate(deps.store, store_item)
-        if store_item.fact_key is not None:
-            stored = _known_in_row(reads)
-        else:
-            if pending is None:
-                memories = deps.store.pending_memories(
-                    payload.tenant, payload.user_id, PENDING_NEIGHBOURS
+        try:
+            with metered() as paid:
+                reads = read_candidate(deps.store, store_item)
+                if store_item.fact_key is not None:
+                    stored = _known_in_row(reads)
+                else:
+                    if pending is None:
+                        memories = deps.store.pending_memories(
+                            payload.tenant, payload.user_id, PENDING_NEIGHBOURS
+                        )
+                        pending = _known_pending(memories)
+                    stored = _known_unkeyed(store_item, pending, deps.store, deps.index)
+                existing = _existing(reads, store_item.memory_id) or batch.by_id.get(
+                    store_item.memory_id
                 )
-                pending = _known_pending(memories)
-            stored = _known_unkeyed(store_item, pending, deps.store, deps.index)
-        existing = _existing(reads, store_item.memory_id) or batch.by_id.get(store_item.memory_id)
-        note, judgement = _decide(
-            store_item,
-            existing,
-            [*stored, *batch.by_row.get(store_item.fact_key, [])],
-            embedder=deps.embedder,
-            config=config.dedupe,
-            judge=deps.judge,
-        )
+                note, judgement = _decide(
+                    store_item,
+                    existing,
+                    [*stored, *batch.by_row.get(store_item.fact_key, [])],
+                    embedder=deps.embedder,
+                    config=config.dedupe,
+                    judge=deps.judge,
+                )
+        except MemwriteError as exc:
+            # The decided candidates keep their spans; this one and the rest fail, visibly.
+            _record(spans, replayed, calls, malformed, deps)
+            error = JudgeError(error=type(exc).__name__)
+            failed = [
+                item_span(payload, rest, STAGE, result=SpanResult.ERROR, reason=error)
+                for rest in payload.items[index:]
+            ]
+            record_failure(STAGE, failed, paid, deps.spans, deps.metrics)
+            raise
         batch.add(store_item, note)
         items.append(item.model_copy(update={"dedupe": note}))
         # A duplicate is not lost: persist merges it (corroboration + 1).
         reason = DuplicateConfirmed(tier=note.tier) if note.tier is not None else None
         result = SpanResult.TRANSFORM if reason else SpanResult.PASS
         latency_ms = (time.perf_counter() - started) * 1000
-        paid = judgement.calls if judgement is not None else ()
+        judged = judgement.calls if judgement is not None else ()
         (replayed if note.already_applied else spans).append(
             item_span(
                 payload,
@@ -332,13 +347,24 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
                 result=result,
                 reason=reason,
                 latency_ms=latency_ms,
-                llm=usage_summary(paid),
+                llm=usage_summary(judged),
             )
         )
-        calls.extend(paid)
+        calls.extend(judged)
         malformed += judgement.malformed if judgement is not None else 0
+    _record(spans, replayed, calls, malformed, deps)
+    return payload.model_copy(update={"items": items})
+
+
+def _record(
+    spans: Sequence[StageSpan],
+    replayed: Sequence[StageSpan],
+    calls: Sequence[LlmUsage],
+    malformed: int,
+    deps: DedupeDeps,
+) -> None:
+    """The decided candidates' spans and what their judge calls cost."""
     record_spans([*spans, *unrecorded(replayed, deps.spans)], deps.spans, deps.metrics)
     if malformed:
         deps.metrics.event(STAGE, "dedupe_json_fail", malformed)
     deps.metrics.llm_usage(STAGE, calls)
-    return payload.model_copy(update={"items": items})

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig, PipelineConfig
-from memwrite.errors import ExtractionFailed, MemwriteError, SourceErased, VerificationFailed
+from memwrite.errors import MemwriteError, SourceErased
 from memwrite.extraction import BatchExtraction, TurnExtraction
 from memwrite.ids import content_hash
 from memwrite.llm_extractor import extract_with_llm, merge_candidates
@@ -45,8 +45,8 @@ from memwrite.reasons import (
     UserErased,
 )
 from memwrite.rules_extractor import extract_with_rules
-from memwrite.spans import make_span, usage_summary
-from memwrite.usage import LlmUsage
+from memwrite.spans import make_span, record_failure, record_spans, usage_summary
+from memwrite.usage import LlmUsage, metered
 from memwrite.verifier import verify_extraction
 
 __all__ = [
@@ -220,32 +220,24 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         for t in ordered
     ]
     try:
-        extraction = extract_candidates(
-            batch,
-            _context(ordered, extract_config, deps.session_log, deps.clock()),
-            extract_config,
-            deps.llm,
-            on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
-            verifier=deps.verifier,
-        )
-    except MemwriteError as exc:
-        paid = exc.calls if isinstance(exc, ExtractionFailed | VerificationFailed) else ()
-        usage = usage_summary(paid)
-        latency_ms = (time.perf_counter() - started) * 1000
-        error_spans = [
-            _span(
-                turn,
-                result=SpanResult.ERROR,
-                reason=ExtractionError(error=type(exc).__name__),
-                latency_ms=latency_ms,
-                llm=usage if index == 0 else None,
+        with metered() as paid:
+            extraction = extract_candidates(
+                batch,
+                _context(ordered, extract_config, deps.session_log, deps.clock()),
+                extract_config,
+                deps.llm,
+                on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
+                verifier=deps.verifier,
             )
-            for index, turn in enumerate(ordered)
+    except MemwriteError as exc:
+        # Every call answered before the failure was paid for, whatever failed after it.
+        latency_ms = (time.perf_counter() - started) * 1000
+        error = ExtractionError(error=type(exc).__name__)
+        error_spans = [
+            _span(turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms)
+            for turn in ordered
         ]
-        deps.spans.put_spans(error_spans)
-        for span in error_spans:
-            deps.metrics.count(STAGE, span.result.value, span.reason)
-        deps.metrics.llm_usage(STAGE, paid)
+        record_failure(STAGE, error_spans, paid, deps.spans, deps.metrics)
         raise
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
@@ -270,9 +262,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
                 )
                 for candidate, why in turn_extraction.rejected
             )
-    deps.spans.put_spans(spans)
-    for span in spans:
-        deps.metrics.count(STAGE, span.result.value, span.reason)
+    record_spans(spans, deps.spans, deps.metrics)
     # Turns the pre-filter let through that held nothing: its escape rate (README).
     escaped = sum(1 for s in spans if s.kind == "turn" and isinstance(s.reason, NoCandidates))
     if escaped:

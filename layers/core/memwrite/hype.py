@@ -43,8 +43,8 @@ from memwrite.ports import (
     SpanStore,
 )
 from memwrite.reasons import IndexingError
-from memwrite.spans import make_span, usage_summary
-from memwrite.usage import LlmUsage
+from memwrite.spans import make_span, store_spans, usage_summary
+from memwrite.usage import LlmUsage, metered
 
 __all__ = ["STAGE", "HypeDeps", "document_of", "run"]
 
@@ -97,10 +97,13 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     change = payload
     started = time.perf_counter()
     try:
-        result, calls = _index(change, config, deps)
+        with metered() as paid:
+            result, calls = _index(change, config, deps)
     except MemwriteError as exc:
+        # Questions generated before the index or embedder failed were paid for all the same.
         error = IndexingError(error=type(exc).__name__)
-        _record(change, deps, result=SpanResult.ERROR, reason=error, calls=(), started=started)
+        _record(change, deps, result=SpanResult.ERROR, reason=error, calls=paid, started=started)
+        deps.metrics.llm_usage(STAGE, paid)
         raise
     # The trace shows the memory indexed (pass) or taken out of every query (transform).
     verdict = SpanResult.TRANSFORM if result.action is IndexAction.REMOVED else SpanResult.PASS
@@ -151,11 +154,11 @@ def _record(
     *,
     result: SpanResult,
     reason: IndexingError | None,
-    calls: tuple[LlmUsage, ...],
+    calls: Sequence[LlmUsage],
     started: float,
 ) -> None:
     """The row's span joins the trace that wrote the change (one per row: a retry's replaces
-    the failed attempt's)."""
+    the failed attempt's, adding what that attempt's calls cost)."""
     latency_ms = (time.perf_counter() - started) * 1000
     if change.trace_id is not None:
         span = make_span(
@@ -169,7 +172,7 @@ def _record(
             latency_ms=latency_ms,
             llm=usage_summary(calls),
         )
-        deps.spans.put_spans([span])
+        store_spans([span], deps.spans)
     if reason is not None:
         deps.metrics.count(STAGE, result.value, reason)
     deps.metrics.timing(STAGE, latency_ms)

@@ -16,7 +16,8 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextvars import copy_context
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from memwrite.candidate import Candidate, memory_key
@@ -214,7 +215,8 @@ def _answer(
             # The ref itself is not quoted: the model may have put turn text there.
             problem = "no source_turn_id" if ref is None else "an unknown source_turn_id"
             raise MalformedLlmOutput(
-                f"candidate {position} has {problem} (refs: {', '.join(refs)})", call.usage
+                f"candidate {position} has {problem} (refs: {', '.join(refs)})",
+                replace(call.usage, malformed=True),
             )
         attributed = candidate.model_copy(update={"source_turn_id": turn.turn_id})
         candidates.extend(
@@ -262,7 +264,8 @@ def _run_passes(
     with ThreadPoolExecutor(
         max_workers=config.detail_max_concurrency, thread_name_prefix="detail-pass"
     ) as pool:
-        futures = [pool.submit(run, prompt) for prompt in details]
+        # Each window in a copy of this context: its calls reach the run's usage meter.
+        futures = [pool.submit(copy_context().run, run, prompt) for prompt in details]
         try:
             first = run(full)
             return [first, *(future.result() for future in futures)]

@@ -210,6 +210,7 @@ class LlmUsageSummary(BaseModel):
     output_tokens: int
     cost_usd: float
     models: tuple[str, ...] = ()
+    malformed: int = 0  # of `calls`, the answers that were unusable (asked again, or given up)
 
 
 class StageSpan(BaseModel):

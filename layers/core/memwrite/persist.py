@@ -41,9 +41,9 @@ from memwrite.ports import (
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError, UserErased
 from memwrite.scoring import score, tier_for
-from memwrite.spans import item_span, record_spans, unrecorded, usage_summary
+from memwrite.spans import item_span, record_failure, record_spans, unrecorded, usage_summary
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
-from memwrite.usage import LlmUsage
+from memwrite.usage import LlmUsage, metered
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
@@ -349,9 +349,10 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
     for index, item in enumerate(payload.items):
         started = time.perf_counter()
         try:
-            result = persist_candidate(
-                StoreItem.of(payload, item), config, deps, decided=_decisions(item)
-            )
+            with metered() as paid:
+                result = persist_candidate(
+                    StoreItem.of(payload, item), config, deps, decided=_decisions(item)
+                )
         except SourceErased:
             latency_ms = (time.perf_counter() - started) * 1000
             spans.append(
@@ -362,8 +363,10 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
                     result=SpanResult.REJECT,
                     reason=UserErased(),
                     latency_ms=latency_ms,
+                    llm=usage_summary(paid),  # a judge asked before the erasure was seen
                 )
             )
+            calls.extend(paid)
             continue
         except MemwriteError as exc:
             # Earlier candidates are committed (each atomically); this and later ones are not.
@@ -373,7 +376,9 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
                 for rest in payload.items[index:]
             ]
             _count_judge(calls, malformed, deps.metrics)
-            record_spans([*spans, *failed], deps.spans, deps.metrics)
+            record_spans(spans, deps.spans, deps.metrics)
+            # The judge may have been paid before the commit failed: this candidate's span says so.
+            record_failure(STAGE, failed, paid, deps.spans, deps.metrics)
             raise
         items.append(
             item.model_copy(update={"memory_id": result.memory_id, "outcome": result.outcome.value})

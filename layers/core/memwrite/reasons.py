@@ -23,6 +23,7 @@ __all__ = [
     "EnqueueFailed",
     "ExtractionError",
     "IndexingError",
+    "JudgeError",
     "LateArrival",
     "MatchedSkipPattern",
     "NoCandidates",
@@ -199,6 +200,14 @@ class StoreError(_Reason):
     error: str
 
 
+class JudgeError(_Reason):
+    """A stage's judge (resolve_refs, dedupe) failed after its retries (model or store down):
+    the task is retried, then dead-lettered, visibly; what its calls cost stays on the span."""
+
+    type: Literal["JudgeError"] = "JudgeError"
+    error: str
+
+
 class IndexingError(_Reason):
     """Indexing a memory failed (index or embedder down); the row stays pending and is
     retried, its memory readable by id but not yet searchable."""
@@ -303,6 +312,7 @@ Reason = Annotated[
     | RolledBack
     | StoreError
     | IndexingError
+    | JudgeError
     | UserErased,
     Field(discriminator="type"),
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
@@ -705,11 +705,12 @@ def _ask(judge: ResolveJudge, model: str, inp: ResolvePromptInput) -> _JudgeOutc
             calls.append(exc.usage)
             problem: str | None = str(exc)
         else:
-            calls.append(usage)
             problem = _problem(result, inp)
             if problem is None:
+                calls.append(usage)
                 decisions = {decision.ref: decision for decision in result.decisions}
                 return _JudgeOutcome(decisions, tuple(calls), malformed=attempt - 1)
+            calls.append(replace(usage, malformed=True))  # valid JSON, unusable answer
         logger.warning("resolve judge output malformed (attempt %d): %s", attempt, problem)
     return _JudgeOutcome(None, tuple(calls), malformed=_MALFORMED_ATTEMPTS)
 

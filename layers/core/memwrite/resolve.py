@@ -15,16 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.entities import Entity, merge_entities
-from memwrite.errors import SourceErased, WriteConflict
+from memwrite.errors import MemwriteError, SourceErased, WriteConflict
 from memwrite.models import SpanResult, StageSpan
-from memwrite.payloads import ExtractOutput, ItemsPayload, PipelineItem
+from memwrite.payloads import ExtractedTurn, ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
-from memwrite.reasons import ResolutionFailed, UserErased
+from memwrite.reasons import JudgeError, ResolutionFailed, UserErased
 from memwrite.references import BatchResolution, ResolvedCandidate, resolve_batch
-from memwrite.spans import make_span, record_spans, usage_summary
-from memwrite.usage import LlmUsage
+from memwrite.spans import make_span, record_failure, record_spans, usage_summary
+from memwrite.usage import LlmUsage, metered
 
 __all__ = [
     "KNOWN_ENTITIES",
@@ -122,6 +123,18 @@ def _resolve_and_save(
         return _Resolved(resolution, frozenset(erased), calls, malformed)
 
 
+def _unresolved(candidate: Candidate, turns: Mapping[str, ExtractedTurn]) -> PipelineItem:
+    """The candidate as an item with no entity yet: its span id on a failure or an erasure."""
+    turn = turns[candidate.source_turn_id or ""]
+    return PipelineItem(
+        candidate=candidate,
+        entity_id="",
+        turn_id=turn.turn_id,
+        trace_id=turn.trace_id,
+        observed_at=turn.observed_at,
+    )
+
+
 def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> ItemsPayload:
     started = time.perf_counter()
     turns = {turn.turn_id: turn for turn in payload.turns}
@@ -134,9 +147,29 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         now=deps.clock(),
     )
     texts = {turn.turn_id: turn.text for turn in logged if turn.turn_id in turns}
-    resolved_batch = _resolve_and_save(
-        payload, {tid: texts[tid] for tid in turns if tid in texts}, config, deps
-    )
+    try:
+        with metered() as paid:
+            resolved_batch = _resolve_and_save(
+                payload, {tid: texts[tid] for tid in turns if tid in texts}, config, deps
+            )
+    except MemwriteError as exc:
+        error = JudgeError(error=type(exc).__name__)
+        latency_ms = (time.perf_counter() - started) * 1000
+        error_spans = [
+            make_span(
+                trace_id=item.trace_id,
+                tenant=payload.tenant,
+                user_id=payload.user_id,
+                stage=STAGE,
+                item_id=item.item_id,
+                result=SpanResult.ERROR,
+                reason=error,
+                latency_ms=latency_ms,
+            )
+            for item in (_unresolved(candidate, turns) for candidate in payload.candidates)
+        ]
+        record_failure(STAGE, error_spans, paid, deps.spans, deps.metrics)
+        raise
     resolution = resolved_batch.resolution
     for _ in range(resolved_batch.judge_malformed):
         deps.metrics.event(STAGE, "resolve_json_fail")
@@ -149,13 +182,7 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
     for candidate in payload.candidates:
         turn = turns[candidate.source_turn_id or ""]
         if turn.trace_id in resolved_batch.erased:
-            erased = PipelineItem(
-                candidate=candidate,
-                entity_id="",
-                turn_id=turn.turn_id,
-                trace_id=turn.trace_id,
-                observed_at=turn.observed_at,
-            )
+            erased = _unresolved(candidate, turns)
             spans.append(
                 make_span(
                     trace_id=turn.trace_id,

@@ -12,7 +12,15 @@ from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import Reason
 from memwrite.usage import LlmUsage
 
-__all__ = ["item_span", "make_span", "record_spans", "unrecorded", "usage_summary"]
+__all__ = [
+    "item_span",
+    "make_span",
+    "record_failure",
+    "record_spans",
+    "store_spans",
+    "unrecorded",
+    "usage_summary",
+]
 
 
 def make_span(
@@ -70,9 +78,67 @@ def item_span(
 def record_spans(spans: Sequence[StageSpan], store: SpanStore, metrics: MetricsSink) -> None:
     if not spans:
         return
-    store.put_spans(spans)
+    store_spans(spans, store)
     for span in spans:
         metrics.count(span.stage, span.result.value, span.reason)
+
+
+def record_failure(
+    stage: str,
+    error_spans: Sequence[StageSpan],
+    paid: Sequence[LlmUsage],
+    store: SpanStore,
+    metrics: MetricsSink,
+) -> None:
+    """A failed attempt's error spans, the first carrying what its model calls cost (`paid`,
+    from `memwrite.usage.metered`), and that cost's `llm.*` metrics: every stage that calls a
+    model charges a failure the same way, so a paid call reaches the trace and the dashboard."""
+    usage = usage_summary(paid)
+    spans = list(error_spans)
+    if spans and usage is not None:
+        spans[0] = spans[0].model_copy(update={"llm": usage})
+    record_spans(spans, store, metrics)
+    metrics.llm_usage(stage, paid)
+
+
+def store_spans(spans: Sequence[StageSpan], store: SpanStore) -> None:
+    """Write `spans`, each adding the model usage of the failed attempt's span it replaces.
+
+    A retry writes its span over the error span of the attempt that failed (same stage and
+    item): that attempt's calls were paid for too, so its usage is kept, once, in the sum. A
+    span replacing a pass or reject span (a redelivery) does not add it: that usage is already
+    this one's predecessor's, and `unrecorded` keeps such spans from being written at all.
+    """
+    if not spans:
+        return
+    traces = {(span.tenant, span.trace_id) for span in spans}
+    failed = {
+        (span.tenant, span.trace_id, span.stage, span.item_id): span.llm
+        for trace in traces
+        for span in store.spans_of(*trace)
+        if span.result is SpanResult.ERROR and span.llm is not None
+    }
+    store.put_spans(
+        [
+            span.model_copy(update={"llm": _added(span.llm, paid)})
+            if (paid := failed.get((span.tenant, span.trace_id, span.stage, span.item_id)))
+            else span
+            for span in spans
+        ]
+    )
+
+
+def _added(usage: LlmUsageSummary | None, earlier: LlmUsageSummary) -> LlmUsageSummary:
+    if usage is None:
+        return earlier
+    return LlmUsageSummary(
+        calls=usage.calls + earlier.calls,
+        input_tokens=usage.input_tokens + earlier.input_tokens,
+        output_tokens=usage.output_tokens + earlier.output_tokens,
+        cost_usd=round(usage.cost_usd + earlier.cost_usd, 8),
+        models=tuple(sorted({*usage.models, *earlier.models})),
+        malformed=usage.malformed + earlier.malformed,
+    )
 
 
 def unrecorded(replayed: Sequence[StageSpan], store: SpanStore) -> list[StageSpan]:
@@ -99,4 +165,5 @@ def usage_summary(calls: Sequence[LlmUsage]) -> LlmUsageSummary | None:
         output_tokens=sum(c.output_tokens for c in calls),
         cost_usd=round(sum(c.cost_usd for c in calls), 8),
         models=tuple(sorted({c.model for c in calls})),
+        malformed=sum(1 for c in calls if c.malformed),
     )

@@ -95,8 +95,30 @@ def _finished(turn_id: str, spans: list[StageSpan], last_stage: str) -> bool:
     )
 
 
+def _of_turn(span: StageSpan, turn_ids: tuple[str, ...]) -> str | None:
+    return next(
+        (tid for tid in turn_ids if span.item_id == tid or span.item_id.startswith(f"{tid}:")),
+        None,
+    )
+
+
+def _retried_past(error: StageSpan, spans: list[StageSpan], turn_ids: tuple[str, ...]) -> bool:
+    """A later attempt of the error's stage went on with the same turn. A retry's span replaces
+    the failed attempt's when their ids agree; resolve_refs' do not when resolving renamed the
+    candidate, and its failed attempt stays on the trace, with what its calls cost."""
+    turn = _of_turn(error, turn_ids)
+    return turn is not None and any(
+        span.stage == error.stage
+        and span.result is not SpanResult.ERROR
+        and span.at > error.at
+        and _of_turn(span, turn_ids) == turn
+        for span in spans
+    )
+
+
 def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
-    if any(span.result is SpanResult.ERROR for span in spans):
+    errors = [span for span in spans if span.result is SpanResult.ERROR]
+    if any(not _retried_past(error, spans, turn_ids) for error in errors):
         return TraceStatus.FAILED
     # Complete once persisted (readable by id); indexing (stream stages) follows on its own.
     last_stage = pipeline_stages()[-1].name

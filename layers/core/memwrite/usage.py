@@ -1,10 +1,19 @@
-"""What a model call cost: the usage record adapters produce and spans and traces sum."""
+"""What a model call cost: the usage record adapters produce and spans and traces sum.
+
+Every answered call is also reported to the run's meter (`metered`), so a stage that fails
+after paying for calls still knows what it paid: the answers' usage travels back with their
+results on success, but an exception raised later (an unavailable API after a malformed answer,
+a store fault after the judge ran) would otherwise drop it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["LlmUsage"]
+__all__ = ["LlmUsage", "metered", "report_usage"]
 
 
 @dataclass(frozen=True)
@@ -15,3 +24,28 @@ class LlmUsage:
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    malformed: bool = False  # the answer was unusable (paid for all the same)
+
+
+# Shared by reference with worker threads that run in a copy of the context (detail passes):
+# list.append is atomic, so their calls land in the same meter.
+_meter: ContextVar[list[LlmUsage] | None] = ContextVar("llm_usage_meter", default=None)
+
+
+def report_usage(usage: LlmUsage) -> None:
+    """Count one answered call on the meter of the run it belongs to (none: not metered)."""
+    calls = _meter.get()
+    if calls is not None:
+        calls.append(usage)
+
+
+@contextmanager
+def metered() -> Iterator[list[LlmUsage]]:
+    """Every model call answered inside the block, in order, usable or not: what a failure's
+    error span and metrics charge."""
+    calls: list[LlmUsage] = []
+    token = _meter.set(calls)
+    try:
+        yield calls
+    finally:
+        _meter.reset(token)

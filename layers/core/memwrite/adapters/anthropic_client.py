@@ -13,6 +13,7 @@ shape.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ValidationError
@@ -21,7 +22,7 @@ from memwrite.config import ExtractConfig
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, MalformedLlmOutput
 from memwrite.pricing import cost_usd, price_per_mtok
 from memwrite.prompts import PromptMessage
-from memwrite.usage import LlmUsage
+from memwrite.usage import LlmUsage, report_usage
 
 if TYPE_CHECKING:
     import httpx2
@@ -111,6 +112,7 @@ class StructuredClient(Generic[_ResultT]):
 
         Raises `LlmUnavailable` (try later), `LlmRequestRejected` (a retry cannot help) or
         `MalformedLlmOutput`, which carries the usage because an invalid answer is still paid.
+        Every answered call is also reported to the run's meter (`memwrite.usage.metered`).
         """
         import anthropic
 
@@ -144,9 +146,16 @@ class StructuredClient(Generic[_ResultT]):
                 model, response.usage.input_tokens, response.usage.output_tokens, self._prices
             ),
         )
-        return self._parse(response, usage), usage
+        try:
+            result = self._parse(response, usage)
+        except MalformedLlmOutput as exc:
+            report_usage(exc.usage)
+            raise
+        report_usage(usage)
+        return result, usage
 
     def _parse(self, response: Message, usage: LlmUsage) -> _ResultT:
+        """The validated answer; else `MalformedLlmOutput` with `usage` marked malformed."""
         text = "".join(block.text for block in response.content if block.type == "text")
         try:
             return self._output_model.model_validate_json(text)
@@ -157,7 +166,7 @@ class StructuredClient(Generic[_ResultT]):
             raise MalformedLlmOutput(
                 f"stop_reason={response.stop_reason}: {len(errors)} validation error(s), "
                 f"first at {where}: {errors[0]['type']}",
-                usage,
+                replace(usage, malformed=True),
             ) from exc
 
 
