@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -592,7 +592,7 @@ def test_a_malformed_answer_is_retried_once() -> None:
     (only,) = resolved(out)
     assert only.entity_id == eid("Ana")
     assert len(judge.calls) == 2
-    assert out.llm_calls == (USAGE, USAGE)
+    assert out.llm_calls == (replace(USAGE, malformed=True), USAGE)
     assert out.judge_malformed == 1
 
 

@@ -10,6 +10,7 @@ from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
 from memwrite.payloads import ItemsPayload, PipelineItem
 from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import Reason
+from memwrite.stages import STAGES
 from memwrite.usage import LlmUsage
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "unrecorded",
     "usage_summary",
 ]
+
+_CALLING_MODEL = frozenset(stage.name for stage in STAGES if stage.calls_model)
 
 
 def make_span(
@@ -105,11 +108,15 @@ def store_spans(spans: Sequence[StageSpan], store: SpanStore) -> None:
     """Write `spans`, each adding the model usage of the failed attempt's span it replaces.
 
     A retry writes its span over the error span of the attempt that failed (same stage and
-    item): that attempt's calls were paid for too, so its usage is kept, once, in the sum. A
-    span replacing a pass or reject span (a redelivery) does not add it: that usage is already
-    this one's predecessor's, and `unrecorded` keeps such spans from being written at all.
+    item): that attempt's calls were paid for too, so its usage is kept, once, in the sum (and
+    again by a third attempt's span, replacing the second's). Only error spans pass usage on:
+    a redelivery of applied items writes no span over theirs (`unrecorded`). Stages that call
+    no model have no usage to keep and skip the read.
     """
     if not spans:
+        return
+    if not any(span.stage in _CALLING_MODEL for span in spans):
+        store.put_spans(spans)
         return
     traces = {(span.tenant, span.trace_id) for span in spans}
     failed = {
