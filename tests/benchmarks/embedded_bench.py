@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import multiprocessing
 import os
 import re
 import statistics
@@ -266,8 +267,10 @@ def bench_resident_partitions() -> dict[str, Any]:
         "default_cap": DEFAULT_MAX_RESIDENT_PARTITIONS,
     }
     for name, cap in caps.items():
-        # A fresh process each, so that one run's freed heap does not hide the other's growth.
-        with ProcessPoolExecutor(max_workers=1) as pool:
+        # A fresh process each, so that one run's freed heap does not hide the other's growth
+        # (spawned, not forked: faiss's OpenMP threads do not survive a fork).
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
             results[f"rss_mb_growth_{name}"] = pool.submit(_rss_growth_of_searches, cap).result()
     return results
 

@@ -27,7 +27,7 @@ closes, so a long-running process serving many users grew with each new one (REA
 "Measured", embedded mode). In a file, the connection is reopened once it has opened
 `max_open_partitions` tables; the vector partitions are dropped with it and reloaded on demand.
 The parsed schema itself (~2.5 KB per user per connection) stays: it is the price of one FTS5
-table per user. The vector partitions (tens of KB for a typical user, more with its memories)
+table per user. The vector partitions (~6.4 KB for a user with one memory, more with more)
 are bounded on their own, since kNN opens no FTS5 table: in a file at most
 `max_resident_partitions` stay in memory, the least recently searched is dropped first and
 reloaded from `docs` on its user's next kNN query. Below `_EXACT_MAX_VECTORS` a reloaded
@@ -83,8 +83,8 @@ _FETCH_GROWTH = 4  # when too few fetched vectors pass the filter, fetch this ma
 _INITIAL_CAPACITY = 64
 # FTS5 tables a file connection may have opened before it is reopened (see "Memory per user").
 DEFAULT_MAX_OPEN_PARTITIONS = 256
-# Users' vector partitions a file index keeps in memory (see "Memory per user"): ~8 MB of
-# typical users; a search of another user costs a reload from SQLite.
+# Users' vector partitions a file index keeps in memory (see "Memory per user"): ~1.6 MB of
+# users with one memory each (README "Measured"); a search of another user reloads from SQLite.
 DEFAULT_MAX_RESIDENT_PARTITIONS = 256
 _ADD_BATCH = 16_384  # vectors per faiss add: parallel graph inserts, bounded extra memory
 _ROW_ARRAYS = (
