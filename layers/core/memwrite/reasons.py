@@ -40,6 +40,7 @@ __all__ = [
     "StoreError",
     "Supersedes",
     "TooShort",
+    "TraceRolledBack",
     "Ungrounded",
     "Unverified",
     "UserErased",
@@ -259,6 +260,13 @@ class RolledBack(_Reason):
     restored: int
 
 
+class TraceRolledBack(_Reason):
+    """The candidate's trace was rolled back while a retry of its turn was pending: nothing is
+    stored, so the rollback stays whole."""
+
+    type: Literal["TraceRolledBack"] = "TraceRolledBack"
+
+
 class UserErased(_Reason):
     """The candidate's user was erased while its turn was in flight: nothing is written."""
 
@@ -303,6 +311,7 @@ Reason = Annotated[
     | RolledBack
     | StoreError
     | IndexingError
-    | UserErased,
+    | UserErased
+    | TraceRolledBack,
     Field(discriminator="type"),
 ]
