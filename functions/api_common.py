@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -19,6 +20,7 @@ from memwrite.errors import (
     IdempotencyKeyReused,
     IngestLimitExceeded,
     InvalidQuery,
+    MemwriteError,
     RollbackRefused,
     TimestampInFuture,
     TraceWithoutInputs,
@@ -27,8 +29,15 @@ from memwrite.errors import (
     UnknownMemory,
     UnknownTrace,
 )
+from memwrite.ids import is_id
 
-__all__ = ["json_response", "parse_json_body", "register_error_handlers", "tenant_of"]
+__all__ = [
+    "json_response",
+    "parse_json_body",
+    "path_id",
+    "register_error_handlers",
+    "tenant_of",
+]
 
 logger = Logger(service="memwrite-api")
 
@@ -60,6 +69,15 @@ def parse_json_body(raw: str) -> Any:
         raise json.JSONDecodeError("nested too deeply", raw, 0) from None
     except ValueError as exc:
         raise json.JSONDecodeError("a number has too many digits", raw, 0) from exc
+
+
+def path_id(value: str, unknown: Callable[[str], MemwriteError]) -> str:
+    """A trace or memory id from the path. Any other shape names nothing: it is answered as an
+    unknown id (`unknown`, a 404), so a wrong shape tells a caller nothing another tenant's id
+    would not, and never reaches a store key (DynamoDB refuses keys over 2 KB: a 5xx)."""
+    if not is_id(value):
+        raise unknown(value)
+    return value
 
 
 def json_response(

@@ -25,10 +25,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.api_common import (
     json_response,
     parse_json_body,
+    path_id,
     register_error_handlers,
     tenant_of,
 )
-from memwrite.errors import InvalidQuery, UnknownTrace
+from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.query import (
     SearchRequest,
     erase_user,
@@ -53,9 +54,6 @@ register_error_handlers(app)
 
 # `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
-# Trace ids are 32 hex digits (`memwrite.ids`); any other path segment names no trace, and
-# must not reach a store key (DynamoDB refuses keys over 2 KB: a 5xx for bad input).
-_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 ACCESS_UPDATES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="access")
 
 
@@ -82,9 +80,10 @@ def _record_access(tenant: str, user_id: str, memory_ids: list[str]) -> None:
 def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
+    trace_id = path_id(trace_id, UnknownTrace)
     view = get_trace(tenant, trace_id, current.ledger, current.spans, current.rollback.rollbacks)
     if view is None:
-        return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": trace_id})
+        raise UnknownTrace(trace_id)
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
 
 
@@ -92,9 +91,10 @@ def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
 def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
+    trace_id = path_id(trace_id, UnknownTrace)
     diff = replay_trace(tenant, trace_id, request, current.settings, current.replay())
     if diff is None:
-        return json_response(HTTPStatus.NOT_FOUND, {"error": "not_found", "trace_id": trace_id})
+        raise UnknownTrace(trace_id)
     return json_response(HTTPStatus.OK, diff.model_dump(mode="json"))
 
 
@@ -102,6 +102,7 @@ def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[s
 def memory_traces_route(memory_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
+    memory_id = path_id(memory_id, UnknownMemory)
     found = traces_of_memory(tenant, memory_id, current.ledger, current.spans, current.query.reader)
     return json_response(HTTPStatus.OK, found.model_dump(mode="json"))
 
@@ -153,8 +154,7 @@ def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     _without_body()
-    if not _TRACE_ID.fullmatch(trace_id):
-        raise UnknownTrace(trace_id)
+    trace_id = path_id(trace_id, UnknownTrace)
     config = current.settings.for_request(tenant)
     record = rollback_trace(tenant, trace_id, config, current.rollback, requested_via="api")
     return json_response(HTTPStatus.OK, record.model_dump(mode="json"))
@@ -175,7 +175,7 @@ def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
 def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    detail = memory_detail(tenant, memory_id, current.query)
+    detail = memory_detail(tenant, path_id(memory_id, UnknownMemory), current.query)
     return json_response(HTTPStatus.OK, detail.as_json())
 
 

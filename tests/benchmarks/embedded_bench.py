@@ -11,17 +11,26 @@ request, so every request is new work) for the given seconds. Memory is the serv
 before the load, after a warm-up (the first quarter of the run: at ~140 requests/s, past the
 ~1,000 requests that fill the bounded caches, the rate gate's 10,000-entry LRU and pydantic's
 string cache), at half and three quarters of the run, and at the end.
+
+Resident partitions: a search-heavy load on the embedded index alone, in a fresh process per
+cap: `SEARCHED_USERS` users with one memory each written to an index file, then a kNN search
+of each (kNN opens no FTS5 table, so the connection is never reopened and only
+`max_resident_partitions` bounds the vector partitions); the process's RSS growth over the
+searches, with the default cap and with none.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import multiprocessing
+import os
 import re
 import statistics
 import tempfile
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +42,7 @@ TURNS_PER_REQUEST = 10
 CONCURRENCY = 8
 API_KEY = "local-dev-key"
 DRAIN_WAIT_SECS = 300
+SEARCHED_USERS = 3_000
 
 
 def _requests_of(turns: list[LocomoTurn]) -> list[dict[str, Any]]:
@@ -208,5 +218,66 @@ def bench_serve(seconds: float) -> dict[str, Any]:
     }
 
 
+def _rss_growth_of_searches(max_resident_partitions: int) -> float:
+    """In a fresh process: MB of RSS a kNN search of every user adds (see the docstring)."""
+    from memwrite.adapters.embedded_index import EmbeddedIndex
+    from memwrite.candidate import MemoryType
+    from memwrite.embedder import HashingEmbedder
+    from memwrite.index import MemoryDoc
+    from memwrite.memory import Tier
+
+    embedder = HashingEmbedder()
+    text = "The user lives in Berlin."
+    vector = embedder.embed([text])[0]
+    with tempfile.TemporaryDirectory() as directory:
+        index = EmbeddedIndex(
+            f"{directory}/index.sqlite3",
+            dimension=embedder.dimension,
+            max_resident_partitions=max_resident_partitions,
+        )
+        users = [f"user-{number}" for number in range(SEARCHED_USERS)]
+        for user_id in users:
+            index.upsert(
+                MemoryDoc(
+                    memory_id="home",
+                    tenant="t",
+                    user_id=user_id,
+                    text=text,
+                    type=MemoryType.FACT,
+                    topic="general",
+                    tier=Tier.FACT,
+                    confidence=0.9,
+                    vector=vector,
+                )
+            )
+        before = _rss_mb(os.getpid())
+        for user_id in users:
+            assert index.knn("t", user_id, vector, 5)
+        grown = _rss_mb(os.getpid()) - before
+        index.close()
+    return round(grown, 1)
+
+
+def bench_resident_partitions() -> dict[str, Any]:
+    from memwrite.adapters.embedded_index import DEFAULT_MAX_RESIDENT_PARTITIONS
+
+    caps = {"default_cap": DEFAULT_MAX_RESIDENT_PARTITIONS, "uncapped": SEARCHED_USERS}
+    results: dict[str, Any] = {
+        "users_searched": SEARCHED_USERS,
+        "default_cap": DEFAULT_MAX_RESIDENT_PARTITIONS,
+    }
+    for name, cap in caps.items():
+        # A fresh process each, so that one run's freed heap does not hide the other's growth
+        # (spawned, not forked: faiss's OpenMP threads do not survive a fork).
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            results[f"rss_mb_growth_{name}"] = pool.submit(_rss_growth_of_searches, cap).result()
+    return results
+
+
 def run(serve_seconds: float = 60.0, turn_limit: int | None = None) -> dict[str, Any]:
-    return {"offline_pipeline": bench_offline(turn_limit), "serve": bench_serve(serve_seconds)}
+    return {
+        "offline_pipeline": bench_offline(turn_limit),
+        "serve": bench_serve(serve_seconds),
+        "resident_partitions": bench_resident_partitions(),
+    }

@@ -39,7 +39,13 @@ from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.entities import Entity, EntityKind
-from memwrite.errors import InvalidQuery, SourceErased, UnknownTrace, WriteConflict
+from memwrite.errors import (
+    InvalidQuery,
+    SourceErased,
+    SourceRolledBack,
+    UnknownTrace,
+    WriteConflict,
+)
 from memwrite.facts import FactObservation
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
@@ -978,8 +984,39 @@ def test_a_memory_rolled_back_and_stored_again_starts_afresh(ports: Ports) -> No
     )
     assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == FactRow()
     assert pending_of(ports, user) == []
-    # When the same memory is stored again
-    ports.store.commit(commit_of(user, (berlin, None), row=fact_row(berlin, version=0)))
+    # When a late retry of the rolled-back trace commits it again / Then the store refuses it,
+    # naming the trace, and writes nothing (the rollback stays whole)
+    again = commit_of(user, (berlin, None), row=fact_row(berlin, version=0))
+    outcomes = ports.ledger.memories_of_trace("acme", f"trace-{user}")
+    with pytest.raises(SourceRolledBack) as refused:
+        ports.store.commit(again)
+    assert (refused.value.tenant, refused.value.trace_id) == ("acme", f"trace-{user}")
+    assert ports.store.memories_of("acme", user) == []
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == FactRow()
+    assert pending_of(ports, user) == []
+    assert ports.ledger.memories_of_trace("acme", f"trace-{user}") == outcomes
+    # When another trace stores the same memory again
+    other_trace = f"trace-again-{user}"
+    ports.ledger.put_trace(
+        TraceRecord(
+            trace_id=other_trace,
+            tenant="acme",
+            user_id=user,
+            session_id="s1",
+            agent_id=None,
+            source="user_explicit",
+            created_at=T0.isoformat(),
+            turn_ids=(),
+        )
+    )
+    ports.store.commit(
+        replace(
+            again,
+            trace_id=other_trace,
+            ledger=[LedgerEntry(other_trace, berlin.memory_id, "stored")],
+            outbox=[OutboxRow(berlin.memory_id, OutboxOp.UPSERT, other_trace)],
+        )
+    )
     # Then it is new: rev 1, a pending outbox row, no retrievals counted
     assert [(c.memory_id, c.rev) for c in pending_of(ports, user)] == [(berlin.memory_id, 1)]
     assert ports.reader.memory_by_id("acme", berlin.memory_id) == berlin

@@ -1,15 +1,22 @@
 """`POST /v1/traces/{trace_id}/rollback` through the real handlers, on both backends (moto and
 the embedded SQLite): a later fact rolled back gives the earlier one back, in the store and the
-index; a repeat changes nothing; what cannot be undone exactly is refused whole."""
+index; a repeat changes nothing; what cannot be undone exactly is refused whole; a retry of a
+failed turn after the rollback stores nothing."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
 
+import functions.persist.handler as persist_handler
 import functions.query.handler as query_handler
-from memwrite.errors import IndexUnavailable
+from memwrite.errors import IndexUnavailable, StoreUnavailable
+from memwrite.payloads import ExtractInput
+from memwrite.stages import pipeline_stages
+from memwrite.store import Commit
+from memwrite.wiring import build_queue_consumer
 from tests.integration.conftest import Local, MakeLocal
 
 USER = "dana"
@@ -234,3 +241,64 @@ def test_a_body_is_refused_naming_it(two_tenants: Local) -> None:
         local.runner.call("POST", f"/v1/traces/{trace_id}/rollback", "{}", api_key="key-a").status
         == 200
     )
+
+
+def run_stages(payload: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """Pass `payload` through the named pipeline stages' handlers, as the state machine does."""
+    for stage in pipeline_stages():
+        if stage.name in names:
+            module = importlib.import_module(f"functions.{stage.function_dir}.handler")
+            payload = module.lambda_handler(payload, Local.runner_context())
+    return payload
+
+
+def test_a_retry_of_a_failed_turn_after_the_rollback_stores_nothing(
+    two_tenants: Local, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = two_tenants
+    ingest(local, [PARIS])
+    # Given a request whose persist committed Berlin (superseding Paris), then failed on SAP
+    body = {"session_id": "s-2", "user_id": USER, "turns": [BERLIN, SAP]}
+    moved = local.post_turns(body, api_key="key-a").body["trace_id"]
+    consumer = build_queue_consumer()
+    deliveries = consumer.receive(10, 30)
+    (batch,) = ExtractInput.batches_of([delivery.turn for delivery in deliveries])
+    stages = ["extract", "resolve_refs", "dedupe", "conflict"]
+    decided = run_stages(batch.model_dump(mode="json"), stages)
+    store = persist_handler.handler.deps()[1].store
+    real_commit = store.commit
+    commits: list[Commit] = []
+
+    def second_fails_once(commit: Commit) -> None:
+        commits.append(commit)
+        if len(commits) == 2:
+            raise StoreUnavailable("throttled")
+        real_commit(commit)
+
+    monkeypatch.setattr(store, "commit", second_fails_once)
+    with pytest.raises(StoreUnavailable):
+        run_stages(decided, ["persist"])
+    assert local.get_trace(moved, api_key="key-a").body["status"] == "failed"
+    assert set(memories(local)) == {"Paris", "Berlin"}
+
+    # When the trace is rolled back before the platform retries persist
+    response = rollback(local, moved)
+    assert response.status == 200, response.body
+    assert response.body["restored"] == [memories(local)["Paris"]["memory_id"]]
+    retried = run_stages(decided, ["persist"])
+    consumer.delete(deliveries)
+    report = local.runner.drain()
+
+    # Then the retry stored nothing: both candidates rejected as TraceRolledBack, visibly
+    assert retried["items"] == []
+    view = local.get_trace(moved, api_key="key-a").body
+    persisted = [s["reason"]["type"] for s in view["spans"] if s["stage"] == "persist"]
+    assert persisted == ["TraceRolledBack", "TraceRolledBack"]
+    assert view["status"] == "complete"
+    assert view["rollback"] == response.body
+    assert report.failed == {} and report.index_failed == {}
+    # And the rollback stands whole: Paris current again, Berlin and SAP neither stored nor found
+    assert set(memories(local)) == {"Paris"}
+    assert memories(local)["Paris"]["superseded_by"] is None
+    assert indexed(local) == 1
+    assert found(local, "Berlin SAP") == ["The user lives in Paris."]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+import functions.query.handler as query_handler
+from memwrite.errors import StoreUnavailable
+
 KEYS = {"k1": "t1", "k2": "t2"}
 
 
@@ -97,3 +100,53 @@ def test_another_tenants_trace_is_404(two_tenants, make_body):
     assert response.status == 404
     assert "spans" not in response.body
     assert "user_id" not in response.body
+
+
+ID_ROUTES = [
+    ("GET", "/v1/traces/{}", "trace_id"),
+    ("POST", "/v1/traces/{}/replay", "trace_id"),
+    ("POST", "/v1/traces/{}/rollback", "trace_id"),
+    ("GET", "/v1/memories/{}", "memory_id"),
+    ("GET", "/v1/memories/{}/traces", "memory_id"),
+]
+WRONG_SHAPES = [
+    "x" * 3000,  # past DynamoDB's 2 KB key limit: a ValidationException there
+    "0123456789ABCDEF0123456789ABCDEF",
+    "0123456789abcdef0123456789abcde",
+    "0123456789abcdef0123456789abcdef0",
+    "g" * 32,
+    "..",
+]
+
+
+@pytest.mark.parametrize("backend", ["moto", "sqlite"])
+def test_an_id_of_the_wrong_shape_is_the_unknown_ids_404_and_never_reaches_the_store(
+    make_local, backend, monkeypatch
+):
+    local = make_local(backend=backend, api_keys=KEYS)
+    # Given a store that refuses every read of a trace or memory, as DynamoDB refuses a key
+    # over 2 KB (moto does not)
+    deps = query_handler.deps()
+
+    def refused(*args, **kwargs):
+        raise StoreUnavailable("DynamoDB GetItem failed: ValidationException")
+
+    for target, name in (
+        (deps.ledger, "get_trace"),
+        (deps.replay().ledger, "get_trace"),
+        (deps.rollback.rollbacks, "rollback_of"),
+        (deps.query.reader, "memory_by_id"),
+    ):
+        monkeypatch.setattr(target, name, refused)
+    for method, template, field in ID_ROUTES:
+        body = {"config": {}} if template.endswith("/replay") else None
+        # A well-formed id reaches the store (and its failure is a 503)
+        reached = local.runner.call(method, template.format("0" * 32), body, api_key="k1")
+        assert reached.status == 503, (template, reached.body)
+        # When a path carries an id of any other shape / Then it is the unknown id's 404
+        for wrong in WRONG_SHAPES:
+            response = local.runner.call(method, template.format(wrong), body, api_key="k1")
+            assert (response.status, response.body) == (
+                404,
+                {"error": "not_found", field: wrong},
+            ), (template, wrong[:40])

@@ -115,12 +115,18 @@ ID_ROUTES = [
     ("GET", "/v1/traces/{}"),
     ("POST", "/v1/traces/{}/rollback"),
     ("GET", "/v1/memories/{}"),
+    ("GET", "/v1/memories/{}/traces"),
     ("GET", "/v1/users/{}/memories"),
     ("DELETE", "/v1/users/{}/memories"),
 ]
 TRAVERSALS = st.sampled_from(
     ["..", "../..", "..%2F..%2Fetc%2Fpasswd", "%2e%2e", "%00", "%ff%fe", ".", "~root", "*"]
 )
+# Near misses of a trace or memory id (32 lowercase hex digits), and one past DynamoDB's
+# 2 KB key limit
+WRONG_SHAPES = st.sampled_from(
+    ["0123456789ABCDEF0123456789ABCDEF", "0123456789abcdef" * 2 + "0", "g" * 32, "x" * 3000]
+) | st.text("0123456789abcdefABCDEF-", min_size=1, max_size=40)
 QUERIES = st.sampled_from(["", "?limit=0", "?limit=abc", "?limit=1e9", "?cursor=%00", "?limit="])
 
 
@@ -135,6 +141,36 @@ def test_fuzzed_ids_and_queries_get_a_4xx_never_a_5xx(
         # Then it is refused or answered for the caller's own (empty) data; never a 5xx
         assert_a_client_error_at_most(reply)
         assert reply.status != 200 or "tenant-a" not in json.dumps(reply.body)
+
+    read()
+
+
+# Every route naming a trace or a memory by id: a wrong shape is the unknown id's 404.
+KNOWN_ID_ROUTES = [
+    ("GET", "/v1/traces/{}", "trace_id"),
+    ("POST", "/v1/traces/{}/replay", "trace_id"),
+    ("POST", "/v1/traces/{}/rollback", "trace_id"),
+    ("GET", "/v1/memories/{}", "memory_id"),
+    ("GET", "/v1/memories/{}/traces", "memory_id"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "template", "field"), KNOWN_ID_ROUTES, ids=[r[1] for r in KNOWN_ID_ROUTES]
+)
+def test_fuzzed_trace_and_memory_ids_get_the_unknown_ids_404(
+    served: Served, method: str, template: str, field: str
+) -> None:
+    body = {"config": {}} if template.endswith("/replay") else None
+
+    @settings(max_examples=EXAMPLES // 2, deadline=None)
+    @given(item=WRONG_SHAPES | TEXT.filter(bool))
+    def read(item: str) -> None:
+        segment = quote(item, safe="")
+        reply = served.request(method, template.format(segment), body, api_key=KEY)
+        # Then it is answered as an id that does not exist (the segment echoed as received):
+        # nothing about its shape
+        assert (reply.status, reply.body) == (404, {"error": "not_found", field: segment}), reply
 
     read()
 

@@ -85,7 +85,7 @@ def same_as_unknown(reply: Reply, unknown: Reply, known_id: str) -> None:
 
 
 def read_trace(served: Served, a: TenantA) -> None:
-    for trace_id in (a.trace_id, a.trace_id.upper(), f"{a.trace_id}?verbose=1"):
+    for trace_id in (*near_misses(a.trace_id), f"{a.trace_id}?verbose=1"):
         reply = served.request("GET", f"/v1/traces/{trace_id}", api_key=B)
         unknown = served.request("GET", f"/v1/traces/{UNKNOWN_ID}", api_key=B)
         same_as_unknown(reply, unknown, trace_id.partition("?")[0])
@@ -94,14 +94,19 @@ def read_trace(served: Served, a: TenantA) -> None:
 def rollback_trace(served: Served, a: TenantA) -> None:
     # A's trace rolled back by B: B cannot tell it from a trace that does not exist
     unknown = served.request("POST", f"/v1/traces/{UNKNOWN_ID}/rollback", api_key=B)
-    for trace_id in (a.trace_id, a.trace_id.upper()):
+    for trace_id in near_misses(a.trace_id):
         reply = served.request("POST", f"/v1/traces/{trace_id}/rollback", api_key=B)
         same_as_unknown(reply, unknown, trace_id)
 
 
+def near_misses(known_id: str) -> list[str]:
+    """A's id and ids of the wrong shape made from it: each answers as an unknown id."""
+    return [known_id, known_id.upper(), f"{known_id}0", known_id * 70]  # the last > 2 KB
+
+
 def read_memory(served: Served, a: TenantA) -> None:
     unknown = served.request("GET", f"/v1/memories/{UNKNOWN_ID}", api_key=B)
-    for memory_id in a.memory_ids:
+    for memory_id in [wrong for known in a.memory_ids for wrong in near_misses(known)]:
         same_as_unknown(
             served.request("GET", f"/v1/memories/{memory_id}", api_key=B), unknown, memory_id
         )
@@ -138,13 +143,14 @@ def post_turns(served: Served, a: TenantA) -> None:
 
 def replay_trace(served: Served, a: TenantA) -> None:
     unknown = served.request("POST", f"/v1/traces/{UNKNOWN_ID}/replay", {"config": {}}, B)
-    reply = served.request("POST", f"/v1/traces/{a.trace_id}/replay", {"config": {}}, B)
-    same_as_unknown(reply, unknown, a.trace_id)
+    for trace_id in near_misses(a.trace_id):
+        reply = served.request("POST", f"/v1/traces/{trace_id}/replay", {"config": {}}, B)
+        same_as_unknown(reply, unknown, trace_id)
 
 
 def read_memory_traces(served: Served, a: TenantA) -> None:
     unknown = served.request("GET", f"/v1/memories/{UNKNOWN_ID}/traces", api_key=B)
-    for memory_id in a.memory_ids:
+    for memory_id in [wrong for known in a.memory_ids for wrong in near_misses(known)]:
         reply = served.request("GET", f"/v1/memories/{memory_id}/traces", api_key=B)
         same_as_unknown(reply, unknown, memory_id)
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -18,13 +20,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memwrite.adapters.embedded_index import EmbeddedIndex
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
+from memwrite.environment import LambdaEnvironment
 from memwrite.index import IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import Tier
 from memwrite.ports import MemoryIndex
+from memwrite.wiring import build_index
 
 EMBEDDER = HashingEmbedder()
 USER = "user-1"
@@ -540,6 +546,145 @@ def test_an_embedded_index_in_a_file_holds_a_bounded_number_of_users_open(
     # Then the capped index's memory is a fraction of the other's (measured: 1.0 against 10 MB; what
     # remains is the schema SQLite parses, which grows with the users whatever the cap)
     assert capped < uncapped / 2
+
+
+# An operation on the index: ("upsert", user, memory, city), ("delete", user, memory, _) or
+# ("search", user, _, city).
+_Operation = tuple[str, int, int, str]
+_OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(("upsert", "delete", "search")),
+        st.integers(0, 4),
+        st.integers(0, 3),
+        st.sampled_from(CITIES),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _apply(index: EmbeddedIndex, operation: _Operation) -> list[IndexHit]:
+    """Apply one operation; a search returns its kNN and hybrid hits, scores included."""
+    kind, user, memory_number, city = operation
+    user_id, memory_id = f"user-{user}", f"m{memory_number}"
+    if kind == "upsert":
+        # Memories 0-2 have HyPE questions (one shared by every user), 2 without its content
+        # vector (a preference); 3 is a task (no vectors).
+        text = f"The user lives in {city} and memory {memory_number} says so."
+        kind_of = {2: MemoryType.PREFERENCE, 3: MemoryType.TASK}.get(memory_number, MemoryType.FACT)
+        questions = ("Where does the user live?", f"Is {city} home?") if memory_number < 3 else ()
+        doc = memory(
+            memory_id, text, tenant="t", user_id=user_id, type=kind_of, questions=questions
+        )
+        if memory_number == 2:
+            doc = replace(doc, vector=None)
+        index.upsert(doc)
+        return []
+    if kind == "delete":
+        index.delete("t", user_id, memory_id)
+        return []
+    text = f"Where does the user live? In {city}?"
+    facts = IndexFilter(types=frozenset({MemoryType.FACT}))
+    return [
+        *index.knn("t", user_id, vector(text), 3),
+        *index.knn("t", user_id, vector(text), 2, filter=facts),
+        *index.hybrid("t", user_id, text, vector(text), 3),
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(cap=st.integers(1, 2), operations=_OPERATIONS)
+def test_an_embedded_index_keeping_few_users_in_memory_returns_identical_results(
+    cap: int, operations: list[_Operation]
+) -> None:
+    # Given an index in a file keeping at most `cap` users' vectors in memory, beside one in a
+    # file keeping them all and one in memory (never reloading them from SQLite)
+    with tempfile.TemporaryDirectory() as directory:
+        capped = EmbeddedIndex(
+            f"{directory}/capped.sqlite",
+            dimension=EMBEDDER.dimension,
+            max_resident_partitions=cap,
+        )
+        references = [
+            EmbeddedIndex(f"{directory}/all.sqlite", dimension=EMBEDDER.dimension),
+            EmbeddedIndex(dimension=EMBEDDER.dimension),
+        ]
+        # When all see the same interleaved upserts, deletes and searches of five users, each
+        # with a memory to begin with (so that every search loads the user's vectors)
+        prelude: list[_Operation] = [("upsert", user, 0, CITIES[user]) for user in range(5)]
+        final_searches: list[_Operation] = [("search", user, 0, "Berlin") for user in range(5)]
+        for operation in [*prelude, *operations, *final_searches]:
+            # Then every search returns the same hits with the same scores
+            hits = _apply(capped, operation)
+            assert all(hits == _apply(reference, operation) for reference in references)
+            # And the capped index never holds more than `cap` users' vectors
+            assert capped.resident_partitions <= cap
+        for index in (capped, *references):
+            index.close()
+
+
+def test_an_embedded_index_reloads_an_evicted_user_with_the_writes_it_missed(
+    tmp_path: Path,
+) -> None:
+    # Given an index in a file keeping one user's vectors in memory, and two users searched
+    index = EmbeddedIndex(
+        str(tmp_path / "index.sqlite"), dimension=EMBEDDER.dimension, max_resident_partitions=1
+    )
+    index.upsert(memory("m1", "The user lives in Berlin.", tenant="t", user_id="a"))
+    index.upsert(memory("m1", "The user lives in Lisbon.", tenant="t", user_id="b"))
+    berlin = vector("The user lives in Berlin.")
+    assert ids(index.knn("t", "a", berlin, 5)) == ["m1"]
+    assert ids(index.knn("t", "b", berlin, 5)) == ["m1"]  # evicts a's vectors
+    assert index.resident_partitions == 1
+    # When the evicted user's memory is deleted and another is upserted
+    index.delete("t", "a", "m1")
+    index.upsert(memory("m2", "The user lives in Berlin now.", tenant="t", user_id="a"))
+    # Then the user's next kNN, reloaded from SQLite, sees both writes
+    assert ids(index.knn("t", "a", berlin, 5)) == ["m2"]
+    assert index.resident_partitions == 1
+
+
+def test_an_embedded_index_in_memory_keeps_every_user_whatever_the_cap() -> None:
+    # Given an in-memory index (its vectors have no other copy) capped at one user
+    index = EmbeddedIndex(dimension=EMBEDDER.dimension, max_resident_partitions=1)
+    for user_id in ("a", "b", "c"):
+        index.upsert(memory("m1", "The user lives in Berlin.", tenant="t", user_id=user_id))
+    # When each user is searched
+    # Then each one's memory is found: nothing was dropped
+    for user_id in ("a", "b", "c"):
+        assert ids(index.knn("t", user_id, vector("The user lives in Berlin."), 5)) == ["m1"]
+    assert index.resident_partitions == 3
+
+
+def test_an_embedded_index_refuses_a_cap_below_one() -> None:
+    with pytest.raises(ValueError, match="max_resident_partitions"):
+        EmbeddedIndex(dimension=EMBEDDER.dimension, max_resident_partitions=0)
+
+
+def test_the_configured_cap_reaches_the_embedded_index_of_the_sqlite_backend(
+    tmp_path: Path,
+) -> None:
+    # Given the embedded mode configured to keep two users' vectors in memory
+    config = tmp_path / "config.json"
+    search = {"embedded_max_resident_partitions": 2, "embedded_max_open_partitions": 4}
+    config.write_text(json.dumps({"pipeline": {"search": search}}), encoding="utf-8")
+    env = LambdaEnvironment.load(
+        {
+            "MEMWRITE_BACKEND": "sqlite",
+            "MEMWRITE_DATA_DIR": str(tmp_path),
+            "MEMWRITE_CONFIG": str(config),
+        }
+    )
+    index = build_index(env, EMBEDDER.dimension)
+    assert isinstance(index, EmbeddedIndex)
+    # When five users are written and searched
+    for number in range(5):
+        user_id = f"user-{number}"
+        index.upsert(memory("m1", "The user lives in Berlin.", tenant="t", user_id=user_id))
+        assert ids(index.knn("t", user_id, vector("The user lives in Berlin."), 5)) == ["m1"]
+        # Then it never holds more than two of them
+        assert index.resident_partitions <= 2
+    index.close()
 
 
 def test_embedded_index_refuses_vectors_it_cannot_compare() -> None:

@@ -208,6 +208,11 @@ class SearchConfig(_Frozen):
     bedrock_model: str = "amazon.titan-embed-text-v2:0"
     embedding_dimension: Literal[256, 512, 1024] = 1024  # Titan v2's sizes; hashing: 384
     embedding_normalize: bool = True
+    # The embedded index in a file (`memwrite serve`, the local runner): FTS5 tables its
+    # connection opens before it is reopened, and users' vector partitions it keeps in memory
+    # (the least recently searched is reloaded from SQLite when needed again).
+    embedded_max_open_partitions: int = Field(default=256, ge=1)
+    embedded_max_resident_partitions: int = Field(default=256, ge=1)
 
 
 class PipelineConfig(_Frozen):

@@ -28,6 +28,7 @@ __all__ = [
     "QueueUnavailable",
     "RollbackRefused",
     "SourceErased",
+    "SourceRolledBack",
     "StageInputError",
     "StoreUnavailable",
     "TimestampInFuture",
@@ -87,6 +88,18 @@ class SourceErased(PermanentError):
 
     def __init__(self, tenant: str, trace_id: str) -> None:
         super().__init__(f"trace {trace_id} was erased; nothing of it is written")
+        self.tenant = tenant
+        self.trace_id = trace_id
+
+
+class SourceRolledBack(SourceErased):
+    """A memory commit's source trace was rolled back meanwhile (a retry of its failed turn
+    after `POST /v1/traces/{trace_id}/rollback`): storing it would silently undo the rollback.
+
+    A `SourceErased`: the stages that catch that one write nothing of this one either."""
+
+    def __init__(self, tenant: str, trace_id: str) -> None:
+        PermanentError.__init__(self, f"trace {trace_id} was rolled back; nothing of it is stored")
         self.tenant = tenant
         self.trace_id = trace_id
 

@@ -13,13 +13,15 @@ enough possibilities to be brute-forced from its hash).
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from datetime import UTC, datetime
 
-__all__ = ["content_hash", "new_trace_id", "trace_id_for_key", "turn_id"]
+__all__ = ["content_hash", "is_id", "new_trace_id", "trace_id_for_key", "turn_id"]
 
 _SEPARATOR = "\x1f"  # unit separator: cannot be confused with text inside a field
 _ID_HEX_CHARS = 32  # 128 bits
+_ID_SHAPE = re.compile(f"[0-9a-f]{{{_ID_HEX_CHARS}}}")
 
 
 def content_hash(*parts: str) -> str:
@@ -54,3 +56,9 @@ def trace_id_for_key(tenant: str, idempotency_key: str) -> str:
 def new_trace_id() -> str:
     """Fresh trace id for a request without an idempotency key."""
     return uuid.uuid4().hex
+
+
+def is_id(value: str) -> bool:
+    """True for the shape of every id this module makes (trace, turn, memory): 32 lowercase
+    hex digits. Anything else names nothing, and must not become a store key."""
+    return _ID_SHAPE.fullmatch(value) is not None

@@ -10,7 +10,8 @@ again and decide again (dedupe's and conflict's own functions), so nothing is ev
 and concurrent writers converge. Re-running a candidate that is already stored changes nothing.
 Every commit also requires the candidate's source trace to exist: a turn whose user was erased
 while it was in flight is refused by the store (`SourceErased`), never retried, and reported
-as rejected (`UserErased`).
+as rejected (`UserErased`). So is a commit of a trace rolled back meanwhile (`SourceRolledBack`,
+rejected as `TraceRolledBack`): a retry of a failed turn must not undo its trace's rollback.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from enum import StrEnum
 from memwrite import conflict, dedupe
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.errors import MemwriteError, SourceErased, StageInputError, WriteConflict
+from memwrite.errors import (
+    MemwriteError,
+    SourceErased,
+    SourceRolledBack,
+    StageInputError,
+    WriteConflict,
+)
 from memwrite.facts import DerivedState
 from memwrite.memory import MemoryLink, MemoryUnit
 from memwrite.models import SpanResult, StageSpan
@@ -39,7 +46,7 @@ from memwrite.ports import (
     SpanStore,
 )
 from memwrite.reads import CandidateReads, read_candidate
-from memwrite.reasons import DuplicateConfirmed, StoreError, UserErased
+from memwrite.reasons import DuplicateConfirmed, StoreError, TraceRolledBack, UserErased
 from memwrite.scoring import score, tier_for
 from memwrite.spans import item_span, record_failure, record_spans, unrecorded, usage_summary
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
@@ -340,7 +347,8 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
     """Commit each candidate in order; a failure leaves error spans and propagates (Catch).
 
     A candidate whose user was erased meanwhile is rejected (`UserErased`), not retried: the
-    erasure must not be undone by a turn that was still in flight."""
+    erasure must not be undone by a turn that was still in flight. So is one whose trace was
+    rolled back (`TraceRolledBack`), for the same reason."""
     items: list[PipelineItem] = []
     spans: list[StageSpan] = []
     replayed: list[StageSpan] = []  # items a redelivery finds applied
@@ -353,7 +361,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
                 result = persist_candidate(
                     StoreItem.of(payload, item), config, deps, decided=_decisions(item)
                 )
-        except SourceErased:
+        except SourceErased as refused:
             latency_ms = (time.perf_counter() - started) * 1000
             spans.append(
                 item_span(
@@ -361,9 +369,11 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
                     item,
                     STAGE,
                     result=SpanResult.REJECT,
-                    reason=UserErased(),
+                    reason=(
+                        TraceRolledBack() if isinstance(refused, SourceRolledBack) else UserErased()
+                    ),
                     latency_ms=latency_ms,
-                    llm=usage_summary(paid),  # a judge asked before the erasure was seen
+                    llm=usage_summary(paid),  # a judge asked before the refusal was seen
                 )
             )
             calls.extend(paid)

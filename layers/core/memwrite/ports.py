@@ -362,7 +362,8 @@ class MemoryStore(Protocol):
 
     def commit(self, commit: Commit) -> None:
         """Apply atomically; raise `WriteConflict` when a condition no longer holds, and
-        `SourceErased` (nothing applied) when the commit's source trace no longer exists."""
+        `SourceErased` (nothing applied) when the commit's source trace no longer exists, and
+        `SourceRolledBack` (nothing applied) when it was rolled back."""
 
     def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
 

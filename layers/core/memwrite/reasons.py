@@ -41,6 +41,7 @@ __all__ = [
     "StoreError",
     "Supersedes",
     "TooShort",
+    "TraceRolledBack",
     "Ungrounded",
     "Unverified",
     "UserErased",
@@ -268,6 +269,13 @@ class RolledBack(_Reason):
     restored: int
 
 
+class TraceRolledBack(_Reason):
+    """The candidate's trace was rolled back while a retry of its turn was pending: nothing is
+    stored, so the rollback stays whole."""
+
+    type: Literal["TraceRolledBack"] = "TraceRolledBack"
+
+
 class UserErased(_Reason):
     """The candidate's user was erased while its turn was in flight: nothing is written."""
 
@@ -313,6 +321,7 @@ Reason = Annotated[
     | StoreError
     | IndexingError
     | JudgeError
-    | UserErased,
+    | UserErased
+    | TraceRolledBack,
     Field(discriminator="type"),
 ]

@@ -26,6 +26,10 @@ search documents are deleted right after the commit, on every call: a failure th
 finished by the retry, which finds the record and deletes again (a no-op for documents
 already gone); until then search never returns them, as the store has the last word.
 Restored memories are re-indexed by stage 7 from the outbox rows the transaction wrote.
+
+A `failed` trace can be rolled back although its failed turn may still be retried: the record
+is what keeps the rollback whole, as persist's commit requires it absent (`SourceRolledBack`),
+so a retry that comes later stores nothing.
 """
 
 from __future__ import annotations

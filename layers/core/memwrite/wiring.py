@@ -454,7 +454,13 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
         return _opensearch_index(env, env.opensearch_endpoint, dimension)
     from memwrite.adapters.embedded_index import EmbeddedIndex
 
-    return EmbeddedIndex(env.embedded_index_path(), dimension=dimension)
+    search = env.settings.pipeline.search
+    return EmbeddedIndex(
+        env.embedded_index_path(),
+        dimension=dimension,
+        max_open_partitions=search.embedded_max_open_partitions,
+        max_resident_partitions=search.embedded_max_resident_partitions,
+    )
 
 
 def _opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:

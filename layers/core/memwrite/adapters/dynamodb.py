@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEDGER_SK",
     "QUESTION_SK",
+    "ROLLBACK_SK",
     "TRACE_ERASED",
     "TRACE_SK",
     "DynamoRateStore",
@@ -51,6 +52,8 @@ __all__ = [
     "last_question_pk",
     "ledger_pk",
     "memory_traces_key",
+    "rollback_absent_check",
+    "rollback_pk",
     "session_pk",
     "source_trace_check",
     "span_item",
@@ -69,6 +72,7 @@ TRACE_SK = "TRACE"
 # Set on a trace row when its user's erasure starts (the row itself goes last, as the erasure
 # still needs its turn ids and session): from then on no commit of that trace is accepted.
 TRACE_ERASED = "erased_at"
+ROLLBACK_SK = "ROLLBACK"  # the item of a trace's rollback record
 
 
 def ledger_pk(tenant: str, turn_id: str) -> str:
@@ -77,6 +81,10 @@ def ledger_pk(tenant: str, turn_id: str) -> str:
 
 def trace_pk(tenant: str, trace_id: str) -> str:
     return f"TRACE#{tenant}#{trace_id}"
+
+
+def rollback_pk(tenant: str, trace_id: str) -> str:
+    return f"ROLLBACK#{tenant}#{trace_id}"
 
 
 def trace_memories_pk(tenant: str, trace_id: str) -> str:
@@ -159,6 +167,19 @@ def source_trace_check(table: str, tenant: str, trace_id: str) -> dict[str, Any]
             "ConditionExpression": (
                 f"attribute_exists({PK}) AND attribute_not_exists({TRACE_ERASED})"
             ),
+        }
+    }
+
+
+def rollback_absent_check(table: str, tenant: str, trace_id: str) -> dict[str, Any]:
+    """A transaction item that holds while the trace has no rollback record: a memory commit
+    of the trace lands wholly before its rollback (which then removes it) or not at all (the
+    rollback's transaction writes the record, so DynamoDB orders the two)."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": {PK: {"S": rollback_pk(tenant, trace_id)}, SK: {"S": ROLLBACK_SK}},
+            "ConditionExpression": f"attribute_not_exists({PK})",
         }
     }
 

@@ -19,7 +19,9 @@ from botocore.exceptions import ClientError
 
 from memwrite.adapters.dynamodb import (
     LEDGER_SK,
+    ROLLBACK_SK,
     ledger_pk,
+    rollback_pk,
     source_trace_check,
     span_item,
     unavailable,
@@ -42,12 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["ROLLBACK_SK", "DynamoTraceRollback", "rollback_pk"]
 
 PK, SK = PARTITION_KEY, SORT_KEY
-ROLLBACK_SK = "ROLLBACK"
 _BATCH_GET_LIMIT = 100
-
-
-def rollback_pk(tenant: str, trace_id: str) -> str:
-    return f"ROLLBACK#{tenant}#{trace_id}"
 
 
 class DynamoTraceRollback:
@@ -154,4 +151,4 @@ class DynamoTraceRollback:
             }
         )
         items.append({"Put": {"TableName": self._spans_table, "Item": span_item(rollback.span)}})
-        transact(self._client, items, first_refused=UnknownTrace(record.trace_id))
+        transact(self._client, items, refused=[UnknownTrace(record.trace_id)])

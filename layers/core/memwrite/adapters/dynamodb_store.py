@@ -14,13 +14,14 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.dynamodb import (
     failed_condition_at,
     memory_traces_key,
+    rollback_absent_check,
     source_trace_check,
     trace_memories_pk,
     unavailable,
 )
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.errors import MemwriteError, SourceErased, WriteConflict
+from memwrite.errors import MemwriteError, SourceErased, SourceRolledBack, WriteConflict
 from memwrite.facts import FactObservation
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
@@ -120,20 +121,20 @@ def transact(
     client: DynamoDBClient,
     items: list[dict[str, Any]],
     *,
-    first_refused: MemwriteError | None = None,
+    refused: Sequence[MemwriteError] = (),
 ) -> None:
     """`TransactWriteItems`; a failed condition or a conflicting transaction is a
     `WriteConflict` (nothing applied), anything else the store being unavailable.
-    `first_refused` is raised instead when the first item's condition failed (the source
-    trace's check)."""
+    `refused[i]` is raised instead when the condition of item i (one of the leading checks:
+    the source trace's) failed first."""
     try:
         client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
             reasons = exc.response.get("CancellationReasons", [])
-            first = reasons[0].get("Code") if reasons else None
-            if first_refused is not None and first == "ConditionalCheckFailed":
-                raise first_refused from exc
+            failed = failed_condition_at(exc)
+            if failed is not None and failed < len(refused):
+                raise refused[failed] from exc
             codes = {reason.get("Code") for reason in reasons}
             if codes & _CONFLICT_CODES or not reasons:
                 raise WriteConflict("a concurrent write changed what was read") from exc
@@ -321,10 +322,11 @@ class DynamoMemoryStore:
 
     def commit(self, commit: Commit) -> None:
         partition = user_key(commit.tenant, commit.user_id)
-        # First item (its cancellation reason is the first one): the source trace must exist
-        # and its user's erasure must not have started.
+        # First items (their cancellation reasons come first): the source trace must exist,
+        # its user's erasure must not have started, and it must not have been rolled back.
         items: list[dict[str, Any]] = [
-            source_trace_check(self._tables.turns, commit.tenant, commit.trace_id)
+            source_trace_check(self._tables.turns, commit.tenant, commit.trace_id),
+            rollback_absent_check(self._tables.turns, commit.tenant, commit.trace_id),
         ]
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
@@ -370,7 +372,11 @@ class DynamoMemoryStore:
         for row_out in commit.outbox:
             doc, rev = docs[row_out.memory_id]
             items.append({"Put": outbox_put(self._tables.outbox, partition, row_out, doc, rev)})
-        transact(self._client, items, first_refused=SourceErased(commit.tenant, commit.trace_id))
+        refused = [
+            SourceErased(commit.tenant, commit.trace_id),
+            SourceRolledBack(commit.tenant, commit.trace_id),
+        ]
+        transact(self._client, items, refused=refused)
 
 
 class DynamoEntityStore:

@@ -27,7 +27,13 @@ closes, so a long-running process serving many users grew with each new one (REA
 "Measured", embedded mode). In a file, the connection is reopened once it has opened
 `max_open_partitions` tables; the vector partitions are dropped with it and reloaded on demand.
 The parsed schema itself (~2.5 KB per user per connection) stays: it is the price of one FTS5
-table per user.
+table per user. The vector partitions (~6.4 KB for a user with one memory, more with more)
+are bounded on their own, since kNN opens no FTS5 table: in a file at most
+`max_resident_partitions` stay in memory, the least recently searched is dropped first and
+reloaded from `docs` on its user's next kNN query. Below `_EXACT_MAX_VECTORS` a reloaded
+partition returns the same hits and scores; a graph is rebuilt in doc-id order and its
+approximate hits may differ, as after any reload (another connection's commit, a reopened
+connection). In memory the partitions are the only copy of the vectors and all stay.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,6 +83,9 @@ _FETCH_GROWTH = 4  # when too few fetched vectors pass the filter, fetch this ma
 _INITIAL_CAPACITY = 64
 # FTS5 tables a file connection may have opened before it is reopened (see "Memory per user").
 DEFAULT_MAX_OPEN_PARTITIONS = 256
+# Users' vector partitions a file index keeps in memory (see "Memory per user"): ~1.6 MB of
+# users with one memory each (README "Measured"); a search of another user reloads from SQLite.
+DEFAULT_MAX_RESIDENT_PARTITIONS = 256
 _ADD_BATCH = 16_384  # vectors per faiss add: parallel graph inserts, bounded extra memory
 _ROW_ARRAYS = (
     *("_vector", "_owner", "_live", "_question", "_type", "_tier", "_topic", "_confidence"),
@@ -417,14 +427,20 @@ class EmbeddedIndex:
         dimension: int = DEFAULT_DIMENSION,
         *,
         max_open_partitions: int = DEFAULT_MAX_OPEN_PARTITIONS,
+        max_resident_partitions: int = DEFAULT_MAX_RESIDENT_PARTITIONS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
         if max_open_partitions < 1:
             raise ValueError(f"max_open_partitions must be positive, got {max_open_partitions}")
+        if max_resident_partitions < 1:
+            raise ValueError(
+                f"max_resident_partitions must be positive, got {max_resident_partitions}"
+            )
         self._path = path
         self._dimension = dimension
         self._max_open_partitions = max_open_partitions
+        self._max_resident_partitions = max_resident_partitions
         self._lock = threading.Lock()
         self._db = self._connect()
         self._db.executescript(_SCHEMA)
@@ -432,7 +448,9 @@ class EmbeddedIndex:
         # In a file the vectors are stored too, so other processes and restarts can rebuild
         # partitions; in memory nothing else can read them, so the partition alone holds them.
         self._vectors_in_db = path != ":memory:"
-        self._partitions: dict[int, _VectorPartition] = {}
+        # Least recently searched first. An OrderedDict rather than an LRU cache class: writes
+        # update a resident partition without making it recent, and in memory nothing is evicted.
+        self._partitions: OrderedDict[int, _VectorPartition] = OrderedDict()
         self._open_slots: set[int] = set()  # FTS5 tables this connection has opened
         self._data_version = self._current_data_version()
 
@@ -580,6 +598,13 @@ class EmbeddedIndex:
         semantic = self.knn(tenant, user_id, vector, k, filter=filter)
         return fuse_hybrid(lexical, semantic, k, bm25_weight)
 
+    @property
+    def resident_partitions(self) -> int:
+        """How many users' vector partitions are in memory: in a file, at most
+        `max_resident_partitions`."""
+        with self._lock:
+            return len(self._partitions)
+
     def count(self, tenant: str, user_id: str) -> int:
         with self._lock:
             slot = self._slot(tenant, user_id)
@@ -684,7 +709,9 @@ class EmbeddedIndex:
         if slot is None:
             return None
         partition = self._partitions.get(slot)
-        if partition is None and self._vectors_in_db:
+        if partition is not None:
+            self._partitions.move_to_end(slot)
+        elif self._vectors_in_db:
             partition = _VectorPartition(self._dimension)
             rows = self._db.execute(
                 "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content "
@@ -704,6 +731,8 @@ class EmbeddedIndex:
                 vectors = np.frombuffer(blob, dtype=np.float32).reshape(-1, self._dimension)
                 partition.add(doc_id, meta, vectors)
             self._partitions[slot] = partition
+            while len(self._partitions) > self._max_resident_partitions:
+                self._partitions.popitem(last=False)  # reloaded from `docs` when searched again
         return partition
 
 

@@ -18,9 +18,15 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from memwrite.errors import ConfigError, SourceErased, StoreUnavailable
+from memwrite.errors import ConfigError, SourceErased, SourceRolledBack, StoreUnavailable
 
-__all__ = ["DATABASE_FILE", "SqliteDatabase", "open_database", "require_source_trace"]
+__all__ = [
+    "DATABASE_FILE",
+    "SqliteDatabase",
+    "open_database",
+    "require_not_rolled_back",
+    "require_source_trace",
+]
 
 DATABASE_FILE = "memwrite.sqlite3"
 _BUSY_TIMEOUT_MS = 10_000  # a writer waits this long for another's transaction to finish
@@ -207,3 +213,14 @@ def require_source_trace(connection: sqlite3.Connection, tenant: str, trace_id: 
     ).fetchone()
     if found is None:
         raise SourceErased(tenant, trace_id)
+
+
+def require_not_rolled_back(connection: sqlite3.Connection, tenant: str, trace_id: str) -> None:
+    """Raise `SourceRolledBack` when the trace has a rollback record. Called inside a memory
+    commit's transaction: the rollback (one transaction, which inserts the record) lands wholly
+    before it (nothing stored) or after it (and removes what it stored)."""
+    found = connection.execute(
+        "SELECT 1 FROM rollbacks WHERE tenant = ? AND trace_id = ?", (tenant, trace_id)
+    ).fetchone()
+    if found is not None:
+        raise SourceRolledBack(tenant, trace_id)

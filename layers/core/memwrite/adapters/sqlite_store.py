@@ -13,7 +13,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
-from memwrite.adapters.sqlite_db import SqliteDatabase, require_source_trace
+from memwrite.adapters.sqlite_db import (
+    SqliteDatabase,
+    require_not_rolled_back,
+    require_source_trace,
+)
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.errors import WriteConflict
 from memwrite.facts import FactObservation
@@ -162,6 +166,7 @@ class SqliteMemoryStore:
     def _apply(connection: sqlite3.Connection, commit: Commit) -> None:
         user = (commit.tenant, commit.user_id)
         require_source_trace(connection, commit.tenant, commit.trace_id)
+        require_not_rolled_back(connection, commit.tenant, commit.trace_id)
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
             row = connection.execute(
