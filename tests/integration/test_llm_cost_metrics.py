@@ -488,3 +488,30 @@ def test_hype_that_fails_after_its_questions_were_paid_charges_them_and_its_retr
     assert retried.status is not TraceStatus.FAILED
     assert_trace_charges(retried, "hype_questions", "hype_questions")
     assert_dashboard_shows(capsys.readouterr().out, "hype", "hype_questions")
+
+
+def test_a_dedupe_retry_decides_the_batch_again_and_charges_both_attempts_once_each(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given "lives in Berlin" stored, a batch of two candidates in the judge's band, and a
+    # judge that decides the first, is overloaded on the second, then decides both on the retry
+    spans = InMemorySpanStore()
+    write(rules_payload("I live in Berlin.", "t1", day=0), store, spans)
+    first = rules_payload("I live in Berlin, Germany.", "t2", day=3)
+    second = rules_payload("I live in East Berlin.", "t3", day=3)
+    batch = first.model_copy(
+        update={"turns": first.turns + second.turns, "items": first.items + second.items}
+    )
+    api = RecordedApi("dedupe_same", OVERLOADED, "dedupe_same", "dedupe_same")
+    judge = AnthropicDedupeJudge(EXTRACT, **recorded_client(api))
+    deps = dedupe.DedupeDeps(store, IN_BAND, spans, EmfMetrics(), judge)
+    capsys.readouterr()
+    # When the batch fails on the second candidate, and the retry decides both
+    with pytest.raises(LlmUnavailable):
+        dedupe.run(batch, CONFIG, deps)
+    dedupe.run(batch, CONFIG, deps)
+    # Then the first candidate's trace charges its judge call of each attempt, once each
+    assert_trace_charges(trace_of("trace-t2", spans), "dedupe_same", "dedupe_same")
+    assert_trace_charges(trace_of("trace-t3", spans), "dedupe_same")
+    # And so does the dashboard
+    assert_dashboard_shows(capsys.readouterr().out, "dedupe", *["dedupe_same"] * 3)

@@ -105,13 +105,13 @@ def record_failure(
 
 
 def store_spans(spans: Sequence[StageSpan], store: SpanStore) -> None:
-    """Write `spans`, each adding the model usage of the failed attempt's span it replaces.
+    """Write `spans`, each adding the model usage of the earlier attempt's span it replaces.
 
-    A retry writes its span over the error span of the attempt that failed (same stage and
-    item): that attempt's calls were paid for too, so its usage is kept, once, in the sum (and
-    again by a third attempt's span, replacing the second's). Only error spans pass usage on:
-    a redelivery of applied items writes no span over theirs (`unrecorded`). Stages that call
-    no model have no usage to keep and skip the read.
+    A retry writes its span over the span the failed attempt left (same stage and item: its
+    error span, or the span of an item decided before the failure, decided again): that
+    attempt's calls were paid for too, so its usage stays in the sum, once (a third attempt's
+    span adds the second's, which holds the first's). A redelivery of applied items writes no
+    span over theirs (`unrecorded`), so adds nothing. Stages that call no model skip the read.
     """
     if not spans:
         return
@@ -119,16 +119,16 @@ def store_spans(spans: Sequence[StageSpan], store: SpanStore) -> None:
         store.put_spans(spans)
         return
     traces = {(span.tenant, span.trace_id) for span in spans}
-    failed = {
+    earlier = {
         (span.tenant, span.trace_id, span.stage, span.item_id): span.llm
         for trace in traces
         for span in store.spans_of(*trace)
-        if span.result is SpanResult.ERROR and span.llm is not None
+        if span.llm is not None
     }
     store.put_spans(
         [
             span.model_copy(update={"llm": _added(span.llm, paid)})
-            if (paid := failed.get((span.tenant, span.trace_id, span.stage, span.item_id)))
+            if (paid := earlier.get((span.tenant, span.trace_id, span.stage, span.item_id)))
             else span
             for span in spans
         ]
