@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.stages import pipeline_stages, stream_stages
@@ -61,6 +62,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
 )
 AUTHORIZER = "functions.authorizer.handler"
+QUERY_HANDLER = "functions.query.handler"
 # API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
 UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
 _ROUTE_PATTERNS = tuple(
@@ -177,6 +179,7 @@ class LocalRunner:
             importlib.import_module(f"functions.{stage.function_dir}.handler")
             for stage in stream_stages()
         ]
+        self._single_threaded_backend = LambdaEnvironment.load().backend is not Backend.SQLITE
         self._authorizer = importlib.import_module(AUTHORIZER)
         self._authorizer.settings.cache_clear()  # the key table of this backend's environment
         self._sequence = 0
@@ -220,6 +223,10 @@ class LocalRunner:
             event["queryStringParameters"] = {k: v[-1] for k, v in parameters.items()}
             event["multiValueQueryStringParameters"] = parameters
         response = module.lambda_handler(event, LocalContext())
+        if self._single_threaded_backend:
+            # moto is not thread-safe: a search's counter update (on the query handler's
+            # background thread) finishes before the next call can read the same items.
+            self._modules[QUERY_HANDLER].ACCESS_UPDATES.submit(lambda: None).result()
         payload = response.get("body") or "{}"
         # REST (v1) proxy responses may carry headers in either field; clients see both.
         response_headers = dict(response.get("headers") or {})
