@@ -304,7 +304,9 @@ class Monitoring(Construct):
                 width=6,
             ),
             cw.GraphWidget(
-                title=f"{name}: passed / transformed / malformed LLM output",
+                # Only a stage that reads model answers has malformed ones to show.
+                title=f"{name}: passed / transformed"
+                + (" / malformed LLM output" if name in _JSON_FAIL else ""),
                 left=[_by_reason(name, "pass"), _by_reason(name, "transform")],
                 right=[_stage_metric(name, metric) for metric in _JSON_FAIL.get(name, ())],
                 width=6,

@@ -277,6 +277,16 @@ def expressions(widget: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_malformed_llm_output_is_shown_only_for_stages_that_read_model_answers(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    titles = set(dashboard_widgets(synthesized[env]))
+    malformed = {t.split(":")[0] for t in titles if t.endswith("/ malformed LLM output")}
+    assert malformed == {"extract", "resolve_refs", "dedupe", "persist"}
+    assert "pre_filter: passed / transformed" in titles
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_the_dashboard_shows_llm_cost_and_tokens_for_every_stage_that_calls_a_model(
     synthesized: dict[str, Synthesized], env: str
 ) -> None:
