@@ -200,10 +200,8 @@ def test_the_verifier_calls_of_extract_are_on_the_dashboard_and_the_trace(
     assert (trace.llm_calls, trace.cost_usd) == (1, pytest.approx(haiku_cost("verify_pass")))
 
 
-def test_the_resolve_judge_call_is_on_the_dashboard(
-    printed_metrics: EmfMetrics, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Given two known Patels, so "Mr. Patel" needs the judge, and a recorded decision
+def _mr_patel_to_resolve() -> tuple[InMemoryEntityStore, InMemorySessionLog, ExtractOutput]:
+    """Two known Patels, and extract's output naming "Mr. Patel": resolve needs its judge."""
     entities = InMemoryEntityStore()
     for entity in patel_case.patels():
         entities.put(entity, expected_version=None, source_trace_ids=())
@@ -217,14 +215,19 @@ def test_the_resolve_judge_call_is_on_the_dashboard(
         source="user_explicit",
         turns=[
             ExtractedTurn(
-                turn_id="turn-1",
-                trace_id="trace-turn-1",
-                observed_at=T0,
-                extractor=Extractor.LLM,
+                turn_id="turn-1", trace_id="trace-turn-1", observed_at=T0, extractor=Extractor.LLM
             )
         ],
         candidates=[patel_case.leave_claim()],
     )
+    return entities, log, extracted
+
+
+def test_the_resolve_judge_call_is_on_the_dashboard(
+    printed_metrics: EmfMetrics, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two known Patels, so "Mr. Patel" needs the judge, and a recorded decision
+    entities, log, extracted = _mr_patel_to_resolve()
     spans = InMemorySpanStore()
     judge = AnthropicResolveJudge(EXTRACT, **recorded_client(RecordedApi("resolve_decision")))
     deps = resolve.ResolveDeps(entities, log, spans, printed_metrics, judge, T0.timestamp)
@@ -370,24 +373,7 @@ def test_a_resolve_judge_that_fails_after_a_paid_answer_charges_it_and_its_retry
 ) -> None:
     # Given "Mr. Patel" between two known Patels, and a judge that answers malformed (paid), is
     # then overloaded, and decides on the retry
-    entities = InMemoryEntityStore()
-    for entity in patel_case.patels():
-        entities.put(entity, expected_version=None, source_trace_ids=())
-    log = InMemorySessionLog()
-    turn = queued_turn(patel_case.TENANT, patel_case.USER, "turn-1", patel_case.TURN)
-    log.append(turn, now=T0.timestamp(), retention_secs=3_600)
-    extracted = ExtractOutput(
-        tenant=patel_case.TENANT,
-        user_id=patel_case.USER,
-        session_id="s1",
-        source="user_explicit",
-        turns=[
-            ExtractedTurn(
-                turn_id="turn-1", trace_id="trace-turn-1", observed_at=T0, extractor=Extractor.LLM
-            )
-        ],
-        candidates=[patel_case.leave_claim()],
-    )
+    entities, log, extracted = _mr_patel_to_resolve()
     spans = InMemorySpanStore()
     api = RecordedApi("resolve_malformed", OVERLOADED, "resolve_decision")
     judge = AnthropicResolveJudge(EXTRACT, **recorded_client(api))
