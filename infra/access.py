@@ -52,9 +52,9 @@ STAGE_ACCESS: dict[str, dict[str, Access]] = {
 # Functions that are not stages.
 FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # Traces (turns, spans), search and memories (memories; retrieval counters in turns), the
-    # erase route (`memwrite.adapters.dynamodb_erase`: exactly these six tables, and its mark
+    # erase route (`memwrite.adapters.aws.dynamodb_erase`: exactly these six tables, and its mark
     # on the user's trace rows, which stops persist committing them) and the rollback route
-    # (`memwrite.adapters.dynamodb_rollback`: memories, entity_facts and outbox rows put and
+    # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
     # deleted in one transaction, its record in turns, its span).
     "query": {
         "memories": RW,

@@ -20,8 +20,8 @@ from memwrite.errors import MemwriteError
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryUnit
 from memwrite.models import Role
-from memwrite.prefilter import Screening, gate_turn, mask_secrets
-from memwrite.rate_gate import RateGate
+from memwrite.pre_filter.checks import Screening, gate_turn, mask_secrets
+from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import SkipReason
 from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
@@ -171,7 +171,7 @@ def run_extract(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     Lines are extracted in batches of ten, as the pipeline does, with the earlier lines as the
     session context; every input line gets exactly one output line, in order.
     """
-    from memwrite.extract import extract_candidates
+    from memwrite.extract.stage import extract_candidates
     from memwrite.prompts.extract import BatchTurn, SessionTurn
     from memwrite.wiring import build_llm
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from memwrite.adapters.embedded_index import EmbeddedIndex
+from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.candidate import MemoryType
 from memwrite.index import MemoryDoc
 from memwrite.memory import Tier

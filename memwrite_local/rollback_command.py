@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from memwrite.adapters.sqlite_db import DATABASE_FILE
+from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.errors import RollbackRefused, UnknownTrace
 from memwrite.store import RollbackRecord
 from memwrite_local.backend import LOCAL_TENANT
@@ -66,7 +66,7 @@ def _refusal(body: dict[str, Any], as_json: bool, stdout: TextIO) -> int:
 
 
 def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
-    from memwrite.rollback import rollback_trace
+    from memwrite.read.rollback import rollback_trace
     from memwrite.wiring import build_query_deps
     from memwrite_local.embedded import local_backend
     from memwrite_local.runner import DrainReport, LocalRunner

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from memwrite.adapters.embedded_index import EmbeddedIndex
+from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
-from memwrite.hype import document_of
+from memwrite.hype.questions import TemplateQuestions
+from memwrite.hype.stage import document_of
 from memwrite.ids import content_hash
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter
 from memwrite.memory import MemoryUnit, Tier
-from memwrite.questions import TemplateQuestions
 
 F, P, INS = MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION
 MEMORIES: list[tuple[MemoryType, str, str, str, str]] = [

@@ -1,6 +1,6 @@
 """Stage 7 on AWS: the outbox table's DynamoDB stream -> this Lambda (HyPE indexing).
 
-Each stream record is one outbox row; `memwrite.hype.run` indexes its memory and marks the row
+Each stream record is one outbox row; `memwrite.hype.stage.run` indexes its memory and marks the row
 done. Records fail one by one (Powertools `BatchProcessor`, partial batch response): the event
 source mapping (`ReportBatchItemFailures`, `BisectBatchOnFunctionError`, a maximum retry count
 and an on-failure destination, an SQS queue) retries from the first failed record and sends a

@@ -1,6 +1,6 @@
 """Deploy-time step of the search collection (a CloudFormation custom resource through CDK's
 provider framework, `infra/search.py`): create the hybrid search pipeline and the index the
-OpenSearch adapter expects (`memwrite.adapters.opensearch_index.index_body`/`pipeline_body`).
+OpenSearch adapter expects (`memwrite.adapters.aws.opensearch_index.index_body`/`pipeline_body`).
 
 - Create and Update: `ensure_index`, idempotent (the pipeline is re-put, an existing index and
   its documents are kept; a changed vector dimension needs a new index name).

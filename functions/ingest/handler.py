@@ -19,8 +19,8 @@ from functions.api_common import (
     tenant_of,
 )
 from memwrite.errors import IngestLimitExceeded
-from memwrite.ingest import RETRY_AFTER_SECS, ingest_turns
 from memwrite.models import IngestRequest
+from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
 from memwrite.wiring import ApiDeps, build_api_deps
 
 logger = Logger(service="memwrite-ingest")

@@ -30,21 +30,21 @@ from functions.api_common import (
     tenant_of,
 )
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
-from memwrite.query import (
+from memwrite.read.query import (
     SearchRequest,
     erase_user,
     list_memories,
     memory_detail,
     search,
 )
-from memwrite.replay import (
+from memwrite.read.replay import (
     BatchReplayRequest,
     ReplayRequest,
     replay_trace,
     replay_traces_of_user,
 )
-from memwrite.rollback import rollback_trace
-from memwrite.traces import get_trace, parse_time_bound, traces_of_memory, traces_of_user
+from memwrite.read.rollback import rollback_trace
+from memwrite.read.traces import get_trace, parse_time_bound, traces_of_memory, traces_of_user
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
 logger = Logger(service="memwrite-query")

@@ -220,7 +220,7 @@ def bench_serve(seconds: float) -> dict[str, Any]:
 
 def _rss_growth_of_searches(max_resident_partitions: int) -> float:
     """In a fresh process: MB of RSS a kNN search of every user adds (see the docstring)."""
-    from memwrite.adapters.embedded_index import EmbeddedIndex
+    from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
     from memwrite.candidate import MemoryType
     from memwrite.embedder import HashingEmbedder
     from memwrite.index import MemoryDoc
@@ -259,7 +259,7 @@ def _rss_growth_of_searches(max_resident_partitions: int) -> float:
 
 
 def bench_resident_partitions() -> dict[str, Any]:
-    from memwrite.adapters.embedded_index import DEFAULT_MAX_RESIDENT_PARTITIONS
+    from memwrite.adapters.sqlite.embedded_index import DEFAULT_MAX_RESIDENT_PARTITIONS
 
     caps = {"default_cap": DEFAULT_MAX_RESIDENT_PARTITIONS, "uncapped": SEARCHED_USERS}
     results: dict[str, Any] = {

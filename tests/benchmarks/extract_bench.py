@@ -16,11 +16,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memwrite.config import PipelineConfig
-from memwrite.llm_extractor import count_llm_calls
+from memwrite.extract.llm import count_llm_calls
+from memwrite.extract.rules import extract_with_rules
 from memwrite.models import Role
-from memwrite.prefilter import screen
+from memwrite.pre_filter.checks import screen
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
-from memwrite.rules_extractor import extract_with_rules
 from tests.datasets import load_cri_messages, load_locomo
 
 BATCH_TURNS = 10  # SQS delivers up to 10 messages of a FIFO group per batch
@@ -100,7 +100,7 @@ def measure(name: str, turns: list[Turn], config: PipelineConfig) -> dict[str, A
         candidates += len(rules.candidates)
         survivors.append(Survivor(turn, text, rules.fully_covered))
 
-    # The same batches and context the extract stage builds (memwrite.extract.extract_batch).
+    # The same batches and context the extract stage builds (memwrite.extract.stage.extract_batch).
     llm_calls = 0
     llm_batches = 0
     history: dict[tuple[str, str], list[SessionTurn]] = {}

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from memwrite.adapters.embedded_index import EmbeddedIndex
+from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
 from memwrite.index import IndexFilter, MemoryDoc

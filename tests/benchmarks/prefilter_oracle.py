@@ -20,19 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
-from memwrite.firewall import normalise, scan
 from memwrite.models import Role
-from memwrite.prefilter import (
+from memwrite.pre_filter.checks import (
     mask_secrets,
     may_be_short_answer,
     prefilter_turn,
     question_of,
     screen,
 )
-from memwrite.rate_gate import RateGate
+from memwrite.pre_filter.firewall import normalise, scan
+from memwrite.pre_filter.rate_gate import RateGate
+from memwrite.pre_filter.segment import split_segments
+from memwrite.pre_filter.skip_rules import is_answer_word, match_skip_rule
 from memwrite.reasons import SecretKind
-from memwrite.segment import split_segments
-from memwrite.skip_rules import is_answer_word, match_skip_rule
 from memwrite_local.cli import run_prefilter
 from tests.datasets import load_cri_messages, load_locomo
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 
 from memwrite.config import PrefilterConfig
-from memwrite.firewall import normalise, scan
 from memwrite.ids import content_hash
-from memwrite.prefilter import screen
-from memwrite.rate_gate import RateGate
-from memwrite.segment import Segment, sentences_of
-from memwrite.skip_rules import match_skip_rule, plainly_kept
+from memwrite.pre_filter.checks import screen
+from memwrite.pre_filter.firewall import normalise, scan
+from memwrite.pre_filter.rate_gate import RateGate
+from memwrite.pre_filter.segment import Segment, sentences_of
+from memwrite.pre_filter.skip_rules import match_skip_rule, plainly_kept
 from memwrite_local.cli import run_prefilter
 from tests.benchmarks.run import COMBINED_REGEX
 from tests.datasets import load_locomo

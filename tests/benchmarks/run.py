@@ -32,8 +32,8 @@ from typing import Any
 
 from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
-from memwrite.prefilter import prefilter_turn
-from memwrite.rate_gate import RateGate
+from memwrite.pre_filter.checks import prefilter_turn
+from memwrite.pre_filter.rate_gate import RateGate
 from tests.benchmarks import embedded_bench, extract_bench, index_bench, search_bench, store_bench
 from tests.datasets import load_locomo
 
@@ -182,13 +182,13 @@ def bench_imports() -> dict[str, Any]:
 def bench_warm_handler() -> dict[str, Any]:
     """A 10-turn request through the real handler with in-memory adapters (no AWS calls)."""
     from functions.ingest import handler
-    from memwrite.adapters.memory import (
+    from memwrite.adapters.in_memory import (
         CountingMetrics,
         InMemoryQueue,
         InMemorySpanStore,
         InMemoryTurnLedger,
     )
-    from memwrite.ingest import IngestDeps
+    from memwrite.pre_filter.stage import IngestDeps
     from memwrite.wiring import ApiDeps
     from memwrite_local.runner import LocalContext, api_gateway_event
 

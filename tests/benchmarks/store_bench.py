@@ -14,14 +14,14 @@ from typing import Any
 
 import boto3
 
-from memwrite.adapters.dynamodb import DynamoTurnLedger
-from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
-from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
+from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
+from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
+from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
-from memwrite.persist import PersistDeps, persist_candidate
+from memwrite.persist.stage import PersistDeps, persist_candidate
 from memwrite.store import StoreItem
 from memwrite_local.aws import LocalAws
 from tests.sources import record_trace

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memwrite.rules_extractor import extract_with_rules
+from memwrite.extract.rules import extract_with_rules
 from tests.datasets import CRI_PERSONA, LOCOMO_DEV, load_cri_messages, load_locomo
 
 LABELS = Path(__file__).parent / "rule_labels.jsonl"

@@ -253,7 +253,7 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
 ) -> None:
     import inspect
 
-    from memwrite.adapters.dynamodb_erase import EraseTables
+    from memwrite.adapters.aws.dynamodb_erase import EraseTables
 
     erased = set(inspect.signature(EraseTables).parameters)
     assert erased == {"memories", "entity_facts", "entities", "outbox", "turns", "spans"}
@@ -278,7 +278,7 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
 
     assert tables_allowed("dynamodb:DeleteItem") == erased
     assert tables_allowed("dynamodb:Query") == erased
-    # The rollback route's one transaction (`memwrite.adapters.dynamodb_rollback`) puts
+    # The rollback route's one transaction (`memwrite.adapters.aws.dynamodb_rollback`) puts
     # memories, fact rows, outbox rows and its record (turns), then its span; it never
     # writes an entity. Retrieval counters (turns) are updated in place.
     written = {"memories", "entity_facts", "outbox", "turns", "spans"}

@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 
-from memwrite.adapters.dynamodb import DynamoTurnLedger
+from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
 from memwrite.dispatch import plan_executions
 from memwrite.errors import StageInputError, StoreUnavailable
 from memwrite.memory import MemoryUnit
@@ -232,7 +232,7 @@ def test_memory_row_reaches_the_search_index(aws: tuple[Aws, list[Fault]]) -> No
     stream to (hype); the API's search route then finds the memory.
 
     OpenSearch cannot run here (no server, no Docker; moto has no data plane), so the index is
-    the embedded one (`memwrite.adapters.embedded_index`: SQLite FTS5 + vectors, the same
+    the embedded one (`memwrite.adapters.sqlite.embedded_index`: SQLite FTS5 + vectors, the same
     `MemoryIndex` contract the OpenSearch adapter's tests hold it to) in one file shared by
     every function, and the embedder is the hashing one instead of Titan (moto's Bedrock
     returns empty bodies). Everything else is the deployed code and the deployed definition.

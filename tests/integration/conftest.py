@@ -23,7 +23,7 @@ import pytest
 from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.responses import DynamoHandler
 
-from memwrite.adapters.sqlite_db import DATABASE_FILE
+from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.memory import MemoryUnit
 from memwrite.wiring import build_memory_store
 from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws

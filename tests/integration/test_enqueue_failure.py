@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import functions.ingest.handler as ingest_handler
-from memwrite.adapters.sqs import SqsTurnQueue
+from memwrite.adapters.aws.sqs import SqsTurnQueue
 from memwrite_local.runner import api_gateway_event
 
 

@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 import functions.hype.handler as hype_handler
-from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
+from memwrite.adapters.aws.dynamodb_erase import DynamoUserEraser, EraseTables
 from memwrite.payloads import ExtractInput
 from memwrite.stages import pipeline_stages
 from memwrite.wiring import build_queue_consumer, build_stage_deps

@@ -14,14 +14,13 @@ from typing import Any
 
 import pytest
 
-from memwrite import conflict, dedupe, extract, hype, persist, resolve
-from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
-from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
-from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
-from memwrite.adapters.anthropic_questions import AnthropicQuestions
-from memwrite.adapters.anthropic_verifier import AnthropicVerifier
-from memwrite.adapters.emf_metrics import EmfMetrics
-from memwrite.adapters.memory import (
+from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
+from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
+from memwrite.adapters.anthropic.questions import AnthropicQuestions
+from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
+from memwrite.adapters.anthropic.verifier import AnthropicVerifier
+from memwrite.adapters.aws.emf_metrics import EmfMetrics
+from memwrite.adapters.in_memory import (
     InMemoryEntityStore,
     InMemorySessionLog,
     InMemorySpanStore,
@@ -29,8 +28,13 @@ from memwrite.adapters.memory import (
 )
 from memwrite.candidate import Candidate
 from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig, VerifierConfig
+from memwrite.conflict import stage as conflict
+from memwrite.dedupe import stage as dedupe
 from memwrite.entities import entity_id_for
 from memwrite.errors import IndexUnavailable, LlmUnavailable
+from memwrite.extract import stage as extract
+from memwrite.extract.rules import extract_with_rules
+from memwrite.hype import stage as hype
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import (
     ExtractedTurn,
@@ -40,10 +44,11 @@ from memwrite.payloads import (
     ItemsPayload,
     PipelineItem,
 )
+from memwrite.persist import stage as persist
 from memwrite.ports import MemoryStore, TraceRecord
-from memwrite.rules_extractor import extract_with_rules
+from memwrite.read.traces import TraceStatus, get_trace
+from memwrite.resolve_refs import stage as resolve
 from memwrite.stages import STAGES
-from memwrite.traces import TraceStatus, get_trace
 from memwrite.wiring import build_api_deps, build_memory_store, build_stage_deps
 from memwrite_local.aws import LocalAws
 from tests import patels as patel_case

@@ -17,21 +17,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memwrite.adapters.embedded_index import EmbeddedIndex
-from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
-from memwrite.adapters.sqlite import SqliteTurnLedger
-from memwrite.adapters.sqlite_db import SqliteDatabase
-from memwrite.adapters.sqlite_store import SqliteMemoryStore
+from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
+from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
+from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
+from memwrite.adapters.sqlite.store import SqliteMemoryStore
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
 from memwrite.errors import WriteConflict
-from memwrite.hype import document_of
+from memwrite.extract.rules import extract_with_rules
+from memwrite.hype.stage import document_of
 from memwrite.memory import MemoryUnit, Tier
-from memwrite.persist import PersistDeps, PersistOutcome, persist_candidate
+from memwrite.persist.stage import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
-from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import Commit, StoreItem
 from memwrite.wiring import build_api_deps, build_memory_store
 from memwrite_local.aws import LocalAws
@@ -266,7 +266,7 @@ def test_a_lost_race_is_retried_from_a_fresh_read_and_converges(
 
 def test_a_stale_commit_is_refused_whole(store: MemoryStore) -> None:
     # Given a plan made before another write moved the row's version
-    from memwrite.persist import decide, plan
+    from memwrite.persist.stage import decide, plan
     from memwrite.reads import read_candidate
 
     berlin = item("u-stale", "I live in Berlin.", day=0)

@@ -18,27 +18,28 @@ from pathlib import Path
 import boto3
 import pytest
 
-from memwrite.adapters.dynamodb import (
+from memwrite.adapters.aws.dynamodb import (
     DynamoRateStore,
     DynamoSessionLog,
     DynamoSpanStore,
     DynamoTurnLedger,
 )
-from memwrite.adapters.dynamodb_store import DynamoEntityStore
-from memwrite.adapters.sqlite import (
+from memwrite.adapters.aws.dynamodb_store import DynamoEntityStore
+from memwrite.adapters.aws.sqs import SqsTurnConsumer, SqsTurnQueue
+from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.adapters.sqlite.erase import SqliteUserEraser
+from memwrite.adapters.sqlite.ledger import (
     SqliteRateStore,
     SqliteSessionLog,
     SqliteSpanStore,
     SqliteTurnLedger,
 )
-from memwrite.adapters.sqlite_db import SqliteDatabase
-from memwrite.adapters.sqlite_erase import SqliteUserEraser
-from memwrite.adapters.sqlite_outbox import SqliteOutbox
-from memwrite.adapters.sqlite_queue import SqliteTurnQueue
-from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
-from memwrite.adapters.sqlite_store import SqliteEntityStore, SqliteMemoryStore
-from memwrite.adapters.sqs import SqsTurnConsumer, SqsTurnQueue
+from memwrite.adapters.sqlite.outbox import SqliteOutbox
+from memwrite.adapters.sqlite.queue import SqliteTurnQueue
+from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
+from memwrite.adapters.sqlite.store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.entities import Entity, EntityKind
+from memwrite.entity_facts import FactObservation
 from memwrite.errors import (
     InvalidQuery,
     SourceErased,
@@ -46,7 +47,6 @@ from memwrite.errors import (
     UnknownTrace,
     WriteConflict,
 )
-from memwrite.facts import FactObservation
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
 from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan, TraceInput

@@ -14,17 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memwrite.adapters.embedded_index import EmbeddedIndex
-from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
-from memwrite.adapters.sqlite import SqliteTurnLedger
-from memwrite.adapters.sqlite_db import SqliteDatabase
-from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
-from memwrite.adapters.sqlite_store import SqliteMemoryStore
+from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
+from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
+from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
+from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
+from memwrite.adapters.sqlite.store import SqliteMemoryStore
 from memwrite.models import SpanResult, StageSpan
-from memwrite.persist import STAGE as PERSIST
-from memwrite.persist import persist_candidate
+from memwrite.persist.stage import STAGE as PERSIST
+from memwrite.persist.stage import persist_candidate
 from memwrite.ports import MemoryStore, TraceRecord, TraceRollback, TurnLedger
-from memwrite.rollback import RollbackDeps, rollback_trace
+from memwrite.read.rollback import RollbackDeps, rollback_trace
 from memwrite.wiring import build_query_deps
 from memwrite_local.aws import LocalAws
 from tests.integration.test_memory_store import CITIES, CONFIG, deps_for, item

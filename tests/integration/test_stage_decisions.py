@@ -10,15 +10,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memwrite import conflict, dedupe, persist
-from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
-from memwrite.adapters.memory import CountingMetrics, InMemorySpanStore
+from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
+from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
 from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig
+from memwrite.conflict import stage as conflict
+from memwrite.dedupe import stage as dedupe
 from memwrite.entities import entity_id_for
 from memwrite.errors import StoreUnavailable
+from memwrite.extract.rules import extract_with_rules
 from memwrite.payloads import ExtractedTurn, Extractor, ItemsPayload, PipelineItem
+from memwrite.persist import stage as persist
 from memwrite.ports import MemoryStore
-from memwrite.rules_extractor import extract_with_rules
 from memwrite.store import StoreItem
 from memwrite.wiring import build_api_deps, build_memory_store
 from memwrite_local.aws import LocalAws

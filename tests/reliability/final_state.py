@@ -24,7 +24,7 @@ from typing import Any
 
 from boto3.dynamodb.types import Binary, TypeDeserializer
 
-from memwrite.adapters.sqlite_db import DATABASE_FILE
+from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.environment import LambdaEnvironment
 from memwrite_local.embedded import LocalSqlite
 from tests.integration.conftest import Local

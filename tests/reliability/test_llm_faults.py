@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 import functions.extract.handler as extract_handler
-from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
+from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.config import ExtractConfig
 from memwrite.wiring import build_queue_consumer
 from memwrite_local.runner import MAX_RECEIVES

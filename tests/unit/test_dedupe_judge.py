@@ -17,9 +17,9 @@ import anthropic
 import httpx2
 import pytest
 
-from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
+from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 from memwrite.config import DedupeConfig, ExtractConfig
-from memwrite.dedupe import Neighbour, decide_duplicate
+from memwrite.dedupe.stage import Neighbour, decide_duplicate
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, PermanentError, TransientError
 from memwrite.ports import DedupeJudge
 from memwrite.prompts.dedupe import VERSION, render
@@ -234,7 +234,7 @@ def test_outside_the_band_the_judge_is_not_called(
 def test_importing_the_adapter_does_not_load_the_sdk() -> None:
     # Given a fresh interpreter
     code = (
-        "import sys; import memwrite.adapters.anthropic_dedupe_judge, memwrite.dedupe; "
+        "import sys; import memwrite.adapters.anthropic.dedupe_judge, memwrite.dedupe.stage; "
         "print('anthropic' in sys.modules)"
     )
     # When the adapter and the stage are imported

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from memwrite.adapters.memory import (
+from memwrite.adapters.in_memory import (
     CountingMetrics,
     InMemorySessionLog,
     InMemorySpanStore,
@@ -16,7 +16,7 @@ from memwrite.adapters.memory import (
 )
 from memwrite.config import ExtractConfig, PipelineConfig
 from memwrite.errors import ExtractionFailed, MalformedLlmOutput
-from memwrite.extract import ExtractDeps, run
+from memwrite.extract.stage import ExtractDeps, run
 from memwrite.models import QueuedTurn, Role, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput
 from memwrite.ports import LlmCall, TraceRecord

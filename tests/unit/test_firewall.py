@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from memwrite.config import FirewallAction, PrefilterConfig
-from memwrite.firewall import iban_valid, luhn_valid, normalise, scan
 from memwrite.models import Decision
-from memwrite.prefilter import mask_secrets, screen
+from memwrite.pre_filter.checks import mask_secrets, screen
+from memwrite.pre_filter.firewall import iban_valid, luhn_valid, normalise, scan
 from memwrite.reasons import PolicyBlocked, SecretKind
 
 PEM = (

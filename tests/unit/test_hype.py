@@ -12,12 +12,12 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from memwrite.adapters.anthropic_questions import AnthropicQuestions
-from memwrite.adapters.bedrock_embedder import TITAN_V2, BedrockEmbedder, bedrock_runtime_client
+from memwrite.adapters.anthropic.questions import AnthropicQuestions
+from memwrite.adapters.aws.bedrock_embedder import TITAN_V2, BedrockEmbedder, bedrock_runtime_client
 from memwrite.candidate import MemoryType
 from memwrite.config import ExtractConfig
 from memwrite.errors import EmbedderUnavailable
-from memwrite.questions import TemplateQuestions
+from memwrite.hype.questions import TemplateQuestions
 from tests.paraphrase_set import memory_unit, recall_at_5
 from tests.recorded_api import RecordedApi
 

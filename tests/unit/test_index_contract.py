@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memwrite.adapters.embedded_index import EmbeddedIndex
+from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
 from memwrite.environment import LambdaEnvironment
@@ -43,7 +43,7 @@ IMPLEMENTATIONS: dict[str, Callable[[], MemoryIndex]] = {
 def _opensearch() -> MemoryIndex:
     """A real cluster (OPENSEARCH_URL, signed with OPENSEARCH_SERVICE, default `es`): a fresh
     index per run; tenants keep the tests apart inside it."""
-    from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+    from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
 
     service = os.environ.get("OPENSEARCH_SERVICE", "es")
     client = signed_client(

@@ -23,7 +23,7 @@ import httpx2
 import pytest
 from pydantic import ValidationError
 
-from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
+from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.candidate import Candidate, MemoryType, Quality, memory_key
 from memwrite.config import ExtractConfig
 from memwrite.errors import (
@@ -35,7 +35,7 @@ from memwrite.errors import (
     PermanentError,
     TransientError,
 )
-from memwrite.llm_extractor import (
+from memwrite.extract.llm import (
     cap_by_wording,
     cap_hypotheticals,
     count_llm_calls,
@@ -804,7 +804,7 @@ def test_bedrock_provider_signs_requests_with_iam_credentials(
 def test_importing_the_extractor_does_not_import_anthropic() -> None:
     # Given a fresh interpreter
     code = (
-        "import sys, memwrite.llm_extractor, memwrite.adapters.anthropic_llm;"
+        "import sys, memwrite.extract.llm, memwrite.adapters.anthropic.extractor;"
         "print('anthropic' in sys.modules)"
     )
     # When the extractor and its adapter are imported

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
 from memwrite.errors import IndexUnavailable

@@ -6,8 +6,8 @@ import pytest
 
 from memwrite.config import PrefilterConfig, UserSkipPattern
 from memwrite.models import Decision, PrefilterDecision, Role
-from memwrite.prefilter import prefilter_turn, screen
-from memwrite.rate_gate import RateGate
+from memwrite.pre_filter.checks import prefilter_turn, screen
+from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import (
     AssistantTurn,
     MatchedSkipPattern,

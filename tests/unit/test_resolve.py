@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from memwrite import resolve as resolve_stage
-from memwrite.adapters.memory import (
+from memwrite.adapters.in_memory import (
     CountingMetrics,
     InMemoryEntityStore,
     InMemorySessionLog,
@@ -31,21 +30,22 @@ from memwrite.entities import (
     merge_entities,
 )
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput
+from memwrite.extract.rules import extract_with_rules
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import ExtractedTurn, Extractor, ExtractOutput
 from memwrite.ports import ResolveJudge, TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve import ResolveDecision, ResolveResult
 from memwrite.reasons import UserErased
-from memwrite.references import (
+from memwrite.resolve_refs import stage as resolve_stage
+from memwrite.resolve_refs.references import (
     BatchResolution,
     ResolutionMethod,
     ResolvedCandidate,
     Unresolved,
     resolve_batch,
 )
-from memwrite.resolve import ResolveDeps, save_entity
-from memwrite.rules_extractor import extract_with_rules
+from memwrite.resolve_refs.stage import ResolveDeps, save_entity
 from memwrite.usage import LlmUsage
 
 TENANT, USER = "acme", "u-1"

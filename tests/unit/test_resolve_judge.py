@@ -18,7 +18,7 @@ import httpx2
 import pytest
 from pydantic import ValidationError
 
-from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
+from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
 from memwrite.config import ExtractConfig
 from memwrite.entities import entity_id_for
 from memwrite.errors import (
@@ -37,7 +37,7 @@ from memwrite.prompts.resolve import (
     ResolvePromptInput,
     ResolveResult,
 )
-from memwrite.references import (
+from memwrite.resolve_refs.references import (
     BatchResolution,
     ResolutionMethod,
     ResolvedCandidate,
@@ -198,7 +198,8 @@ def test_api_errors_are_translated_and_keep_their_cause(
 def test_importing_the_adapter_does_not_load_the_sdk() -> None:
     # Given a fresh interpreter
     code = (
-        "import sys; import memwrite.adapters.anthropic_judge, memwrite.references; "
+        "import sys; import memwrite.adapters.anthropic.resolve_judge, "
+        "memwrite.resolve_refs.references; "
         "print('anthropic' in sys.modules)"
     )
     # When the adapter and the stage are imported

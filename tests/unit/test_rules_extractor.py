@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memwrite.candidate import Candidate, MemoryType
-from memwrite.rules_extractor import RuleExtraction, extract_with_rules
+from memwrite.extract.rules import RuleExtraction, extract_with_rules
 
 Triple = tuple[str, str, str, bool]
 """(entity, attribute, value, negated)"""

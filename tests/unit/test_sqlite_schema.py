@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memwrite.adapters.sqlite_db import DATABASE_FILE, SqliteDatabase
+from memwrite.adapters.sqlite.database import DATABASE_FILE, SqliteDatabase
 from memwrite.errors import ConfigError
 
 

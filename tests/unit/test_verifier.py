@@ -10,19 +10,19 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memwrite.adapters.anthropic_verifier import AnthropicVerifier
-from memwrite.adapters.memory import CountingMetrics, InMemorySessionLog, InMemorySpanStore
+from memwrite.adapters.anthropic.verifier import AnthropicVerifier
+from memwrite.adapters.in_memory import CountingMetrics, InMemorySessionLog, InMemorySpanStore
 from memwrite.candidate import Candidate, MemoryType, Quality
 from memwrite.config import ExtractConfig, PipelineConfig, Settings, TenantOverrides, VerifierConfig
 from memwrite.errors import VerificationFailed
-from memwrite.extract import ExtractDeps, extract_candidates, run
-from memwrite.extraction import BatchExtraction, TurnExtraction
+from memwrite.extract.extraction import BatchExtraction, TurnExtraction
+from memwrite.extract.stage import ExtractDeps, extract_candidates, run
+from memwrite.extract.verifier import verify_extraction
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import ExtractInput, Extractor
 from memwrite.prompts.extract import BatchTurn
 from memwrite.prompts.verify import render
 from memwrite.reasons import Unverified, VerifierCheck
-from memwrite.verifier import verify_extraction
 from tests.recorded_api import RecordedApi, haiku_cost
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -232,7 +232,7 @@ def test_the_verifier_adapter_does_not_import_the_sdk_at_module_import() -> None
     import sys
 
     code = (
-        "import sys, memwrite.verifier, memwrite.adapters.anthropic_verifier;"
+        "import sys, memwrite.extract.verifier, memwrite.adapters.anthropic.verifier;"
         "print('anthropic' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

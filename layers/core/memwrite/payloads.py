@@ -15,7 +15,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memwrite.candidate import Candidate, memory_key
-from memwrite.facts import DerivedState, FactObservation
+from memwrite.entity_facts import DerivedState, FactObservation
 from memwrite.ids import content_hash
 from memwrite.models import QueuedTurn
 from memwrite.schema import PARTITION_KEY, SORT_KEY

@@ -396,7 +396,7 @@ class CandidateVerifier(Protocol):
         """Check one candidate against the turns of its batch.
 
         Raises `MalformedLlmOutput` when the answer is not a valid `VerifierVerdict`, and the
-        `LlmUnavailable` / `LlmRequestRejected` of `memwrite.llm_extractor`.
+        `LlmUnavailable` / `LlmRequestRejected` of `memwrite.extract.llm`.
         """
 
 

@@ -1,9 +1,10 @@
 """The ordered list of stages: the single source of truth for the local runner, the Lambda
 handlers (`functions/stage_handler.py`) and the state machine the deployment builds.
 
-Every stage after the queue is `run(payload, config, deps) -> payload`, typed by the models
-named here. A stage's module is imported on first use of its `run`, so a Lambda loads only its
-own stage (the ingest Lambda never pays for the extractors, numpy or rapidfuzz).
+Each stage is the package `memwrite.<name>`, whose `stage` module holds its entry point. Every
+stage after the queue is `run(payload, config, deps) -> payload`, typed by the models named
+here. A stage's package is imported on first use of its `run`, so a Lambda loads only its own
+stage (the ingest Lambda never pays for the extractors, numpy or rapidfuzz).
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ class StagePlacement(StrEnum):
 class StageDef:
     name: str
     placement: StagePlacement
-    module: str  # memwrite.<module> holds the stage's entry point
     input_model: type[BaseModel]
     output_model: type[BaseModel]
     function_dir: str  # functions/<dir>/handler.py
@@ -54,12 +54,20 @@ class StageDef:
     calls_model: bool = False  # may call an LLM: emits `llm.*` metrics, gets cost widgets
 
     @property
+    def package(self) -> str:
+        """The stage's package: `memwrite.<name>`."""
+        return f"memwrite.{self.name}"
+
+    @property
+    def module(self) -> str:
+        """The module of the stage's entry point."""
+        return f"{self.package}.stage"
+
+    @property
     def run(self) -> Callable[..., Any]:
         """The stage's entry point; for pipeline and stream stages `run(payload, config, deps)`
         (a stream stage's payload is one record of the stream)."""
-        entry: Callable[..., Any] = getattr(
-            importlib.import_module(f"memwrite.{self.module}"), self.entry
-        )
+        entry: Callable[..., Any] = getattr(importlib.import_module(self.module), self.entry)
         return entry
 
 
@@ -67,7 +75,6 @@ STAGES: tuple[StageDef, ...] = (
     StageDef(
         "pre_filter",
         StagePlacement.INGEST,
-        "ingest",
         IngestRequest,
         IngestResponse,
         "ingest",
@@ -76,7 +83,6 @@ STAGES: tuple[StageDef, ...] = (
     StageDef(
         "extract",
         StagePlacement.PIPELINE,
-        "extract",
         ExtractInput,
         ExtractOutput,
         "extract",
@@ -85,7 +91,6 @@ STAGES: tuple[StageDef, ...] = (
     StageDef(
         "resolve_refs",
         StagePlacement.PIPELINE,
-        "resolve",
         ExtractOutput,
         ItemsPayload,
         "resolve_refs",
@@ -94,19 +99,15 @@ STAGES: tuple[StageDef, ...] = (
     StageDef(
         "dedupe",
         StagePlacement.PIPELINE,
-        "dedupe",
         ItemsPayload,
         ItemsPayload,
         "dedupe",
         calls_model=True,  # the judge of the similarity band
     ),
-    StageDef(
-        "conflict", StagePlacement.PIPELINE, "conflict", ItemsPayload, ItemsPayload, "conflict"
-    ),
+    StageDef("conflict", StagePlacement.PIPELINE, ItemsPayload, ItemsPayload, "conflict"),
     StageDef(
         "persist",
         StagePlacement.PIPELINE,
-        "persist",
         ItemsPayload,
         ItemsPayload,
         "persist",
@@ -116,7 +117,6 @@ STAGES: tuple[StageDef, ...] = (
     StageDef(
         "hype",
         StagePlacement.STREAM,
-        "hype",
         OutboxChange,
         IndexedChange,
         "hype",

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from memwrite.candidate import Candidate
-from memwrite.facts import FactObservation, fact_key_for
+from memwrite.entity_facts import FactObservation, fact_key_for
 from memwrite.memory import KEYED_TYPES, MemoryUnit, memory_id_for
 from memwrite.models import StageSpan
 from memwrite.payloads import ItemsPayload, PipelineItem

@@ -20,11 +20,10 @@ from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 
 if TYPE_CHECKING:
-    from memwrite.adapters.dynamodb_store import DynamoMemoryStore, StoreTables
-    from memwrite.adapters.opensearch_index import OpenSearchIndex
-    from memwrite.adapters.sqlite_queue import SqliteTurnQueue
-    from memwrite.adapters.sqlite_store import SqliteMemoryStore
-    from memwrite.ingest import IngestDeps
+    from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
+    from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
+    from memwrite.adapters.sqlite.queue import SqliteTurnQueue
+    from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -49,9 +48,10 @@ if TYPE_CHECKING:
         TurnQueue,
         UserEraser,
     )
-    from memwrite.query import QueryDeps
-    from memwrite.replay import ReplayDeps
-    from memwrite.rollback import RollbackDeps
+    from memwrite.pre_filter.stage import IngestDeps
+    from memwrite.read.query import QueryDeps
+    from memwrite.read.replay import ReplayDeps
+    from memwrite.read.rollback import RollbackDeps
 
 __all__ = [
     "ApiDeps",
@@ -84,7 +84,7 @@ class _Adapters(ABC):
     backend; a builder asks for the stores its stage uses, nothing else is created."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
-        from memwrite.adapters.emf_metrics import EmfMetrics
+        from memwrite.adapters.aws.emf_metrics import EmfMetrics
 
         self.env = env
         self.metrics: MetricsSink = EmfMetrics()
@@ -135,8 +135,8 @@ class _DynamoAdapters(_Adapters):
     """The tables and queue named in the environment (AWS, moto or any emulator)."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
-        from memwrite.adapters.aws_clients import dynamodb_client
-        from memwrite.adapters.dynamodb import DynamoSpanStore
+        from memwrite.adapters.aws.clients import dynamodb_client
+        from memwrite.adapters.aws.dynamodb import DynamoSpanStore
 
         super().__init__(env)
         self.dynamodb = dynamodb_client(env.aws_endpoint_url)
@@ -147,40 +147,40 @@ class _DynamoAdapters(_Adapters):
         return self._spans
 
     def ledger(self) -> TurnLedger:
-        from memwrite.adapters.dynamodb import DynamoTurnLedger
+        from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
 
         return DynamoTurnLedger(self.dynamodb, self.env.turns_table)
 
     def rate_store(self) -> RateStore:
-        from memwrite.adapters.dynamodb import DynamoRateStore
+        from memwrite.adapters.aws.dynamodb import DynamoRateStore
 
         return DynamoRateStore(self.dynamodb, self.env.turns_table)
 
     def queue(self) -> TurnQueue:
-        from memwrite.adapters.aws_clients import sqs_client
-        from memwrite.adapters.sqs import SqsTurnQueue
+        from memwrite.adapters.aws.clients import sqs_client
+        from memwrite.adapters.aws.sqs import SqsTurnQueue
 
         return SqsTurnQueue(sqs_client(self.env.aws_endpoint_url), self.env.queue_url())
 
     def consumer(self) -> TurnConsumer:
-        from memwrite.adapters.aws_clients import sqs_client
-        from memwrite.adapters.sqs import SqsTurnConsumer
+        from memwrite.adapters.aws.clients import sqs_client
+        from memwrite.adapters.aws.sqs import SqsTurnConsumer
 
         client = sqs_client(self.env.aws_endpoint_url)
         return SqsTurnConsumer(client, self.env.queue_url(), self.env.dead_letter_url())
 
     def session_log(self) -> SessionLog:
-        from memwrite.adapters.dynamodb import DynamoSessionLog
+        from memwrite.adapters.aws.dynamodb import DynamoSessionLog
 
         return DynamoSessionLog(self.dynamodb, self.env.turns_table)
 
     def entities(self) -> EntityStore:
-        from memwrite.adapters.dynamodb_store import DynamoEntityStore
+        from memwrite.adapters.aws.dynamodb_store import DynamoEntityStore
 
         return DynamoEntityStore(self.dynamodb, self.env.entities_table, self.env.turns_table)
 
     def _store_tables(self) -> StoreTables:
-        from memwrite.adapters.dynamodb_store import StoreTables
+        from memwrite.adapters.aws.dynamodb_store import StoreTables
 
         env = self.env
         return StoreTables(
@@ -191,7 +191,7 @@ class _DynamoAdapters(_Adapters):
         )
 
     def memory_store(self) -> DynamoMemoryStore:
-        from memwrite.adapters.dynamodb_store import DynamoMemoryStore
+        from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore
 
         return DynamoMemoryStore(self.dynamodb, self._store_tables())
 
@@ -199,12 +199,12 @@ class _DynamoAdapters(_Adapters):
         return self.memory_store()
 
     def outbox(self) -> Outbox:
-        from memwrite.adapters.dynamodb_outbox import DynamoOutbox
+        from memwrite.adapters.aws.dynamodb_outbox import DynamoOutbox
 
         return DynamoOutbox(self.dynamodb, self.env.outbox_table)
 
     def eraser(self) -> UserEraser:
-        from memwrite.adapters.dynamodb_erase import DynamoUserEraser, EraseTables
+        from memwrite.adapters.aws.dynamodb_erase import DynamoUserEraser, EraseTables
 
         env = self.env
         tables = EraseTables(
@@ -218,7 +218,7 @@ class _DynamoAdapters(_Adapters):
         return DynamoUserEraser(self.dynamodb, tables)
 
     def rollbacks(self) -> TraceRollback:
-        from memwrite.adapters.dynamodb_rollback import DynamoTraceRollback
+        from memwrite.adapters.aws.dynamodb_rollback import DynamoTraceRollback
 
         return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
@@ -227,8 +227,8 @@ class _SqliteAdapters(_Adapters):
     """The embedded mode: every store and the queue in one SQLite file under the data dir."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
-        from memwrite.adapters.sqlite import SqliteSpanStore
-        from memwrite.adapters.sqlite_db import open_database
+        from memwrite.adapters.sqlite.database import open_database
+        from memwrite.adapters.sqlite.ledger import SqliteSpanStore
 
         super().__init__(env)
         self.database = open_database(env.sqlite_dir())
@@ -239,12 +239,12 @@ class _SqliteAdapters(_Adapters):
         return self._spans
 
     def ledger(self) -> TurnLedger:
-        from memwrite.adapters.sqlite import SqliteTurnLedger
+        from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
 
         return SqliteTurnLedger(self.database)
 
     def rate_store(self) -> RateStore:
-        from memwrite.adapters.sqlite import SqliteRateStore
+        from memwrite.adapters.sqlite.ledger import SqliteRateStore
 
         return SqliteRateStore(self.database)
 
@@ -252,22 +252,22 @@ class _SqliteAdapters(_Adapters):
         return self.consumer()
 
     def consumer(self) -> SqliteTurnQueue:
-        from memwrite.adapters.sqlite_queue import SqliteTurnQueue
+        from memwrite.adapters.sqlite.queue import SqliteTurnQueue
 
         return SqliteTurnQueue(self.database)
 
     def session_log(self) -> SessionLog:
-        from memwrite.adapters.sqlite import SqliteSessionLog
+        from memwrite.adapters.sqlite.ledger import SqliteSessionLog
 
         return SqliteSessionLog(self.database)
 
     def entities(self) -> EntityStore:
-        from memwrite.adapters.sqlite_store import SqliteEntityStore
+        from memwrite.adapters.sqlite.store import SqliteEntityStore
 
         return SqliteEntityStore(self.database)
 
     def memory_store(self) -> SqliteMemoryStore:
-        from memwrite.adapters.sqlite_store import SqliteMemoryStore
+        from memwrite.adapters.sqlite.store import SqliteMemoryStore
 
         return SqliteMemoryStore(self.database)
 
@@ -275,25 +275,25 @@ class _SqliteAdapters(_Adapters):
         return self.memory_store()
 
     def outbox(self) -> Outbox:
-        from memwrite.adapters.sqlite_outbox import SqliteOutbox
+        from memwrite.adapters.sqlite.outbox import SqliteOutbox
 
         return SqliteOutbox(self.database)
 
     def eraser(self) -> UserEraser:
-        from memwrite.adapters.sqlite_erase import SqliteUserEraser
+        from memwrite.adapters.sqlite.erase import SqliteUserEraser
 
         return SqliteUserEraser(self.database)
 
     def rollbacks(self) -> TraceRollback:
-        from memwrite.adapters.sqlite_rollback import SqliteTraceRollback
+        from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 
         return SqliteTraceRollback(self.database)
 
 
 def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
     """Adapters for the API Lambdas: the ledger, rate gate, spans and the queue of the backend."""
-    from memwrite.ingest import IngestDeps
-    from memwrite.rate_gate import RateGate
+    from memwrite.pre_filter.rate_gate import RateGate
+    from memwrite.pre_filter.stage import IngestDeps
 
     adapters = _Adapters.of(LambdaEnvironment.load(environ))
     settings = adapters.env.settings
@@ -323,7 +323,7 @@ def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | Non
     """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY."""
     if config.provider != "bedrock" and not api_key:
         return None
-    from memwrite.adapters.anthropic_llm import AnthropicExtractorClient
+    from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 
     return AnthropicExtractorClient(config, api_key=api_key)
 
@@ -338,7 +338,7 @@ def _has_llm(adapters: _Adapters) -> bool:
 def _dedupe_judge(adapters: _Adapters) -> DedupeJudge | None:
     if not _has_llm(adapters):
         return None
-    from memwrite.adapters.anthropic_dedupe_judge import AnthropicDedupeJudge
+    from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 
     return AnthropicDedupeJudge(
         adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
@@ -350,13 +350,13 @@ def _verifier(adapters: _Adapters) -> CandidateVerifier | None:
     reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
     if not adapters.env.settings.verifier_wanted() or not _has_llm(adapters):
         return None
-    from memwrite.adapters.anthropic_verifier import AnthropicVerifier
+    from memwrite.adapters.anthropic.verifier import AnthropicVerifier
 
     return AnthropicVerifier(adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key())
 
 
 def _extract(adapters: _Adapters) -> Any:
-    from memwrite.extract import ExtractDeps
+    from memwrite.extract.stage import ExtractDeps
 
     return ExtractDeps(
         spans=adapters.spans,
@@ -370,7 +370,7 @@ def _extract(adapters: _Adapters) -> Any:
 def _resolve_judge(adapters: _Adapters) -> ResolveJudge | None:
     if not _has_llm(adapters):
         return None
-    from memwrite.adapters.anthropic_judge import AnthropicResolveJudge
+    from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
 
     return AnthropicResolveJudge(
         adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
@@ -378,7 +378,7 @@ def _resolve_judge(adapters: _Adapters) -> ResolveJudge | None:
 
 
 def _resolve_refs(adapters: _Adapters) -> Any:
-    from memwrite.resolve import ResolveDeps
+    from memwrite.resolve_refs.stage import ResolveDeps
 
     return ResolveDeps(
         entities=adapters.entities(),
@@ -390,7 +390,7 @@ def _resolve_refs(adapters: _Adapters) -> Any:
 
 
 def _dedupe(adapters: _Adapters) -> Any:
-    from memwrite.dedupe import DedupeDeps
+    from memwrite.dedupe.stage import DedupeDeps
     from memwrite.embedder import HashingEmbedder
 
     return DedupeDeps(
@@ -404,7 +404,7 @@ def _dedupe(adapters: _Adapters) -> Any:
 
 
 def _conflict(adapters: _Adapters) -> Any:
-    from memwrite.conflict import ConflictDeps
+    from memwrite.conflict.stage import ConflictDeps
 
     return ConflictDeps(
         store=adapters.memory_store(), spans=adapters.spans, metrics=adapters.metrics
@@ -413,7 +413,7 @@ def _conflict(adapters: _Adapters) -> Any:
 
 def _persist(adapters: _Adapters) -> Any:
     from memwrite.embedder import HashingEmbedder
-    from memwrite.persist import PersistDeps
+    from memwrite.persist.stage import PersistDeps
 
     return PersistDeps(
         store=adapters.memory_store(),
@@ -434,7 +434,7 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
     """The index's embedder: Titan v2 on Bedrock, or the hashing embedder offline."""
     search = env.settings.pipeline.search
     if search.embedder == "bedrock":
-        from memwrite.adapters.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
+        from memwrite.adapters.aws.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
 
         return BedrockEmbedder(
             bedrock_runtime_client(env.aws_region, env.aws_endpoint_url),
@@ -452,7 +452,7 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
     `LambdaEnvironment.embedded_index_path`)."""
     if env.opensearch_endpoint:
         return _opensearch_index(env, env.opensearch_endpoint, dimension)
-    from memwrite.adapters.embedded_index import EmbeddedIndex
+    from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 
     search = env.settings.pipeline.search
     return EmbeddedIndex(
@@ -464,7 +464,7 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
 
 
 def _opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
-    from memwrite.adapters.opensearch_index import OpenSearchIndex, signed_client
+    from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
 
     client = signed_client(endpoint, env.aws_region, env.opensearch_service)
     return OpenSearchIndex(
@@ -500,18 +500,18 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
 
 def _questions(adapters: _Adapters) -> QuestionGenerator:
     if _has_llm(adapters):
-        from memwrite.adapters.anthropic_questions import AnthropicQuestions
+        from memwrite.adapters.anthropic.questions import AnthropicQuestions
 
         return AnthropicQuestions(
             adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
         )
-    from memwrite.questions import TemplateQuestions
+    from memwrite.hype.questions import TemplateQuestions
 
     return TemplateQuestions()
 
 
 def _hype(adapters: _Adapters) -> Any:
-    from memwrite.hype import HypeDeps
+    from memwrite.hype.stage import HypeDeps
 
     embedder = build_embedder(adapters.env)
     return HypeDeps(
@@ -540,8 +540,8 @@ class QueryApiDeps:
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
-    from memwrite.query import QueryDeps
-    from memwrite.rollback import RollbackDeps
+    from memwrite.read.query import QueryDeps
+    from memwrite.read.rollback import RollbackDeps
 
     adapters = _Adapters.of(LambdaEnvironment.load(environ))
     env = adapters.env
@@ -576,7 +576,7 @@ def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:
     """What a replay reads (through its dry-run overlays) and the models the pipeline's stages
     would call: the same ones, built the same way (offline: the rule extractor only)."""
     from memwrite.embedder import HashingEmbedder
-    from memwrite.replay import ReplayDeps
+    from memwrite.read.replay import ReplayDeps
 
     adapters = _Adapters.of(LambdaEnvironment.load(environ))
     return ReplayDeps(
@@ -612,8 +612,8 @@ def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tu
 
 def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:
     """The dispatcher's state machine client (it needs no table)."""
-    from memwrite.adapters.aws_clients import stepfunctions_client
-    from memwrite.adapters.stepfunctions import StepFunctionsPipeline
+    from memwrite.adapters.aws.clients import stepfunctions_client
+    from memwrite.adapters.aws.stepfunctions import StepFunctionsPipeline
 
     env = LambdaEnvironment.load(environ)
     return StepFunctionsPipeline(

@@ -1,11 +1,10 @@
 """The dedupe judge prompt: are two similar memories the same memory? (tier 3 of dedupe)
 
 Only pairs whose cosine similarity falls between `dedupe_distinct_threshold` and
-`dedupe_merge_threshold` reach the model (`memwrite.dedupe`): close enough to be a restatement,
-too far apart to merge on similarity alone. Both memories are of the same user, type and
-polarity. Unsure means "not the same": a wrong merge loses a fact, while a missed merge only
-costs a duplicate.
-"""
+`dedupe_merge_threshold` reach the model (`memwrite.dedupe.stage`): close enough to be a
+restatement, too far apart to merge on similarity alone. Both memories are of the same user,
+type and polarity. Unsure means "not the same": a wrong merge loses a fact, while a missed merge
+only costs a duplicate."""
 
 from __future__ import annotations
 

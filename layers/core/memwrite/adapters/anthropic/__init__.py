@@ -1,0 +1,1 @@
+"""Anthropic adapters: every model call, direct with an API key or via Bedrock."""

@@ -1,0 +1,178 @@
+"""One structured call to the Anthropic Messages API, direct or via Bedrock, for every adapter.
+
+The only module that touches `anthropic`, and only inside functions: importing the SDK costs
+about 3 s of cold start, which the ingest Lambda must never pay. The SDK retries 408, 409, 429,
+5xx and connection errors itself with backoff (`max_retries`); what is left after that is
+translated here into the errors of `memwrite.extract.llm`, with the SDK error kept as the cause.
+The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`, `anthropic_verifier`,
+`anthropic_questions`) each hold one `StructuredClient`, built from `ExtractConfig`, their
+answer's schema and output limit and the caller's `ClientOptions`; they add only their port's
+shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, Unpack
+
+from pydantic import BaseModel, ValidationError
+
+from memwrite.config import ExtractConfig
+from memwrite.errors import LlmRequestRejected, LlmUnavailable, MalformedLlmOutput
+from memwrite.pricing import cost_usd, price_per_mtok
+from memwrite.prompts import PromptMessage
+from memwrite.usage import LlmUsage, report_usage
+
+if TYPE_CHECKING:
+    import httpx2
+    from anthropic import Anthropic, AnthropicBedrock
+    from anthropic.types import (
+        AssistantMessageParam,
+        Message,
+        MessageParam,
+        OutputConfigParam,
+        UserMessageParam,
+    )
+
+__all__ = ["ClientOptions", "StructuredClient"]
+
+_ResultT = TypeVar("_ResultT", bound=BaseModel)
+
+# The statuses the SDK itself retries: still failing after its retries means "try later".
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+
+
+class ClientOptions(TypedDict, total=False):
+    """Where and how to reach the API, for endpoints and tests; the limits are `ExtractConfig`'s."""
+
+    api_key: str | None  # the direct API's key (None: the SDK reads ANTHROPIC_API_KEY)
+    aws_region: str | None  # Bedrock's region (None: `ExtractConfig.aws_region`)
+    base_url: str | None
+    http_client: httpx2.Client | None
+    max_retries: int | None  # None: `ExtractConfig.max_retries`
+
+
+class StructuredClient(Generic[_ResultT]):
+    """Messages API calls whose answer must be a valid `output_model` (`output_config.format`).
+
+    The provider, region, timeout, retries and prices are `ExtractConfig`'s: every model call
+    goes to the same model family through the same account.
+    """
+
+    def __init__(
+        self,
+        config: ExtractConfig,
+        output_model: type[_ResultT],
+        *,
+        max_tokens: int,
+        **options: Unpack[ClientOptions],
+    ) -> None:
+        """Limits come from `config`, the output limit is the adapter's, `options` say where."""
+        # An unpriced model fails at start-up, not after a paid call.
+        price_per_mtok(config.model, config.prices_per_mtok)
+        import anthropic
+
+        max_retries = options.get("max_retries")
+        retries = config.max_retries if max_retries is None else max_retries
+        base_url, http_client = options.get("base_url"), options.get("http_client")
+        self._client: Anthropic | AnthropicBedrock
+        if config.provider == "anthropic":
+            self._client = anthropic.Anthropic(
+                api_key=options.get("api_key"),
+                base_url=base_url,
+                http_client=http_client,
+                max_retries=retries,
+                timeout=config.timeout_secs,
+            )
+        else:
+            # IAM credentials from the default AWS chain: no API key to manage on AWS.
+            self._client = anthropic.AnthropicBedrock(
+                aws_region=options.get("aws_region") or config.aws_region,
+                base_url=base_url,
+                http_client=http_client,
+                max_retries=retries,
+                timeout=config.timeout_secs,
+            )
+        # What `messages.parse(output_format=output_model)` sends; we call `create` and validate
+        # ourselves because `parse` raises before the usage of a malformed answer (tokens paid
+        # for) can be read.
+        self._output_config: OutputConfigParam = {
+            "format": {"type": "json_schema", "schema": anthropic.transform_schema(output_model)}
+        }
+        self._output_model = output_model
+        self._prices = config.prices_per_mtok
+        self._model = config.model
+        self._max_tokens = max_tokens
+
+    def call(
+        self, system: str, messages: Sequence[PromptMessage], *, model: str | None = None
+    ) -> tuple[_ResultT, LlmUsage]:
+        """The validated answer of `model` (default: the configured one) and what it cost.
+
+        Raises `LlmUnavailable` (try later), `LlmRequestRejected` (a retry cannot help) or
+        `MalformedLlmOutput`, which carries the usage because an invalid answer is still paid.
+        Every answered call is also reported to the run's meter (`memwrite.usage.metered`).
+        """
+        import anthropic
+
+        model = model or self._model
+        # `model` may differ from the configured one: an unpriced one must fail before the call.
+        price_per_mtok(model, self._prices)
+        params = [_message_param(message) for message in messages]
+        try:
+            response = self._client.messages.create(
+                model=model,
+                max_tokens=self._max_tokens,
+                system=system,
+                messages=params,
+                output_config=self._output_config,
+            )
+        except anthropic.APIStatusError as exc:
+            if exc.status_code in _TRANSIENT_STATUSES or exc.status_code >= 500:
+                raise LlmUnavailable(f"model API returned {exc.status_code}") from exc
+            raise LlmRequestRejected(
+                f"model API rejected the request with {exc.status_code}", exc.status_code
+            ) from exc
+        except anthropic.APIConnectionError as exc:  # timeouts included
+            raise LlmUnavailable(f"model API unreachable: {type(exc).__name__}") from exc
+        except anthropic.AnthropicError as exc:  # client-side: credentials, configuration
+            raise LlmRequestRejected(f"model call not made: {type(exc).__name__}") from exc
+        usage = LlmUsage(
+            model=response.model,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            cost_usd=cost_usd(
+                model, response.usage.input_tokens, response.usage.output_tokens, self._prices
+            ),
+        )
+        try:
+            result = self._parse(response, usage)
+        except MalformedLlmOutput as exc:
+            report_usage(exc.usage)
+            raise
+        report_usage(usage)
+        return result, usage
+
+    def _parse(self, response: Message, usage: LlmUsage) -> _ResultT:
+        """The validated answer; else `MalformedLlmOutput` with `usage` marked malformed."""
+        text = "".join(block.text for block in response.content if block.type == "text")
+        try:
+            return self._output_model.model_validate_json(text)
+        except ValidationError as exc:
+            # Places and kinds only, never the input: the answer may quote the user's turns.
+            errors = exc.errors(include_input=False, include_url=False, include_context=False)
+            where = ".".join(str(part) for part in errors[0]["loc"]) or "<root>"
+            raise MalformedLlmOutput(
+                f"stop_reason={response.stop_reason}: {len(errors)} validation error(s), "
+                f"first at {where}: {errors[0]['type']}",
+                replace(usage, malformed=True),
+            ) from exc
+
+
+def _message_param(message: PromptMessage) -> MessageParam:
+    if message["role"] == "user":
+        user: UserMessageParam = {"role": "user", "content": message["content"]}
+        return user
+    assistant: AssistantMessageParam = {"role": "assistant", "content": message["content"]}
+    return assistant

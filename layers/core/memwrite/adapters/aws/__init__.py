@@ -1,0 +1,1 @@
+"""AWS adapters: DynamoDB, SQS, Step Functions, Bedrock, CloudWatch EMF, OpenSearch."""

@@ -1,0 +1,1 @@
+"""The embedded backend: every store, the queue and the search index in SQLite files."""

@@ -1,0 +1,39 @@
+"""The SQLite outbox table as the indexer's change feed: pending rows in commit order, and
+marking a row done; the twin of `dynamodb_outbox.py`. No stream here: the local runner reads
+`pending` and delivers the rows to stage 7 itself."""
+
+from __future__ import annotations
+
+from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.payloads import OutboxChange
+
+__all__ = ["SqliteOutbox"]
+
+
+class SqliteOutbox:
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._db = database
+
+    def pending(self, limit: int) -> list[OutboxChange]:
+        """In the table's sequence (commit order), so one memory's rows come rev by rev."""
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT tenant, user_id, memory_id, rev, trace_id FROM outbox WHERE done = 0 "
+                "ORDER BY seq LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [
+            OutboxChange(
+                tenant=tenant, user_id=user_id, memory_id=memory_id, rev=rev, trace_id=trace
+            )
+            for tenant, user_id, memory_id, rev, trace in rows
+        ]
+
+    def mark_done(self, change: OutboxChange) -> None:
+        # An erased user's row is gone: the update then changes nothing and brings nothing back.
+        with self._db.connection() as connection:
+            connection.execute(
+                "UPDATE outbox SET done = 1 "
+                "WHERE tenant = ? AND user_id = ? AND memory_id = ? AND rev = ?",
+                (change.tenant, change.user_id, change.memory_id, change.rev),
+            )

@@ -1,0 +1,1 @@
+"""Stage 5, conflict: what a keyed candidate supersedes, contradicts, or is superseded by."""

@@ -1,0 +1,1 @@
+"""Stage 7, hype: index a changed memory (text, then vectors of its content and questions)."""

@@ -1,0 +1,1 @@
+"""Stage 6, persist: one atomic commit per candidate."""

@@ -1,0 +1,1 @@
+"""Stage 1, pre_filter: the cheapest checks on every turn, inside the HTTPS call."""

@@ -1,0 +1,923 @@
+"""Named skip rules of the pre-filter, evaluated in order on each segment (first match wins).
+
+They judge *forms* (a greeting, a request to the assistant, an emoji, a code block), never
+content: a rule matches only when the whole sentence is of that form, so "Thanks! I moved to
+Lisbon." keeps its second sentence and a question that also carries a fact keeps the fact.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from memwrite.config import UserSkipPattern
+from memwrite.pre_filter.patterns import by_first_char
+from memwrite.pre_filter.segment import Segment, SegmentKind
+
+__all__ = [
+    "BUILTIN_RULE_NAMES",
+    "CONTEXT_QUESTION_RULES",
+    "NOT_ANSWERABLE_RULES",
+    "SkipMatch",
+    "compile_user_patterns",
+    "is_answer_word",
+    "match_skip_rule",
+    "plainly_kept",
+]
+
+# Whole phrases, matched longest first so "thank you" wins over "thank".
+_GREETING_ACK_PHRASES: tuple[str, ...] = (
+    "hi",
+    "that was helpful",
+    "that's helpful",
+    "that helps",
+    "very helpful",
+    "good call",
+    "good point",
+    "good idea",
+    "fair enough",
+    "will do",
+    "sorry",
+    "my bad",
+    "hey",
+    "hey there",
+    "hi there",
+    "hello there",
+    "hi all",
+    "hey all",
+    "hey everyone",
+    "hello",
+    "hiya",
+    "heya",
+    "yo",
+    "sup",
+    "howdy",
+    "morning",
+    "evening",
+    "gm",
+    "gn",
+    "thanks",
+    "thank you",
+    "thanks so much",
+    "thx",
+    "ty",
+    "tysm",
+    "cheers",
+    "ok",
+    "okay",
+    "okey",
+    "k",
+    "kk",
+    "sure",
+    "cool",
+    "great",
+    "nice",
+    "awesome",
+    "amazing",
+    "perfect",
+    "alright",
+    "all right",
+    "got it",
+    "gotcha",
+    "sounds good",
+    "sounds great",
+    "makes sense",
+    "yes",
+    "yeah",
+    "yep",
+    "yup",
+    "yea",
+    "no",
+    "nope",
+    "nah",
+    "lol",
+    "lmao",
+    "rofl",
+    "haha",
+    "hahaha",
+    "hehe",
+    "wow",
+    "oh",
+    "ah",
+    "oops",
+    "bye",
+    "goodbye",
+    "see you",
+    "see ya",
+    "later",
+    "ttyl",
+    "np",
+    "no problem",
+    "no worries",
+    "you're welcome",
+    "welcome",
+    "much appreciated",
+    "appreciate it",
+    "well done",
+    "good job",
+    "good morning",
+    "good afternoon",
+    "good evening",
+    "good night",
+    "nice to meet you",
+    "good to see you",
+    "great to see you",
+    "how are you",
+    "how have you been",
+    "how's it going",
+    "what's up",
+    "same here",
+    "that's great",
+    "that's awesome",
+    "that's cool",
+    "that's amazing",
+    "that's nice",
+    "love it",
+    "indeed",
+    "true",
+    "definitely",
+    "absolutely",
+    "totally",
+    "exactly",
+    "right",
+    "fine",
+    "agreed",
+    "you too",
+    "and you",
+    "so",
+    "very",
+    "really",
+    "much",
+    "a lot",
+    "that's true",
+    "that's so true",
+    "so true",
+    "true that",
+    "sure thing",
+    "for real",
+    "long time",
+    "long time no see",
+    "long time no talk",
+    "i know right",
+    "i love that",
+    "i love it",
+    "i love this",
+    "love that",
+    "love this",
+    "i agree",
+    "i feel you",
+    "i can imagine",
+    "i bet",
+    "i get it",
+    "i see",
+    "appreciate your help",
+    "appreciate your advice",
+    "appreciate your support",
+    "appreciate the advice",
+    "appreciate the support",
+    "thanks for the advice",
+    "thanks for the support",
+    "thanks for the tip",
+    "thanks for asking",
+    "thanks for sharing",
+    "thank you for sharing",
+    # Greetings and thanks in other languages (the seeds name Vietnamese).
+    "xin chào",
+    "chào",
+    "chào bạn",
+    "chào anh",
+    "chào chị",
+    "chào em",
+    "cảm ơn",
+    "cám ơn",
+    "cảm ơn bạn",
+    "cảm ơn nhiều",
+    "cảm ơn bạn nhiều",
+    "cảm ơn anh",
+    "cảm ơn chị",
+    "vâng",
+    "dạ",
+    "được rồi",
+    "hola",
+    "gracias",
+    "muchas gracias",
+    "buenos días",
+    "buenas tardes",
+    "buenas noches",
+    "vale",
+    "de nada",
+    "bonjour",
+    "bonsoir",
+    "salut",
+    "merci",
+    "merci beaucoup",
+    "d'accord",
+    "de rien",
+    "hallo",
+    "guten morgen",
+    "guten tag",
+    "guten abend",
+    "danke",
+    "danke schön",
+    "vielen dank",
+    "alles klar",
+    "ciao",
+    "grazie",
+    "grazie mille",
+    "buongiorno",
+    "prego",
+    "olá",
+    "oi",
+    "obrigado",
+    "obrigada",
+    "bom dia",
+    "boa noite",
+    "tudo bem",
+    "hoi",
+    "dank je",
+    "bedankt",
+    "konnichiwa",
+    "arigato",
+    "arigatou",
+    "你好",
+    "谢谢",
+    "こんにちは",
+    "ありがとう",
+)
+
+_FAREWELL_PHRASES: tuple[str, ...] = (
+    "bye",
+    "bye bye",
+    "bye for now",
+    "goodbye",
+    "see you",
+    "see ya",
+    "see you later",
+    "see you soon",
+    "see you tomorrow",
+    "cya",
+    "later",
+    "catch you later",
+    "talk soon",
+    "talk later",
+    "talk to you soon",
+    "talk to you later",
+    "speak soon",
+    "chat soon",
+    "chat later",
+    "ttyl",
+    "take care",
+    "take care of yourself",
+    "stay safe",
+    "be well",
+    "all the best",
+    "until next time",
+    "till next time",
+    "peace out",
+    "gotta go",
+    "gotta run",
+    "got to go",
+    "gtg",
+    "i have to go",
+    "i've got to go",
+    "i gotta go",
+    "i'll let you go",
+    "i'll talk to you later",
+    "i'll catch you later",
+    "good night",
+    "night",
+    "nighty night",
+    "sleep well",
+    "sweet dreams",
+    "have fun",
+    "enjoy",
+    "enjoy it",
+    "enjoy the rest of your day",
+    "great talking to you",
+    "good talking to you",
+    "nice talking to you",
+    "great chatting",
+    "great chatting with you",
+    "nice chatting",
+    "nice chatting with you",
+    "it was great talking to you",
+    "it was nice talking to you",
+    "it was good talking to you",
+    "it was great chatting",
+    "was great catching up",
+    "great catching up",
+    "tạm biệt",
+    "hẹn gặp lại",
+    "chúc ngủ ngon",
+    "adiós",
+    "hasta luego",
+    "au revoir",
+    "à bientôt",
+    "tschüss",
+    "bis später",
+    "arrivederci",
+    "tchau",
+    "doei",
+    "再见",
+)
+# "have a great weekend", "enjoy your evening": a wish for a time or an occasion of the other.
+_WISH = re.compile(
+    r"(?:(?:you )?have an? |enjoy (?:your|the) |happy )"
+    r"(?:(?:great|good|nice|lovely|wonderful|fantastic|fun|safe|relaxing|awesome|amazing|"
+    r"restful|productive) )*"
+    r"(?:day|night|evening|morning|afternoon|weekend|week|one|time|trip|flight|holiday|"
+    r"holidays|vacation|meal|dinner|lunch|party|rest of (?:your|the) (?:day|week|evening)"
+    r"|friday|saturday|sunday|birthday|new year|holidays)"
+)
+_ENCOURAGEMENT_PHRASES: tuple[str, ...] = (
+    "keep it up",
+    "keep going",
+    "keep at it",
+    "keep up the good work",
+    "keep up the great work",
+    "you got this",
+    "you've got this",
+    "you can do it",
+    "go for it",
+    "good luck",
+    "best of luck",
+    "good luck with that",
+    "good luck with it",
+    "fingers crossed",
+    "don't give up",
+    "never give up",
+    "proud of you",
+    "so proud of you",
+    "i'm proud of you",
+    "i'm so proud of you",
+    "happy for you",
+    "so happy for you",
+    "i'm happy for you",
+    "i'm so happy for you",
+    "good for you",
+    "rooting for you",
+    "i'm rooting for you",
+    "i'm here for you",
+    "i'm always here for you",
+    "here for you",
+    "hang in there",
+    "you deserve it",
+    "you deserve this",
+    "well deserved",
+    "congrats",
+    "congratulations",
+    "let me know if you need anything",
+    "let me know if you need help",
+    "let me know how it goes",
+    "sorry to hear that",
+    "so sorry to hear that",
+    "glad to hear that",
+    "glad to hear it",
+    "good to hear",
+    "good to hear that",
+    "nice to hear",
+    "happy to hear that",
+    "that's good to hear",
+    "that's great to hear",
+    "that's so sweet",
+    "that's so sad",
+    "that's a shame",
+    "what a shame",
+    "oh no",
+    "aww",
+    "aw",
+    "yay",
+    "woohoo",
+    "omg",
+    "woah",
+    "whoa",
+    "wow",
+    "ooh",
+    "gosh",
+    "no way",
+    "for sure",
+    "of course",
+    "me too",
+    "same",
+    "and",
+    "go",
+    "go get 'em",
+    "go get them",
+    "you'll get there",
+    "you're almost there",
+    "almost there",
+    "we got this",
+    "we've got this",
+    "don't quit",
+    "you rock",
+    "you're the best",
+    "can't wait to hear about it",
+    "can't wait to see it",
+    "can't wait to see them",
+    "can't wait",
+    "your help means a lot",
+    "your words mean a lot",
+    "your support means a lot",
+    "that means a lot",
+    "means a lot",
+)
+
+
+def _pattern_words(pattern: re.Pattern[str]) -> frozenset[str]:
+    """The words a phrase pattern like `_WISH` can match (its `an?` spells "a" too)."""
+    return frozenset(re.findall(r"[a-z]+", pattern.pattern)) | {"a"}
+
+
+class _PhraseRule:
+    """A sentence that is nothing but a sequence of known phrases (one name allowed)."""
+
+    def __init__(self, *phrase_lists: tuple[str, ...], extra: re.Pattern[str] | None = None):
+        phrases = sorted({p for phrases in phrase_lists for p in phrases}, key=len, reverse=True)
+        self._words = frozenset(" ".join(phrases).split())
+        # Every word a match can hold; a capitalised word outside `_words` is still a name.
+        self._vocabulary = self._words
+        # Grouped by first character: a full match exists or not whatever the order of the
+        # alternatives, and the engine no longer tries every phrase at each word.
+        alternatives = by_first_char(phrases)
+        if extra is not None:
+            alternatives = f"{extra.pattern}|{alternatives}"
+            self._vocabulary |= _pattern_words(extra)
+        self._sequence = re.compile(r"(?:(?:" + alternatives + r") )+")
+
+    @property
+    def vocabulary(self) -> frozenset[str]:
+        return self._vocabulary
+
+    def matches(self, words: list[str], lowered: list[str]) -> bool:
+        """Whether `words` (and `lowered`, the same lower-cased) are a sequence of phrases."""
+        if not words:
+            return False
+        # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
+        if len([low for low in lowered if low not in self._vocabulary]) > 1:
+            return False
+        # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
+        names = [
+            w
+            for w, low in zip(words, lowered, strict=True)
+            if low not in self._words and _CAPITALISED.match(w)
+        ]
+        if not names:
+            rest = " ".join(lowered)
+        elif len(names) > 1:
+            return False
+        else:
+            rest = " ".join(low for w, low in zip(words, lowered, strict=True) if w not in names)
+        return bool(rest) and self._sequence.fullmatch(rest + " ") is not None
+
+
+_GREETING_ACK = _PhraseRule(_GREETING_ACK_PHRASES)
+_FAREWELL = _PhraseRule(_FAREWELL_PHRASES, _GREETING_ACK_PHRASES, extra=_WISH)
+_ENCOURAGEMENT = _PhraseRule(_ENCOURAGEMENT_PHRASES, _GREETING_ACK_PHRASES)
+# A sentence with two words outside all three vocabularies matches none of the phrase rules.
+_PHRASE_WORDS = _GREETING_ACK.vocabulary | _FAREWELL.vocabulary | _ENCOURAGEMENT.vocabulary
+
+
+def _vocabulary(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_CAPITALISED = re.compile(r"^[A-Z][a-z]+(?:'s)?$")
+
+# A first-person word makes a sentence a claim by the speaker: no form rule below drops it.
+_FIRST_PERSON = _vocabulary(
+    "i i'm im i've ive i'd i'll me my mine myself we we're we've we'd we'll our ours us ourselves"
+)
+_SECOND_PERSON = _vocabulary(
+    "you you're youre you've you'd you'll your yours yourself u ur ya y'all"
+)
+
+# Evaluations of what the other said: "That sounds awesome", "Oh haha, that makes sense now",
+# "that's so sad!", "Cool setup!". Every word must come from this vocabulary (one name allowed);
+# an evaluative opener ("Cool", "What a") may take one noun of its own ("Cool setup!").
+_EVALUATIVE = _vocabulary(
+    """great awesome amazing cool nice good fun lovely beautiful wonderful fantastic incredible
+    impressive inspiring exciting interesting sad terrible awful tough hard rough scary crazy
+    wild insane neat sweet cute adorable brilliant perfect gorgeous stunning epic rad fabulous
+    hilarious funny weird strange sick dope unbelievable unreal touching heartwarming special
+    powerful meaningful excellent superb marvelous delightful charming stressful frustrating
+    annoying exhausting helpful fascinating intense relaxing peaceful cozy delicious yummy tasty
+    beautifully impressed fun-filled heartbreaking bummer shame pity rough lucky smart clever
+    inspirational admirable remarkable magical dreamy fab gr8 wicked solid legit huge kind
+    talented brave thoughtful generous hilarious"""
+)
+_EVALUATION_FILLER = _vocabulary(
+    """oh ah aw aww wow woah whoa omg yay ooh haha hahaha hehe lol lmao yeah yes yep yup no
+    nope man dude gosh geez ugh damn hmm hm well so such a an the that that's thats this this's
+    it it's its is are be been sounds sound sounded looks look looked seems seem seemed
+    must feels feel felt like really very super pretty totally truly absolutely just too quite
+    kinda sooo soo all and but indeed sure definitely now makes make made sense to hear see glad
+    happy sorry for what how idea news plan one thing things stuff time choice job work pic
+    photo photos picture pictures shot view advice point story experience moment day way
+    great awesome rly lots much more most"""
+)
+_EVALUATION_FILLER |= _vocabulary(" ".join(_GREETING_ACK_PHRASES))
+_DEMONSTRATIVES = _vocabulary("that this")
+# Without one of these words nothing is evaluated ("that's so sad", "makes sense").
+_EVALUATES = _EVALUATIVE | {"sense"}
+_EVALUATION_OPENERS = _EVALUATIVE | frozenset({"what", "such", "so"})
+_MAX_EVALUATION_WORDS = 12
+
+# Questions that are only about the other party, and verbs that smuggle a fact into one
+# ("did you hear that Priya quit?").
+_QUESTION_END = re.compile(r"\?[\s\"')\]!?.…]*$")
+_CLAUSE_VERBS = _vocabulary(
+    """know knew hear heard think thought believe remember notice noticed realize realise
+    realized guess imagine tell told say said see saw read mean"""
+)
+# A first-person word or a clause verb: the question carries a claim.
+_CLAIMS = _FIRST_PERSON | _CLAUSE_VERBS
+_WH_OPENERS = _vocabulary(
+    """what what's whats how how's hows how'd how're where where's when when's who who's which
+    why why'd did does do was were is are have has had any anything anyone"""
+)
+# A question with its "you" left out: "Got any pets?", "Seen it yet?", "Any plans for May?"
+_ELLIPTICAL_OPENERS = _vocabulary("got seen been ever tried watched done doing going planning any")
+_MAX_QUESTION_WORDS = 20
+_MAX_OPEN_QUESTION_WORDS = 10
+_DIGIT = re.compile(r"\d")
+
+_SHORT_META_OPENERS = re.compile(
+    r"(?:can|could|would|will) you\b|please\b|tell me\b|what(?:'s| is| are)\b|how(?:'s| is)\b"
+    r"|show me\b|give me\b|explain\b|define\b",
+    re.IGNORECASE,
+)
+_META_TALK = re.compile(
+    r"(?:(?:ok|okay|wait|hmm|sorry|oh|so|right|hold on|hang on),? )?(?:"
+    r"(?:(?:can|could|would|will) you |please )?"
+    r"(?:summari[sz]e|repeat|rephrase|reword|shorten|expand on|elaborate on|explain|simplify"
+    r"|clarify|translate|continue|redo|retry|regenerate|rewrite|proofread|reformat|list)"
+    r"(?: (?:that|this|it|the above|your (?:last |earlier |previous )?(?:answer|response|message"
+    r"|reply|point)|again|please|more|for me|in bullet points))*"
+    r"|(?:(?:can|could|would|will) you |please )?(?:go on|keep going|try again|say that again"
+    r"|one more time|start over)"
+    r"(?: please)?"
+    r"|what do you mean|what did you mean|i don'?t (?:understand|get it)"
+    r"|that'?s not what i (?:asked|meant)|never ?mind|nvm|tell me more|more details?|go ahead"
+    r"|as an ai\b.*|you'?re (?:just )?(?:an? )?(?:ai|bot|chatbot|language model)"
+    r"|let'?s (?:start over|change the subject|move on)|anything else|any(?:thing)? more"
+    # talk about the conversation itself
+    r"|(?:ok(?:ay)?,? )?(?:let me|lemme|i'?ll|i need to|i have to) (?:re-?read|read|look at"
+    r"|think about|check|scroll (?:back|up)(?: to)?) (?:that|this|it|your (?:last |earlier )?"
+    r"(?:answer|message|reply|point))(?: again)?"
+    r"|(?:let me|lemme) think(?: about it)?|(?:hold on|hang on|wait|one sec(?:ond)?|just a sec"
+    r"(?:ond)?|give me a (?:sec(?:ond)?|minute|moment)|brb)(?: a (?:sec(?:ond)?|minute|moment))?"
+    r"|(?:going|getting|coming) back to (?:your|my|the|what you said|what i said)"
+    r"(?: (?:earlier|last|previous|first|other|original))?(?: (?:point|question|message|topic"
+    r"|comment|idea))?(?: (?:earlier|before|from before))?"
+    r"|(?:to|re|regarding|about) your (?:earlier |last |previous |first )?(?:point|question"
+    r"|message)|where were we|as (?:i|you) (?:said|mentioned)(?: (?:before|earlier))?"
+    r"|that answers my question|i see what you mean|(?:sorry,? )?(?:typo|autocorrect))",
+    re.IGNORECASE,
+)
+_UI_COMMAND = re.compile(
+    r"/[a-z][\w-]*|(?:clear|reset|restart|stop|regenerate|retry|undo|redo|help|new chat|exit|quit"
+    r"|cancel|refresh|reload|next|previous|back|go back|scroll (?:up|down)|log ?out|sign ?out"
+    r"|log ?in|sign ?in|(?:please )?(?:open|close|show|hide|toggle|expand|collapse|go to)"
+    r"(?: me)?(?: the| my)? (?:settings|menu|preferences|options|sidebar|history|profile|home"
+    r"(?: ?page)?|dashboard|chat|chats|inbox|notifications|help|account|page|tab|window|panel"
+    r"|app|list|results|details|previous page|next page|last one|first one)"
+    r"(?: (?:menu|page|tab|panel|screen|window))?"
+    r"|(?:please )?(?:show|give) me(?: the| that)? (?:list|results|details|options|next one"
+    r"|previous one|last one|first one|rest|more))",
+    re.IGNORECASE,
+)
+_ALPHANUMERIC = re.compile(r"[^\W_]")
+# Greetings, meta talk and UI commands are short forms; a longer sentence is none of them.
+_MAX_FORM_CHARS = 120
+_TRAILING_CHARS = " \t\n.?!…,;:~"
+# Words that answer a yes/no question: alone they are facts once the question is attached.
+_KNOWN_WORDS = (
+    _vocabulary(" ".join(_GREETING_ACK_PHRASES + _FAREWELL_PHRASES + _ENCOURAGEMENT_PHRASES))
+    | _EVALUATIVE
+    | _EVALUATION_FILLER
+)
+_ANSWER_WORDS = _vocabulary(
+    """yes yeah yep yup yea ya no nope nah sure definitely absolutely totally never always
+    sometimes maybe probably rarely often"""
+)
+
+BUILTIN_RULE_NAMES = (
+    "greeting_ack",
+    "short_meta_request",
+    "reaction",
+    "tool_call",
+    "code_block",
+    "meta_talk",
+    "ui_command",
+    "farewell",
+    "encouragement",
+    "evaluation",
+    "other_party_question",
+    "open_question",
+)
+# A question dropped by this rule stays when a kept sentence follows it in the same turn: it
+# is the context of that sentence ("who runs the project? I think it's Priya").
+CONTEXT_QUESTION_RULES = frozenset({"open_question"})
+# A question of these forms ("How are you?", "Can you say that again?") asks for no fact: a
+# short turn after it is not kept as its answer.
+NOT_ANSWERABLE_RULES = frozenset(
+    {"greeting_ack", "reaction", "tool_call", "code_block", "meta_talk", "ui_command", "farewell"}
+)
+
+
+class SkipMatch(NamedTuple):
+    """A segment matched a rule; `user_rule` tells a tenant rule from a built-in one. A named
+    tuple: built for every dropped sentence, cheaper than a frozen dataclass."""
+
+    name: str
+    user_rule: bool = False
+
+
+# Contractions typed without their apostrophe ("thats", "youre"); "im" too, so that the
+# first-person guard sees it.
+_APOSTROPHE_FREE = {
+    word.replace("'", ""): word
+    for word in [
+        "that's",
+        "what's",
+        "how's",
+        "it's",
+        "i'm",
+        "i've",
+        "i'd",
+        "i'll",
+        "you're",
+        "you've",
+        "you'll",
+        "don't",
+        "can't",
+        "won't",
+        "didn't",
+        "doesn't",
+        "isn't",
+        "wasn't",
+        "let's",
+        "they're",
+        "we're",
+        "there's",
+    ]
+    if word.replace("'", "") not in ("its", "well", "were", "ill", "id", "lets", "cant", "wont")
+}
+_ELONGATED = re.compile(r"(\w)\1{2,}")
+_LAUGHTER = re.compile(r"(?:h?[ae]h)+[ae]?h?|(?:ha){2,}h?|l+o+l+|lmf?a+o+|rofl+", re.IGNORECASE)
+# A word is a run of word characters and apostrophes; chat spelling is a letter written three
+# times or a word that is all laughter.
+_WORD = re.compile(r"[\w']+")
+# Searched in the lower-cased sentence; it may fire on more than chat spelling (the exact
+# check is `_canonical`), never on less.
+_CHAT_SPELLING = re.compile(rf"(\w)\1\1|\b(?=[haelr])(?:{_LAUGHTER.pattern})\b")
+
+# Every word a greeting, farewell, encouragement or evaluation can be made of, as typed.
+_FORM_WORDS = (
+    _KNOWN_WORDS
+    | _SECOND_PERSON
+    | _vocabulary("was were")
+    | _pattern_words(_WISH)
+    | frozenset(_APOSTROPHE_FREE)
+)
+_MAX_UNKNOWN_FORM_WORDS = 2  # a name, and one noun after an evaluative opener ("Cool setup!")
+
+
+def _canonical(word: str) -> str:
+    """ "sooo" -> "so", "yesss" -> "yes", "hahahah" -> "haha": chat spelling to the vocabulary."""
+    if _LAUGHTER.fullmatch(word):
+        return "haha"
+    lowered = word.lower()
+    if lowered in _APOSTROPHE_FREE:
+        return _APOSTROPHE_FREE[lowered]
+    if not _ELONGATED.search(word):
+        return word
+    single = _ELONGATED.sub(r"\1", word)
+    return single if single.lower() in _KNOWN_WORDS else _ELONGATED.sub(r"\1\1", word)
+
+
+def _tokens(text: str) -> list[str]:
+    return _WORD.findall(text.replace("’", "'"))
+
+
+def _canonical_words(tokens: list[str]) -> list[str]:
+    if _CHAT_SPELLING.search(" ".join(tokens).lower()):
+        return [_canonical(w) for w in tokens]
+    # The common case, no chat spelling: only apostrophe-free contractions to restore.
+    return [_APOSTROPHE_FREE.get(w.lower(), w) for w in tokens]
+
+
+def _words(text: str) -> list[str]:
+    return _canonical_words(_tokens(text))
+
+
+def _may_be_made_of_form_words(lowered_tokens: list[str]) -> bool:
+    """False when three words outside `_FORM_WORDS` rule out a greeting, farewell,
+    encouragement or evaluation: the common sentence, which then skips their per-word checks.
+    Unknown words in chat spelling ("sooo") may still be known ones, so they keep it True."""
+    unknown = [w for w in lowered_tokens if w not in _FORM_WORDS]
+    if len(unknown) <= _MAX_UNKNOWN_FORM_WORDS:
+        return True
+    return _CHAT_SPELLING.search(" ".join(unknown)) is not None
+
+
+def _rule_words(bare: str) -> tuple[list[str], list[str], list[str]]:
+    """A short sentence's tokens, the canonical `words` the word rules read and `lowered`, the
+    same lower-cased; `words` and `lowered` stay empty when no word rule can match."""
+    if not bare.isascii():
+        tokens = _tokens(bare)
+        if not _may_be_made_of_form_words([w.lower() for w in tokens]):
+            return tokens, [], []
+        words = _canonical_words(tokens)
+        return tokens, words, [w.lower() for w in words]
+    # ASCII: lower-casing keeps every character in place and a token holds no space, so the
+    # tokens joined, lower-cased once and split again are the tokens lower-cased.
+    tokens = _WORD.findall(bare)
+    joined = " ".join(tokens).lower()
+    lowered_tokens = joined.split(" ") if tokens else []
+    if not _may_be_made_of_form_words(lowered_tokens):
+        return tokens, [], []
+    if _CHAT_SPELLING.search(joined):
+        words = [_canonical(w) for w in tokens]
+        return tokens, words, [w.lower() for w in words]
+    if _APOSTROPHE_FREE.keys().isdisjoint(lowered_tokens):
+        return tokens, tokens, lowered_tokens  # no contraction to restore: the words as typed
+    words = [_APOSTROPHE_FREE.get(low, w) for w, low in zip(tokens, lowered_tokens, strict=True)]
+    return tokens, words, [w.lower() for w in words]
+
+
+def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
+    if not words or len(words) > _MAX_EVALUATION_WORDS:
+        return False
+    if _EVALUATES.isdisjoint(lowered):
+        return False  # an evaluation evaluates: "that's so sad", "makes sense"
+    allowance = 1 if lowered[0] in _EVALUATION_OPENERS else 0  # "Cool setup!", "What a view"
+    names = 0
+    previous = ""
+    for word, low in zip(words, lowered, strict=True):
+        if low in _FIRST_PERSON:
+            return False
+        past = low in ("was", "were")
+        if past and previous not in _DEMONSTRATIVES:
+            return False  # "It was amazing" tells the speaker's own experience; keep it
+        previous = low
+        if past or low in _EVALUATIVE or low in _EVALUATION_FILLER or low in _SECOND_PERSON:
+            continue
+        if _CAPITALISED.match(word) and names == 0:
+            names += 1  # "Wow, Caroline!"
+            continue
+        if allowance and not _DIGIT.search(word):
+            allowance -= 1
+            continue
+        return False
+    return True
+
+
+def _question_rule(text: str, words: list[str], lowered: list[str]) -> str | None:
+    """`other_party_question` for a question wholly about the other party; `open_question` for
+    a short question naming no one ("How was the trip?", "What did it look like?"). Neither may
+    hold a first-person word, a digit or a verb that carries a fact inside ("did you hear...").
+    The caller has checked that `text` ends with a question mark."""
+    if not words or len(words) > _MAX_QUESTION_WORDS:
+        return None
+    if not _CLAIMS.isdisjoint(lowered) or _DIGIT.search(text):
+        return None
+    if not _SECOND_PERSON.isdisjoint(lowered) or lowered[0] in _ELLIPTICAL_OPENERS:
+        return "other_party_question"  # "What are you studying?", "Got any pets?"
+    names_someone = any(_CAPITALISED.match(w) for w in words[1:])
+    if len(words) <= _MAX_OPEN_QUESTION_WORDS and lowered[0] in _WH_OPENERS and not names_someone:
+        return "open_question"
+    return None
+
+
+def _is_short_meta_request(text: str, max_chars: int) -> bool:
+    return len(text) <= max_chars and _SHORT_META_OPENERS.match(text) is not None
+
+
+def _is_reaction(text: str) -> bool:
+    return _ALPHANUMERIC.search(text) is None
+
+
+# `_META_TALK` then `_UI_COMMAND` in one case-sensitive pattern for lower-cased ASCII text,
+# where it matches exactly what the two IGNORECASE patterns match (no Unicode case folding).
+_META_OR_UI_LOWER = re.compile(f"(?:{_META_TALK.pattern})|(?:{_UI_COMMAND.pattern})")
+
+
+def _is_meta_talk_or_ui_command(bare: str) -> bool:
+    if bare.isascii():
+        return _META_OR_UI_LOWER.fullmatch(bare.lower()) is not None
+    return _META_TALK.fullmatch(bare) is not None or _UI_COMMAND.fullmatch(bare) is not None
+
+
+# A long sentence's tokens, words and lowered words (read, never changed).
+_NO_WORDS: tuple[list[str], list[str], list[str]] = ([], [], [])
+
+
+def _may_be_phrases(words: list[str], lowered: list[str]) -> bool:
+    """False when no phrase rule can match: a phrase rule's words all come from its phrases but
+    one, which must be a capitalised name ("Hey Mel!"), and `_PHRASE_WORDS` holds them all."""
+    outside = [w for w, low in zip(words, lowered, strict=True) if low not in _PHRASE_WORDS]
+    if not outside:
+        return bool(words)
+    return len(outside) == 1 and _CAPITALISED.match(outside[0]) is not None
+
+
+def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
+    """The first built-in rule, in DESIGN.md's order, that the whole segment matches."""
+    if segment.kind is SegmentKind.TOOL_CALL:
+        return "tool_call"
+    if segment.kind is SegmentKind.CODE:
+        return "code_block"
+    text = segment.text
+    bare = text.rstrip(_TRAILING_CHARS)
+    short_form = len(text) <= _MAX_FORM_CHARS
+    # `words` stays empty when no rule made of words can match: they all fail on it.
+    tokens, words, lowered = _rule_words(bare) if short_form else _NO_WORDS
+    phrases = _may_be_phrases(words, lowered)  # one check for the three phrase rules
+    if phrases and _GREETING_ACK.matches(words, lowered):
+        return "greeting_ack"
+    if _is_short_meta_request(text, short_meta_max_chars):
+        return "short_meta_request"
+    if _is_reaction(text):
+        return "reaction"
+    if short_form and _is_meta_talk_or_ui_command(bare):
+        return "meta_talk" if _META_TALK.fullmatch(bare) else "ui_command"
+    if phrases and _FAREWELL.matches(words, lowered):
+        return "farewell"
+    if phrases and _ENCOURAGEMENT.matches(words, lowered):
+        return "encouragement"
+    if _is_evaluation(words, lowered):
+        return "evaluation"
+    if not short_form or not _QUESTION_END.search(text):
+        return None
+    if words:
+        return _question_rule(text, words, lowered)
+    words = _canonical_words(tokens)
+    return _question_rule(text, words, [w.lower() for w in words])
+
+
+_NO_WORD_RULE_UNKNOWN_WORDS = 3  # one more than any word rule tolerates
+# A whole `_WORD` token that is a first-person word, in lower-cased text.
+_FIRST_PERSON_TOKEN = re.compile(rf"(?<![\w'])(?:{by_first_char(_FIRST_PERSON)})(?![\w'])")
+_NON_WORD_PUNCTUATION = "".join(c for c in string.punctuation if c not in "_'")
+
+
+def plainly_kept(text: str, short_meta_max_chars: int) -> bool:
+    """True only when no built-in rule can match this prose sentence: the common one, decided
+    without the per-rule checks; False means judge it with `match_skip_rule`.
+
+    ASCII only (lower-casing then keeps every token as it is), longer than a short meta
+    request, no "?" (no question rule), not a meta-talk or UI command, and three words that are
+    whole tokens outside `_FORM_WORDS` with no chat spelling (so `_canonical` keeps them): then
+    greeting, farewell, encouragement and evaluation all fail (none allows three unknown
+    words), and a letter is there (no reaction). Two such words do for a sentence with a
+    first-person word: the phrase rules allow one unknown word, an evaluation no first person
+    ("I'm swamped with the kids"). A longer sentence only needs that letter."""
+    if len(text) <= short_meta_max_chars or "?" in text or not text.isascii():
+        return False
+    if len(text) > _MAX_FORM_CHARS:
+        return _ALPHANUMERIC.search(text) is not None
+    lowered = text.lower()
+    unknown = 0
+    for chunk in lowered.split():
+        # Between spaces and without its punctuation, an alphanumeric chunk is one `_WORD`.
+        word = chunk.strip(_NON_WORD_PUNCTUATION)
+        if word not in _FORM_WORDS and word.isalnum() and not _CHAT_SPELLING.search(word):
+            unknown += 1
+            if unknown == _NO_WORD_RULE_UNKNOWN_WORDS:
+                break
+    else:
+        if unknown < _NO_WORD_RULE_UNKNOWN_WORDS - 1 or not _FIRST_PERSON_TOKEN.search(lowered):
+            return False
+    return _META_OR_UI_LOWER.fullmatch(lowered.rstrip(_TRAILING_CHARS)) is None
+
+
+def is_answer_word(text: str) -> bool:
+    """Whether a short turn holds a yes/no-style answer word ("Yeah", "nope, never")."""
+    return any(word.lower() in _ANSWER_WORDS for word in _words(text))
+
+
+def compile_user_patterns(
+    patterns: Sequence[UserSkipPattern],
+) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Tenant patterns, compiled once per config (they match the whole sentence, any case)."""
+    return tuple((p.name, re.compile(p.pattern, re.IGNORECASE)) for p in patterns)
+
+
+def match_skip_rule(
+    segment: Segment,
+    *,
+    short_meta_max_chars: int,
+    user_patterns: tuple[tuple[str, re.Pattern[str]], ...] = (),
+) -> SkipMatch | None:
+    """The first rule the whole segment matches, or None when the segment is kept."""
+    builtin = _builtin_rule(segment, short_meta_max_chars)
+    if builtin is not None:
+        return SkipMatch(builtin)
+    text = segment.text
+    for name, pattern in user_patterns:
+        if pattern.fullmatch(text) or pattern.fullmatch(text.rstrip(_TRAILING_CHARS)):
+            return SkipMatch(name, user_rule=True)
+    return None

@@ -1,0 +1,308 @@
+"""`POST /v1/turns`: pre-filter every turn, enqueue the survivors once, record what happened.
+
+Ordering keeps the promise "nothing lost, the ledger never lies": the trace is written before
+any message can reach a consumer; the ledger marks a turn enqueued only after SQS accepted it;
+a turn SQS refused is reported back as failed (the client re-sends it) and is not in the ledger.
+A crash between the send and the ledger write leaves a message without a ledger row: a later
+re-send enqueues it again, which the downstream stages absorb (they are idempotent).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from memwrite.config import PipelineConfig
+from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
+from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
+from memwrite.models import (
+    Decision,
+    FailedTurn,
+    IngestRequest,
+    IngestResponse,
+    IngestTurn,
+    PrefilterDecision,
+    QueuedTurn,
+    SkippedTurn,
+    SpanResult,
+    StageSpan,
+    TraceInput,
+)
+from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
+from memwrite.pre_filter.checks import (
+    STAGE,
+    count_words,
+    mask_secrets,
+    may_be_short_answer,
+    prefilter_turn,
+    question_of,
+    rule_name,
+)
+from memwrite.pre_filter.rate_gate import RateGate
+from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
+
+__all__ = ["RETRY_AFTER_SECS", "IngestDeps", "ingest_turns"]
+
+RETRY_AFTER_SECS = 2
+
+
+@dataclass
+class IngestDeps:
+    queue: TurnQueue
+    ledger: TurnLedger
+    spans: SpanStore
+    metrics: MetricsSink
+    rate_gate: RateGate
+    clock: Callable[[], float] = field(default=time.time)
+
+
+@dataclass
+class _Screened:
+    turn: IngestTurn
+    turn_id: str
+    decision: PrefilterDecision
+    latency_ms: float
+
+
+def _turn_ids(request: IngestRequest, tenant: str, masked: list[str]) -> tuple[str, ...]:
+    return tuple(
+        turn_id(
+            tenant,
+            request.user_id,
+            request.session_id,
+            turn.role.value,
+            content,
+            timestamp=turn.timestamp,
+        )
+        for turn, content in zip(request.turns, masked, strict=True)
+    )
+
+
+def _screen_all(
+    request: IngestRequest,
+    turn_ids: tuple[str, ...],
+    tenant: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
+) -> list[_Screened]:
+    screened: list[_Screened] = []
+    rate_scope = f"{tenant}\x1f{request.user_id}"
+    # The request's turns are one conversation, in order, continuing the session's earlier
+    # requests: a short first turn may answer the question the last one ended with.
+    previous: str | None = None
+    if may_be_short_answer(request.turns[0].content):
+        previous = deps.ledger.last_question(
+            tenant, request.user_id, request.session_id, now=deps.clock()
+        )
+    for turn, tid in zip(request.turns, turn_ids, strict=True):
+        started = time.perf_counter()
+        decision = prefilter_turn(
+            content=turn.content,
+            role=turn.role,
+            config=config.prefilter,
+            rate_gate=deps.rate_gate,
+            rate_scope=rate_scope,
+            claimant=tid,
+            # The turn's own time when the client gives it: a history replayed in one request
+            # does not rate-limit words said minutes or days apart.
+            now=turn.timestamp.timestamp() if turn.timestamp else deps.clock(),
+            previous=previous,
+        )
+        previous = turn.content
+        latency_ms = (time.perf_counter() - started) * 1000
+        screened.append(_Screened(turn, tid, decision, latency_ms))
+    return screened
+
+
+def ingest_turns(
+    request: IngestRequest,
+    *,
+    tenant: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
+    idempotency_key: str | None = None,
+) -> IngestResponse:
+    """Run stage 1 on a request and enqueue its survivors; never raises for a per-turn failure.
+
+    Raises before anything is written: `TimestampInFuture` when a turn is dated too far ahead,
+    `IdempotencyKeyReused` when the key named a different request.
+    """
+    now = datetime.fromtimestamp(deps.clock(), tz=UTC)
+    _refuse_future_timestamps(request, now, config.ingest.max_clock_skew_secs)
+    trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
+    # Secrets masked: what turn ids hash and what the trace keeps of the turns (for replay).
+    masked = [mask_secrets(turn.content) for turn in request.turns]
+    turn_ids = _turn_ids(request, tenant, masked)
+    # A retry under the same Idempotency-Key replays its trace: it must be the same request,
+    # and the turns that trace already enqueued keep their spans (they are not "duplicates").
+    trace = TraceRecord(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=request.user_id,
+        session_id=request.session_id,
+        agent_id=request.agent_id,
+        source=request.source.value,
+        created_at=now.isoformat(),
+        turn_ids=turn_ids,
+    )
+    existing = deps.ledger.get_trace(tenant, trace_id) if idempotency_key else None
+    if existing is not None and (differing := _differing_fields(existing, trace)):
+        raise IdempotencyKeyReused(
+            f"this Idempotency-Key was used for a different request ({', '.join(differing)})"
+        )
+    screened = _screen_all(request, turn_ids, tenant, config, deps)  # claims rate-gate slots
+    own: set[str] = set()
+    if existing is not None:
+        own = {
+            span.item_id
+            for span in deps.spans.spans_of(tenant, trace_id)
+            if span.kind == "turn" and span.result in (SpanResult.PASS, SpanResult.TRANSFORM)
+        }
+
+    survivors: dict[str, _Screened] = {}
+    for item in screened:
+        if item.decision.decision is Decision.PASS:
+            survivors.setdefault(item.turn_id, item)  # a turn repeated in one request is one turn
+    duplicates = deps.ledger.already_enqueued(tenant, list(survivors))
+    to_send = [
+        QueuedTurn(
+            tenant=tenant,
+            user_id=request.user_id,
+            session_id=request.session_id,
+            agent_id=request.agent_id,
+            trace_id=trace_id,
+            turn_id=tid,
+            role=item.turn.role,
+            text=item.decision.text or "",
+            observed_at=item.turn.timestamp or now,
+            source=request.source,
+            context=item.decision.context,
+        )
+        for tid, item in survivors.items()
+        if tid not in duplicates
+    ]
+    if existing is None:
+        inputs = [
+            TraceInput(role=turn.role, content=content, timestamp=turn.timestamp)
+            for turn, content in zip(request.turns, masked, strict=True)
+        ]
+        deps.ledger.put_trace(trace, inputs)
+    outcome = deps.queue.enqueue(to_send) if to_send else None
+    sent = sorted(outcome.sent) if outcome else []
+    failed = outcome.failed if outcome else {}
+    raced = deps.ledger.record_enqueued(tenant, trace_id, sent) if sent else set()
+    duplicates |= raced
+
+    counted = [item for item in screened if item.turn_id not in own]
+    spans = [
+        _span_of(
+            item,
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=request.user_id,
+            at=now,
+            duplicates=duplicates,
+            failed=failed,
+        )
+        for item in counted
+    ]
+    deps.spans.put_spans(spans)
+    last = question_of(request.turns[-1].content, config.prefilter)
+    deps.ledger.set_last_question(
+        tenant,
+        request.user_id,
+        request.session_id,
+        last,
+        now=now.timestamp(),
+        retention_secs=config.prefilter.short_answer_window_secs,
+    )
+    for span in spans:
+        deps.metrics.count(STAGE, span.result.value, span.reason)
+        deps.metrics.timing(STAGE, span.latency_ms)
+    _count_rules(counted, deps.metrics)
+
+    return IngestResponse(
+        trace_id=trace_id,
+        accepted=len(set(sent) - raced),
+        skipped=[
+            SkippedTurn(turn_id=item.turn_id, reason=item.decision.reason)
+            for item in screened
+            if item.decision.reason is not None
+        ],
+        turn_ids=[item.turn_id for item in screened],
+        duplicates=sorted(duplicates),
+        failed=[
+            FailedTurn(turn_id=tid, error=error, retry_after_secs=RETRY_AFTER_SECS)
+            for tid, error in failed.items()
+        ],
+    )
+
+
+def _refuse_future_timestamps(request: IngestRequest, now: datetime, max_skew_secs: int) -> None:
+    latest = now + timedelta(seconds=max_skew_secs)
+    for index, turn in enumerate(request.turns):
+        if turn.timestamp is not None and turn.timestamp > latest:
+            raise TimestampInFuture(f"turns[{index}].timestamp", max_skew_secs)
+
+
+def _differing_fields(earlier: TraceRecord, retry: TraceRecord) -> list[str]:
+    """What a request under a reused Idempotency-Key changed; turns cover role, content, time."""
+    fields = ("user_id", "session_id", "agent_id", "source")
+    differing = [name for name in fields if getattr(earlier, name) != getattr(retry, name)]
+    return differing + (["turns"] if earlier.turn_ids != retry.turn_ids else [])
+
+
+def _count_rules(items: list[_Screened], metrics: MetricsSink) -> None:
+    """The drift signal: turns and sentences screened, rejections and dropped sentences by rule
+    (README, "Pre-filter metrics")."""
+    if not items:
+        return
+    metrics.event(STAGE, "prefilter.screened", len(items))
+    metrics.event(STAGE, "prefilter.sentences", sum(item.decision.sentences for item in items))
+    rejected = Counter(rule_name(item.decision.reason) for item in items if item.decision.reason)
+    dropped = Counter(rule for item in items for rule in item.decision.dropped_by)
+    for name, counts in (("prefilter.rejected", rejected), ("prefilter.sentence_dropped", dropped)):
+        for rule, value in counts.items():
+            metrics.by_rule(STAGE, name, rule, value)
+
+
+def _span_of(
+    item: _Screened,
+    *,
+    trace_id: str,
+    tenant: str,
+    user_id: str,
+    at: datetime,
+    duplicates: set[str],
+    failed: dict[str, str],
+) -> StageSpan:
+    result: SpanResult
+    reason: Reason | None
+    if item.decision.reason is not None:
+        result, reason = SpanResult.REJECT, item.decision.reason
+    elif item.turn_id in failed:
+        result, reason = SpanResult.ERROR, EnqueueFailed(error=failed[item.turn_id])
+    elif item.turn_id in duplicates:
+        result, reason = SpanResult.REJECT, DuplicateTurn()
+    elif item.decision.context is not None:
+        words = count_words(item.decision.text or "")
+        short = ShortAnswer(word_count=words, redacted=item.decision.redacted)
+        result, reason = SpanResult.TRANSFORM, short
+    elif item.decision.redacted:
+        result, reason = SpanResult.TRANSFORM, Redacted(kinds=item.decision.redacted)
+    else:
+        result, reason = SpanResult.PASS, None
+    return StageSpan(
+        trace_id=trace_id,
+        tenant=tenant,
+        user_id=user_id,
+        stage=STAGE,
+        item_id=item.turn_id,
+        result=result,
+        reason=reason,
+        latency_ms=round(item.latency_ms, 3),
+        at=at,
+    )

@@ -1,0 +1,1 @@
+"""The read side: search, traces, replay (dry runs) and rollback."""
