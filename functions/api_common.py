@@ -21,6 +21,7 @@ from memwrite.errors import (
     IngestLimitExceeded,
     InvalidQuery,
     MemwriteError,
+    ModelRequired,
     RollbackRefused,
     TimestampInFuture,
     TraceWithoutInputs,
@@ -28,6 +29,7 @@ from memwrite.errors import (
     Unauthenticated,
     UnknownMemory,
     UnknownTrace,
+    UnknownUser,
 )
 from memwrite.ids import is_id
 
@@ -162,6 +164,14 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(InvalidQuery)
     def _invalid_query(exc: InvalidQuery) -> Response[dict[str, Any]]:
         return _field_error(HTTPStatus.BAD_REQUEST, "invalid_request", exc.field, exc)
+
+    @app.exception_handler(UnknownUser)
+    def _unknown_user(exc: UnknownUser) -> Response[dict[str, Any]]:
+        return _field_error(HTTPStatus.NOT_FOUND, "not_found", exc.field, exc)
+
+    @app.exception_handler(ModelRequired)
+    def _model_required(exc: ModelRequired) -> Response[dict[str, Any]]:
+        return json_response(HTTPStatus.CONFLICT, {"error": "model_required", "message": str(exc)})
 
     @app.exception_handler(UnknownMemory)
     def _unknown_memory(exc: UnknownMemory) -> Response[dict[str, Any]]:

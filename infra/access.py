@@ -39,14 +39,16 @@ _STORE_READ = {"memories": R, "entity_facts": R, "outbox": R, "turns": R}
 # stage name -> table logical name (memwrite.schema) -> access
 STAGE_ACCESS: dict[str, dict[str, Access]] = {
     "pre_filter": {"turns": RW, "spans": W},  # ledger, traces, rate claims, session's question
-    # The session log (read, and appended with its source trace's ConditionCheck)
-    "extract": {"turns": RW, "spans": W},
+    # The session log (read, and appended with its source trace's ConditionCheck), and the
+    # episodes kept in the same transaction (turns) with their outbox rows
+    "extract": {"turns": RW, "outbox": W, "spans": W},
     # Entities written with their source traces' ConditionChecks (part of the turns read grant)
     "resolve_refs": {"entities": RW, "turns": R, "spans": W},
     "dedupe": {**_STORE_READ, "spans": W},
     "conflict": {**_STORE_READ, "spans": W},
     "persist": {"memories": RW, "entity_facts": RW, "outbox": RW, "turns": RW, "spans": W},
-    "hype": {"outbox": RW, "memories": R, "spans": W},  # marks outbox rows done
+    # Marks outbox rows done; reads episodes (turns) to index them
+    "hype": {"outbox": RW, "memories": R, "turns": R, "spans": W},
 }
 
 # Functions that are not stages.
@@ -55,11 +57,13 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # erase route (`memwrite.adapters.aws.dynamodb_erase`: exactly these six tables, and its mark
     # on the user's trace rows, which stops persist committing them) and the rollback route
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
-    # deleted in one transaction, its record in turns, its span).
+    # deleted in one transaction, its record in turns, its span). The backfill route
+    # (`memwrite.episodes.backfill`) runs the pipeline stages in-process: resolve_refs writes
+    # entities, hence RW there.
     "query": {
         "memories": RW,
         "entity_facts": RW,
-        "entities": RD,
+        "entities": RW,
         "outbox": RW,
         "turns": RW,
         "spans": RW,

@@ -60,6 +60,8 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),
     ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
     ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
+    ("GET", "/v1/users/{user_id}/episodes", "functions.query.handler"),
+    ("POST", "/v1/users/{user_id}/backfill", "functions.query.handler"),
 )
 AUTHORIZER = "functions.authorizer.handler"
 QUERY_HANDLER = "functions.query.handler"

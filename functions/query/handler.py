@@ -29,10 +29,13 @@ from functions.api_common import (
     register_error_handlers,
     tenant_of,
 )
+from memwrite.episodes.backfill import BackfillRequest, backfill_user
+from memwrite.episodes.model import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.read.query import (
     SearchRequest,
     erase_user,
+    list_episodes,
     list_memories,
     memory_detail,
     search,
@@ -81,7 +84,14 @@ def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     trace_id = path_id(trace_id, UnknownTrace)
-    view = get_trace(tenant, trace_id, current.ledger, current.spans, current.rollback.rollbacks)
+    view = get_trace(
+        tenant,
+        trace_id,
+        current.ledger,
+        current.spans,
+        current.rollback.rollbacks,
+        episodes=current.query.episodes,
+    )
     if view is None:
         raise UnknownTrace(trace_id)
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
@@ -165,7 +175,7 @@ def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     found = search(tenant, request, current.settings.for_request(tenant), current.query)
-    ids = [hit.memory.memory_id for hit in found.results]
+    ids = [memory.memory_id for memory in found.memories]
     if ids:
         ACCESS_UPDATES.submit(_record_access, tenant, request.user_id, ids)
     return json_response(HTTPStatus.OK, found.as_json())
@@ -196,6 +206,46 @@ def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     return json_response(HTTPStatus.OK, erase_user(tenant, _checked_user(user_id), current.query))
+
+
+@app.get("/v1/users/<user_id>/episodes")
+def list_episodes_route(
+    user_id: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    status: Annotated[EpisodeStatus | None, Query()] = None,
+) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    event = app.current_event
+    since = parse_time_bound("since", event.get_query_string_value("since"))
+    until = parse_time_bound("until", event.get_query_string_value("until"))
+    page = list_episodes(
+        tenant,
+        _checked_user(user_id),
+        status=status,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+        deps=current.query,
+    )
+    return json_response(HTTPStatus.OK, page)
+
+
+@app.post("/v1/users/<user_id>/backfill")
+def backfill_route(user_id: str) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    request = BackfillRequest.parse(app.current_event.body)
+    result = backfill_user(
+        tenant,
+        _checked_user(user_id),
+        request,
+        current.settings.for_request(tenant),
+        current.backfill(),
+    )
+    return json_response(HTTPStatus.OK, result.as_json())
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -44,7 +44,9 @@ class TenantA:
                 {k: v for k, v in memory.items() if k not in READ_COUNTERS}
                 for memory in listed["memories"]
             ],
-            "found": [hit["memory_id"] for hit in found.body["results"]],
+            "found": [
+                hit.get("memory_id") or hit["source_turn_id"] for hit in found.body["results"]
+            ],
         }
 
 
@@ -167,6 +169,19 @@ def replay_user(served: Served, a: TenantA) -> None:
     assert (reply.body["traces"], reply.body["totals"]["traces"]) == ([], 0)
 
 
+def list_episodes(served: Served, a: TenantA) -> None:
+    reply = served.request("GET", f"/v1/users/{USER}/episodes?limit=100", api_key=B)
+    assert reply.status == 200
+    assert reply.body["episodes"] == []
+
+
+def backfill_user(served: Served, a: TenantA) -> None:
+    # A's user is unknown to B: a 404 naming the field, and nothing is run
+    reply = served.request("POST", f"/v1/users/{USER}/backfill", {}, B)
+    assert reply.status == 404
+    assert [error["field"] for error in reply.body["errors"]] == ["user_id"]
+
+
 ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("GET", "/v1/traces/{trace_id}"): read_trace,
     ("POST", "/v1/traces/{trace_id}/replay"): replay_trace,
@@ -176,6 +191,8 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("GET", "/v1/users/{user_id}/memories"): list_memories,
     ("GET", "/v1/users/{user_id}/traces"): list_traces,
     ("POST", "/v1/users/{user_id}/replay"): replay_user,
+    ("GET", "/v1/users/{user_id}/episodes"): list_episodes,
+    ("POST", "/v1/users/{user_id}/backfill"): backfill_user,
     ("POST", "/v1/search"): search,
     ("DELETE", "/v1/users/{user_id}/memories"): erase_user,
     ("POST", "/v1/turns"): post_turns,

@@ -24,11 +24,13 @@ if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.episodes.backfill import BackfillDeps
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
         Embedder,
         EntityStore,
+        EpisodeStore,
         ExtractionLlm,
         MemoryIndex,
         MemoryReader,
@@ -59,6 +61,7 @@ __all__ = [
     "IndexSetupDeps",
     "QueryApiDeps",
     "build_api_deps",
+    "build_backfill_deps",
     "build_dead_letter_deps",
     "build_embedder",
     "build_index",
@@ -111,6 +114,9 @@ class _Adapters(ABC):
 
     @abstractmethod
     def session_log(self) -> SessionLog: ...
+
+    @abstractmethod
+    def episodes(self) -> EpisodeStore: ...
 
     @abstractmethod
     def entities(self) -> EntityStore: ...
@@ -172,7 +178,12 @@ class _DynamoAdapters(_Adapters):
     def session_log(self) -> SessionLog:
         from memwrite.adapters.aws.dynamodb import DynamoSessionLog
 
-        return DynamoSessionLog(self.dynamodb, self.env.turns_table)
+        return DynamoSessionLog(self.dynamodb, self.env.turns_table, self.env.outbox_table or None)
+
+    def episodes(self) -> EpisodeStore:
+        from memwrite.adapters.aws.dynamodb_episodes import DynamoEpisodeStore
+
+        return DynamoEpisodeStore(self.dynamodb, self.env.turns_table)
 
     def entities(self) -> EntityStore:
         from memwrite.adapters.aws.dynamodb_store import DynamoEntityStore
@@ -260,6 +271,11 @@ class _SqliteAdapters(_Adapters):
         from memwrite.adapters.sqlite.ledger import SqliteSessionLog
 
         return SqliteSessionLog(self.database)
+
+    def episodes(self) -> EpisodeStore:
+        from memwrite.adapters.sqlite.episodes import SqliteEpisodeStore
+
+        return SqliteEpisodeStore(self.database)
 
     def entities(self) -> EntityStore:
         from memwrite.adapters.sqlite.store import SqliteEntityStore
@@ -522,6 +538,7 @@ def _hype(adapters: _Adapters) -> Any:
         outbox=adapters.outbox(),
         spans=adapters.spans,
         metrics=adapters.metrics,
+        episodes=adapters.episodes(),
     )
 
 
@@ -537,6 +554,8 @@ class QueryApiDeps:
     rollback: RollbackDeps
     # Built on the first replay, not at cold start: it may load the model client.
     replay: Callable[[], ReplayDeps]
+    # Built on the first backfill: every pipeline stage's deps, models included.
+    backfill: Callable[[], BackfillDeps]
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
@@ -552,6 +571,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         index=build_index(env, embedder.dimension),
         embedder=embedder,
         eraser=adapters.eraser(),
+        episodes=adapters.episodes(),
     )
     ledger = adapters.ledger()
     rollback = RollbackDeps(
@@ -561,6 +581,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         rollbacks=adapters.rollbacks(),
         index=query.index,
         metrics=adapters.metrics,
+        episodes=query.episodes,
     )
     return QueryApiDeps(
         settings=env.settings,
@@ -569,6 +590,29 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         query=query,
         rollback=rollback,
         replay=cache(lambda: build_replay_deps(environ)),
+        backfill=cache(lambda: build_backfill_deps(environ)),
+    )
+
+
+def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDeps:
+    """A backfill runs the pipeline stages in-process: their deps, built as their Lambdas
+    build them (each once), and whether a model is configured at all."""
+    from memwrite.episodes.backfill import BackfillDeps
+
+    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    built: dict[str, Any] = {}
+
+    def stage_deps(name: str) -> Any:
+        if name not in built:
+            built[name] = _BUILDERS[name](adapters)
+        return built[name]
+
+    return BackfillDeps(
+        episodes=adapters.episodes(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        stage_deps=stage_deps,
+        has_model=_has_llm(adapters),
     )
 
 
