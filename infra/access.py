@@ -66,7 +66,7 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     },
     "dead_letter": {"spans": W},
     "dispatch": {},  # starts executions only
-    "authorizer": {},  # keys come from its settings
+    "authorizer": {"api_keys": R},  # a key's hash -> tenant (`memwrite keys` writes it)
     "index_setup": {},  # the search index only (deploy time)
 }
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memwrite.config import Settings, load_settings
+from memwrite.errors import ConfigError
 
 __all__ = [
     "ENVIRONMENTS",
@@ -102,8 +103,6 @@ class EnvConfig(_Frozen):
     llm_provider: LlmProvider
     # Secrets Manager secret of ANTHROPIC_API_KEY (anthropic only).
     anthropic_secret_name: str = "memwrite/anthropic-api-key"
-    # Reserved for API keys; nothing reads it yet (keys come from the settings file).
-    api_keys_secret_name: str = "memwrite/api-keys"
     # API stage throttling (429 above it).
     throttling: ApiThrottling
     # Alarm thresholds.
@@ -180,5 +179,14 @@ def settings_file(name: str) -> Path:
 
 
 def deployed_settings(name: str) -> Settings:
-    """Those settings as the functions will load them (the grants follow the models named)."""
-    return load_settings({"MEMWRITE_CONFIG": str(settings_file(name))})
+    """Those settings as the functions will load them (the grants follow the models named).
+
+    Raises `ConfigError` when they name API keys: a deployed environment keeps only hashes of
+    its keys, in its key table (`memwrite keys`), never a key in a file of the repository."""
+    settings = load_settings({"MEMWRITE_CONFIG": str(settings_file(name))})
+    if settings.api_keys:
+        raise ConfigError(
+            f"{settings_file(name)}: api_keys are for the local mode only; create a deployed "
+            "environment's keys with `memwrite keys create --table ...`"
+        )
+    return settings

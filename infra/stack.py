@@ -42,7 +42,7 @@ from infra.pipeline import PipelineStateMachine, RetryPolicy
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import Queues, Tables
 from memwrite.config import Settings
-from memwrite.schema import OUTBOX, TABLES
+from memwrite.schema import API_KEYS, OUTBOX, TABLES
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = ["MemwriteStack", "bedrock_model_arns"]
@@ -120,6 +120,7 @@ class MemwriteStack(cdk.Stack):
                     table.logical_name
                 ].table_name
                 for table in TABLES
+                if table is not API_KEYS  # the authorizer's alone
             },
             "MEMWRITE_CONFIG": f"/var/task/infra/settings/{config.name}.json",
             "POWERTOOLS_SERVICE_NAME": "memwrite",
@@ -148,6 +149,10 @@ class MemwriteStack(cdk.Stack):
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
+        api_keys = self.tables.by_name[API_KEYS.logical_name]
+        authorizer.function.add_environment("API_KEYS_TABLE", api_keys.table_name)
+        # Where `memwrite keys --table` writes (with the operator's credentials).
+        cdk.CfnOutput(self, "ApiKeysTable", value=api_keys.table_name)
         self._function("index_setup", "index_setup", _INDEX_SETUP_SIZE, INDEX_SETUP_HANDLER)
         for name in FUNCTION_ACCESS:
             for table, access in FUNCTION_ACCESS[name].items():

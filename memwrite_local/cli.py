@@ -1,5 +1,5 @@
 """`memwrite` command line: prefilter, extract, ingest, demo, serve, search, trace, replay,
-rollback, eval."""
+rollback, eval, keys."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
+from memwrite_local.keys_command import add_keys_parser, run_keys
 from memwrite_local.rollback_command import add_rollback_parser, run_rollback
 from memwrite_local.trace_command import add_trace_parsers, run_replay, run_trace
 
@@ -442,6 +443,7 @@ def _parser() -> argparse.ArgumentParser:
     add_trace_parsers(commands)
     add_eval_parser(commands)
     add_rollback_parser(commands)
+    add_keys_parser(commands)
     return parser
 
 
@@ -474,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_replay(args, sys.stdout)
         if args.command == "rollback":
             return run_rollback(args, sys.stdout)
+        if args.command == "keys":
+            return run_keys(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")

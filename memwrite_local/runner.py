@@ -182,7 +182,7 @@ class LocalRunner:
         ]
         self._single_threaded_backend = LambdaEnvironment.load().backend is not Backend.SQLITE
         self._authorizer = importlib.import_module(AUTHORIZER)
-        self._authorizer.settings.cache_clear()  # the key table of this backend's environment
+        self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():

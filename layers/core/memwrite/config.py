@@ -306,7 +306,8 @@ class Settings(_Frozen):
     # Per-tenant overrides, by tenant id.
     tenants: dict[str, TenantOverrides] = Field(default_factory=dict)
     api_keys: dict[str, str] = Field(
-        default_factory=dict, description="Local only: API key -> tenant (AWS uses an authorizer)."
+        default_factory=dict,
+        description="Local only: API key -> tenant (a deployed one refuses it: `memwrite keys`).",
     )
 
     def for_request(self, tenant: str, agent_id: str | None = None) -> PipelineConfig:

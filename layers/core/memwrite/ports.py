@@ -32,6 +32,8 @@ from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, Vers
 from memwrite.usage import LlmUsage
 
 __all__ = [
+    "ApiKeyRecord",
+    "ApiKeyStore",
     "CandidateVerifier",
     "DeadLetter",
     "DedupeJudge",
@@ -127,6 +129,32 @@ class TurnConsumer(Protocol):
 
     def dead_letters(self, limit: int) -> list[DeadLetter]:
         """Up to `limit` (at most 10) dead letters, oldest first; reading leaves them there."""
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    """What is stored of an API key: its hash, never the key (`memwrite.api_keys`)."""
+
+    key_id: str  # public: what `memwrite keys list` shows and `revoke` takes
+    key_hash: str  # SHA-256 of the key, hex
+    tenant: str
+    created_at: str  # ISO 8601, UTC
+
+
+class ApiKeyStore(Protocol):
+    """API key hashes -> tenant: the authorizer reads it, `memwrite keys` writes it."""
+
+    def add(self, record: ApiKeyRecord) -> None:
+        """Store a new key; raises `ApiKeyExists` when its hash or its id is stored already."""
+
+    def tenant_of(self, key_hash: str) -> str | None:
+        """The tenant of the key with this hash; None for an unknown or revoked key."""
+
+    def list_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        """Every stored key (of `tenant` when given), oldest first."""
+
+    def revoke(self, key_id: str) -> ApiKeyRecord | None:
+        """Delete the key with this id; its record, or None when no key has it."""
 
 
 @dataclass(frozen=True)

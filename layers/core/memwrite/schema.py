@@ -16,6 +16,8 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "API_KEYS",
+    "API_KEYS_BY_ID",
     "ENTITIES",
     "ENTITY_FACTS",
     "MEMORIES",
@@ -135,4 +137,10 @@ def outbox_sort_key(memory_id: str, rev: int) -> str:
     return f"{memory_id}#{rev:08d}"
 
 
-TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX)
+# pk = SHA-256 of an API key (hex), never the key: `key_id` (public, for `memwrite keys list |
+# revoke`), `tenant`, `created_at`. Read by the authorizer only; the CLI writes it with the
+# operator's credentials. `by_key_id` finds a key's item from its id (revoke).
+API_KEYS_BY_ID = GlobalIndex("by_key_id", partition_key="key_id")
+API_KEYS = TableSchema(logical_name="api_keys", sort_key=None, indexes=(API_KEYS_BY_ID,))
+
+TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX, API_KEYS)

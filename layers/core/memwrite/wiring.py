@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.ports import (
+        ApiKeyStore,
         CandidateVerifier,
         DedupeJudge,
         Embedder,
@@ -59,6 +60,8 @@ __all__ = [
     "IndexSetupDeps",
     "QueryApiDeps",
     "build_api_deps",
+    "build_api_key_store",
+    "build_api_key_table",
     "build_dead_letter_deps",
     "build_embedder",
     "build_index",
@@ -307,6 +310,28 @@ def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
         ),
     )
     return ApiDeps(settings=settings, ingest=ingest)
+
+
+def build_api_key_store(environ: Mapping[str, str] | None = None) -> ApiKeyStore | None:
+    """The authorizer's key table: the data directory's with the sqlite backend, the one
+    `API_KEYS_TABLE` names on DynamoDB (None when unset: configured keys only)."""
+    env = LambdaEnvironment.load(environ)
+    if env.backend is Backend.SQLITE:
+        from memwrite.adapters.sqlite.api_keys import SqliteApiKeyStore
+        from memwrite.adapters.sqlite.database import open_database
+
+        return SqliteApiKeyStore(open_database(env.sqlite_dir()))
+    if env.api_keys_table is None:
+        return None
+    return build_api_key_table(env.api_keys_table, env.aws_endpoint_url)
+
+
+def build_api_key_table(table_name: str, endpoint_url: str | None = None) -> ApiKeyStore:
+    """A deployed environment's key table, for `memwrite keys` (the operator's credentials)."""
+    from memwrite.adapters.aws.clients import dynamodb_client
+    from memwrite.adapters.aws.dynamodb_api_keys import DynamoApiKeyStore
+
+    return DynamoApiKeyStore(dynamodb_client(endpoint_url), table_name)
 
 
 def build_queue_consumer(environ: Mapping[str, str] | None = None) -> TurnConsumer:
