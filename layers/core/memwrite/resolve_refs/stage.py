@@ -18,14 +18,14 @@ from datetime import UTC, datetime
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.entities import Entity, merge_entities
-from memwrite.errors import MemwriteError, SourceErased, WriteConflict
+from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractedTurn, ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
-from memwrite.reasons import JudgeError, ResolutionFailed, UserErased
+from memwrite.reasons import JudgeError, Reason, ResolutionFailed, UserErased
 from memwrite.resolve_refs.references import BatchResolution, ResolvedCandidate, resolve_batch
-from memwrite.spans import make_span, record_failure, record_spans, usage_summary
-from memwrite.usage import LlmUsage, metered
+from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
+from memwrite.usage import LlmUsage
 
 __all__ = [
     "KNOWN_ENTITIES",
@@ -135,6 +135,21 @@ def _unresolved(candidate: Candidate, turns: Mapping[str, ExtractedTurn]) -> Pip
     )
 
 
+def _error_span(
+    payload: ExtractOutput, item: PipelineItem, error: Reason, latency_ms: float
+) -> StageSpan:
+    return make_span(
+        trace_id=item.trace_id,
+        tenant=payload.tenant,
+        user_id=payload.user_id,
+        stage=STAGE,
+        item_id=item.item_id,
+        result=SpanResult.ERROR,
+        reason=error,
+        latency_ms=latency_ms,
+    )
+
+
 def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> ItemsPayload:
     started = time.perf_counter()
     turns = {turn.turn_id: turn for turn in payload.turns}
@@ -147,29 +162,20 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         now=deps.clock(),
     )
     texts = {turn.turn_id: turn.text for turn in logged if turn.turn_id in turns}
-    try:
-        with metered() as paid:
-            resolved_batch = _resolve_and_save(
-                payload, {tid: texts[tid] for tid in turns if tid in texts}, config, deps
-            )
-    except MemwriteError as exc:
-        error = JudgeError(error=type(exc).__name__)
-        latency_ms = (time.perf_counter() - started) * 1000
-        error_spans = [
-            make_span(
-                trace_id=item.trace_id,
-                tenant=payload.tenant,
-                user_id=payload.user_id,
-                stage=STAGE,
-                item_id=item.item_id,
-                result=SpanResult.ERROR,
-                reason=error,
-                latency_ms=latency_ms,
-            )
-            for item in (_unresolved(candidate, turns) for candidate in payload.candidates)
-        ]
-        record_failure(STAGE, error_spans, paid, deps.spans, deps.metrics)
-        raise
+    with failure_recorded(
+        STAGE,
+        deps.spans,
+        deps.metrics,
+        started=started,
+        reason=JudgeError,
+        undone=payload.candidates,
+        error_span=lambda candidate, error, latency_ms: _error_span(
+            payload, _unresolved(candidate, turns), error, latency_ms
+        ),
+    ):
+        resolved_batch = _resolve_and_save(
+            payload, {tid: texts[tid] for tid in turns if tid in texts}, config, deps
+        )
     resolution = resolved_batch.resolution
     for _ in range(resolved_batch.judge_malformed):
         deps.metrics.event(STAGE, "resolve_json_fail")
