@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,6 +52,9 @@ from memwrite.spans import (
 from memwrite.store import StoreItem, VersionedMemory
 from memwrite.usage import LlmUsage
 
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
+
 __all__ = [
     "INDEXED_NEIGHBOURS",
     "PENDING_NEIGHBOURS",
@@ -58,6 +62,7 @@ __all__ = [
     "DedupeDecision",
     "DedupeDeps",
     "Neighbour",
+    "build_deps",
     "decide_duplicate",
     "decide_on_read",
     "run",
@@ -268,6 +273,17 @@ class DedupeDeps:
     metrics: MetricsSink
     judge: DedupeJudge | None = None
     index: MemoryIndex | None = None  # None: only not-yet-indexed events and tasks are compared
+
+
+def build_deps(adapters: StageAdapters) -> DedupeDeps:
+    return DedupeDeps(
+        store=adapters.memory_store(),
+        embedder=adapters.similarity_embedder(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=adapters.dedupe_judge(),
+        index=adapters.search_index(),
+    )
 
 
 @dataclass

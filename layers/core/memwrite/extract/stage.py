@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig, PipelineConfig
@@ -49,9 +50,13 @@ from memwrite.reasons import (
 from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
 from memwrite.usage import LlmUsage
 
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
+
 __all__ = [
     "STAGE",
     "ExtractDeps",
+    "build_deps",
     "extract_candidates",
     "run",
 ]
@@ -132,6 +137,16 @@ class ExtractDeps:
     llm: ExtractionLlm | None
     verifier: CandidateVerifier | None = None
     clock: Callable[[], float] = field(default=time.time)
+
+
+def build_deps(adapters: StageAdapters) -> ExtractDeps:
+    return ExtractDeps(
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        session_log=adapters.session_log(),
+        llm=adapters.extraction_llm(),
+        verifier=adapters.verifier(),
+    )
 
 
 def _span(

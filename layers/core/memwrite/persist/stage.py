@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
@@ -58,6 +59,9 @@ from memwrite.spans import (
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
 from memwrite.usage import LlmUsage
 
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
+
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
     "STAGE",
@@ -67,6 +71,7 @@ __all__ = [
     "PersistResult",
     "Plan",
     "apply_state",
+    "build_deps",
     "decide",
     "persist_candidate",
     "plan",
@@ -127,6 +132,17 @@ class PersistDeps:
     judge: DedupeJudge | None = None
     index: MemoryIndex | None = None  # dedupe's, for indexed events and tasks
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+
+def build_deps(adapters: StageAdapters) -> PersistDeps:
+    return PersistDeps(
+        store=adapters.memory_store(),
+        embedder=adapters.similarity_embedder(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=adapters.dedupe_judge(),
+        index=adapters.search_index(),
+    )
 
 
 @dataclass(frozen=True)

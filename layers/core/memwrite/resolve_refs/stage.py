@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
@@ -27,11 +28,15 @@ from memwrite.resolve_refs.references import BatchResolution, ResolvedCandidate,
 from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
 from memwrite.usage import LlmUsage
 
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
+
 __all__ = [
     "KNOWN_ENTITIES",
     "MAX_SAVE_ATTEMPTS",
     "STAGE",
     "ResolveDeps",
+    "build_deps",
     "run",
     "save_entity",
 ]
@@ -74,6 +79,16 @@ class ResolveDeps:
     metrics: MetricsSink
     judge: ResolveJudge | None = None
     clock: Callable[[], float] = field(default=time.time)
+
+
+def build_deps(adapters: StageAdapters) -> ResolveDeps:
+    return ResolveDeps(
+        entities=adapters.entities(),
+        session_log=adapters.session_log(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=adapters.resolve_judge(),
+    )
 
 
 @dataclass
