@@ -13,6 +13,7 @@ import sys
 import textwrap
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,16 +89,19 @@ def test_every_stage_has_its_own_handler_folder_and_library_module() -> None:
 MODEL_CLIENTS = {"extraction_llm", "verifier", "resolve_judge", "dedupe_judge", "questions"}
 
 
-def adapters_asked(stage: StageDef) -> set[str]:
-    """The `adapters` members the stage's `build_deps` uses."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(stage.build_deps)))
-    return {
-        node.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "adapters"
-    }
+def adapters_asked(builder: Any) -> set[str]:
+    """The `adapters` members a `build_deps` uses, with those of the builders it calls
+    (persist builds dedupe's deps)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(builder)))
+    asked = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not isinstance(node.value, ast.Name):
+            continue
+        if node.value.id == "adapters":
+            asked.add(node.attr)
+        elif node.attr == "build_deps":
+            asked |= adapters_asked(builder.__globals__[node.value.id].build_deps)
+    return asked
 
 
 def events_emitted(stage: StageDef) -> set[str]:
@@ -129,7 +133,7 @@ def test_every_stage_declares_its_facts_and_the_code_matches_them(stage: StageDe
     assert set(stage.tables) <= {t.logical_name for t in TABLES}
     assert all(isinstance(access, Access) for access in stage.tables.values())
     # And the builder asks for a model, the embedder, the index only when the stage says so
-    asked = adapters_asked(stage)
+    asked = adapters_asked(builder)
     assert bool(asked & MODEL_CLIENTS) == stage.calls_model
     assert ("embedder" in asked) == stage.calls_embedder
     assert ("search_index" in asked) == (stage.search is not None)

@@ -10,7 +10,7 @@ from typing import Literal, TypeVar
 
 from memwrite.errors import MemwriteError
 from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
-from memwrite.payloads import ItemsPayload, PipelineItem
+from memwrite.payloads import ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import ExtractionError, JudgeError, Reason, StoreError
 from memwrite.stages import STAGES
@@ -60,7 +60,7 @@ def make_span(
 
 
 def item_span(
-    payload: ItemsPayload,
+    payload: ExtractOutput | ItemsPayload,
     item: PipelineItem,
     stage: str,
     *,

@@ -135,14 +135,8 @@ class PersistDeps:
 
 
 def build_deps(adapters: StageAdapters) -> PersistDeps:
-    return PersistDeps(
-        store=adapters.memory_store(),
-        embedder=adapters.similarity_embedder(),
-        spans=adapters.spans,
-        metrics=adapters.metrics,
-        judge=adapters.dedupe_judge(),
-        index=adapters.search_index(),
-    )
+    # Dedupe's own: persist decides again with them after a lost race.
+    return PersistDeps(**vars(dedupe.build_deps(adapters)))
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractedTurn, ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
-from memwrite.reasons import JudgeError, Reason, ResolutionFailed, UserErased
+from memwrite.reasons import JudgeError, ResolutionFailed, UserErased
 from memwrite.resolve_refs.references import BatchResolution, ResolvedCandidate, resolve_batch
-from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
+from memwrite.spans import failure_recorded, item_span, record_spans, usage_summary
 from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
@@ -150,21 +150,6 @@ def _unresolved(candidate: Candidate, turns: Mapping[str, ExtractedTurn]) -> Pip
     )
 
 
-def _error_span(
-    payload: ExtractOutput, item: PipelineItem, error: Reason, latency_ms: float
-) -> StageSpan:
-    return make_span(
-        trace_id=item.trace_id,
-        tenant=payload.tenant,
-        user_id=payload.user_id,
-        stage=STAGE,
-        item_id=item.item_id,
-        result=SpanResult.ERROR,
-        reason=error,
-        latency_ms=latency_ms,
-    )
-
-
 def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> ItemsPayload:
     started = time.perf_counter()
     turns = {turn.turn_id: turn for turn in payload.turns}
@@ -184,8 +169,13 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         started=started,
         reason=JudgeError,
         undone=payload.candidates,
-        error_span=lambda candidate, error, latency_ms: _error_span(
-            payload, _unresolved(candidate, turns), error, latency_ms
+        error_span=lambda candidate, error, latency_ms: item_span(
+            payload,
+            _unresolved(candidate, turns),
+            STAGE,
+            result=SpanResult.ERROR,
+            reason=error,
+            latency_ms=latency_ms,
         ),
     ):
         resolved_batch = _resolve_and_save(
@@ -203,14 +193,11 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
     for candidate in payload.candidates:
         turn = turns[candidate.source_turn_id or ""]
         if turn.trace_id in resolved_batch.erased:
-            erased = _unresolved(candidate, turns)
             spans.append(
-                make_span(
-                    trace_id=turn.trace_id,
-                    tenant=payload.tenant,
-                    user_id=payload.user_id,
-                    stage=STAGE,
-                    item_id=erased.item_id,
+                item_span(
+                    payload,
+                    _unresolved(candidate, turns),
+                    STAGE,
                     result=SpanResult.REJECT,
                     reason=UserErased(),
                     latency_ms=latency_ms,
@@ -229,12 +216,10 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         if isinstance(resolved, ResolvedCandidate):
             items.append(item)
         spans.append(
-            make_span(
-                trace_id=turn.trace_id,
-                tenant=payload.tenant,
-                user_id=payload.user_id,
-                stage=STAGE,
-                item_id=item.item_id,
+            item_span(
+                payload,
+                item,
+                STAGE,
                 result=SpanResult.PASS
                 if isinstance(resolved, ResolvedCandidate)
                 else SpanResult.REJECT,
