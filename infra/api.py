@@ -32,7 +32,10 @@ QUERY_ROUTES = (
     ("POST", "/v1/users/{user_id}/backfill"),
 )
 
-_AUTHORIZER_CACHE = cdk.Duration.minutes(5)
+# How long API Gateway reuses the authorizer's answer for one key; with the authorizer's own
+# cache (memwrite.api_keys.KEY_CACHE_SECS) it bounds how long a revoked key keeps working.
+AUTHORIZER_CACHE_SECS = 30
+_AUTHORIZER_CACHE = cdk.Duration.seconds(AUTHORIZER_CACHE_SECS)
 
 
 class MemwriteApi(Construct):

@@ -3,8 +3,9 @@
 A backend (`LocalSqlite`, the embedded default, or `LocalAws`, moto) sets the variables the
 handlers read (`memwrite.environment.LambdaEnvironment`) and restores them on exit; the local
 runner and the handlers then pick their adapters through `memwrite.wiring` as on AWS.
-API keys: those configured (`MEMWRITE_API_KEYS`, `api_keys` in the config file) if any, else
-the one default key `local-dev-key` (tenant `local`); a configured set replaces the default.
+API keys: those configured (`MEMWRITE_API_KEYS`, `api_keys` in the config file) and those the
+backend stores (`memwrite keys create --data-dir`); when there are none, the one default key
+`local-dev-key` (tenant `local`): a configured or created key replaces the default.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class LocalBackend(ABC):
             # EMF lines would flood a terminal; tests that check them turn metrics back on.
             "POWERTOOLS_METRICS_DISABLED": "true",
         }
-        if not load_settings({**os.environ, **self._extra_env}).api_keys:
+        configured = load_settings({**os.environ, **self._extra_env}).api_keys
+        if not configured and not self._has_stored_keys():
             base_env["MEMWRITE_API_KEYS"] = f"{LOCAL_API_KEY}={LOCAL_TENANT}"
             self.uses_default_api_key = True
         try:
@@ -72,6 +74,10 @@ class LocalBackend(ABC):
         tb: TracebackType | None,
     ) -> None:
         self._stack.close()
+
+    def _has_stored_keys(self) -> bool:
+        """Whether the backend's key table holds a key already (a fresh backend: no)."""
+        return False
 
     @abstractmethod
     def _start(self, stack: ExitStack) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """`memwrite` command line: prefilter, extract, ingest, demo, serve, search, trace, replay,
-rollback, eval."""
+rollback, backfill, eval, keys."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ from memwrite.pre_filter.checks import Screening, gate_turn, mask_secrets
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import SkipReason
 from memwrite_local.backend import LOCAL_API_KEY
+from memwrite_local.backfill_command import add_backfill_parser, run_backfill
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
+from memwrite_local.keys_command import add_keys_parser, run_keys
 from memwrite_local.rollback_command import add_rollback_parser, run_rollback
 from memwrite_local.trace_command import add_trace_parsers, run_replay, run_trace
 
@@ -355,7 +357,14 @@ def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
     stdout.write(_render_memories(run.memories) + "\n")
     for turn_id, error in run.failed.items():
         stdout.write(f"  FAILED turn {turn_id[:12]}: {error}\n")
-    return 1 if run.failed else 0
+    if run.failed:
+        return 1
+    if backend == "sqlite" and path == DEFAULT_CONVERSATION:
+        from memwrite_local.demo_episodes import run_episode_demo
+
+        stdout.write("\n")
+        return run_episode_demo(stdout)
+    return 0
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -442,6 +451,8 @@ def _parser() -> argparse.ArgumentParser:
     add_trace_parsers(commands)
     add_eval_parser(commands)
     add_rollback_parser(commands)
+    add_backfill_parser(commands)
+    add_keys_parser(commands)
     return parser
 
 
@@ -474,6 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_replay(args, sys.stdout)
         if args.command == "rollback":
             return run_rollback(args, sys.stdout)
+        if args.command == "backfill":
+            return run_backfill(args, sys.stdout)
+        if args.command == "keys":
+            return run_keys(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")

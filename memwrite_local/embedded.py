@@ -22,6 +22,14 @@ class LocalSqlite(LocalBackend):
         self.data_dir = data_dir
         self.description = f"SQLite in {data_dir}"
 
+    def _has_stored_keys(self) -> bool:
+        from memwrite.adapters.sqlite.api_keys import SqliteApiKeyStore
+        from memwrite.adapters.sqlite.database import DATABASE_FILE, open_database
+
+        if not (self.data_dir / DATABASE_FILE).is_file():
+            return False
+        return bool(SqliteApiKeyStore(open_database(self.data_dir)).list_keys())
+
     def _start(self, stack: ExitStack) -> dict[str, str]:
         return {"MEMWRITE_BACKEND": "sqlite", "MEMWRITE_DATA_DIR": str(self.data_dir.resolve())}
 

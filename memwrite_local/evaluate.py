@@ -81,10 +81,12 @@ class DatasetReport(BaseModel):
     failed_turns: int
     memories_per_1000_turns: float
     supersessions: int
-    items_stored: int
+    items_stored: int  # memories and episodes
+    items_by_kind: dict[str, int]  # {"memory": n, "episode": n}
     active_memories: int
     qa_items: int
-    recall_at_k: dict[str, float | None]
+    recall_at_k: dict[str, float | None]  # over what search returns by default: both kinds
+    recall_at_k_memories_only: dict[str, float | None]
     baseline_items_stored: int
     baseline_raw_bm25_recall_at_k: dict[str, float | None]
     input_tokens: int
@@ -115,6 +117,8 @@ class _Tally:
     output_tokens: int = 0
     cost_usd: float = 0.0
     hits: Counter[int] = field(default_factory=Counter)
+    memory_hits: Counter[int] = field(default_factory=Counter)
+    episodes: int = 0
     baseline_hits: Counter[int] = field(default_factory=Counter)
     questions: int = 0
     baseline_items: int = 0
@@ -227,9 +231,13 @@ def _score_run(
     tally.memories += len(run.memories)
     tally.active += sum(memory.active for memory in run.memories)
     tally.supersessions += sum(memory.superseded_by is not None for memory in run.memories)
+    tally.episodes += run.episodes
     for question, (_, results) in zip(questions, run.searches, strict=True):
         ranked = [ref_of.get(result["source_turn_id"]) for result in results]
         tally.hits.update(k for k in ks if recall_at_k(ranked, question.evidence, k))
+    for question, (_, results) in zip(questions, run.memory_searches, strict=True):
+        ranked = [ref_of.get(result["source_turn_id"]) for result in results]
+        tally.memory_hits.update(k for k in ks if recall_at_k(ranked, question.evidence, k))
     tally.changes_applied += sum(change_applied(c, run.memories) for c in conversation.changes)
     sources = {ref_of.get(memory.turn_id) for memory in run.memories}
     tally.noise_with_memory += sum(bool(refs & sources) for refs in conversation.noise_refs)
@@ -309,10 +317,14 @@ def _report(
         failed_turns=tally.failed,
         memories_per_1000_turns=_per_1000(tally.memories, tally.turns),
         supersessions=tally.supersessions,
-        items_stored=tally.memories,
+        items_stored=tally.memories + tally.episodes,
+        items_by_kind={"memory": tally.memories, "episode": tally.episodes},
         active_memories=tally.active,
         qa_items=tally.questions,
         recall_at_k={str(k): _ratio(tally.hits[k], tally.questions) for k in ks},
+        recall_at_k_memories_only={
+            str(k): _ratio(tally.memory_hits[k], tally.questions) for k in ks
+        },
         baseline_items_stored=tally.baseline_items,
         baseline_raw_bm25_recall_at_k={
             str(k): _ratio(tally.baseline_hits[k], tally.questions) for k in ks

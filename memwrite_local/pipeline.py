@@ -49,6 +49,9 @@ class LocalRun:
     funnel: Funnel
     failed: dict[str, str] = field(default_factory=dict)
     searches: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    # The same queries with `kinds: ["memory"]`, and the episodes the run kept.
+    memory_searches: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    episodes: int = 0
 
 
 def api_sized_requests(
@@ -120,6 +123,8 @@ def run_sessions(
     user_id = sessions[0]["user_id"]
     failed: dict[str, str] = {}
     searches: list[tuple[str, list[dict[str, Any]]]] = []
+    memory_searches: list[tuple[str, list[dict[str, Any]]]] = []
+    episodes = 0
     with ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memwrite-")))
@@ -149,6 +154,11 @@ def run_sessions(
             if found.status != 200:
                 raise IngestFailed(found.status, found.body)
             searches.append((query, found.body["results"]))
+            found = runner.call("POST", "/v1/search", {**body, "kinds": ["memory"]})
+            if found.status != 200:
+                raise IngestFailed(found.status, found.body)
+            memory_searches.append((query, found.body["results"]))
+        episodes = _count_episodes(runner, user_id)
         if queries:
             from functions.query.handler import ACCESS_UPDATES
 
@@ -163,4 +173,15 @@ def run_sessions(
         len(set(trace["turn_ids"])), spans, stored=outcome["stored"], merged=outcome["merged"]
     )
     memories.sort(key=lambda memory: (memory.observed_at, memory.memory_id))
-    return LocalRun(trace, spans, memories, funnel, failed, searches)
+    return LocalRun(trace, spans, memories, funnel, failed, searches, memory_searches, episodes)
+
+
+def _count_episodes(runner: Any, user_id: str) -> int:
+    """How many episodes (any status) the user has, through the episodes API."""
+    count, cursor = 0, ""
+    while True:
+        page = runner.call("GET", f"/v1/users/{user_id}/episodes?limit=100{cursor}").body
+        count += len(page["episodes"])
+        if not page["next_cursor"]:
+            return count
+        cursor = f"&cursor={page['next_cursor']}"

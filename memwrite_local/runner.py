@@ -16,6 +16,7 @@ import importlib
 import json
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -183,7 +184,7 @@ class LocalRunner:
         ]
         self._single_threaded_backend = LambdaEnvironment.load().backend is not Backend.SQLITE
         self._authorizer = importlib.import_module(AUTHORIZER)
-        self._authorizer.settings.cache_clear()  # the key table of this backend's environment
+        self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
@@ -266,17 +267,29 @@ class LocalRunner:
                 allowed.append(route_method)
         return None, allowed
 
-    def drain(self) -> DrainReport:
+    def drain(self, stop: Callable[[], bool] = lambda: False) -> DrainReport:
         """Run every queued turn through the pipeline stages, as SQS + the state machine would.
 
         A batch whose stages succeed is deleted from the queue. One that fails (its stage has
         already written error spans) is made visible again and redelivered, as SQS does, up to
         `MAX_RECEIVES` times; then it goes to the dead letters and is reported in `failed`.
+
+        `stop` is asked before each batch (and each outbox batch): once it answers True the
+        batch in hand is finished, the rest of the receive is made visible again and the
+        drain returns, leaving the backlog queued for the next drain (`memwrite serve` stops
+        within seconds of SIGTERM, whatever the backlog).
         """
         report = DrainReport()
-        while deliveries := self._consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS):
+        while not stop() and (
+            deliveries := self._consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS)
+        ):
             # One receive -> one execution; one task per tenant, user and session in it.
-            for batch in ExtractInput.batches_of([delivery.turn for delivery in deliveries]):
+            batches = ExtractInput.batches_of([delivery.turn for delivery in deliveries])
+            for index, batch in enumerate(batches):
+                if stop():
+                    left = {turn.turn_id for rest in batches[index:] for turn in rest.turns}
+                    self._consumer.release([d for d in deliveries if d.turn.turn_id in left])
+                    break
                 in_batch = {turn.turn_id for turn in batch.turns}
                 self._settle(
                     [d for d in deliveries if d.turn.turn_id in in_batch],
@@ -285,8 +298,8 @@ class LocalRunner:
                 )
             # The stream feeds stage 7 while the queue still holds work, as on AWS: under a
             # steady load what was stored becomes searchable without waiting for a quiet queue.
-            self.index_outbox(report)
-        self.index_outbox(report)  # nothing received: rows left pending by an earlier drain
+            self.index_outbox(report, stop)
+        self.index_outbox(report, stop)  # nothing received: rows left pending by an earlier drain
         return report
 
     def _settle(self, deliveries: list[Delivery], error: str | None, report: DrainReport) -> None:
@@ -310,14 +323,15 @@ class LocalRunner:
         report.completed_batches += 1
         return None
 
-    def index_outbox(self, report: DrainReport) -> None:
+    def index_outbox(self, report: DrainReport, stop: Callable[[], bool] = lambda: False) -> None:
         """Deliver the outbox's pending rows to the stream stages as the DynamoDB stream
         would: batches of INSERT records; a failed record stays pending and comes again, up
-        to `MAX_RECEIVES` times, then is given up on (the on-failure destination's job)."""
+        to `MAX_RECEIVES` times, then is given up on (the on-failure destination's job).
+        Once `stop` answers True the rows not yet delivered stay pending."""
         attempts: dict[str, int] = {}
         for module in self._stream:
             _, deps = module.deps()
-            while True:
+            while not stop():
                 changes = [
                     change
                     for change in deps.outbox.pending(STREAM_BATCH_SIZE + len(report.index_failed))

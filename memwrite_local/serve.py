@@ -33,7 +33,9 @@ class QueueWorker:
     `poll_secs`, so turns left queued by a restart or a timed-out delivery are picked up).
 
     Bounded: one drain at a time, whatever the request rate; the queue itself (on disk with
-    SQLite) holds the backlog, not memory.
+    SQLite) holds the backlog, not memory. `stop` is prompt whatever the backlog: the drain
+    looks at the stop flag between batches, finishes the batch in hand and leaves the rest
+    queued for the next start.
     """
 
     def __init__(
@@ -71,6 +73,9 @@ class QueueWorker:
         if self._thread.is_alive():
             self._thread.join()
 
+    def _stopping(self) -> bool:
+        return self._stopped  # read between batches: a bool needs no lock
+
     def _loop(self) -> None:
         while True:
             with self._changed:
@@ -80,7 +85,7 @@ class QueueWorker:
                 self._pending, self._busy = False, True
             try:
                 with self._guard:
-                    report = self._runner.drain()
+                    report = self._runner.drain(stop=self._stopping)
                 for turn_id, error in report.failed.items():
                     logger.warning("turn %s dead-lettered: %s", turn_id, error)
             except Exception:  # the worker outlives any one drain; the queue keeps the turns

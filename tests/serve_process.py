@@ -7,9 +7,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -21,10 +22,18 @@ class ServeProcess:
     pid: int
     port: int
     banner: str
+    process: subprocess.Popen[str] = field(repr=False, compare=False)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def terminate(self, timeout: float = STOP_TIMEOUT_SECS) -> float:
+        """SIGTERM, as a service manager sends it; the seconds until the process exited."""
+        started = time.monotonic()
+        self.process.terminate()
+        self.process.wait(timeout=timeout)
+        return time.monotonic() - started
 
 
 @contextmanager
@@ -45,7 +54,7 @@ def running_serve(data_dir: Path, env: dict[str, str] | None = None) -> Iterator
         banner = server.stdout.readline()
         port = re.search(r"http://127\.0\.0\.1:(\d+)", banner)
         assert port is not None, banner
-        yield ServeProcess(server.pid, int(port.group(1)), banner)
+        yield ServeProcess(server.pid, int(port.group(1)), banner, server)
     finally:
-        server.terminate()
+        server.terminate()  # nothing if the block stopped it already
         server.wait(timeout=STOP_TIMEOUT_SECS)

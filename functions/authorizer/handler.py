@@ -1,8 +1,11 @@
 """API Gateway REQUEST authorizer: the `x-api-key` header -> the tenant, put into the request
 context (`tenant_id`) where the API handlers read it; unknown or missing key -> 401.
 
-The keys are the configured API keys (`MEMWRITE_API_KEYS`, `api_keys` in the config file), as
-in the local mode. API Gateway caches each key's answer, so most requests skip this function.
+The key's SHA-256 is looked up in the key table (`API_KEYS_TABLE` on AWS, the data directory's
+locally; `memwrite keys` creates and revokes them), after the configured keys of the local mode
+(`MEMWRITE_API_KEYS`, `api_keys` in the config file; a deployed environment has none). Each
+instance keeps a found key's answer for `KEY_CACHE_SECS`, and API Gateway caches this
+function's answers too (`infra/api.py`): a revoked key stops working within both together.
 """
 
 from __future__ import annotations
@@ -13,25 +16,28 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.auth import resolve_tenant
-from memwrite.config import Settings, load_settings
-from memwrite.errors import Unauthenticated
+from memwrite.api_keys import KeyResolver
+from memwrite.auth import API_KEY_HEADER
+from memwrite.config import load_settings
+from memwrite.wiring import build_api_key_store
 
 logger = Logger(service="memwrite-authorizer")
 
 
 @cache
-def settings() -> Settings:
-    return load_settings()
+def resolver() -> KeyResolver:
+    """Built on the first invocation (cold start) and reused while the instance lives."""
+    return KeyResolver(load_settings().api_keys, build_api_key_store())
 
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    try:
-        tenant = resolve_tenant(None, event.get("headers") or {}, settings().api_keys)
-    except Unauthenticated:
-        # API Gateway answers 401 for exactly this error message.
-        raise Exception("Unauthorized") from None
+    headers = event.get("headers") or {}
+    supplied = next((v for k, v in headers.items() if k.lower() == API_KEY_HEADER), None)
+    tenant = resolver().tenant_of(supplied)
+    if tenant is None:
+        # API Gateway answers 401 for exactly this error message. The key is never logged.
+        raise Exception("Unauthorized")
     # Any method of this API: the answer is cached per key, not per route.
     api_arn = event["methodArn"].split("/", 2)
     resource = f"{api_arn[0]}/{api_arn[1]}/*"

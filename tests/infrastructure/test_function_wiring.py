@@ -14,7 +14,7 @@ from infra.access import EMBEDDING_CALLERS, FUNCTION_ACCESS, LLM_CALLERS, SEARCH
 from infra.api import INGEST_ROUTES, QUERY_ROUTES
 from infra.config import LlmProvider, deployed_settings, settings_file
 from memwrite.environment import LambdaEnvironment
-from memwrite.schema import TABLES
+from memwrite.schema import API_KEYS, TABLES
 from memwrite.stages import STAGES
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import resources
@@ -118,8 +118,10 @@ def _table_refs(props: dict[str, Any], prefix: str) -> set[str]:
 def test_table_variables_name_the_tables_of_the_schema(
     synthesized: dict[str, Synthesized],
 ) -> None:
-    props = our_functions(synthesized["dev"])["query"]
+    functions = our_functions(synthesized["dev"])
     for table in TABLES:
+        # The key table is named to the authorizer alone (tests/infrastructure/test_api_keys_infra)
+        props = functions["authorizer" if table is API_KEYS else "query"]
         (ref,) = _table_refs(props, f"{table.logical_name.upper()}_TABLE")
         assert ref.startswith("Tables" + table.logical_name.title().replace("_", ""))
 

@@ -78,3 +78,23 @@ def test_what_a_receive_stored_is_searchable_before_the_next_receive(
     assert found_at_receive[0] == 0
     assert found_at_receive[1] >= 1
     assert len(found_at_receive) >= 3  # the fillers took a second receive
+
+
+def test_a_stopped_drain_finishes_its_batch_and_leaves_the_rest_queued(
+    make_local: MakeLocal,
+) -> None:
+    # Given more sessions queued than one receive takes (one batch per session)
+    local = make_local(backend="sqlite")
+    _post_fillers(local, range(RECEIVE_BATCH + 5))
+    # When a drain is asked to stop once its first batch went through (it asks before the
+    # receive, before each batch, and before each outbox batch)
+    answers = iter([False, False])
+
+    def stop() -> bool:
+        return next(answers, True)
+
+    stopped = local.runner.drain(stop=stop)
+    # Then it ran that batch only, and put the rest of its receive back: the next drain takes
+    # every remaining batch at once (nothing waits for a visibility timeout)
+    assert stopped.completed_batches == 1
+    assert local.runner.drain().completed_batches == RECEIVE_BATCH + 4

@@ -38,7 +38,7 @@ def persisted(local: Local, make_body: Callable[..., dict[str, Any]]) -> Local:
     body = make_body("I live in Lisbon.", "I work at Google as an engineer.")
     assert local.post_turns(body).status == 202
     # The pipeline only: the stream's records are delivered by each test
-    local.runner.index_outbox = lambda report: None  # type: ignore[method-assign]
+    local.runner.index_outbox = lambda report, stop=None: None  # type: ignore[method-assign]
     local.runner.drain()
     return local
 

@@ -104,3 +104,43 @@ def test_a_history_is_rate_limited_by_when_its_turns_were_said(local, make_body)
     skipped = {item["turn_id"]: item["reason"] for item in response.body["skipped"]}
     assert response.body["accepted"] == 2
     assert [skipped.get(tid) for tid in response.body["turn_ids"]] == [None, None, RATE_LIMITED]
+
+
+def test_resending_a_history_reports_every_turn_a_duplicate_whatever_the_window(local, make_body):
+    # Given a history accepted once: the same words four minutes apart, each turn accepted
+    said = [("2026-03-02T09:00:00Z", FACT), ("2026-03-02T09:04:00Z", FACT)]
+    body = make_body(*({"role": "user", "content": c, "timestamp": t} for t, c in said))
+    first = local.post_turns(body)
+    assert first.body["accepted"] == 2
+
+    # When the client re-sends it (the later turn now holds the rate slot of those words)
+    resent = local.post_turns(body)
+
+    # Then every turn is a duplicate, none rate-limited, and nothing is queued twice
+    assert resent.status == 202
+    assert resent.body["skipped"] == []
+    assert resent.body["duplicates"] == sorted(first.body["turn_ids"])
+    assert resent.body["accepted"] == 0
+    assert len(local.take_messages()) == 2
+
+
+def test_a_turn_accepted_before_the_window_moved_on_is_still_a_duplicate(local, make_body):
+    # Given a turn accepted at 09:00, and the same words accepted again from another session
+    # at 09:05 (after the 60 s window), which now holds the rate slot
+    early = {"role": "user", "content": FACT, "timestamp": "2026-03-02T09:00:00Z"}
+    later = {"role": "user", "content": FACT, "timestamp": "2026-03-02T09:05:00Z"}
+    first = local.post_turns(make_body(early, session_id="s1"))
+    assert local.post_turns(make_body(later, session_id="s2")).body["accepted"] == 1
+
+    # When the 09:00 turn is re-sent, to this instance and to a fresh one
+    same_instance = local.post_turns(make_body(early, session_id="s1"))
+    ingest_handler.deps.cache_clear()
+    new_instance = local.post_turns(make_body(early, session_id="s1"))
+
+    # Then it is a duplicate each time, not rate-limited, and its trace span says so
+    for resent in (same_instance, new_instance):
+        assert resent.body["skipped"] == []
+        assert resent.body["duplicates"] == first.body["turn_ids"]
+    trace = local.get_trace(new_instance.body["trace_id"])
+    assert [s["reason"]["type"] for s in trace.body["spans"]] == ["DuplicateTurn"]
+    assert len(local.take_messages()) == 2

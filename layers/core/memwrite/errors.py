@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from memwrite.usage import LlmUsage
 
 __all__ = [
+    "ApiKeyExists",
     "ConfigError",
     "EmbedderUnavailable",
     "ExtractionFailed",
@@ -62,6 +63,10 @@ class ConfigError(PermanentError):
 
 class Unauthenticated(PermanentError):
     """The request carries no credential that maps to a tenant."""
+
+
+class ApiKeyExists(PermanentError):
+    """A new API key's hash or id is already stored (a collision: issue another key)."""
 
 
 class IngestLimitExceeded(PermanentError):

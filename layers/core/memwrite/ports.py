@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memwrite.candidate import Candidate
+from memwrite.config import Settings
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episodes.model import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
@@ -33,6 +34,8 @@ from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, Vers
 from memwrite.usage import LlmUsage
 
 __all__ = [
+    "ApiKeyRecord",
+    "ApiKeyStore",
     "CandidateVerifier",
     "DeadLetter",
     "DedupeJudge",
@@ -59,6 +62,7 @@ __all__ = [
     "SearchIndexSetup",
     "SessionLog",
     "SpanStore",
+    "StageAdapters",
     "TracePage",
     "TraceRecord",
     "TraceRollback",
@@ -129,6 +133,32 @@ class TurnConsumer(Protocol):
 
     def dead_letters(self, limit: int) -> list[DeadLetter]:
         """Up to `limit` (at most 10) dead letters, oldest first; reading leaves them there."""
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    """What is stored of an API key: its hash, never the key (`memwrite.api_keys`)."""
+
+    key_id: str  # public: what `memwrite keys list` shows and `revoke` takes
+    key_hash: str  # SHA-256 of the key, hex
+    tenant: str
+    created_at: str  # ISO 8601, UTC
+
+
+class ApiKeyStore(Protocol):
+    """API key hashes -> tenant: the authorizer reads it, `memwrite keys` writes it."""
+
+    def add(self, record: ApiKeyRecord) -> None:
+        """Store a new key; raises `ApiKeyExists` when its hash or its id is stored already."""
+
+    def tenant_of(self, key_hash: str) -> str | None:
+        """The tenant of the key with this hash; None for an unknown or revoked key."""
+
+    def list_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        """Every stored key (of `tenant` when given), oldest first."""
+
+    def revoke(self, key_id: str) -> ApiKeyRecord | None:
+        """Delete the key with this id; its record, or None when no key has it."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +287,10 @@ class EpisodeStore(Protocol):
     def update_episodes(self, episodes: Sequence[Episode]) -> None:
         """Replace the stored episodes of the same turns (status, links); an episode no longer
         stored (erased, expired) is not brought back."""
+
+    def pending_users(self, tenant: str) -> list[str]:
+        """The tenant's users with a pending episode, sorted (a backfill of every user: the
+        CLI without `--user`, the schedule). DynamoDB scans the turns table for them."""
 
     def expire(self, now: float) -> list[Episode]:
         """Delete the episodes whose expiry has passed by `now`, each with an outbox row so
@@ -549,3 +583,55 @@ class TraceRollback(Protocol):
         """Apply atomically: delete `removed`, put `changed` and `fact_rows`, write the outbox
         rows and insert the record; raise `WriteConflict` (nothing applied) when a memory or
         row moved since it was read or the trace already has a record."""
+
+
+class StageAdapters(Protocol):
+    """What a stage's `build_deps` may ask for: the stores of the deployment's backend and its
+    model clients (`memwrite.wiring` picks them); it creates nothing it is not asked for."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def spans(self) -> SpanStore: ...
+
+    @property
+    def metrics(self) -> MetricsSink: ...
+
+    def ledger(self) -> TurnLedger: ...
+
+    def rate_store(self) -> RateStore: ...
+
+    def queue(self) -> TurnQueue: ...
+
+    def session_log(self) -> SessionLog: ...
+
+    def episodes(self) -> EpisodeStore: ...
+
+    def entities(self) -> EntityStore: ...
+
+    def memory_store(self) -> MemoryStore: ...
+
+    def outbox(self) -> Outbox: ...
+
+    def extraction_llm(self) -> ExtractionLlm | None:
+        """The extractor's model client (None: offline, the rules only)."""
+
+    def verifier(self) -> CandidateVerifier | None:
+        """Built when some tenant turns the verifier on and a model is reachable."""
+
+    def resolve_judge(self) -> ResolveJudge | None: ...
+
+    def dedupe_judge(self) -> DedupeJudge | None: ...
+
+    def questions(self) -> QuestionGenerator:
+        """HyPE's question generator (offline: templates)."""
+
+    def embedder(self) -> Embedder:
+        """The search index's embedder (`settings.pipeline.search.embedder`)."""
+
+    def similarity_embedder(self) -> Embedder:
+        """Dedupe's embedder, whatever the index's: its thresholds are tuned on it."""
+
+    def search_index(self) -> MemoryIndex:
+        """The search index, dimensioned for `embedder()`."""

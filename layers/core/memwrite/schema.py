@@ -16,6 +16,8 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "API_KEYS",
+    "API_KEYS_BY_ID",
     "ENTITIES",
     "ENTITY_FACTS",
     "MEMORIES",
@@ -30,7 +32,9 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "TURNS",
     "TURNS_LOOKUP",
+    "Access",
     "GlobalIndex",
+    "SearchAccess",
     "StreamView",
     "TableSchema",
     "outbox_sort_key",
@@ -135,4 +139,29 @@ def outbox_sort_key(memory_id: str, rev: int) -> str:
     return f"{memory_id}#{rev:08d}"
 
 
-TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX)
+# pk = SHA-256 of an API key (hex), never the key: `key_id` (public, for `memwrite keys list |
+# revoke`), `tenant`, `created_at`. Read by the authorizer only; the CLI writes it with the
+# operator's credentials. `by_key_id` finds a key's item from its id (revoke).
+API_KEYS_BY_ID = GlobalIndex("by_key_id", partition_key="key_id")
+API_KEYS = TableSchema(logical_name="api_keys", sort_key=None, indexes=(API_KEYS_BY_ID,))
+
+TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX, API_KEYS)
+
+
+class Access(StrEnum):
+    """What a function may do to one table (its Lambda role's grant)."""
+
+    READ = "read"
+    WRITE = "write"
+    READ_WRITE = "read_write"
+    # Reads and deletes, no puts or updates (the erase route). DynamoDB's BatchWriteItem
+    # action covers batched puts too: IAM cannot tell them apart.
+    READ_DELETE = "read_delete"
+
+
+class SearchAccess(StrEnum):
+    """What a function may do to the search index (and whether it gets its environment)."""
+
+    READ = "read"  # BM25 / kNN / hybrid queries
+    READ_WRITE = "read_write"  # also index and delete documents
+    ADMIN = "admin"  # create the index and the hybrid search pipeline

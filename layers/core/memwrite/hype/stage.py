@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,6 +52,9 @@ from memwrite.ports import (
 from memwrite.reasons import IndexingError
 from memwrite.spans import make_span, store_spans, usage_summary
 from memwrite.usage import LlmUsage, metered
+
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
 
 __all__ = ["STAGE", "HypeDeps", "document_of", "run"]
 
@@ -108,6 +112,19 @@ def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> Indexe
         action=IndexAction.INDEXED,
         text_indexed_at=at,
         vectors_indexed_at=at,
+    )
+
+
+def build_deps(adapters: StageAdapters) -> HypeDeps:
+    return HypeDeps(
+        store=adapters.memory_store(),
+        index=adapters.search_index(),
+        embedder=adapters.embedder(),
+        questions=adapters.questions(),
+        outbox=adapters.outbox(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        episodes=adapters.episodes(),
     )
 
 

@@ -261,7 +261,7 @@ def gate_turn(
     content: str,
     role: Role,
     config: PrefilterConfig,
-    rate_gate: RateGate,
+    rate_gate: RateGate | None,
     rate_scope: str,
     claimant: str,
     now: float,
@@ -273,6 +273,7 @@ def gate_turn(
     `rate_scope` identifies whose repeats are limited (tenant and user); `claimant` is the turn
     id, so a client re-sending the same turn is not rate-limited against itself; `previous` is
     the conversation's turn before this one, when known (short answers keep its question).
+    `rate_gate` None skips the rate gate (a turn already accepted is not a repeat of itself).
     """
     screening = screen(content, config, previous)
     if screening.reason is not None or screening.text is None:
@@ -282,7 +283,9 @@ def gate_turn(
         screening.text if screening.context is None else f"{screening.context}\n{screening.text}"
     )
     rate_key = content_hash(rate_scope, repeatable.casefold())
-    if not rate_gate.admit(rate_key, claimant, now, config.rate_limit_window_secs):
+    if rate_gate is not None and not rate_gate.admit(
+        rate_key, claimant, now, config.rate_limit_window_secs
+    ):
         return screening, RateLimited(window_secs=config.rate_limit_window_secs)
     if role is Role.ASSISTANT and not config.extract_from_assistant:
         return screening, AssistantTurn()

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from memwrite.config import PipelineConfig
 from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
@@ -44,6 +45,9 @@ from memwrite.pre_filter.checks import (
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
 
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
+
 __all__ = ["RETRY_AFTER_SECS", "IngestDeps", "ingest_turns"]
 
 RETRY_AFTER_SECS = 2
@@ -57,6 +61,19 @@ class IngestDeps:
     metrics: MetricsSink
     rate_gate: RateGate
     clock: Callable[[], float] = field(default=time.time)
+
+
+def build_deps(adapters: StageAdapters) -> IngestDeps:
+    return IngestDeps(
+        queue=adapters.queue(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        rate_gate=RateGate(
+            adapters.settings.pipeline.prefilter.rate_map_max_entries,
+            shared=adapters.rate_store(),
+        ),
+    )
 
 
 @dataclass
@@ -87,6 +104,8 @@ def _screen_all(
     tenant: str,
     config: PipelineConfig,
     deps: IngestDeps,
+    *,
+    known: set[str],
 ) -> list[_Screened]:
     screened: list[_Screened] = []
     rate_scope = f"{tenant}\x1f{request.user_id}"
@@ -103,7 +122,9 @@ def _screen_all(
             content=turn.content,
             role=turn.role,
             config=config.prefilter,
-            rate_gate=deps.rate_gate,
+            # A turn accepted earlier is a duplicate whatever the window: it neither meets the
+            # rate gate (whose slot a later turn of the same words may hold) nor claims it.
+            rate_gate=None if tid in known else deps.rate_gate,
             rate_scope=rate_scope,
             claimant=tid,
             # The turn's own time when the client gives it: a history replayed in one request
@@ -153,7 +174,9 @@ def ingest_turns(
         raise IdempotencyKeyReused(
             f"this Idempotency-Key was used for a different request ({', '.join(differing)})"
         )
-    screened = _screen_all(request, turn_ids, tenant, config, deps)  # claims rate-gate slots
+    known = deps.ledger.already_enqueued(tenant, turn_ids)
+    # Screening claims rate-gate slots for the turns not accepted before.
+    screened = _screen_all(request, turn_ids, tenant, config, deps, known=known)
     own: set[str] = set()
     if existing is not None:
         own = {
@@ -166,7 +189,8 @@ def ingest_turns(
     for item in screened:
         if item.decision.decision is Decision.PASS:
             survivors.setdefault(item.turn_id, item)  # a turn repeated in one request is one turn
-    duplicates = deps.ledger.already_enqueued(tenant, list(survivors))
+    # Every turn accepted earlier is reported a duplicate, even one today's rules would skip.
+    duplicates = set(known)
     to_send = [
         QueuedTurn(
             tenant=tenant,
@@ -230,7 +254,7 @@ def ingest_turns(
         skipped=[
             SkippedTurn(turn_id=item.turn_id, reason=item.decision.reason)
             for item in screened
-            if item.decision.reason is not None
+            if item.decision.reason is not None and item.turn_id not in duplicates
         ],
         turn_ids=[item.turn_id for item in screened],
         duplicates=sorted(duplicates),
@@ -281,12 +305,12 @@ def _span_of(
 ) -> StageSpan:
     result: SpanResult
     reason: Reason | None
-    if item.decision.reason is not None:
+    if item.turn_id in duplicates:
+        result, reason = SpanResult.REJECT, DuplicateTurn()
+    elif item.decision.reason is not None:
         result, reason = SpanResult.REJECT, item.decision.reason
     elif item.turn_id in failed:
         result, reason = SpanResult.ERROR, EnqueueFailed(error=failed[item.turn_id])
-    elif item.turn_id in duplicates:
-        result, reason = SpanResult.REJECT, DuplicateTurn()
     elif item.decision.context is not None:
         words = count_words(item.decision.text or "")
         short = ShortAnswer(word_count=words, redacted=item.decision.redacted)

@@ -261,7 +261,7 @@ def _search_episodes(  # noqa: PLR0917 (private: its one caller passes them in o
         vector,
         request.k * _SLACK,
         filter=IndexFilter(kinds=frozenset({DocKind.EPISODE})),
-        bm25_weight=config.search.bm25_weight,
+        bm25_weight=config.episodes.bm25_weight,
     )
     turn_ids = {hit.memory_id: episode_of_doc_id(hit.memory_id) for hit in hits}
     stored = deps.episodes.get_episodes(

@@ -123,6 +123,29 @@ class DynamoEpisodeStore:
                 if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise unavailable(exc, "PutItem") from exc
 
+    def pending_users(self, tenant: str) -> list[str]:
+        prefix = episode_pk(tenant, "")
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "begins_with(#pk, :prefix) AND #status = :pending",
+            "ExpressionAttributeNames": {"#pk": PK, "#status": "status"},
+            "ExpressionAttributeValues": {
+                ":prefix": {"S": prefix},
+                ":pending": {"S": EpisodeStatus.PENDING.value},
+            },
+            "ProjectionExpression": "#pk",
+        }
+        users: set[str] = set()
+        while True:
+            try:
+                response = self._client.scan(**kwargs)
+            except ClientError as exc:
+                raise unavailable(exc, "Scan") from exc
+            users.update(item[PK]["S"].removeprefix(prefix) for item in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return sorted(users)
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def expire(self, now: float) -> list[Episode]:
         # The table's TTL deletes expired episodes; reads already treat them as expired.
         return []

@@ -117,6 +117,11 @@ CREATE INDEX IF NOT EXISTS queue_by_receipt ON queue (receipt);
 CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, turn_id TEXT NOT NULL, body TEXT NOT NULL,
     error TEXT NOT NULL, receive_count INTEGER NOT NULL);
+-- Hashes of API keys, never a key (memwrite keys). A table added within schema version 2:
+-- an older file of that version gets it on open.
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_hash TEXT PRIMARY KEY, key_id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL,
+    created_at TEXT NOT NULL);
 """
 
 

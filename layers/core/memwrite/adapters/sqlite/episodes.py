@@ -126,6 +126,15 @@ class SqliteEpisodeStore:
                     ),
                 )
 
+    def pending_users(self, tenant: str) -> list[str]:
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT DISTINCT user_id FROM episodes WHERE tenant = ? AND status = ? "
+                "ORDER BY user_id",
+                (tenant, EpisodeStatus.PENDING.value),
+            ).fetchall()
+        return [user_id for (user_id,) in rows]
+
     def expire(self, now: float) -> list[Episode]:
         with self._db.transaction() as connection:
             rows = connection.execute(
