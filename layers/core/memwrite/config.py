@@ -269,7 +269,7 @@ class EpisodesConfig(_Frozen):
     # deferred: turns extraction deferred (no model, the rules unsure, the model failing);
     # all: every user turn that reached extraction; off: none (a failing model dead-letters).
     keep: Literal["deferred", "all", "off"] = "deferred"
-    retention_days: int = Field(default=30, ge=1)
+    retention_days: int = Field(default=30, ge=1)  # then expired: DynamoDB TTL, SQLite deletes
     # An episode's fused score is multiplied by this before it is ranked beside memories: a
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)

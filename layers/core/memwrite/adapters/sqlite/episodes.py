@@ -13,7 +13,7 @@ from memwrite.adapters.page_cursor import decode_trace_cursor, encode_trace_curs
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.episodes.model import Episode, EpisodePage, EpisodeStatus, episode_doc_id
 
-__all__ = ["EPISODE_OUTBOX_OP", "SqliteEpisodeStore", "write_episode"]
+__all__ = ["EPISODE_OUTBOX_OP", "SqliteEpisodeStore", "expire_episodes", "write_episode"]
 
 EPISODE_OUTBOX_OP = "episode"  # never read as a memory by `pending_memories`
 _INDEX_REV, _REMOVE_REV = 1, 2  # an episode's document is written once, removed once
@@ -137,10 +137,17 @@ class SqliteEpisodeStore:
 
     def expire(self, now: float) -> list[Episode]:
         with self._db.transaction() as connection:
-            rows = connection.execute(
-                "DELETE FROM episodes WHERE expires_at <= ? RETURNING doc", (now,)
-            ).fetchall()
-            expired = [Episode.model_validate_json(doc) for (doc,) in rows]
-            for episode in expired:
-                _outbox_row(connection, episode, _REMOVE_REV)
-        return expired
+            return expire_episodes(connection, now)
+
+
+def expire_episodes(connection: sqlite3.Connection, now: float) -> list[Episode]:
+    """Inside the caller's transaction: delete the expired episodes, each with an outbox row
+    that takes its document out of the index (SQLite has no TTL: every append sweeps, through
+    the `expires_at` index, so usually nothing is scanned)."""
+    rows = connection.execute(
+        "DELETE FROM episodes WHERE expires_at <= ? RETURNING doc", (now,)
+    ).fetchall()
+    expired = [Episode.model_validate_json(doc) for (doc,) in rows]
+    for episode in expired:
+        _outbox_row(connection, episode, _REMOVE_REV)
+    return expired
