@@ -71,7 +71,11 @@ def run_backfill(args: argparse.Namespace, stdout: TextIO) -> int:
             return _refusal("invalid_request", str(exc), args.json, stdout)
         deps = build_backfill_deps()
         config = build_query_deps().settings.for_request(args.tenant)
-        users = [args.user] if args.user else deps.episodes.pending_users(args.tenant)
+        users = (
+            [args.user]
+            if args.user
+            else [user for _, user in deps.episodes.pending_users(args.tenant)]
+        )
         for user_id in users:
             try:
                 result = backfill_user(args.tenant, user_id, request, config, deps)

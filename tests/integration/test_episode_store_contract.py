@@ -206,3 +206,22 @@ def test_erasing_a_user_removes_their_episodes(ports: EpisodePorts) -> None:
     assert _page(ports, tenant, "dana") == []
     ports.episodes.update_episodes(episodes)
     assert ports.episodes.get_episodes(tenant, "dana", [e.turn_id for e in episodes]) == {}
+
+
+def test_pending_users_lists_who_has_a_pending_episode(ports: EpisodePorts) -> None:
+    # Given a pending episode of dana and ana, and an extracted one of sam, in one tenant
+    tenant = f"tenant-{next(_ids)}"
+    kept = {
+        user: _episode(tenant, user, _trace(ports, tenant, user), 0)
+        for user in ("dana", "ana", "sam")
+    }
+    for episode in kept.values():
+        _keep(ports, episode)
+    done = kept["sam"].model_copy(update={"status": EpisodeStatus.EXTRACTED})
+    ports.episodes.update_episodes([done])
+    # When the users with pending episodes are listed, of the tenant and of all tenants
+    of_tenant = ports.episodes.pending_users(tenant)
+    everywhere = ports.episodes.pending_users()
+    # Then dana and ana, sorted; and the same pairs among all tenants'
+    assert of_tenant == [(tenant, "ana"), (tenant, "dana")]
+    assert [pair for pair in everywhere if pair[0] == tenant] == of_tenant

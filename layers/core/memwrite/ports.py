@@ -288,9 +288,10 @@ class EpisodeStore(Protocol):
         """Replace the stored episodes of the same turns (status, links); an episode no longer
         stored (erased, expired) is not brought back."""
 
-    def pending_users(self, tenant: str) -> list[str]:
-        """The tenant's users with a pending episode, sorted (a backfill of every user: the
-        CLI without `--user`, the schedule). DynamoDB scans the turns table for them."""
+    def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        """(tenant, user) pairs with a pending episode, sorted; of one tenant, or of all (a
+        backfill of every user: the CLI without `--user`, the AWS schedule). DynamoDB scans
+        the turns table for them."""
 
     def expire(self, now: float) -> list[Episode]:
         """Delete the episodes whose expiry has passed by `now`, each with an outbox row so

@@ -13,6 +13,7 @@ no-op. A turn the model fails on again stays `pending`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,15 +24,22 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from memwrite.config import PipelineConfig
 from memwrite.episodes.model import Episode, EpisodeStatus
-from memwrite.errors import InvalidQuery, ModelRequired, UnknownUser
+from memwrite.errors import InvalidQuery, MemwriteError, ModelRequired, UnknownUser
 from memwrite.ids import new_trace_id
 from memwrite.models import SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
 from memwrite.stages import pipeline_stages
 
-__all__ = ["BackfillDeps", "BackfillRequest", "BackfillResult", "backfill_user"]
+__all__ = [
+    "BackfillDeps",
+    "BackfillRequest",
+    "BackfillResult",
+    "backfill_pending",
+    "backfill_user",
+]
 
+_log = logging.getLogger(__name__)
 _PAGE = 100
 _MAX_BATCH = 10  # turns per extraction call, as a live request's batch is bounded
 
@@ -236,3 +244,23 @@ def _reject_reasons(tenant: str, trace_id: str, deps: BackfillDeps) -> dict[str,
             turn_id = span.item_id.split(":", 1)[0]
             reasons[turn_id] = span.reason.type
     return reasons
+
+
+def backfill_pending(
+    settings_for: Callable[[str], PipelineConfig], deps: BackfillDeps
+) -> list[BackfillResult]:
+    """Every user (of every tenant) with a pending episode, each backfilled in turn: the AWS
+    schedule's job. `settings_for(tenant)` is that tenant's effective config. A user whose
+    backfill fails is left pending for the next run (the error is logged, not raised), so one
+    user cannot stop the others."""
+    if not deps.has_model:
+        raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
+    results = []
+    for tenant, user_id in deps.episodes.pending_users():
+        try:
+            results.append(
+                backfill_user(tenant, user_id, BackfillRequest(), settings_for(tenant), deps)
+            )
+        except MemwriteError:
+            _log.exception("backfill of one user failed; its episodes stay pending")
+    return results

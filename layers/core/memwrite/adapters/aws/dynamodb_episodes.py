@@ -123,8 +123,8 @@ class DynamoEpisodeStore:
                 if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise unavailable(exc, "PutItem") from exc
 
-    def pending_users(self, tenant: str) -> list[str]:
-        prefix = episode_pk(tenant, "")
+    def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        prefix = "EPISODE#" if tenant is None else episode_pk(tenant, "")
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "FilterExpression": "begins_with(#pk, :prefix) AND #status = :pending",
@@ -135,13 +135,16 @@ class DynamoEpisodeStore:
             },
             "ProjectionExpression": "#pk",
         }
-        users: set[str] = set()
+        users: set[tuple[str, str]] = set()
         while True:
             try:
                 response = self._client.scan(**kwargs)
             except ClientError as exc:
                 raise unavailable(exc, "Scan") from exc
-            users.update(item[PK]["S"].removeprefix(prefix) for item in response.get("Items", []))
+            for item in response.get("Items", []):
+                # EPISODE#tenant#user: ids never hold "#"
+                _, found_tenant, user_id = item[PK]["S"].split("#", 2)
+                users.add((found_tenant, user_id))
             if "LastEvaluatedKey" not in response:
                 return sorted(users)
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -126,14 +126,14 @@ class SqliteEpisodeStore:
                     ),
                 )
 
-    def pending_users(self, tenant: str) -> list[str]:
+    def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
         with self._db.connection() as connection:
             rows = connection.execute(
-                "SELECT DISTINCT user_id FROM episodes WHERE tenant = ? AND status = ? "
-                "ORDER BY user_id",
-                (tenant, EpisodeStatus.PENDING.value),
+                "SELECT DISTINCT tenant, user_id FROM episodes WHERE status = ? "
+                "AND (? IS NULL OR tenant = ?) ORDER BY tenant, user_id",
+                (EpisodeStatus.PENDING.value, tenant, tenant),
             ).fetchall()
-        return [user_id for (user_id,) in rows]
+        return [(row_tenant, user_id) for row_tenant, user_id in rows]
 
     def expire(self, now: float) -> list[Episode]:
         with self._db.transaction() as connection:
