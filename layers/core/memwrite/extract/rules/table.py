@@ -8,40 +8,61 @@ from __future__ import annotations
 
 from typing import Final
 
-from memwrite.extract.rules import family, food_and_health, identity, places, preferences, work
 from memwrite.extract.rules.engine import Context, Found, Rule
+from memwrite.extract.rules.family import MARRIED, RELATION_IS, RELATION_NAMED
+from memwrite.extract.rules.food_and_health import (
+    ALLERGY,
+    ALLERGY_HAVE,
+    DIET_BECAME,
+    DIET_IS,
+    DIET_ON,
+    INTOLERANCE,
+    NOT_EAT,
+)
+from memwrite.extract.rules.identity import AGE, CALL_ME, I_AM_NAME, MY_NAME
+from memwrite.extract.rules.places import HOMETOWN, LIVES_IN, MOVED_AWAY, MOVED_FROM_TO
+from memwrite.extract.rules.preferences import (
+    DISLIKES,
+    DISLIKES_FAN,
+    FAVORITE,
+    LIKES,
+    LIKES_FAN,
+    PREFERS,
+    USES,
+)
+from memwrite.extract.rules.work import EMPLOYMENT, OCCUPATION, QUIT_JOB, WORKS_AS, WORKS_AT
 
 RULES: Final[tuple[Rule, ...]] = (
-    family.RELATION_NAMED,
-    family.RELATION_IS,
-    identity.MY_NAME,
-    identity.CALL_ME,
-    preferences.FAVORITE,
-    identity.AGE,
-    food_and_health.ALLERGY,
-    food_and_health.ALLERGY_HAVE,
-    food_and_health.INTOLERANCE,
-    food_and_health.DIET_IS,
-    food_and_health.DIET_ON,
-    food_and_health.DIET_BECAME,
-    food_and_health.NOT_EAT,
-    preferences.DISLIKES_FAN,
-    preferences.DISLIKES,
-    preferences.LIKES_FAN,
-    preferences.LIKES,
-    preferences.PREFERS,
-    preferences.USES,
-    places.MOVED_FROM_TO,
-    places.MOVED_AWAY,
-    places.LIVES_IN,
-    places.HOMETOWN,
-    family.MARRIED,
-    work.QUIT_JOB,
-    work.WORKS_AT,
-    work.WORKS_AS,
-    work.EMPLOYMENT,
-    work.OCCUPATION,
-    identity.I_AM_NAME,
+    RELATION_NAMED,  # family
+    RELATION_IS,  # family
+    MY_NAME,  # identity
+    CALL_ME,  # identity
+    FAVORITE,  # preferences
+    AGE,  # identity
+    ALLERGY,  # food_and_health
+    ALLERGY_HAVE,  # food_and_health
+    INTOLERANCE,  # food_and_health
+    DIET_IS,  # food_and_health
+    DIET_ON,  # food_and_health
+    DIET_BECAME,  # food_and_health
+    NOT_EAT,  # food_and_health
+    DISLIKES_FAN,  # preferences
+    DISLIKES,  # preferences
+    LIKES_FAN,  # preferences
+    LIKES,  # preferences
+    PREFERS,  # preferences
+    USES,  # preferences
+    MOVED_FROM_TO,  # places
+    MOVED_AWAY,  # places
+    LIVES_IN,  # places
+    HOMETOWN,  # places
+    MARRIED,  # family
+    QUIT_JOB,  # work
+    WORKS_AT,  # work
+    WORKS_AS,  # work
+    EMPLOYMENT,  # work
+    OCCUPATION,  # work
+    I_AM_NAME,  # identity
 )
 
 
