@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export POWERTOOLS_TRACE_DISABLED := true
 
-.PHONY: install demo test test-unit test-integration test-eval eval bench lint format clean
+.PHONY: install demo test test-unit test-integration test-eval eval bench lint format clean openapi
 
 install: $(STAMP)
 
@@ -41,6 +41,11 @@ eval: install
 BENCH_ARGS ?=
 bench: install
 	$(BIN)/python -m tests.benchmarks.run $(BENCH_ARGS)
+
+# The OpenAPI document (functions/openapi.json), regenerated from the handlers; commit it.
+# A test fails while it differs from what the handlers generate.
+openapi: install
+	$(BIN)/python -m functions.openapi
 
 lint: install
 	$(BIN)/ruff check .
