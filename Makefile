@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,local,infra]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,server,local,client,mcp,infra]"
 	touch $(STAMP)
 
 demo: install

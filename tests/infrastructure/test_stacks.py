@@ -391,3 +391,6 @@ def test_the_layer_holds_the_library_and_runtime_dependencies_only() -> None:
     assert any(r.startswith("pydantic==") for r in requirements)
     assert not any(r.split("==")[0] in LOCAL_ONLY_DEPENDENCIES for r in requirements)
     assert not any(r.startswith(("moto", "aws-cdk-lib", "pytest")) for r in requirements)
+    # The `server` extra is what the functions run on; the client and MCP extras are not
+    assert any(r.startswith(("boto3==", "aws-lambda-powertools[")) for r in requirements)
+    assert not any(r.startswith(("httpx", "mcp")) for r in requirements)
