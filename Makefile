@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export POWERTOOLS_TRACE_DISABLED := true
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install demo test test-unit test-integration test-eval eval bench lint format clean openapi
+.PHONY: install demo test test-unit test-integration test-eval eval bench lint format docs config-docs docs-serve openapi clean
 
 install: $(STAMP)
 
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/memwrite demo
 
-test: install lint
+test: install lint docs
 	$(BIN)/python -m pytest -q tests
 
 test-unit: install
@@ -52,9 +53,21 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The documentation site into site/ (git-ignored); --strict: a broken link or a page missing
+# from the nav fails the build (and so `make test`).
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
+
+# docs/reference/configuration.md from the config models (a unit test fails when it is stale).
+config-docs: install
+	$(BIN)/python -m memwrite_local.config_docs --write
+
+docs-serve: install
+	$(BIN)/mkdocs serve
+
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -31,7 +31,9 @@ class _Frozen(BaseModel):
 
 
 class FunctionSize(_Frozen):
+    # Lambda memory (MB).
     memory_mb: int = Field(ge=128, le=10240)
+    # Lambda timeout (s).
     timeout_secs: int = Field(ge=1, le=900)
 
 
@@ -45,8 +47,11 @@ class SearchConfig(_Frozen):
     `<index_name>-hybrid` by the adapter) are created at deploy time. (A managed domain is not
     built: see the README.)"""
 
+    # OpenSearch Serverless (a managed domain is not built).
     kind: Literal["serverless"] = "serverless"
+    # The collection (type SEARCH).
     collection_name: str = Field(pattern=r"^[a-z][a-z0-9-]{2,31}$")
+    # The index; the hybrid search pipeline is <index_name>-hybrid.
     index_name: str = "memories"
     standby_replicas: bool = True  # off halves the OCU floor (dev only)
 
@@ -54,7 +59,9 @@ class SearchConfig(_Frozen):
 class ApiThrottling(_Frozen):
     """The API stage's limits (every method); API Gateway answers 429 above them."""
 
+    # Steady requests per second, all methods.
     rate_per_sec: float = Field(gt=0)
+    # Burst above the steady rate.
     burst: int = Field(gt=0)
 
 
@@ -63,29 +70,46 @@ class AlarmThresholds(_Frozen):
     stage_error_rate_pct: float = 5.0  # Lambda errors / invocations per stage over 5 min
     outbox_lag_secs: int = 300  # age of the oldest outbox record the indexer has not taken
     prefilter_rate_band_stddevs: float = 3.0  # pre-filter rejection-rate anomaly band width
+    # 5-minute periods an alarm condition must hold.
     evaluation_periods: int = 3
 
 
 class EnvConfig(_Frozen):
+    # The stack is memwrite-<name>; -c env=<name> picks it.
     name: Literal["dev", "staging", "prod"]
     account: str | None = None  # None: the CLI's credentials decide (cdk deploy)
+    # None: the CLI's region.
     region: str | None = None
     retain_data: bool  # tables and the collection outlive a `cdk destroy`
+    # CloudWatch Logs retention of every function.
     log_retention: Literal["ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "ONE_YEAR"]
+    # Express execution history in CloudWatch Logs.
     state_machine_log_level: Literal["ALL", "ERROR"]
+    # The pipeline stage functions.
     stage_size: FunctionSize
     extract_size: FunctionSize  # the LLM call: longer, more memory for the SDK
+    # The ingest, query and authorizer functions.
     api_size: FunctionSize
+    # Session batches one execution runs at once (the Map).
     map_concurrency: int = Field(default=10, ge=1, le=40)
+    # First Retry interval of a task (backoff 2, full jitter).
     retry_interval_secs: int = Field(default=2, ge=1)
+    # Retries of a task's TransientError before the Catch.
     retry_attempts: int = Field(default=4, ge=1)
+    # Receives of a turn before the turn queue moves it to TurnsDlq.
     queue_max_receives: int = Field(default=3, ge=1)
+    # anthropic (API key secret) or bedrock (IAM).
     llm_provider: LlmProvider
+    # Secrets Manager secret of ANTHROPIC_API_KEY (anthropic only).
     anthropic_secret_name: str = "memwrite/anthropic-api-key"
+    # Reserved for API keys; nothing reads it yet (keys come from the settings file).
     api_keys_secret_name: str = "memwrite/api-keys"
+    # API stage throttling (429 above it).
     throttling: ApiThrottling
+    # Alarm thresholds.
     alarms: AlarmThresholds = AlarmThresholds()
     alarm_email: str | None = None  # subscribed to the alarm topic when set
+    # The search collection.
     search: SearchConfig
 
     @property

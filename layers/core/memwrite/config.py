@@ -48,7 +48,9 @@ class FirewallAction(StrEnum):
 class UserSkipPattern(_Frozen):
     """A tenant's own skip rule: a sentence fully matching `pattern` is dropped (UserRule)."""
 
+    # Named in the rejection reason: UserRule{name}.
     name: str = Field(min_length=1, max_length=64)
+    # A regular expression matched against a whole sentence, any case.
     pattern: str = Field(min_length=1, max_length=500)
 
     @field_validator("pattern")
@@ -84,14 +86,21 @@ def _only_pii(kinds: frozenset[SecretKind] | None) -> frozenset[SecretKind] | No
 
 
 class PrefilterConfig(_Frozen):
+    # A turn of fewer whitespace-separated words is skipped: TooShort.
     min_words: int = Field(default=3, ge=0)
+    # Let assistant turns through the role gate (else AssistantTurn).
     extract_from_assistant: bool = False
+    # Identical content from the same user within this window: RateLimited; 0 disables.
     rate_limit_window_secs: int = Field(default=60, ge=0)
+    # Bound of the in-process LRU of the rate gate (a DynamoDB item holds across instances).
     rate_map_max_entries: int = Field(default=10_000, ge=1)
+    # Length limit of the short_meta_request skip rule.
     short_meta_request_max_chars: int = Field(default=20, ge=0)
     # How long a session's last question waits for a short answer; 0: never attached.
     short_answer_window_secs: int = Field(default=86_400, ge=0)
+    # A tenant's own skip rules, after the built-in ones.
     user_skip_patterns: tuple[UserSkipPattern, ...] = ()
+    # redact or block, per secret or PII kind.
     firewall_actions: dict[SecretKind, FirewallAction] = Field(
         default_factory=lambda: dict(DEFAULT_FIREWALL_ACTIONS)
     )
@@ -103,8 +112,11 @@ class PrefilterConfig(_Frozen):
 
 
 class IngestLimits(_Frozen):
+    # More turns in one POST /v1/turns: 413 naming turns.
     max_turns_per_request: int = Field(default=100, ge=1)
+    # A longer turn: 413 naming turns[i].content.
     max_chars_per_turn: int = Field(default=16_000, ge=1)
+    # A larger body: 413, checked before it is parsed.
     max_body_bytes: int = Field(default=262_144, ge=1)
     # A turn dated later than receive time + this is refused: it would stay "current" forever.
     max_clock_skew_secs: int = Field(default=86_400, ge=0)
@@ -116,30 +128,45 @@ class VerifierConfig(_Frozen):
     Only candidates of at least `min_importance` are re-checked: each check is one model call.
     """
 
+    # Re-check each candidate against the transcript with eight checks (Unverified{check}).
     enabled: bool = False
+    # Candidates of lower importance are not re-checked.
     min_importance: float = Field(default=0.0, ge=0, le=1)
     include_rule_candidates: bool = True  # the rule fast-path's candidates are re-checked too
+    # Per verifier call.
     max_output_tokens: int = Field(default=1_024, ge=128)
 
 
 class ExtractConfig(_Frozen):
     provider: Literal["anthropic", "bedrock"] = "anthropic"  # API key, or IAM via Bedrock
+    # A model with an entry in prices_per_mtok (an unpriced model fails at start-up).
     model: str = "claude-haiku-4-5"
     aws_region: str | None = None  # Bedrock only; default: the Lambda's region
     max_output_tokens: int = Field(default=8_192, ge=256)  # a rich 10-turn batch needs room
+    # Per model call.
     timeout_secs: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=3, ge=0)  # the SDK's own backoff on 429/5xx/timeouts
+    # Prompt context: the user's active entities.
     max_entities: int = Field(default=30, ge=0)
+    # Prompt context: the user's most recent memories.
     max_recent_memories: int = Field(default=15, ge=0)
+    # Prompt context: earlier turns of the session (the session log).
     max_source_turns: int = Field(default=20, ge=0)
     # How long a session's logged turns (redacted: the LLM's context) are kept.
     session_log_retention_secs: int = Field(default=2_592_000, ge=1)
+    # Each source turn in the prompt is truncated to this many characters.
     max_turn_chars: int = Field(default=2_000, ge=100)
+    # The detail pass runs when context + batch hold at least this many messages.
     detail_pass_min_messages: int = Field(default=9, ge=2)
+    # Size of one detail-pass window.
     detail_chunk_chars: int = Field(default=10_000, ge=100)
+    # Messages shared by consecutive detail-pass windows.
     detail_overlap_messages: int = Field(default=2, ge=0)
+    # Detail-pass windows sent at once.
     detail_max_concurrency: int = Field(default=4, ge=1)
+    # Confidence ceiling for hypotheticals, role-play, sarcasm (the post-check).
     hypothetical_confidence_cap: float = Field(default=0.3, ge=0, le=1)
+    # The optional verifier pass (below).
     verifier: VerifierConfig = VerifierConfig()
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
@@ -153,8 +180,11 @@ class ExtractConfig(_Frozen):
 
 
 class DedupeConfig(_Frozen):
+    # Tier 2: cosine similarity at or above this merges into the existing memory.
     dedupe_merge_threshold: float = Field(default=0.92, ge=0, le=1)
+    # Tier 2: below this the candidate is a new memory; in between, the LLM judge decides.
     dedupe_distinct_threshold: float = Field(default=0.80, ge=0, le=1)
+    # Nearest existing memories compared with a candidate.
     neighbours: int = 5
 
     @model_validator(mode="after")
@@ -173,9 +203,11 @@ class ScoringConfig(_Frozen):
     QUARANTINE (~0.21).
     """
 
+    # S by the request's source.
     source_weights: dict[str, float] = Field(
         default_factory=lambda: {"user_explicit": 1.0, "group_chat": 0.5, "agent_inferred": 0.3}
     )
+    # T by memory type.
     kind_bonus: dict[str, float] = Field(
         default_factory=lambda: {
             "fact": 1.0,
@@ -186,32 +218,46 @@ class ScoringConfig(_Frozen):
             "task": 0.0,
         }
     )
+    # a: weight of the source weight S.
     weight_source: float = 1.0
+    # b: weight of corroboration K.
     weight_corroboration: float = 1.0
+    # g: weight of the conflict penalty F.
     weight_conflict: float = 2.0
+    # d: weight of the kind bonus T.
     weight_kind: float = 0.5
+    # Subtracted inside the sigmoid.
     bias: float = 2.0
+    # K is capped at this many extra observations.
     max_corroboration: int = Field(default=3, ge=0)
+    # Below: QUARANTINE (hidden from search).
     tier_quarantine_below: float = 0.30
+    # Below: CANDIDATE (searchable only when asked for).
     tier_candidate_below: float = 0.50
+    # At or above: FACT; in between: WORKING.
     tier_fact_at_least: float = 0.90
+    # Tasks expire (TTL) after this many days.
     task_ttl_days: int = Field(default=14, ge=1)
 
 
 class SearchConfig(_Frozen):
+    # Search's default confidence floor.
     min_confidence: float = 0.4
     hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
     bm25_weight: float = Field(default=0.3, ge=0, le=1)  # the rest goes to the vectors
     # Index embeddings: the hashing embedder offline, Titan Text Embeddings v2 on AWS. The
     # index and every query must use the same one (and dimension).
     embedder: Literal["hashing", "bedrock"] = "hashing"
+    # The Titan model when embedder is bedrock.
     bedrock_model: str = "amazon.titan-embed-text-v2:0"
     embedding_dimension: Literal[256, 512, 1024] = 1024  # Titan v2's sizes; hashing: 384
+    # Normalise Titan vectors.
     embedding_normalize: bool = True
     # The embedded index in a file (`memwrite serve`, the local runner): FTS5 tables its
     # connection opens before it is reopened, and users' vector partitions it keeps in memory
     # (the least recently searched is reloaded from SQLite when needed again).
     embedded_max_open_partitions: int = Field(default=256, ge=1)
+    # Users' kNN vector partitions kept in memory (see the comment above).
     embedded_max_resident_partitions: int = Field(default=256, ge=1)
 
 
@@ -225,19 +271,28 @@ class PipelineConfig(_Frozen):
 
 
 class AgentOverrides(_Frozen):
+    # Overrides pipeline.prefilter.extract_from_assistant for this agent.
     extract_from_assistant: bool | None = None
 
 
 class TenantOverrides(_Frozen):
     """What a tenant may change; unset fields keep the deployment's value."""
 
+    # Overrides pipeline.prefilter.min_words.
     min_words: int | None = Field(default=None, ge=0)
+    # Overrides pipeline.prefilter.rate_limit_window_secs.
     rate_limit_window_secs: int | None = Field(default=None, ge=0)
+    # Overrides pipeline.prefilter.extract_from_assistant.
     extract_from_assistant: bool | None = None
+    # Replaces pipeline.prefilter.user_skip_patterns.
     user_skip_patterns: tuple[UserSkipPattern, ...] | None = None
+    # Overrides pipeline.extract.verifier.enabled.
     verifier_enabled: bool | None = None
+    # Overrides pipeline.extract.verifier.min_importance.
     verifier_min_importance: float | None = Field(default=None, ge=0, le=1)
+    # Replaces pipeline.prefilter.allowed_pii.
     allowed_pii: frozenset[SecretKind] | None = None
+    # Per-agent overrides, by agent_id.
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)
 
     _pii = field_validator("allowed_pii")(_only_pii)
@@ -246,7 +301,9 @@ class TenantOverrides(_Frozen):
 class Settings(_Frozen):
     """A deployment's configuration: defaults, tenant overrides and (locally) API keys."""
 
+    # The deployment's defaults.
     pipeline: PipelineConfig = PipelineConfig()
+    # Per-tenant overrides, by tenant id.
     tenants: dict[str, TenantOverrides] = Field(default_factory=dict)
     api_keys: dict[str, str] = Field(
         default_factory=dict, description="Local only: API key -> tenant (AWS uses an authorizer)."
