@@ -1,12 +1,16 @@
-"""What each function may do: the least-privilege grants, declared once.
+"""What each function may do: the least-privilege grants.
 
-A stage added to `memwrite.stages.STAGES` without an entry here fails the synth by name:
-its Lambda gets no access by accident. Tables are `memwrite.schema` logical names.
+A stage declares its own in `memwrite.stages.STAGES` (tables, search index, model and embedder);
+this module declares the functions that are not stages, and joins the two for the stack.
+Tables are `memwrite.schema` logical names.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Sequence
+
+from memwrite.schema import Access, SearchAccess
+from memwrite.stages import STAGES, StageDef
 
 __all__ = [
     "EMBEDDING_CALLERS",
@@ -14,40 +18,13 @@ __all__ = [
     "LLM_CALLERS",
     "SEARCH_ACCESS",
     "STAGE_ACCESS",
-    "Access",
-    "SearchAccess",
-    "access_of_stage",
+    "embedding_callers",
+    "llm_callers",
+    "search_access",
 ]
-
-
-class Access(StrEnum):
-    READ = "read"
-    WRITE = "write"
-    READ_WRITE = "read_write"
-    # Reads and deletes, no puts or updates (the erase route). DynamoDB's BatchWriteItem
-    # action covers batched puts too: IAM cannot tell them apart.
-    READ_DELETE = "read_delete"
-
 
 R, W, RW = Access.READ, Access.WRITE, Access.READ_WRITE
 RD = Access.READ_DELETE
-# The memory store's reads (dedupe, conflict): memories, their fact rows, the outbox's pending
-# index and the ledger; persist writes all four in one transaction, which also checks the
-# source trace (a ConditionCheck on the turns table: part of the read grant).
-_STORE_READ = {"memories": R, "entity_facts": R, "outbox": R, "turns": R}
-
-# stage name -> table logical name (memwrite.schema) -> access
-STAGE_ACCESS: dict[str, dict[str, Access]] = {
-    "pre_filter": {"turns": RW, "spans": W},  # ledger, traces, rate claims, session's question
-    # The session log (read, and appended with its source trace's ConditionCheck)
-    "extract": {"turns": RW, "spans": W},
-    # Entities written with their source traces' ConditionChecks (part of the turns read grant)
-    "resolve_refs": {"entities": RW, "turns": R, "spans": W},
-    "dedupe": {**_STORE_READ, "spans": W},
-    "conflict": {**_STORE_READ, "spans": W},
-    "persist": {"memories": RW, "entity_facts": RW, "outbox": RW, "turns": RW, "spans": W},
-    "hype": {"outbox": RW, "memories": R, "spans": W},  # marks outbox rows done
-}
 
 # Functions that are not stages.
 FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
@@ -69,38 +46,37 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     "authorizer": {},  # keys come from its settings
     "index_setup": {},  # the search index only (deploy time)
 }
-
-
-class SearchAccess(StrEnum):
-    READ = "read"  # BM25 / kNN / hybrid queries
-    READ_WRITE = "read_write"  # also index and delete documents
-    ADMIN = "admin"  # create the index and the hybrid search pipeline
-
-
-# Function -> what it does to the search index (`memwrite.wiring` builds the index for each):
-# dedupe and persist look up indexed events and tasks, hype indexes, query searches and erases.
-# These functions, and only these, get the OPENSEARCH_* environment.
-SEARCH_ACCESS: dict[str, SearchAccess] = {
-    "dedupe": SearchAccess.READ,
-    "persist": SearchAccess.READ,
-    "hype": SearchAccess.READ_WRITE,
+# What non-stage functions do to the search index: query searches and erases, index_setup
+# creates it. These, and the stages that declare `search`, get the OPENSEARCH_* environment.
+_FUNCTION_SEARCH: dict[str, SearchAccess] = {
     "query": SearchAccess.READ_WRITE,
     "index_setup": SearchAccess.ADMIN,
 }
-
-# Functions that call the deployed embedder (`settings.pipeline.search.embedder`): hype embeds
-# memories and their questions, query embeds search queries.
-EMBEDDING_CALLERS = frozenset({"hype", "query"})
-# Functions that call the LLM: extract, the resolve and dedupe judges (dedupe, persist), the
-# verifier (extract) and HyPE's question generator (hype); query's replay runs those stages.
-LLM_CALLERS = frozenset({"extract", "resolve_refs", "dedupe", "persist", "hype", "query"})
+# query embeds search queries, and its replay runs the stages that call the LLM.
+_FUNCTION_EMBEDDING_CALLERS = frozenset({"query"})
+_FUNCTION_LLM_CALLERS = frozenset({"query"})
 
 
-def access_of_stage(name: str) -> dict[str, Access]:
-    try:
-        return STAGE_ACCESS[name]
-    except KeyError:
-        raise ValueError(
-            f"stage {name!r} has no table access in infra/access.py: declare what it reads "
-            "and writes"
-        ) from None
+def search_access(stages: Sequence[StageDef]) -> dict[str, SearchAccess]:
+    """Function -> what it does to the search index (`memwrite.wiring` builds it for each)."""
+    return {
+        **{stage.name: stage.search for stage in stages if stage.search is not None},
+        **_FUNCTION_SEARCH,
+    }
+
+
+def embedding_callers(stages: Sequence[StageDef]) -> frozenset[str]:
+    """The functions that call the deployed embedder (`settings.pipeline.search.embedder`)."""
+    return frozenset(s.name for s in stages if s.calls_embedder) | _FUNCTION_EMBEDDING_CALLERS
+
+
+def llm_callers(stages: Sequence[StageDef]) -> frozenset[str]:
+    """The functions that call the LLM."""
+    return frozenset(s.name for s in stages if s.calls_model) | _FUNCTION_LLM_CALLERS
+
+
+# The deployed stage list's: stage name -> table logical name -> access, and the above.
+STAGE_ACCESS: dict[str, dict[str, Access]] = {s.name: dict(s.tables) for s in STAGES}
+SEARCH_ACCESS = search_access(STAGES)
+EMBEDDING_CALLERS = embedding_callers(STAGES)
+LLM_CALLERS = llm_callers(STAGES)

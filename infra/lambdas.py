@@ -33,7 +33,7 @@ class MemwriteFunction(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", retention=log_retention, removal_policy=removal_policy
         )
-        # A role per function, granted only what its stage declares (infra/access.py).
+        # A role per function, granted only what it declares (its StageDef, infra/access.py).
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
         self.function = lambda_.Function(
             self,

@@ -29,13 +29,6 @@ __all__ = ["NAMESPACE", "Monitoring", "prefilter_reject_reasons"]
 
 NAMESPACE = "memwrite"
 _PERIOD = cdk.Duration.minutes(5)
-# The stages that count malformed LLM answers, and the event they emit.
-_JSON_FAIL = {
-    "extract": ("extraction_json_fail",),
-    "resolve_refs": ("resolve_json_fail",),
-    "dedupe": ("dedupe_json_fail",),
-    "persist": ("dedupe_json_fail",),  # the dedupe judge again, after a lost race
-}
 
 
 def prefilter_reject_reasons() -> list[str]:
@@ -306,9 +299,9 @@ class Monitoring(Construct):
             cw.GraphWidget(
                 # Only a stage that reads model answers has malformed ones to show.
                 title=f"{name}: passed / transformed"
-                + (" / malformed LLM output" if name in _JSON_FAIL else ""),
+                + (" / malformed LLM output" if stage.malformed_metrics else ""),
                 left=[_by_reason(name, "pass"), _by_reason(name, "transform")],
-                right=[_stage_metric(name, metric) for metric in _JSON_FAIL.get(name, ())],
+                right=[_stage_metric(name, metric) for metric in stage.malformed_metrics],
                 width=6,
             ),
         ]

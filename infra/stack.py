@@ -24,15 +24,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.access import (
-    EMBEDDING_CALLERS,
-    FUNCTION_ACCESS,
-    LLM_CALLERS,
-    SEARCH_ACCESS,
-    Access,
-    SearchAccess,
-    access_of_stage,
-)
+from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
 from infra.api import MemwriteApi
 from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
 from infra.lambdas import MemwriteFunction
@@ -42,7 +34,7 @@ from infra.pipeline import PipelineStateMachine, RetryPolicy
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import Queues, Tables
 from memwrite.config import Settings
-from memwrite.schema import OUTBOX, TABLES
+from memwrite.schema import OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = ["MemwriteStack", "bedrock_model_arns"]
@@ -133,7 +125,7 @@ class MemwriteStack(cdk.Stack):
             if stage.placement is StagePlacement.INGEST:
                 size = config.api_size
             fn = self._function(stage.name, stage.function_dir, size)
-            for table, access in access_of_stage(stage.name).items():
+            for table, access in stage.tables.items():
                 _grant(self.tables.by_name[table], fn.role, access)
         ingest_stages = [s for s in stages if s.placement is StagePlacement.INGEST]
         pipeline = [s for s in stages if s.placement is StagePlacement.PIPELINE]
@@ -152,10 +144,11 @@ class MemwriteStack(cdk.Stack):
         for name in FUNCTION_ACCESS:
             for table, access in FUNCTION_ACCESS[name].items():
                 _grant(self.tables.by_name[table], self.functions[name].role, access)
+        calling_model, embedding = llm_callers(stages), embedding_callers(stages)
         for name, fn in self.functions.items():
-            if name in LLM_CALLERS:
+            if name in calling_model:
                 self._grant_llm(fn)
-            if name in EMBEDDING_CALLERS:
+            if name in embedding:
                 self._grant_embedder(fn)
 
         self.pipeline = PipelineStateMachine(
@@ -195,7 +188,7 @@ class MemwriteStack(cdk.Stack):
             )
             cdk.CfnOutput(self, "ApiUrl", value=self.api.api.url)
 
-        self.search = self._search_collection()
+        self.search = self._search_collection(search_access(stages))
         self._stream_consumers(stream)
 
         self.monitoring = Monitoring(
@@ -265,11 +258,11 @@ class MemwriteStack(cdk.Stack):
         if search.embedder == "bedrock":
             self._invoke_models(fn, search.bedrock_model, "Titan embeddings")
 
-    def _search_collection(self) -> SearchCollection:
-        """The collection, its access per `SEARCH_ACCESS`, the OPENSEARCH_* environment of
-        the functions that use it, and the deploy-time index step."""
+    def _search_collection(self, access: dict[str, SearchAccess]) -> SearchCollection:
+        """The collection, its `access` by function, the OPENSEARCH_* environment of the
+        functions that use it, and the deploy-time index step."""
         roles = {
-            kind: [self.functions[n].role for n, k in SEARCH_ACCESS.items() if k is kind]
+            kind: [self.functions[n].role for n, k in access.items() if k is kind]
             for kind in SearchAccess
         }
         search = SearchCollection(
@@ -281,7 +274,7 @@ class MemwriteStack(cdk.Stack):
             admins=roles[SearchAccess.ADMIN],
             removal_policy=self._removal,
         )
-        for name in SEARCH_ACCESS:
+        for name in access:
             function = self.functions[name].function
             function.add_environment("OPENSEARCH_ENDPOINT", search.endpoint)
             function.add_environment("OPENSEARCH_INDEX", self.config.search.index_name)

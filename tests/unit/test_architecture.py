@@ -6,19 +6,23 @@ Import checks read the source (ast), so they see lazy imports inside functions t
 from __future__ import annotations
 
 import ast
+import inspect
 import itertools
 import subprocess
 import sys
+import textwrap
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memwrite.environment import LambdaEnvironment
 from memwrite.errors import ConfigError
 from memwrite.payloads import OutboxChange
-from memwrite.schema import TABLES
-from memwrite.stages import STAGES, StagePlacement, pipeline_stages, stream_stages
+from memwrite.ports import StageAdapters
+from memwrite.schema import TABLES, Access, SearchAccess
+from memwrite.stages import STAGES, StageDef, StagePlacement, pipeline_stages, stream_stages
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "layers" / "core" / "memwrite"
@@ -79,6 +83,65 @@ def test_every_stage_has_its_own_handler_folder_and_library_module() -> None:
         assert (LIBRARY / stage.name / "stage.py").is_file(), stage.module
         assert callable(stage.run), stage.name
     assert STAGES[0].placement is StagePlacement.INGEST
+
+
+# What a builder asks the adapters for, by the fact its stage must declare for it.
+MODEL_CLIENTS = {"extraction_llm", "verifier", "resolve_judge", "dedupe_judge", "questions"}
+
+
+def adapters_asked(builder: Any) -> set[str]:
+    """The `adapters` members a `build_deps` uses, with those of the builders it calls
+    (persist builds dedupe's deps)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(builder)))
+    asked = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not isinstance(node.value, ast.Name):
+            continue
+        if node.value.id == "adapters":
+            asked.add(node.attr)
+        elif node.attr == "build_deps":
+            asked |= adapters_asked(builder.__globals__[node.value.id].build_deps)
+    return asked
+
+
+def events_emitted(stage: StageDef) -> set[str]:
+    """The event names the stage's package passes to `metrics.event(stage, name, ...)`."""
+    found = set()
+    for path in (LIBRARY / stage.name).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "event"
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+            ):
+                found.add(node.args[1].value)
+    return found
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
+def test_every_stage_declares_its_facts_and_the_code_matches_them(stage: StageDef) -> None:
+    # Given a stage of the list / When its builder is resolved
+    builder = stage.build_deps
+    hints = typing.get_type_hints(builder, localns={"StageAdapters": StageAdapters})
+    # Then it takes the adapters bundle and returns what the entry point takes
+    assert hints["adapters"] is StageAdapters
+    assert hints["return"] is typing.get_type_hints(stage.run)["deps"]
+    # And its table access names schema tables only (the grants are exactly these)
+    assert stage.tables, "a stage declares the tables it reads and writes"
+    assert set(stage.tables) <= {t.logical_name for t in TABLES}
+    assert all(isinstance(access, Access) for access in stage.tables.values())
+    # And the builder asks for a model, the embedder, the index only when the stage says so
+    asked = adapters_asked(builder)
+    assert bool(asked & MODEL_CLIENTS) == stage.calls_model
+    assert ("embedder" in asked) == stage.calls_embedder
+    assert ("search_index" in asked) == (stage.search is not None)
+    assert stage.search is None or isinstance(stage.search, SearchAccess)
+    # And the malformed-answer metrics it declares are the ones its code emits
+    malformed = {name for name in events_emitted(stage) if name.endswith("_json_fail")}
+    assert malformed == set(stage.malformed_metrics)
+    assert not stage.malformed_metrics or stage.calls_model
 
 
 def test_outside_adapters_the_library_imports_no_sdk_or_engine() -> None:

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memwrite.candidate import Candidate
+from memwrite.config import Settings
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
@@ -57,6 +58,7 @@ __all__ = [
     "SearchIndexSetup",
     "SessionLog",
     "SpanStore",
+    "StageAdapters",
     "TracePage",
     "TraceRecord",
     "TraceRollback",
@@ -508,3 +510,53 @@ class TraceRollback(Protocol):
         """Apply atomically: delete `removed`, put `changed` and `fact_rows`, write the outbox
         rows and insert the record; raise `WriteConflict` (nothing applied) when a memory or
         row moved since it was read or the trace already has a record."""
+
+
+class StageAdapters(Protocol):
+    """What a stage's `build_deps` may ask for: the stores of the deployment's backend and its
+    model clients (`memwrite.wiring` picks them); it creates nothing it is not asked for."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def spans(self) -> SpanStore: ...
+
+    @property
+    def metrics(self) -> MetricsSink: ...
+
+    def ledger(self) -> TurnLedger: ...
+
+    def rate_store(self) -> RateStore: ...
+
+    def queue(self) -> TurnQueue: ...
+
+    def session_log(self) -> SessionLog: ...
+
+    def entities(self) -> EntityStore: ...
+
+    def memory_store(self) -> MemoryStore: ...
+
+    def outbox(self) -> Outbox: ...
+
+    def extraction_llm(self) -> ExtractionLlm | None:
+        """The extractor's model client (None: offline, the rules only)."""
+
+    def verifier(self) -> CandidateVerifier | None:
+        """Built when some tenant turns the verifier on and a model is reachable."""
+
+    def resolve_judge(self) -> ResolveJudge | None: ...
+
+    def dedupe_judge(self) -> DedupeJudge | None: ...
+
+    def questions(self) -> QuestionGenerator:
+        """HyPE's question generator (offline: templates)."""
+
+    def embedder(self) -> Embedder:
+        """The search index's embedder (`settings.pipeline.search.embedder`)."""
+
+    def similarity_embedder(self) -> Embedder:
+        """Dedupe's embedder, whatever the index's: its thresholds are tuned on it."""
+
+    def search_index(self) -> MemoryIndex:
+        """The search index, dimensioned for `embedder()`."""

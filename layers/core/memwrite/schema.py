@@ -30,7 +30,9 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "TURNS",
     "TURNS_LOOKUP",
+    "Access",
     "GlobalIndex",
+    "SearchAccess",
     "StreamView",
     "TableSchema",
     "outbox_sort_key",
@@ -136,3 +138,22 @@ def outbox_sort_key(memory_id: str, rev: int) -> str:
 
 
 TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX)
+
+
+class Access(StrEnum):
+    """What a function may do to one table (its Lambda role's grant)."""
+
+    READ = "read"
+    WRITE = "write"
+    READ_WRITE = "read_write"
+    # Reads and deletes, no puts or updates (the erase route). DynamoDB's BatchWriteItem
+    # action covers batched puts too: IAM cannot tell them apart.
+    READ_DELETE = "read_delete"
+
+
+class SearchAccess(StrEnum):
+    """What a function may do to the search index (and whether it gets its environment)."""
+
+    READ = "read"  # BM25 / kNN / hybrid queries
+    READ_WRITE = "read_write"  # also index and delete documents
+    ADMIN = "admin"  # create the index and the hybrid search pipeline

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
+from memwrite.errors import MemwriteError
 from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
-from memwrite.payloads import ItemsPayload, PipelineItem
+from memwrite.payloads import ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import MetricsSink, SpanStore
-from memwrite.reasons import Reason
+from memwrite.reasons import ExtractionError, JudgeError, Reason, StoreError
 from memwrite.stages import STAGES
-from memwrite.usage import LlmUsage
+from memwrite.usage import LlmUsage, metered
 
 __all__ = [
+    "failure_recorded",
     "item_span",
     "make_span",
     "record_failure",
@@ -23,6 +27,7 @@ __all__ = [
     "usage_summary",
 ]
 
+_Item = TypeVar("_Item")
 _CALLING_MODEL = frozenset(stage.name for stage in STAGES if stage.calls_model)
 
 
@@ -55,7 +60,7 @@ def make_span(
 
 
 def item_span(
-    payload: ItemsPayload,
+    payload: ExtractOutput | ItemsPayload,
     item: PipelineItem,
     stage: str,
     *,
@@ -102,6 +107,42 @@ def record_failure(
         spans[0] = spans[0].model_copy(update={"llm": usage})
     record_spans(spans, store, metrics)
     metrics.llm_usage(stage, paid)
+
+
+@contextmanager
+def failure_recorded(
+    stage: str,
+    store: SpanStore,
+    metrics: MetricsSink,
+    *,
+    reason: type[ExtractionError | JudgeError | StoreError],
+    undone: Sequence[_Item],
+    error_span: Callable[[_Item, Reason, float], StageSpan],
+    before: Callable[[], None] | None = None,
+    started: float | None = None,
+) -> Iterator[list[LlmUsage]]:
+    """One attempt of a stage that calls out, metered (yields the calls it pays for); on a
+    `MemwriteError` its failure is recorded (`record_failure`) and the error propagates.
+
+    Each item of `undone` (what a failure leaves undone) gets `error_span(item, reason,
+    latency_ms)`, `reason` built from the error's type name only (its message could quote a
+    turn); `before` records first what the attempt decided before it failed (those items keep
+    their spans); `started` is the `time.perf_counter()` the latency counts from (default: now).
+    """
+    started = time.perf_counter() if started is None else started
+    paid: list[LlmUsage] = []
+    try:
+        with metered() as paid:
+            yield paid
+    except MemwriteError as exc:
+        # Every call answered before the failure was paid for, whatever failed after it.
+        latency_ms = (time.perf_counter() - started) * 1000
+        if before is not None:
+            before()
+        error = reason(error=type(exc).__name__)
+        failed = [error_span(item, error, latency_ms) for item in undone]
+        record_failure(stage, failed, paid, store, metrics)
+        raise
 
 
 def store_spans(spans: Sequence[StageSpan], store: SpanStore) -> None:

@@ -1,19 +1,25 @@
 """The ordered list of stages: the single source of truth for the local runner, the Lambda
 handlers (`functions/stage_handler.py`) and the state machine the deployment builds.
 
-Each stage is the package `memwrite.<name>`, whose `stage` module holds its entry point. Every
-stage after the queue is `run(payload, config, deps) -> payload`, typed by the models named
-here. A stage's package is imported on first use of its `run`, so a Lambda loads only its own
-stage (the ingest Lambda never pays for the extractors, numpy or rapidfuzz).
+Each stage is the package `memwrite.<name>`, whose `stage` module holds its entry point and
+`build_deps(adapters)`, the builder of what `run` takes. Every stage after the queue is
+`run(payload, config, deps) -> payload`, typed by the models named here. A stage's package is
+imported on first use of its `run` or `build_deps`, so a Lambda loads only its own stage (the
+ingest Lambda never pays for the extractors, numpy or rapidfuzz).
+
+Each entry also declares what its Lambda may do, read by the deployment (`infra/`): the tables
+it reads and writes, the search index, the model and the embedder it calls, and the metrics
+it emits for a malformed model answer (the dashboard draws them). A new stage is its package,
+its handler folder and its entry here.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -25,6 +31,10 @@ from memwrite.payloads import (
     ItemsPayload,
     OutboxChange,
 )
+from memwrite.schema import Access, SearchAccess
+
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
 
 __all__ = [
     "STAGES",
@@ -50,8 +60,14 @@ class StageDef:
     input_model: type[BaseModel]
     output_model: type[BaseModel]
     function_dir: str  # functions/<dir>/handler.py
+    # table logical name (`memwrite.schema`) -> what its Lambda may do to it; required, so a
+    # stage gets no access by accident
+    tables: Mapping[str, Access] = field(kw_only=True, hash=False)
     entry: str = "run"
+    search: SearchAccess | None = None  # the search index (its Lambda gets OPENSEARCH_*)
     calls_model: bool = False  # may call an LLM: emits `llm.*` metrics, gets cost widgets
+    calls_embedder: bool = False  # calls the deployed embedder (Bedrock Titan when chosen)
+    malformed_metrics: tuple[str, ...] = ()  # events counting unusable model answers
 
     @property
     def package(self) -> str:
@@ -70,6 +86,18 @@ class StageDef:
         entry: Callable[..., Any] = getattr(importlib.import_module(self.module), self.entry)
         return entry
 
+    @property
+    def build_deps(self) -> Callable[[StageAdapters], Any]:
+        """The builder of the deps its entry point takes, from the deployment's adapters."""
+        builder: Callable[[StageAdapters], Any] = importlib.import_module(self.module).build_deps
+        return builder
+
+
+R, W, RW = Access.READ, Access.WRITE, Access.READ_WRITE
+# The memory store's reads (dedupe, conflict): memories, their fact rows, the outbox's pending
+# index and the ledger; persist writes all four in one transaction, which also checks the
+# source trace (a ConditionCheck on the turns table: part of the read grant).
+_STORE_READ = {"memories": R, "entity_facts": R, "outbox": R, "turns": R}
 
 STAGES: tuple[StageDef, ...] = (
     StageDef(
@@ -79,6 +107,8 @@ STAGES: tuple[StageDef, ...] = (
         IngestResponse,
         "ingest",
         entry="ingest_turns",
+        # ledger, traces, rate claims, the session's question
+        tables={"turns": RW, "spans": W},
     ),
     StageDef(
         "extract",
@@ -86,7 +116,10 @@ STAGES: tuple[StageDef, ...] = (
         ExtractInput,
         ExtractOutput,
         "extract",
+        # The session log (read, and appended with its source trace's ConditionCheck)
+        tables={"turns": RW, "spans": W},
         calls_model=True,  # the extractor and the verifier
+        malformed_metrics=("extraction_json_fail",),
     ),
     StageDef(
         "resolve_refs",
@@ -94,7 +127,10 @@ STAGES: tuple[StageDef, ...] = (
         ExtractOutput,
         ItemsPayload,
         "resolve_refs",
+        # Entities written with their source traces' ConditionChecks (the turns read grant)
+        tables={"entities": RW, "turns": R, "spans": W},
         calls_model=True,  # the judge of ambiguous references
+        malformed_metrics=("resolve_json_fail",),
     ),
     StageDef(
         "dedupe",
@@ -102,16 +138,29 @@ STAGES: tuple[StageDef, ...] = (
         ItemsPayload,
         ItemsPayload,
         "dedupe",
+        tables={**_STORE_READ, "spans": W},
+        search=SearchAccess.READ,  # events and tasks already indexed
         calls_model=True,  # the judge of the similarity band
+        malformed_metrics=("dedupe_json_fail",),
     ),
-    StageDef("conflict", StagePlacement.PIPELINE, ItemsPayload, ItemsPayload, "conflict"),
+    StageDef(
+        "conflict",
+        StagePlacement.PIPELINE,
+        ItemsPayload,
+        ItemsPayload,
+        "conflict",
+        tables={**_STORE_READ, "spans": W},
+    ),
     StageDef(
         "persist",
         StagePlacement.PIPELINE,
         ItemsPayload,
         ItemsPayload,
         "persist",
+        tables={"memories": RW, "entity_facts": RW, "outbox": RW, "turns": RW, "spans": W},
+        search=SearchAccess.READ,  # dedupe's look-up, after a lost race
         calls_model=True,  # the dedupe judge again, after a lost race
+        malformed_metrics=("dedupe_json_fail",),
     ),
     # One outbox row per call: the handler runs it for each stream record (partial failures).
     StageDef(
@@ -120,7 +169,10 @@ STAGES: tuple[StageDef, ...] = (
         OutboxChange,
         IndexedChange,
         "hype",
+        tables={"outbox": RW, "memories": R, "spans": W},  # marks outbox rows done
+        search=SearchAccess.READ_WRITE,  # indexes memories, removes erased ones
         calls_model=True,  # HyPE questions
+        calls_embedder=True,  # memories and their questions
     ),
 )
 

@@ -1,5 +1,6 @@
 """Picks concrete adapters for each handler from the validated Lambda environment: the one
-place outside handlers that does.
+place outside handlers that does. A stage's deps are built by its own `build_deps` (named by
+its `StageDef`) from the `Adapters` picked here.
 
 Everything a builder needs is imported inside it, when the first invocation builds its clients:
 a handler's module import pulls in only its own stage (the ingest Lambda never loads the
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
+from memwrite.stages import STAGES, StagePlacement, stage_named
 
 if TYPE_CHECKING:
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from memwrite.read.rollback import RollbackDeps
 
 __all__ = [
+    "Adapters",
     "ApiDeps",
     "DeadLetterDeps",
     "IndexSetupDeps",
@@ -79,19 +82,78 @@ class ApiDeps:
     ingest: IngestDeps
 
 
-class _Adapters(ABC):
-    """What every builder shares (the environment, spans, metrics) and the stores of one
-    backend; a builder asks for the stores its stage uses, nothing else is created."""
+class Adapters(ABC):
+    """What every builder shares (the environment, spans, metrics), the stores of one backend
+    and the model clients of the deployment: a stage's `build_deps` asks for what it uses
+    (`memwrite.ports.StageAdapters`), nothing else is created."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
         from memwrite.adapters.aws.emf_metrics import EmfMetrics
 
         self.env = env
         self.metrics: MetricsSink = EmfMetrics()
+        self._embedder: Embedder | None = None
 
     @staticmethod
-    def of(env: LambdaEnvironment) -> _Adapters:
+    def of(env: LambdaEnvironment) -> Adapters:
         return _SqliteAdapters(env) if env.backend is Backend.SQLITE else _DynamoAdapters(env)
+
+    @property
+    def settings(self) -> Settings:
+        return self.env.settings
+
+    def _has_llm(self) -> bool:
+        """Bedrock needs only IAM; the Anthropic API needs a key (without one: offline)."""
+        return self.settings.pipeline.extract.provider == "bedrock" or bool(self.env.api_key())
+
+    def extraction_llm(self) -> ExtractionLlm | None:
+        return build_llm(self.settings.pipeline.extract, self.env.api_key())
+
+    def verifier(self) -> CandidateVerifier | None:
+        """Built when some tenant (or the deployment) turns the verifier on and a model is
+        reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
+        if not self.settings.verifier_wanted() or not self._has_llm():
+            return None
+        from memwrite.adapters.anthropic.verifier import AnthropicVerifier
+
+        return AnthropicVerifier(self.settings.pipeline.extract, api_key=self.env.api_key())
+
+    def resolve_judge(self) -> ResolveJudge | None:
+        if not self._has_llm():
+            return None
+        from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
+
+        return AnthropicResolveJudge(self.settings.pipeline.extract, api_key=self.env.api_key())
+
+    def dedupe_judge(self) -> DedupeJudge | None:
+        if not self._has_llm():
+            return None
+        from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
+
+        return AnthropicDedupeJudge(self.settings.pipeline.extract, api_key=self.env.api_key())
+
+    def questions(self) -> QuestionGenerator:
+        if self._has_llm():
+            from memwrite.adapters.anthropic.questions import AnthropicQuestions
+
+            return AnthropicQuestions(self.settings.pipeline.extract, api_key=self.env.api_key())
+        from memwrite.hype.questions import TemplateQuestions
+
+        return TemplateQuestions()
+
+    def embedder(self) -> Embedder:
+        """The index's embedder, built once (`build_embedder`)."""
+        if self._embedder is None:
+            self._embedder = build_embedder(self.env)
+        return self._embedder
+
+    def similarity_embedder(self) -> Embedder:
+        from memwrite.embedder import HashingEmbedder
+
+        return HashingEmbedder()
+
+    def search_index(self) -> MemoryIndex:
+        return build_index(self.env, self.embedder().dimension)
 
     @property
     @abstractmethod
@@ -131,7 +193,7 @@ class _Adapters(ABC):
     def rollbacks(self) -> TraceRollback: ...
 
 
-class _DynamoAdapters(_Adapters):
+class _DynamoAdapters(Adapters):
     """The tables and queue named in the environment (AWS, moto or any emulator)."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
@@ -223,7 +285,7 @@ class _DynamoAdapters(_Adapters):
         return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
 
-class _SqliteAdapters(_Adapters):
+class _SqliteAdapters(Adapters):
     """The embedded mode: every store and the queue in one SQLite file under the data dir."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
@@ -291,32 +353,20 @@ class _SqliteAdapters(_Adapters):
 
 
 def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
-    """Adapters for the API Lambdas: the ledger, rate gate, spans and the queue of the backend."""
-    from memwrite.pre_filter.rate_gate import RateGate
-    from memwrite.pre_filter.stage import IngestDeps
-
-    adapters = _Adapters.of(LambdaEnvironment.load(environ))
-    settings = adapters.env.settings
-    ingest = IngestDeps(
-        queue=adapters.queue(),
-        ledger=adapters.ledger(),
-        spans=adapters.spans,
-        metrics=adapters.metrics,
-        rate_gate=RateGate(
-            settings.pipeline.prefilter.rate_map_max_entries, shared=adapters.rate_store()
-        ),
-    )
-    return ApiDeps(settings=settings, ingest=ingest)
+    """Adapters for the API Lambdas: what the ingest-placed stage declares it needs."""
+    (ingest_stage,) = (s for s in STAGES if s.placement is StagePlacement.INGEST)
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return ApiDeps(settings=adapters.settings, ingest=ingest_stage.build_deps(adapters))
 
 
 def build_queue_consumer(environ: Mapping[str, str] | None = None) -> TurnConsumer:
     """The consuming side of the work queue, for the local runner (on AWS: the event source)."""
-    return _Adapters.of(LambdaEnvironment.load(environ)).consumer()
+    return Adapters.of(LambdaEnvironment.load(environ)).consumer()
 
 
 def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
     """The memory store of the environment's backend, to read what the pipeline stored."""
-    return _Adapters.of(LambdaEnvironment.load(environ)).memory_store()
+    return Adapters.of(LambdaEnvironment.load(environ)).memory_store()
 
 
 def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | None:
@@ -326,108 +376,6 @@ def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | Non
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 
     return AnthropicExtractorClient(config, api_key=api_key)
-
-
-def _has_llm(adapters: _Adapters) -> bool:
-    """Bedrock needs only IAM; the Anthropic API needs a key (without one: offline)."""
-    return adapters.env.settings.pipeline.extract.provider == "bedrock" or bool(
-        adapters.env.api_key()
-    )
-
-
-def _dedupe_judge(adapters: _Adapters) -> DedupeJudge | None:
-    if not _has_llm(adapters):
-        return None
-    from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
-
-    return AnthropicDedupeJudge(
-        adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
-    )
-
-
-def _verifier(adapters: _Adapters) -> CandidateVerifier | None:
-    """Built when some tenant (or the deployment) turns the verifier on and a model is
-    reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
-    if not adapters.env.settings.verifier_wanted() or not _has_llm(adapters):
-        return None
-    from memwrite.adapters.anthropic.verifier import AnthropicVerifier
-
-    return AnthropicVerifier(adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key())
-
-
-def _extract(adapters: _Adapters) -> Any:
-    from memwrite.extract.stage import ExtractDeps
-
-    return ExtractDeps(
-        spans=adapters.spans,
-        metrics=adapters.metrics,
-        session_log=adapters.session_log(),
-        llm=build_llm(adapters.env.settings.pipeline.extract, adapters.env.api_key()),
-        verifier=_verifier(adapters),
-    )
-
-
-def _resolve_judge(adapters: _Adapters) -> ResolveJudge | None:
-    if not _has_llm(adapters):
-        return None
-    from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
-
-    return AnthropicResolveJudge(
-        adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
-    )
-
-
-def _resolve_refs(adapters: _Adapters) -> Any:
-    from memwrite.resolve_refs.stage import ResolveDeps
-
-    return ResolveDeps(
-        entities=adapters.entities(),
-        session_log=adapters.session_log(),
-        spans=adapters.spans,
-        metrics=adapters.metrics,
-        judge=_resolve_judge(adapters),
-    )
-
-
-def _dedupe(adapters: _Adapters) -> Any:
-    from memwrite.dedupe.stage import DedupeDeps
-    from memwrite.embedder import HashingEmbedder
-
-    return DedupeDeps(
-        store=adapters.memory_store(),
-        embedder=HashingEmbedder(),
-        spans=adapters.spans,
-        metrics=adapters.metrics,
-        judge=_dedupe_judge(adapters),
-        index=_search_index(adapters),
-    )
-
-
-def _conflict(adapters: _Adapters) -> Any:
-    from memwrite.conflict.stage import ConflictDeps
-
-    return ConflictDeps(
-        store=adapters.memory_store(), spans=adapters.spans, metrics=adapters.metrics
-    )
-
-
-def _persist(adapters: _Adapters) -> Any:
-    from memwrite.embedder import HashingEmbedder
-    from memwrite.persist.stage import PersistDeps
-
-    return PersistDeps(
-        store=adapters.memory_store(),
-        embedder=HashingEmbedder(),
-        spans=adapters.spans,
-        metrics=adapters.metrics,
-        judge=_dedupe_judge(adapters),
-        index=_search_index(adapters),
-    )
-
-
-def _search_index(adapters: _Adapters) -> MemoryIndex:
-    """The search index, read by dedupe for events and tasks already indexed."""
-    return build_index(adapters.env, build_embedder(adapters.env).dimension)
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
@@ -498,33 +446,6 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
     )
 
 
-def _questions(adapters: _Adapters) -> QuestionGenerator:
-    if _has_llm(adapters):
-        from memwrite.adapters.anthropic.questions import AnthropicQuestions
-
-        return AnthropicQuestions(
-            adapters.env.settings.pipeline.extract, api_key=adapters.env.api_key()
-        )
-    from memwrite.hype.questions import TemplateQuestions
-
-    return TemplateQuestions()
-
-
-def _hype(adapters: _Adapters) -> Any:
-    from memwrite.hype.stage import HypeDeps
-
-    embedder = build_embedder(adapters.env)
-    return HypeDeps(
-        store=adapters.memory_store(),
-        index=build_index(adapters.env, embedder.dimension),
-        embedder=embedder,
-        questions=_questions(adapters),
-        outbox=adapters.outbox(),
-        spans=adapters.spans,
-        metrics=adapters.metrics,
-    )
-
-
 @dataclass
 class QueryApiDeps:
     """The read API: traces (ledger and spans), their replay and rollback, search, memories
@@ -543,14 +464,12 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
     from memwrite.read.query import QueryDeps
     from memwrite.read.rollback import RollbackDeps
 
-    adapters = _Adapters.of(LambdaEnvironment.load(environ))
-    env = adapters.env
-    embedder = build_embedder(env)
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
     query = QueryDeps(
         store=adapters.memory_store(),
         reader=adapters.memory_reader(),
-        index=build_index(env, embedder.dimension),
-        embedder=embedder,
+        index=adapters.search_index(),
+        embedder=adapters.embedder(),
         eraser=adapters.eraser(),
     )
     ledger = adapters.ledger()
@@ -563,7 +482,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         metrics=adapters.metrics,
     )
     return QueryApiDeps(
-        settings=env.settings,
+        settings=adapters.settings,
         ledger=ledger,
         spans=adapters.spans,
         query=query,
@@ -575,39 +494,28 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
 def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:
     """What a replay reads (through its dry-run overlays) and the models the pipeline's stages
     would call: the same ones, built the same way (offline: the rule extractor only)."""
-    from memwrite.embedder import HashingEmbedder
     from memwrite.read.replay import ReplayDeps
 
-    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
     return ReplayDeps(
         ledger=adapters.ledger(),
         session_log=adapters.session_log(),
         entities=adapters.entities(),
         store=adapters.memory_store(),
-        index=_search_index(adapters),
-        embedder=HashingEmbedder(),
-        llm=build_llm(adapters.env.settings.pipeline.extract, adapters.env.api_key()),
-        verifier=_verifier(adapters),
-        resolve_judge=_resolve_judge(adapters),
-        dedupe_judge=_dedupe_judge(adapters),
+        index=adapters.search_index(),
+        embedder=adapters.similarity_embedder(),
+        llm=adapters.extraction_llm(),
+        verifier=adapters.verifier(),
+        resolve_judge=adapters.resolve_judge(),
+        dedupe_judge=adapters.dedupe_judge(),
     )
-
-
-_BUILDERS: dict[str, Callable[[_Adapters], Any]] = {
-    "extract": _extract,
-    "resolve_refs": _resolve_refs,
-    "dedupe": _dedupe,
-    "conflict": _conflict,
-    "persist": _persist,
-    "hype": _hype,
-}
 
 
 def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tuple[Settings, Any]:
     """The settings and the deps a pipeline or stream stage's `run` takes, from the
     environment."""
-    adapters = _Adapters.of(LambdaEnvironment.load(environ))
-    return adapters.env.settings, _BUILDERS[stage](adapters)
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return adapters.settings, stage_named(stage).build_deps(adapters)
 
 
 def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:
@@ -629,5 +537,5 @@ class DeadLetterDeps:
 
 def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLetterDeps:
     """The failure path's adapters: it writes spans and metrics only."""
-    adapters = _Adapters.of(LambdaEnvironment.load(environ))
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
     return DeadLetterDeps(spans=adapters.spans, metrics=adapters.metrics)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memwrite.config import PipelineConfig
 from memwrite.entity_facts import FactObservation, canonical_predicate, derive
@@ -23,6 +24,9 @@ from memwrite.ports import MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import Contradiction, LateArrival, Reason, Supersedes
 from memwrite.spans import item_span, record_spans, unrecorded
 from memwrite.store import FactRow, StoreItem
+
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
 
 __all__ = ["STAGE", "ConflictDeps", "decide", "run"]
 
@@ -82,6 +86,12 @@ class ConflictDeps:
     store: MemoryStore
     spans: SpanStore
     metrics: MetricsSink
+
+
+def build_deps(adapters: StageAdapters) -> ConflictDeps:
+    return ConflictDeps(
+        store=adapters.memory_store(), spans=adapters.spans, metrics=adapters.metrics
+    )
 
 
 def run(payload: ItemsPayload, config: PipelineConfig, deps: ConflictDeps) -> ItemsPayload:

@@ -19,13 +19,14 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.config import DedupeConfig, PipelineConfig
 from memwrite.entity_facts import canonical_predicate
-from memwrite.errors import MemwriteError
 from memwrite.index import IndexFilter
 from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
 from memwrite.models import SpanResult, StageSpan
@@ -41,9 +42,18 @@ from memwrite.ports import (
 )
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, JudgeError
-from memwrite.spans import item_span, record_failure, record_spans, unrecorded, usage_summary
+from memwrite.spans import (
+    failure_recorded,
+    item_span,
+    record_spans,
+    unrecorded,
+    usage_summary,
+)
 from memwrite.store import StoreItem, VersionedMemory
-from memwrite.usage import LlmUsage, metered
+from memwrite.usage import LlmUsage
+
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
 
 __all__ = [
     "INDEXED_NEIGHBOURS",
@@ -52,6 +62,7 @@ __all__ = [
     "DedupeDecision",
     "DedupeDeps",
     "Neighbour",
+    "build_deps",
     "decide_duplicate",
     "decide_on_read",
     "run",
@@ -264,6 +275,17 @@ class DedupeDeps:
     index: MemoryIndex | None = None  # None: only not-yet-indexed events and tasks are compared
 
 
+def build_deps(adapters: StageAdapters) -> DedupeDeps:
+    return DedupeDeps(
+        store=adapters.memory_store(),
+        embedder=adapters.similarity_embedder(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=adapters.dedupe_judge(),
+        index=adapters.search_index(),
+    )
+
+
 @dataclass
 class _BatchSoFar:
     """What the batch's earlier candidates will write: later candidates must see it."""
@@ -299,39 +321,40 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: DedupeDeps) -> Item
     for index, item in enumerate(payload.items):
         started = time.perf_counter()
         store_item = StoreItem.of(payload, item)
-        try:
-            with metered() as paid:
-                reads = read_candidate(deps.store, store_item)
-                if store_item.fact_key is not None:
-                    stored = _known_in_row(reads)
-                else:
-                    if pending is None:
-                        memories = deps.store.pending_memories(
-                            payload.tenant, payload.user_id, PENDING_NEIGHBOURS
-                        )
-                        pending = _known_pending(memories)
-                    stored = _known_unkeyed(store_item, pending, deps.store, deps.index)
-                existing = _existing(reads, store_item.memory_id) or batch.by_id.get(
-                    store_item.memory_id
-                )
-                note, judgement = _decide(
-                    store_item,
-                    existing,
-                    [*stored, *batch.by_row.get(store_item.fact_key, [])],
-                    embedder=deps.embedder,
-                    config=config.dedupe,
-                    judge=deps.judge,
-                )
-        except MemwriteError as exc:
-            # The decided candidates keep their spans; this one and the rest fail, visibly.
-            _record(spans, replayed, calls, malformed, deps)
-            error = JudgeError(error=type(exc).__name__)
-            failed = [
-                item_span(payload, rest, STAGE, result=SpanResult.ERROR, reason=error)
-                for rest in payload.items[index:]
-            ]
-            record_failure(STAGE, failed, paid, deps.spans, deps.metrics)
-            raise
+        # The decided candidates keep their spans; this one and the rest fail, visibly.
+        with failure_recorded(
+            STAGE,
+            deps.spans,
+            deps.metrics,
+            reason=JudgeError,
+            undone=payload.items[index:],
+            error_span=lambda rest, error, _latency_ms: item_span(
+                payload, rest, STAGE, result=SpanResult.ERROR, reason=error
+            ),
+            before=partial(_record, spans, replayed, calls, malformed, deps),
+            started=started,
+        ):
+            reads = read_candidate(deps.store, store_item)
+            if store_item.fact_key is not None:
+                stored = _known_in_row(reads)
+            else:
+                if pending is None:
+                    memories = deps.store.pending_memories(
+                        payload.tenant, payload.user_id, PENDING_NEIGHBOURS
+                    )
+                    pending = _known_pending(memories)
+                stored = _known_unkeyed(store_item, pending, deps.store, deps.index)
+            existing = _existing(reads, store_item.memory_id) or batch.by_id.get(
+                store_item.memory_id
+            )
+            note, judgement = _decide(
+                store_item,
+                existing,
+                [*stored, *batch.by_row.get(store_item.fact_key, [])],
+                embedder=deps.embedder,
+                config=config.dedupe,
+                judge=deps.judge,
+            )
         batch.add(store_item, note)
         items.append(item.model_copy(update={"dedupe": note}))
         # A duplicate is not lost: persist merges it (corroboration + 1).

@@ -18,10 +18,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig, PipelineConfig
-from memwrite.errors import MemwriteError, SourceErased
+from memwrite.errors import SourceErased
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.llm import extract_with_llm, merge_candidates
 from memwrite.extract.rules import extract_with_rules
@@ -46,12 +47,16 @@ from memwrite.reasons import (
     Ungrounded,
     UserErased,
 )
-from memwrite.spans import make_span, record_failure, record_spans, usage_summary
-from memwrite.usage import LlmUsage, metered
+from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
+from memwrite.usage import LlmUsage
+
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
 
 __all__ = [
     "STAGE",
     "ExtractDeps",
+    "build_deps",
     "extract_candidates",
     "run",
 ]
@@ -132,6 +137,16 @@ class ExtractDeps:
     llm: ExtractionLlm | None
     verifier: CandidateVerifier | None = None
     clock: Callable[[], float] = field(default=time.time)
+
+
+def build_deps(adapters: StageAdapters) -> ExtractDeps:
+    return ExtractDeps(
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        session_log=adapters.session_log(),
+        llm=adapters.extraction_llm(),
+        verifier=adapters.verifier(),
+    )
 
 
 def _span(
@@ -219,26 +234,25 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         )
         for t in ordered
     ]
-    try:
-        with metered() as paid:
-            extraction = extract_candidates(
-                batch,
-                _context(ordered, extract_config, deps.session_log, deps.clock()),
-                extract_config,
-                deps.llm,
-                on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
-                verifier=deps.verifier,
-            )
-    except MemwriteError as exc:
-        # Every call answered before the failure was paid for, whatever failed after it.
-        latency_ms = (time.perf_counter() - started) * 1000
-        error = ExtractionError(error=type(exc).__name__)
-        error_spans = [
-            _span(turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms)
-            for turn in ordered
-        ]
-        record_failure(STAGE, error_spans, paid, deps.spans, deps.metrics)
-        raise
+    with failure_recorded(
+        STAGE,
+        deps.spans,
+        deps.metrics,
+        started=started,
+        reason=ExtractionError,
+        undone=ordered,
+        error_span=lambda turn, error, latency_ms: _span(
+            turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms
+        ),
+    ):
+        extraction = extract_candidates(
+            batch,
+            _context(ordered, extract_config, deps.session_log, deps.clock()),
+            extract_config,
+            deps.llm,
+            on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
+            verifier=deps.verifier,
+        )
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
     erased = _log_turns(ordered, extract_config, deps.session_log, deps.clock())

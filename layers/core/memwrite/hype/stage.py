@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,6 +47,9 @@ from memwrite.reasons import IndexingError
 from memwrite.spans import make_span, store_spans, usage_summary
 from memwrite.usage import LlmUsage, metered
 
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
+
 __all__ = ["STAGE", "HypeDeps", "document_of", "run"]
 
 STAGE = "hype"
@@ -60,6 +64,18 @@ class HypeDeps:
     outbox: Outbox
     spans: SpanStore
     metrics: MetricsSink
+
+
+def build_deps(adapters: StageAdapters) -> HypeDeps:
+    return HypeDeps(
+        store=adapters.memory_store(),
+        index=adapters.search_index(),
+        embedder=adapters.embedder(),
+        questions=adapters.questions(),
+        outbox=adapters.outbox(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+    )
 
 
 def document_of(memory: MemoryUnit) -> MemoryDoc:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
@@ -28,7 +29,6 @@ from memwrite.conflict import stage as conflict
 from memwrite.dedupe import stage as dedupe
 from memwrite.entity_facts import DerivedState
 from memwrite.errors import (
-    MemwriteError,
     SourceErased,
     SourceRolledBack,
     StageInputError,
@@ -49,9 +49,18 @@ from memwrite.ports import (
 from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError, TraceRolledBack, UserErased
 from memwrite.scoring import score, tier_for
-from memwrite.spans import item_span, record_failure, record_spans, unrecorded, usage_summary
+from memwrite.spans import (
+    failure_recorded,
+    item_span,
+    record_spans,
+    unrecorded,
+    usage_summary,
+)
 from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
-from memwrite.usage import LlmUsage, metered
+from memwrite.usage import LlmUsage
+
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
@@ -62,6 +71,7 @@ __all__ = [
     "PersistResult",
     "Plan",
     "apply_state",
+    "build_deps",
     "decide",
     "persist_candidate",
     "plan",
@@ -122,6 +132,11 @@ class PersistDeps:
     judge: DedupeJudge | None = None
     index: MemoryIndex | None = None  # dedupe's, for indexed events and tasks
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+
+def build_deps(adapters: StageAdapters) -> PersistDeps:
+    # Dedupe's own: persist decides again with them after a lost race.
+    return PersistDeps(**vars(dedupe.build_deps(adapters)))
 
 
 @dataclass(frozen=True)
@@ -355,14 +370,36 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
     replayed: list[StageSpan] = []  # items a redelivery finds applied
     calls: list[LlmUsage] = []
     malformed = 0
+
+    def committed_so_far() -> None:
+        """The spans and judge calls of the candidates committed before a failure."""
+        _count_judge(calls, malformed, deps.metrics)
+        record_spans(spans, deps.spans, deps.metrics)
+
     for index, item in enumerate(payload.items):
         started = time.perf_counter()
-        try:
-            with metered() as paid:
+        refused: SourceErased | None = None
+        # Earlier candidates are committed (each atomically); this and later ones are not. The
+        # judge may have been paid before the commit failed: this candidate's span says so.
+        with failure_recorded(
+            STAGE,
+            deps.spans,
+            deps.metrics,
+            reason=StoreError,
+            undone=payload.items[index:],
+            error_span=lambda rest, error, _latency_ms: item_span(
+                payload, rest, STAGE, result=SpanResult.ERROR, reason=error
+            ),
+            before=committed_so_far,
+            started=started,
+        ) as paid:
+            try:
                 result = persist_candidate(
                     StoreItem.of(payload, item), config, deps, decided=_decisions(item)
                 )
-        except SourceErased as refused:
+            except SourceErased as exc:
+                refused = exc
+        if refused is not None:
             latency_ms = (time.perf_counter() - started) * 1000
             spans.append(
                 item_span(
@@ -379,18 +416,6 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: PersistDeps) -> Ite
             )
             calls.extend(paid)
             continue
-        except MemwriteError as exc:
-            # Earlier candidates are committed (each atomically); this and later ones are not.
-            error = StoreError(error=type(exc).__name__)
-            failed = [
-                item_span(payload, rest, STAGE, result=SpanResult.ERROR, reason=error)
-                for rest in payload.items[index:]
-            ]
-            _count_judge(calls, malformed, deps.metrics)
-            record_spans(spans, deps.spans, deps.metrics)
-            # The judge may have been paid before the commit failed: this candidate's span says so.
-            record_failure(STAGE, failed, paid, deps.spans, deps.metrics)
-            raise
         items.append(
             item.model_copy(update={"memory_id": result.memory_id, "outcome": result.outcome.value})
         )

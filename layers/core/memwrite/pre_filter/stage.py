@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from memwrite.config import PipelineConfig
 from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
@@ -44,6 +45,9 @@ from memwrite.pre_filter.checks import (
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
 
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
+
 __all__ = ["RETRY_AFTER_SECS", "IngestDeps", "ingest_turns"]
 
 RETRY_AFTER_SECS = 2
@@ -57,6 +61,19 @@ class IngestDeps:
     metrics: MetricsSink
     rate_gate: RateGate
     clock: Callable[[], float] = field(default=time.time)
+
+
+def build_deps(adapters: StageAdapters) -> IngestDeps:
+    return IngestDeps(
+        queue=adapters.queue(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        rate_gate=RateGate(
+            adapters.settings.pipeline.prefilter.rate_map_max_entries,
+            shared=adapters.rate_store(),
+        ),
+    )
 
 
 @dataclass

@@ -14,24 +14,29 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate
 from memwrite.config import PipelineConfig
 from memwrite.entities import Entity, merge_entities
-from memwrite.errors import MemwriteError, SourceErased, WriteConflict
+from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractedTurn, ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
 from memwrite.reasons import JudgeError, ResolutionFailed, UserErased
 from memwrite.resolve_refs.references import BatchResolution, ResolvedCandidate, resolve_batch
-from memwrite.spans import make_span, record_failure, record_spans, usage_summary
-from memwrite.usage import LlmUsage, metered
+from memwrite.spans import failure_recorded, item_span, record_spans, usage_summary
+from memwrite.usage import LlmUsage
+
+if TYPE_CHECKING:
+    from memwrite.ports import StageAdapters
 
 __all__ = [
     "KNOWN_ENTITIES",
     "MAX_SAVE_ATTEMPTS",
     "STAGE",
     "ResolveDeps",
+    "build_deps",
     "run",
     "save_entity",
 ]
@@ -74,6 +79,16 @@ class ResolveDeps:
     metrics: MetricsSink
     judge: ResolveJudge | None = None
     clock: Callable[[], float] = field(default=time.time)
+
+
+def build_deps(adapters: StageAdapters) -> ResolveDeps:
+    return ResolveDeps(
+        entities=adapters.entities(),
+        session_log=adapters.session_log(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=adapters.resolve_judge(),
+    )
 
 
 @dataclass
@@ -147,29 +162,25 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         now=deps.clock(),
     )
     texts = {turn.turn_id: turn.text for turn in logged if turn.turn_id in turns}
-    try:
-        with metered() as paid:
-            resolved_batch = _resolve_and_save(
-                payload, {tid: texts[tid] for tid in turns if tid in texts}, config, deps
-            )
-    except MemwriteError as exc:
-        error = JudgeError(error=type(exc).__name__)
-        latency_ms = (time.perf_counter() - started) * 1000
-        error_spans = [
-            make_span(
-                trace_id=item.trace_id,
-                tenant=payload.tenant,
-                user_id=payload.user_id,
-                stage=STAGE,
-                item_id=item.item_id,
-                result=SpanResult.ERROR,
-                reason=error,
-                latency_ms=latency_ms,
-            )
-            for item in (_unresolved(candidate, turns) for candidate in payload.candidates)
-        ]
-        record_failure(STAGE, error_spans, paid, deps.spans, deps.metrics)
-        raise
+    with failure_recorded(
+        STAGE,
+        deps.spans,
+        deps.metrics,
+        started=started,
+        reason=JudgeError,
+        undone=payload.candidates,
+        error_span=lambda candidate, error, latency_ms: item_span(
+            payload,
+            _unresolved(candidate, turns),
+            STAGE,
+            result=SpanResult.ERROR,
+            reason=error,
+            latency_ms=latency_ms,
+        ),
+    ):
+        resolved_batch = _resolve_and_save(
+            payload, {tid: texts[tid] for tid in turns if tid in texts}, config, deps
+        )
     resolution = resolved_batch.resolution
     for _ in range(resolved_batch.judge_malformed):
         deps.metrics.event(STAGE, "resolve_json_fail")
@@ -182,14 +193,11 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
     for candidate in payload.candidates:
         turn = turns[candidate.source_turn_id or ""]
         if turn.trace_id in resolved_batch.erased:
-            erased = _unresolved(candidate, turns)
             spans.append(
-                make_span(
-                    trace_id=turn.trace_id,
-                    tenant=payload.tenant,
-                    user_id=payload.user_id,
-                    stage=STAGE,
-                    item_id=erased.item_id,
+                item_span(
+                    payload,
+                    _unresolved(candidate, turns),
+                    STAGE,
                     result=SpanResult.REJECT,
                     reason=UserErased(),
                     latency_ms=latency_ms,
@@ -208,12 +216,10 @@ def run(payload: ExtractOutput, config: PipelineConfig, deps: ResolveDeps) -> It
         if isinstance(resolved, ResolvedCandidate):
             items.append(item)
         spans.append(
-            make_span(
-                trace_id=turn.trace_id,
-                tenant=payload.tenant,
-                user_id=payload.user_id,
-                stage=STAGE,
-                item_id=item.item_id,
+            item_span(
+                payload,
+                item,
+                STAGE,
                 result=SpanResult.PASS
                 if isinstance(resolved, ResolvedCandidate)
                 else SpanResult.REJECT,
