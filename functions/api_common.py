@@ -17,7 +17,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.auth import resolve_tenant
+from memwrite.auth.tenant import resolve_tenant
 from memwrite.errors import (
     IdempotencyKeyReused,
     IngestLimitExceeded,

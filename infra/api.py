@@ -34,7 +34,7 @@ QUERY_ROUTES = (
 PUBLIC_ROUTES = frozenset({("GET", "/v1/openapi.json")})
 
 # How long API Gateway reuses the authorizer's answer for one key; with the authorizer's own
-# cache (memwrite.api_keys.KEY_CACHE_SECS) it bounds how long a revoked key keeps working.
+# cache (memwrite.auth.api_keys.KEY_CACHE_SECS) it bounds how long a revoked key keeps working.
 AUTHORIZER_CACHE_SECS = 30
 _AUTHORIZER_CACHE = cdk.Duration.seconds(AUTHORIZER_CACHE_SECS)
 
