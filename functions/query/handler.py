@@ -9,12 +9,14 @@ invocation of the instance; counters are advisory).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import cache
 from http import HTTPStatus
+from pathlib import Path
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
@@ -23,17 +25,23 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.api_common import (
+    error_responses,
     json_response,
     parse_json_body,
     path_id,
     register_error_handlers,
     tenant_of,
 )
-from memwrite.episodes.backfill import BackfillRequest, backfill_user
+from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.episodes.model import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.read.query import (
+    EpisodePageView,
+    ErasureReport,
+    MemoryDetailView,
+    MemoryPage,
     SearchRequest,
+    SearchResults,
     erase_user,
     list_episodes,
     list_memories,
@@ -41,13 +49,24 @@ from memwrite.read.query import (
     search,
 )
 from memwrite.read.replay import (
+    BatchReplay,
     BatchReplayRequest,
     ReplayRequest,
     replay_trace,
     replay_traces_of_user,
 )
+from memwrite.read.replay_diff import ReplayDiff
 from memwrite.read.rollback import rollback_trace
-from memwrite.read.traces import get_trace, parse_time_bound, traces_of_memory, traces_of_user
+from memwrite.read.traces import (
+    MemoryTraces,
+    TracePageView,
+    TraceView,
+    get_trace,
+    parse_time_bound,
+    traces_of_memory,
+    traces_of_user,
+)
+from memwrite.store import RollbackRecord
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
 logger = Logger(service="memwrite-query")
@@ -57,6 +76,10 @@ register_error_handlers(app)
 
 # `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+_FROM = "Traces created at or after this ISO 8601 time (naive: UTC)."
+_TO = "Traces created at or before this ISO 8601 time (naive: UTC)."
+# The committed OpenAPI document (`make openapi` writes it; a test keeps it current).
+OPENAPI_DOCUMENT = Path(__file__).resolve().parents[1] / "openapi.json"
 ACCESS_UPDATES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="access")
 
 
@@ -79,7 +102,12 @@ def _record_access(tenant: str, user_id: str, memory_ids: list[str]) -> None:
         logging.getLogger(__name__).exception("recording retrievals failed")
 
 
-@app.get("/v1/traces/<trace_id>")
+@app.get(
+    "/v1/traces/<trace_id>",
+    summary="A trace: its status, per-stage spans and outcome",
+    tags=["traces"],
+    responses=error_responses(404, ok=(HTTPStatus.OK, "The trace.", TraceView)),
+)
 def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -97,7 +125,12 @@ def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
 
 
-@app.post("/v1/traces/<trace_id>/replay")
+@app.post(
+    "/v1/traces/<trace_id>/replay",
+    summary="Re-run a trace's inputs with a changed config; report the diff, write nothing",
+    tags=["traces"],
+    responses=error_responses(404, 409, ok=(HTTPStatus.OK, "The diff.", ReplayDiff)),
+)
 def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -108,7 +141,12 @@ def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[s
     return json_response(HTTPStatus.OK, diff.model_dump(mode="json"))
 
 
-@app.get("/v1/memories/<memory_id>/traces")
+@app.get(
+    "/v1/memories/<memory_id>/traces",
+    summary="The traces that stored or merged into a memory",
+    tags=["memories"],
+    responses=error_responses(404, ok=(HTTPStatus.OK, "Its traces, oldest first.", MemoryTraces)),
+)
 def memory_traces_route(memory_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -117,18 +155,24 @@ def memory_traces_route(memory_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, found.model_dump(mode="json"))
 
 
-@app.get("/v1/users/<user_id>/traces")
+@app.get(
+    "/v1/users/<user_id>/traces",
+    summary="A user's traces, newest first, page by page (`from`, `to`: ISO times)",
+    tags=["traces"],
+    responses=error_responses(ok=(HTTPStatus.OK, "One page of traces.", TracePageView)),
+)
 def user_traces_route(
     user_id: str,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
+    # `from` is a Python keyword: both bounds are named by alias.
+    since_text: Annotated[str | None, Query(alias="from", max_length=64, description=_FROM)] = None,
+    until_text: Annotated[str | None, Query(alias="to", max_length=64, description=_TO)] = None,
 ) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    # `from` is a Python keyword: both bounds are read by name.
-    event = app.current_event
-    since = parse_time_bound("from", event.get_query_string_value("from"))
-    until = parse_time_bound("to", event.get_query_string_value("to"))
+    since = parse_time_bound("from", since_text)
+    until = parse_time_bound("to", until_text)
     page = traces_of_user(
         tenant,
         _checked_user(user_id),
@@ -142,7 +186,12 @@ def user_traces_route(
     return json_response(HTTPStatus.OK, page.model_dump(mode="json"))
 
 
-@app.post("/v1/users/<user_id>/replay")
+@app.post(
+    "/v1/users/<user_id>/replay",
+    summary="Replay a user's traces with a changed config; write nothing",
+    tags=["traces"],
+    responses=error_responses(ok=(HTTPStatus.OK, "The diffs and their totals.", BatchReplay)),
+)
 def replay_user_route(user_id: str, request: BatchReplayRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -159,7 +208,14 @@ def _without_body() -> None:
         raise InvalidQuery("body", "this route takes no body")
 
 
-@app.post("/v1/traces/<trace_id>/rollback")
+@app.post(
+    "/v1/traces/<trace_id>/rollback",
+    summary="Remove exactly what a trace produced; restore what it superseded",
+    tags=["traces"],
+    responses=error_responses(
+        404, 409, ok=(HTTPStatus.OK, "The rollback's audit record.", RollbackRecord)
+    ),
+)
 def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -170,7 +226,12 @@ def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, record.model_dump(mode="json"))
 
 
-@app.post("/v1/search")
+@app.post(
+    "/v1/search",
+    summary="Hybrid search of a user's memories (BM25 + kNN over content and questions)",
+    tags=["memories"],
+    responses=error_responses(ok=(HTTPStatus.OK, "The hits, best first.", SearchResults)),
+)
 def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -181,7 +242,12 @@ def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, found.as_json())
 
 
-@app.get("/v1/memories/<memory_id>")
+@app.get(
+    "/v1/memories/<memory_id>",
+    summary="One memory with its supersession chain and links",
+    tags=["memories"],
+    responses=error_responses(404, ok=(HTTPStatus.OK, "The memory.", MemoryDetailView)),
+)
 def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -189,7 +255,12 @@ def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, detail.as_json())
 
 
-@app.get("/v1/users/<user_id>/memories")
+@app.get(
+    "/v1/users/<user_id>/memories",
+    summary="A user's memories, page by page",
+    tags=["memories"],
+    responses=error_responses(ok=(HTTPStatus.OK, "One page of memories.", MemoryPage)),
+)
 def list_memories_route(
     user_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
@@ -201,25 +272,36 @@ def list_memories_route(
     return json_response(HTTPStatus.OK, page)
 
 
-@app.delete("/v1/users/<user_id>/memories")
+@app.delete(
+    "/v1/users/<user_id>/memories",
+    summary="Erase everything of a user, index included",
+    tags=["memories"],
+    responses=error_responses(ok=(HTTPStatus.OK, "What was removed.", ErasureReport)),
+)
 def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     return json_response(HTTPStatus.OK, erase_user(tenant, _checked_user(user_id), current.query))
 
 
-@app.get("/v1/users/<user_id>/episodes")
-def list_episodes_route(
+@app.get(
+    "/v1/users/<user_id>/episodes",
+    summary="A user's episodes (kept turns), oldest first, page by page",
+    tags=["episodes"],
+    responses=error_responses(ok=(HTTPStatus.OK, "One page of episodes.", EpisodePageView)),
+)
+def list_episodes_route(  # noqa: PLR0917 (query parameters, named by Powertools)
     user_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     status: Annotated[EpisodeStatus | None, Query()] = None,
+    since_text: Annotated[str | None, Query(alias="since", max_length=64)] = None,
+    until_text: Annotated[str | None, Query(alias="until", max_length=64)] = None,
 ) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    event = app.current_event
-    since = parse_time_bound("since", event.get_query_string_value("since"))
-    until = parse_time_bound("until", event.get_query_string_value("until"))
+    since = parse_time_bound("since", since_text)
+    until = parse_time_bound("until", until_text)
     page = list_episodes(
         tenant,
         _checked_user(user_id),
@@ -233,11 +315,17 @@ def list_episodes_route(
     return json_response(HTTPStatus.OK, page)
 
 
-@app.post("/v1/users/<user_id>/backfill")
-def backfill_route(user_id: str) -> Response[dict[str, Any]]:
+@app.post(
+    "/v1/users/<user_id>/backfill",
+    summary="Distil a user's pending episodes with the model, in observed_at order",
+    tags=["episodes"],
+    responses=error_responses(
+        404, 409, ok=(HTTPStatus.OK, "What the backfill did (its own trace).", BackfillResult)
+    ),
+)
+def backfill_route(user_id: str, request: BackfillRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    request = BackfillRequest.parse(app.current_event.body)
     result = backfill_user(
         tenant,
         _checked_user(user_id),
@@ -246,6 +334,28 @@ def backfill_route(user_id: str) -> Response[dict[str, Any]]:
         current.backfill(),
     )
     return json_response(HTTPStatus.OK, result.as_json())
+
+
+@cache
+def _openapi_document() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(OPENAPI_DOCUMENT.read_text(encoding="utf-8"))
+    return loaded
+
+
+@app.get(
+    "/v1/openapi.json",
+    summary="This document (no key needed)",
+    tags=["meta"],
+    responses={
+        HTTPStatus.OK: {
+            "description": "The OpenAPI 3.1 document of this API.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
+def openapi_route() -> Response[dict[str, Any]]:
+    # Public (no authorizer on AWS, no key locally): the tenant is never read here.
+    return json_response(HTTPStatus.OK, _openapi_document())
 
 
 @logger.inject_lambda_context(clear_state=True)

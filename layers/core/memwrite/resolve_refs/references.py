@@ -17,6 +17,9 @@ accumulate: a fuzzy or judged match adds the surface form to the entity.
 
 `resolve_batch` is pure: entities in, resolutions and entity upserts out; the caller loads the
 user's entities and persists the upserts.
+
+Steps 1 and 2 read the entity field with the pronoun and grammar rules of `grammar.py`; the
+alias matching, the judge and the rewriting of candidates are here.
 """
 
 from __future__ import annotations
@@ -27,11 +30,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from functools import lru_cache
 from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from rapidfuzz import fuzz, process, utils
+from rapidfuzz import fuzz, process
 
 from memwrite.candidate import USER_ENTITY, Candidate
 from memwrite.entities import Entity, EntityKind, entity_id_for, merge_entities, normalise_name
@@ -49,7 +51,18 @@ from memwrite.prompts.resolve import (
     ResolveResult,
     render,
 )
-from memwrite.relations import RELATION_SYNONYMS
+from memwrite.resolve_refs.grammar import (
+    POSSESSIVE_PRONOUNS,
+    Ref,
+    RefKind,
+    Relation,
+    classify,
+    is_relation_alias,
+    is_relation_word,
+    name_key,
+    parse_relation,
+    pronoun_fits,
+)
 from memwrite.usage import LlmUsage
 
 __all__ = [
@@ -85,69 +98,7 @@ NICKNAME_MAX_CHARS: Final = 4
 MAX_JUDGE_OPTIONS: Final = 8
 
 _MALFORMED_ATTEMPTS: Final = 2  # the first answer plus one retry
-# Names and aliases are re-read for every claim of a batch; their parsing is cached per process.
-_PARSE_CACHE_SIZE: Final = 4_096
 
-_SELF_WORDS: Final = frozenset(
-    # "we" is the user's own group: the rule extractor files "we decided" under the user too.
-    {"user", "the user", "i", "me", "my", "mine", "myself", "we", "us", "our", "ourselves"}
-)
-_SHE: Final = frozenset({"she", "her", "hers", "herself"})
-_HE: Final = frozenset({"he", "him", "his", "himself"})
-_THEY: Final = frozenset({"they", "them", "their", "theirs", "themselves", "themself"})
-_IT: Final = frozenset({"it", "its", "itself"})
-_POSSESSIVE_PRONOUNS: Final = frozenset({"his", "hers", "their", "theirs", "its"})
-# References that point without naming: they are never a new entity.
-_VAGUE_WORDS: Final = frozenset(
-    {
-        "this",
-        "that",
-        "these",
-        "those",
-        "someone",
-        "somebody",
-        "something",
-        "everyone",
-        "everybody",
-        "anyone",
-        "anybody",
-        "one",
-        "here",
-        "there",
-        "he or she",
-        "him or her",
-    }
-)
-_DETERMINERS_RE: Final = re.compile(r"^(?:the|this|that|these|those|a|an)\s")
-_POSSESSIVE_RE: Final = re.compile(r"^(?:my|the user['’]s|user['’]s)\s+(?P<noun>\S.*)$")
-_HONORIFICS: Final = frozenset({"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "madam"})
-
-# Modifiers that do not change who is meant: "my older sister" is "my sister".
-_DROPPED_MODIFIERS: Final = frozenset(
-    {"older", "younger", "little", "big", "baby", "twin", "eldest", "oldest", "youngest", "new"}
-)
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_FEMALE_RELATIONS: Final = _words(
-    "sister mother wife girlfriend daughter aunt niece grandmother granddaughter stepmom "
-    "stepmother stepdaughter stepsister godmother goddaughter"
-)
-_MALE_RELATIONS: Final = _words(
-    "brother father husband boyfriend son uncle nephew grandfather grandson stepdad "
-    "stepfather stepson stepbrother godfather godson"
-)
-_NEUTRAL_RELATIONS: Final = _words(
-    "spouse partner fiance child twin cousin friend roommate flatmate housemate boss "
-    "manager supervisor coworker colleague cofounder mentor therapist neighbor teammate"
-)
-_PET_RELATIONS: Final = frozenset({"dog", "cat", "pet"})
-_RELATION_NOUNS: Final = _FEMALE_RELATIONS | _MALE_RELATIONS | _NEUTRAL_RELATIONS | _PET_RELATIONS
-# Words that qualify a relation noun without being one: "ex wife", "sister in law".
-_RELATION_GLUE: Final = frozenset({"ex", "late", "step", "in", "law", "best", "god"})
 # Predicates only a person has: the subject of "lives_in" is a new person, not a thing.
 _PERSON_PREDICATES: Final = frozenset(
     {
@@ -223,134 +174,6 @@ class BatchResolution:
     judge_malformed: int = 0  # malformed judge answers: the `resolve_json_fail` metric
 
 
-# --------------------------------------------------------------------------------------------
-# References: what a candidate's entity field says, before any lookup
-# --------------------------------------------------------------------------------------------
-
-
-class _RefKind(StrEnum):
-    SELF = "self"
-    PRONOUN = "pronoun"
-    RELATION = "relation"
-    VAGUE = "vague"
-    NAME = "name"
-
-
-class _Gender(StrEnum):
-    SHE = "she"
-    HE = "he"
-
-
-@dataclass(frozen=True)
-class _Relation:
-    """A possessive reference: "my older sister" -> words "sister", alias "my sister"."""
-
-    words: str
-    kind: EntityKind
-    gender: _Gender | None
-
-    @property
-    def alias(self) -> str:
-        return f"my {self.words}"
-
-    @property
-    def placeholder(self) -> str:
-        """The canonical name of a relative nobody has named yet."""
-        return f"the user's {self.words}"
-
-
-@dataclass(frozen=True)
-class _Ref:
-    kind: _RefKind
-    surface: str
-    relation: _Relation | None = None
-
-
-@lru_cache(maxsize=_PARSE_CACHE_SIZE)
-def _relation(noun: str) -> _Relation:
-    """The canonical relation of a noun phrase: synonyms mapped, identity-neutral modifiers
-    dropped, hyphens and underscores as spaces ("my older sister-in-law" -> "sister in law").
-    Its kind is a person or a pet only when every word is relation vocabulary, so "my dog" is
-    a pet and "my dog park" is not."""
-    noun = normalise_name(noun)
-    noun = RELATION_SYNONYMS.get(noun, noun)
-    words = [RELATION_SYNONYMS.get(w, w) for w in re.split(r"[\s_]+|(?<=\w)-(?=\w)", noun)]
-    kept = [w for w in words if w not in _DROPPED_MODIFIERS] or words
-    parts = set(kept)
-    if parts & _FEMALE_RELATIONS and not parts & _MALE_RELATIONS:
-        gender: _Gender | None = _Gender.SHE
-    elif parts & _MALE_RELATIONS and not parts & _FEMALE_RELATIONS:
-        gender = _Gender.HE
-    else:
-        gender = None
-    nouns = parts & _RELATION_NOUNS
-    if not nouns or not parts <= _RELATION_NOUNS | _RELATION_GLUE:
-        kind = EntityKind.OTHER
-    elif nouns <= _PET_RELATIONS:
-        kind = EntityKind.PET
-    else:
-        kind = EntityKind.PERSON
-    return _Relation(" ".join(kept), kind, gender)
-
-
-def _is_relation_word(noun: str) -> bool:
-    return _relation(noun).kind is not EntityKind.OTHER
-
-
-def _classify(surface: str) -> _Ref:
-    norm = normalise_name(surface)
-    if norm in _SELF_WORDS:
-        return _Ref(_RefKind.SELF, surface)
-    if norm in _SHE | _HE | _THEY | _IT:
-        return _Ref(_RefKind.PRONOUN, surface)
-    possessive = _POSSESSIVE_RE.match(norm)
-    if possessive:
-        return _Ref(_RefKind.RELATION, surface, _relation(possessive.group("noun")))
-    if _is_relation_word(norm):
-        return _Ref(_RefKind.RELATION, surface, _relation(norm))  # "Mom", "sister"
-    if norm in _VAGUE_WORDS or not _name_key(surface):
-        return _Ref(_RefKind.VAGUE, surface)
-    if _DETERMINERS_RE.match(surface):
-        return _Ref(_RefKind.VAGUE, surface)  # "the project"; "The Beatles" is a name
-    return _Ref(_RefKind.NAME, surface)
-
-
-@lru_cache(maxsize=_PARSE_CACHE_SIZE)
-def _name_key(name: str) -> str:
-    """What fuzzy matching compares: lowercase alphanumerics, without titles ("Mr. Patel" ->
-    "patel"), since a title is how a name is used, not part of it."""
-    tokens = utils.default_process(name).split()
-    kept = [t for t in tokens if t not in _HONORIFICS]
-    return " ".join(kept or tokens)
-
-
-@lru_cache(maxsize=_PARSE_CACHE_SIZE)
-def _is_relation_alias(alias: str) -> bool:
-    return bool(_POSSESSIVE_RE.match(normalise_name(alias)))
-
-
-def _gender_of(entity: Entity) -> _Gender | None:
-    """The gender its relation aliases agree on ("my sister" -> she); None if unknown."""
-    genders = {_relation(alias).gender for alias in entity.aliases if _is_relation_alias(alias)}
-    genders.discard(None)
-    return genders.pop() if len(genders) == 1 else None
-
-
-def _compatible(pronoun: str, entity: Entity) -> bool:
-    """Whether a pronoun can mean the entity; unknown gender fits he, she and they."""
-    if entity.is_user:
-        return False
-    if pronoun in _THEY:
-        return True
-    if pronoun in _IT:
-        return entity.kind is not EntityKind.PERSON
-    if entity.kind not in (EntityKind.PERSON, EntityKind.PET, EntityKind.OTHER):
-        return False
-    gender = _gender_of(entity)
-    wanted = _Gender.SHE if pronoun in _SHE else _Gender.HE
-    return gender is None or gender is wanted
-
-
 def _is_variant(query: str, choice: str) -> bool:
     """Whether a high-scoring `query` looks like a form of `choice` rather than another name:
     near-identical spelling, a subset of its words (initials allowed: "Priya S."), or a short
@@ -387,7 +210,7 @@ class _Decision:
 class _Pending:
     """A reference for the judge; name references with the same words share one."""
 
-    ref: _Ref
+    ref: Ref
     options: list[str]
     new_kind: EntityKind | None  # None: "new" is no answer (pronouns, relations, "this")
     candidate_indexes: list[int] = field(default_factory=list)
@@ -437,7 +260,7 @@ class _Batch:
             i for i in entity_ids if any(normalise_name(a) == key for a in self.entities[i].aliases)
         ]
 
-    def by_relation(self, relation: _Relation) -> list[str]:
+    def by_relation(self, relation: Relation) -> list[str]:
         """The entities called "my <relation>"; once one of them has a name, the placeholder
         created before the name was known ("the user's manager") steps aside."""
         matches = self.with_alias((e.entity_id for e in self.others()), relation.alias)
@@ -446,16 +269,16 @@ class _Batch:
         return named or matches
 
     def exact(self, surface: str) -> list[str]:
-        key = _name_key(surface)
+        key = name_key(surface)
         return [
-            e.entity_id for e in self.others() if any(_name_key(n) == key for n in _plain_names(e))
+            e.entity_id for e in self.others() if any(name_key(n) == key for n in _plain_names(e))
         ]
 
     def fuzzy(self, surface: str) -> tuple[list[str], list[str]]:
         """(accepted, band): entities whose best name is an accepted variant, and every entity
         scoring at least FUZZY_AMBIGUOUS, best first."""
-        query = _name_key(surface)
-        choices = [(_name_key(n), e.entity_id) for e in self.others() for n in _plain_names(e)]
+        query = name_key(surface)
+        choices = [(name_key(n), e.entity_id) for e in self.others() for n in _plain_names(e)]
         best: dict[str, tuple[float, bool]] = {}
         for choice, score, index in process.extract(
             query,
@@ -478,11 +301,11 @@ class _Batch:
 
 def _plain_names(entity: Entity) -> list[str]:
     """The names fuzzy matching may hit: the name and aliases, not "my sister"-style ones."""
-    return [n for n in (entity.name, *entity.aliases) if not _is_relation_alias(n)]
+    return [n for n in (entity.name, *entity.aliases) if not is_relation_alias(n)]
 
 
 def _name_kind(candidate: Candidate) -> EntityKind:
-    if candidate.attribute in _PERSON_PREDICATES or _is_relation_word(candidate.attribute):
+    if candidate.attribute in _PERSON_PREDICATES or is_relation_word(candidate.attribute):
         return EntityKind.PERSON
     return EntityKind.OTHER
 
@@ -517,13 +340,13 @@ def _resolve_name(
 def _resolve_relation_object(batch: _Batch, candidate: Candidate, turn: int, text: str) -> None:
     """ "user | sister | Ana": Ana is a person with the alias "my sister". When Ana's name is
     ambiguous, an option already called "my sister" settles it; otherwise nothing is learnt."""
-    if candidate.negated or _classify(candidate.entity).kind is not _RefKind.SELF:
+    if candidate.negated or classify(candidate.entity).kind is not RefKind.SELF:
         return
-    if not _is_relation_word(candidate.attribute):
+    if not is_relation_word(candidate.attribute):
         return
-    if _classify(candidate.value).kind is not _RefKind.NAME:
+    if classify(candidate.value).kind is not RefKind.NAME:
         return
-    relation = _relation(candidate.attribute)
+    relation = parse_relation(candidate.attribute)
     outcome = _resolve_name(batch, candidate.value, relation.kind, [relation.alias])
     if isinstance(outcome, list):
         same_relation = batch.with_alias(outcome, relation.alias)
@@ -545,9 +368,9 @@ def _offset(words: str, candidate: Candidate, text: str) -> int | None:
     return None if match is None else start + match.start()
 
 
-def _resolve_direct(batch: _Batch, ref: _Ref, candidate: Candidate) -> _Decision | _Pending:
+def _resolve_direct(batch: _Batch, ref: Ref, candidate: Candidate) -> _Decision | _Pending:
     """Steps 1-3 for every reference that does not depend on the batch window."""
-    if ref.kind is _RefKind.SELF:
+    if ref.kind is RefKind.SELF:
         return _Decision(batch.user_entity_id, ResolutionMethod.SELF)
     if ref.relation is not None:
         matches = batch.by_relation(ref.relation)
@@ -573,7 +396,7 @@ def _scan_mentions(batch: _Batch, texts: Sequence[str]) -> None:
     sister") match in any case, names only as written, so "may" is not "May"."""
     for entity in batch.others():
         for name in (entity.name, *entity.aliases):
-            flags = re.IGNORECASE if _is_relation_alias(name) else 0
+            flags = re.IGNORECASE if is_relation_alias(name) else 0
             words = r"\s+".join(re.escape(w) for w in name.split())
             pattern = re.compile(rf"(?<!\w){words}(?!\w)", flags)
             for turn, text in enumerate(texts):
@@ -594,15 +417,15 @@ def _window(batch: _Batch, turn: int, before: int) -> list[str]:
 
 
 def _resolve_in_window(
-    batch: _Batch, ref: _Ref, candidate: Candidate, turn: int, text: str
+    batch: _Batch, ref: Ref, candidate: Candidate, turn: int, text: str
 ) -> _Decision | _Pending | str:
     """Step 1 for pronouns and vague references; a string is why it cannot be resolved.
     "She told me Priya left" does not make Priya "she": only what comes before counts."""
     before = _offset(ref.surface, candidate, text)
     window = _window(batch, turn, len(text) if before is None else before)
-    if ref.kind is _RefKind.PRONOUN:
+    if ref.kind is RefKind.PRONOUN:
         pronoun = normalise_name(ref.surface)
-        window = [i for i in window if _compatible(pronoun, batch.entities[i])]
+        window = [i for i in window if pronoun_fits(pronoun, batch.entities[i])]
         if len(window) == 1:
             entity = batch.entities[window[0]]
             entity_id, _ = batch.see(entity.name, entity.kind)
@@ -617,11 +440,11 @@ def _resolve_in_window(
 # --------------------------------------------------------------------------------------------
 
 
-_JUDGE_KINDS: Final[dict[_RefKind, ReferenceKind]] = {
-    _RefKind.NAME: "name",
-    _RefKind.PRONOUN: "pronoun",
-    _RefKind.RELATION: "relation",
-    _RefKind.VAGUE: "vague",
+_JUDGE_KINDS: Final[dict[RefKind, ReferenceKind]] = {
+    RefKind.NAME: "name",
+    RefKind.PRONOUN: "pronoun",
+    RefKind.RELATION: "relation",
+    RefKind.VAGUE: "vague",
 }
 
 
@@ -726,7 +549,7 @@ def _apply_decision(
         entity_id, added = batch.see(item.ref.surface.strip(), kind)
         return _Decision(entity_id, ResolutionMethod.LLM, added)
     entity = batch.entities[chosen]
-    aliases = [item.ref.surface] if item.ref.kind is _RefKind.NAME else []
+    aliases = [item.ref.surface] if item.ref.kind is RefKind.NAME else []
     entity_id, added = batch.see(entity.name, entity.kind, aliases)
     return _Decision(entity_id, ResolutionMethod.LLM, added)
 
@@ -774,7 +597,7 @@ def _find(words: str, text: str) -> re.Match[str] | None:
     return re.search(rf"(?<!\w){pattern}(?!\w)", text, re.IGNORECASE)
 
 
-def _rewritten(candidate: Candidate, ref: _Ref, entity: Entity | None) -> Candidate | str:
+def _rewritten(candidate: Candidate, ref: Ref, entity: Entity | None) -> Candidate | str:
     """The candidate with its entity set to the canonical name and its text naming it; a
     string says why that is impossible."""
     if entity is None:
@@ -788,8 +611,8 @@ def _rewritten(candidate: Candidate, ref: _Ref, entity: Entity | None) -> Candid
         return _DETAIL_NOT_IN_TEXT
     replacement = name
     lowered = normalise_name(ref.surface)
-    if ref.kind is _RefKind.PRONOUN and (
-        lowered in _POSSESSIVE_PRONOUNS
+    if ref.kind is RefKind.PRONOUN and (
+        lowered in POSSESSIVE_PRONOUNS
         or (lowered == "her" and re.match(r"\s+\w", candidate.text[match.end() :]))
     ):
         replacement = f"{name}'s"  # "her new job" -> "Ana's new job"
@@ -805,11 +628,11 @@ def _rewritten(candidate: Candidate, ref: _Ref, entity: Entity | None) -> Candid
 
 
 def _resolution(
-    batch: _Batch, candidate: Candidate, ref: _Ref, outcome: _Decision | str
+    batch: _Batch, candidate: Candidate, ref: Ref, outcome: _Decision | str
 ) -> Resolution:
     if isinstance(outcome, str):
         return Unresolved(candidate=candidate, detail=outcome)
-    entity = None if ref.kind is _RefKind.SELF else batch.entities[outcome.entity_id]
+    entity = None if ref.kind is RefKind.SELF else batch.entities[outcome.entity_id]
     rewritten = _rewritten(candidate, ref, entity)
     if isinstance(rewritten, str):
         return Unresolved(candidate=candidate, detail=rewritten)
@@ -849,7 +672,7 @@ def resolve_batch(
     batch = _Batch(tenant, user_id, at, {e.entity_id: e for e in known})
     texts = list(turns.values())
     turn_index = {turn_id: index for index, turn_id in enumerate(turns)}
-    refs = [_classify(candidate.entity) for candidate in candidates]
+    refs = [classify(candidate.entity) for candidate in candidates]
 
     def turn_of(i: int) -> int:
         return turn_index.get(candidates[i].source_turn_id or "", len(texts))
@@ -858,7 +681,7 @@ def resolve_batch(
         return turns.get(candidates[i].source_turn_id or "", "")
 
     order = sorted(range(len(candidates)), key=turn_of)
-    in_window = (_RefKind.PRONOUN, _RefKind.VAGUE)
+    in_window = (RefKind.PRONOUN, RefKind.VAGUE)
     # Relation claims first: "my sister Ana" teaches the alias every later step relies on.
     for i in order:
         _resolve_relation_object(batch, candidates[i], turn_of(i), text_of(i))
@@ -882,7 +705,7 @@ def resolve_batch(
         if isinstance(outcome, _Pending):
             # One decision per ambiguous name, so the judge cannot split its claims up.
             named = outcome.new_kind is not None
-            key = ("name", _name_key(refs[i].surface)) if named else ("at", str(i))
+            key = ("name", name_key(refs[i].surface)) if named else ("at", str(i))
             pending.setdefault(key, outcome).candidate_indexes.append(i)
     judged = _judge_all(batch, list(pending.values()), candidates, turns, judge=judge, model=model)
     final = {i: o for i, o in outcomes.items() if not isinstance(o, _Pending)} | judged.outcomes

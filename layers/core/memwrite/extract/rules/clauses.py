@@ -1,0 +1,390 @@
+"""Clause machinery: cut a turn into clauses, strip filler, read guards, questions, negations
+and continuations, and ask the rule table what each clause body claims."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from memwrite.extract.rules.engine import (
+    INITIALS_END_RE,
+    Claim,
+    Context,
+    Found,
+    is_name,
+    relation_claim,
+)
+from memwrite.extract.rules.instructions import (
+    INSTRUCTION_LEAD_RE,
+    INSTRUCTION_QUESTION_RE,
+    instruction_claim,
+)
+from memwrite.extract.rules.table import match_rules
+from memwrite.extract.rules.vocabulary import (
+    APOS,
+    BE_SIMPLE,
+    NAME_TOKEN,
+    RELATION,
+    SUBJECT,
+    verbose,
+)
+
+# A clause (or the unmatched rest of one) this long may carry knowledge the rules missed.
+MIN_UNCOVERED_WORDS: Final = 4
+# DESIGN.md section 2: hypotheticals, role-play, sarcasm and "basically" framings get <= 0.3.
+REASON_HYPOTHETICAL: Final = "hypothetical"
+
+_ABBREVIATIONS: Final = frozenset(
+    {"mr", "mrs", "ms", "dr", "st", "mt", "ft", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e"}
+)
+# Enough characters before a full stop to see the word it ends.
+_ABBREVIATION_WINDOW: Final = 40
+# Company suffixes end a sentence only when a capital follows ("Acme Corp. I love it").
+_COMPANY_ABBREVIATIONS: Final = frozenset({"inc", "corp", "ltd", "co", "llc"})
+
+# Guarded tenses: "if I lived in Paris" is read as "I live in Paris", then downgraded.
+_SUBJUNCTIVE_PRESENT: Final[dict[str, str]] = {
+    "lived": "live",
+    "worked": "work",
+    "was": "am",
+    "were": "am",
+    "had": "have",
+    "used": "use",
+    "loved": "love",
+    "liked": "like",
+    "hated": "hate",
+}
+
+_SUBJECT_RE = verbose(SUBJECT)
+_BE_SIMPLE_RE = verbose(BE_SIMPLE)
+# "and" followed by a verb phrase, not by a new subject (the clause splitter took those).
+_CONTINUATION_RE = re.compile(r"\s*,?\s*(?i:and)\s+(?!(?:I|i|[Mm]y|[Ww]e)\b)")
+
+# Relation names found anywhere in a clause: "I had lunch with my sister Ana".
+_RELATION_APPOSITION_RE = verbose(
+    rf"""(?<![\w])(?i:my)\s+{RELATION}\s+(?P<value>{NAME_TOKEN}(?:\s+{NAME_TOKEN})?)"""
+)
+
+_SENTENCE_BREAK_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s|$)|\n+|;|\s+[-–—]+\s+|[—–]")
+_WORD_BEFORE_RE = re.compile(r"([\w.]+)$")
+_CLAUSE_BREAK_RE = verbose(
+    r"""
+      ,\s*(?:(?i:and|but|so)\s+)?(?=(?:I|i|[Mm]y|[Ww]e)\b)
+    | \s+(?i:and|so)\s+(?=(?:I|i|my|we)\b)
+    | ,?\s+(?i:but)\s+
+    | ,\s*(?=(?i:what|where|who|how|why|when|which|do\s+you|did\s+you|can\s+you|could\s+you
+              |would\s+you|will\s+you|any\s+(?:tips|ideas|suggestions))\b)
+    | :\s+
+    """
+)
+_TRIM_CHARS = " \t\r\n.,!?;:…\"'”“’‘()[]-–—*"
+
+_LEADING_FILLER_RE = re.compile(
+    r"(?:(?i:so|well|oh|ah|also|and|but|plus|actually|honestly|anyway|anyways|btw|by\s+the\s+way"
+    r"|yeah|yes|yep|yup|ok|okay|hey|hi|hello|um+|uh+|hmm+|fyi|just\s+so\s+you\s+know"
+    r"|for\s+the\s+record|to\s+be\s+honest|tbh|fun\s+fact|as\s+you\s+know|in\s+fact|lol|haha\w*"
+    r"|fwiw|for\s+context|quick\s+update|update|(?:please\s+)?remember\s+that|note\s+that"
+    r"|heads\s+up|just\s+to\s+let\s+you\s+know|for\s+your\s+info|oh\s+and|right|sure|now"
+    r"|nowadays|these\s+days|currently)(?![\w'’])[\s,:!.\-]*)+"
+)
+# Hedges lower confidence only when a first-person claim follows: "I think I'm allergic".
+_HEDGE_RE = re.compile(
+    r"(?i:i\s+think|i\s+guess|i\s+believe|i\s+suppose|probably|maybe|perhaps)(?![\w'’])"
+    r"\s*,?\s*(?:(?i:that)\s+)?(?=(?:I|i|[Mm]y|[Ww]e)\b)"
+)
+# Hypothetical framings that open a clause; the rest of the sentence inherits them.
+_GUARD_START_RE = re.compile(
+    r"(?i:even\s+if|what\s+if|if|imagine(?:\s+if)?|suppose|supposing|let['’]s\s+say|pretend"
+    r"|hypothetically|in\s+another\s+life|in\s+a\s+parallel\s+universe|assuming|i\s+wish)"
+    r"(?![\w'’])(?:\s+(?i:that))?\s*,?\s*"
+)
+# Hedges inside a claim: "I'm basically a chef" is a framing, not a job.
+_GUARD_HEDGE_RE = re.compile(
+    r"\s+(?i:basically|practically|pretty\s+much|more\s+or\s+less|kind\s+of|sort\s+of|kinda"
+    r"|sorta)(?=\s+(?i:an?\s|live|work|the|from|allergic|vegan|vegetarian))"
+)
+ROLE_PLAY_RE = re.compile(
+    r"(?i:role[\s-]?play|\brp\b|in\s+character|let['’]s\s+play\s+a\s+game|\bact\s+as\b"
+    r"|you\s+are\s+now|pretend\s+(?:to\s+be|you['’]re|you\s+are))"
+)
+SARCASM_RE = re.compile(r"(?:^|\s)/s\b|(?i:\byeah,?\s+right\b|\bsure,?\s+jan\b)")
+_SUBJUNCTIVE_RE = re.compile(
+    r"\b(?P<subj>I|i|we|We)\s+(?P<verb>(?i:lived|worked|was|were|had|used|loved|liked|hated))\b"
+)
+
+_NEGATION_PRESENT_RE = re.compile(
+    rf"(?i:\bdo(?:n{APOS}?t|\s+not)\b|\bdoes(?:n{APOS}?t|\s+not)\b|\bno\s+longer\b|\bnot\b"
+    rf"|\bis(?:n{APOS}?t)\b|\bare(?:n{APOS}?t)\b|\bany\s?more\b)"
+)
+_NEGATION_DO_RE = re.compile(rf"\b(?i:do|does)(?:\s+not|n{APOS}?t)\s+")
+_NEGATION_NO_LONGER_RE = re.compile(r"\s*\b(?i:no\s+longer)\b")
+_NEGATION_BE_RE = re.compile(
+    rf"(?P<be>{APOS}m|\s+am|{APOS}s|\s+is|{APOS}re|\s+are|{APOS}ve\s+been|\s+has\s+been)"
+    r"\s+(?i:not|no\s+longer)\b"
+)
+_NEGATION_BE_CONTRACTED_RE = re.compile(rf"\b(?P<be>(?i:is|are))n{APOS}?t\b")
+_NEGATION_ANYMORE_RE = re.compile(r"\s+(?i:any\s?more)\b")
+_RETRACTION_RE = re.compile(r"(?i:\bno\s+longer\b|\bany\s?more\b)")
+
+_QUESTION_START_RE = re.compile(
+    r"(?i:(?:do|does|did|is|are|am|was|were|can|could|would|will|should|shall|have|has|may"
+    r"|might)\s+(?:i|you|we|they|it|he|she|there|my|your|this|that|the)\b"
+    r"|(?:what|where|who|how|why|when|which)(?:['’]s|\s+(?:do|does|did|is|are|was|were|can"
+    r"|could|should|would|will|shall|might|may)\b))"
+)
+_FIRST_PERSON_START_RE = re.compile(r"(?:I|i|[Mm]y|[Ww]e)\b")
+_CAPITAL_I_RE = re.compile(r"\bI\b")
+_CAPITAL_NEXT_RE = re.compile(r"\s+[A-Z]")
+_INITIALS_RE = re.compile(r"(?:[a-z]\.)+[a-z]")
+_WORD_RE = re.compile(r"[^\W_][\w'’-]*")
+_LOWER_TYPING_RE = re.compile(r"(?:^|[^\w'’])i(?:[^\w]|$)")
+# Pleasantries carry no knowledge wherever they appear.
+_PLEASANTRY_RE = re.compile(
+    r"(?i:\b(?:thanks?(?:\s+you)?(?:\s+(?:so|very)\s+much|\s+a\s+lot)?(?:\s+for\s+(?:that|this"
+    r"|the\s+help|your\s+help|everything|asking))?|thx|ty|haha\w*|hah|ha|lol|lmao|rofl"
+    r"|good\s+(?:morning|afternoon|evening|night)|hi|hello|hey|ok|okay|kk?|sure|cool|great"
+    r"|nice|awesome|got\s+it|sounds\s+good|yeah|yes|yep|yup|no|nope|bye|goodbye"
+    r"|see\s+you(?:\s+later)?|cheers|you['’]re\s+welcome|no\s+worries|perfect|exactly|right"
+    r"|fair\s+enough|makes\s+sense|(?:i\s+)?appreciate\s+it|that['’]s\s+(?:so\s+|really\s+"
+    r"|very\s+|super\s+)?(?:helpful|great|perfect|awesome|amazing|good|cool|nice|fair|fine"
+    r"|true|funny|interesting|wild)|that\s+was\s+(?:so\s+|really\s+|very\s+|super\s+)?helpful"
+    r"|never\s*mind|wow|interesting|hmm+|ugh|oops|sorry|my\s+bad)\b)"
+)
+# Adverbs left over around a matched claim ("I live in Berlin now"); in an unmatched clause
+# they still count, so a real statement is not shrunk below the threshold.
+_RESIDUAL_FILLER_RE = re.compile(
+    r"(?i:\b(?:by\s+the\s+way|btw|actually|honestly|really|now|any\s?more|these\s+days|too"
+    r"|as\s+well|though|currently|right\s+now|at\s+the\s+moment|also|just|so|well|oh|ah|and"
+    r"|but|um+|uh+|please|from\s+now\s+on|lately|nowadays|totally|definitely|indeed"
+    r"|of\s+course|for\s+sure|you\s+know|i\s+mean|like)\b)"
+)
+
+
+def _negation_rewrite(body: str) -> str:
+    """Turn a retraction into the plain claim it retracts: "I don't live in X anymore"."""
+    body = _NEGATION_DO_RE.sub("", body, count=1)
+    body = _NEGATION_NO_LONGER_RE.sub("", body, count=1)
+    body = _NEGATION_BE_RE.sub(lambda m: m.group("be"), body, count=1)
+    body = _NEGATION_BE_CONTRACTED_RE.sub(lambda m: m.group("be"), body, count=1)
+    return _NEGATION_ANYMORE_RE.sub("", body)
+
+
+def _subjunctive_rewrite(body: str) -> str:
+    return _SUBJUNCTIVE_RE.sub(
+        lambda m: f"{m.group('subj')} {_SUBJUNCTIVE_PRESENT[m.group('verb').lower()]}", body
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Clauses
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Clause:
+    start: int
+    end: int
+    text: str
+    terminator: str
+    sentence: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    claims: tuple[Claim, ...]
+    covered: bool
+    guard: str | None
+    opens_guard: bool
+
+
+def split_clauses(text: str) -> list[Clause]:
+    clauses: list[Clause] = []
+    sentence_start = 0
+    sentence = 0
+    for m in _SENTENCE_BREAK_RE.finditer(text):
+        if m.group() == "." and not _is_sentence_end(text, m.start(), m.end()):
+            continue
+        terminator = "?" if "?" in m.group() else m.group().strip()[:1]
+        clauses.extend(_split_sentence(text, sentence_start, m.start(), terminator, sentence))
+        sentence_start, sentence = m.end(), sentence + 1
+    clauses.extend(_split_sentence(text, sentence_start, len(text), "", sentence))
+    return clauses
+
+
+def _is_sentence_end(text: str, dot: int, after: int) -> bool:
+    before = _WORD_BEFORE_RE.search(text, max(0, dot - _ABBREVIATION_WINDOW), dot)
+    written = before.group(1) if before else ""
+    word = written.lower()
+    # "Dr.", "e.g.", "U.S." and the initial in "John F. Kennedy" do not end a sentence.
+    initial = len(written) == 1 and written.isupper() and written != "I"
+    if word in _ABBREVIATIONS or _INITIALS_RE.fullmatch(word) or initial:
+        return False
+    if word in _COMPANY_ABBREVIATIONS:
+        return _CAPITAL_NEXT_RE.match(text, after) is not None
+    return True
+
+
+def _split_sentence(
+    text: str, start: int, end: int, terminator: str, sentence: int
+) -> list[Clause]:
+    pieces: list[tuple[int, int]] = []
+    cursor = start
+    for m in _CLAUSE_BREAK_RE.finditer(text, start, end):
+        pieces.append((cursor, m.start()))
+        cursor = m.end()
+    pieces.append((cursor, end))
+    clauses = []
+    for index, piece in enumerate(pieces):
+        a, b = _trim(text, *piece)
+        if a < b:
+            last = index == len(pieces) - 1
+            clauses.append(Clause(a, b, text[a:b], terminator if last else ",", sentence))
+    return clauses
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start] in _TRIM_CHARS:
+        start += 1
+    while end > start and text[end - 1] in _TRIM_CHARS:
+        if text[end - 1] == "." and INITIALS_END_RE.search(text, start, end):
+            break
+        end -= 1
+    return start, end
+
+
+def content_words(text: str, *, residual: bool) -> int:
+    text = _PLEASANTRY_RE.sub(" ", text)
+    if residual:
+        text = _RESIDUAL_FILLER_RE.sub(" ", text)
+    return len(_WORD_RE.findall(text))
+
+
+def _is_lowercase_typing(clause: str) -> bool:
+    """No capitals anywhere except a leading one, and a lowercase 'i' or a lowercase start."""
+    rest = _CAPITAL_I_RE.sub("", clause[1:])
+    if any(c.isupper() for c in rest):
+        return False
+    return clause[:1].islower() or _LOWER_TYPING_RE.search(clause) is not None
+
+
+def _is_question(body: str, terminator: str) -> bool:
+    if _QUESTION_START_RE.match(body):
+        return True
+    return terminator == "?" and not _FIRST_PERSON_START_RE.match(body)
+
+
+def analyse_clause(clause: Clause, *, inherited_guard: str | None) -> Outcome:
+    text = clause.text
+    pos = _end_of(_LEADING_FILLER_RE, text, 0)
+    body = text[pos:]
+    if not body:
+        return Outcome((), True, inherited_guard, False)
+
+    lead = INSTRUCTION_LEAD_RE.match(body)
+    if lead:
+        body = body[lead.end() :]
+    hedge = _HEDGE_RE.match(body)
+    if hedge:
+        body = body[hedge.end() :]
+
+    guard = inherited_guard
+    opens_guard = False
+    guard_start = _GUARD_START_RE.match(body)
+    if guard_start:
+        body, guard, opens_guard = body[guard_start.end() :], REASON_HYPOTHETICAL, True
+    elif _GUARD_HEDGE_RE.search(body):
+        body, guard = _GUARD_HEDGE_RE.sub("", body), REASON_HYPOTHETICAL
+    if guard:
+        body = _subjunctive_rewrite(body)
+
+    if guard is None and _is_question(body, clause.terminator):
+        ask = INSTRUCTION_QUESTION_RE.match(body)
+        claim = (
+            instruction_claim(body[ask.end() :], lead=lead is not None, asked=True) if ask else None
+        )
+        return Outcome((claim,) if claim else (), True, None, False)
+
+    ctx = Context(lowercase_typing=_is_lowercase_typing(text), negated=False)
+    found = match_rules(body, ctx)
+    if found is None and guard is None:
+        claim = instruction_claim(body, lead=lead is not None)
+        if claim:
+            found = Found((claim,), len(body))
+    unclear_negation = False
+    if found is None and _NEGATION_PRESENT_RE.search(body):
+        negated_ctx = Context(lowercase_typing=ctx.lowercase_typing, negated=True)
+        rewritten = _negation_rewrite(body)
+        retraction = match_rules(rewritten, negated_ctx)
+        # Only "anymore" or "no longer" retracts: "I'm not from Texas" is not "no longer from
+        # Texas", "I don't love winter" is not "no longer loves winter". Any other negation of
+        # a claim is the LLM's to word.
+        # The rewrite deletes words: a value that reads across a deleted "anymore" ("I use
+        # live anymore Berlin" -> "live Berlin") was never said, so that retraction defers.
+        said = retraction is not None and all(
+            claim.value.lower() in body.lower() for claim in retraction.claims
+        )
+        if retraction is not None and said and _RETRACTION_RE.search(body):
+            ctx, body, found = negated_ctx, rewritten, retraction
+        elif retraction is not None:
+            unclear_negation = True
+
+    claims, rest = _continue_claims(body, found, ctx) if found else ((), body)
+    appositions = _appositions(rest, ctx)
+    claims = (*claims, *appositions)
+    rest = _RELATION_APPOSITION_RE.sub(" ", rest) if appositions else rest
+
+    # Unnamed people and "and ..." after a retraction are knowledge the rules can't pin down.
+    ambiguous = ctx.negated and _CONTINUATION_RE.match(rest) is not None
+    if (found is not None and found.unresolved) or ambiguous or unclear_negation:
+        covered = False
+    elif guard is not None and (opens_guard or inherited_guard or claims):
+        covered = True
+    else:
+        covered = content_words(rest, residual=found is not None) < MIN_UNCOVERED_WORDS
+    return Outcome(claims, covered, guard, opens_guard)
+
+
+_NEW_SUBJECT_RE = re.compile(
+    r"(?i:the|my|our|your|his|her|their|we|he|she|they|it|this|that|there)(?![\w'-])"
+)
+
+
+def _continue_claims(body: str, found: Found, ctx: Context) -> tuple[tuple[Claim, ...], str]:
+    """'I live in Berlin and work at SAP': the subject (and its 'am') carries over each 'and'.
+
+    After a retraction the scope of the negation is ambiguous ("I don't live in Berlin anymore
+    and work at SAP"), so nothing carries over there.
+    """
+    claims, rest = found.claims, body[found.end :]
+    subject = _SUBJECT_RE.match(body)
+    if subject is None or found.unresolved or ctx.negated:
+        return claims, rest
+    be = _BE_SIMPLE_RE.match(body, subject.end())
+    prefixes = [subject.group()] + ([body[: be.end()]] if be else [])
+    while cont := _CONTINUATION_RE.match(rest):
+        tail = rest[cont.end() :]
+        if _NEW_SUBJECT_RE.match(tail):
+            return claims, rest  # "..., and the audit slipped": a new clause, not a continuation
+        for prefix in prefixes:
+            extended = f"{prefix} {tail}"
+            more = match_rules(extended, ctx)
+            if more is not None and not more.unresolved:
+                claims, rest = (*claims, *more.claims), extended[more.end :]
+                break
+        else:
+            return claims, rest
+    return claims, rest
+
+
+def _appositions(text: str, ctx: Context) -> tuple[Claim, ...]:
+    return tuple(
+        relation_claim(m.group("relmod"), m.group("rel"), m.group("value"), ctx)
+        for m in _RELATION_APPOSITION_RE.finditer(text)
+        if is_name(m.group("value"))
+    )
+
+
+def _end_of(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    m = pattern.match(text, pos)
+    return m.end() if m else pos
