@@ -366,11 +366,13 @@ def _record_dirs(
 
 
 def _settings_file() -> dict[str, object]:
-    """The MEMWRITE_CONFIG file's content ({}: every default), as a replay must use it."""
+    """The MEMWRITE_CONFIG file's content ({}: every default), as a replay must use it, but
+    for its API keys: a recording is shared, and a replay runs with a key of its own."""
     path = os.environ.get("MEMWRITE_CONFIG")
     if not path:
         return {}
     content: dict[str, object] = json.loads(Path(path).read_text(encoding="utf-8"))
+    content.pop("api_keys", None)
     return content
 
 

@@ -87,8 +87,12 @@ def test_the_example_recording_is_checked_in() -> None:
 def test_eval_record_writes_a_run_that_replays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a fake API answering with recorded replies, and a key that must never be written
+    # Given a fake API answering with recorded replies, and keys that must never be written:
+    # the model's, and an ingest key of the settings file
     unset_developer_environment(monkeypatch)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"api_keys": {"sk-ant-ingest": "other"}}), encoding="utf-8")
+    monkeypatch.setenv("MEMWRITE_CONFIG", str(settings))
     record = tmp_path / "recordings"
     # When `memwrite eval --llm --record` runs the example conversation against it
     assert record_example(record) == 0
