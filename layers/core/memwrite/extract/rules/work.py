@@ -162,7 +162,7 @@ _WORKS_AS_RE = verbose(
     rf"""{SUBJECT}
     (?:{HAVE_BEEN}{ADV}\s+(?i:working)|{BE_SIMPLE}{ADV}\s+(?i:working)
       |{ADV}\s+(?i:work|works))
-    \s+(?i:as)\s+(?:(?i:an?)\s+)?{token_run("value", PLACE_STOPS, 5)}
+    \s+(?i:as)\s+(?:(?i:an?|the)\s+)?{token_run("value", PLACE_STOPS, 5)}
     (?:\s+(?i:at|for)\s+{token_run("org", PLACE_STOPS, 6)})?"""
 )
 
