@@ -17,6 +17,7 @@ from memwrite.extract.rules.vocabulary import (
     BAD_PLACE_FIRST,
     BAD_THINGS,
     CHAT_FILLER,
+    CHAT_SHORTHAND,
     CLAUSE_WORDS,
     COGNITION_VERBS,
     DANGLING_WORDS,
@@ -358,6 +359,8 @@ def bounded_value(value: str) -> bool:
         if not any(c.isalnum() for c in bare) or STRETCHED_RE.search(bare):
             return False
         if _CHAT_WORD_RE.fullmatch(bare) and not bare[:1].isupper():
+            return False
+        if word.lower() in CHAT_SHORTHAND:
             return False
     return True
 

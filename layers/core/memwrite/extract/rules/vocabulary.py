@@ -48,8 +48,12 @@ CHAT_TAGS: Final = (
     "asf", "rn", "atm", "srsly", "lowkey", "highkey", "omg", "smh", "jk", "fyi", "lol", "lmao",
     "lmfao", "rofl", "xd", "ikr", "istg", "bruh", "fml", "ugh", "yay", "woo", "yeah", "yup",
     "yep", "ok", "okay", "you know", "ya know", "y'know", "i guess", "i think", "or something",
-    "and stuff", "and all", "and everything", "or whatever", "haha", "hehe", "heh",
+    "and stuff", "and all", "and everything", "or whatever", "haha", "hehe", "heh", "sm",
+    "rly", "srs", "nvm", "tbqh", "ily", "xoxo",
 )  # fmt: skip
+# Chat shorthand for a joining word ("coffee w oat milk", "yoga n stuff", "bc it's cheap"): a
+# value that holds one runs on past the thing, so the rule is not sure where it ends.
+CHAT_SHORTHAND: Final = word_set("w w/ n bc b/c cuz coz cos esp bout abt wit")
 INTENSIFIERS: Final = (
     "so", "so much", "so so much", "very much", "too", "a lot", "alot", "a ton", "tons",
     "big time", "like crazy", "to death", "to bits", "to pieces", "really", "literally",
@@ -150,13 +154,14 @@ BAD_THINGS: Final = word_set(
     "idea thought fact way everything anything something nothing much lot stuff one ones "
     "myself yourself enough here there doing being too so very more less out well properly "
     "late right hearing seeing helping chatting talking anymore any again often lately now to "
-    "all both no not never"
+    "all both no not never u ya em 'em dem dat dis yall y'all"
 )
 POINTING_WORDS: Final = word_set("this that these those it it's idea thought way")
 # A liked thing that names something of the other speaker or of a pronoun ("your garden",
 # "feeding them", "her paintings") is about someone the rules cannot name.
 OTHER_OWNER_WORDS: Final = word_set(
-    "you your yours you're he him his she her hers they them their theirs it its we us our ours"
+    "you your yours you're he him his she her hers they them their theirs it its we us our ours "
+    "u ur ya em 'em dem yall y'all"
 )
 # A value that holds one of these is a clause cut into, not a thing ("running and its been a").
 CLAUSE_WORDS: Final = word_set(
