@@ -124,7 +124,7 @@ _EVALUATION_FILLER = _vocabulary(
     kinda sooo soo all and but indeed sure definitely now makes make made sense to hear see glad
     happy sorry for what how idea news plan one thing things stuff time choice job work pic
     photo photos picture pictures shot view advice point story experience moment day way
-    great awesome rly lots much more most"""
+    great awesome rly lots much more most of those these"""
 )
 _EVALUATION_FILLER |= _vocabulary(" ".join(GREETING_ACK_PHRASES))
 _DEMONSTRATIVES = _vocabulary("that this")
