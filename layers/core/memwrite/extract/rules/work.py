@@ -157,6 +157,9 @@ def _build_works_at(
 
 WORKS_AT: Final = Rule(_WORKS_AT_RE, _build_works_at)
 
+# What may follow a role: the end, punctuation, or a word that ends a place or role.
+_ROLE_END_RE = re.compile(rf"\s*(?:$|[,;:!?.…)\]\-–—]|(?i:{PLACE_STOPS})(?![\w-]))")
+
 # "I work as a nurse", "I work as a designer at Figma".
 _WORKS_AS_RE = verbose(
     rf"""{SUBJECT}
@@ -174,6 +177,8 @@ def _build_works_as(
     role = strip_value(m.group("value"))
     if not role or role.split()[0].lower() in BAD_THINGS:
         return None
+    if _ROLE_END_RE.match(m.string, m.end("value")) is None:
+        return None  # the word limit cut the role ("a manager of the night shift [crew]")
     claims = [*extra, _occupation_claim(subject, role, ctx)]
     org = m.group("org")
     if org and proper_ok(strip_value(org), ctx):
