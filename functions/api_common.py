@@ -14,8 +14,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.auth import resolve_tenant
+from memwrite.auth.tenant import resolve_tenant
 from memwrite.errors import (
     IdempotencyKeyReused,
     IngestLimitExceeded,
@@ -32,6 +34,10 @@ from memwrite.errors import (
 from memwrite.ids import is_id
 
 __all__ = [
+    "ApiError",
+    "FieldError",
+    "GatewayError",
+    "error_responses",
     "json_response",
     "parse_json_body",
     "path_id",
@@ -52,6 +58,66 @@ class _WithoutRouteArguments(logging.Filter):
 logging.getLogger("aws_lambda_powertools.event_handler.api_gateway").addFilter(
     _WithoutRouteArguments()
 )
+
+
+class FieldError(BaseModel):
+    """One field at fault: `turns[0].role`, `body`, `Idempotency-Key`..."""
+
+    field: str
+    message: str
+
+
+class ApiError(BaseModel):
+    """Every refusal of the handlers (and of `memwrite serve`): a code in `error`, then what
+    names the fault: field errors, a message, or the id that names nothing."""
+
+    model_config = ConfigDict(extra="allow")  # a refusal may add its own (limit, memory_ids)
+
+    error: str = Field(description="invalid_request, unauthenticated, not_found, ...")
+    errors: list[FieldError] | None = None
+    message: str | None = None
+
+
+class GatewayError(BaseModel):
+    """What API Gateway itself answers (throttled, access denied): a message only."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message: str
+
+
+_ERROR_DESCRIPTIONS: dict[int, tuple[str, type[BaseModel]]] = {
+    HTTPStatus.BAD_REQUEST: ("Invalid request: field-level messages in `errors`.", ApiError),
+    HTTPStatus.UNAUTHORIZED: ("Missing or unknown `x-api-key`.", ApiError),
+    HTTPStatus.FORBIDDEN: ("Refused by API Gateway (credential not allowed).", GatewayError),
+    HTTPStatus.NOT_FOUND: ("No such id for this tenant (or no such route).", ApiError),
+    HTTPStatus.CONFLICT: ("Refused as things stand (rollback_refused, ...).", ApiError),
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: ("Over a size limit (`limit`).", ApiError),
+    HTTPStatus.UNSUPPORTED_MEDIA_TYPE: ("The body is not application/json.", ApiError),
+    HTTPStatus.UNPROCESSABLE_ENTITY: ("Idempotency-Key reused for another body.", ApiError),
+    HTTPStatus.TOO_MANY_REQUESTS: ("Throttled: retry after a while.", GatewayError),
+    HTTPStatus.SERVICE_UNAVAILABLE: (
+        "Downstream unavailable: retry after `Retry-After`.",
+        ApiError,
+    ),
+}
+# Every route may answer these: bad input, credentials, throttling, a downstream outage.
+COMMON_ERRORS = (400, 401, 403, 429, 503)
+
+
+def error_responses(
+    *codes: int, ok: tuple[int, str, type[BaseModel]]
+) -> dict[int, OpenAPIResponse]:
+    """`responses=` of a route: its success (status, description, model) and its refusals,
+    each with the JSON body the error handlers below write."""
+    status, description, model = ok
+    responses: dict[int, OpenAPIResponse] = {
+        status: {"description": description, "content": {"application/json": {"model": model}}}
+    }
+    for code in sorted({*COMMON_ERRORS, *codes}):
+        text, body = _ERROR_DESCRIPTIONS[code]
+        responses[code] = {"description": text, "content": {"application/json": {"model": body}}}
+    return responses
 
 
 def parse_json_body(raw: str) -> Any:

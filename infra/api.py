@@ -14,7 +14,7 @@ from constructs import Construct
 
 from infra.config import ApiThrottling
 
-__all__ = ["INGEST_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
+__all__ = ["INGEST_ROUTES", "PUBLIC_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
 
 INGEST_ROUTES = (("POST", "/v1/turns"),)
 QUERY_ROUTES = (
@@ -28,10 +28,13 @@ QUERY_ROUTES = (
     ("DELETE", "/v1/users/{user_id}/memories"),
     ("GET", "/v1/users/{user_id}/traces"),
     ("POST", "/v1/users/{user_id}/replay"),
+    ("GET", "/v1/openapi.json"),
 )
+# The API's own description: no key needed (`functions/openapi.py` marks it so in the document).
+PUBLIC_ROUTES = frozenset({("GET", "/v1/openapi.json")})
 
 # How long API Gateway reuses the authorizer's answer for one key; with the authorizer's own
-# cache (memwrite.api_keys.KEY_CACHE_SECS) it bounds how long a revoked key keeps working.
+# cache (memwrite.auth.api_keys.KEY_CACHE_SECS) it bounds how long a revoked key keeps working.
 AUTHORIZER_CACHE_SECS = 30
 _AUTHORIZER_CACHE = cdk.Duration.seconds(AUTHORIZER_CACHE_SECS)
 
@@ -98,12 +101,22 @@ class MemwriteApi(Construct):
             integration = apigw.LambdaIntegration(function)
             for method, path in routes:
                 resource = self.api.root.resource_for_path(path)
+                if (method, path) in PUBLIC_ROUTES:
+                    resource.add_method(method, integration, request_validator=validator)
+                    continue
                 resource.add_method(method, integration, **options)  # type: ignore[arg-type]
         cdk.Validations.of(self).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-COG4",
                 reason="Agents authenticate with per-tenant API keys through the Lambda "
                 "authorizer (the tenant comes from the key); there are no Cognito users.",
+            )
+        )
+        cdk.Validations.of(self).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-APIG4",
+                reason="Only GET /v1/openapi.json is public: the API's own description, "
+                "the same for every caller, served from the query function without a tenant.",
             )
         )
         cdk.Validations.of(self).acknowledge(

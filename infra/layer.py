@@ -41,11 +41,12 @@ LOCAL_ONLY_DEPENDENCIES = frozenset({"faiss-cpu"})
 
 
 def layer_requirements() -> list[str]:
-    """The pinned runtime dependencies of `pyproject.toml`, minus the local-only ones."""
+    """The pinned runtime dependencies of `pyproject.toml` (the base and the `server` extra),
+    minus the local-only ones."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     return [
         requirement
-        for requirement in project["dependencies"]
+        for requirement in [*project["dependencies"], *project["optional-dependencies"]["server"]]
         if requirement.split("==")[0].split("[")[0] not in LOCAL_ONLY_DEPENDENCIES
     ]
 

@@ -1,4 +1,4 @@
-"""`memwrite` command line: prefilter, extract, ingest, demo, serve, search, trace, replay,
+"""`memwrite` command line: prefilter, extract, ingest, demo, serve, search, mcp, trace, replay,
 rollback, eval, keys."""
 
 from __future__ import annotations
@@ -440,6 +440,13 @@ def _parser() -> argparse.ArgumentParser:
             default="sqlite",
             help="sqlite (embedded, the default) or moto (in-process AWS, state lost at exit)",
         )
+    mcp = commands.add_parser(
+        "mcp",
+        help="memwrite as an MCP server (stdio; --http for streamable HTTP): "
+        "remember, recall, forget, why",
+        add_help=False,
+    )
+    mcp.add_argument("mcp_args", nargs=argparse.REMAINDER)
     add_trace_parsers(commands)
     add_eval_parser(commands)
     add_rollback_parser(commands)
@@ -448,7 +455,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["mcp"]:  # its own flags (--help included), and the MCP SDK only here
+        from memwrite.mcp_server import main as run_mcp
+
+        return run_mcp(arguments[1:])
+    args = _parser().parse_args(arguments)
     try:
         if args.command == "prefilter":
             return run_prefilter(sys.stdin, sys.stdout, sys.stderr)

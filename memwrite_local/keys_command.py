@@ -76,7 +76,7 @@ def _public(record: ApiKeyRecord) -> dict[str, str]:
 
 
 def run_keys(args: argparse.Namespace, stdout: TextIO) -> int:
-    from memwrite.api_keys import create_key
+    from memwrite.auth.api_keys import create_key
 
     store = _store(args)
     if args.keys_action == "create":

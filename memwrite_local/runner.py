@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_RECEIVES",
+    "PUBLIC_PATHS",
     "ROUTES",
     "ApiResult",
     "DrainReport",
@@ -61,7 +62,10 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),
     ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
     ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
+    ("GET", "/v1/openapi.json", "functions.query.handler"),
 )
+# Answered without a credential, as API Gateway does (no authorizer on them).
+PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
 AUTHORIZER = "functions.authorizer.handler"
 QUERY_HANDLER = "functions.query.handler"
 # API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
@@ -214,11 +218,12 @@ class LocalRunner:
             )
         if module is None:
             return ApiResult(404, {}, {"error": "not_found", "path": path})
-        tenant = self._authorize(method, path, all_headers)
-        if tenant is None:
-            return ApiResult(401, {}, UNAUTHENTICATED)
         event = api_gateway_event(method, path, all_headers, raw)
-        event["requestContext"]["authorizer"] = {"tenant_id": tenant}
+        if path not in PUBLIC_PATHS:
+            tenant = self._authorize(method, path, all_headers)
+            if tenant is None:
+                return ApiResult(401, {}, UNAUTHENTICATED)
+            event["requestContext"]["authorizer"] = {"tenant_id": tenant}
         if query:
             parameters = parse_qs(query, keep_blank_values=True)
             event["queryStringParameters"] = {k: v[-1] for k, v in parameters.items()}

@@ -3,7 +3,8 @@
 Built on the standard library's `ThreadingHTTPServer` (one thread per connection, so a slow
 client stalls only its own thread, and a socket timeout ends it). A request returns after
 stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages.
-Every answer is JSON, the server's own refusals included (bad framing, unknown method).
+Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
+API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
 """
 
 from __future__ import annotations
@@ -14,18 +15,36 @@ import threading
 from contextlib import AbstractContextManager, nullcontext
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from memwrite_local.runner import LocalRunner
 
-__all__ = ["LocalServer", "QueueWorker", "make_server"]
+__all__ = ["DOCS_PATHS", "LocalServer", "QueueWorker", "api_explorer_html", "make_server"]
 
 logger = logging.getLogger(__name__)
 
 SOCKET_TIMEOUT_SECS = 10.0  # a client silent this long mid-request is cut off (408)
 WORKER_POLL_SECS = 1.0  # the worker also looks on its own, for redeliveries after a timeout
 _READ_CHUNK = 65_536
+DOCS_PATHS = frozenset({"/docs", "/docs/"})
+
+
+def api_explorer_html(spec: str) -> str:
+    """Swagger UI with its script and styles inline (no CDN), showing `spec`."""
+    from aws_lambda_powertools.event_handler.openapi import swagger_ui
+    from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
+
+    assets = Path(swagger_ui.__file__).parent
+    return generate_swagger_html(
+        # As Powertools' own swagger route: "</" would end the inline <script> early.
+        spec.replace("</", "<\\/"),
+        (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),
+        (assets / "swagger-ui.min.css").read_text(encoding="utf-8"),
+        "",
+        None,
+    )
 
 
 class QueueWorker:
@@ -133,6 +152,9 @@ class _ApiHandler(BaseHTTPRequestHandler):
         self.connection.settimeout(self.server.socket_timeout_secs)
 
     def _dispatch(self) -> None:
+        if self.command in {"GET", "HEAD"} and urlsplit(self.path).path in DOCS_PATHS:
+            self._reply_docs()
+            return
         raw = self._read_body()
         if raw is None:
             return
@@ -151,6 +173,19 @@ class _ApiHandler(BaseHTTPRequestHandler):
             self.server.worker.notify()  # as SQS triggers the pipeline (before the reply: a
             # client that waits for the worker after its 202 finds the work already announced)
         self._reply(result.status, result.body, result.headers)
+
+    def _reply_docs(self) -> None:
+        """The API explorer: Swagger UI (bundled with Powertools, so it works offline) on the
+        document the API serves at `/v1/openapi.json`; "Try it out" calls this server."""
+        with self.server.api_lock:
+            document = self.server.runner.call("GET", "/v1/openapi.json", None, {}, api_key=None)
+        payload = api_explorer_html(json.dumps(document.body)).encode("utf-8")
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
 
     def _read_body(self) -> bytes | None:
         """The body, or None after answering: the framing is checked before reading anything,

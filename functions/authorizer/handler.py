@@ -16,8 +16,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.api_keys import KeyResolver
-from memwrite.auth import API_KEY_HEADER
+from memwrite.auth.api_keys import KeyResolver
+from memwrite.auth.tenant import API_KEY_HEADER
 from memwrite.config import load_settings
 from memwrite.wiring import build_api_key_store
 

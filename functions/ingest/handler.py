@@ -6,20 +6,24 @@ import base64
 import json
 from functools import cache
 from http import HTTPStatus
-from typing import Any
+from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.params import Header
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import RootModel
 
 from functions.api_common import (
+    ApiError,
+    error_responses,
     json_response,
     parse_json_body,
     register_error_handlers,
     tenant_of,
 )
 from memwrite.errors import IngestLimitExceeded
-from memwrite.models import IngestRequest
+from memwrite.models import IngestRequest, IngestResponse
 from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
 from memwrite.wiring import ApiDeps, build_api_deps
 
@@ -44,16 +48,47 @@ def _enforce_limits(request: IngestRequest, max_turns: int, max_chars: int) -> N
             raise IngestLimitExceeded(f"turns[{index}].content", max_chars, len(turn.content))
 
 
-@app.post("/v1/turns")
-def post_turns(request: IngestRequest) -> Response[dict[str, Any]]:
+class IngestUnavailable(RootModel[IngestResponse | ApiError]):
+    """A 503 of `POST /v1/turns`: the ingest answer with the turns that could not be queued
+    (`failed`, each with its `retry_after_secs`), or a downstream outage."""
+
+
+@app.post(
+    "/v1/turns",
+    summary="Ingest conversation turns",
+    description="Stage 1 of the funnel; survivors are queued and the rest of the pipeline runs "
+    "asynchronously: poll `GET /v1/traces/{trace_id}`. Idempotent: the same body (or the "
+    "same `Idempotency-Key`) twice writes once.",
+    tags=["ingest"],
+    responses={
+        **error_responses(
+            413,
+            415,
+            422,
+            ok=(HTTPStatus.ACCEPTED, "Accepted: the trace to follow.", IngestResponse),
+        ),
+        HTTPStatus.SERVICE_UNAVAILABLE: {
+            "description": "Some turns could not be queued (retry them after `Retry-After`).",
+            "content": {"application/json": {"model": IngestUnavailable}},
+        },
+    },
+)
+def post_turns(
+    request: IngestRequest,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="One logical request: a retry with the same key writes nothing twice.",
+        ),
+    ] = None,
+) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     config = current.settings.for_request(tenant, request.agent_id)
     _enforce_limits(request, config.ingest.max_turns_per_request, config.ingest.max_chars_per_turn)
-    headers = app.current_event.headers or {}
-    key = next((v for k, v in headers.items() if k.lower() == "idempotency-key"), None)
     result = ingest_turns(
-        request, tenant=tenant, config=config, deps=current.ingest, idempotency_key=key
+        request, tenant=tenant, config=config, deps=current.ingest, idempotency_key=idempotency_key
     )
     body = result.model_dump(mode="json")
     if result.failed:

@@ -9,12 +9,14 @@ invocation of the instance; counters are advisory).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import cache
 from http import HTTPStatus
+from pathlib import Path
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
@@ -23,6 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.api_common import (
+    error_responses,
     json_response,
     parse_json_body,
     path_id,
@@ -31,20 +34,35 @@ from functions.api_common import (
 )
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.read.query import (
+    ErasureReport,
+    MemoryDetailView,
+    MemoryPage,
     SearchRequest,
+    SearchResults,
     erase_user,
     list_memories,
     memory_detail,
     search,
 )
 from memwrite.read.replay import (
+    BatchReplay,
     BatchReplayRequest,
     ReplayRequest,
     replay_trace,
     replay_traces_of_user,
 )
+from memwrite.read.replay_diff import ReplayDiff
 from memwrite.read.rollback import rollback_trace
-from memwrite.read.traces import get_trace, parse_time_bound, traces_of_memory, traces_of_user
+from memwrite.read.traces import (
+    MemoryTraces,
+    TracePageView,
+    TraceView,
+    get_trace,
+    parse_time_bound,
+    traces_of_memory,
+    traces_of_user,
+)
+from memwrite.store import RollbackRecord
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
 logger = Logger(service="memwrite-query")
@@ -54,6 +72,10 @@ register_error_handlers(app)
 
 # `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
 _USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+_FROM = "Traces created at or after this ISO 8601 time (naive: UTC)."
+_TO = "Traces created at or before this ISO 8601 time (naive: UTC)."
+# The committed OpenAPI document (`make openapi` writes it; a test keeps it current).
+OPENAPI_DOCUMENT = Path(__file__).resolve().parents[1] / "openapi.json"
 ACCESS_UPDATES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="access")
 
 
@@ -76,7 +98,12 @@ def _record_access(tenant: str, user_id: str, memory_ids: list[str]) -> None:
         logging.getLogger(__name__).exception("recording retrievals failed")
 
 
-@app.get("/v1/traces/<trace_id>")
+@app.get(
+    "/v1/traces/<trace_id>",
+    summary="A trace: its status, per-stage spans and outcome",
+    tags=["traces"],
+    responses=error_responses(404, ok=(HTTPStatus.OK, "The trace.", TraceView)),
+)
 def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -87,7 +114,12 @@ def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
 
 
-@app.post("/v1/traces/<trace_id>/replay")
+@app.post(
+    "/v1/traces/<trace_id>/replay",
+    summary="Re-run a trace's inputs with a changed config; report the diff, write nothing",
+    tags=["traces"],
+    responses=error_responses(404, 409, ok=(HTTPStatus.OK, "The diff.", ReplayDiff)),
+)
 def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -98,7 +130,12 @@ def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[s
     return json_response(HTTPStatus.OK, diff.model_dump(mode="json"))
 
 
-@app.get("/v1/memories/<memory_id>/traces")
+@app.get(
+    "/v1/memories/<memory_id>/traces",
+    summary="The traces that stored or merged into a memory",
+    tags=["memories"],
+    responses=error_responses(404, ok=(HTTPStatus.OK, "Its traces, oldest first.", MemoryTraces)),
+)
 def memory_traces_route(memory_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -107,18 +144,24 @@ def memory_traces_route(memory_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, found.model_dump(mode="json"))
 
 
-@app.get("/v1/users/<user_id>/traces")
+@app.get(
+    "/v1/users/<user_id>/traces",
+    summary="A user's traces, newest first, page by page (`from`, `to`: ISO times)",
+    tags=["traces"],
+    responses=error_responses(ok=(HTTPStatus.OK, "One page of traces.", TracePageView)),
+)
 def user_traces_route(
     user_id: str,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
+    # `from` is a Python keyword: both bounds are named by alias.
+    since_text: Annotated[str | None, Query(alias="from", max_length=64, description=_FROM)] = None,
+    until_text: Annotated[str | None, Query(alias="to", max_length=64, description=_TO)] = None,
 ) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    # `from` is a Python keyword: both bounds are read by name.
-    event = app.current_event
-    since = parse_time_bound("from", event.get_query_string_value("from"))
-    until = parse_time_bound("to", event.get_query_string_value("to"))
+    since = parse_time_bound("from", since_text)
+    until = parse_time_bound("to", until_text)
     page = traces_of_user(
         tenant,
         _checked_user(user_id),
@@ -132,7 +175,12 @@ def user_traces_route(
     return json_response(HTTPStatus.OK, page.model_dump(mode="json"))
 
 
-@app.post("/v1/users/<user_id>/replay")
+@app.post(
+    "/v1/users/<user_id>/replay",
+    summary="Replay a user's traces with a changed config; write nothing",
+    tags=["traces"],
+    responses=error_responses(ok=(HTTPStatus.OK, "The diffs and their totals.", BatchReplay)),
+)
 def replay_user_route(user_id: str, request: BatchReplayRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -149,7 +197,14 @@ def _without_body() -> None:
         raise InvalidQuery("body", "this route takes no body")
 
 
-@app.post("/v1/traces/<trace_id>/rollback")
+@app.post(
+    "/v1/traces/<trace_id>/rollback",
+    summary="Remove exactly what a trace produced; restore what it superseded",
+    tags=["traces"],
+    responses=error_responses(
+        404, 409, ok=(HTTPStatus.OK, "The rollback's audit record.", RollbackRecord)
+    ),
+)
 def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -160,7 +215,12 @@ def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, record.model_dump(mode="json"))
 
 
-@app.post("/v1/search")
+@app.post(
+    "/v1/search",
+    summary="Hybrid search of a user's memories (BM25 + kNN over content and questions)",
+    tags=["memories"],
+    responses=error_responses(ok=(HTTPStatus.OK, "The hits, best first.", SearchResults)),
+)
 def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -171,7 +231,12 @@ def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, found.as_json())
 
 
-@app.get("/v1/memories/<memory_id>")
+@app.get(
+    "/v1/memories/<memory_id>",
+    summary="One memory with its supersession chain and links",
+    tags=["memories"],
+    responses=error_responses(404, ok=(HTTPStatus.OK, "The memory.", MemoryDetailView)),
+)
 def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
@@ -179,7 +244,12 @@ def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
     return json_response(HTTPStatus.OK, detail.as_json())
 
 
-@app.get("/v1/users/<user_id>/memories")
+@app.get(
+    "/v1/users/<user_id>/memories",
+    summary="A user's memories, page by page",
+    tags=["memories"],
+    responses=error_responses(ok=(HTTPStatus.OK, "One page of memories.", MemoryPage)),
+)
 def list_memories_route(
     user_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
@@ -191,11 +261,38 @@ def list_memories_route(
     return json_response(HTTPStatus.OK, page)
 
 
-@app.delete("/v1/users/<user_id>/memories")
+@app.delete(
+    "/v1/users/<user_id>/memories",
+    summary="Erase everything of a user, index included",
+    tags=["memories"],
+    responses=error_responses(ok=(HTTPStatus.OK, "What was removed.", ErasureReport)),
+)
 def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     return json_response(HTTPStatus.OK, erase_user(tenant, _checked_user(user_id), current.query))
+
+
+@cache
+def _openapi_document() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(OPENAPI_DOCUMENT.read_text(encoding="utf-8"))
+    return loaded
+
+
+@app.get(
+    "/v1/openapi.json",
+    summary="This document (no key needed)",
+    tags=["meta"],
+    responses={
+        HTTPStatus.OK: {
+            "description": "The OpenAPI 3.1 document of this API.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
+def openapi_route() -> Response[dict[str, Any]]:
+    # Public (no authorizer on AWS, no key locally): the tenant is never read here.
+    return json_response(HTTPStatus.OK, _openapi_document())
 
 
 @logger.inject_lambda_context(clear_state=True)

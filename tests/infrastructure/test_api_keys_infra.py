@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.config import settings_file
-from memwrite.api_keys import KEY_PREFIX
+from memwrite.auth.api_keys import KEY_PREFIX
 from memwrite.config import load_settings
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import resources

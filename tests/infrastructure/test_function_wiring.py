@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from infra.access import EMBEDDING_CALLERS, FUNCTION_ACCESS, LLM_CALLERS, SEARCH_ACCESS
-from infra.api import INGEST_ROUTES, QUERY_ROUTES
+from infra.api import INGEST_ROUTES, PUBLIC_ROUTES, QUERY_ROUTES
 from infra.config import LlmProvider, deployed_settings, settings_file
 from memwrite.environment import LambdaEnvironment
 from memwrite.schema import API_KEYS, TABLES
@@ -126,7 +126,7 @@ def test_table_variables_name_the_tables_of_the_schema(
         assert ref.startswith("Tables" + table.logical_name.title().replace("_", ""))
 
 
-def test_the_api_serves_every_route_of_the_query_resolver_behind_the_authorizer(
+def test_the_api_serves_every_route_of_the_query_resolver_behind_the_authorizer_but_its_document(
     synthesized: dict[str, Synthesized],
 ) -> None:
     from functions.query.handler import app
@@ -160,8 +160,10 @@ def test_the_api_serves_every_route_of_the_query_resolver_behind_the_authorizer(
         key = (props["HttpMethod"], path_of(props["ResourceId"]["Ref"]))
         deployed[key] = props
     assert set(deployed) == {*INGEST_ROUTES, *QUERY_ROUTES}
-    for (_, path), props in deployed.items():
-        assert props["AuthorizationType"] == "CUSTOM", path
+    for (method, path), props in deployed.items():
+        # (The OpenAPI document alone is public: the same for every caller.)
+        expected = "NONE" if (method, path) in PUBLIC_ROUTES else "CUSTOM"
+        assert props["AuthorizationType"] == expected, path
         target = json.dumps(props["Integration"]["Uri"])
         assert ("QueryFn" if path != "/v1/turns" else "PreFilterFn") in target, path
 
@@ -290,6 +292,8 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
 
 def test_the_local_runner_routes_exactly_the_deployed_routes() -> None:
     # Given the routes `memwrite serve` and the local runner dispatch
+    from functions.openapi import PUBLIC_PATHS
+    from memwrite_local.runner import PUBLIC_PATHS as LOCALLY_PUBLIC
     from memwrite_local.runner import ROUTES
 
     # Then they are the API's, each to the function the API integrates it with
@@ -297,3 +301,5 @@ def test_the_local_runner_routes_exactly_the_deployed_routes() -> None:
     assert {module for method, path, module in ROUTES if (method, path) in QUERY_ROUTES} == {
         "functions.query.handler"
     }
+    # And the routes without a key are the same three times: API, runner, document
+    assert {path for _, path in PUBLIC_ROUTES} == LOCALLY_PUBLIC == PUBLIC_PATHS

@@ -13,6 +13,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra.access import STAGE_ACCESS
+from infra.api import PUBLIC_ROUTES
 from infra.pipeline import LAMBDA_TRANSIENT_ERRORS, transient_error_names
 from memwrite.config import load_settings
 from memwrite.schema import OUTBOX, TABLES
@@ -213,9 +214,15 @@ def test_the_api_authenticates_with_the_tenant_authorizer_and_throttles(
         "AWS::ApiGateway::Authorizer",
         {"Type": "REQUEST", "IdentitySource": "method.request.header.x-api-key"},
     )
-    for method in resources(synth, "AWS::ApiGateway::Method").values():
-        if method["Properties"]["HttpMethod"] != "OPTIONS":
-            assert method["Properties"]["AuthorizationType"] == "CUSTOM"
+    methods = resources(synth, "AWS::ApiGateway::Method").values()
+    # Every method but the public OpenAPI document (test_function_wiring checks which one)
+    authorized = [
+        m["Properties"]["AuthorizationType"]
+        for m in methods
+        if m["Properties"]["HttpMethod"] != "OPTIONS"
+    ]
+    assert authorized.count("NONE") == len(PUBLIC_ROUTES)
+    assert {kind for kind in authorized if kind != "NONE"} == {"CUSTOM"}
     throttling = synth.config.throttling
     synth.template.has_resource_properties(
         "AWS::ApiGateway::Stage",
@@ -391,3 +398,6 @@ def test_the_layer_holds_the_library_and_runtime_dependencies_only() -> None:
     assert any(r.startswith("pydantic==") for r in requirements)
     assert not any(r.split("==")[0] in LOCAL_ONLY_DEPENDENCIES for r in requirements)
     assert not any(r.startswith(("moto", "aws-cdk-lib", "pytest")) for r in requirements)
+    # The `server` extra is what the functions run on; the client and MCP extras are not
+    assert any(r.startswith(("boto3==", "aws-lambda-powertools[")) for r in requirements)
+    assert not any(r.startswith(("httpx", "mcp")) for r in requirements)

@@ -13,7 +13,7 @@ import pytest
 from memwrite.adapters.aws.dynamodb_api_keys import DynamoApiKeyStore
 from memwrite.adapters.sqlite.api_keys import SqliteApiKeyStore
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.api_keys import KEY_PREFIX, create_key, hash_key
+from memwrite.auth.api_keys import KEY_PREFIX, create_key, hash_key
 from memwrite.errors import ApiKeyExists
 from memwrite.ports import ApiKeyRecord, ApiKeyStore
 from memwrite_local.aws import LocalAws

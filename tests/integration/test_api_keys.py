@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 import functions.authorizer.handler as authorizer
-from memwrite.api_keys import hash_key
+from memwrite.auth.api_keys import hash_key
 from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.cli import main
 from tests.cli_process import run_memwrite

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memwrite.api_keys import KEY_CACHE_SECS, KeyResolver, hash_key
+from memwrite.auth.api_keys import KEY_CACHE_SECS, KeyResolver, hash_key
 from memwrite.ports import ApiKeyRecord
 
 

@@ -283,3 +283,29 @@ def test_the_sqlite_backend_needs_a_data_directory_and_no_tables() -> None:
 def test_an_unknown_backend_is_refused_naming_the_variable() -> None:
     with pytest.raises(ConfigError, match="MEMWRITE_BACKEND"):
         LambdaEnvironment.load({**full_environment(), "MEMWRITE_BACKEND": "postgres"})
+
+
+def test_the_client_imports_only_httpx_pydantic_and_the_standard_library() -> None:
+    # Given every module of `memwrite.client` (what `pip install "memwrite[client]"` runs)
+    allowed_third_party = {"httpx", "pydantic"}
+    for path in sorted((LIBRARY / "client").rglob("*.py")):
+        for module in imported_modules(path):
+            top = module.split(".")[0]
+            # Then each import is the client's own, httpx, pydantic or the standard library
+            assert (
+                module.startswith("memwrite.client")
+                or top in allowed_third_party
+                or top in sys.stdlib_module_names
+                or top == "__future__"
+            ), f"{path.name} imports {module}"
+
+
+def test_importing_the_client_loads_no_server_dependency() -> None:
+    # When a fresh interpreter imports the client
+    heavy = ["boto3", "botocore", "anthropic", "aws_lambda_powertools", "numpy", "faiss"]
+    code = f"import sys, memwrite.client; print([m for m in {heavy!r} if m in sys.modules])"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    # Then none of the pipeline's dependencies came with it
+    assert result.stdout.strip() == "[]"

@@ -54,7 +54,7 @@ class LambdaEnvironment(BaseModel):
     entity_facts_table: str = Field(default="", alias="ENTITY_FACTS_TABLE")
     entities_table: str = Field(default="", alias="ENTITIES_TABLE")
     outbox_table: str = Field(default="", alias="OUTBOX_TABLE")
-    # The authorizer's only: hashes of API keys -> tenant (`memwrite.api_keys`).
+    # The authorizer's only: hashes of API keys -> tenant (`memwrite.auth.api_keys`).
     api_keys_table: str | None = Field(default=None, alias="API_KEYS_TABLE", min_length=1)
     turn_queue_url: str | None = Field(default=None, alias="TURN_QUEUE_URL")
     # The dispatcher's only: the pipeline state machine it runs each queue batch through.

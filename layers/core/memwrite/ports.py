@@ -135,7 +135,7 @@ class TurnConsumer(Protocol):
 
 @dataclass(frozen=True)
 class ApiKeyRecord:
-    """What is stored of an API key: its hash, never the key (`memwrite.api_keys`)."""
+    """What is stored of an API key: its hash, never the key (`memwrite.auth.api_keys`)."""
 
     key_id: str  # public: what `memwrite keys list` shows and `revoke` takes
     key_hash: str  # SHA-256 of the key, hex

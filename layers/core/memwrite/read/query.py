@@ -20,18 +20,25 @@ from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.index import BM25_STOPWORDS, IndexFilter, IndexHit, MatchSource, fuse_hybrid
-from memwrite.memory import MemoryUnit, Tier
+from memwrite.memory import MemoryLink, MemoryUnit, Tier
 from memwrite.models import Identifier
 from memwrite.ports import Embedder, MemoryIndex, MemoryReader, MemoryStore, UserEraser
 
 __all__ = [
     "MAX_PAGE_SIZE",
     "SEARCHABLE_TIERS",
+    "ErasureReport",
+    "ListedMemory",
     "MemoryDetail",
+    "MemoryDetailView",
+    "MemoryPage",
+    "MemoryView",
     "QueryDeps",
     "SearchHit",
     "SearchRequest",
     "SearchResponse",
+    "SearchResultView",
+    "SearchResults",
     "erase_user",
     "list_memories",
     "memory_detail",
@@ -45,18 +52,79 @@ MAX_PAGE_SIZE = 100
 _SLACK = 2  # fetch k * _SLACK hits: some may be stale (superseded since they were indexed)
 _WORD_RE = re.compile(r"[^\W_]+")
 
-_MEMORY_FIELDS = {
-    *("memory_id", "type", "text", "entity", "attribute", "value", "tier", "confidence"),
-    *("observed_at", "valid_until", "superseded_by", "links", "negated", "corroboration"),
-    *("topic", "user_id"),
-}
+
+class MemoryView(BaseModel):
+    """A memory as the API returns it; `source_turn_id` is the turn it was extracted from."""
+
+    memory_id: str
+    user_id: str
+    type: MemoryType
+    text: str
+    topic: str
+    entity: str
+    attribute: str
+    value: str
+    tier: Tier
+    confidence: float
+    observed_at: datetime
+    valid_until: datetime | None
+    superseded_by: str | None
+    links: list[MemoryLink]
+    negated: bool
+    corroboration: int
+    source_turn_id: str
+
+
+_MEMORY_FIELDS = frozenset(MemoryView.model_fields) - {"source_turn_id"}
 
 
 def memory_json(memory: MemoryUnit) -> dict[str, Any]:
-    """A memory as the API returns it; `source_turn_id` is the turn it was extracted from."""
-    view = memory.model_dump(mode="json", include=_MEMORY_FIELDS)
+    """A memory as the API returns it (`MemoryView`'s fields, in JSON)."""
+    view = memory.model_dump(mode="json", include=set(_MEMORY_FIELDS))
     view["source_turn_id"] = memory.turn_id
     return view
+
+
+class SearchResultView(MemoryView):
+    """One hit of `POST /v1/search`: the memory, its fused score and what matched."""
+
+    score: float
+    matched: list[MatchSource]
+
+
+class SearchResults(BaseModel):
+    """`POST /v1/search`: best first."""
+
+    results: list[SearchResultView]
+
+
+class MemoryDetailView(MemoryView):
+    """`GET /v1/memories/{memory_id}`: the memory, its retrievals and its supersession chain
+    (oldest first, itself included)."""
+
+    access_count: int
+    last_accessed: datetime | None
+    chain: list[MemoryView]
+
+
+class ListedMemory(MemoryView):
+    access_count: int
+
+
+class MemoryPage(BaseModel):
+    """`GET /v1/users/{user_id}/memories`: one page; `next_cursor` is null on the last."""
+
+    user_id: str
+    memories: list[ListedMemory]
+    next_cursor: str | None
+
+
+class ErasureReport(BaseModel):
+    """`DELETE /v1/users/{user_id}/memories`: how many items of each kind were removed."""
+
+    user_id: str
+    erased: bool
+    removed: dict[str, int]
 
 
 class SearchRequest(BaseModel):

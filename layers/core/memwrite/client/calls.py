@@ -1,0 +1,224 @@
+"""Each API operation as data: method, path, body, query and how to read its answer. The sync
+and the async client send the same `Call`s; only their I/O differs."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from memwrite.client.errors import error_for
+from memwrite.client.models import (
+    BatchReplay,
+    ErasureReport,
+    IngestAck,
+    MemoryDetail,
+    MemoryPage,
+    MemoryTraces,
+    ReplayDiff,
+    RollbackRecord,
+    SearchResults,
+    Trace,
+    TracePage,
+    Turn,
+)
+from memwrite.client.retry import parse_retry_after
+
+__all__ = [
+    "API_KEY_HEADER",
+    "IDEMPOTENCY_HEADER",
+    "Call",
+    "answer_of",
+    "calls",
+    "default_headers",
+]
+
+API_KEY_HEADER = "x-api-key"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and the model of its success. `repeatable`: sending it twice does what
+    sending it once does (reads, replays, writes with an Idempotency-Key)."""
+
+    method: str
+    path: str
+    model: type[T]
+    json: dict[str, Any] | None = None
+    params: dict[str, str | int] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    repeatable: bool = True
+
+
+def default_headers(api_key: str | None) -> dict[str, str]:
+    """The headers of every request; the key is `api_key`, else `MEMWRITE_API_KEY`."""
+    key = api_key if api_key is not None else os.environ.get("MEMWRITE_API_KEY")
+    headers = {"Accept": "application/json", "User-Agent": "memwrite-client"}
+    if key:
+        headers[API_KEY_HEADER] = key
+    return headers
+
+
+def _segment(value: str) -> str:
+    """A path segment: an id that is not one (a "/" in it) is refused by the API, not
+    re-routed."""
+    return quote(value, safe="")
+
+
+def _dropping_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _turn(turn: Turn | Mapping[str, Any]) -> dict[str, Any]:
+    model = turn if isinstance(turn, Turn) else Turn.model_validate(turn)
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+def _iso(value: datetime | str | None) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+class _Calls:
+    """The operations of the API (`GET /v1/openapi.json` lists them)."""
+
+    @staticmethod
+    def add(
+        *,
+        user_id: str,
+        session_id: str,
+        turns: Sequence[Turn | Mapping[str, Any]],
+        agent_id: str | None = None,
+        source: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[IngestAck]:
+        body = _dropping_none(
+            {
+                "user_id": user_id,
+                "session_id": session_id,
+                "agent_id": agent_id,
+                "source": source,
+                "turns": [_turn(turn) for turn in turns],
+            }
+        )
+        # One key per logical call, kept across its retries: the server writes once.
+        key = idempotency_key or str(uuid.uuid4())
+        return Call("POST", "/v1/turns", IngestAck, body, headers={IDEMPOTENCY_HEADER: key})
+
+    @staticmethod
+    def trace(trace_id: str) -> Call[Trace]:
+        return Call("GET", f"/v1/traces/{_segment(trace_id)}", Trace)
+
+    @staticmethod
+    def search(
+        *,
+        user_id: str,
+        query: str,
+        k: int = 10,
+        types: Sequence[str] | None = None,
+        topics: Sequence[str] | None = None,
+        tiers: Sequence[str] | None = None,
+        min_confidence: float | None = None,
+        as_of: datetime | str | None = None,
+    ) -> Call[SearchResults]:
+        body = _dropping_none(
+            {
+                "user_id": user_id,
+                "query": query,
+                "k": k,
+                "types": list(types) if types is not None else None,
+                "topics": list(topics) if topics is not None else None,
+                "tiers": list(tiers) if tiers is not None else None,
+                "min_confidence": min_confidence,
+                "as_of": _iso(as_of),
+            }
+        )
+        return Call("POST", "/v1/search", SearchResults, body)
+
+    @staticmethod
+    def get_memory(memory_id: str) -> Call[MemoryDetail]:
+        return Call("GET", f"/v1/memories/{_segment(memory_id)}", MemoryDetail)
+
+    @staticmethod
+    def memory_traces(memory_id: str) -> Call[MemoryTraces]:
+        return Call("GET", f"/v1/memories/{_segment(memory_id)}/traces", MemoryTraces)
+
+    @staticmethod
+    def memories_page(user_id: str, limit: int, cursor: str | None) -> Call[MemoryPage]:
+        params: dict[str, str | int] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return Call("GET", f"/v1/users/{_segment(user_id)}/memories", MemoryPage, params=params)
+
+    @staticmethod
+    def traces_page(
+        user_id: str,
+        limit: int,
+        cursor: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+    ) -> Call[TracePage]:
+        params: dict[str, str | int] = _dropping_none(
+            {"limit": limit, "cursor": cursor, "from": _iso(since), "to": _iso(until)}
+        )
+        return Call("GET", f"/v1/users/{_segment(user_id)}/traces", TracePage, params=params)
+
+    @staticmethod
+    def replay(trace_id: str, config: Mapping[str, Any] | None = None) -> Call[ReplayDiff]:
+        body = {"config": dict(config or {})}
+        return Call("POST", f"/v1/traces/{_segment(trace_id)}/replay", ReplayDiff, body)
+
+    @staticmethod
+    def replay_user(
+        user_id: str,
+        config: Mapping[str, Any] | None = None,
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Call[BatchReplay]:
+        body = _dropping_none(
+            {
+                "config": dict(config or {}),
+                "from": _iso(since),
+                "to": _iso(until),
+                "limit": limit,
+                "cursor": cursor,
+            }
+        )
+        return Call("POST", f"/v1/users/{_segment(user_id)}/replay", BatchReplay, body)
+
+    @staticmethod
+    def rollback(trace_id: str) -> Call[RollbackRecord]:
+        # Not repeatable: a second rollback of the same trace is refused, not a no-op.
+        path = f"/v1/traces/{_segment(trace_id)}/rollback"
+        return Call("POST", path, RollbackRecord, repeatable=False)
+
+    @staticmethod
+    def erase_user(user_id: str) -> Call[ErasureReport]:
+        return Call("DELETE", f"/v1/users/{_segment(user_id)}/memories", ErasureReport)
+
+
+calls = _Calls()
+
+
+def answer_of(call: Call[T], response: httpx.Response) -> T:
+    """The success model of `call`, or the typed exception of the error answer."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text[:500]}
+    if response.is_success:
+        return call.model.model_validate(body)
+    raise error_for(
+        response.status_code, body, parse_retry_after(response.headers.get("Retry-After"))
+    )

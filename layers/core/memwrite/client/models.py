@@ -1,0 +1,258 @@
+"""What the API answers, as the client reads it (the server's OpenAPI document describes the same
+shapes, at `GET /v1/openapi.json`).
+
+Tolerant on purpose: every model keeps fields it does not know (`extra="allow"`, reachable as
+attributes and in `model_extra`), and closed sets of the server (types, tiers, statuses) are
+plain strings here, so an additive change of the API never breaks an installed client.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "BatchReplay",
+    "ErasureReport",
+    "FieldError",
+    "IngestAck",
+    "Memory",
+    "MemoryDetail",
+    "MemoryLink",
+    "MemoryPage",
+    "MemoryTrace",
+    "MemoryTraces",
+    "ReplayDiff",
+    "RollbackRecord",
+    "SearchHit",
+    "SearchResults",
+    "Span",
+    "Trace",
+    "TraceOutcome",
+    "TracePage",
+    "Turn",
+]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Turn(BaseModel):
+    """One conversation turn to ingest (a dict with the same keys works as well)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field(description="user, assistant, system or tool")
+    content: str
+    timestamp: datetime | None = None
+
+
+class FieldError(_Answer):
+    field: str
+    message: str
+
+
+class SkippedTurn(_Answer):
+    turn_id: str
+    reason: dict[str, Any]
+
+
+class FailedTurn(_Answer):
+    turn_id: str
+    error: str
+    retry_after_secs: int
+
+
+class IngestAck(_Answer):
+    """`POST /v1/turns`: the trace to follow, what stage 1 accepted and skipped."""
+
+    trace_id: str
+    accepted: int
+    skipped: list[SkippedTurn]
+    turn_ids: list[str]
+    duplicates: list[str] = Field(default_factory=list)
+    failed: list[FailedTurn] = Field(default_factory=list)
+
+
+class LlmUsage(_Answer):
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class Span(_Answer):
+    """What one stage decided about one turn or candidate."""
+
+    stage: str
+    item_id: str
+    result: str
+    reason: dict[str, Any] | None = None
+    latency_ms: float
+    at: datetime
+    kind: str = "turn"
+    llm: LlmUsage | None = None
+
+
+class TraceOutcome(_Answer):
+    stored: int
+    merged: int
+    discarded: int
+    memory_ids: list[str]
+
+
+class RollbackRecord(_Answer):
+    """The audit record of a trace's rollback."""
+
+    trace_id: str
+    user_id: str
+    rolled_back_at: datetime
+    requested_via: str
+    removed: list[str]
+    restored: list[str]
+    updated: list[str]
+
+
+class Trace(_Answer):
+    """`GET /v1/traces/{trace_id}`: `status` is in_progress, complete or failed."""
+
+    trace_id: str
+    user_id: str
+    session_id: str
+    created_at: str
+    status: str
+    turn_ids: list[str]
+    spans: list[Span]
+    outcome: TraceOutcome
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    rolled_back_at: datetime | None = None
+    rollback: RollbackRecord | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "in_progress"
+
+
+class MemoryTrace(Trace):
+    memory_outcomes: list[str]
+
+
+class MemoryTraces(_Answer):
+    """`GET /v1/memories/{memory_id}/traces`: the traces behind a memory, oldest first."""
+
+    memory_id: str
+    traces: list[MemoryTrace]
+
+
+class TracePage(_Answer):
+    user_id: str
+    traces: list[Trace]
+    next_cursor: str | None
+
+
+class MemoryLink(_Answer):
+    kind: str
+    memory_id: str
+
+
+class Memory(_Answer):
+    """A memory as the API returns it."""
+
+    memory_id: str
+    user_id: str
+    type: str
+    text: str
+    topic: str
+    entity: str
+    attribute: str
+    value: str
+    tier: str
+    confidence: float
+    observed_at: datetime
+    valid_until: datetime | None = None
+    superseded_by: str | None = None
+    links: list[MemoryLink] = Field(default_factory=list)
+    negated: bool = False
+    corroboration: int = 1
+    source_turn_id: str
+
+
+class SearchHit(Memory):
+    """One search result: the memory, its fused score and what matched (bm25, content,
+    question)."""
+
+    score: float
+    matched: list[str]
+
+
+class SearchResults(_Answer):
+    results: list[SearchHit]
+
+
+class MemoryDetail(Memory):
+    """`GET /v1/memories/{memory_id}`: with its supersession chain (oldest first, itself
+    included)."""
+
+    access_count: int = 0
+    last_accessed: datetime | None = None
+    chain: list[Memory]
+
+
+class MemoryPage(_Answer):
+    user_id: str
+    memories: list[Memory]
+    next_cursor: str | None
+
+
+class ErasureReport(_Answer):
+    user_id: str
+    erased: bool
+    removed: dict[str, int]
+
+
+class RunSummary(_Answer):
+    stored: int
+    merged: int
+    discarded: int
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class MemoryChange(_Answer):
+    memory_id: str
+    text: str
+    before: str | None
+    after: str | None
+
+
+class MemoryChanges(_Answer):
+    added: list[MemoryChange] = Field(default_factory=list)
+    merged: list[MemoryChange] = Field(default_factory=list)
+    no_longer_written: list[MemoryChange] = Field(default_factory=list)
+
+
+class ReplayDiff(_Answer):
+    """`POST /v1/traces/{trace_id}/replay`: what a changed config would have done (nothing
+    written); `stages` maps each stage to the items it newly drops or keeps."""
+
+    trace_id: str
+    stages: dict[str, dict[str, Any]]
+    memories: MemoryChanges
+    before: RunSummary
+    after: RunSummary
+
+
+class BatchReplay(_Answer):
+    user_id: str
+    traces: list[ReplayDiff]
+    without_inputs: list[str]
+    totals: dict[str, int]
+    next_cursor: str | None

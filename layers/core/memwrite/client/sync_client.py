@@ -1,0 +1,233 @@
+"""`MemwriteClient`: the API over httpx, blocking."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from memwrite.client.calls import Call, answer_of, calls, default_headers
+from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
+from memwrite.client.models import (
+    BatchReplay,
+    ErasureReport,
+    IngestAck,
+    Memory,
+    MemoryDetail,
+    MemoryTraces,
+    ReplayDiff,
+    RollbackRecord,
+    SearchHit,
+    Trace,
+    Turn,
+)
+from memwrite.client.retry import RetryPolicy
+
+__all__ = ["DEFAULT_TIMEOUT_SECS", "MemwriteClient"]
+
+DEFAULT_TIMEOUT_SECS = 30.0
+PAGE_SIZE = 100  # the API's largest page of memories
+TRACE_PAGE_SIZE = 50  # and of traces
+T = TypeVar("T", bound=BaseModel)
+
+
+class MemwriteClient:
+    """The memwrite API, blocking: `with MemwriteClient(url, api_key=...) as mw: mw.add(...)`.
+
+    `api_key` defaults to `MEMWRITE_API_KEY`. Connection errors, 429 and 503 are retried
+    (`retry`); every other refusal raises its `memwrite.client.errors` exception at once.
+    `transport` (an `httpx.BaseTransport`) replaces the network, e.g. for tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECS,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=default_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def send(self, call: Call[T]) -> T:
+        """One operation, retried as `retry` says; its model, or its typed exception."""
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    call.method, call.path, json=call.json, params=call.params, headers=call.headers
+                )
+            except httpx.TransportError as exc:
+                if attempt + 1 >= self.retry.attempts or not self.retry.retries_error(
+                    exc, repeatable=call.repeatable
+                ):
+                    raise ServiceUnreachable(f"{call.method} {call.path}: {exc}") from exc
+                time.sleep(self.retry.delay(attempt))
+            else:
+                try:
+                    return answer_of(call, response)
+                except MemwriteApiError as exc:
+                    if attempt + 1 >= self.retry.attempts or not self.retry.retries_status(
+                        exc.status, exc.retry_after
+                    ):
+                        raise
+                    time.sleep(self.retry.delay(attempt, exc.retry_after))
+            attempt += 1
+
+    def add(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        turns: Sequence[Turn | Mapping[str, Any]],
+        agent_id: str | None = None,
+        source: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> IngestAck:
+        """Ingest turns (`POST /v1/turns`); follow the returned `trace_id` with `wait`.
+
+        One `Idempotency-Key` per call (a fresh one unless given): its retries write once."""
+        return self.send(
+            calls.add(
+                user_id=user_id,
+                session_id=session_id,
+                turns=turns,
+                agent_id=agent_id,
+                source=source,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def trace(self, trace_id: str) -> Trace:
+        return self.send(calls.trace(trace_id))
+
+    def wait(self, trace_id: str, timeout: float = 30.0, interval: float = 0.25) -> Trace:
+        """Poll the trace until it is complete or failed; `TraceNotFinished` after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            current = self.trace(trace_id)
+            if current.finished:
+                return current
+            if time.monotonic() >= deadline:
+                raise TraceNotFinished(trace_id, timeout, current)
+            time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+            interval = min(interval * 1.5, 2.0)
+
+    def search(
+        self,
+        *,
+        user_id: str,
+        query: str,
+        k: int = 10,
+        types: Sequence[str] | None = None,
+        topics: Sequence[str] | None = None,
+        tiers: Sequence[str] | None = None,
+        min_confidence: float | None = None,
+        as_of: datetime | str | None = None,
+    ) -> list[SearchHit]:
+        """A user's memories best matching `query`, best first."""
+        call = calls.search(
+            user_id=user_id,
+            query=query,
+            k=k,
+            types=types,
+            topics=topics,
+            tiers=tiers,
+            min_confidence=min_confidence,
+            as_of=as_of,
+        )
+        return self.send(call).results
+
+    def get_memory(self, memory_id: str) -> MemoryDetail:
+        return self.send(calls.get_memory(memory_id))
+
+    def memory_traces(self, memory_id: str) -> MemoryTraces:
+        """The traces that stored or merged into a memory (why it exists)."""
+        return self.send(calls.memory_traces(memory_id))
+
+    def memories(self, user_id: str, *, page_size: int = PAGE_SIZE) -> Iterator[Memory]:
+        """Every memory of the user, fetching page after page as the iteration goes."""
+        cursor: str | None = None
+        while True:
+            page = self.send(calls.memories_page(user_id, page_size, cursor))
+            yield from page.memories
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def traces(
+        self,
+        user_id: str,
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        page_size: int = TRACE_PAGE_SIZE,
+    ) -> Iterator[Trace]:
+        """The user's traces, newest first, every page."""
+        cursor: str | None = None
+        while True:
+            page = self.send(calls.traces_page(user_id, page_size, cursor, since, until))
+            yield from page.traces
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def replay(self, trace_id: str, config: Mapping[str, Any] | None = None) -> ReplayDiff:
+        """What a changed pipeline config would have made of a trace (nothing is written)."""
+        return self.send(calls.replay(trace_id, config))
+
+    def replay_user(
+        self,
+        user_id: str,
+        config: Mapping[str, Any] | None = None,
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> BatchReplay:
+        call = calls.replay_user(
+            user_id, config, since=since, until=until, limit=limit, cursor=cursor
+        )
+        return self.send(call)
+
+    def rollback(self, trace_id: str) -> RollbackRecord:
+        """Remove exactly what a trace produced, restoring what it superseded."""
+        return self.send(calls.rollback(trace_id))
+
+    def erase_user(self, user_id: str) -> ErasureReport:
+        """Erase everything of a user, index included."""
+        return self.send(calls.erase_user(user_id))
+
+    def openapi(self) -> dict[str, Any]:
+        """The API's OpenAPI document."""
+        response = self._http.get("/v1/openapi.json")
+        response.raise_for_status()
+        document: dict[str, Any] = response.json()
+        return document

@@ -1,0 +1,190 @@
+"""`memwrite.client` against a live `memwrite serve` (a real process over a real socket): the
+whole agent loop, pagination, idempotent retries, and one typed exception per refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from memwrite.client import (
+    AsyncMemwriteClient,
+    InvalidRequest,
+    MemwriteClient,
+    NotFound,
+    RetryPolicy,
+    ServiceUnreachable,
+    Unauthenticated,
+)
+from tests.client.conftest import API_KEY, OTHER_KEY
+from tests.serve_process import ServeProcess
+
+TURNS = [
+    {"role": "user", "content": "I live in Berlin with my partner Alex and our dog Pixel."},
+    {"role": "user", "content": "I work as a nurse at the Charité hospital."},
+    {"role": "user", "content": "I prefer tea over coffee in the morning."},
+]
+
+
+def user() -> str:
+    return f"dana-{uuid.uuid4().hex[:8]}"
+
+
+def test_an_agent_stores_waits_and_recalls_through_the_client(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        # When an agent adds turns and waits for their trace
+        ack = mw.add(user_id=dana, session_id="s-1", turns=TURNS)
+        trace = mw.wait(ack.trace_id, timeout=30)
+        # Then the trace is complete, and its memories are found by search
+        assert ack.accepted == len(TURNS)
+        assert trace.status == "complete", trace.status
+        assert trace.outcome.stored >= 1
+        hits = mw.search(user_id=dana, query="where does she live?", k=5)
+        assert hits and any("Berlin" in hit.text for hit in hits)
+        assert all(hit.user_id == dana and hit.score > 0 for hit in hits)
+        # And each memory reads back, with the traces behind it
+        memory = mw.get_memory(hits[0].memory_id)
+        assert memory.memory_id == hits[0].memory_id
+        assert memory.chain[-1].memory_id == memory.memory_id or memory.chain
+        why = mw.memory_traces(memory.memory_id)
+        assert ack.trace_id in {t.trace_id for t in why.traces}
+        assert [t.trace_id for t in mw.traces(dana)] == [ack.trace_id]
+
+
+def test_memories_iterates_every_page(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        mw.wait(mw.add(user_id=dana, session_id="s-1", turns=TURNS).trace_id, timeout=30)
+        stored = {m.memory_id for m in mw.memories(dana)}
+        # When the pages are one memory each
+        paged = [m.memory_id for m in mw.memories(dana, page_size=1)]
+    # Then every memory comes once, across as many pages
+    assert len(stored) >= 2
+    assert sorted(paged) == sorted(stored)
+
+
+def test_replay_rollback_and_erase(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        ack = mw.add(user_id=dana, session_id="s-1", turns=TURNS)
+        trace = mw.wait(ack.trace_id, timeout=30)
+        # When the trace is replayed unchanged: nothing differs, nothing is written
+        diff = mw.replay(ack.trace_id, config={})
+        assert diff.trace_id == ack.trace_id
+        assert diff.before.stored == diff.after.stored
+        # When it is rolled back: exactly its memories go
+        record = mw.rollback(ack.trace_id)
+        assert sorted(record.removed) == sorted(set(trace.outcome.memory_ids))
+        assert list(mw.memories(dana)) == []
+        # And erasing the user reports what it removed, then nothing is left
+        erased = mw.erase_user(dana)
+        assert erased.erased and erased.user_id == dana
+        assert list(mw.traces(dana)) == []
+
+
+def test_add_retried_after_a_lost_answer_writes_once(serve: ServeProcess) -> None:
+    # Given a network that loses the first answer after the server has handled the request
+    real = httpx.HTTPTransport()
+    sent: list[httpx.Request] = []
+
+    class LosesFirstAnswer(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            sent.append(request)
+            response = real.handle_request(request)
+            if len(sent) == 1:
+                response.read()
+                raise httpx.ReadError("connection reset", request=request)
+            return response
+
+    dana = user()
+    retry = RetryPolicy(base_delay=0.01)
+    with MemwriteClient(serve.base_url, API_KEY, retry=retry, transport=LosesFirstAnswer()) as mw:
+        # When the client adds turns (and retries once, on its own)
+        ack = mw.add(user_id=dana, session_id="s-1", turns=TURNS)
+    # Then both attempts carried one Idempotency-Key, and the retry wrote nothing new
+    keys = {request.headers["Idempotency-Key"] for request in sent}
+    assert len(sent) == 2 and len(keys) == 1
+    assert ack.accepted == 0 and sorted(ack.duplicates) == sorted(ack.turn_ids)
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        assert [t.trace_id for t in mw.traces(dana)] == [ack.trace_id]
+
+
+def test_two_logical_adds_get_two_keys(serve: ServeProcess) -> None:
+    real = httpx.HTTPTransport()
+    keys: list[str] = []
+
+    class Recording(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            keys.append(request.headers["Idempotency-Key"])
+            return real.handle_request(request)
+
+    dana = user()
+    # When the same turns are added twice, as two calls
+    with MemwriteClient(serve.base_url, API_KEY, transport=Recording()) as mw:
+        first = mw.add(user_id=dana, session_id="s-1", turns=TURNS[:1])
+        second = mw.add(user_id=dana, session_id="s-1", turns=TURNS[:1])
+    # Then each call had its own key (two traces; the content-addressed turn ids still dedupe)
+    assert len(set(keys)) == 2
+    assert first.trace_id != second.trace_id
+    assert second.accepted == 0 and second.duplicates == first.turn_ids
+
+
+def test_each_refusal_is_its_typed_exception_with_the_field_errors(serve: ServeProcess) -> None:
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        # An invalid body: 400, naming the fields
+        with pytest.raises(InvalidRequest) as invalid:
+            mw.add(user_id="dana", session_id="s-1", turns=[])
+        assert invalid.value.status == 400
+        assert [e.field for e in invalid.value.errors] == ["turns"]
+        with pytest.raises(InvalidRequest) as bad_k:
+            mw.search(user_id="dana", query="x", k=0)
+        assert bad_k.value.errors[0].field == "k"
+        # An unknown id: 404
+        with pytest.raises(NotFound):
+            mw.trace("0" * 64)
+        with pytest.raises(NotFound):
+            mw.get_memory("no-such-memory")
+    # A wrong key: 401
+    with MemwriteClient(serve.base_url, api_key="wrong") as mw, pytest.raises(Unauthenticated):
+        mw.search(user_id="dana", query="x")
+
+
+def test_another_tenant_sees_nothing(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        ack = mw.add(user_id=dana, session_id="s-1", turns=TURNS)
+        mw.wait(ack.trace_id, timeout=30)
+    with MemwriteClient(serve.base_url, api_key=OTHER_KEY) as other:
+        assert other.search(user_id=dana, query="Berlin") == []
+        with pytest.raises(NotFound):
+            other.trace(ack.trace_id)
+
+
+def test_an_unreachable_server_raises_after_the_retries() -> None:
+    retry = RetryPolicy(attempts=2, base_delay=0.01)
+    unreachable = MemwriteClient("http://127.0.0.1:9", api_key=API_KEY, retry=retry)
+    with unreachable as mw, pytest.raises(ServiceUnreachable):
+        mw.search(user_id="dana", query="x")
+
+
+def test_the_async_client_does_the_same(serve: ServeProcess) -> None:
+    dana = user()
+
+    async def agent() -> dict[str, Any]:
+        async with AsyncMemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+            ack = await mw.add(user_id=dana, session_id="s-1", turns=TURNS)
+            trace = await mw.wait(ack.trace_id, timeout=30)
+            hits = await mw.search(user_id=dana, query="where does she live?", k=5)
+            memories = [m async for m in mw.memories(dana, page_size=1)]
+            with pytest.raises(NotFound):
+                await mw.trace("0" * 64)
+            return {"trace": trace, "hits": hits, "memories": memories}
+
+    found = asyncio.run(agent())
+    assert found["trace"].status == "complete"
+    assert any("Berlin" in hit.text for hit in found["hits"])
+    assert len(found["memories"]) >= 2

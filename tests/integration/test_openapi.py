@@ -1,0 +1,84 @@
+"""The OpenAPI document: generated from the handlers, committed, served without a key, and
+complete (every route, body, response and error shape)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+
+from functions.openapi import DOCUMENT_PATH, PUBLIC_PATHS, openapi_document, render
+from memwrite_local.runner import ROUTES
+from memwrite_local.serve import make_server
+from tests.integration.conftest import Local, MakeLocal
+
+ERROR_CODES = {"400", "401", "403", "429", "503"}
+
+
+def test_the_committed_document_is_the_one_the_handlers_generate() -> None:
+    # Given the document the handlers' resolvers generate now
+    generated = render(openapi_document())
+    # Then it is the committed one, byte for byte (else: `make openapi`, and commit it)
+    assert DOCUMENT_PATH.read_text(encoding="utf-8") == generated, "stale: run `make openapi`"
+
+
+def test_every_route_is_documented_and_nothing_else() -> None:
+    # Given the document and the routes the API serves
+    document = openapi_document()
+    documented = {
+        (method.upper(), path) for path, item in document["paths"].items() for method in item
+    }
+    # Then they are the same set
+    assert documented == {(method, path) for method, path, _ in ROUTES}
+    assert document["openapi"].startswith("3.1")
+
+
+def test_every_operation_documents_its_body_its_success_and_its_errors_with_schemas() -> None:
+    document = openapi_document()
+    schemas = document["components"]["schemas"]
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            responses = operation["responses"]
+            # Then each answer names a JSON schema, and no Powertools 422 is left over
+            for status, response in responses.items():
+                schema = response["content"]["application/json"]["schema"]
+                ref = schema.get("$ref")
+                assert ref is None or ref.rsplit("/", 1)[1] in schemas, (method, path, status)
+                assert ref != "#/components/schemas/HTTPValidationError"
+            assert any(code.startswith("2") for code in responses), (method, path)
+            if path in PUBLIC_PATHS:
+                assert operation["security"] == []
+                continue
+            # And every route that takes a key documents the common refusals
+            assert set(responses) >= ERROR_CODES, (method, path)
+            if method in {"post"} and path != "/v1/traces/{trace_id}/rollback":
+                assert "requestBody" in operation, (method, path)
+    # And the error body is the handlers' own shape
+    assert set(schemas["ApiError"]["properties"]) == {"error", "errors", "message"}
+    assert document["components"]["securitySchemes"]["apiKey"]["name"] == "x-api-key"
+
+
+def test_the_document_is_served_without_a_key_and_the_explorer_at_docs(
+    make_local: MakeLocal,
+) -> None:
+    # Given `memwrite serve` on SQLite
+    local: Local = make_local(backend="sqlite")
+    httpd = make_server(local.runner, 0, max_body_bytes=65_536)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        # When a client without any key asks for the document and the explorer
+        with urllib.request.urlopen(f"{base}/v1/openapi.json", timeout=5) as reply:
+            served = json.loads(reply.read())
+        with urllib.request.urlopen(f"{base}/docs", timeout=5) as reply:
+            page = reply.read().decode("utf-8")
+            content_type = reply.headers["Content-Type"]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+    # Then the document is the committed one, and the explorer is Swagger UI showing it
+    assert served == json.loads(DOCUMENT_PATH.read_text(encoding="utf-8"))
+    assert content_type.startswith("text/html")
+    assert "SwaggerUIBundle" in page and '"/v1/turns"' in page
