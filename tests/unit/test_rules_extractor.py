@@ -859,6 +859,10 @@ UNSURE_VALUES: list[str] = [
     "I work as a",
     "I love dogs with the",
     "I'm allergic to pollen from the",
+    "I love bagels w cream cheese",
+    "I love pastaaa w pesto",
+    "I like the vibe of",
+    "I like noodles from that place near ur flat",
 ]
 
 
