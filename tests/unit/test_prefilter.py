@@ -536,7 +536,7 @@ def test_a_short_opinion_is_kept_with_the_question_it_answers(question: str, ans
     # When screened with the turn before it
     result = screen(answer, DEFAULT, question)
     # Then it passes, with the question as its context
-    expected_question = question.split("! ")[-1]
+    expected_question = question.rsplit("! ", maxsplit=1)[-1]
     assert (result.reason, result.text, result.context) == (None, answer, expected_question)
 
 

@@ -504,9 +504,9 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
         # "Been busy, started a new job - how are things?": the statement keeps the sentence
         # and the question is its context; "Wow, that's great, how did it go?" is two forms.
         head, tail = split, text[len(split) :].lstrip(_CLAUSE_SEPARATORS)
-        if _builtin_rule(Segment(head, 0, len(head)), short_meta_max_chars) is None:
-            if _carries_statement(head):
-                return None
+        head_rule = _builtin_rule(Segment(head, 0, len(head)), short_meta_max_chars)
+        if head_rule is None and _carries_statement(head):
+            return None
         return _builtin_rule(Segment(tail, 0, len(tail)), short_meta_max_chars)
     if words:
         return _question_rule(text, words, lowered)
@@ -529,10 +529,13 @@ _QUESTION_OPENERS = (
 )
 # A head that opens like these is a question left without its mark ("Any tips on running,
 # what gear do you need?"); "Been busy, ..." and "Had a blast, ..." are statements.
-_HEAD_QUESTION_OPENERS = _vocabulary(
-    """what what's whats how how's hows how'd where where's when who who's which why do does
+_HEAD_QUESTION_OPENERS = (
+    _vocabulary(
+        """what what's whats how how's hows how'd where where's when who who's which why do does
     is are can could would will should any anything anyone"""
-) | _SECOND_PERSON
+    )
+    | _SECOND_PERSON
+)
 # Words that carry nothing on their own in front of a question ("So anyway, how was it?").
 _DISCOURSE_WORDS = _vocabulary(
     "anyway anyways btw also actually honestly um uhm uh hmm hm well so oh and but plus"

@@ -23,6 +23,7 @@ TITLE_NAME = rf"{NAME_TOKEN}(?:\s+{NAME_TOKEN}){{0,2}}"
 _TOKEN = r"[^\s,;:!?()\[\]{}\"“”]+"
 _PERSON_TOKEN = r"[^\W\d_][\w'’.\-]*"
 
+
 def elongated(phrase: str) -> str:
     """A phrase as a pattern that also matches it typed with stretched letters: "so much" ->
     "s+o+\\s+m+u+c+h+", which reads "sooo muuuch" as well."""
