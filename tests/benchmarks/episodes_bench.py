@@ -156,7 +156,7 @@ def bench_search() -> dict[str, Any]:
             index.hybrid("bench", "u", query, np.asarray(vector), 20, filter=memories)
             if both:
                 index.hybrid(
-                    "bench", "u", query, np.asarray(vector), 20, filter=episodes, bm25_weight=0.7
+                    "bench", "u", query, np.asarray(vector), 20, filter=episodes, bm25_weight=1.0
                 )
             samples.append((time.perf_counter() - started) * 1000)
         return samples

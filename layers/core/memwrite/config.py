@@ -273,9 +273,10 @@ class EpisodesConfig(_Frozen):
     # An episode's fused score is multiplied by this before it is ranked beside memories: a
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
-    # Episodes are the user's own words, long and unedited: exact words match them better
-    # than a memory's one-sentence summary, so their fusion leans on BM25 (docs/episodes.md).
-    bm25_weight: float = Field(default=0.7, ge=0, le=1)
+    # Episodes are the user's own words, long and unedited: exact words find them, and the
+    # offline hashing embedder only adds noise to BM25 (measured: docs/episodes.md). With
+    # Titan embeddings on AWS, lower it to blend in the content vector.
+    bm25_weight: float = Field(default=1.0, ge=0, le=1)
 
     @property
     def retention_secs(self) -> int:
