@@ -40,6 +40,7 @@ from memwrite.ports import CandidateVerifier, ExtractionLlm, MetricsSink, Sessio
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import (
     DeferredNoLLM,
+    ExcludedTopic,
     ExtractionError,
     NoCandidates,
     QualityDiscard,
@@ -57,6 +58,7 @@ __all__ = [
     "STAGE",
     "ExtractDeps",
     "build_deps",
+    "excluded_topic",
     "extract_candidates",
     "run",
 ]
@@ -64,11 +66,25 @@ __all__ = [
 STAGE = "extract"
 
 
-def _triage(turn_id: str, extractor: Extractor, candidates: Sequence[Candidate]) -> TurnExtraction:
+def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic | None:
+    """The tenant's topic filter (`extraction.include_topics`, `exclude_topics`): applied to
+    the candidates of the rules and of the model alike."""
+    if candidate.topic in config.exclude_topics or (
+        config.include_topics is not None and candidate.topic not in config.include_topics
+    ):
+        return ExcludedTopic(topic=candidate.topic)
+    return None
+
+
+def _triage(
+    turn_id: str, extractor: Extractor, candidates: Sequence[Candidate], config: ExtractConfig
+) -> TurnExtraction:
     kept: list[Candidate] = []
     rejected: list[tuple[Candidate, Reason]] = []
     for candidate in candidates:
-        if candidate.quality.verdict == "discard":
+        if excluded := excluded_topic(candidate, config):
+            rejected.append((candidate, excluded))
+        elif candidate.quality.verdict == "discard":
             rejected.append((candidate, QualityDiscard(reason=candidate.quality.reason)))
         elif not candidate.grounded:
             rejected.append((candidate, Ungrounded()))
@@ -123,7 +139,7 @@ def extract_candidates(
             extractor = Extractor.LLM
         # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
         merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
-        extractions.append(_triage(turn.turn_id, extractor, merged))
+        extractions.append(_triage(turn.turn_id, extractor, merged, config))
     return verify_extraction(
         BatchExtraction(tuple(extractions), calls), turns, config.verifier, verifier
     )
