@@ -178,7 +178,8 @@ def run_extract(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
 
     settings = load_settings()
     config = settings.pipeline.extract
-    llm = build_llm(config, os.environ.get("ANTHROPIC_API_KEY"))
+    record = os.environ.get("MEMWRITE_LLM_RECORD")
+    llm = build_llm(config, os.environ.get("ANTHROPIC_API_KEY"), Path(record) if record else None)
     lines = [line for line in stdin if line.strip()]
     parsed: list[BatchTurn | str] = []
     for number, line in enumerate(lines, start=1):

@@ -10,6 +10,7 @@ retrieval recall@k against the same recall of every turn stored raw and searched
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -17,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
+from pathlib import Path
 
 from pydantic import BaseModel
 from rapidfuzz import fuzz, utils
@@ -27,6 +29,13 @@ from memwrite.models import SpanResult
 from memwrite.stages import stage_names
 from memwrite_local.eval_baseline import RawTurnIndex
 from memwrite_local.eval_data import ConversationData, DatasetData, FactChange, Question
+from memwrite_local.eval_recording import (
+    EXCHANGES_DIR,
+    RunRecording,
+    outcome_of,
+    prompt_versions,
+    write_recording,
+)
 from memwrite_local.pipeline import LocalRun, run_sessions
 
 __all__ = [
@@ -34,6 +43,7 @@ __all__ = [
     "CriScore",
     "DatasetReport",
     "LlmKeyMissing",
+    "RecordingExists",
     "evaluate",
     "question_user",
     "recall_at_k",
@@ -42,6 +52,7 @@ __all__ = [
 
 DEFAULT_KS = (5, 10)
 LLM_KEY = "ANTHROPIC_API_KEY"
+LLM_RECORD = "MEMWRITE_LLM_RECORD"
 PREFILTER_STAGE = "pre_filter"
 # A stored value names a ground-truth value when its words are (nearly) a subset of it.
 _VALUE_MATCH = 85.0
@@ -50,6 +61,10 @@ _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 
 class LlmKeyMissing(Exception):
     """`--llm` without an API key: the run would silently be the offline extractor."""
+
+
+class RecordingExists(Exception):
+    """`--record` into a directory that already holds one of this run's recordings."""
 
 
 class CriScore(BaseModel):
@@ -333,31 +348,96 @@ def _report(
     )
 
 
+def _record_dirs(
+    record: Path | None, runs: Sequence[tuple[str, ConversationData, str]]
+) -> list[Path | None]:
+    """Each run's recording directory under `record` (`--record`); none may exist yet."""
+    if record is None:
+        return [None] * len(runs)
+    dirs: list[Path | None] = []
+    for dataset, conversation, user in runs:
+        # A CRI conversation is named after its data set: its name once, not twice.
+        parts = dict.fromkeys((dataset, conversation.name, user))
+        directory = record / _safe_id("-".join(parts))
+        if directory.exists():
+            raise RecordingExists(f"{directory} already holds a recording")
+        dirs.append(directory)
+    return dirs
+
+
+def _settings_file() -> dict[str, object]:
+    """The MEMWRITE_CONFIG file's content ({}: every default), as a replay must use it, but
+    for its API keys: a recording is shared, and a replay runs with a key of its own."""
+    path = os.environ.get("MEMWRITE_CONFIG")
+    if not path:
+        return {}
+    content: dict[str, object] = json.loads(Path(path).read_text(encoding="utf-8"))
+    content.pop("api_keys", None)
+    return content
+
+
+def _record_run(
+    directory: Path,
+    sessions: list[dict[str, object]],
+    queries: list[str],
+    search_k: int,
+    run: LocalRun,
+) -> None:
+    from memwrite.config import load_settings
+
+    extract = load_settings().pipeline.extract
+    recording = RunRecording(
+        name=directory.name,
+        provider=extract.provider,
+        model=extract.model,
+        prompts=prompt_versions(),
+        config=_settings_file(),
+        sessions=sessions,
+        queries=queries,
+        search_k=search_k,
+        outcome=outcome_of(run, sessions),
+    )
+    write_recording(directory, recording)
+
+
 def evaluate(
     datasets: Sequence[DatasetData],
     *,
     ks: Sequence[int] = DEFAULT_KS,
     llm: bool = False,
     progress: bool = False,
+    record: Path | None = None,
 ) -> list[DatasetReport]:
-    """Every conversation of every data set, once per user, each on a fresh state."""
+    """Every conversation of every data set, once per user, each on a fresh state.
+
+    With `record` (and `llm`), each run's model exchanges, inputs and outcome are written to a
+    directory of its own under it (`memwrite_local.eval_recording`).
+    """
     runs = [
         (index, conversation, user)
         for index, dataset in enumerate(datasets)
         for conversation in dataset.conversations
         for user in conversation.users
     ]
+    if record is not None and not llm:
+        raise ValueError("eval: --record needs --llm (without a model there is nothing to record)")
+    record_dirs = _record_dirs(
+        record, [(datasets[index].name, conversation, user) for index, conversation, user in runs]
+    )
     tallies = [_Tally() for _ in datasets]
     with _extractor(llm) as extractor:
         bar = tqdm(runs, desc="memwrite eval", unit="run", disable=not progress, leave=False)
-        for index, conversation, user in bar:
+        for (index, conversation, user), record_dir in zip(bar, record_dirs, strict=True):
             bar.set_postfix_str(f"{conversation.name} as {user}")
             questions = [
                 q for q in conversation.questions if question_user(q, conversation) == user
             ]
-            run = run_sessions(
-                sessions_as(conversation, user), [q.question for q in questions], search_k=max(ks)
-            )
+            sessions = sessions_as(conversation, user)
+            queries = [q.question for q in questions]
+            recorder = {} if record_dir is None else {LLM_RECORD: str(record_dir / EXCHANGES_DIR)}
+            run = run_sessions(sessions, queries, search_k=max(ks), extra_env=recorder)
+            if record_dir is not None:
+                _record_run(record_dir, sessions, queries, max(ks), run)
             tally = tallies[index]
             tally.questions += len(questions)
             _score_run(tally, conversation, user, run, questions=questions, ks=ks)

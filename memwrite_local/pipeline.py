@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,9 +107,12 @@ def run_sessions(
     backend: str = "sqlite",
     data_dir: Path | None = None,
     search_k: int = SEARCH_K,
+    *,
+    extra_env: Mapping[str, str] | None = None,
 ) -> LocalRun:
     """One user's sessions, in order, each a `POST /v1/turns` body with its own `session_id`,
-    through the pipeline on one state; then `queries` are searched as that user."""
+    through the pipeline on one state; then `queries` are searched as that user. `extra_env`
+    is set for the handlers during the run (as `MEMWRITE_LLM_RECORD` for `--record`)."""
     from memwrite.config import load_settings
     from memwrite.wiring import build_memory_store
     from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
@@ -124,7 +127,7 @@ def run_sessions(
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memwrite-")))
         # An in-process run with its own key: the caller's configured keys need not include it.
-        own_key = {"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}
+        own_key = {**(extra_env or {}), "MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}
         stack.enter_context(local_backend(backend, data_dir, own_key))
         runner = LocalRunner()
         traces = []

@@ -24,6 +24,9 @@ from memwrite.stages import STAGES, StagePlacement, stage_named
 from memwrite.tenants import SETTINGS_CACHE_SECS, TenantConfigs
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from memwrite.adapters.anthropic.client import ClientOptions
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
@@ -115,7 +118,13 @@ class Adapters(ABC):
         return self.settings.pipeline.extract.provider == "bedrock" or bool(self.env.api_key())
 
     def extraction_llm(self) -> ExtractionLlm | None:
-        return build_llm(self.settings.pipeline.extract, self.env.api_key())
+        return build_llm(
+            self.settings.pipeline.extract, self.env.api_key(), self.env.llm_record_dir
+        )
+
+    def _llm_options(self) -> ClientOptions:
+        """What every model adapter is given: the key, and where to record (if anywhere)."""
+        return {"api_key": self.env.api_key(), "record_dir": self.env.llm_record_dir}
 
     def verifier(self) -> CandidateVerifier | None:
         """Built when some tenant (or the deployment) turns the verifier on and a model is
@@ -126,27 +135,27 @@ class Adapters(ABC):
             return None
         from memwrite.adapters.anthropic.verifier import AnthropicVerifier
 
-        return AnthropicVerifier(self.settings.pipeline.extract, api_key=self.env.api_key())
+        return AnthropicVerifier(self.settings.pipeline.extract, **self._llm_options())
 
     def resolve_judge(self) -> ResolveJudge | None:
         if not self._has_llm():
             return None
         from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
 
-        return AnthropicResolveJudge(self.settings.pipeline.extract, api_key=self.env.api_key())
+        return AnthropicResolveJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def dedupe_judge(self) -> DedupeJudge | None:
         if not self._has_llm():
             return None
         from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 
-        return AnthropicDedupeJudge(self.settings.pipeline.extract, api_key=self.env.api_key())
+        return AnthropicDedupeJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def questions(self) -> QuestionGenerator:
         if self._has_llm():
             from memwrite.adapters.anthropic.questions import AnthropicQuestions
 
-            return AnthropicQuestions(self.settings.pipeline.extract, api_key=self.env.api_key())
+            return AnthropicQuestions(self.settings.pipeline.extract, **self._llm_options())
         from memwrite.hype.questions import TemplateQuestions
 
         return TemplateQuestions()
@@ -433,13 +442,16 @@ def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
     return Adapters.of(LambdaEnvironment.load(environ)).memory_store()
 
 
-def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | None:
-    """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY."""
+def build_llm(
+    config: ExtractConfig, api_key: str | None, record_dir: Path | None = None
+) -> ExtractionLlm | None:
+    """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY.
+    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`)."""
     if config.provider != "bedrock" and not api_key:
         return None
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 
-    return AnthropicExtractorClient(config, api_key=api_key)
+    return AnthropicExtractorClient(config, api_key=api_key, record_dir=record_dir)
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
