@@ -50,6 +50,7 @@ _TAGS = [
     Tag(name="ingest", description="Conversation turns in."),
     Tag(name="memories", description="Search, read and erase memories."),
     Tag(name="traces", description="What each request did: follow, replay, roll back."),
+    Tag(name="settings", description="The tenant's own settings: steer what is remembered."),
     Tag(name="meta", description="This document."),
 ]
 

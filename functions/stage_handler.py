@@ -15,8 +15,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.config import Settings
 from memwrite.stages import StagePlacement, stage_named
+from memwrite.tenants import TenantConfigs
 from memwrite.wiring import build_stage_deps
 
 __all__ = ["StageHandler", "stage_handler"]
@@ -37,14 +37,14 @@ class StageHandler:
         )
 
     @cache  # noqa: B019 (one handler per Lambda instance, alive as long as it)
-    def deps(self) -> tuple[Settings, Any]:
+    def deps(self) -> tuple[TenantConfigs, Any]:
         return build_stage_deps(self.stage.name)
 
     def _handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        settings, deps = self.deps()
+        configs, deps = self.deps()
         payload: Any = self.stage.input_model.model_validate(event)
         # Every stage's input names its tenant; a tenant may override the pipeline's config.
-        output = self.stage.run(payload, settings.for_request(payload.tenant), deps)
+        output = self.stage.run(payload, configs.for_request(payload.tenant), deps)
         result: dict[str, Any] = output.model_dump(mode="json")
         return result
 

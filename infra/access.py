@@ -25,6 +25,7 @@ __all__ = [
 
 R, W, RW = Access.READ, Access.WRITE, Access.READ_WRITE
 RD = Access.READ_DELETE
+RP = Access.READ_PUT
 
 # Functions that are not stages.
 FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
@@ -32,9 +33,9 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # erase route (`memwrite.adapters.aws.dynamodb_erase`: exactly these six tables, and its mark
     # on the user's trace rows, which stops persist committing them) and the rollback route
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
-    # deleted in one transaction, its record in turns, its span). The backfill route
-    # (`memwrite.episodes.backfill`) runs the pipeline stages in-process: resolve_refs writes
-    # entities, hence RW there.
+    # deleted in one transaction, its record in turns, its span) and the tenant's settings.
+    # The backfill route (`memwrite.episodes.backfill`) runs the pipeline stages in-process:
+    # resolve_refs writes entities, hence RW there.
     "query": {
         "memories": RW,
         "entity_facts": RW,
@@ -42,11 +43,13 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
         "outbox": RW,
         "turns": RW,
         "spans": RW,
+        "tenant_settings": RP,  # GET|PUT /v1/settings: whole items, never a delete
     },
     "dead_letter": {"spans": W},
     # The scheduled backfill runs the pipeline's stages in-process (their tables), and finds
     # the users with pending episodes in turns.
     "backfill": {
+        "tenant_settings": R,  # extraction's tenant instructions, topics and verifier
         "memories": RW,
         "entity_facts": RW,
         "entities": RW,

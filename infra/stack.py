@@ -57,6 +57,9 @@ def _grant(table: dynamodb.ITable, role: iam.IRole, access: Access) -> None:
         table.grant_write_data(role)
     elif access is Access.READ_WRITE:
         table.grant_read_write_data(role)
+    elif access is Access.READ_PUT:
+        table.grant_read_data(role)
+        table.grant(role, "dynamodb:PutItem")
     else:
         table.grant_read_data(role)
         table.grant(role, *_DELETE_ACTIONS)

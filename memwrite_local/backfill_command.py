@@ -55,7 +55,7 @@ def _refusal(error: str, message: str, as_json: bool, stdout: TextIO) -> int:
 
 def run_backfill(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.episodes.backfill import BackfillRequest, backfill_user
-    from memwrite.wiring import build_backfill_deps, build_query_deps
+    from memwrite.wiring import build_backfill_deps
     from memwrite_local.embedded import local_backend
     from memwrite_local.runner import DrainReport, LocalRunner
 
@@ -70,7 +70,7 @@ def run_backfill(args: argparse.Namespace, stdout: TextIO) -> int:
         except InvalidQuery as exc:
             return _refusal("invalid_request", str(exc), args.json, stdout)
         deps = build_backfill_deps()
-        config = build_query_deps().settings.for_request(args.tenant)
+        config = deps.configs.for_request(args.tenant)
         users = (
             [args.user]
             if args.user

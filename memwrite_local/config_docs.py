@@ -31,10 +31,13 @@ from pydantic_core import PydanticUndefined
 from infra.config import ENVIRONMENTS, EnvConfig
 from memwrite.config import (
     AgentOverrides,
+    ExtractionOverrides,
     PipelineConfig,
     Settings,
     TenantOverrides,
+    TopicDefinition,
     UserSkipPattern,
+    Webhook,
 )
 
 __all__ = ["PAGE", "main", "render"]
@@ -301,6 +304,21 @@ def render() -> str:
         "",
         *_docstring(TenantOverrides),
         *_model_table(TenantOverrides),
+        "",
+        "### `tenants.<tenant>.extraction`",
+        "",
+        *_docstring(ExtractionOverrides),
+        *_model_table(ExtractionOverrides),
+        "",
+        "### `tenants.<tenant>.extraction.topics[]` (and `pipeline.extract.topics[]`)",
+        "",
+        *_docstring(TopicDefinition),
+        *_model_table(TopicDefinition),
+        "",
+        "### `tenants.<tenant>.webhooks[]`",
+        "",
+        *_docstring(Webhook),
+        *_model_table(Webhook),
         "",
         "### `tenants.<tenant>.agents.<agent_id>`",
         "",

@@ -9,7 +9,6 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.config import Settings, load_settings
 from memwrite.episodes.backfill import BackfillDeps, backfill_pending
 from memwrite.wiring import build_backfill_deps
 
@@ -17,14 +16,14 @@ logger = Logger(service="memwrite-backfill")
 
 
 @cache
-def deps() -> tuple[Settings, BackfillDeps]:
-    return load_settings(), build_backfill_deps()
+def deps() -> BackfillDeps:
+    return build_backfill_deps()
 
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    settings, current = deps()
-    results = backfill_pending(settings.for_request, current)
+    current = deps()
+    results = backfill_pending(current.configs.for_request, current)
     summary: dict[str, Any] = {
         "users": len(results),
         "episodes": sum(r.episodes for r in results),

@@ -23,9 +23,9 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.config import Settings
 from memwrite.payloads import IndexedChange, OutboxChange
 from memwrite.stages import stage_named
+from memwrite.tenants import TenantConfigs
 from memwrite.wiring import build_stage_deps
 
 __all__ = ["BatchResult", "index_batch", "lambda_handler"]
@@ -35,7 +35,7 @@ STAGE = stage_named("hype")
 
 
 @cache
-def deps() -> tuple[Settings, Any]:
+def deps() -> tuple[TenantConfigs, Any]:
     return build_stage_deps(STAGE.name)
 
 
@@ -44,8 +44,8 @@ def index_record(record: DynamoDBRecord) -> IndexedChange | None:
         return None
     image = record.dynamodb.new_image if record.dynamodb else None
     change = OutboxChange.from_row(image or {})
-    settings, stage_deps = deps()
-    result: IndexedChange = STAGE.run(change, settings.for_request(change.tenant), stage_deps)
+    configs, stage_deps = deps()
+    result: IndexedChange = STAGE.run(change, configs.for_request(change.tenant), stage_deps)
     # Ids and timings only: the memory's text never reaches the logs.
     logger.debug("indexed", extra=result.model_dump(mode="json", exclude={"questions"}))
     return result

@@ -85,7 +85,7 @@ def post_turns(
 ) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    config = current.settings.for_request(tenant, request.agent_id)
+    config = current.configs.for_request(tenant, request.agent_id)
     _enforce_limits(request, config.ingest.max_turns_per_request, config.ingest.max_chars_per_turn)
     result = ingest_turns(
         request, tenant=tenant, config=config, deps=current.ingest, idempotency_key=idempotency_key

@@ -32,6 +32,7 @@ from functions.api_common import (
     register_error_handlers,
     tenant_of,
 )
+from memwrite.config import TenantOverrides
 from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.episodes.model import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
@@ -135,7 +136,8 @@ def replay_trace_route(trace_id: str, request: ReplayRequest) -> Response[dict[s
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     trace_id = path_id(trace_id, UnknownTrace)
-    diff = replay_trace(tenant, trace_id, request, current.settings, current.replay())
+    settings = current.configs.settings_for(tenant)
+    diff = replay_trace(tenant, trace_id, request, settings, current.replay())
     if diff is None:
         raise UnknownTrace(trace_id)
     return json_response(HTTPStatus.OK, diff.model_dump(mode="json"))
@@ -195,8 +197,9 @@ def user_traces_route(
 def replay_user_route(user_id: str, request: BatchReplayRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
+    settings = current.configs.settings_for(tenant)
     batch = replay_traces_of_user(
-        tenant, _checked_user(user_id), request, current.settings, current.replay()
+        tenant, _checked_user(user_id), request, settings, current.replay()
     )
     return json_response(HTTPStatus.OK, batch.model_dump(mode="json"))
 
@@ -221,7 +224,7 @@ def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     tenant = tenant_of(app, current.settings.api_keys)
     _without_body()
     trace_id = path_id(trace_id, UnknownTrace)
-    config = current.settings.for_request(tenant)
+    config = current.configs.for_request(tenant)
     record = rollback_trace(tenant, trace_id, config, current.rollback, requested_via="api")
     return json_response(HTTPStatus.OK, record.model_dump(mode="json"))
 
@@ -235,7 +238,7 @@ def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
 def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    found = search(tenant, request, current.settings.for_request(tenant), current.query)
+    found = search(tenant, request, current.configs.for_request(tenant), current.query)
     ids = [memory.memory_id for memory in found.memories]
     if ids:
         ACCESS_UPDATES.submit(_record_access, tenant, request.user_id, ids)
@@ -330,10 +333,46 @@ def backfill_route(user_id: str, request: BackfillRequest) -> Response[dict[str,
         tenant,
         _checked_user(user_id),
         request,
-        current.settings.for_request(tenant),
+        current.configs.for_request(tenant),
         current.backfill(),
     )
     return json_response(HTTPStatus.OK, result.as_json())
+
+
+_SETTINGS_DESCRIPTION = (
+    "The caller's tenant only (the tenant is the credential's). The deployment's config file "
+    "stays the default; these settings override it, an agent's (`agents`) override them. "
+    "Unset fields keep the file's value. Applies to new requests within a minute."
+)
+
+
+@app.get(
+    "/v1/settings",
+    summary="The tenant's own settings",
+    description=_SETTINGS_DESCRIPTION,
+    tags=["settings"],
+    responses=error_responses(ok=(HTTPStatus.OK, "The stored settings.", TenantOverrides)),
+)
+def get_settings_route() -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    stored = current.configs.stored(tenant) or TenantOverrides()
+    return json_response(HTTPStatus.OK, stored.model_dump(mode="json"))
+
+
+@app.put(
+    "/v1/settings",
+    summary="Replace the tenant's own settings",
+    description=_SETTINGS_DESCRIPTION + " Replaced whole: a field left out is unset. Invalid "
+    "settings are a 400 naming the field, and nothing is stored.",
+    tags=["settings"],
+    responses=error_responses(ok=(HTTPStatus.OK, "The settings as stored.", TenantOverrides)),
+)
+def put_settings_route(settings: TenantOverrides) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    current.configs.put(tenant, settings, datetime.now(UTC).isoformat())
+    return json_response(HTTPStatus.OK, settings.model_dump(mode="json"))
 
 
 @cache

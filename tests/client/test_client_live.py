@@ -192,3 +192,33 @@ def test_the_async_client_does_the_same(serve: ServeProcess) -> None:
     assert found["trace"].status == "complete"
     assert any("Berlin" in hit.text for hit in found["hits"])
     assert len(found["memories"]) >= 2
+
+
+def test_tenant_settings_steer_what_is_remembered_through_serve(serve: ServeProcess) -> None:
+    dana = user()
+    with (
+        MemwriteClient(serve.base_url, api_key=API_KEY) as mw,
+        MemwriteClient(serve.base_url, api_key=OTHER_KEY) as other,
+    ):
+        # Given a tenant that drops memories about health
+        stored = mw.put_settings({"extraction": {"exclude_topics": ["health"]}})
+        assert stored.extraction is not None
+        assert stored.extraction["exclude_topics"] == ["health"]
+        assert mw.settings().extraction == stored.extraction
+        # When its agent sends a health fact and a location fact
+        turns = [
+            {"role": "user", "content": "I live in Berlin."},
+            {"role": "user", "content": "I am allergic to peanuts."},
+        ]
+        trace = mw.wait(mw.add(user_id=dana, session_id="s-1", turns=turns).trace_id, timeout=30)
+        # Then only the location is remembered, the other dropped with its typed reason
+        assert {m.value for m in mw.memories(dana)} == {"Berlin"}
+        reasons = [span.reason for span in trace.spans if span.reason]
+        assert {"type": "ExcludedTopic", "topic": "health"} in reasons
+        # And another tenant's settings are untouched; bad settings are refused, naming the field
+        assert other.settings().extraction is None
+        with pytest.raises(InvalidRequest) as refused:
+            mw.put_settings({"extraction": {"instructions": "x" * 2_001}})
+        assert refused.value.errors[0].field.startswith("extraction.instructions")
+        assert mw.settings().extraction == stored.extraction
+        mw.put_settings({})

@@ -281,13 +281,14 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
         }
 
     assert tables_allowed("dynamodb:DeleteItem") == erased
-    assert tables_allowed("dynamodb:Query") == erased
+    # The settings routes read and replace a tenant's settings item: never a delete.
+    assert tables_allowed("dynamodb:Query") == erased | {"tenant_settings"}
     # The rollback route's one transaction (`memwrite.adapters.aws.dynamodb_rollback`) puts
     # memories, fact rows, outbox rows and its record (turns), then its span. Retrieval
     # counters (turns) are updated in place. The backfill route runs the pipeline's stages
     # in-process: resolve_refs writes entities.
     written = {"memories", "entity_facts", "entities", "outbox", "turns", "spans"}
-    assert tables_allowed("dynamodb:PutItem") == written
+    assert tables_allowed("dynamodb:PutItem") == written | {"tenant_settings"}
     assert tables_allowed("dynamodb:UpdateItem") == written
 
 
@@ -304,3 +305,32 @@ def test_the_local_runner_routes_exactly_the_deployed_routes() -> None:
     }
     # And the routes without a key are the same three times: API, runner, document
     assert {path for _, path in PUBLIC_ROUTES} == LOCALLY_PUBLIC == PUBLIC_PATHS
+
+
+def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_query_only(
+    synthesized: dict[str, Synthesized],
+) -> None:
+    from infra.access import FUNCTION_ACCESS, STAGE_ACCESS
+
+    synth = synthesized["dev"]
+    (table,) = (
+        k for k in resources(synth, "AWS::DynamoDB::Table") if k.startswith("TablesTenantSettings")
+    )
+    actions = {
+        name: {
+            action
+            for statement in _statements(synth, _prefix(name))
+            for resource in statement["Resource"]
+            if isinstance(resource, dict) and resource.get("Fn::GetAtt", [None])[0] == table
+            for action in _actions(statement)
+        }
+        for name in (*STAGE_ACCESS, *FUNCTION_ACCESS)
+    }
+    # The pre-filter (skip patterns, PII, limits), extract and the scheduled backfill
+    # (instructions, topics, verifier) and query (the settings routes, replay, backfill) read
+    # them; only query writes, never a delete
+    readers = {name for name, allowed in actions.items() if "dynamodb:GetItem" in allowed}
+    writers = {name for name, allowed in actions.items() if "dynamodb:PutItem" in allowed}
+    assert readers == {"pre_filter", "extract", "backfill", "query"}
+    assert writers == {"query"}
+    assert not any("dynamodb:DeleteItem" in allowed for allowed in actions.values())

@@ -38,6 +38,8 @@ from memwrite.adapters.sqlite.outbox import SqliteOutbox
 from memwrite.adapters.sqlite.queue import SqliteTurnQueue
 from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite.store import SqliteEntityStore, SqliteMemoryStore
+from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
+from memwrite.config import TenantOverrides
 from memwrite.entities import Entity, EntityKind
 from memwrite.entity_facts import FactObservation
 from memwrite.errors import (
@@ -59,6 +61,7 @@ from memwrite.ports import (
     RateStore,
     SessionLog,
     SpanStore,
+    TenantSettingsStore,
     TraceRecord,
     TraceRollback,
     TurnConsumer,
@@ -101,6 +104,7 @@ class Ports:
     outbox: Outbox
     eraser: UserEraser
     rollbacks: TraceRollback
+    tenant_settings: TenantSettingsStore
     # A fresh, empty queue: both ends of it.
     new_queue: Callable[[], tuple[TurnQueue, TurnConsumer]]
 
@@ -137,8 +141,14 @@ def _moto_ports(aws: LocalAws) -> Ports:
         outbox=hype.outbox,
         eraser=query.eraser,
         rollbacks=query_api.rollback.rollbacks,
+        tenant_settings=_written(query_api.configs.store),
         new_queue=new_queue,
     )
+
+
+def _written(store: TenantSettingsStore | None) -> TenantSettingsStore:
+    assert store is not None, "the query function writes tenant settings"
+    return store
 
 
 def _sqlite_ports(directory: Path) -> Ports:
@@ -160,6 +170,7 @@ def _sqlite_ports(directory: Path) -> Ports:
         outbox=SqliteOutbox(database),
         eraser=SqliteUserEraser(database),
         rollbacks=SqliteTraceRollback(database),
+        tenant_settings=SqliteTenantSettingsStore(database),
         new_queue=new_queue,
     )
 
@@ -1083,3 +1094,39 @@ def test_dead_letters_leave_the_queue_with_their_error(ports: Ports) -> None:
     letters = consumer.dead_letters(10)
     assert sorted(letter.turn.turn_id for letter in letters) == sorted(t.turn_id for t in turns)
     assert {letter.error for letter in letters} == {"RuntimeError: index down"}
+
+
+# --- TenantSettingsStore -------------------------------------------------------------------
+
+
+def test_tenant_settings_are_replaced_whole_and_read_per_tenant(ports: Ports) -> None:
+    # Given a tenant that stored instructions, topics and a webhook, then replaced them
+    tenant, other = fresh("acme"), fresh("globex")
+    first = TenantOverrides.model_validate(
+        {
+            "min_words": 2,
+            "extraction": {
+                "instructions": "Remember the user's tools.",
+                "topics": [{"name": "tools", "description": "Software the user works with."}],
+                "exclude_topics": ["food"],
+            },
+            "webhooks": [
+                {
+                    "url": "https://hooks.example.com/memwrite",
+                    "secret": "s" * 32,
+                    "events": ["memory.created"],
+                }
+            ],
+        }
+    )
+    assert ports.tenant_settings.get(tenant) is None
+    ports.tenant_settings.put(tenant, first, "2026-03-02T09:00:00+00:00")
+    # When it is read back
+    # Then it is what was stored, and no other tenant sees it
+    assert ports.tenant_settings.get(tenant) == first
+    assert ports.tenant_settings.get(other) is None
+    # When it is replaced by settings without extraction
+    second = TenantOverrides(min_words=5)
+    ports.tenant_settings.put(tenant, second, "2026-03-02T09:01:00+00:00")
+    # Then nothing of the first remains
+    assert ports.tenant_settings.get(tenant) == second

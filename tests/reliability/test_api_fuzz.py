@@ -221,5 +221,7 @@ def test_every_route_refuses_a_wrong_credential_with_a_401(
 def test_every_route_answers_a_wrong_method_with_a_405(
     served: Served, prefix: str, method: str
 ) -> None:
+    if (method, prefix) in {(m, p) for m, p, _ in ROUTES}:
+        pytest.skip(f"{method} {prefix} is a route")  # PUT /v1/settings
     reply = served.request(method, concrete(prefix), b"{}", api_key=KEY)
     assert reply.status == 405, reply

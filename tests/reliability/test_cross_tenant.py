@@ -190,7 +190,25 @@ def backfill_user(served: Served, a: TenantA) -> None:
     assert [error["field"] for error in reply.body["errors"]] == ["user_id"]
 
 
+def read_settings(served: Served, a: TenantA) -> None:
+    # B reads its own settings (none stored), whatever A stored (see put_settings)
+    reply = served.request("GET", "/v1/settings", api_key=B)
+    assert reply.status == 200
+    assert (reply.body["extraction"], reply.body["min_words"]) == (None, None)
+
+
+def put_settings(served: Served, a: TenantA) -> None:
+    # B's settings, even naming A's topics, are B's only: A reads none of them
+    body = {"extraction": {"exclude_topics": ["location"]}, "min_words": 50}
+    assert served.request("PUT", "/v1/settings", body, B).status == 200
+    seen_by_a = served.request("GET", "/v1/settings", api_key=A)
+    assert (seen_by_a.body["extraction"], seen_by_a.body["min_words"]) == (None, None)
+    assert served.request("PUT", "/v1/settings", {}, B).status == 200
+
+
 ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
+    ("GET", "/v1/settings"): read_settings,
+    ("PUT", "/v1/settings"): put_settings,
     ("GET", "/v1/traces/{trace_id}"): read_trace,
     ("POST", "/v1/traces/{trace_id}/replay"): replay_trace,
     ("POST", "/v1/traces/{trace_id}/rollback"): rollback_trace,

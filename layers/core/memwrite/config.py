@@ -13,7 +13,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AnyUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from memwrite.errors import ConfigError
 from memwrite.reasons import PII_KINDS, SecretKind
@@ -23,6 +32,7 @@ __all__ = [
     "DedupeConfig",
     "EpisodesConfig",
     "ExtractConfig",
+    "ExtractionOverrides",
     "FirewallAction",
     "IngestLimits",
     "PipelineConfig",
@@ -31,8 +41,11 @@ __all__ = [
     "SearchConfig",
     "Settings",
     "TenantOverrides",
+    "TopicDefinition",
     "UserSkipPattern",
     "VerifierConfig",
+    "Webhook",
+    "WebhookEvent",
     "load_settings",
 ]
 
@@ -76,6 +89,11 @@ DEFAULT_FIREWALL_ACTIONS: dict[SecretKind, FirewallAction] = {
     SecretKind.EMAIL: FirewallAction.REDACT,
     SecretKind.PHONE: FirewallAction.REDACT,
 }
+
+
+def _sorted(values: frozenset[str] | None) -> list[str] | None:
+    """A set as JSON: sorted, so a document reads (and compares) the same every time."""
+    return None if values is None else sorted(values)
 
 
 def _only_pii(kinds: frozenset[SecretKind] | None) -> frozenset[SecretKind] | None:
@@ -138,6 +156,97 @@ class VerifierConfig(_Frozen):
     max_output_tokens: int = Field(default=1_024, ge=128)
 
 
+_TOPIC_NAME_CHARS = 64
+
+
+def _topic_name(name: str) -> str:
+    """A topic label as extraction writes it (`Candidate.topic`): one line, lowercase."""
+    normalised = " ".join(name.split()).lower()
+    if not normalised or len(normalised) > _TOPIC_NAME_CHARS:
+        raise ValueError(f"a topic name is 1 to {_TOPIC_NAME_CHARS} characters")
+    return normalised
+
+
+def _topic_names(names: frozenset[str] | None) -> frozenset[str] | None:
+    return None if names is None else frozenset(_topic_name(name) for name in names)
+
+
+MAX_INSTRUCTIONS_CHARS = 2_000
+MAX_TENANT_TOPICS = 50
+
+
+class TopicDefinition(_Frozen):
+    """A tenant's own topic: the model may assign `name` to a candidate `description` fits."""
+
+    name: str = Field(min_length=1, max_length=_TOPIC_NAME_CHARS)
+    # One line: what belongs under this topic (shown to the model).
+    description: str = Field(min_length=1, max_length=200, pattern=r"^[^\r\n]+$")
+
+    _name = field_validator("name")(_topic_name)
+
+
+class ExtractionOverrides(_Frozen):
+    """A tenant's steering of extraction; unset fields keep the deployment's value."""
+
+    # Free text given to the model inside a delimited block that cannot change the output
+    # format or the rules.
+    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
+    # The tenant's own topics, which the model may assign.
+    topics: tuple[TopicDefinition, ...] | None = Field(default=None, max_length=MAX_TENANT_TOPICS)
+    # Only candidates of these topics are kept (else ExcludedTopic{topic}); unset: all.
+    include_topics: frozenset[str] | None = None
+    # Candidates of these topics are dropped: ExcludedTopic{topic}.
+    exclude_topics: frozenset[str] | None = None
+
+    _names = field_validator("include_topics", "exclude_topics")(_topic_names)
+    _sets = field_serializer("include_topics", "exclude_topics")(_sorted)
+
+    @field_validator("topics")
+    @classmethod
+    def _distinct_names(
+        cls, topics: tuple[TopicDefinition, ...] | None
+    ) -> tuple[TopicDefinition, ...] | None:
+        names = [topic.name for topic in topics or ()]
+        if len(names) != len(set(names)):
+            raise ValueError("topic names must be distinct")
+        return topics
+
+
+class WebhookEvent(StrEnum):
+    """What a webhook subscribes to (the change feed's event types)."""
+
+    MEMORY_CREATED = "memory.created"
+    MEMORY_UPDATED = "memory.updated"  # merged, re-scored, pinned, expiry set
+    MEMORY_SUPERSEDED = "memory.superseded"
+    MEMORY_DELETED = "memory.deleted"  # rolled back or erased
+
+
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+class Webhook(_Frozen):
+    """One endpoint of a tenant's change feed: `events` are POSTed to `url`, signed with
+    `secret` (HMAC-SHA256). Stored and validated here; delivery is the change feed's."""
+
+    # https (http only to localhost, for local development).
+    url: AnyUrl
+    # The signing key shared with the receiver.
+    secret: str = Field(min_length=16, max_length=256)
+    # The event types delivered to this endpoint.
+    events: frozenset[WebhookEvent] = Field(min_length=1)
+
+    _sets = field_serializer("events")(_sorted)
+
+    @field_validator("url")
+    @classmethod
+    def _https(cls, url: AnyUrl) -> AnyUrl:
+        if len(str(url)) > 2_048:
+            raise ValueError("at most 2,048 characters")
+        if url.scheme == "https" or (url.scheme == "http" and url.host in _LOCAL_HOSTS):
+            return url
+        raise ValueError("must be an https URL (http only to localhost)")
+
+
 class ExtractConfig(_Frozen):
     provider: Literal["anthropic", "bedrock"] = "anthropic"  # API key, or IAM via Bedrock
     # A model with an entry in prices_per_mtok (an unpriced model fails at start-up).
@@ -169,6 +278,16 @@ class ExtractConfig(_Frozen):
     hypothetical_confidence_cap: float = Field(default=0.3, ge=0, le=1)
     # The optional verifier pass (below).
     verifier: VerifierConfig = VerifierConfig()
+    # A tenant's instructions to the model (`ExtractionOverrides.instructions`).
+    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
+    # Topics the model may assign besides its own (`ExtractionOverrides.topics`).
+    topics: tuple[TopicDefinition, ...] = ()
+    # Only candidates of these topics are kept; unset: all (ExcludedTopic{topic}).
+    include_topics: frozenset[str] | None = None
+    # Candidates of these topics are dropped (ExcludedTopic{topic}).
+    exclude_topics: frozenset[str] = frozenset()
+
+    _names = field_validator("include_topics", "exclude_topics")(_topic_names)
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
             # USD per million (input, output) tokens, list prices, by undated model name;
@@ -293,6 +412,9 @@ class PipelineConfig(_Frozen):
     episodes: EpisodesConfig = EpisodesConfig()
 
 
+MAX_WEBHOOKS = 10
+
+
 class AgentOverrides(_Frozen):
     # Overrides pipeline.prefilter.extract_from_assistant for this agent.
     extract_from_assistant: bool | None = None
@@ -315,10 +437,38 @@ class TenantOverrides(_Frozen):
     verifier_min_importance: float | None = Field(default=None, ge=0, le=1)
     # Replaces pipeline.prefilter.allowed_pii.
     allowed_pii: frozenset[SecretKind] | None = None
+    # Steering of extraction: instructions, own topics, topics kept or dropped.
+    extraction: ExtractionOverrides | None = None
+    # The tenant's change-feed endpoints (at most 10).
+    webhooks: tuple[Webhook, ...] | None = Field(default=None, max_length=MAX_WEBHOOKS)
     # Per-agent overrides, by agent_id.
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)
 
     _pii = field_validator("allowed_pii")(_only_pii)
+    _sets = field_serializer("allowed_pii")(_sorted)
+
+    def over(self, base: TenantOverrides | None) -> TenantOverrides:
+        """These overrides laid over `base` (the config file's for the same tenant): every
+        field set here wins, extraction field by field, agents agent by agent."""
+        if base is None:
+            return self
+        changes: dict[str, Any] = {
+            name: value
+            for name in type(self).model_fields
+            if name not in ("extraction", "agents") and (value := getattr(self, name)) is not None
+        }
+        extraction = self.extraction
+        if base.extraction is not None and extraction is not None:
+            extraction = base.extraction.model_copy(
+                update={
+                    name: value
+                    for name in ExtractionOverrides.model_fields
+                    if (value := getattr(extraction, name)) is not None
+                }
+            )
+        changes["extraction"] = extraction or base.extraction
+        changes["agents"] = {**base.agents, **self.agents}
+        return base.model_copy(update=changes)
 
 
 class Settings(_Frozen):
@@ -333,9 +483,17 @@ class Settings(_Frozen):
         description="Local only: API key -> tenant (a deployed one refuses it: `memwrite keys`).",
     )
 
-    def for_request(self, tenant: str, agent_id: str | None = None) -> PipelineConfig:
-        """The effective config of one request: defaults, then tenant, then agent overrides."""
+    def for_request(
+        self,
+        tenant: str,
+        agent_id: str | None = None,
+        stored: TenantOverrides | None = None,
+    ) -> PipelineConfig:
+        """The effective config of one request: defaults, then the tenant's overrides (the
+        file's, with the tenant's stored settings laid over them), then the agent's."""
         overrides = self.tenants.get(tenant)
+        if stored is not None:
+            overrides = stored.over(overrides)
         if overrides is None:
             return self.pipeline
         changes: dict[str, Any] = {
@@ -366,6 +524,14 @@ class Settings(_Frozen):
         if verifier_changes:
             verifier = extract.verifier.model_copy(update=verifier_changes)
             extract = extract.model_copy(update={"verifier": verifier})
+        if overrides.extraction is not None:
+            extract = extract.model_copy(
+                update={
+                    name: value
+                    for name in ExtractionOverrides.model_fields
+                    if (value := getattr(overrides.extraction, name)) is not None
+                }
+            )
         return self.pipeline.model_copy(update={"prefilter": prefilter, "extract": extract})
 
     def verifier_wanted(self) -> bool:

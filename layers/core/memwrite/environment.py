@@ -56,6 +56,15 @@ class LambdaEnvironment(BaseModel):
     outbox_table: str = Field(default="", alias="OUTBOX_TABLE")
     # The authorizer's only: hashes of API keys -> tenant (`memwrite.auth.api_keys`).
     api_keys_table: str | None = Field(default=None, alias="API_KEYS_TABLE", min_length=1)
+    # Tenants' stored settings (`GET|PUT /v1/settings`); unset: the config file only.
+    tenant_settings_table: str | None = Field(
+        default=None, alias="TENANT_SETTINGS_TABLE", min_length=1
+    )
+    # How long a function reuses a tenant's stored settings (default: 30 s on DynamoDB, 0 with
+    # sqlite, where every handler shares one file and a read costs microseconds).
+    settings_cache_secs: float | None = Field(
+        default=None, alias="MEMWRITE_SETTINGS_CACHE_SECS", ge=0, le=60
+    )
     turn_queue_url: str | None = Field(default=None, alias="TURN_QUEUE_URL")
     # The dispatcher's only: the pipeline state machine it runs each queue batch through.
     pipeline_state_machine_arn: str | None = Field(default=None, alias="PIPELINE_STATE_MACHINE_ARN")

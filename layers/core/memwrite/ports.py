@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memwrite.candidate import Candidate
-from memwrite.config import Settings
+from memwrite.config import Settings, TenantOverrides
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episodes.model import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
@@ -63,6 +63,7 @@ __all__ = [
     "SessionLog",
     "SpanStore",
     "StageAdapters",
+    "TenantSettingsStore",
     "TracePage",
     "TraceRecord",
     "TraceRollback",
@@ -586,6 +587,17 @@ class TraceRollback(Protocol):
         row moved since it was read or the trace already has a record."""
 
 
+class TenantSettingsStore(Protocol):
+    """A tenant's own settings (`PUT /v1/settings`), laid over the deployment's file."""
+
+    def get(self, tenant: str) -> TenantOverrides | None:
+        """The tenant's stored settings, None if it never stored any (read consistently: a
+        write is seen by the next read)."""
+
+    def put(self, tenant: str, settings: TenantOverrides, updated_at: str) -> None:
+        """Replace the tenant's settings whole."""
+
+
 class StageAdapters(Protocol):
     """What a stage's `build_deps` may ask for: the stores of the deployment's backend and its
     model clients (`memwrite.wiring` picks them); it creates nothing it is not asked for."""
@@ -614,6 +626,9 @@ class StageAdapters(Protocol):
     def memory_store(self) -> MemoryStore: ...
 
     def outbox(self) -> Outbox: ...
+
+    def tenant_settings(self) -> TenantSettingsStore | None:
+        """The tenants' stored settings (None: the deployment keeps none, the file only)."""
 
     def extraction_llm(self) -> ExtractionLlm | None:
         """The extractor's model client (None: offline, the rules only)."""

@@ -22,6 +22,7 @@ __all__ = [
     "DuplicateConfirmed",
     "DuplicateTurn",
     "EnqueueFailed",
+    "ExcludedTopic",
     "ExtractionError",
     "IndexingError",
     "JudgeError",
@@ -29,6 +30,7 @@ __all__ = [
     "MatchedSkipPattern",
     "NoCandidates",
     "NonConversationalTurn",
+    "PinnedMemory",
     "PolicyBlocked",
     "QualityDiscard",
     "RateLimited",
@@ -169,6 +171,14 @@ class QualityDiscard(_Reason):
     reason: str
 
 
+class ExcludedTopic(_Reason):
+    """The tenant's settings drop candidates of this topic (`extraction.include_topics` does
+    not name it, or `extraction.exclude_topics` does)."""
+
+    type: Literal["ExcludedTopic"] = "ExcludedTopic"
+    topic: str
+
+
 class Ungrounded(_Reason):
     """The candidate has no direct evidence in its turn."""
 
@@ -257,6 +267,14 @@ class Supersedes(_Reason):
     count: int
 
 
+class PinnedMemory(_Reason):
+    """An inferred candidate would have superseded a pinned memory: it is kept beside it as
+    challenged instead (only a direct write replaces a pinned memory)."""
+
+    type: Literal["PinnedMemory"] = "PinnedMemory"
+    memory_id: str
+
+
 class LateArrival(_Reason):
     """An older value arriving after a newer one: stored already superseded."""
 
@@ -316,6 +334,7 @@ Reason = Annotated[
     | EnqueueFailed
     | NoCandidates
     | QualityDiscard
+    | ExcludedTopic
     | Ungrounded
     | DeferredNoLLM
     | DeferredModelFailed
@@ -326,6 +345,7 @@ Reason = Annotated[
     | DuplicateConfirmed
     | Supersedes
     | LateArrival
+    | PinnedMemory
     | Contradiction
     | RolledBack
     | StoreError

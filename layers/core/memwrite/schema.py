@@ -29,6 +29,7 @@ __all__ = [
     "SPANS",
     "SPANS_BY_USER",
     "TABLES",
+    "TENANT_SETTINGS",
     "TTL_ATTRIBUTE",
     "TURNS",
     "TURNS_LOOKUP",
@@ -145,7 +146,11 @@ def outbox_sort_key(memory_id: str, rev: int) -> str:
 API_KEYS_BY_ID = GlobalIndex("by_key_id", partition_key="key_id")
 API_KEYS = TableSchema(logical_name="api_keys", sort_key=None, indexes=(API_KEYS_BY_ID,))
 
-TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX, API_KEYS)
+# pk = tenant: its own settings (`PUT /v1/settings`) as one JSON document (`settings`) and
+# `updated_at`. Written by the query function, read by the stages that use settings.
+TENANT_SETTINGS = TableSchema(logical_name="tenant_settings", sort_key=None)
+
+TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX, API_KEYS, TENANT_SETTINGS)
 
 
 class Access(StrEnum):
@@ -157,6 +162,8 @@ class Access(StrEnum):
     # Reads and deletes, no puts or updates (the erase route). DynamoDB's BatchWriteItem
     # action covers batched puts too: IAM cannot tell them apart.
     READ_DELETE = "read_delete"
+    # Reads and PutItem only: replaces whole items, never deletes (tenant settings).
+    READ_PUT = "read_put"
 
 
 class SearchAccess(StrEnum):

@@ -107,8 +107,9 @@ STAGES: tuple[StageDef, ...] = (
         IngestResponse,
         "ingest",
         entry="ingest_turns",
-        # ledger, traces, rate claims, the session's question
-        tables={"turns": RW, "spans": W},
+        # ledger, traces, rate claims, the session's question; the tenant's skip patterns,
+        # PII allow list and limits (its stored settings)
+        tables={"turns": RW, "spans": W, "tenant_settings": R},
     ),
     StageDef(
         "extract",
@@ -116,9 +117,10 @@ STAGES: tuple[StageDef, ...] = (
         ExtractInput,
         ExtractOutput,
         "extract",
-        # The session log (read, and appended with its source trace's ConditionCheck), and the
-        # episodes kept in the same transaction (turns) with their outbox rows
-        tables={"turns": RW, "outbox": W, "spans": W},
+        # The session log (read, and appended with its source trace's ConditionCheck), the
+        # episodes kept in the same transaction (turns) with their outbox rows, and the
+        # tenant's instructions, topics and verifier (its stored settings)
+        tables={"turns": RW, "outbox": W, "spans": W, "tenant_settings": R},
         calls_model=True,  # the extractor and the verifier
         malformed_metrics=("extraction_json_fail",),
     ),

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
+from memwrite.schema import TENANT_SETTINGS
 from memwrite.stages import STAGES, StagePlacement, stage_named
+from memwrite.tenants import SETTINGS_CACHE_SECS, TenantConfigs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
         SearchIndexSetup,
         SessionLog,
         SpanStore,
+        TenantSettingsStore,
         TraceRollback,
         TurnConsumer,
         TurnLedger,
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
     from memwrite.read.query import QueryDeps
     from memwrite.read.replay import ReplayDeps
     from memwrite.read.rollback import RollbackDeps
+    from memwrite.stages import StageDef
 
 __all__ = [
     "Adapters",
@@ -88,6 +92,7 @@ __all__ = [
 @dataclass
 class ApiDeps:
     settings: Settings
+    configs: TenantConfigs
     ingest: IngestDeps
 
 
@@ -127,7 +132,9 @@ class Adapters(ABC):
     def verifier(self) -> CandidateVerifier | None:
         """Built when some tenant (or the deployment) turns the verifier on and a model is
         reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
-        if not self.settings.verifier_wanted() or not self._has_llm():
+        # A tenant may turn it on through the API: with stored settings, always built.
+        wanted = self.settings.verifier_wanted() or self._stores_tenant_settings()
+        if not wanted or not self._has_llm():
             return None
         from memwrite.adapters.anthropic.verifier import AnthropicVerifier
 
@@ -169,6 +176,22 @@ class Adapters(ABC):
 
     def search_index(self) -> MemoryIndex:
         return build_index(self.env, self.embedder().dimension)
+
+    def _stores_tenant_settings(self) -> bool:
+        return self.env.backend is Backend.SQLITE or self.env.tenant_settings_table is not None
+
+    def configs(self, stage: StageDef | None = None, *, writes: bool = False) -> TenantConfigs:
+        """The request configs of a function: with the tenants' stored settings when it may
+        read them (`stage` declares the table, or `writes`: the query function)."""
+        readable = writes or (stage is not None and TENANT_SETTINGS.logical_name in stage.tables)
+        store = self.tenant_settings() if readable else None
+        cache_secs = self.env.settings_cache_secs
+        if cache_secs is None:
+            cache_secs = 0.0 if self.env.backend is Backend.SQLITE else SETTINGS_CACHE_SECS
+        return TenantConfigs(self.settings, store, cache_secs=cache_secs)
+
+    @abstractmethod
+    def tenant_settings(self) -> TenantSettingsStore | None: ...
 
     @property
     @abstractmethod
@@ -225,6 +248,13 @@ class _DynamoAdapters(Adapters):
     @property
     def spans(self) -> SpanStore:
         return self._spans
+
+    def tenant_settings(self) -> TenantSettingsStore | None:
+        if self.env.tenant_settings_table is None:
+            return None
+        from memwrite.adapters.aws.dynamodb_tenant_settings import DynamoTenantSettingsStore
+
+        return DynamoTenantSettingsStore(self.dynamodb, self.env.tenant_settings_table)
 
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
@@ -323,6 +353,11 @@ class _SqliteAdapters(Adapters):
     def spans(self) -> SpanStore:
         return self._spans
 
+    def tenant_settings(self) -> TenantSettingsStore:
+        from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
+
+        return SqliteTenantSettingsStore(self.database)
+
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
 
@@ -384,7 +419,11 @@ def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
     """Adapters for the API Lambdas: what the ingest-placed stage declares it needs."""
     (ingest_stage,) = (s for s in STAGES if s.placement is StagePlacement.INGEST)
     adapters = Adapters.of(LambdaEnvironment.load(environ))
-    return ApiDeps(settings=adapters.settings, ingest=ingest_stage.build_deps(adapters))
+    return ApiDeps(
+        settings=adapters.settings,
+        configs=adapters.configs(ingest_stage),
+        ingest=ingest_stage.build_deps(adapters),
+    )
 
 
 def build_api_key_store(environ: Mapping[str, str] | None = None) -> ApiKeyStore | None:
@@ -505,6 +544,8 @@ class QueryApiDeps:
     and erasure."""
 
     settings: Settings
+    # Every route's request config; the settings routes read and write through it.
+    configs: TenantConfigs
     ledger: TurnLedger
     spans: SpanStore
     query: QueryDeps
@@ -540,6 +581,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
     )
     return QueryApiDeps(
         settings=adapters.settings,
+        configs=adapters.configs(writes=True),
         ledger=ledger,
         spans=adapters.spans,
         query=query,
@@ -568,6 +610,8 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         spans=adapters.spans,
         stage_deps=stage_deps,
         has_model=adapters.extraction_llm() is not None,
+        # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
+        configs=adapters.configs(stage_named("extract")),
     )
 
 
@@ -591,11 +635,14 @@ def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:
     )
 
 
-def build_stage_deps(stage: str, environ: Mapping[str, str] | None = None) -> tuple[Settings, Any]:
-    """The settings and the deps a pipeline or stream stage's `run` takes, from the
-    environment."""
+def build_stage_deps(
+    stage: str, environ: Mapping[str, str] | None = None
+) -> tuple[TenantConfigs, Any]:
+    """The request configs (with the tenants' stored settings when the stage declares their
+    table) and the deps a pipeline or stream stage's `run` takes, from the environment."""
     adapters = Adapters.of(LambdaEnvironment.load(environ))
-    return adapters.settings, stage_named(stage).build_deps(adapters)
+    definition = stage_named(stage)
+    return adapters.configs(definition), definition.build_deps(adapters)
 
 
 def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:

@@ -16,6 +16,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
+from memwrite.config import TenantOverrides
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episodes.model import Episode
 from memwrite.errors import SourceErased, WriteConflict
@@ -30,6 +31,7 @@ __all__ = [
     "InMemoryQueue",
     "InMemorySessionLog",
     "InMemorySpanStore",
+    "InMemoryTenantSettingsStore",
     "InMemoryTurnLedger",
 ]
 
@@ -236,3 +238,20 @@ class InMemoryEntityStore:
         if (stored.version if stored else None) != expected_version:
             raise WriteConflict(f"entity {entity.entity_id} changed since it was read")
         self._entities[key] = VersionedEntity(entity, (expected_version or 0) + 1)
+
+
+class InMemoryTenantSettingsStore:
+    """Tenants' stored settings, kept as the JSON the other backends store (so a test sees
+    what a round trip through storage does)."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, str] = {}
+        self.reads = 0
+
+    def get(self, tenant: str) -> TenantOverrides | None:
+        self.reads += 1
+        document = self.documents.get(tenant)
+        return TenantOverrides.model_validate_json(document) if document else None
+
+    def put(self, tenant: str, settings: TenantOverrides, updated_at: str) -> None:
+        self.documents[tenant] = settings.model_dump_json(exclude_none=True)

@@ -42,6 +42,7 @@ from memwrite.client.models import (
     ReplayDiff,
     RollbackRecord,
     SearchHit,
+    TenantSettings,
     Trace,
     Turn,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "RollbackRefused",
     "SearchHit",
     "ServiceUnreachable",
+    "TenantSettings",
     "Throttled",
     "Trace",
     "TraceNotFinished",

@@ -25,6 +25,7 @@ from memwrite.client.models import (
     ReplayDiff,
     RollbackRecord,
     SearchHit,
+    TenantSettings,
     Trace,
     Turn,
 )
@@ -224,6 +225,14 @@ class AsyncMemwriteClient:
     async def rollback(self, trace_id: str) -> RollbackRecord:
         """Remove exactly what a trace produced, restoring what it superseded."""
         return await self.send(calls.rollback(trace_id))
+
+    async def settings(self) -> TenantSettings:
+        """The tenant's own settings (the credential's tenant)."""
+        return await self.send(calls.settings())
+
+    async def put_settings(self, settings: Mapping[str, Any]) -> TenantSettings:
+        """Replace the tenant's own settings whole (`extraction`, `webhooks`, skip patterns...)."""
+        return await self.send(calls.put_settings(settings))
 
     async def erase_user(self, user_id: str) -> ErasureReport:
         """Erase everything of a user, index included."""

@@ -25,6 +25,7 @@ from memwrite.client.models import (
     ReplayDiff,
     RollbackRecord,
     SearchResults,
+    TenantSettings,
     Trace,
     TracePage,
     Turn,
@@ -208,6 +209,15 @@ class _Calls:
     @staticmethod
     def erase_user(user_id: str) -> Call[ErasureReport]:
         return Call("DELETE", f"/v1/users/{_segment(user_id)}/memories", ErasureReport)
+
+    @staticmethod
+    def settings() -> Call[TenantSettings]:
+        return Call("GET", "/v1/settings", TenantSettings)
+
+    @staticmethod
+    def put_settings(settings: Mapping[str, Any]) -> Call[TenantSettings]:
+        # Repeatable: the whole document replaces the stored one, twice as once.
+        return Call("PUT", "/v1/settings", TenantSettings, dict(settings))
 
 
 calls = _Calls()

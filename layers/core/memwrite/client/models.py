@@ -29,6 +29,7 @@ __all__ = [
     "SearchHit",
     "SearchResults",
     "Span",
+    "TenantSettings",
     "Trace",
     "TraceOutcome",
     "TracePage",
@@ -230,6 +231,21 @@ class MemoryPage(_Answer):
     user_id: str
     memories: list[Memory]
     next_cursor: str | None
+
+
+class TenantSettings(_Answer):
+    """`GET|PUT /v1/settings`: the tenant's stored settings (null: the deployment's value)."""
+
+    min_words: int | None = None
+    rate_limit_window_secs: int | None = None
+    extract_from_assistant: bool | None = None
+    user_skip_patterns: list[dict[str, Any]] | None = None
+    verifier_enabled: bool | None = None
+    verifier_min_importance: float | None = None
+    allowed_pii: list[str] | None = None
+    extraction: dict[str, Any] | None = None
+    webhooks: list[dict[str, Any]] | None = None
+    agents: dict[str, Any] = Field(default_factory=dict)
 
 
 class ErasureReport(_Answer):

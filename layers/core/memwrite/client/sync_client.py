@@ -23,6 +23,7 @@ from memwrite.client.models import (
     ReplayDiff,
     RollbackRecord,
     SearchHit,
+    TenantSettings,
     Trace,
     Turn,
 )
@@ -222,6 +223,14 @@ class MemwriteClient:
     def rollback(self, trace_id: str) -> RollbackRecord:
         """Remove exactly what a trace produced, restoring what it superseded."""
         return self.send(calls.rollback(trace_id))
+
+    def settings(self) -> TenantSettings:
+        """The tenant's own settings (the credential's tenant)."""
+        return self.send(calls.settings())
+
+    def put_settings(self, settings: Mapping[str, Any]) -> TenantSettings:
+        """Replace the tenant's own settings whole (`extraction`, `webhooks`, skip patterns...)."""
+        return self.send(calls.put_settings(settings))
 
     def erase_user(self, user_id: str) -> ErasureReport:
         """Erase everything of a user, index included."""

@@ -30,6 +30,7 @@ from memwrite.models import SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
 from memwrite.stages import pipeline_stages
+from memwrite.tenants.configs import TenantConfigs
 
 __all__ = [
     "BackfillDeps",
@@ -100,6 +101,7 @@ class BackfillDeps:
     spans: SpanStore
     stage_deps: Callable[[str], Any]  # a pipeline stage's name -> the deps its `run` takes
     has_model: bool
+    configs: TenantConfigs  # a tenant's request config, with its stored settings
     clock: Callable[[], float] = field(default=time.time)
 
 

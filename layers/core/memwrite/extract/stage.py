@@ -53,6 +53,7 @@ from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import (
     DeferredModelFailed,
     DeferredNoLLM,
+    ExcludedTopic,
     ExtractionError,
     NoCandidates,
     QualityDiscard,
@@ -70,6 +71,7 @@ __all__ = [
     "STAGE",
     "ExtractDeps",
     "build_deps",
+    "excluded_topic",
     "extract_candidates",
     "run",
 ]
@@ -77,11 +79,25 @@ __all__ = [
 STAGE = "extract"
 
 
-def _triage(turn_id: str, extractor: Extractor, candidates: Sequence[Candidate]) -> TurnExtraction:
+def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic | None:
+    """The tenant's topic filter (`extraction.include_topics`, `exclude_topics`): applied to
+    the candidates of the rules and of the model alike."""
+    if candidate.topic in config.exclude_topics or (
+        config.include_topics is not None and candidate.topic not in config.include_topics
+    ):
+        return ExcludedTopic(topic=candidate.topic)
+    return None
+
+
+def _triage(
+    turn_id: str, extractor: Extractor, candidates: Sequence[Candidate], config: ExtractConfig
+) -> TurnExtraction:
     kept: list[Candidate] = []
     rejected: list[tuple[Candidate, Reason]] = []
     for candidate in candidates:
-        if candidate.quality.verdict == "discard":
+        if excluded := excluded_topic(candidate, config):
+            rejected.append((candidate, excluded))
+        elif candidate.quality.verdict == "discard":
             rejected.append((candidate, QualityDiscard(reason=candidate.quality.reason)))
         elif not candidate.grounded:
             rejected.append((candidate, Ungrounded()))
@@ -155,7 +171,7 @@ def extract_candidates(
             continue
         # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
         merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
-        extractions.append(_triage(turn.turn_id, extractor, merged))
+        extractions.append(_triage(turn.turn_id, extractor, merged, config))
     return verify_extraction(
         BatchExtraction(tuple(extractions), calls, model_error), turns, config.verifier, verifier
     )

@@ -122,6 +122,10 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 CREATE TABLE IF NOT EXISTS api_keys (
     key_hash TEXT PRIMARY KEY, key_id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL,
     created_at TEXT NOT NULL);
+-- Tenants' own settings (PUT /v1/settings), one JSON document each, also added within
+-- schema version 2.
+CREATE TABLE IF NOT EXISTS tenant_settings (
+    tenant TEXT PRIMARY KEY, settings TEXT NOT NULL, updated_at TEXT NOT NULL) WITHOUT ROWID;
 """
 
 
