@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
-from memwrite.episodes.model import Episode, EpisodeStatus
+from memwrite.episode import Episode, EpisodeStatus
 from memwrite.errors import (
     ExtractionFailed,
     LlmRequestRejected,
