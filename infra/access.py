@@ -32,11 +32,12 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # erase route (`memwrite.adapters.aws.dynamodb_erase`: exactly these six tables, and its mark
     # on the user's trace rows, which stops persist committing them) and the rollback route
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
-    # deleted in one transaction, its record in turns, its span).
+    # deleted in one transaction, its record in turns, its span), export and import
+    # (`memwrite.adapters.aws.dynamodb_portability`: entities put only if absent).
     "query": {
         "memories": RW,
         "entity_facts": RW,
-        "entities": RD,
+        "entities": RW,
         "outbox": RW,
         "turns": RW,
         "spans": RW,

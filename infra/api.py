@@ -28,6 +28,8 @@ QUERY_ROUTES = (
     ("DELETE", "/v1/users/{user_id}/memories"),
     ("GET", "/v1/users/{user_id}/traces"),
     ("POST", "/v1/users/{user_id}/replay"),
+    ("GET", "/v1/users/{user_id}/export"),
+    ("POST", "/v1/users/{user_id}/import"),
     ("GET", "/v1/openapi.json"),
 )
 # The API's own description: no key needed (`functions/openapi.py` marks it so in the document).
