@@ -28,6 +28,7 @@ from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
 from memwrite_local.keys_command import add_keys_parser, run_keys
+from memwrite_local.portability_command import add_portability_parsers, run_export, run_import
 from memwrite_local.rollback_command import add_rollback_parser, run_rollback
 from memwrite_local.trace_command import add_trace_parsers, run_replay, run_trace
 
@@ -450,6 +451,7 @@ def _parser() -> argparse.ArgumentParser:
     add_trace_parsers(commands)
     add_eval_parser(commands)
     add_rollback_parser(commands)
+    add_portability_parsers(commands)
     add_keys_parser(commands)
     return parser
 
@@ -488,6 +490,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_replay(args, sys.stdout)
         if args.command == "rollback":
             return run_rollback(args, sys.stdout)
+        if args.command == "export":
+            return run_export(args, sys.stdout)
+        if args.command == "import":
+            return run_import(args, sys.stdout)
         if args.command == "keys":
             return run_keys(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
