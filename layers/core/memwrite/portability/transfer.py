@@ -141,7 +141,10 @@ def parse_import(tenant: str, user_id: str, text: str) -> ParsedImport:
     """The lines of an import, checked one by one and against each other; raise
     `ImportRejected` (line, field) at the first fault."""
     parsed = ParsedImport()
-    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    # Lines end at "\n" only: `str.splitlines` would also split at U+2028 and the like, which
+    # a line's JSON holds unescaped (the export writes `ensure_ascii=False`).
+    lines = text.split("\n")
+    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
     if not numbered:
         raise ImportRejected(1, "line", "empty: an import starts with the export's header line")
     for position, (number, line) in enumerate(numbered):
