@@ -25,6 +25,7 @@ from memwrite.errors import (
     IngestLimitExceeded,
     InvalidQuery,
     MemwriteError,
+    ModelRequired,
     RollbackRefused,
     TimestampInFuture,
     TraceWithoutInputs,
@@ -32,6 +33,7 @@ from memwrite.errors import (
     Unauthenticated,
     UnknownMemory,
     UnknownTrace,
+    UnknownUser,
 )
 from memwrite.ids import is_id
 
@@ -246,6 +248,14 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             "message": str(exc),
         }
         return json_response(HTTPStatus.CONFLICT, body)
+
+    @app.exception_handler(UnknownUser)
+    def _unknown_user(exc: UnknownUser) -> Response[dict[str, Any]]:
+        return _field_error(HTTPStatus.NOT_FOUND, "not_found", exc.field, exc)
+
+    @app.exception_handler(ModelRequired)
+    def _model_required(exc: ModelRequired) -> Response[dict[str, Any]]:
+        return json_response(HTTPStatus.CONFLICT, {"error": "model_required", "message": str(exc)})
 
     @app.exception_handler(UnknownMemory)
     def _unknown_memory(exc: UnknownMemory) -> Response[dict[str, Any]]:

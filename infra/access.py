@@ -32,7 +32,9 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # erase route (`memwrite.adapters.aws.dynamodb_erase`: exactly these six tables, and its mark
     # on the user's trace rows, which stops persist committing them) and the rollback route
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
-    # deleted in one transaction, its record in turns, its span), export and import
+    # deleted in one transaction, its record in turns, its span). The backfill route
+    # (`memwrite.episodes.backfill`) runs the pipeline stages in-process: resolve_refs writes
+    # entities, hence RW there; so does the import route
     # (`memwrite.adapters.aws.dynamodb_portability`: entities put only if absent).
     "query": {
         "memories": RW,
@@ -43,6 +45,16 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
         "spans": RW,
     },
     "dead_letter": {"spans": W},
+    # The scheduled backfill runs the pipeline's stages in-process (their tables), and finds
+    # the users with pending episodes in turns.
+    "backfill": {
+        "memories": RW,
+        "entity_facts": RW,
+        "entities": RW,
+        "outbox": RW,
+        "turns": RW,
+        "spans": RW,
+    },
     "dispatch": {},  # starts executions only
     "authorizer": {"api_keys": R},  # a key's hash -> tenant (`memwrite keys` writes it)
     "index_setup": {},  # the search index only (deploy time)
@@ -51,11 +63,12 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
 # creates it. These, and the stages that declare `search`, get the OPENSEARCH_* environment.
 _FUNCTION_SEARCH: dict[str, SearchAccess] = {
     "query": SearchAccess.READ_WRITE,
+    "backfill": SearchAccess.READ,  # dedupe's and persist's look-ups
     "index_setup": SearchAccess.ADMIN,
 }
 # query embeds search queries, and its replay runs the stages that call the LLM.
 _FUNCTION_EMBEDDING_CALLERS = frozenset({"query"})
-_FUNCTION_LLM_CALLERS = frozenset({"query"})
+_FUNCTION_LLM_CALLERS = frozenset({"query", "backfill"})  # backfill: the stages' models
 
 
 def search_access(stages: Sequence[StageDef]) -> dict[str, SearchAccess]:

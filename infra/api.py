@@ -30,6 +30,8 @@ QUERY_ROUTES = (
     ("POST", "/v1/users/{user_id}/replay"),
     ("GET", "/v1/users/{user_id}/export"),
     ("POST", "/v1/users/{user_id}/import"),
+    ("GET", "/v1/users/{user_id}/episodes"),
+    ("POST", "/v1/users/{user_id}/backfill"),
     ("GET", "/v1/openapi.json"),
 )
 # The API's own description: no key needed (`functions/openapi.py` marks it so in the document).

@@ -108,6 +108,11 @@ class EnvConfig(_Frozen):
     # Alarm thresholds.
     alarms: AlarmThresholds = AlarmThresholds()
     alarm_email: str | None = None  # subscribed to the alarm topic when set
+    # The backfill of pending episodes (EventBridge Scheduler -> the backfill function). Off
+    # until the model is configured (its key in Secrets Manager, or Bedrock access granted):
+    # on before that, every run would answer "model required".
+    backfill_schedule_enabled: bool = False
+    backfill_schedule: str = "rate(1 hour)"
     # The search collection.
     search: SearchConfig
 

@@ -21,6 +21,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -139,6 +140,7 @@ class MemwriteStack(cdk.Stack):
 
         query = self._function("query", "query", config.api_size)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
+        backfill = self._function("backfill", "backfill", config.extract_size)
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -193,6 +195,7 @@ class MemwriteStack(cdk.Stack):
             )
             cdk.CfnOutput(self, "ApiUrl", value=self.api.api.url)
 
+        self._backfill_schedule(backfill)
         self.search = self._search_collection(search_access(stages))
         self._stream_consumers(stream)
 
@@ -210,6 +213,28 @@ class MemwriteStack(cdk.Stack):
             alarm_email=config.alarm_email,
         )
         self._acknowledge_generated_wildcards()
+
+    def _backfill_schedule(self, backfill: MemwriteFunction) -> None:
+        """EventBridge Scheduler runs the backfill of pending episodes; DISABLED until the
+        environment says the model is configured (`backfill_schedule_enabled`)."""
+        role = iam.Role(
+            self,
+            "BackfillScheduleRole",
+            assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
+        )
+        backfill.function.grant_invoke(role)
+        scheduler.CfnSchedule(
+            self,
+            "BackfillSchedule",
+            schedule_expression=self.config.backfill_schedule,
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            state="ENABLED" if self.config.backfill_schedule_enabled else "DISABLED",
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=backfill.function.function_arn,
+                role_arn=role.role_arn,
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(maximum_retry_attempts=0),
+            ),
+        )
 
     def _function(
         self, name: str, function_dir: str, size: FunctionSize, handler: str | None = None

@@ -1,5 +1,5 @@
 """`memwrite` command line: prefilter, extract, ingest, demo, serve, search, mcp, trace, replay,
-rollback, eval, keys."""
+rollback, backfill, eval, keys."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from memwrite.pre_filter.checks import Screening, gate_turn, mask_secrets
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import SkipReason
 from memwrite_local.backend import LOCAL_API_KEY
+from memwrite_local.backfill_command import add_backfill_parser, run_backfill
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
@@ -179,7 +180,8 @@ def run_extract(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
 
     settings = load_settings()
     config = settings.pipeline.extract
-    llm = build_llm(config, os.environ.get("ANTHROPIC_API_KEY"))
+    record = os.environ.get("MEMWRITE_LLM_RECORD")
+    llm = build_llm(config, os.environ.get("ANTHROPIC_API_KEY"), Path(record) if record else None)
     lines = [line for line in stdin if line.strip()]
     parsed: list[BatchTurn | str] = []
     for number, line in enumerate(lines, start=1):
@@ -357,7 +359,14 @@ def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
     stdout.write(_render_memories(run.memories) + "\n")
     for turn_id, error in run.failed.items():
         stdout.write(f"  FAILED turn {turn_id[:12]}: {error}\n")
-    return 1 if run.failed else 0
+    if run.failed:
+        return 1
+    if backend == "sqlite" and path == DEFAULT_CONVERSATION:
+        from memwrite_local.demo_episodes import run_episode_demo
+
+        stdout.write("\n")
+        return run_episode_demo(stdout)
+    return 0
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -452,6 +461,7 @@ def _parser() -> argparse.ArgumentParser:
     add_eval_parser(commands)
     add_rollback_parser(commands)
     add_portability_parsers(commands)
+    add_backfill_parser(commands)
     add_keys_parser(commands)
     return parser
 
@@ -494,6 +504,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_export(args, sys.stdout)
         if args.command == "import":
             return run_import(args, sys.stdout)
+        if args.command == "backfill":
+            return run_backfill(args, sys.stdout)
         if args.command == "keys":
             return run_keys(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)

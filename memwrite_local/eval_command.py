@@ -1,8 +1,9 @@
 """The `memwrite eval` command: its arguments, and one run from data sets to report.
 
-`memwrite eval --format locomo PATH... [--format cri PATH...] [--json] [--llm] [--k 5 10]
-[--charts DIR]`: each `--format` names the format of the paths after it, so one command
-evaluates several data sets of either format.
+`memwrite eval --format locomo PATH... [--format cri PATH...] [--json] [--llm [--record DIR]]
+[--k 5 10] [--charts DIR]`: each `--format` names the format of the paths after it, so one
+command evaluates several data sets of either format. `--record DIR` keeps each run's model
+answers with its inputs and outcome, replayable as a test (`memwrite_local.eval_recording`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, TextIO
 
 from memwrite_local.eval_data import DataFormat, DatasetData, read_dataset
 from memwrite_local.eval_report import DEFAULT_CHARTS_DIR, render_json, render_table, write_charts
-from memwrite_local.evaluate import DEFAULT_KS, LlmKeyMissing, evaluate
+from memwrite_local.evaluate import DEFAULT_KS, LlmKeyMissing, RecordingExists, evaluate
 from memwrite_local.pipeline import IngestFailed
 
 __all__ = ["add_eval_parser", "run_eval"]
@@ -67,6 +68,13 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("--llm", action="store_true", help="extract with the configured model")
     parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help="with --llm: write each run's model requests and answers, inputs and outcome "
+        "under DIR, as tests replay them (one directory per run)",
+    )
+    parser.add_argument(
         "--k", nargs="+", type=int, default=list(DEFAULT_KS), help="recall@k cut-offs"
     )
     parser.add_argument(
@@ -93,8 +101,8 @@ def run_eval(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     datasets = _datasets(args)
     progress = not args.json and stderr.isatty()
     try:
-        reports = evaluate(datasets, ks=ks, llm=args.llm, progress=progress)
-    except LlmKeyMissing as exc:
+        reports = evaluate(datasets, ks=ks, llm=args.llm, progress=progress, record=args.record)
+    except (LlmKeyMissing, RecordingExists) as exc:
         stderr.write(f"memwrite eval: {exc}\n")
         return 2
     except IngestFailed as exc:

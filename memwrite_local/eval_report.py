@@ -45,8 +45,10 @@ _ROWS: tuple[_Row, ...] = (
     ("LLM calls per turn", lambda r: _number(r.llm_calls_per_turn)),
     ("failed turns", lambda r: _number(r.failed_turns)),
     ("candidates", lambda r: _number(r.candidates)),
-    ("items stored (memories)", lambda r: _number(r.items_stored)),
-    ("  active", lambda r: _number(r.active_memories)),
+    ("items stored (memories + episodes)", lambda r: _number(r.items_stored)),
+    ("  memories", lambda r: _number(r.items_by_kind.get("memory", 0))),
+    ("    active", lambda r: _number(r.active_memories)),
+    ("  episodes", lambda r: _number(r.items_by_kind.get("episode", 0))),
     ("memories per 1,000 turns", lambda r: _number(r.memories_per_1000_turns)),
     ("supersessions", lambda r: _number(r.supersessions)),
     ("tokens per 1,000 turns", lambda r: _number(r.tokens_per_1000_turns)),
@@ -59,6 +61,7 @@ def _recall_rows(reports: Sequence[DatasetReport]) -> list[_Row]:
     ks = "/".join(reports[0].recall_at_k)
     return [
         (f"recall@{ks}: memwrite", lambda r: _k_cells(r.recall_at_k)),
+        (f"recall@{ks}: memories only", lambda r: _k_cells(r.recall_at_k_memories_only)),
         (f"recall@{ks}: raw turns + BM25", lambda r: _k_cells(r.baseline_raw_bm25_recall_at_k)),
         ("  baseline items stored", lambda r: _number(r.baseline_items_stored)),
     ]
@@ -135,7 +138,7 @@ def _funnel_chart(report: DatasetReport, path: Path) -> None:
         remaining.append(remaining[-1] - dropped)
     labels = ["turns in", *(f"after {stage}" for stage in report.dropped_by_stage)]
     labels.append("memories stored")
-    remaining.append(report.items_stored)
+    remaining.append(report.items_by_kind.get("memory", 0))
     figure, axes = plt.subplots(figsize=(9, 4.5))
     bars = axes.bar(labels, remaining, color="#4c72b0")
     axes.bar_label(bars, labels=[f"{n:,}" for n in remaining], fontsize=8)

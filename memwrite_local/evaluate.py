@@ -10,6 +10,7 @@ retrieval recall@k against the same recall of every turn stored raw and searched
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -17,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
+from pathlib import Path
 
 from pydantic import BaseModel
 from rapidfuzz import fuzz, utils
@@ -27,6 +29,13 @@ from memwrite.models import SpanResult
 from memwrite.stages import stage_names
 from memwrite_local.eval_baseline import RawTurnIndex
 from memwrite_local.eval_data import ConversationData, DatasetData, FactChange, Question
+from memwrite_local.eval_recording import (
+    EXCHANGES_DIR,
+    RunRecording,
+    outcome_of,
+    prompt_versions,
+    write_recording,
+)
 from memwrite_local.pipeline import LocalRun, run_sessions
 
 __all__ = [
@@ -34,6 +43,7 @@ __all__ = [
     "CriScore",
     "DatasetReport",
     "LlmKeyMissing",
+    "RecordingExists",
     "evaluate",
     "question_user",
     "recall_at_k",
@@ -42,6 +52,7 @@ __all__ = [
 
 DEFAULT_KS = (5, 10)
 LLM_KEY = "ANTHROPIC_API_KEY"
+LLM_RECORD = "MEMWRITE_LLM_RECORD"
 PREFILTER_STAGE = "pre_filter"
 # A stored value names a ground-truth value when its words are (nearly) a subset of it.
 _VALUE_MATCH = 85.0
@@ -50,6 +61,10 @@ _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 
 class LlmKeyMissing(Exception):
     """`--llm` without an API key: the run would silently be the offline extractor."""
+
+
+class RecordingExists(Exception):
+    """`--record` into a directory that already holds one of this run's recordings."""
 
 
 class CriScore(BaseModel):
@@ -81,10 +96,12 @@ class DatasetReport(BaseModel):
     failed_turns: int
     memories_per_1000_turns: float
     supersessions: int
-    items_stored: int
+    items_stored: int  # memories and episodes
+    items_by_kind: dict[str, int]  # {"memory": n, "episode": n}
     active_memories: int
     qa_items: int
-    recall_at_k: dict[str, float | None]
+    recall_at_k: dict[str, float | None]  # over what search returns by default: both kinds
+    recall_at_k_memories_only: dict[str, float | None]
     baseline_items_stored: int
     baseline_raw_bm25_recall_at_k: dict[str, float | None]
     input_tokens: int
@@ -115,6 +132,8 @@ class _Tally:
     output_tokens: int = 0
     cost_usd: float = 0.0
     hits: Counter[int] = field(default_factory=Counter)
+    memory_hits: Counter[int] = field(default_factory=Counter)
+    episodes: int = 0
     baseline_hits: Counter[int] = field(default_factory=Counter)
     questions: int = 0
     baseline_items: int = 0
@@ -227,9 +246,13 @@ def _score_run(
     tally.memories += len(run.memories)
     tally.active += sum(memory.active for memory in run.memories)
     tally.supersessions += sum(memory.superseded_by is not None for memory in run.memories)
+    tally.episodes += run.episodes
     for question, (_, results) in zip(questions, run.searches, strict=True):
         ranked = [ref_of.get(result["source_turn_id"]) for result in results]
         tally.hits.update(k for k in ks if recall_at_k(ranked, question.evidence, k))
+    for question, (_, results) in zip(questions, run.memory_searches, strict=True):
+        ranked = [ref_of.get(result["source_turn_id"]) for result in results]
+        tally.memory_hits.update(k for k in ks if recall_at_k(ranked, question.evidence, k))
     tally.changes_applied += sum(change_applied(c, run.memories) for c in conversation.changes)
     sources = {ref_of.get(memory.turn_id) for memory in run.memories}
     tally.noise_with_memory += sum(bool(refs & sources) for refs in conversation.noise_refs)
@@ -309,10 +332,14 @@ def _report(
         failed_turns=tally.failed,
         memories_per_1000_turns=_per_1000(tally.memories, tally.turns),
         supersessions=tally.supersessions,
-        items_stored=tally.memories,
+        items_stored=tally.memories + tally.episodes,
+        items_by_kind={"memory": tally.memories, "episode": tally.episodes},
         active_memories=tally.active,
         qa_items=tally.questions,
         recall_at_k={str(k): _ratio(tally.hits[k], tally.questions) for k in ks},
+        recall_at_k_memories_only={
+            str(k): _ratio(tally.memory_hits[k], tally.questions) for k in ks
+        },
         baseline_items_stored=tally.baseline_items,
         baseline_raw_bm25_recall_at_k={
             str(k): _ratio(tally.baseline_hits[k], tally.questions) for k in ks
@@ -333,31 +360,96 @@ def _report(
     )
 
 
+def _record_dirs(
+    record: Path | None, runs: Sequence[tuple[str, ConversationData, str]]
+) -> list[Path | None]:
+    """Each run's recording directory under `record` (`--record`); none may exist yet."""
+    if record is None:
+        return [None] * len(runs)
+    dirs: list[Path | None] = []
+    for dataset, conversation, user in runs:
+        # A CRI conversation is named after its data set: its name once, not twice.
+        parts = dict.fromkeys((dataset, conversation.name, user))
+        directory = record / _safe_id("-".join(parts))
+        if directory.exists():
+            raise RecordingExists(f"{directory} already holds a recording")
+        dirs.append(directory)
+    return dirs
+
+
+def _settings_file() -> dict[str, object]:
+    """The MEMWRITE_CONFIG file's content ({}: every default), as a replay must use it, but
+    for its API keys: a recording is shared, and a replay runs with a key of its own."""
+    path = os.environ.get("MEMWRITE_CONFIG")
+    if not path:
+        return {}
+    content: dict[str, object] = json.loads(Path(path).read_text(encoding="utf-8"))
+    content.pop("api_keys", None)
+    return content
+
+
+def _record_run(
+    directory: Path,
+    sessions: list[dict[str, object]],
+    queries: list[str],
+    search_k: int,
+    run: LocalRun,
+) -> None:
+    from memwrite.config import load_settings
+
+    extract = load_settings().pipeline.extract
+    recording = RunRecording(
+        name=directory.name,
+        provider=extract.provider,
+        model=extract.model,
+        prompts=prompt_versions(),
+        config=_settings_file(),
+        sessions=sessions,
+        queries=queries,
+        search_k=search_k,
+        outcome=outcome_of(run, sessions),
+    )
+    write_recording(directory, recording)
+
+
 def evaluate(
     datasets: Sequence[DatasetData],
     *,
     ks: Sequence[int] = DEFAULT_KS,
     llm: bool = False,
     progress: bool = False,
+    record: Path | None = None,
 ) -> list[DatasetReport]:
-    """Every conversation of every data set, once per user, each on a fresh state."""
+    """Every conversation of every data set, once per user, each on a fresh state.
+
+    With `record` (and `llm`), each run's model exchanges, inputs and outcome are written to a
+    directory of its own under it (`memwrite_local.eval_recording`).
+    """
     runs = [
         (index, conversation, user)
         for index, dataset in enumerate(datasets)
         for conversation in dataset.conversations
         for user in conversation.users
     ]
+    if record is not None and not llm:
+        raise ValueError("eval: --record needs --llm (without a model there is nothing to record)")
+    record_dirs = _record_dirs(
+        record, [(datasets[index].name, conversation, user) for index, conversation, user in runs]
+    )
     tallies = [_Tally() for _ in datasets]
     with _extractor(llm) as extractor:
         bar = tqdm(runs, desc="memwrite eval", unit="run", disable=not progress, leave=False)
-        for index, conversation, user in bar:
+        for (index, conversation, user), record_dir in zip(bar, record_dirs, strict=True):
             bar.set_postfix_str(f"{conversation.name} as {user}")
             questions = [
                 q for q in conversation.questions if question_user(q, conversation) == user
             ]
-            run = run_sessions(
-                sessions_as(conversation, user), [q.question for q in questions], search_k=max(ks)
-            )
+            sessions = sessions_as(conversation, user)
+            queries = [q.question for q in questions]
+            recorder = {} if record_dir is None else {LLM_RECORD: str(record_dir / EXCHANGES_DIR)}
+            run = run_sessions(sessions, queries, search_k=max(ks), extra_env=recorder)
+            if record_dir is not None:
+                _record_run(record_dir, sessions, queries, max(ks), run)
             tally = tallies[index]
             tally.questions += len(questions)
             _score_run(tally, conversation, user, run, questions=questions, ks=ks)

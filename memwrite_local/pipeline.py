@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +49,9 @@ class LocalRun:
     funnel: Funnel
     failed: dict[str, str] = field(default_factory=dict)
     searches: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    # The same queries with `kinds: ["memory"]`, and the episodes the run kept.
+    memory_searches: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    episodes: int = 0
 
 
 def api_sized_requests(
@@ -107,9 +110,12 @@ def run_sessions(
     backend: str = "sqlite",
     data_dir: Path | None = None,
     search_k: int = SEARCH_K,
+    *,
+    extra_env: Mapping[str, str] | None = None,
 ) -> LocalRun:
     """One user's sessions, in order, each a `POST /v1/turns` body with its own `session_id`,
-    through the pipeline on one state; then `queries` are searched as that user."""
+    through the pipeline on one state; then `queries` are searched as that user. `extra_env`
+    is set for the handlers during the run (as `MEMWRITE_LLM_RECORD` for `--record`)."""
     from memwrite.config import load_settings
     from memwrite.wiring import build_memory_store
     from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
@@ -120,11 +126,13 @@ def run_sessions(
     user_id = sessions[0]["user_id"]
     failed: dict[str, str] = {}
     searches: list[tuple[str, list[dict[str, Any]]]] = []
+    memory_searches: list[tuple[str, list[dict[str, Any]]]] = []
+    episodes = 0
     with ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memwrite-")))
         # An in-process run with its own key: the caller's configured keys need not include it.
-        own_key = {"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}
+        own_key = {**(extra_env or {}), "MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}"}
         stack.enter_context(local_backend(backend, data_dir, own_key))
         runner = LocalRunner()
         traces = []
@@ -149,6 +157,11 @@ def run_sessions(
             if found.status != 200:
                 raise IngestFailed(found.status, found.body)
             searches.append((query, found.body["results"]))
+            found = runner.call("POST", "/v1/search", {**body, "kinds": ["memory"]})
+            if found.status != 200:
+                raise IngestFailed(found.status, found.body)
+            memory_searches.append((query, found.body["results"]))
+        episodes = _count_episodes(runner, user_id)
         if queries:
             from functions.query.handler import ACCESS_UPDATES
 
@@ -163,4 +176,15 @@ def run_sessions(
         len(set(trace["turn_ids"])), spans, stored=outcome["stored"], merged=outcome["merged"]
     )
     memories.sort(key=lambda memory: (memory.observed_at, memory.memory_id))
-    return LocalRun(trace, spans, memories, funnel, failed, searches)
+    return LocalRun(trace, spans, memories, funnel, failed, searches, memory_searches, episodes)
+
+
+def _count_episodes(runner: Any, user_id: str) -> int:
+    """How many episodes (any status) the user has, through the episodes API."""
+    count, cursor = 0, ""
+    while True:
+        page = runner.call("GET", f"/v1/users/{user_id}/episodes?limit=100{cursor}").body
+        count += len(page["episodes"])
+        if not page["next_cursor"]:
+            return count
+        cursor = f"&cursor={page['next_cursor']}"

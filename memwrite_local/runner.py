@@ -64,6 +64,8 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
     ("GET", "/v1/users/{user_id}/export", "functions.query.handler"),
     ("POST", "/v1/users/{user_id}/import", "functions.query.handler"),
+    ("GET", "/v1/users/{user_id}/episodes", "functions.query.handler"),
+    ("POST", "/v1/users/{user_id}/backfill", "functions.query.handler"),
     ("GET", "/v1/openapi.json", "functions.query.handler"),
 )
 # Answered without a credential, as API Gateway does (no authorizer on them).

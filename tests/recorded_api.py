@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -39,3 +40,51 @@ class RecordedApi:
 
     def client(self) -> httpx2.Client:
         return httpx2.Client(transport=httpx2.MockTransport(self.handle))
+
+
+class RecordedExchanges:
+    """A recording's exchanges (`memwrite.adapters.anthropic.recording`), served by request.
+
+    Each request gets the recorded answer to the same body (by `request_key`), the answers to
+    one body in the order they were recorded: neither the order of the calls nor their
+    concurrency matters. A request with no answer left is kept in `unmatched` and refused with
+    a 400, which the client does not retry.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._answers: dict[str, deque[tuple[int, Any]]] = {}
+        files = sorted(directory.glob("*.json"), key=lambda p: _exchange_order(p.stem))
+        for path in files:
+            exchange = json.loads(path.read_text(encoding="utf-8"))
+            response = exchange["response"]
+            queue = self._answers.setdefault(exchange["key"], deque())
+            queue.append((response["status"], response["body"]))
+        self.unmatched: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def answer(self, body: bytes) -> tuple[int, Any]:
+        from memwrite.adapters.anthropic.recording import request_key
+
+        with self._lock:
+            queue = self._answers.get(request_key(body))
+            if queue:
+                return queue.popleft()
+            self.unmatched.append(json.loads(body))
+        message = "no recorded answer to this request"
+        return 400, {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+        }
+
+    def unused(self) -> int:
+        """Recorded answers no request asked for."""
+        return sum(len(queue) for queue in self._answers.values())
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        status, body = self.answer(request.content)
+        return httpx2.Response(status, json=body)
+
+
+def _exchange_order(stem: str) -> tuple[str, int]:
+    key, _, n = stem.rpartition("-")
+    return key, int(n)

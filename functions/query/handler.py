@@ -33,15 +33,19 @@ from functions.api_common import (
     register_error_handlers,
     tenant_of,
 )
+from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
+from memwrite.episodes.model import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.portability import ImportReport, export_lines, import_user
 from memwrite.read.query import (
+    EpisodePageView,
     ErasureReport,
     MemoryDetailView,
     MemoryPage,
     SearchRequest,
     SearchResults,
     erase_user,
+    list_episodes,
     list_memories,
     memory_detail,
     search,
@@ -110,7 +114,14 @@ def get_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     trace_id = path_id(trace_id, UnknownTrace)
-    view = get_trace(tenant, trace_id, current.ledger, current.spans, current.rollback.rollbacks)
+    view = get_trace(
+        tenant,
+        trace_id,
+        current.ledger,
+        current.spans,
+        current.rollback.rollbacks,
+        episodes=current.query.episodes,
+    )
     if view is None:
         raise UnknownTrace(trace_id)
     return json_response(HTTPStatus.OK, view.model_dump(mode="json"))
@@ -227,7 +238,7 @@ def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     found = search(tenant, request, current.settings.for_request(tenant), current.query)
-    ids = [hit.memory.memory_id for hit in found.results]
+    ids = [memory.memory_id for memory in found.memories]
     if ids:
         ACCESS_UPDATES.submit(_record_access, tenant, request.user_id, ids)
     return json_response(HTTPStatus.OK, found.as_json())
@@ -322,6 +333,58 @@ def import_user_route(user_id: str) -> Response[dict[str, Any]]:
         )
     report = import_user(tenant, user_id, app.current_event.body or "", current.portability)
     return json_response(HTTPStatus.OK, report.model_dump(mode="json"))
+
+
+@app.get(
+    "/v1/users/<user_id>/episodes",
+    summary="A user's episodes (kept turns), oldest first, page by page",
+    tags=["episodes"],
+    responses=error_responses(ok=(HTTPStatus.OK, "One page of episodes.", EpisodePageView)),
+)
+def list_episodes_route(  # noqa: PLR0917 (query parameters, named by Powertools)
+    user_id: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    status: Annotated[EpisodeStatus | None, Query()] = None,
+    since_text: Annotated[str | None, Query(alias="since", max_length=64)] = None,
+    until_text: Annotated[str | None, Query(alias="until", max_length=64)] = None,
+) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    since = parse_time_bound("since", since_text)
+    until = parse_time_bound("until", until_text)
+    page = list_episodes(
+        tenant,
+        _checked_user(user_id),
+        status=status,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+        deps=current.query,
+    )
+    return json_response(HTTPStatus.OK, page)
+
+
+@app.post(
+    "/v1/users/<user_id>/backfill",
+    summary="Distil a user's pending episodes with the model, in observed_at order",
+    tags=["episodes"],
+    responses=error_responses(
+        404, 409, ok=(HTTPStatus.OK, "What the backfill did (its own trace).", BackfillResult)
+    ),
+)
+def backfill_route(user_id: str, request: BackfillRequest) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    result = backfill_user(
+        tenant,
+        _checked_user(user_id),
+        request,
+        current.settings.for_request(tenant),
+        current.backfill(),
+    )
+    return json_response(HTTPStatus.OK, result.as_json())
 
 
 @cache

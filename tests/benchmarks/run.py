@@ -2,7 +2,8 @@
 extraction cost (rule coverage, LLM calls per turn) on the real conversations, DynamoDB calls
 per candidate by store size, the embedded index's query time at 1k/10k/100k memories, search
 recall and read-your-writes, and the embedded mode (offline pipeline per turn on SQLite vs
-moto, `memwrite serve` under load).
+moto, `memwrite serve` under load), and episodes (write cost, search beside 10k of them,
+backfill throughput).
 
 One section alone: `python -m tests.benchmarks.run --only embedded --serve-seconds 10`.
 
@@ -34,7 +35,14 @@ from memwrite.config import PrefilterConfig, Settings
 from memwrite.models import Role
 from memwrite.pre_filter.checks import prefilter_turn
 from memwrite.pre_filter.rate_gate import RateGate
-from tests.benchmarks import embedded_bench, extract_bench, index_bench, search_bench, store_bench
+from tests.benchmarks import (
+    embedded_bench,
+    episodes_bench,
+    extract_bench,
+    index_bench,
+    search_bench,
+    store_bench,
+)
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +60,7 @@ SECTIONS = (
     "index",
     "search",
     "embedded",
+    "episodes",
 )
 
 
@@ -269,6 +278,7 @@ def main(argv: list[str] | None = None) -> None:
         "index": index_bench.run,
         "search": search_bench.run,
         "embedded": lambda: embedded_bench.run(args.serve_seconds, args.offline_turns),
+        "episodes": episodes_bench.run,
     }
     results: dict[str, Any] = {
         "measured_at": datetime.now(UTC).isoformat(),

@@ -44,9 +44,13 @@ def test_an_agent_stores_waits_and_recalls_through_the_client(serve: ServeProces
         assert trace.status == "complete", trace.status
         assert trace.outcome.stored >= 1
         hits = mw.search(user_id=dana, query="where does she live?", k=5)
-        assert hits and any("Berlin" in hit.text for hit in hits)
+        assert hits and any("Berlin" in hit.text for hit in hits)  # offline: an episode
         assert all(hit.user_id == dana and hit.score > 0 for hit in hits)
+        assert {hit.kind for hit in hits} <= {"memory", "episode"}
         # And each memory reads back, with the traces behind it
+        hits = mw.search(user_id=dana, query="nurse tea coffee", k=5, kinds=["memory"])
+        assert hits and {hit.kind for hit in hits} == {"memory"}
+        assert hits[0].memory_id is not None
         memory = mw.get_memory(hits[0].memory_id)
         assert memory.memory_id == hits[0].memory_id
         assert memory.chain[-1].memory_id == memory.memory_id or memory.chain

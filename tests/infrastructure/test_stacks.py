@@ -401,3 +401,18 @@ def test_the_layer_holds_the_library_and_runtime_dependencies_only() -> None:
     # The `server` extra is what the functions run on; the client and MCP extras are not
     assert any(r.startswith(("boto3==", "aws-lambda-powertools[")) for r in requirements)
     assert not any(r.startswith(("httpx", "mcp")) for r in requirements)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_backfill_schedule_is_off_until_the_model_is_configured(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given a synthesized environment (none says its model is configured yet)
+    synth = synthesized[env]
+    # Then one EventBridge schedule invokes the backfill function, disabled, without retries
+    (schedule,) = resources(synth, "AWS::Scheduler::Schedule").values()
+    properties = schedule["Properties"]
+    assert properties["State"] == "DISABLED"
+    assert properties["ScheduleExpression"] == synth.config.backfill_schedule
+    assert properties["Target"]["Arn"]["Fn::GetAtt"][0].startswith("BackfillFn")
+    assert properties["Target"]["RetryPolicy"] == {"MaximumRetryAttempts": 0}

@@ -160,6 +160,45 @@ def test_demo_prints_the_funnel():
     assert re.search(r"^trace [0-9a-f]{32}: complete,", result.stdout, re.MULTILINE)
     # And no EMF metric line floods the terminal
     assert '"_aws"' not in result.stdout
+    # And an outage keeps episodes that a backfill (recorded answers) then distils
+    assert re.search(r"^  pending\s+[0-9a-f]{12}\s+DeferredModelFailed", result.stdout, re.M)
+    assert re.search(r"^  episode\s+[0-9.]+\s+We packed", result.stdout, re.MULTILINE)
+    assert re.search(r"2 of 2 episodes extracted, 3 memories, 2 LLM calls", result.stdout)
+    assert re.search(r"^  superseded The user moved to Lisbon", result.stdout, re.MULTILINE)
+    assert re.search(r"^  active\s+The user moved to Porto", result.stdout, re.MULTILINE)
+    assert "a second backfill: 0 pending episodes (a no-op)" in result.stdout
+
+
+def test_backfill_command_distils_nothing_offline_and_names_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    # Given a data dir with a kept episode, and no model configured
+    conversation = tmp_path / "c.json"
+    conversation.write_text(
+        json.dumps(
+            {
+                "session_id": "s",
+                "user_id": "sam",
+                "turns": [{"role": "user", "content": "Our team is migrating billing to Rust."}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    data_dir = tmp_path / "data"
+    assert (
+        _offline("ingest", str(conversation), "--data-dir", str(data_dir), stdin="").returncode == 0
+    )
+    # When backfilled offline / Then it refuses, naming the missing model, and changes nothing
+    refused = _offline("backfill", "--user", "sam", "--data-dir", str(data_dir), stdin="")
+    assert (refused.returncode, refused.stdout.split(":")[0]) == (1, "model_required")
+    # And an unknown user, and bad times, are named
+    unknown = _offline("backfill", "--user", "nobody", "--data-dir", str(data_dir), stdin="")
+    assert unknown.stdout.startswith("not_found: user_id")
+    bad = _offline(
+        "backfill", "--since", "2026-02-01", "--until", "2026-01-01", "--data-dir",
+        str(data_dir), stdin="",
+    )  # fmt: skip
+    assert (bad.returncode, bad.stdout.split(":")[:2]) == (1, ["invalid_request", " until"])
 
 
 def _offline(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,9 @@ import pytest
 from memwrite_local.runner import RECEIVE_BATCH
 from tests.integration.conftest import Local, MakeLocal
 
-# Kept by the pre-filter, no memory in it: each request is a batch with nothing to index.
+# Kept by the pre-filter, no memory in it: each request is a batch with nothing to index
+# (episodes off: with them on, each filler would be indexed as an episode).
+NO_EPISODES = {"pipeline": {"episodes": {"keep": "off"}}}
 TURN = "We spent the whole afternoon at the lake with the kids and it was lovely."
 
 
@@ -36,7 +38,7 @@ def _drained_report_size(local: Local, users: range) -> tuple[int, int]:
 
 def test_a_drain_counts_its_batches_and_keeps_no_output_of_them(make_local: MakeLocal) -> None:
     # Given one request queued, drained, then 25 requests of other users queued
-    local = make_local(backend="sqlite")
+    local = make_local(backend="sqlite", config=NO_EPISODES)
     one_batch, one_batch_size = _drained_report_size(local, range(1))
     # When those are drained
     many_batches, many_batches_size = _drained_report_size(local, range(1, 26))

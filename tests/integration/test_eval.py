@@ -23,6 +23,7 @@ CONTRACT_KEYS = {
     *("name", "turns", "dropped_by_stage", "dropped_by_reason", "fact_bearing_recall"),
     *("llm_calls_per_turn", "deferred_turns", "memories_per_1000_turns", "supersessions"),
     *("items_stored", "recall_at_k", "baseline_items_stored", "baseline_raw_bm25_recall_at_k"),
+    *("items_by_kind", "recall_at_k_memories_only"),
 }
 
 
@@ -284,11 +285,15 @@ def test_locomo_scores_follow_the_data(
     assert sum(locomo["dropped_by_stage"].values()) == sum(locomo["dropped_by_reason"].values())
     # Every fact-bearing turn is a statement the pre-filter keeps
     assert (locomo["fact_bearing_turns"], locomo["fact_bearing_recall"]) == (4, 1.0)
-    # The rules store the user's own claims (Berlin, SAP, hiking, the sister), one run each
-    assert locomo["items_stored"] >= 3
+    # The rules store the user's own claims (Berlin, SAP, hiking, the sister), one run each;
+    # what they cannot handle whole is kept as an episode; items stored counts both kinds
+    by_kind = locomo["items_by_kind"]
+    assert by_kind["memory"] >= 1
+    assert locomo["items_stored"] == by_kind["memory"] + by_kind["episode"] >= 3
     assert locomo["memories_per_1000_turns"] == pytest.approx(
-        1000 * locomo["items_stored"] / 12, abs=0.001
+        1000 * by_kind["memory"] / 12, abs=0.001
     )
+    assert set(locomo["recall_at_k_memories_only"]) == {"5", "10"}
     # Both memwrite and the raw BM25 anchor find Ana's city; the anchor stores every turn
     assert locomo["qa_items"] == 3
     assert locomo["recall_at_k"]["5"] > 0

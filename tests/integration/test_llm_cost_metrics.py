@@ -27,7 +27,13 @@ from memwrite.adapters.in_memory import (
     InMemoryTurnLedger,
 )
 from memwrite.candidate import Candidate
-from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig, VerifierConfig
+from memwrite.config import (
+    DedupeConfig,
+    EpisodesConfig,
+    ExtractConfig,
+    PipelineConfig,
+    VerifierConfig,
+)
 from memwrite.conflict import stage as conflict
 from memwrite.dedupe import stage as dedupe
 from memwrite.entities import entity_id_for
@@ -355,10 +361,12 @@ def test_an_extraction_that_fails_after_a_paid_answer_charges_it_and_its_retry_o
         llm=AnthropicExtractorClient(EXTRACT, **recorded_client(api)),
     )
     turn = queued_turn(TENANT, USER, "x2", LLM_TURN)
+    # (episodes off: the failure goes to Step Functions' Retry rather than to an episode)
+    config = PipelineConfig(episodes=EpisodesConfig(keep="off"))
     capsys.readouterr()
     # When the extract stage fails on the overload
     with pytest.raises(LlmUnavailable):
-        extract.run(ExtractInput(turns=[turn]), PipelineConfig(), deps)
+        extract.run(ExtractInput(turns=[turn]), config, deps)
     # Then its error span and its dashboard lines charge the malformed answer
     trace = trace_of("trace-x2", spans)
     assert trace.status is TraceStatus.FAILED
@@ -366,7 +374,7 @@ def test_an_extraction_that_fails_after_a_paid_answer_charges_it_and_its_retry_o
     assert_trace_charges(trace, "extract_truncated")
     assert_dashboard_shows(capsys.readouterr().out, "extract", "extract_truncated")
     # And when the redelivery succeeds, the trace charges both attempts, once each
-    extract.run(ExtractInput(turns=[turn]), PipelineConfig(), deps)
+    extract.run(ExtractInput(turns=[turn]), config, deps)
     retried = trace_of("trace-x2", spans)
     assert retried.status is not TraceStatus.FAILED
     assert_trace_charges(retried, "extract_truncated", "extract_valid")

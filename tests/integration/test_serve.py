@@ -120,7 +120,9 @@ def test_post_then_get_trace_over_http(local, server):
     assert trace.body["turn_ids"] == posted.body["turn_ids"]
     # And the worker drained the survivor from the queue, as SQS would trigger the pipeline
     assert local.runner.drain().completed_batches == 0
-    assert "Berlin" in {m.value for m in local.memories("dana")}
+    # And the survivor, beyond the rules offline, is kept whole as a pending episode
+    assert [e["status"] for e in trace.body["episodes"]] == ["pending"]
+    assert local.memories("dana") == []
 
 
 def test_http_errors_keep_their_status(local, server):
@@ -280,8 +282,9 @@ def test_a_request_returns_after_stage_one_while_the_pipeline_runs_behind(
         return real(event, context)
 
     monkeypatch.setattr(persist, "lambda_handler", held)
-    # When turns are posted
-    posted = server.request("POST", "/v1/turns", json.dumps(BODY).encode(), _json_headers(local))
+    # When turns are posted (a claim the rules understand: it goes on to persist)
+    body = {**BODY, "turns": [{"role": "user", "content": "I live in Berlin."}]}
+    posted = server.request("POST", "/v1/turns", json.dumps(body).encode(), _json_headers(local))
     # Then the 202 arrives while the pipeline is still held: the trace is in progress
     assert posted.status == 202
     path = f"/v1/traces/{posted.body['trace_id']}"

@@ -189,7 +189,10 @@ def test_replay_with_the_current_config_reproduces_what_the_pipeline_recorded(ap
             outcome["merged"],
             outcome["discarded"],
         )
-    assert outcome["merged"] > 0
+    # And both would keep the turns the pipeline kept as episodes (replay shows them)
+    kept = sorted(episode["turn_id"] for episode in recorded["episodes"])
+    assert kept
+    assert diff["before"]["episodes"] == diff["after"]["episodes"] == kept
     assert diff["memories"] == {"added": [], "merged": [], "no_longer_written": []}
     assert all(not s["newly_dropped"] and not s["newly_kept"] for s in diff["stages"].values())
 

@@ -45,7 +45,9 @@ class TenantA:
                 {k: v for k, v in memory.items() if k not in READ_COUNTERS}
                 for memory in listed["memories"]
             ],
-            "found": [hit["memory_id"] for hit in found.body["results"]],
+            "found": [
+                hit.get("memory_id") or hit["source_turn_id"] for hit in found.body["results"]
+            ],
         }
 
 
@@ -198,6 +200,19 @@ def import_user(served: Served, a: TenantA) -> None:
     assert reply.body["errors"][0]["field"] == "header.tenant"
 
 
+def list_episodes(served: Served, a: TenantA) -> None:
+    reply = served.request("GET", f"/v1/users/{USER}/episodes?limit=100", api_key=B)
+    assert reply.status == 200
+    assert reply.body["episodes"] == []
+
+
+def backfill_user(served: Served, a: TenantA) -> None:
+    # A's user is unknown to B: a 404 naming the field, and nothing is run
+    reply = served.request("POST", f"/v1/users/{USER}/backfill", {}, B)
+    assert reply.status == 404
+    assert [error["field"] for error in reply.body["errors"]] == ["user_id"]
+
+
 ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("GET", "/v1/users/{user_id}/export"): export_user,
     ("POST", "/v1/users/{user_id}/import"): import_user,
@@ -209,6 +224,8 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("GET", "/v1/users/{user_id}/memories"): list_memories,
     ("GET", "/v1/users/{user_id}/traces"): list_traces,
     ("POST", "/v1/users/{user_id}/replay"): replay_user,
+    ("GET", "/v1/users/{user_id}/episodes"): list_episodes,
+    ("POST", "/v1/users/{user_id}/backfill"): backfill_user,
     ("POST", "/v1/search"): search,
     ("DELETE", "/v1/users/{user_id}/memories"): erase_user,
     ("POST", "/v1/turns"): post_turns,

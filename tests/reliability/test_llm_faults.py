@@ -22,7 +22,7 @@ from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.config import ExtractConfig
 from memwrite.wiring import build_queue_consumer
 from memwrite_local.runner import MAX_RECEIVES
-from tests.integration.conftest import Local
+from tests.integration.conftest import Local, MakeLocal
 from tests.recorded_api import haiku_cost, recorded
 from tests.reliability.final_state import FinalState, assert_same_state, final_state
 from tests.reliability.runs import IDEMPOTENCY, drain, ingest, post_conversation
@@ -148,10 +148,50 @@ def trace_of(local: Local) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("fault", FAULTS.values(), ids=FAULTS.keys())
-def test_a_lasting_fault_fails_the_turn_visibly_and_writes_nothing(
+def test_a_lasting_fault_keeps_the_turn_as_a_pending_episode_visibly(
     fault: Fault, local: Local, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a model API that never answers well
+    api = FlakyMessagesApi(fault, failures=10_000)
+    install(api, monkeypatch)
+    # When the turn is ingested and drained
+    post_conversation(local, BODY)
+    report = drain(local)
+    # Then one delivery spent the SDK's (or the extractor's) retries, and the turn is not
+    # failed but kept: nothing in the dead letters, nothing left in the queue
+    calls_per_delivery = 2 if fault.error == "ExtractionFailed" else 1 + SDK_RETRIES
+    assert api.requests == calls_per_delivery
+    assert report.failed == {}
+    consumer = build_queue_consumer()
+    assert consumer.dead_letters(10) == []
+    assert consumer.receive(10, 0) == []
+    # And its trace says so: an error span at extract with a typed reason, and the episode
+    trace = trace_of(local)
+    errors = [span for span in trace["spans"] if span["result"] == "error"]
+    (turn_id,) = trace["turn_ids"]
+    assert [(s["stage"], s["item_id"], s["reason"]) for s in errors] == [
+        ("extract", turn_id, {"type": "DeferredModelFailed", "error": fault.error})
+    ]
+    assert [(e["turn_id"], e["status"]) for e in trace["episodes"]] == [(turn_id, "pending")]
+    # And its cost is every answer paid for, each once (a refusal and a timeout are not billed)
+    billed = api.requests if fault.billed else 0
+    assert (trace["llm_calls"], trace["cost_usd"]) == (
+        billed,
+        pytest.approx(billed * haiku_cost("extract_truncated")),
+    )
+    # And no memory was half-written: the only document indexed is the episode's
+    state = final_state(local)
+    for table in ("memories", "entity_facts", "trace_memories"):
+        assert state[table] == [], table
+    assert [json.loads(doc)["memory_id"] for doc in state["index.docs"]] == [f"episode:{turn_id}"]
+
+
+@pytest.mark.parametrize("fault", FAULTS.values(), ids=FAULTS.keys())
+def test_with_episodes_off_a_lasting_fault_dead_letters_the_turn_and_writes_nothing(
+    fault: Fault, make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a model API that never answers well, and episodes switched off
+    local = make_local(backend="sqlite", config={"pipeline": {"episodes": {"keep": "off"}}})
     api = FlakyMessagesApi(fault, failures=10_000)
     install(api, monkeypatch)
     # When the turn is ingested and drained
@@ -174,13 +214,6 @@ def test_a_lasting_fault_fails_the_turn_visibly_and_writes_nothing(
     assert [(s["stage"], s["item_id"], s["reason"]) for s in errors] == [
         ("extract", turn_id, {"type": "ExtractionError", "error": fault.error})
     ]
-    # And its cost is every answer paid for, by every delivery, each once (a refusal and a
-    # timeout are not billed)
-    billed = api.requests if fault.billed else 0
-    assert (trace["llm_calls"], trace["cost_usd"]) == (
-        billed,
-        pytest.approx(billed * haiku_cost("extract_truncated")),
-    )
     # And nothing was half-written: no memory, fact, outbox row or index document
     state = final_state(local)
     for table in ("memories", "entity_facts", "outbox", "index.docs", "trace_memories"):

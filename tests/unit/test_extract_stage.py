@@ -14,7 +14,8 @@ from memwrite.adapters.in_memory import (
     InMemorySpanStore,
     InMemoryTurnLedger,
 )
-from memwrite.config import ExtractConfig, PipelineConfig
+from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
+from memwrite.episodes import EpisodeStatus
 from memwrite.errors import ExtractionFailed, MalformedLlmOutput
 from memwrite.extract.stage import ExtractDeps, run
 from memwrite.models import QueuedTurn, Role, Source, SpanResult
@@ -22,7 +23,7 @@ from memwrite.payloads import ExtractInput, Extractor, ExtractOutput
 from memwrite.ports import LlmCall, TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
-from memwrite.reasons import DeferredNoLLM, QualityDiscard, UserErased
+from memwrite.reasons import DeferredModelFailed, DeferredNoLLM, QualityDiscard, UserErased
 from memwrite.usage import LlmUsage
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -104,17 +105,33 @@ def test_offline_turn_the_rules_cannot_handle_is_deferred_not_dropped() -> None:
     assert deps.metrics.events[("extract", "prefilter.escaped")] == 0
 
 
-def test_partially_understood_turn_keeps_the_rule_candidates_when_deferred() -> None:
+def test_partially_understood_turn_is_kept_whole_as_an_episode() -> None:
+    # Given a turn the rules understand only in part, offline
     deps = offline_deps()
-    out = extract_batch(
-        [queued("I'm allergic to peanuts, and the quarterly audit slipped to late May.")],
-        ExtractConfig(),
-        deps,
-    )
+    turn = queued("I'm allergic to peanuts, and the quarterly audit slipped to late May.")
+    # When extracted
+    out = extract_batch([turn], ExtractConfig(), deps)
+    # Then no candidate of the deferred turn goes on: the whole turn is a pending episode
     assert out.turns[0].extractor is Extractor.DEFERRED
-    assert [c.value for c in out.candidates] == ["peanuts"]
+    assert out.candidates == []
     span = deps.spans.spans_of("acme", "trace-1")[0]
-    assert (span.result, span.reason) == (SpanResult.PASS, DeferredNoLLM())
+    assert (span.result, span.reason) == (SpanResult.REJECT, DeferredNoLLM())
+    episode = deps.session_log.episodes[turn.turn_id]
+    assert episode.status is EpisodeStatus.PENDING
+    assert episode.turn == turn
+    assert episode.deferred_reason == {"type": "DeferredNoLLM"}
+
+
+def test_with_episodes_off_the_rule_candidates_of_a_deferred_turn_go_on() -> None:
+    # Given episodes switched off
+    deps = offline_deps()
+    config = PipelineConfig(episodes=EpisodesConfig(keep="off"))
+    turn = queued("I'm allergic to peanuts, and the quarterly audit slipped to late May.")
+    # When extracted
+    out = run(ExtractInput(turns=[turn]), config, deps)
+    # Then the old behaviour: what the rules found goes on, and nothing is kept
+    assert [c.value for c in out.candidates] == ["peanuts"]
+    assert deps.session_log.episodes == {}
 
 
 def test_discarded_candidates_get_their_own_spans() -> None:
@@ -246,7 +263,7 @@ def test_rules_only_batch_never_calls_the_llm() -> None:
     assert llm.prompts == []
 
 
-def test_malformed_twice_fails_the_batch_visibly() -> None:
+def test_malformed_twice_keeps_the_batch_as_pending_episodes_visibly() -> None:
     # Given a model that answers malformed JSON twice
     llm = ScriptedLlm([ValueError("not json"), ValueError("still not json")])
     deps = offline_deps()
@@ -255,17 +272,34 @@ def test_malformed_twice_fails_the_batch_visibly() -> None:
         queued("Our team is migrating the billing service to Rust this summer.", minute=0),
         queued("The audit moved to May because finance is short-staffed.", minute=1),
     ]
-    # When extracted / Then the stage raises (Step Functions Catch -> DLQ)...
-    with pytest.raises(ExtractionFailed):
-        extract_batch(batch, ExtractConfig(), deps)
-    # ...after an error span for every turn and two extraction_json_fail events
+    # When extracted
+    out = extract_batch(batch, ExtractConfig(), deps)
+    # Then no memory, but an error span with a typed reason for every turn...
+    assert out.candidates == []
     spans = deps.spans.spans_of("acme", "trace-1")
-    assert [(s.item_id, s.result) for s in spans] == [
-        ("turn-0", SpanResult.ERROR),
-        ("turn-1", SpanResult.ERROR),
+    assert [(s.item_id, s.result, s.reason) for s in spans] == [
+        ("turn-0", SpanResult.ERROR, DeferredModelFailed(error="ExtractionFailed")),
+        ("turn-1", SpanResult.ERROR, DeferredModelFailed(error="ExtractionFailed")),
     ]
     assert deps.metrics.events[("extract", "extraction_json_fail")] == 2
-    # And nothing was logged as extracted context
+    # ...and every turn kept as a pending episode (never a silent drop, never the DLQ)
+    assert sorted(deps.session_log.episodes) == ["turn-0", "turn-1"]
+    assert {e.status for e in deps.session_log.episodes.values()} == {EpisodeStatus.PENDING}
+
+
+def test_malformed_twice_with_episodes_off_fails_the_batch_visibly() -> None:
+    # Given a model that answers malformed JSON twice, and episodes off
+    llm = ScriptedLlm([ValueError("not json"), ValueError("still not json")])
+    deps = offline_deps()
+    deps.llm = llm
+    batch = [queued("Our team is migrating the billing service to Rust this summer.")]
+    config = PipelineConfig(episodes=EpisodesConfig(keep="off"))
+    # When extracted / Then the stage raises (Step Functions Catch -> DLQ)...
+    with pytest.raises(ExtractionFailed):
+        run(ExtractInput(turns=batch), config, deps)
+    # ...after an error span, and nothing was logged as extracted context
+    spans = deps.spans.spans_of("acme", "trace-1")
+    assert [(s.item_id, s.result) for s in spans] == [("turn-0", SpanResult.ERROR)]
     assert deps.session_log.recent("acme", "dana", "s1", "9999", limit=20, now=NOW) == []
 
 

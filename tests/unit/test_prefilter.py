@@ -378,3 +378,175 @@ def test_repeated_short_answer_to_different_questions_is_not_rate_limited() -> N
     ]
     # Then both pass, each with its own question
     assert [d.context for d in decisions] == ["Do you cook?", "Do you have a car?"]
+
+
+# Issue 22, item 5: the pre-filter never drops a statement about the speaker. Turns written for
+# these tests, in chat's own registers: a greeting or thanks sentence around a statement, a
+# statement before a trailing question, an opinion about a named thing, a subject-less claim.
+STATEMENTS_KEPT = [
+    # a greeting, thanks or praise sentence trimmed, the rest judged on its own
+    ("Hey Mel! Been busy, started a new job last week - how are things?", None),
+    ("Hi! Good to see you. Been swamped, switched teams at work - how have you been?", None),
+    ("Thanks! Finally booked the flights to Hanoi.", "Finally booked the flights to Hanoi."),
+    ("Hey Ana! Spent the whole weekend repainting the kitchen.", None),
+    ("Aww thank you! Adopted a second cat on Sunday, her name is Pickle.", None),
+    ("Yo! Just got back from a week of hiking in the Dolomites.", None),
+    ("Morning! Passed my driving test yesterday, third time lucky.", None),
+    ("Thanks so much! Moving into the new flat on Friday.", None),
+    ("Wow, that's great! Started learning the cello last month myself.", None),
+    ("Good to hear from you! Been stuck at home with a sprained ankle.", None),
+    # a statement clause before a trailing question to the other party
+    ("Been crazy busy with the bakery - how are you?", None),
+    ("Got a puppy last weekend, wanna see pics?", None),
+    ("Had a blast at the lake with the kids, you?", None),
+    ("Moving to Porto in May, any tips?", None),
+    ("Signed up for a half marathon in October... crazy, right?", None),
+    ("Started night shifts at the hospital; have you ever done those?", None),
+    ("Finished the last exam today, how was your week?", None),
+    ("Been thinking about getting a dog, any breeds you'd suggest?", None),
+    ("Sold my old bike to a neighbour – did you ever get yours fixed?", None),
+    ("Took up climbing again after the knee surgery, what about you?", None),
+    ("Tacos are great, don't you think?", None),
+    ("Quit coffee two weeks ago, can you believe it?", None),
+    # an opinion about a named thing (food, place, person, activity)
+    ("Tacos are great", None),
+    ("Grilled peppers are the best!", None),
+    ("Lisbon is gorgeous in the spring.", None),
+    ("Paris is lovely", None),
+    ("Sushi is so good", None),
+    ("Ramen is the best comfort food.", None),
+    ("Dumplings are amazing!", None),
+    ("Kyoto was magical.", None),
+    ("Adoption sounds awesome.", None),
+    ("Bouldering is so fun!", None),
+    ("Oliver is hilarious!", None),
+    ("She's brilliant at chess.", None),
+    ("He's been great with the kids.", None),
+    ("Mel's so talented", None),
+    ("Coriander tastes awful", None),
+    ("Berlin was incredible.", None),
+    # subject-less statements and other claims without a first-person word
+    ("Started a new job last week.", None),
+    ("Been learning Portuguese on the train.", None),
+    ("Just finished my thesis draft!", None),
+    ("Three kids, two dogs and a very tired mum here.", None),
+    ("Back from the dentist, two fillings.", None),
+    ("Visiting my grandma in Krakow this weekend.", None),
+    ("Allergic to cats, sadly.", None),
+    ("Working from the Lisbon office till June.", None),
+    ("Vegan for five years now.", None),
+    ("Off to the allotment to plant leeks.", None),
+    ("Love the new bakery on Elm Street, best croissants ever.", None),
+    ("Born and raised in Glasgow.", None),
+]
+
+
+@pytest.mark.parametrize(("turn", "kept"), STATEMENTS_KEPT)
+def test_a_statement_about_the_speaker_is_never_dropped(turn: str, kept: str | None) -> None:
+    # Given a turn that says something about the speaker, however it is wrapped
+    # When screened
+    result = screen(turn, DEFAULT)
+    # Then it passes, with the statement in the kept text (the whole turn unless given)
+    assert result.reason is None, result
+    assert result.text is not None
+    if kept is not None:
+        assert result.text == kept
+
+
+# Pure pleasantries: reactions to the other party, greetings, thanks, praise and questions that
+# carry no statement. With episodes, whatever passes is stored, so these must still go.
+PLEASANTRIES_DROPPED = [
+    "Hey Mel! Good to see you! How have you been?",
+    "Thanks, Jo! That's really sweet of you.",
+    "Wow, that's awesome, how did it go?",
+    "So anyway, how was the trip?",
+    "Oh man, what happened next?",
+    "That dress is stunning!",
+    "Your garden looks amazing!",
+    "That cake looks so good!",
+    "Those shoes are gorgeous, Priya!",
+    "This photo is beautiful.",
+    "Wow, Caroline, that looks amazing!",
+    "Wow Mel, looks awesome!",
+    "Good for you!",
+    "That's awesome, good for you!",
+    "Nice one, Tomas!",
+    "That is really great Jon!",
+    "Haha that's hilarious",
+    "Aww, that's so sweet!",
+    "That sounds like so much fun!",
+    "You're so talented!",
+    "Your kids are adorable!",
+    "It looks so cozy!",
+    "That must have been tough.",
+    "Oh no, so sorry to hear that.",
+    "Congrats, you deserve it!",
+    "Hey Sam, how's it going?",
+    "Hi all, hope you're well?",
+    "Good morning! How are you today?",
+    "Sounds great! What did you end up ordering?",
+    "Cool! What kind of music do you play?",
+    "Any tips on running, what gear do you need?",
+    "BTW, what's your favourite part of the job?",
+    "Gina, you ever been to one of those?",
+    "It looks sick - is it one you made?",
+    "Thanks for sharing, Lea!",
+    "Take care, talk soon!",
+    "Have a lovely weekend!",
+    "Yay, so happy for you!",
+    "Lucky you!",
+    "What a gorgeous view, Nora!",
+    "What a great idea!",
+    "That's so true, lol",
+    "Omg yes, totally!",
+    "Wow, that photo is great!",
+    "Your support means a lot.",
+    "Fingers crossed for you!",
+    "Ooh, how exciting!",
+    "Ha, that makes sense now.",
+    "Sooo cute!!",
+    "That's such a shame.",
+    "Wow, how did you manage that?",
+    "Nice, when is the show?",
+]
+
+
+@pytest.mark.parametrize("turn", PLEASANTRIES_DROPPED)
+def test_a_pure_pleasantry_is_still_dropped(turn: str) -> None:
+    # Given a turn that only greets, thanks, praises or reacts to the other party, or asks them
+    # a question with no statement of the speaker's own
+    # When screened
+    result = screen(turn, DEFAULT)
+    # Then nothing of it is kept
+    assert result.reason is not None, result.text
+
+
+OPINION_ANSWERS = [
+    ("That's wild! How was the concert?", "Amazing!"),
+    ("Did you like Rome?", "Loved it"),
+    ("What did you think of the new place?", "Pretty rough tbh"),
+    ("Do you like jazz?", "Not really"),
+    ("How's the new job going?", "Stressful but good"),
+]
+
+
+@pytest.mark.parametrize(("question", "answer"), OPINION_ANSWERS)
+def test_a_short_opinion_is_kept_with_the_question_it_answers(question: str, answer: str) -> None:
+    # Given a short evaluative or negative answer to a question that asks for it
+    # When screened with the turn before it
+    result = screen(answer, DEFAULT, question)
+    # Then it passes, with the question as its context
+    expected_question = question.rsplit("! ", maxsplit=1)[-1]
+    assert (result.reason, result.text, result.context) == (None, answer, expected_question)
+
+
+@pytest.mark.parametrize(
+    ("previous", "turn"),
+    [
+        ("What got you into running?", "Oh cool"),  # a reaction, not an answer to "what"
+        ("How are you?", "Great!"),  # a pleasantry asks nothing
+        ("Do you want the window seat?", "thanks!"),
+    ],
+)
+def test_an_evaluation_answers_only_a_question_that_asks_for_one(previous: str, turn: str) -> None:
+    assert screen(turn, DEFAULT, previous).reason is not None

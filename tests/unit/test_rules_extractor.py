@@ -730,3 +730,164 @@ def test_a_hedge_in_one_sentence_leaves_the_next_one_plain() -> None:
     }
     # Then only the hedged claim loses confidence
     assert by_value == {"kiwi": pytest.approx(0.6), "Leeds": pytest.approx(0.9)}
+
+
+# Issue 22, item 8: chat filler and intensifiers that trail a claim are not part of its value.
+# Written for these tests: the same claims as typed in chat, letters stretched or not.
+FILLER_STRIPPED: list[tuple[str, Triple]] = [
+    ("I really like grilled aubergine tho", _user("likes", "grilled aubergine")),
+    ("I love cycling sooo much", _user("likes", "cycling")),
+    ("I love swimming so much", _user("likes", "swimming")),
+    ("I love knitting soooo much lol", _user("likes", "knitting")),
+    ("I like board games tbh", _user("likes", "board games")),
+    ("I love horror films ngl", _user("likes", "horror films")),
+    ("I love dim sum lmao", _user("likes", "dim sum")),
+    ("i like sailing alot", _user("likes", "sailing")),
+    ("I like rowing a ton", _user("likes", "rowing")),
+    ("I love tacos like crazy", _user("likes", "tacos")),
+    ("I love jazz hahaha", _user("likes", "jazz")),
+    ("I love salsa dancing hehe", _user("likes", "salsa dancing")),
+    ("I enjoy gardening, honestly", _user("likes", "gardening")),
+    ("I love poetry fr", _user("likes", "poetry")),
+    ("I love rock climbing tooo", _user("likes", "rock climbing")),
+    ("I adore ceramics thooo", _user("likes", "ceramics")),
+    ("I like sudoku lowkey", _user("likes", "sudoku")),
+    ("I love bread baking literally", _user("likes", "bread baking")),
+    ("I love carrots lolll", _user("likes", "carrots")),
+    ("I like green tea imo", _user("likes", "green tea")),
+    ("I love chess big time", _user("likes", "chess")),
+    ("I love rainy days ngl", _user("likes", "rainy days")),
+    ("I like Thai food a lot actually", _user("likes", "Thai food")),
+    ("I love kayaking!!! lol", _user("likes", "kayaking")),
+    ("I hate mornings sm", _user("dislikes", "mornings")),
+    ("I hate mosquitoes soooo much", _user("dislikes", "mosquitoes")),
+    ("I can't stand olives tbh", _user("dislikes", "olives")),
+    ("I'm not a fan of musicals tho", _user("dislikes", "musicals")),
+    ("I'm really into pottery lol", _user("likes", "pottery")),
+    ("I'm a huge fan of the Beatles fr", _user("likes", "the Beatles")),
+    ("I'm obsessed with crosswords haha", _user("likes", "crosswords")),
+    ("My favorite band is Radiohead tbh", _user("favorite_band", "Radiohead")),
+    ("My favorite movie is Inception lol", _user("favorite_movie", "Inception")),
+    ("I work as a nurse lol", _user("occupation", "nurse")),
+    ("I am a plumber tho", _user("occupation", "plumber")),
+    ("I'm a teacher btw", _user("occupation", "teacher")),
+    ("I'm a dentist haha", _user("occupation", "dentist")),
+    ("I work as the office manager.", _user("occupation", "office manager")),
+    ("I work at Spotify lol", _user("works_at", "Spotify")),
+    ("I live in Berlin haha", _user("lives_in", "Berlin")),
+    ("I live in LA now lol", _user("lives_in", "LA")),
+    ("I live in Leeds tbh", _user("lives_in", "Leeds")),
+    ("I moved to Denver lmao", _user("lives_in", "Denver")),
+    ("I'm from Porto lol", _user("hometown", "Porto")),
+    ("I grew up in Cork haha", _user("hometown", "Cork")),
+    ("I'm vegetarian btw", _user("diet", "vegetarian")),
+    ("I'm allergic to peanuts lol", _user("allergic_to", "peanuts")),
+    ("I'm 25 lol", _user("age", "25")),
+    ("I'm 33 haha", _user("age", "33")),
+    ("my name is Sam lol", _user("name", "Sam")),
+    ("I use Obsidian tbh", _user("uses", "Obsidian")),
+    ("I prefer tea tbh", _user("prefers", "tea")),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), FILLER_STRIPPED)
+def test_trailing_chat_filler_is_not_part_of_the_value(text: str, expected: Triple) -> None:
+    # Given a simple claim followed by chat filler or an intensifier, stretched or not
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then the one memory holds the clean value, and the filler is not knowledge left over
+    assert _triples(result) == {expected}
+    assert result.fully_covered is True
+
+
+# Values the rules cannot bound: cut mid-phrase, carrying chat or a joining shorthand, ending on
+# an adverb, stretched letters inside the thing, a chat pronoun, or taken back as sarcasm. None
+# may become a memory; the turn is left whole (an episode, distilled later by a model).
+UNSURE_VALUES: list[str] = [
+    # cut mid-phrase: the value would end on a preposition, article or conjunction
+    "I currently work as the lead designer of a small studio in Oslo.",
+    "I work as the head of a tiny design agency.",
+    "I work as a manager of the night shift crew.",
+    "I'm working as the director of a youth choir.",
+    "I work as an editor of a cooking magazine",
+    "I work as the owner of a food truck.",
+    # stretched letters inside the thing itself
+    "I love pizzaaa",
+    "I love sushiii so much",
+    "I like froggggs",
+    "I'm from Texasss",
+    # an emoji where the thing should be
+    "I love ramen 🍜",
+    "I like 🐈 a lot",
+    # chat shorthand that joins more to the value
+    "I like coffee w oat milk",
+    "I love hanging out w friends",
+    "I like yoga n pilates",
+    "I love bread bc it's cheap",
+    "I enjoy baking esp sourdough",
+    # an adverb run into the value
+    "I use Notion religiously",
+    "I use Strava constantly",
+    "I love Duolingo weekly",
+    # filler words inside the phrase
+    "I adore my cats sm",
+    "I'm into yoga n stuff",
+    # the rest of the sentence is a claim the rule cannot read
+    "I love those little cafes in Paris",
+    "I like the idea of moving to Spain",
+    "I love how the light hits the lake",
+    "I'm a big fan of the whole minimalism thing lol",
+    "I'm really into photography these days haha",
+    "I work at a startup in Boston",
+    "I live in a small town near Leeds",
+    "I'm from the midwest originally",
+    "I love cooking for my family",
+    "I really enjoy reading, esp fantasy",
+    "I use my phone for everything",
+    "i love the beach sooo much rn",
+    "I like going to the gym every morning",
+    "My favorite food is probably ramen",
+    "I'm a huge fan of yours",
+    "I love it when you guys come over",
+    "I love that for you!",
+    "I'm a mom of two",
+    "I love going on hikes w my dog",
+    "I enjoy walks by the canal near ur place",
+    "I love the jokes and gadgets of",
+    "I like the colour of",
+    "I'm really into the",
+    "I work as a",
+    "I love dogs with the",
+    "I'm allergic to pollen from the",
+    "I love bagels w cream cheese",
+    "I love pastaaa w pesto",
+    "I like the vibe of",
+    "I like noodles from that place near ur flat",
+]
+
+
+@pytest.mark.parametrize("text", UNSURE_VALUES)
+def test_a_value_the_rule_cannot_bound_is_not_a_memory(text: str) -> None:
+    # Given a claim whose value would be cut mid-phrase, carry chat, or run on
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then no memory is made of it and the turn is not reported as understood
+    assert result.candidates == ()
+    assert result.fully_covered is False
+
+
+@pytest.mark.parametrize("text", ["I love Mondays... not", "I love Mondays. NOT"])
+def test_a_claim_taken_back_by_a_trailing_not_is_sarcasm(text: str) -> None:
+    # Given a preference the speaker takes back at the end
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then whatever they keep is discarded as sarcasm, never stored as a plain preference
+    assert all(c.quality.verdict == "discard" for c in result.candidates)
+    assert all(c.quality.reason == "sarcasm" for c in result.candidates)
+
+
+@pytest.mark.parametrize("text", ["I like em", "I love u", "I adore ya", "i like dem a lot"])
+def test_a_chat_pronoun_is_not_a_liked_thing(text: str) -> None:
+    # Given a preference whose object is a pronoun typed the chat way
+    # When the rules read it / Then "em" or "u" is never stored as the thing liked
+    assert extract_with_rules(text).candidates == ()

@@ -21,6 +21,7 @@ from memwrite.reasons import PII_KINDS, SecretKind
 __all__ = [
     "AgentOverrides",
     "DedupeConfig",
+    "EpisodesConfig",
     "ExtractConfig",
     "FirewallAction",
     "IngestLimits",
@@ -261,6 +262,27 @@ class SearchConfig(_Frozen):
     embedded_max_resident_partitions: int = Field(default=256, ge=1)
 
 
+class EpisodesConfig(_Frozen):
+    """`pipeline.episodes` (docs/episodes.md): which turns are kept as episodes, for how long,
+    and how episodes rank against memories in search."""
+
+    # deferred: turns extraction deferred (no model, the rules unsure, the model failing);
+    # all: every user turn that reached extraction; off: none (a failing model dead-letters).
+    keep: Literal["deferred", "all", "off"] = "deferred"
+    retention_days: int = Field(default=30, ge=1)  # then expired: DynamoDB TTL, SQLite deletes
+    # An episode's fused score is multiplied by this before it is ranked beside memories: a
+    # distilled memory of equal relevance comes first, a clearly better episode still wins.
+    search_weight: float = Field(default=0.8, ge=0, le=1)
+    # Episodes are the user's own words, long and unedited: exact words find them, and the
+    # offline hashing embedder only adds noise to BM25 (measured: docs/episodes.md). With
+    # Titan embeddings on AWS, lower it to blend in the content vector.
+    bm25_weight: float = Field(default=1.0, ge=0, le=1)
+
+    @property
+    def retention_secs(self) -> int:
+        return self.retention_days * 86_400
+
+
 class PipelineConfig(_Frozen):
     prefilter: PrefilterConfig = PrefilterConfig()
     ingest: IngestLimits = IngestLimits()
@@ -268,6 +290,7 @@ class PipelineConfig(_Frozen):
     dedupe: DedupeConfig = DedupeConfig()
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
+    episodes: EpisodesConfig = EpisodesConfig()
 
 
 class AgentOverrides(_Frozen):

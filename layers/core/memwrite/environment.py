@@ -65,6 +65,9 @@ class LambdaEnvironment(BaseModel):
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    # Every model request and answer written to this directory, as the tests replay them
+    # (`memwrite.adapters.anthropic.recording`); unset: nothing is recorded.
+    llm_record_dir: Path | None = Field(default=None, alias="MEMWRITE_LLM_RECORD")
     # The search index: OpenSearch when an endpoint is set (https://...; a managed domain signs
     # with "es", Serverless with "aoss"), else the embedded index (`embedded_index_path`).
     opensearch_endpoint: str | None = Field(default=None, alias="OPENSEARCH_ENDPOINT")

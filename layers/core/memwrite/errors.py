@@ -27,6 +27,7 @@ __all__ = [
     "LlmUnavailable",
     "MalformedLlmOutput",
     "MemwriteError",
+    "ModelRequired",
     "PermanentError",
     "QueueUnavailable",
     "RollbackRefused",
@@ -40,6 +41,7 @@ __all__ = [
     "Unauthenticated",
     "UnknownMemory",
     "UnknownTrace",
+    "UnknownUser",
     "VerificationFailed",
     "WriteConflict",
 ]
@@ -189,6 +191,20 @@ class InvalidQuery(PermanentError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class UnknownUser(PermanentError):
+    """The tenant has no trace of this user (unknown, or another tenant's): `field` names the
+    part of the request at fault."""
+
+    def __init__(self, user_id: str, field: str = "user_id") -> None:
+        super().__init__(f"{field}: no such user")
+        self.user_id = user_id
+        self.field = field
+
+
+class ModelRequired(PermanentError):
+    """The operation needs a model (a backfill) and none is configured: nothing was changed."""
 
 
 class UnknownMemory(PermanentError):

@@ -25,6 +25,7 @@ from memwrite.memory import Tier
 __all__ = [
     "BM25_STOPWORDS",
     "DEFAULT_BM25_WEIGHT",
+    "DocKind",
     "IndexFilter",
     "IndexHit",
     "MatchSource",
@@ -55,6 +56,16 @@ BM25_STOPWORDS = frozenset(
 _MIN_NORMALISED = 0.001
 
 
+class DocKind(StrEnum):
+    """What a document is: a distilled memory, or an episode (a kept turn's own words)."""
+
+    MEMORY = "memory"
+    EPISODE = "episode"
+
+
+_MEMORIES_ONLY = frozenset({DocKind.MEMORY})
+
+
 # eq=False: numpy arrays do not compare to a single bool, so identity is the only sane equality.
 @dataclass(frozen=True, eq=False)
 class MemoryDoc:
@@ -72,6 +83,8 @@ class MemoryDoc:
     """The content embedding; None for memories that are BM25-only (tasks)."""
     question_vectors: tuple[Vector, ...] = ()
     """HyPE: embeddings of the questions this memory answers."""
+    kind: DocKind = DocKind.MEMORY
+    """Episodes (`memory_id` = `episode:<turn id>`) carry text and a content vector only."""
 
 
 class MatchSource(StrEnum):
@@ -99,6 +112,9 @@ class IndexFilter:
     topics: frozenset[str] | None = None
     tiers: frozenset[Tier] | None = None
     min_confidence: float | None = None
+    kinds: frozenset[DocKind] | None = _MEMORIES_ONLY
+    """A filter matches memories only unless it names kinds (None: any); no filter at all
+    matches every document."""
 
 
 def _min_max(hits: Sequence[IndexHit]) -> dict[str, float]:

@@ -39,6 +39,9 @@ class ExtractInput(BaseModel):
     """Extract's input: queued turns of one tenant, user and session, in order."""
 
     turns: list[QueuedTurn] = Field(min_length=1)
+    backfill: bool = Field(
+        default=False, description="A backfill of kept episodes: no new episode is kept."
+    )
 
     @model_validator(mode="after")
     def _one_session(self) -> Self:

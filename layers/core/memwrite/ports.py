@@ -20,6 +20,7 @@ import numpy.typing as npt
 from memwrite.candidate import Candidate
 from memwrite.config import Settings
 from memwrite.entities import Entity, VersionedEntity
+from memwrite.episodes.model import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
@@ -44,6 +45,7 @@ __all__ = [
     "Embedder",
     "EnqueueResult",
     "EntityStore",
+    "EpisodeStore",
     "ExtractionLlm",
     "GeneratedQuestions",
     "LlmCall",
@@ -249,10 +251,54 @@ class SessionLog(Protocol):
         """Up to `limit` turns observed before the sort key `before`, oldest first; turns
         whose retention ended by `now` (epoch seconds) are absent."""
 
-    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+    def append(
+        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
+    ) -> None:
         """Log the turn for `retention_secs` from `now` (epoch seconds), on the condition that
         its trace exists and its user's erasure has not started: otherwise raise
-        `SourceErased` and write nothing. Expired turns are removed in time."""
+        `SourceErased` and write nothing. Expired turns are removed in time.
+
+        With `episode`, the same transaction also writes the episode (replacing one of the
+        same turn) and an outbox row `episode:<turn id>` for stage 7 to index it."""
+
+
+class EpisodeStore(Protocol):
+    """A user's episodes (DESIGN.md section 2, "Episodes"); written by `SessionLog.append`."""
+
+    def episodes_of(
+        self,
+        tenant: str,
+        user_id: str,
+        *,
+        status: EpisodeStatus | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        cursor: str | None,
+        now: float,
+    ) -> EpisodePage:
+        """Up to `limit` episodes of the user observed in [since, until], oldest first, from
+        `cursor`; `status` filters by `Episode.status_at(now)` (expired: past their expiry).
+        Raises `InvalidQuery` for a cursor it did not issue."""
+
+    def get_episodes(
+        self, tenant: str, user_id: str, turn_ids: Sequence[str]
+    ) -> dict[str, Episode]:
+        """turn id -> episode, for those of `turn_ids` it holds (expired ones included)."""
+
+    def update_episodes(self, episodes: Sequence[Episode]) -> None:
+        """Replace the stored episodes of the same turns (status, links); an episode no longer
+        stored (erased, expired) is not brought back."""
+
+    def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        """(tenant, user) pairs with a pending episode, sorted; of one tenant, or of all (a
+        backfill of every user: the CLI without `--user`, the AWS schedule). DynamoDB scans
+        the turns table for them."""
+
+    def expire(self, now: float) -> list[Episode]:
+        """Delete the episodes whose expiry has passed by `now`, each with an outbox row so
+        that stage 7 takes its document out of the index; returns them. (DynamoDB's TTL does
+        the deleting on AWS; search ignores an expired episode either way.)"""
 
 
 class MetricsSink(Protocol):
@@ -575,6 +621,8 @@ class StageAdapters(Protocol):
     def queue(self) -> TurnQueue: ...
 
     def session_log(self) -> SessionLog: ...
+
+    def episodes(self) -> EpisodeStore: ...
 
     def entities(self) -> EntityStore: ...
 

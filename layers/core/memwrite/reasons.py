@@ -17,6 +17,7 @@ __all__ = [
     "AssistantTurn",
     "Contradiction",
     "DeadLettered",
+    "DeferredModelFailed",
     "DeferredNoLLM",
     "DuplicateConfirmed",
     "DuplicateTurn",
@@ -180,6 +181,14 @@ class DeferredNoLLM(_Reason):
     type: Literal["DeferredNoLLM"] = "DeferredNoLLM"
 
 
+class DeferredModelFailed(_Reason):
+    """The model failed after its own retries (`error`: the error's type name only): the turn
+    is kept as a pending episode for backfill, visibly (an error span), never dropped."""
+
+    type: Literal["DeferredModelFailed"] = "DeferredModelFailed"
+    error: str
+
+
 class Unverified(_Reason):
     """The verifier re-read the source turns and dropped the candidate: `check` failed."""
 
@@ -309,6 +318,7 @@ Reason = Annotated[
     | QualityDiscard
     | Ungrounded
     | DeferredNoLLM
+    | DeferredModelFailed
     | Unverified
     | ExtractionError
     | DeadLettered

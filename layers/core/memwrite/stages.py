@@ -116,8 +116,9 @@ STAGES: tuple[StageDef, ...] = (
         ExtractInput,
         ExtractOutput,
         "extract",
-        # The session log (read, and appended with its source trace's ConditionCheck)
-        tables={"turns": RW, "spans": W},
+        # The session log (read, and appended with its source trace's ConditionCheck), and the
+        # episodes kept in the same transaction (turns) with their outbox rows
+        tables={"turns": RW, "outbox": W, "spans": W},
         calls_model=True,  # the extractor and the verifier
         malformed_metrics=("extraction_json_fail",),
     ),
@@ -169,8 +170,9 @@ STAGES: tuple[StageDef, ...] = (
         OutboxChange,
         IndexedChange,
         "hype",
-        tables={"outbox": RW, "memories": R, "spans": W},  # marks outbox rows done
-        search=SearchAccess.READ_WRITE,  # indexes memories, removes erased ones
+        # Marks outbox rows done; reads episodes (turns) to index them
+        tables={"outbox": RW, "memories": R, "turns": R, "spans": W},
+        search=SearchAccess.READ_WRITE,  # indexes memories and episodes, removes erased ones
         calls_model=True,  # HyPE questions
         calls_embedder=True,  # memories and their questions
     ),

@@ -22,16 +22,21 @@ from memwrite.errors import ConfigError
 from memwrite.stages import STAGES, StagePlacement, stage_named
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from memwrite.adapters.anthropic.client import ClientOptions
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.episodes.backfill import BackfillDeps
     from memwrite.ports import (
         ApiKeyStore,
         CandidateVerifier,
         DedupeJudge,
         Embedder,
         EntityStore,
+        EpisodeStore,
         ExtractionLlm,
         MemoryIndex,
         MemoryReader,
@@ -66,6 +71,7 @@ __all__ = [
     "build_api_deps",
     "build_api_key_store",
     "build_api_key_table",
+    "build_backfill_deps",
     "build_dead_letter_deps",
     "build_embedder",
     "build_index",
@@ -111,7 +117,13 @@ class Adapters(ABC):
         return self.settings.pipeline.extract.provider == "bedrock" or bool(self.env.api_key())
 
     def extraction_llm(self) -> ExtractionLlm | None:
-        return build_llm(self.settings.pipeline.extract, self.env.api_key())
+        return build_llm(
+            self.settings.pipeline.extract, self.env.api_key(), self.env.llm_record_dir
+        )
+
+    def _llm_options(self) -> ClientOptions:
+        """What every model adapter is given: the key, and where to record (if anywhere)."""
+        return {"api_key": self.env.api_key(), "record_dir": self.env.llm_record_dir}
 
     def verifier(self) -> CandidateVerifier | None:
         """Built when some tenant (or the deployment) turns the verifier on and a model is
@@ -120,27 +132,27 @@ class Adapters(ABC):
             return None
         from memwrite.adapters.anthropic.verifier import AnthropicVerifier
 
-        return AnthropicVerifier(self.settings.pipeline.extract, api_key=self.env.api_key())
+        return AnthropicVerifier(self.settings.pipeline.extract, **self._llm_options())
 
     def resolve_judge(self) -> ResolveJudge | None:
         if not self._has_llm():
             return None
         from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
 
-        return AnthropicResolveJudge(self.settings.pipeline.extract, api_key=self.env.api_key())
+        return AnthropicResolveJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def dedupe_judge(self) -> DedupeJudge | None:
         if not self._has_llm():
             return None
         from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 
-        return AnthropicDedupeJudge(self.settings.pipeline.extract, api_key=self.env.api_key())
+        return AnthropicDedupeJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def questions(self) -> QuestionGenerator:
         if self._has_llm():
             from memwrite.adapters.anthropic.questions import AnthropicQuestions
 
-            return AnthropicQuestions(self.settings.pipeline.extract, api_key=self.env.api_key())
+            return AnthropicQuestions(self.settings.pipeline.extract, **self._llm_options())
         from memwrite.hype.questions import TemplateQuestions
 
         return TemplateQuestions()
@@ -177,6 +189,9 @@ class Adapters(ABC):
 
     @abstractmethod
     def session_log(self) -> SessionLog: ...
+
+    @abstractmethod
+    def episodes(self) -> EpisodeStore: ...
 
     @abstractmethod
     def entities(self) -> EntityStore: ...
@@ -241,7 +256,12 @@ class _DynamoAdapters(Adapters):
     def session_log(self) -> SessionLog:
         from memwrite.adapters.aws.dynamodb import DynamoSessionLog
 
-        return DynamoSessionLog(self.dynamodb, self.env.turns_table)
+        return DynamoSessionLog(self.dynamodb, self.env.turns_table, self.env.outbox_table or None)
+
+    def episodes(self) -> EpisodeStore:
+        from memwrite.adapters.aws.dynamodb_episodes import DynamoEpisodeStore
+
+        return DynamoEpisodeStore(self.dynamodb, self.env.turns_table)
 
     def entities(self) -> EntityStore:
         from memwrite.adapters.aws.dynamodb_store import DynamoEntityStore
@@ -346,6 +366,11 @@ class _SqliteAdapters(Adapters):
 
         return SqliteSessionLog(self.database)
 
+    def episodes(self) -> EpisodeStore:
+        from memwrite.adapters.sqlite.episodes import SqliteEpisodeStore
+
+        return SqliteEpisodeStore(self.database)
+
     def entities(self) -> EntityStore:
         from memwrite.adapters.sqlite.store import SqliteEntityStore
 
@@ -419,13 +444,16 @@ def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
     return Adapters.of(LambdaEnvironment.load(environ)).memory_store()
 
 
-def build_llm(config: ExtractConfig, api_key: str | None) -> ExtractionLlm | None:
-    """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY."""
+def build_llm(
+    config: ExtractConfig, api_key: str | None, record_dir: Path | None = None
+) -> ExtractionLlm | None:
+    """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY.
+    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`)."""
     if config.provider != "bedrock" and not api_key:
         return None
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 
-    return AnthropicExtractorClient(config, api_key=api_key)
+    return AnthropicExtractorClient(config, api_key=api_key, record_dir=record_dir)
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
@@ -509,6 +537,8 @@ class QueryApiDeps:
     portability: UserPortability  # export and import
     # Built on the first replay, not at cold start: it may load the model client.
     replay: Callable[[], ReplayDeps]
+    # Built on the first backfill: every pipeline stage's deps, models included.
+    backfill: Callable[[], BackfillDeps]
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
@@ -522,6 +552,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         index=adapters.search_index(),
         embedder=adapters.embedder(),
         eraser=adapters.eraser(),
+        episodes=adapters.episodes(),
     )
     ledger = adapters.ledger()
     rollback = RollbackDeps(
@@ -531,6 +562,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         rollbacks=adapters.rollbacks(),
         index=query.index,
         metrics=adapters.metrics,
+        episodes=query.episodes,
     )
     return QueryApiDeps(
         settings=adapters.settings,
@@ -540,6 +572,29 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         rollback=rollback,
         portability=adapters.portability(),
         replay=cache(lambda: build_replay_deps(environ)),
+        backfill=cache(lambda: build_backfill_deps(environ)),
+    )
+
+
+def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDeps:
+    """A backfill runs the pipeline stages in-process: their deps, built as their Lambdas
+    build them (each once), and whether a model is configured at all."""
+    from memwrite.episodes.backfill import BackfillDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    built: dict[str, Any] = {}
+
+    def stage_deps(name: str) -> Any:
+        if name not in built:
+            built[name] = stage_named(name).build_deps(adapters)
+        return built[name]
+
+    return BackfillDeps(
+        episodes=adapters.episodes(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        stage_deps=stage_deps,
+        has_model=adapters.extraction_llm() is not None,
     )
 
 

@@ -17,6 +17,7 @@ from memwrite.adapters.page_cursor import (
     trace_sort_key,
 )
 from memwrite.entities import Entity, VersionedEntity
+from memwrite.episodes.model import Episode
 from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import EnqueueResult, TracePage, TraceRecord
@@ -183,6 +184,7 @@ class InMemorySessionLog:
 
     def __init__(self, ledger: InMemoryTurnLedger | None = None) -> None:
         self.turns: dict[tuple[str, str, str], dict[str, tuple[QueuedTurn, float]]] = {}
+        self.episodes: dict[str, Episode] = {}  # turn id -> the episode kept with its turn
         self._ledger = ledger
 
     def recent(
@@ -194,9 +196,13 @@ class InMemorySessionLog:
         )
         return [log[key][0] for key in keys[-limit:]] if limit else []
 
-    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+    def append(
+        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
+    ) -> None:
         if self._ledger is not None:
             self._ledger.require_trace(turn.tenant, turn.trace_id)
+        if episode is not None:
+            self.episodes[episode.turn_id] = episode
         log = self.turns.setdefault((turn.tenant, turn.user_id, turn.session_id), {})
         log[session_sort_key(turn)] = (turn, int(now) + retention_secs)
 

@@ -132,6 +132,7 @@ class _Calls:
         tiers: Sequence[str] | None = None,
         min_confidence: float | None = None,
         as_of: datetime | str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Call[SearchResults]:
         body = _dropping_none(
             {
@@ -143,6 +144,7 @@ class _Calls:
                 "tiers": list(tiers) if tiers is not None else None,
                 "min_confidence": min_confidence,
                 "as_of": _iso(as_of),
+                "kinds": list(kinds) if kinds is not None else None,
             }
         )
         return Call("POST", "/v1/search", SearchResults, body)

@@ -184,12 +184,34 @@ class Memory(_Answer):
     source_turn_id: str
 
 
-class SearchHit(Memory):
-    """One search result: the memory, its fused score and what matched (bm25, content,
-    question)."""
+class SearchHit(_Answer):
+    """One search result, its fused score and what matched (bm25, content, question): a
+    memory (`kind` "memory", the fields of `Memory`) or an episode (`kind` "episode": a kept
+    turn's own words waiting for a model, with `turn_id`, `status`, ...; the memory fields
+    are then None)."""
 
+    kind: str = "memory"
+    text: str
+    source_turn_id: str
+    user_id: str
+    observed_at: datetime
     score: float
     matched: list[str]
+    memory_id: str | None = None
+    type: str | None = None
+    topic: str | None = None
+    entity: str | None = None
+    attribute: str | None = None
+    value: str | None = None
+    tier: str | None = None
+    confidence: float | None = None
+    valid_until: datetime | None = None
+    superseded_by: str | None = None
+    links: list[MemoryLink] = Field(default_factory=list)
+    negated: bool = False
+    corroboration: int = 1
+    turn_id: str | None = None  # an episode's
+    status: str | None = None  # an episode's: pending | extracted | expired
 
 
 class SearchResults(_Answer):

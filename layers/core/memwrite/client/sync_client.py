@@ -156,6 +156,7 @@ class MemwriteClient:
         tiers: Sequence[str] | None = None,
         min_confidence: float | None = None,
         as_of: datetime | str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> list[SearchHit]:
         """A user's memories best matching `query`, best first."""
         call = calls.search(
@@ -167,6 +168,7 @@ class MemwriteClient:
             tiers=tiers,
             min_confidence=min_confidence,
             as_of=as_of,
+            kinds=kinds,
         )
         return self.send(call).results
 

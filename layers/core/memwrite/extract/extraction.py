@@ -27,6 +27,7 @@ class TurnExtraction:
 class BatchExtraction:
     turns: tuple[TurnExtraction, ...]
     llm_calls: tuple[LlmUsage, ...] = ()
+    model_error: str | None = None  # the model failed after its retries (an error type name)
 
     @property
     def candidates(self) -> list[Candidate]:

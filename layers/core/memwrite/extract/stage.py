@@ -3,12 +3,17 @@
 The unit is a batch: the turns of one user's session that arrive together (an SQS batch). Each
 turn goes through the rule fast-path; the turns the rules did not fully understand share one
 LLM full pass (plus the detail pass on long conversations), with the rest of the session as
-context. Offline (no LLM configured) those turns are recorded as `DeferredNoLLM`.
+context. Offline (no LLM configured) those turns are recorded as `DeferredNoLLM`; when the model
+fails after its own retries (throttled, overloaded, refusing, malformed twice) as
+`DeferredModelFailed` with an error span. A deferred user turn is kept as an *episode*
+(`memwrite.episodes`, settings `pipeline.episodes`) in the same transaction as its session-log
+entry, and its rule candidates are dropped: the backfill extracts the whole turn later.
 
 `extract_candidates` is the pure decision (used by the stage and by `memwrite extract`);
 `run` is the stage: session context, spans, metrics and the session log. Failures are
-never a silent `[]`: a malformed answer is retried once, then every turn of the batch gets an
-error span and the exception goes to Step Functions' Catch (the DLQ). A turn whose user was
+never a silent `[]`: a malformed answer is retried once, then the batch's turns become pending
+episodes with error spans (with `episodes.keep = off`: the exception goes to Step Functions'
+Catch, the DLQ). A turn whose user was
 erased while it was in flight is not logged (the log's append checks its trace) and goes no
 further: `UserErased`.
 """
@@ -17,12 +22,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate, memory_key
-from memwrite.config import ExtractConfig, PipelineConfig
-from memwrite.errors import SourceErased
+from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
+from memwrite.episodes.model import Episode, EpisodeStatus
+from memwrite.errors import (
+    ExtractionFailed,
+    LlmRequestRejected,
+    LlmUnavailable,
+    SourceErased,
+)
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.llm import extract_with_llm, merge_candidates
 from memwrite.extract.rules import extract_with_rules
@@ -31,6 +42,7 @@ from memwrite.ids import content_hash
 from memwrite.models import (
     LlmUsageSummary,
     QueuedTurn,
+    Role,
     SpanResult,
     StageSpan,
     session_sort_key,
@@ -39,6 +51,7 @@ from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOut
 from memwrite.ports import CandidateVerifier, ExtractionLlm, MetricsSink, SessionLog, SpanStore
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import (
+    DeferredModelFailed,
     DeferredNoLLM,
     ExtractionError,
     NoCandidates,
@@ -85,9 +98,14 @@ def extract_candidates(
     *,
     on_json_fail: Callable[[], None],
     verifier: CandidateVerifier | None = None,
+    defer_on_model_failure: bool = False,
 ) -> BatchExtraction:
     """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set;
-    then the verifier, when `config.verifier` has it on and one is wired."""
+    then the verifier, when `config.verifier` has it on and one is wired.
+
+    With `defer_on_model_failure` (episodes kept), a model that fails after its retries
+    defers the turns it was needed for (`model_error`) instead of raising, and a deferred
+    turn's rule candidates are dropped: the turn is kept whole, as an episode."""
     rules = {
         turn.turn_id: extract_with_rules(
             turn.text,
@@ -100,32 +118,46 @@ def extract_candidates(
     needs_llm = any(not found.fully_covered for found in rules.values())
     llm_candidates: dict[str, list[Candidate]] = {}
     calls: tuple[LlmUsage, ...] = ()
+    model_error: str | None = None
     if needs_llm and llm is not None:
         # The whole batch goes in, in order, so the model reads the conversation as it went;
         # turns the rules covered cost no extra call and their candidates are merged below.
-        result = extract_with_llm(
-            ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context)),
-            config,
-            llm,
-            on_json_fail=on_json_fail,
-        )
-        calls = result.calls
-        for candidate in result.candidates:
-            llm_candidates.setdefault(candidate.source_turn_id or "", []).append(candidate)
+        try:
+            result = extract_with_llm(
+                ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context)),
+                config,
+                llm,
+                on_json_fail=on_json_fail,
+            )
+        except (LlmUnavailable, LlmRequestRejected, ExtractionFailed) as exc:
+            if not defer_on_model_failure:
+                raise
+            # The SDK's own retries (and the malformed-answer retry) are spent: the turns wait
+            # as episodes for a backfill, rather than the batch for a manual DLQ redrive.
+            model_error = type(exc).__name__
+            calls = exc.calls if isinstance(exc, ExtractionFailed) else ()
+        else:
+            calls = result.calls
+            for candidate in result.candidates:
+                llm_candidates.setdefault(candidate.source_turn_id or "", []).append(candidate)
     extractions = []
     for turn in turns:
         found = rules[turn.turn_id]
         if found.fully_covered:
             extractor = Extractor.RULES
-        elif llm is None:
+        elif llm is None or model_error is not None:
             extractor = Extractor.DEFERRED
         else:
             extractor = Extractor.LLM
+        if extractor is Extractor.DEFERRED and defer_on_model_failure:
+            # Kept whole as an episode: a partial reading of the turn is never stored.
+            extractions.append(TurnExtraction(turn.turn_id, extractor, ()))
+            continue
         # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
         merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
         extractions.append(_triage(turn.turn_id, extractor, merged))
     return verify_extraction(
-        BatchExtraction(tuple(extractions), calls), turns, config.verifier, verifier
+        BatchExtraction(tuple(extractions), calls, model_error), turns, config.verifier, verifier
     )
 
 
@@ -175,9 +207,14 @@ def _span(
     )
 
 
-def _turn_verdict(extraction: TurnExtraction) -> tuple[SpanResult, Reason | None]:
+def _turn_verdict(
+    extraction: TurnExtraction, model_error: str | None
+) -> tuple[SpanResult, Reason | None]:
     if extraction.extractor is Extractor.DEFERRED:
-        # Offline: whatever the rules found goes on; the rest of the turn is recorded, not lost.
+        if model_error is not None:
+            # Visible: an error span, and the turn waits as an episode (never a silent drop).
+            return SpanResult.ERROR, DeferredModelFailed(error=model_error)
+        # Offline: kept as an episode (episodes off: whatever the rules found goes on).
         result = SpanResult.PASS if extraction.candidates else SpanResult.REJECT
         return result, DeferredNoLLM()
     if not extraction.candidates:
@@ -200,17 +237,51 @@ def _context(
     return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
 
 
+def _episode_of(
+    turn: QueuedTurn,
+    extraction: TurnExtraction,
+    model_error: str | None,
+    config: EpisodesConfig,
+    now: float,
+) -> Episode | None:
+    """The episode a turn is kept as, if any: a user turn extraction deferred (`keep =
+    deferred`), or any user turn (`all`; those extracted now are born `extracted`)."""
+    if config.keep == "off" or turn.role is not Role.USER:
+        return None
+    deferred = extraction.extractor is Extractor.DEFERRED
+    if not deferred and config.keep != "all":
+        return None
+    reason = DeferredModelFailed(error=model_error) if model_error else DeferredNoLLM()
+    return Episode(
+        turn=turn,
+        status=EpisodeStatus.PENDING if deferred else EpisodeStatus.EXTRACTED,
+        deferred_reason=reason.model_dump(mode="json") if deferred else {},
+        expires_at=int(now) + config.retention_secs,
+    )
+
+
 def _log_turns(
-    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog, now: float
+    turns: Sequence[QueuedTurn],
+    config: ExtractConfig,
+    log: SessionLog,
+    now: float,
+    episodes: dict[str, Episode] | None = None,
 ) -> frozenset[str]:
-    """Append the batch's turns to the session log; returns the ids of the turns whose user
-    was erased meanwhile (their trace is marked or gone): none of those is logged."""
+    """Append the batch's turns to the session log, each with its episode (if kept) in the
+    same commit; returns the ids of the turns whose user was erased meanwhile (their trace is
+    marked or gone): none of those is logged."""
     erased: set[str] = set()
+    kept = episodes or {}
     for turn in turns:
         if turn.trace_id in erased:
             continue
         try:
-            log.append(turn, now=now, retention_secs=config.session_log_retention_secs)
+            log.append(
+                turn,
+                now=now,
+                retention_secs=config.session_log_retention_secs,
+                episode=kept.get(turn.turn_id),
+            )
         except SourceErased:
             erased.add(turn.trace_id)
     return frozenset(turn.turn_id for turn in turns if turn.trace_id in erased)
@@ -234,6 +305,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         )
         for t in ordered
     ]
+    keep_episodes = config.episodes.keep != "off"
     with failure_recorded(
         STAGE,
         deps.spans,
@@ -244,7 +316,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         error_span=lambda turn, error, latency_ms: _span(
             turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms
         ),
-    ):
+    ) as paid:
         extraction = extract_candidates(
             batch,
             _context(ordered, extract_config, deps.session_log, deps.clock()),
@@ -252,18 +324,38 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
             verifier=deps.verifier,
+            defer_on_model_failure=keep_episodes,
         )
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
-    erased = _log_turns(ordered, extract_config, deps.session_log, deps.clock())
+    now = deps.clock()
+    if extraction.model_error is not None:
+        # What the failed calls cost is paid all the same (a malformed answer, say).
+        extraction = replace(extraction, llm_calls=tuple(paid))
+        deps.metrics.event(STAGE, "extraction.deferred_model_failed", len(ordered))
+    # A backfill re-runs episodes that exist already: it keeps no new ones.
+    episodes = {
+        turn.turn_id: episode
+        for turn, turn_extraction in zip(ordered, extraction.turns, strict=True)
+        if not payload.backfill
+        and (
+            episode := _episode_of(
+                turn, turn_extraction, extraction.model_error, config.episodes, now
+            )
+        )
+        is not None
+    }
+    erased = _log_turns(ordered, extract_config, deps.session_log, now, episodes)
+    if episodes:
+        deps.metrics.event(STAGE, "episodes.kept", len(episodes) - len(erased & episodes.keys()))
     latency_ms = (time.perf_counter() - started) * 1000
     spans: list[StageSpan] = []
     # A batch's LLM usage is recorded once, on the span of its first LLM-extracted turn (of its
-    # first turn when only the verifier called a model).
+    # first turn when only the verifier called a model, or when the model failed).
     usage = usage_summary(extraction.llm_calls)
     any_llm_turn = any(t.extractor is Extractor.LLM for t in extraction.turns)
     for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
-        result, reason = _turn_verdict(turn_extraction)
+        result, reason = _turn_verdict(turn_extraction, extraction.model_error)
         if turn.turn_id in erased:
             result, reason = SpanResult.REJECT, UserErased()
         charged = usage if turn_extraction.extractor is Extractor.LLM or not any_llm_turn else None

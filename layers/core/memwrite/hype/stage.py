@@ -11,6 +11,10 @@ or out of order and the index still converges on the store:
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
   the document is upserted again with its vectors. Tasks stay BM25-only (DESIGN.md section 2).
 
+An episode's row (`episode:<turn id>`, `memwrite.episodes`) indexes the kept turn's text and
+its content vector as a document of kind `episode` (no questions: it is the user's own words),
+or removes it when the episode is gone (erased, expired).
+
 The row is marked done last: a crash anywhere before leaves it pending, and the retry redoes
 the whole job with the same result (upserts replace by memory id, deletes of absent documents
 are no-ops).
@@ -28,13 +32,15 @@ import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
+from memwrite.episodes.model import EpisodeStatus, episode_of_doc_id
 from memwrite.errors import MemwriteError
-from memwrite.index import MemoryDoc, Vector
-from memwrite.memory import MemoryUnit
+from memwrite.index import DocKind, MemoryDoc, Vector
+from memwrite.memory import MemoryUnit, Tier
 from memwrite.models import SpanResult
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
     Embedder,
+    EpisodeStore,
     GeneratedQuestions,
     MemoryIndex,
     MemoryStore,
@@ -64,6 +70,49 @@ class HypeDeps:
     outbox: Outbox
     spans: SpanStore
     metrics: MetricsSink
+    episodes: EpisodeStore | None = None
+
+
+def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> IndexedChange:
+    """An episode's document: its text (BM25) and content vector, or nothing once it is gone."""
+    found = (
+        deps.episodes.get_episodes(change.tenant, change.user_id, [turn_id])
+        if deps.episodes is not None
+        else {}
+    )
+    episode = found.get(turn_id)
+    if episode is None or episode.status_at(time.time()) is EpisodeStatus.EXPIRED:
+        deps.index.delete(change.tenant, change.user_id, change.memory_id)
+        deps.outbox.mark_done(change)
+        return IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
+    vector = deps.embedder.embed([episode.turn.text])[0]
+    deps.index.upsert(
+        MemoryDoc(
+            memory_id=change.memory_id,
+            tenant=change.tenant,
+            user_id=change.user_id,
+            text=episode.turn.text,
+            # Memory fields an episode does not have: never read (queries filter by kind).
+            type=MemoryType.EVENT,
+            topic="episode",
+            tier=Tier.CANDIDATE,
+            confidence=0.0,
+            vector=vector if np.any(vector) else None,
+            kind=DocKind.EPISODE,
+        )
+    )
+    if not deps.episodes or not deps.episodes.get_episodes(
+        change.tenant, change.user_id, [turn_id]
+    ):
+        deps.index.delete(change.tenant, change.user_id, change.memory_id)  # erased meanwhile
+    deps.outbox.mark_done(change)
+    at = _now()
+    return IndexedChange(
+        memory_id=change.memory_id,
+        action=IndexAction.INDEXED,
+        text_indexed_at=at,
+        vectors_indexed_at=at,
+    )
 
 
 def build_deps(adapters: StageAdapters) -> HypeDeps:
@@ -75,6 +124,7 @@ def build_deps(adapters: StageAdapters) -> HypeDeps:
         outbox=adapters.outbox(),
         spans=adapters.spans,
         metrics=adapters.metrics,
+        episodes=adapters.episodes(),
     )
 
 
@@ -133,6 +183,9 @@ def _index(
     change: OutboxChange, config: PipelineConfig, deps: HypeDeps
 ) -> tuple[IndexedChange, tuple[LlmUsage, ...]]:
     """The row's work, and the model calls its questions cost."""
+    turn_id = episode_of_doc_id(change.memory_id)
+    if turn_id is not None:
+        return _index_episode(change, turn_id, deps), ()
     stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
     current = stored.get(change.memory_id)
     calls: tuple[LlmUsage, ...] = ()

@@ -162,13 +162,17 @@ def build_server(settings: McpSettings) -> MCPServer:
         first."""
         api_key, user_id = _whose(ctx, settings)
         async with client(api_key) as mw:
-            hits = await mw.search(user_id=user_id, query=query, k=max(1, min(k, 50)))
+            # Memories only: the other tools (why, forget) take a memory's id; episodes (kept
+            # turns not distilled yet) are the HTTP API's (`kinds`).
+            hits = await mw.search(
+                user_id=user_id, query=query, k=max(1, min(k, 50)), kinds=["memory"]
+            )
         return [
             Recalled(
-                memory_id=hit.memory_id,
+                memory_id=hit.memory_id or "",
                 text=hit.text,
-                type=hit.type,
-                confidence=hit.confidence,
+                type=hit.type or "",
+                confidence=hit.confidence or 0.0,
                 score=hit.score,
                 observed_at=hit.observed_at.isoformat(),
             )

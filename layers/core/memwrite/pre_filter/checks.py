@@ -210,7 +210,7 @@ def _short_answer(
 
     `verdicts` are the turn's sentences when they were judged (all dropped); a too-short turn
     is judged here. A turn that is only a pleasantry ("thanks!", "lol") answers nothing, unless
-    it holds an answer word ("Yeah", "nope")."""
+    it holds an answer word ("Yeah", "nope", or "Amazing!" to "How was the concert?")."""
     if not _ALPHANUMERIC.search(text):
         return None
     redacted: list[SecretKind] = []
@@ -218,10 +218,10 @@ def _short_answer(
         verdicts, redacted = _judge_segments(text, config)
     if any(isinstance(v.reason, PolicyBlocked | UserRule) for v in verdicts):
         return None
-    if any(v.reason is not None for v in verdicts) and not is_answer_word(text):
-        return None
     question = question_of(previous, config)
     if question is None:
+        return None
+    if any(v.reason is not None for v in verdicts) and not is_answer_word(text, question):
         return None
     answer = reassemble([v.masked for v in verdicts])
     return Screening(None, answer, tuple(redacted), context=question)

@@ -330,6 +330,7 @@ ENCOURAGEMENT_PHRASES: Final[tuple[str, ...]] = (
     "good luck with that",
     "good luck with it",
     "fingers crossed",
+    "fingers crossed for you",
     "don't give up",
     "never give up",
     "proud of you",

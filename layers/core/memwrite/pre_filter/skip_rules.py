@@ -124,10 +124,17 @@ _EVALUATION_FILLER = _vocabulary(
     kinda sooo soo all and but indeed sure definitely now makes make made sense to hear see glad
     happy sorry for what how idea news plan one thing things stuff time choice job work pic
     photo photos picture pictures shot view advice point story experience moment day way
-    great awesome rly lots much more most"""
+    great awesome rly lots much more most of those these"""
 )
 _EVALUATION_FILLER |= _vocabulary(" ".join(GREETING_ACK_PHRASES))
 _DEMONSTRATIVES = _vocabulary("that this")
+# A noun after these is something the other party showed or told ("that dress", "your garden").
+_POINTING_DETERMINERS = _vocabulary("that this those these your ur")
+# What makes the word before them the subject of an evaluation ("Tacos are great").
+_LINKING_VERBS = _vocabulary(
+    "is are was were tastes taste smells smell sounds sound looks look seems seem feels feel"
+)
+_THIRD_PERSON = _vocabulary("he she he's she's hes shes")
 # Without one of these words nothing is evaluated ("that's so sad", "makes sense").
 _EVALUATES = _EVALUATIVE | {"sense"}
 _EVALUATION_OPENERS = _EVALUATIVE | frozenset({"what", "such", "so"})
@@ -207,9 +214,18 @@ _KNOWN_WORDS = (
     | _EVALUATIVE
     | _EVALUATION_FILLER
 )
+# An evaluative word answers too ("How was the concert?" "Amazing!"): the speaker's opinion
+# of what was asked about, once the question is attached.
 _ANSWER_WORDS = _vocabulary(
-    """yes yeah yep yup yea ya no nope nah sure definitely absolutely totally never always
-    sometimes maybe probably rarely often"""
+    """yes yeah yep yup yea ya no nope nah not sure definitely absolutely totally never always
+    sometimes maybe probably rarely often usually kinda sorta mostly once twice"""
+)
+# A question that asks for an opinion ("How was the concert?", "Did you like Rome?"): an
+# evaluative word answers it ("Amazing!"), the speaker's opinion of what was asked about.
+_ASKS_OPINION = re.compile(
+    r"^\W*how\b|\b(?:like|liked|enjoy|enjoyed|think|thought|feel|felt|love|loved|rate|worth"
+    r"|good|fun|find)\b",
+    re.IGNORECASE,
 )
 
 BUILTIN_RULE_NAMES = (
@@ -357,7 +373,11 @@ def _rule_words(bare: str) -> tuple[list[str], list[str], list[str]]:
     return tokens, words, [w.lower() for w in words]
 
 
-def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
+def _is_evaluation(words: list[str], lowered: list[str], text: str) -> bool:
+    """Whether the sentence only reacts to what the other party said or showed ("that's so
+    sad", "Cool setup!", "Wow, Caroline, that looks amazing"). What it evaluates must be the
+    conversation itself (that, this, it, you, a deictic "that photo"), never a named subject:
+    "Tacos are great", "Lisbon is gorgeous", "She's brilliant" are the speaker's opinions."""
     if not words or len(words) > _MAX_EVALUATION_WORDS:
         return False
     if _EVALUATES.isdisjoint(lowered):
@@ -365,15 +385,20 @@ def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
     allowance = 1 if lowered[0] in _EVALUATION_OPENERS else 0  # "Cool setup!", "What a view"
     names = 0
     previous = ""
-    for word, low in zip(words, lowered, strict=True):
+    for index, (word, low) in enumerate(zip(words, lowered, strict=True)):
         if low in _FIRST_PERSON:
             return False
         past = low in ("was", "were")
         if past and previous not in _DEMONSTRATIVES:
             return False  # "It was amazing" tells the speaker's own experience; keep it
+        pointing = previous in _POINTING_DETERMINERS
         previous = low
         if past or low in _EVALUATIVE or low in _EVALUATION_FILLER or low in _SECOND_PERSON:
             continue
+        if pointing and not _DIGIT.search(word):
+            continue  # "that dress is stunning", "your garden looks amazing": theirs
+        if _names_a_subject(word, lowered[index + 1 : index + 2], text):
+            return False  # "Tacos are great", "Oliver's hilarious": an opinion of the speaker
         if _CAPITALISED.match(word) and names == 0:
             names += 1  # "Wow, Caroline!"
             continue
@@ -382,6 +407,19 @@ def _is_evaluation(words: list[str], lowered: list[str]) -> bool:
             continue
         return False
     return True
+
+
+def _names_a_subject(word: str, following: list[str], text: str) -> bool:
+    """A word outside the evaluation vocabulary that is the subject of the evaluation: a
+    third-person pronoun ("He's been great"), contracted with "is" ("Mel's so talented") or
+    followed by a linking verb with no comma between ("Paris is lovely", "Adoption sounds
+    awesome"). A name addressed is not ("Wow, Caroline, that looks amazing")."""
+    low = word.lower()
+    if low in _THIRD_PERSON or low.endswith(("'s", "’s")):
+        return True
+    if not following or following[0] not in _LINKING_VERBS:
+        return False
+    return re.search(rf"(?<![\w']){re.escape(word)}\s+{following[0]}\b", text, re.I) is not None
 
 
 def _question_rule(text: str, words: list[str], lowered: list[str]) -> str | None:
@@ -457,14 +495,73 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
         return "farewell"
     if phrases and _ENCOURAGEMENT.matches(words, lowered):
         return "encouragement"
-    if _is_evaluation(words, lowered):
+    if _is_evaluation(words, lowered, bare):
         return "evaluation"
     if not short_form or not _QUESTION_END.search(text):
         return None
+    split = _trailing_question(bare)
+    if split is not None:
+        # "Been busy, started a new job - how are things?": the statement keeps the sentence
+        # and the question is its context; "Wow, that's great, how did it go?" is two forms.
+        head, tail = split, text[len(split) :].lstrip(_CLAUSE_SEPARATORS)
+        head_rule = _builtin_rule(Segment(head, 0, len(head)), short_meta_max_chars)
+        if head_rule is None and _carries_statement(head):
+            return None
+        return _builtin_rule(Segment(tail, 0, len(tail)), short_meta_max_chars)
     if words:
         return _question_rule(text, words, lowered)
     words = _canonical_words(tokens)
     return _question_rule(text, words, [w.lower() for w in words])
+
+
+# A clause break inside a sentence: comma, semicolon, colon, ellipsis, a dash between words.
+_CLAUSE_SEPARATORS = " \t,;:….-–—"
+_CLAUSE_BREAK = re.compile(r"\s*(?:[,;:…]|\.{2,}|\s[-–—]+|[–—])\s*")
+# Words that open the trailing question of a statement ("..., how are things?", "..., you?").
+_QUESTION_OPENERS = (
+    _WH_OPENERS
+    | _ELLIPTICAL_OPENERS
+    | _SECOND_PERSON
+    | _vocabulary(
+        """can could would will should shall may might am isn't aren't don't didn't doesn't
+        wasn't won't wouldn't right eh huh and or thoughts wanna want heard"""
+    )
+)
+# A head that opens like these is a question left without its mark ("Any tips on running,
+# what gear do you need?"); "Been busy, ..." and "Had a blast, ..." are statements.
+_HEAD_QUESTION_OPENERS = (
+    _vocabulary(
+        """what what's whats how how's hows how'd where where's when who who's which why do does
+    is are can could would will should any anything anyone"""
+    )
+    | _SECOND_PERSON
+)
+# Words that carry nothing on their own in front of a question ("So anyway, how was it?").
+_DISCOURSE_WORDS = _vocabulary(
+    "anyway anyways btw also actually honestly um uhm uh hmm hm well so oh and but plus"
+)
+
+
+def _trailing_question(bare: str) -> str | None:
+    """The statement before the trailing question of a sentence ("Been busy, started a new job
+    last week" in "... - how are things"), or None when the sentence is one question. `bare` is
+    the sentence without its end marks; the split is at the last clause break that a question
+    word follows."""
+    head = None
+    for m in _CLAUSE_BREAK.finditer(bare):
+        following = _WORD.match(bare, m.end())
+        if m.start() > 0 and following and following.group().lower() in _QUESTION_OPENERS:
+            head = bare[: m.start()]
+    return head
+
+
+def _carries_statement(head: str) -> bool:
+    """Whether the words before a trailing question say something: two words or more, one of
+    them outside the forms' vocabulary, and not a question of their own."""
+    lowered = [w.lower() for w in _words(head)]
+    if len(lowered) < 2 or lowered[0] in _HEAD_QUESTION_OPENERS:
+        return False
+    return any(w not in _FORM_WORDS and w not in _DISCOURSE_WORDS for w in lowered)
 
 
 _NO_WORD_RULE_UNKNOWN_WORDS = 3  # one more than any word rule tolerates
@@ -503,9 +600,14 @@ def plainly_kept(text: str, short_meta_max_chars: int) -> bool:
     return _META_OR_UI_LOWER.fullmatch(lowered.rstrip(_TRAILING_CHARS)) is None
 
 
-def is_answer_word(text: str) -> bool:
-    """Whether a short turn holds a yes/no-style answer word ("Yeah", "nope, never")."""
-    return any(word.lower() in _ANSWER_WORDS for word in _words(text))
+def is_answer_word(text: str, question: str) -> bool:
+    """Whether a short turn holds an answer to `question`: a yes/no-style word ("Yeah", "nope,
+    never", "not really"), or an evaluative one when the question asks for an opinion ("How
+    was the trip?" "Pretty rough")."""
+    lowered = {word.lower() for word in _words(text)}
+    if not lowered.isdisjoint(_ANSWER_WORDS):
+        return True
+    return not lowered.isdisjoint(_EVALUATIVE) and _ASKS_OPINION.search(question) is not None
 
 
 def compile_user_patterns(

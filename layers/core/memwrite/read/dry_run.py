@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from memwrite.entities import Entity, VersionedEntity
+from memwrite.episodes.model import Episode
 from memwrite.errors import WriteConflict
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
@@ -147,6 +148,7 @@ class DryRunSessionLog:
     def __init__(self, base: SessionLog) -> None:
         self._base = base
         self._appended: dict[str, QueuedTurn] = {}
+        self.episodes: dict[str, Episode] = {}  # turn id -> what this run would keep
 
     def recent(
         self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
@@ -163,8 +165,12 @@ class DryRunSessionLog:
         )
         return [turns[key] for key in sorted(turns)[-limit:]] if limit > 0 else []
 
-    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+    def append(
+        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
+    ) -> None:
         self._appended[session_sort_key(turn)] = turn
+        if episode is not None:
+            self.episodes[turn.turn_id] = episode
 
 
 class DryRunEntities:

@@ -1,5 +1,10 @@
 """The read API's logic: hybrid search, one memory with its supersession chain, a user's
-memories page by page, and erasing a user everywhere.
+memories (and episodes) page by page, and erasing a user everywhere.
+
+Search returns two kinds of results (docs/episodes.md): memories, filtered by tier, confidence,
+type and topic, and episodes (kept turns that wait for a model), ranked by the same hybrid
+fusion within their kind and weighted by `episodes.search_weight`; an episode never appears
+beside a memory that was distilled from it.
 
 Everything is scoped by the tenant of the credential (the caller passes it) and the user id of
 the request; another tenant's memories are invisible even under the same user id, because
@@ -9,24 +14,43 @@ every key of the store and every index document starts with the tenant.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
+from memwrite.episodes.model import Episode, EpisodeStatus, episode_of_doc_id
 from memwrite.errors import InvalidQuery, UnknownMemory
-from memwrite.index import BM25_STOPWORDS, IndexFilter, IndexHit, MatchSource, fuse_hybrid
+from memwrite.index import (
+    BM25_STOPWORDS,
+    DocKind,
+    IndexFilter,
+    IndexHit,
+    MatchSource,
+    fuse_hybrid,
+)
 from memwrite.memory import MemoryLink, MemoryUnit, Tier
 from memwrite.models import Identifier
-from memwrite.ports import Embedder, MemoryIndex, MemoryReader, MemoryStore, UserEraser
+from memwrite.ports import (
+    Embedder,
+    EpisodeStore,
+    MemoryIndex,
+    MemoryReader,
+    MemoryStore,
+    UserEraser,
+)
 
 __all__ = [
     "MAX_PAGE_SIZE",
     "SEARCHABLE_TIERS",
+    "EpisodePageView",
+    "EpisodeResultView",
+    "EpisodeView",
     "ErasureReport",
     "ListedMemory",
     "MemoryDetail",
@@ -40,6 +64,7 @@ __all__ = [
     "SearchResultView",
     "SearchResults",
     "erase_user",
+    "list_episodes",
     "list_memories",
     "memory_detail",
     "memory_json",
@@ -86,16 +111,54 @@ def memory_json(memory: MemoryUnit) -> dict[str, Any]:
 
 
 class SearchResultView(MemoryView):
-    """One hit of `POST /v1/search`: the memory, its fused score and what matched."""
+    """One memory hit of `POST /v1/search`: the memory, its fused score and what matched."""
+
+    kind: Literal["memory"]
+    score: float
+    matched: list[MatchSource]
+
+
+class EpisodeView(BaseModel):
+    """An episode as the API returns it: a kept turn's own (masked) words, waiting for a model
+    (`pending`), distilled (`extracted`, with `memory_ids`) or `expired` (docs/episodes.md)."""
+
+    kind: Literal["episode"]
+    turn_id: str
+    source_turn_id: str
+    user_id: str
+    session_id: str
+    trace_id: str
+    observed_at: datetime
+    text: str
+    in_reply_to: str | None
+    status: EpisodeStatus
+    deferred_reason: dict[str, Any]
+    memory_ids: list[str]
+    outcome: str | None
+    backfill_trace_id: str | None
+    expires_at: datetime
+
+
+class EpisodeResultView(EpisodeView):
+    """One episode hit of `POST /v1/search`: its score (times `episodes.search_weight`)."""
 
     score: float
     matched: list[MatchSource]
 
 
 class SearchResults(BaseModel):
-    """`POST /v1/search`: best first."""
+    """`POST /v1/search`: best first; each result a memory or an episode (`kind`)."""
 
-    results: list[SearchResultView]
+    results: list[Annotated[SearchResultView | EpisodeResultView, Field(discriminator="kind")]]
+
+
+class EpisodePageView(BaseModel):
+    """`GET /v1/users/{user_id}/episodes`: one page, oldest first; `next_cursor` null on the
+    last."""
+
+    user_id: str
+    episodes: list[EpisodeView]
+    next_cursor: str | None
 
 
 class MemoryDetailView(MemoryView):
@@ -142,6 +205,11 @@ class SearchRequest(BaseModel):
     as_of: datetime | None = Field(
         default=None, description="The belief state at this time (superseded memories too)."
     )
+    kinds: list[DocKind] | None = Field(
+        default=None,
+        min_length=1,
+        description="memory and/or episode (default: both; `as_of` searches memories only).",
+    )
 
     @field_validator("tiers")
     @classmethod
@@ -159,21 +227,41 @@ class SearchRequest(BaseModel):
 
 
 class SearchHit(BaseModel):
-    memory: MemoryUnit
+    memory: MemoryUnit | None = None
+    episode: Episode | None = None  # exactly one of the two
     score: float
     matched: list[MatchSource]
+
+    @property
+    def kind(self) -> DocKind:
+        return DocKind.MEMORY if self.memory is not None else DocKind.EPISODE
+
+    @property
+    def source_turn_id(self) -> str:
+        if self.memory is not None:
+            return self.memory.turn_id
+        assert self.episode is not None
+        return self.episode.turn_id
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        if self.memory is not None:
+            view = {"kind": DocKind.MEMORY.value, **memory_json(self.memory)}
+        else:
+            assert self.episode is not None
+            view = self.episode.as_json(now)
+        return {**view, "score": self.score, "matched": self.matched}
 
 
 class SearchResponse(BaseModel):
     results: list[SearchHit]
 
+    @property
+    def memories(self) -> list[MemoryUnit]:
+        return [hit.memory for hit in self.results if hit.memory is not None]
+
     def as_json(self) -> dict[str, Any]:
-        return {
-            "results": [
-                {**memory_json(hit.memory), "score": hit.score, "matched": hit.matched}
-                for hit in self.results
-            ]
-        }
+        now = time.time()
+        return {"results": [hit.as_json(now) for hit in self.results]}
 
 
 @dataclass
@@ -183,6 +271,7 @@ class QueryDeps:
     index: MemoryIndex
     embedder: Embedder
     eraser: UserEraser
+    episodes: EpisodeStore | None = None
 
 
 def _filter_of(request: SearchRequest, config: PipelineConfig) -> IndexFilter:
@@ -195,6 +284,7 @@ def _filter_of(request: SearchRequest, config: PipelineConfig) -> IndexFilter:
         topics=frozenset(request.topics) if request.topics is not None else None,
         tiers=tiers,
         min_confidence=floor,
+        kinds=frozenset({DocKind.MEMORY}),
     )
 
 
@@ -210,10 +300,27 @@ def _passes(memory: MemoryUnit, filter: IndexFilter) -> bool:
 def search(
     tenant: str, request: SearchRequest, config: PipelineConfig, deps: QueryDeps
 ) -> SearchResponse:
-    """Hybrid search of one user's memories: BM25 on the text, kNN on content and question
-    vectors, fused; the store has the last word on what is current (the index may lag it)."""
-    filter = _filter_of(request, config)
+    """Hybrid search of one user's memories and episodes: BM25 on the text, kNN on content
+    and question vectors, fused per kind; the stores have the last word on what is current
+    (the index may lag them)."""
+    kinds = set(request.kinds or DocKind)
     vector = deps.embedder.embed([request.query])[0]
+    results: list[SearchHit] = []
+    if DocKind.MEMORY in kinds:
+        results = _search_memories(tenant, request, vector, config, deps)
+    if DocKind.EPISODE in kinds and request.as_of is None and deps.episodes is not None:
+        episodes = _search_episodes(tenant, request, vector, config, deps, results)
+        results = sorted(
+            [*results, *episodes],
+            key=lambda hit: (-hit.score, hit.kind != DocKind.MEMORY, hit.source_turn_id),
+        )
+    return SearchResponse(results=results[: request.k])
+
+
+def _search_memories(
+    tenant: str, request: SearchRequest, vector: Any, config: PipelineConfig, deps: QueryDeps
+) -> list[SearchHit]:
+    filter = _filter_of(request, config)
     if request.as_of is not None:
         memories = [
             memory
@@ -238,12 +345,52 @@ def search(
             for memory_id, found in stored.items()
             if found.memory.active and _passes(found.memory, filter)
         }
-    results = [
+    return [
         SearchHit(memory=by_id[hit.memory_id], score=hit.score, matched=sorted(hit.matched))
         for hit in hits
         if hit.memory_id in by_id
     ]
-    return SearchResponse(results=results[: request.k])
+
+
+def _search_episodes(  # noqa: PLR0917 (private: its one caller passes them in order)
+    tenant: str,
+    request: SearchRequest,
+    vector: Any,
+    config: PipelineConfig,
+    deps: QueryDeps,
+    memories: Sequence[SearchHit],
+) -> list[SearchHit]:
+    """Episodes ranked within their kind, scores times `episodes.search_weight`; none that is
+    expired, erased, or the source of a memory among `memories`."""
+    assert deps.episodes is not None
+    hits = deps.index.hybrid(
+        tenant,
+        request.user_id,
+        request.query,
+        vector,
+        request.k * _SLACK,
+        filter=IndexFilter(kinds=frozenset({DocKind.EPISODE})),
+        bm25_weight=config.episodes.bm25_weight,
+    )
+    turn_ids = {hit.memory_id: episode_of_doc_id(hit.memory_id) for hit in hits}
+    stored = deps.episodes.get_episodes(
+        tenant, request.user_id, [t for t in turn_ids.values() if t is not None]
+    )
+    shown_turns = {hit.source_turn_id for hit in memories}
+    shown_ids = {hit.memory.memory_id for hit in memories if hit.memory is not None}
+    now = time.time()
+    weight = config.episodes.search_weight
+    results = []
+    for hit in hits:
+        episode = stored.get(turn_ids[hit.memory_id] or "")
+        if episode is None or episode.status_at(now) is EpisodeStatus.EXPIRED:
+            continue
+        if episode.turn_id in shown_turns or shown_ids.intersection(episode.memory_ids):
+            continue  # distilled into a memory that is shown: the memory speaks for it
+        results.append(
+            SearchHit(episode=episode, score=hit.score * weight, matched=sorted(hit.matched))
+        )
+    return results
 
 
 def _believed_at(memory: MemoryUnit, at: datetime) -> bool:
@@ -328,6 +475,42 @@ def list_memories(
     return {
         "user_id": user_id,
         "memories": [{**memory_json(m), "access_count": m.access_count} for m in page.memories],
+        "next_cursor": page.next_cursor,
+    }
+
+
+def list_episodes(
+    tenant: str,
+    user_id: str,
+    *,
+    status: EpisodeStatus | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    cursor: str | None,
+    deps: QueryDeps,
+) -> dict[str, Any]:
+    """`GET /v1/users/{user_id}/episodes`: a user's episodes, oldest first, page by page."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidQuery("limit", f"must be between 1 and {MAX_PAGE_SIZE}")
+    if since is not None and until is not None and since > until:
+        raise InvalidQuery("until", "must not be before since")
+    if deps.episodes is None:
+        return {"user_id": user_id, "episodes": [], "next_cursor": None}
+    now = time.time()
+    page = deps.episodes.episodes_of(
+        tenant,
+        user_id,
+        status=status,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+        now=now,
+    )
+    return {
+        "user_id": user_id,
+        "episodes": [episode.as_json(now) for episode in page.episodes],
         "next_cursor": page.next_cursor,
     }
 

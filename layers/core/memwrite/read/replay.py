@@ -201,7 +201,9 @@ def _dry_run(
                 for item in payload.items
                 if item.memory_id is not None and item.outcome is not None
             )
-    return RunOutcome(spans=list(spans.by_item.values()), writes=writes)
+    return RunOutcome(
+        spans=list(spans.by_item.values()), writes=writes, episodes=list(session_log.episodes)
+    )
 
 
 def _request_of(record: TraceRecord, deps: ReplayDeps) -> IngestRequest:

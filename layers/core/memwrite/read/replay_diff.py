@@ -80,6 +80,9 @@ class RunSummary(BaseModel):
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    episodes: list[str] = Field(
+        default_factory=list, description="Turn ids the run would keep as episodes."
+    )
 
 
 class ReplayDiff(BaseModel):
@@ -113,6 +116,7 @@ class Write:
 class RunOutcome:
     spans: Sequence[StageSpan]
     writes: Sequence[Write]
+    episodes: Sequence[str] = ()  # turn ids the run would keep as episodes
 
 
 def replayed_stages() -> list[str]:
@@ -156,6 +160,7 @@ def _summary(run: RunOutcome) -> RunSummary:
     }
     usage = [span.llm for span in run.spans if span.llm]
     return RunSummary(
+        episodes=sorted(run.episodes),
         stored=sum(1 for _, outcome in outcomes if outcome == "stored"),
         merged=sum(1 for _, outcome in outcomes if outcome == "merged"),
         discarded=sum(1 for span in run.spans if span.result is SpanResult.REJECT),

@@ -41,10 +41,12 @@ from datetime import UTC, datetime
 
 from memwrite.config import PipelineConfig
 from memwrite.entity_facts import derive, memory_fact_key
+from memwrite.episodes.model import EpisodeStatus
 from memwrite.errors import RollbackRefused, UnknownTrace, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.persist.stage import apply_state
 from memwrite.ports import (
+    EpisodeStore,
     MemoryIndex,
     MemoryStore,
     MetricsSink,
@@ -213,6 +215,29 @@ class RollbackDeps:
     index: MemoryIndex
     metrics: MetricsSink
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    episodes: EpisodeStore | None = None
+
+
+def _reopen_episodes(tenant: str, trace_id: str, deps: RollbackDeps) -> None:
+    """A backfill's rollback returns its episodes to `pending` (idempotent)."""
+    trace = deps.ledger.get_trace(tenant, trace_id)
+    if deps.episodes is None or trace is None:
+        return
+    kept = deps.episodes.get_episodes(tenant, trace.user_id, trace.turn_ids)
+    reopened = [
+        episode.model_copy(
+            update={
+                "status": EpisodeStatus.PENDING,
+                "memory_ids": [],
+                "outcome": None,
+                "backfill_trace_id": None,
+            }
+        )
+        for episode in kept.values()
+        if episode.backfill_trace_id == trace_id
+    ]
+    if reopened:
+        deps.episodes.update_episodes(reopened)
 
 
 def read_for_rollback(tenant: str, trace: TraceRecord, deps: RollbackDeps) -> RollbackReads:
@@ -275,6 +300,7 @@ def rollback_trace(
         record = deps.rollbacks.rollback_of(tenant, trace_id)
         if record is not None:
             _remove_documents(record, deps)
+            _reopen_episodes(tenant, trace_id, deps)
             return record
         trace = deps.ledger.get_trace(tenant, trace_id)
         view = get_trace(tenant, trace_id, deps.ledger, deps.spans)
@@ -298,5 +324,6 @@ def rollback_trace(
         deps.metrics.count(STAGE, commit.span.result.value, commit.span.reason)
         deps.metrics.timing(STAGE, latency_ms)
         _remove_documents(commit.record, deps)
+        _reopen_episodes(tenant, trace_id, deps)
         return commit.record
     raise AssertionError("unreachable: the loop returns or raises")

@@ -3,14 +3,23 @@ the traces that wrote a memory, and a user's traces over a time range."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.models import SpanResult, StageSpan
-from memwrite.ports import MemoryReader, SpanStore, TraceRecord, TraceRollback, TurnLedger
+from memwrite.ports import (
+    EpisodeStore,
+    MemoryReader,
+    SpanStore,
+    TraceRecord,
+    TraceRollback,
+    TurnLedger,
+)
 from memwrite.stages import pipeline_stages
 from memwrite.store import RollbackRecord
 
@@ -56,6 +65,9 @@ class TraceView(BaseModel):
     cost_usd: float
     rolled_back_at: datetime | None = None
     rollback: RollbackRecord | None = None  # the audit record, once rolled back
+    episodes: list[dict[str, Any]] = Field(
+        default_factory=list, description="The request's turns kept as episodes."
+    )
 
 
 class MemoryTraceView(TraceView):
@@ -133,6 +145,8 @@ def get_trace(
     ledger: TurnLedger,
     spans: SpanStore,
     rollbacks: TraceRollback | None = None,
+    *,
+    episodes: EpisodeStore | None = None,
 ) -> TraceView | None:
     """The trace of `tenant`, or None when it does not exist for that tenant; with its
     rollback record when `rollbacks` is given and it was rolled back."""
@@ -140,6 +154,12 @@ def get_trace(
     if record is None:
         return None
     view = _view(record, ledger, spans)
+    if episodes is not None:
+        kept = episodes.get_episodes(tenant, record.user_id, record.turn_ids)
+        now = time.time()
+        view = view.model_copy(
+            update={"episodes": [kept[t].as_json(now) for t in record.turn_ids if t in kept]}
+        )
     rollback = rollbacks.rollback_of(tenant, trace_id) if rollbacks is not None else None
     if rollback is None:
         return view

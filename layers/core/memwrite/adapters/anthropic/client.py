@@ -7,13 +7,14 @@ translated here into the errors of `memwrite.extract.llm`, with the SDK error ke
 The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`, `anthropic_verifier`,
 `anthropic_questions`) each hold one `StructuredClient`, built from `ExtractConfig`, their
 answer's schema and output limit and the caller's `ClientOptions`; they add only their port's
-shape.
+shape. With `record_dir`, every exchange is also written there (`recording`), for every adapter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ValidationError
@@ -51,6 +52,8 @@ class ClientOptions(TypedDict, total=False):
     base_url: str | None
     http_client: httpx2.Client | None
     max_retries: int | None  # None: `ExtractConfig.max_retries`
+    # Every exchange written there (`MEMWRITE_LLM_RECORD`, `recording.record_exchanges`).
+    record_dir: Path | None
 
 
 class StructuredClient(Generic[_ResultT]):
@@ -76,6 +79,13 @@ class StructuredClient(Generic[_ResultT]):
         max_retries = options.get("max_retries")
         retries = config.max_retries if max_retries is None else max_retries
         base_url, http_client = options.get("base_url"), options.get("http_client")
+        if (record_dir := options.get("record_dir")) is not None:
+            from memwrite.adapters.anthropic.recording import record_exchanges
+
+            # The SDK's own default client, which it builds itself when given none.
+            http_client = record_exchanges(
+                http_client or anthropic.DefaultHttpxClient(), record_dir
+            )
         self._client: Anthropic | AnthropicBedrock
         if config.provider == "anthropic":
             self._client = anthropic.Anthropic(

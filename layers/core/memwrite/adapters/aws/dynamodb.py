@@ -20,24 +20,28 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
-from memwrite.errors import SourceErased, StoreUnavailable
+from memwrite.episodes.model import Episode, episode_doc_id
+from memwrite.errors import ConfigError, SourceErased, StoreUnavailable
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 from memwrite.schema import (
     LOOKUP_KEY,
     LOOKUP_SORT,
+    OUTBOX_PENDING,
     PARTITION_KEY,
     SORT_KEY,
     SPAN_AT,
     SPAN_USER_KEY,
     TTL_ATTRIBUTE,
     TURNS_LOOKUP,
+    outbox_sort_key,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 __all__ = [
+    "EPISODE_OUTBOX_OP",
     "LEDGER_SK",
     "QUESTION_SK",
     "ROLLBACK_SK",
@@ -48,6 +52,10 @@ __all__ = [
     "DynamoSpanStore",
     "DynamoTurnLedger",
     "batch_write",
+    "episode_item",
+    "episode_lookup_key",
+    "episode_pk",
+    "episode_puts",
     "failed_condition_at",
     "last_question_pk",
     "ledger_pk",
@@ -477,11 +485,15 @@ class DynamoRateStore:
 
 
 class DynamoSessionLog:
-    """A session's turns as they reach extraction, in observation order (turns table)."""
+    """A session's turns as they reach extraction, in observation order (turns table); with
+    the outbox table, also the episodes kept with them (`dynamodb_episodes.py`)."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+    def __init__(
+        self, client: DynamoDBClient, table_name: str, outbox_table: str | None = None
+    ) -> None:
         self._client = client
         self._table = table_name
+        self._outbox_table = outbox_table
 
     def recent(
         self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
@@ -510,7 +522,9 @@ class DynamoSessionLog:
         ]
         return list(reversed(turns))
 
-    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+    def append(
+        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
+    ) -> None:
         # A PutItem's condition sees only its own item: the trace is checked in a transaction.
         put = {
             "Put": {
@@ -524,12 +538,59 @@ class DynamoSessionLog:
             }
         }
         check = source_trace_check(self._table, turn.tenant, turn.trace_id)
+        items: list[dict[str, Any]] = [check, put]
+        if episode is not None:
+            if self._outbox_table is None:
+                raise ConfigError("the session log needs the outbox table to keep episodes")
+            items.extend(episode_puts(self._table, self._outbox_table, episode))
         try:
-            self._client.transact_write_items(TransactItems=[check, put])  # type: ignore[list-item]
+            self._client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
         except ClientError as exc:
             if failed_condition_at(exc) == 0:
                 raise SourceErased(turn.tenant, turn.trace_id) from exc
             raise unavailable(exc, "TransactWriteItems") from exc
+
+
+EPISODE_OUTBOX_OP = "episode"  # an outbox row never read as a memory by `pending_memories`
+
+
+def episode_pk(tenant: str, user_id: str) -> str:
+    return f"EPISODE#{tenant}#{user_id}"
+
+
+def episode_lookup_key(tenant: str, user_id: str) -> str:
+    return f"USEREPISODES#{tenant}#{user_id}"
+
+
+def episode_item(episode: Episode) -> dict[str, Any]:
+    return {
+        PK: {"S": episode_pk(episode.tenant, episode.user_id)},
+        SK: {"S": episode.turn_id},
+        LOOKUP_KEY: {"S": episode_lookup_key(episode.tenant, episode.user_id)},
+        LOOKUP_SORT: {"S": episode.sort_key},
+        "status": {"S": episode.status.value},
+        "doc": {"S": episode.model_dump_json()},
+        TTL_ATTRIBUTE: {"N": str(episode.expires_at)},
+    }
+
+
+def episode_puts(turns_table: str, outbox_table: str, episode: Episode) -> list[dict[str, Any]]:
+    """The episode item and its outbox row (`episode:<turn id>`, rev 1: stage 7 indexes it)."""
+    partition = f"{episode.tenant}#{episode.user_id}"
+    doc_id = episode_doc_id(episode.turn_id)
+    outbox = {
+        PK: {"S": partition},
+        SK: {"S": outbox_sort_key(doc_id, 1)},
+        "memory_id": {"S": doc_id},
+        "op": {"S": EPISODE_OUTBOX_OP},
+        "trace_id": {"S": episode.turn.trace_id},
+        "doc": {"S": "{}"},
+        OUTBOX_PENDING.partition_key: {"S": partition},
+    }
+    return [
+        {"Put": {"TableName": turns_table, "Item": episode_item(episode)}},
+        {"Put": {"TableName": outbox_table, "Item": outbox}},
+    ]
 
 
 def span_item(span: StageSpan) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from memwrite.adapters.aws.dynamodb import (
     TRACE_ERASED,
     TRACE_SK,
     batch_write,
+    episode_pk,
     last_question_pk,
     ledger_pk,
     session_pk,
@@ -94,6 +95,7 @@ class DynamoUserEraser:
             "entity_facts": self._delete_partition(t.entity_facts, user_key),
             "entities": self._delete_partition(t.entities, user_key),
             "access_counters": self._delete_partition(t.turns, access_key(tenant, user_id)),
+            "episodes": self._delete_partition(t.turns, episode_pk(tenant, user_id)),
         }
         turns_rows = 0
         for trace_id in trace_ids:

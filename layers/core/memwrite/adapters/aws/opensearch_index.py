@@ -36,6 +36,7 @@ from memwrite.errors import IndexUnavailable
 from memwrite.index import (
     BM25_STOPWORDS,
     DEFAULT_BM25_WEIGHT,
+    DocKind,
     IndexFilter,
     IndexHit,
     MatchSource,
@@ -82,6 +83,7 @@ def index_body(dimension: int) -> dict[str, Any]:
                 "topic": {"type": "keyword"},
                 "tier": {"type": "keyword"},
                 "confidence": {"type": "float"},
+                "kind": {"type": "keyword"},  # memory | episode; absent: a memory
                 "text": {"type": "text", "analyzer": "memwrite_text"},
                 "content_vector": vector,
                 "questions": {"type": "nested", "properties": {"vector": vector}},
@@ -179,6 +181,7 @@ class OpenSearchIndex:
             "topic": doc.topic,
             "tier": doc.tier.value,
             "confidence": doc.confidence,
+            "kind": doc.kind.value,
             "text": doc.text,
             "questions": [{"vector": self._listed(v)} for v in doc.question_vectors],
         }
@@ -253,6 +256,13 @@ class OpenSearchIndex:
                     clauses.append({"terms": {field: sorted(str(v) for v in values)}})
             if filter.min_confidence is not None:
                 clauses.append({"range": {"confidence": {"gte": filter.min_confidence}}})
+            if filter.kinds is not None:
+                kinds: dict[str, Any] = {"terms": {"kind": sorted(str(k) for k in filter.kinds)}}
+                if DocKind.MEMORY in filter.kinds:
+                    # Documents indexed before kinds existed have none: they are memories.
+                    absent = {"bool": {"must_not": {"exists": {"field": "kind"}}}}
+                    kinds = {"bool": {"should": [kinds, absent], "minimum_should_match": 1}}
+                clauses.append(kinds)
         return clauses
 
     def _scope(self, tenant: str, user_id: str) -> dict[str, Any]:

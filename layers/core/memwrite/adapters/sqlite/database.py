@@ -100,6 +100,13 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (tenant, user_id, memory_id, rev)
     WHERE done = 0;
 CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (seq) WHERE done = 0;
+-- Episodes (`memwrite.episodes`): a new table, so files written before it gain it on open.
+CREATE TABLE IF NOT EXISTS episodes (
+    tenant TEXT NOT NULL, user_id TEXT NOT NULL, turn_id TEXT NOT NULL,
+    sort_key TEXT NOT NULL, status TEXT NOT NULL, expires_at INTEGER NOT NULL,
+    doc TEXT NOT NULL, PRIMARY KEY (tenant, user_id, turn_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS episodes_by_time ON episodes (tenant, user_id, sort_key);
+CREATE INDEX IF NOT EXISTS episodes_by_expiry ON episodes (expires_at);
 CREATE TABLE IF NOT EXISTS queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     turn_id TEXT NOT NULL UNIQUE, message_group TEXT NOT NULL, body TEXT NOT NULL,

@@ -59,6 +59,7 @@ from memwrite.embedder import DEFAULT_DIMENSION
 from memwrite.index import (
     BM25_STOPWORDS,
     DEFAULT_BM25_WEIGHT,
+    DocKind,
     IndexFilter,
     IndexHit,
     MatchSource,
@@ -89,11 +90,13 @@ DEFAULT_MAX_RESIDENT_PARTITIONS = 256
 _ADD_BATCH = 16_384  # vectors per faiss add: parallel graph inserts, bounded extra memory
 _ROW_ARRAYS = (
     *("_vector", "_owner", "_live", "_question", "_type", "_tier", "_topic", "_confidence"),
+    "_kind",
 )
 
 _BM25_MATCH = frozenset({MatchSource.BM25})
 _MEMORY_TYPES = tuple(MemoryType)
 _TIERS = tuple(Tier)
+_KINDS = tuple(DocKind)
 _WORD_RE = re.compile(r"[^\W_]+")
 
 _SCHEMA = """
@@ -114,6 +117,7 @@ CREATE TABLE IF NOT EXISTS docs (
     confidence REAL NOT NULL,
     vectors BLOB,  -- float32 rows, content vector first; NULL in memory or for BM25-only
     has_content INTEGER NOT NULL DEFAULT 1,  -- 0: every row of `vectors` is a HyPE question
+    kind TEXT NOT NULL DEFAULT 'memory',  -- memwrite.index.DocKind
     UNIQUE (slot, memory_id)
 );
 """
@@ -144,6 +148,7 @@ def _filter_sql(filter: IndexFilter | None) -> tuple[str, list[object]]:
         ("type", filter.types),
         ("topic", filter.topics),
         ("tier", filter.tiers),
+        ("kind", filter.kinds),
     ):
         if values is not None:
             clauses.append(f"d.{column} IN ({', '.join('?' * len(values))})")
@@ -175,6 +180,7 @@ class _DocMeta:
     topic: str
     confidence: float
     has_content: bool  # the first vector is the content's; the others are HyPE questions
+    kind_code: int = 0
 
 
 class _VectorPartition:
@@ -214,6 +220,7 @@ class _VectorPartition:
         self._tier = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
         self._topic = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
         self._confidence = np.zeros(_INITIAL_CAPACITY, dtype=np.float32)
+        self._kind = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
         self._topics: dict[str, int] = {}
         self._docs: dict[int, tuple[str, npt.NDArray[np.int64]]] = {}  # doc id -> (memory, rows)
 
@@ -242,6 +249,7 @@ class _VectorPartition:
         self._tier[rows] = meta.tier_code
         self._topic[rows] = self._topics.setdefault(meta.topic, len(self._topics))
         self._confidence[rows] = meta.confidence
+        self._kind[rows] = meta.kind_code
         self._docs[doc_id] = (meta.memory_id, rows)
 
     def remove(self, doc_id: int) -> None:
@@ -363,6 +371,8 @@ class _VectorPartition:
         if filter.topics is not None:
             codes = [self._topics[t] for t in filter.topics if t in self._topics]
             mask &= np.isin(self._topic[rows], codes)
+        if filter.kinds is not None:
+            mask &= np.isin(self._kind[rows], [_KINDS.index(k) for k in filter.kinds])
         if filter.min_confidence is not None:
             # float32 storage: compare in float32 so a doc at exactly the floor passes.
             mask &= self._confidence[rows] >= np.float32(filter.min_confidence)
@@ -400,6 +410,7 @@ class _VectorPartition:
                     topics[int(self._topic[rows[0]])],
                     float(self._confidence[rows[0]]),
                     not bool(self._question[rows[0]]),
+                    int(self._kind[rows[0]]),
                 ),
                 self._flat.reconstruct_batch(self._vector[rows]),
             )
@@ -444,6 +455,9 @@ class EmbeddedIndex:
         self._lock = threading.Lock()
         self._db = self._connect()
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(docs)")}
+        if "kind" not in columns:  # a file written before documents had kinds
+            self._db.execute("ALTER TABLE docs ADD COLUMN kind TEXT NOT NULL DEFAULT 'memory'")
         self._check_dimension()
         # In a file the vectors are stored too, so other processes and restarts can rebuild
         # partitions; in memory nothing else can read them, so the partition alone holds them.
@@ -684,10 +698,10 @@ class EmbeddedIndex:
     def _write_doc(self, slot: int, doc: MemoryDoc, vectors: npt.NDArray[np.float32] | None) -> int:
         doc_id = self._db.execute(
             "INSERT INTO docs (slot, memory_id, type, topic, tier, confidence, vectors, "
-            "has_content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (slot, memory_id) DO "
-            "UPDATE SET type = excluded.type, topic = excluded.topic, tier = excluded.tier, "
+            "has_content, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (slot, memory_id) "
+            "DO UPDATE SET type = excluded.type, topic = excluded.topic, tier = excluded.tier, "
             "confidence = excluded.confidence, vectors = excluded.vectors, "
-            "has_content = excluded.has_content RETURNING id",
+            "has_content = excluded.has_content, kind = excluded.kind RETURNING id",
             (
                 slot,
                 doc.memory_id,
@@ -697,6 +711,7 @@ class EmbeddedIndex:
                 doc.confidence,
                 None if vectors is None or not self._vectors_in_db else vectors.tobytes(),
                 doc.vector is not None,
+                doc.kind.value,
             ),
         ).fetchone()[0]
         fts = _fts_table(slot)
@@ -714,12 +729,12 @@ class EmbeddedIndex:
         elif self._vectors_in_db:
             partition = _VectorPartition(self._dimension)
             rows = self._db.execute(
-                "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content "
+                "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content, kind "
                 "FROM docs "
                 "WHERE slot = ? AND vectors IS NOT NULL ORDER BY id",
                 (slot,),
             )
-            for doc_id, memory_id, type_, topic, tier, confidence, blob, has_content in rows:
+            for doc_id, memory_id, type_, topic, tier, confidence, blob, has_content, kind in rows:
                 meta = _DocMeta(
                     memory_id=memory_id,
                     type_code=_MEMORY_TYPES.index(MemoryType(type_)),
@@ -727,6 +742,7 @@ class EmbeddedIndex:
                     topic=topic,
                     confidence=confidence,
                     has_content=bool(has_content),
+                    kind_code=_KINDS.index(DocKind(kind)),
                 )
                 vectors = np.frombuffer(blob, dtype=np.float32).reshape(-1, self._dimension)
                 partition.add(doc_id, meta, vectors)
@@ -744,6 +760,7 @@ def _meta_of(doc: MemoryDoc) -> _DocMeta:
         topic=doc.topic,
         confidence=doc.confidence,
         has_content=doc.vector is not None,
+        kind_code=_KINDS.index(doc.kind),
     )
 
 

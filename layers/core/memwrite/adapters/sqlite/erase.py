@@ -46,6 +46,7 @@ class SqliteUserEraser:
                 "memories": delete("memories", _BY_USER),
                 "entity_facts": delete("entity_facts", _BY_USER),
                 "entities": delete("entities", _BY_USER),
+                "episodes": delete("episodes", _BY_USER),
                 "access_counters": delete("memory_access", _BY_USER),
                 "turns_ledger_and_traces": delete("session_turns", _BY_USER)
                 + delete("last_questions", _BY_USER)

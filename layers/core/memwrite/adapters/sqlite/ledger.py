@@ -17,6 +17,8 @@ from memwrite.adapters.page_cursor import (
     trace_sort_key,
 )
 from memwrite.adapters.sqlite.database import SqliteDatabase, require_source_trace
+from memwrite.adapters.sqlite.episodes import expire_episodes, write_episode
+from memwrite.episodes.model import Episode
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 
@@ -232,9 +234,14 @@ class SqliteSessionLog:
             ).fetchall()
         return [QueuedTurn.model_validate_json(doc) for (doc,) in reversed(rows)]
 
-    def append(self, turn: QueuedTurn, now: float, retention_secs: int) -> None:
+    def append(
+        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
+    ) -> None:
         with self._db.transaction() as connection:
             require_source_trace(connection, turn.tenant, turn.trace_id)
+            expire_episodes(connection, now)
+            if episode is not None:
+                write_episode(connection, episode)
             _delete_expired(connection, "session_turns", now)
             connection.execute(
                 "INSERT OR REPLACE INTO session_turns "

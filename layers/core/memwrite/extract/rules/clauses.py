@@ -108,7 +108,11 @@ ROLE_PLAY_RE = re.compile(
     r"(?i:role[\s-]?play|\brp\b|in\s+character|let['’]s\s+play\s+a\s+game|\bact\s+as\b"
     r"|you\s+are\s+now|pretend\s+(?:to\s+be|you['’]re|you\s+are))"
 )
-SARCASM_RE = re.compile(r"(?:^|\s)/s\b|(?i:\byeah,?\s+right\b|\bsure,?\s+jan\b)")
+# "/s", "yeah right", and a claim taken back by a trailing "... not" ("I love Mondays... not").
+SARCASM_RE = re.compile(
+    r"(?:^|\s)/s\b|(?i:\byeah,?\s+right\b|\bsure,?\s+jan\b)"
+    r"|(?:\.{2,}|…|,|\s-+)\s*(?i:not)[.!]*\s*$|\sNOT[.!]*\s*$"
+)
 _SUBJUNCTIVE_RE = re.compile(
     r"\b(?P<subj>I|i|we|We)\s+(?P<verb>(?i:lived|worked|was|were|had|used|loved|liked|hated))\b"
 )

@@ -16,6 +16,8 @@ from memwrite.candidate import USER_ENTITY, MemoryType
 from memwrite.extract.rules.vocabulary import (
     BAD_PLACE_FIRST,
     BAD_THINGS,
+    CHAT_FILLER,
+    CHAT_SHORTHAND,
     CLAUSE_WORDS,
     COGNITION_VERBS,
     DANGLING_WORDS,
@@ -31,6 +33,7 @@ from memwrite.extract.rules.vocabulary import (
     QUALIFIER_RE,
     SOCIAL_RELATIONS,
     STATEFUL_RELATIONS,
+    STRETCHED_RE,
     TRANSIENT_RE,
     WORK_RELATIONS,
 )
@@ -320,6 +323,46 @@ def _complete(m: re.Match[str], value: str) -> bool:
     following = rest[pos:].split(maxsplit=1)
     gerund = value.endswith("ing") and rest[: m.end()].rstrip().endswith(value)
     return not (gerund and following and following[0].lower() in {"you", "it"})
+
+
+_CHAT_WORD_RE = re.compile(rf"(?i:{CHAT_FILLER})")
+_WORD_OF_VALUE_RE = re.compile(r"[^\s,;:!?()\[\]{}\"“”]+")
+
+
+# Suffixes of manner and frequency adverbs ("religiously", "constantly", "weekly"); nouns in
+# -ly ("family", "Italy", "rally") end otherwise or are capitalised.
+_ADVERB_SUFFIXES: Final = (
+    "ously", "ively", "ently", "antly", "ately", "fully", "lessly", "edly", "ingly", "ically",
+    "ularly", "ibly", "ably", "ctly", "rtly", "stly", "ghtly", "kly", "hly", "nthly", "rly",
+)  # fmt: skip
+
+
+def _is_adverb(word: str) -> bool:
+    low = word.strip(".'’")
+    return low.islower() and len(low) > 4 and low.endswith(_ADVERB_SUFFIXES)
+
+
+def bounded_value(value: str) -> bool:
+    """Whether a claim's value is a whole, clean phrase: every rule's last check. A value that
+    ends on a preposition, article, conjunction or determiner was cut mid-phrase ("the lead
+    designer of"); one holding chat filler ("peppers tho", "sooo"), stretched letters
+    ("pizzaaa") or a word without a letter or digit (an emoji) is chat, not a name for a thing.
+    Either way the rule is not sure, and the turn is left whole to the model."""
+    words = _WORD_OF_VALUE_RE.findall(value)
+    if not words:
+        return False
+    last = words[-1].lower().strip(".'’")
+    if last in DANGLING_WORDS or _is_adverb(words[-1]):
+        return False  # "the lead designer of", "Notion religiously"
+    for word in words:
+        bare = word.strip(".'’\"")
+        if not any(c.isalnum() for c in bare) or STRETCHED_RE.search(bare):
+            return False
+        if _CHAT_WORD_RE.fullmatch(bare) and not bare[:1].isupper():
+            return False
+        if word.lower() in CHAT_SHORTHAND:
+            return False
+    return True
 
 
 def durable_thing(m: re.Match[str], value: str) -> bool:

@@ -21,7 +21,7 @@ from memwrite.extract.rules.clauses import (
     content_words,
     split_clauses,
 )
-from memwrite.extract.rules.engine import Claim
+from memwrite.extract.rules.engine import Claim, bounded_value
 from memwrite.extract.rules.vocabulary import NAME_TOKEN
 from memwrite.scoring import WordingCue, wording_confidence, wording_cues
 
@@ -174,6 +174,8 @@ def _to_candidate(
     cues: frozenset[WordingCue],
     source_turn_id: str | None,
 ) -> Candidate | None:
+    if claim.attribute != "instruction" and not bounded_value(claim.value):
+        return None  # cut mid-phrase or chat in the value: not sure, so not a memory
     if claim.attribute == "instruction":
         # "Can you always reply in English?" is a polite request, not a doubt.
         cues = cues - {WordingCue.QUESTION}

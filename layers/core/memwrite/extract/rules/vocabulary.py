@@ -23,6 +23,50 @@ TITLE_NAME = rf"{NAME_TOKEN}(?:\s+{NAME_TOKEN}){{0,2}}"
 _TOKEN = r"[^\s,;:!?()\[\]{}\"“”]+"
 _PERSON_TOKEN = r"[^\W\d_][\w'’.\-]*"
 
+
+def elongated(phrase: str) -> str:
+    """A phrase as a pattern that also matches it typed with stretched letters: "so much" ->
+    "s+o+\\s+m+u+c+h+", which reads "sooo muuuch" as well."""
+    parts = []
+    for char in phrase:
+        if char.isalpha():
+            parts.append(re.escape(char) + "+")
+        elif char == " ":
+            parts.append(r"\s+")
+        elif char == "'":
+            parts.append(APOS)
+        else:
+            parts.append(re.escape(char))
+    return "".join(parts)
+
+
+# Chat filler: words and phrases that trail or pad a claim in chat and are never part of what
+# the claim names ("I like grilled peppers tho", "I love cycling sooo much lol"). Three kinds:
+# discourse tags and abbreviations, laughter, and intensifiers of the verb. Matched with their
+# letters stretched or not ("thooo", "lolll", "sooo much").
+CHAT_TAGS: Final = (
+    "tho", "though", "tbh", "tbf", "ngl", "imo", "imho", "fr", "frfr", "btw", "idk", "af",
+    "asf", "rn", "atm", "srsly", "lowkey", "highkey", "omg", "smh", "jk", "fyi", "lol", "lmao",
+    "lmfao", "rofl", "xd", "ikr", "istg", "bruh", "fml", "ugh", "yay", "woo", "yeah", "yup",
+    "yep", "ok", "okay", "you know", "ya know", "y'know", "i guess", "i think", "or something",
+    "and stuff", "and all", "and everything", "or whatever", "haha", "hehe", "heh", "sm",
+    "rly", "srs", "nvm", "tbqh", "ily", "xoxo",
+)  # fmt: skip
+# Chat shorthand for a joining word ("coffee w oat milk", "yoga n stuff", "bc it's cheap"): a
+# value that holds one runs on past the thing, so the rule is not sure where it ends.
+CHAT_SHORTHAND: Final = word_set("w w/ n bc b/c cuz coz cos esp bout abt wit")
+INTENSIFIERS: Final = (
+    "so", "so much", "so so much", "very much", "too", "a lot", "alot", "a ton", "tons",
+    "big time", "like crazy", "to death", "to bits", "to pieces", "really", "literally",
+    "honestly", "seriously", "totally", "truly", "madly", "like",
+)  # fmt: skip
+LAUGHTER = r"(?:h+[aeiou]+){2,}h*|a*(?:h+a+){2,}h*|l+o+l+(?:o+l+)*|l+m+f*a+o+|r+o+f+l+"
+CHAT_FILLER = "|".join(
+    [elongated(w) for w in sorted(CHAT_TAGS + INTENSIFIERS, key=len, reverse=True)] + [LAUGHTER]
+)
+# A word of chat spelling: a letter typed three times or more ("sooo", "pizzaaa").
+STRETCHED_RE = re.compile(r"([a-z])\1\1")
+
 _ADVERBS = (
     r"just|recently|actually|currently|really|also|still|now|totally|truly|honestly|genuinely"
     r"|absolutely|definitely|mostly|usually|generally|finally|officially|already|even|only"
@@ -36,6 +80,7 @@ PLACE_STOPS = (
     r"|remotely|it|that|to|or|every|all|again|already|also|still|both|nowadays|temporarily"
     r"|permanently|alone|together|a|an|is|was|are|were|has|have|had|will|would|can|could"
     r"|i|my|our|his|her|their|btw|lol|haha|full\s+time|part\s+time|/s|originally"
+    rf"|{CHAT_FILLER}"
 )
 # Words that end a liked thing, an allergen or a food: "I love jazz because ..." -> "jazz".
 THING_STOPS = (
@@ -45,6 +90,7 @@ THING_STOPS = (
     r"|than|i|you|he|she|they|we|it|these\s+days|right|every|sometimes|anyway|is|was|are"
     r"|were|has|have|had|will|would|can|could|btw|by\s+the\s+way|lol|haha|tbh|thanks|thank"
     r"|from\s+now\s+on|these|those|ever|/s|like"
+    rf"|{CHAT_FILLER}"
 )
 PREFER_STOPS = rf"{THING_STOPS}|over|to|rather|instead"
 TOOL_STOPS = rf"{THING_STOPS}|to|in|daily|instead|from"
@@ -109,13 +155,14 @@ BAD_THINGS: Final = word_set(
     "idea thought fact way everything anything something nothing much lot stuff one ones "
     "myself yourself enough here there doing being too so very more less out well properly "
     "late right hearing seeing helping chatting talking anymore any again often lately now to "
-    "all both no not never"
+    "all both no not never u ya em 'em dem dat dis yall y'all"
 )
 POINTING_WORDS: Final = word_set("this that these those it it's idea thought way")
 # A liked thing that names something of the other speaker or of a pronoun ("your garden",
 # "feeding them", "her paintings") is about someone the rules cannot name.
 OTHER_OWNER_WORDS: Final = word_set(
-    "you your yours you're he him his she her hers they them their theirs it its we us our ours"
+    "you your yours you're he him his she her hers they them their theirs it its we us our ours "
+    "u ur ya em 'em dem yall y'all"
 )
 # A value that holds one of these is a clause cut into, not a thing ("running and its been a").
 CLAUSE_WORDS: Final = word_set(
@@ -140,7 +187,7 @@ PHRASE_END_RE = re.compile(
     r"|when|whenever|if|as|too|lately|nowadays|honestly|actually|especially|anyway|anyways"
     r"|a\s+lot|so\s+much|very\s+much|more\s+than|than|sometimes|btw|lol|haha\w*|tbh|ever"
     r"|and\s+(?:i|my|we|it|that|this|they|he|she)|or\s+(?:i|my|we)|i|my|we|he|she|they|it"
-    r"|it['’]s|that['’]s)(?![\w'’]))"
+    rf"|it['’]s|that['’]s|{CHAT_FILLER})(?![\w'’]))"
 )
 # Adverbials that qualify when or with whom, not what: "I love hiking on weekends".
 QUALIFIER_RE = re.compile(
@@ -167,7 +214,7 @@ BE = rf"(?:{HAVE_BEEN}|{BE_SIMPLE})"
 ADV = rf"(?:\s+(?i:{_ADVERBS}))*"
 END = (
     r"(?=\s*$|\s*[,;:)]|\s+(?i:and|but|by\s+the\s+way|btw|here|now|too|though|from"
-    r"|haha|lol)\b)"
+    rf"|haha|lol|{CHAT_FILLER})\b)"
 )
 SUBJECT = rf"""(?:
       (?P<me>I|i)(?![\w])

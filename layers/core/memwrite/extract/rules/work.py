@@ -157,12 +157,15 @@ def _build_works_at(
 
 WORKS_AT: Final = Rule(_WORKS_AT_RE, _build_works_at)
 
+# What may follow a role: the end, punctuation, or a word that ends a place or role.
+_ROLE_END_RE = re.compile(rf"\s*(?:$|[,;:!?.…)\]\-–—]|(?i:{PLACE_STOPS})(?![\w-]))")
+
 # "I work as a nurse", "I work as a designer at Figma".
 _WORKS_AS_RE = verbose(
     rf"""{SUBJECT}
     (?:{HAVE_BEEN}{ADV}\s+(?i:working)|{BE_SIMPLE}{ADV}\s+(?i:working)
       |{ADV}\s+(?i:work|works))
-    \s+(?i:as)\s+(?:(?i:an?)\s+)?{token_run("value", PLACE_STOPS, 5)}
+    \s+(?i:as)\s+(?:(?i:an?|the)\s+)?{token_run("value", PLACE_STOPS, 5)}
     (?:\s+(?i:at|for)\s+{token_run("org", PLACE_STOPS, 6)})?"""
 )
 
@@ -174,6 +177,8 @@ def _build_works_as(
     role = strip_value(m.group("value"))
     if not role or role.split()[0].lower() in BAD_THINGS:
         return None
+    if _ROLE_END_RE.match(m.string, m.end("value")) is None:
+        return None  # the word limit cut the role ("a manager of the night shift [crew]")
     claims = [*extra, _occupation_claim(subject, role, ctx)]
     org = m.group("org")
     if org and proper_ok(strip_value(org), ctx):

@@ -1,0 +1,266 @@
+"""Backfill: run a user's pending episodes through extraction and the remaining stages, once a
+model is available (`POST /v1/users/{user_id}/backfill`, `memwrite backfill`, the AWS schedule).
+
+Episodes go in `observed_at` order, one batch per run of turns that arrived together (same
+session, same request), each with the session's context as a live turn gets it (the session
+log's earlier turns) and flagged `backfill` so extraction keeps no new episode. Conflict
+decides supersession by `observed_at`, so the final state is what it would have been had the
+model been there when the turns arrived. The run is one trace of its own (spans, cost, and a
+rollback that returns its episodes to `pending`); each episode ends `extracted`, linked to the
+memories it produced, or to none with the reason. A second backfill finds nothing pending: a
+no-op. A turn the model fails on again stays `pending`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from memwrite.config import PipelineConfig
+from memwrite.episodes.model import Episode, EpisodeStatus
+from memwrite.errors import InvalidQuery, MemwriteError, ModelRequired, UnknownUser
+from memwrite.ids import new_trace_id
+from memwrite.models import SpanResult
+from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
+from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
+from memwrite.stages import pipeline_stages
+
+__all__ = [
+    "BackfillDeps",
+    "BackfillRequest",
+    "BackfillResult",
+    "backfill_pending",
+    "backfill_user",
+]
+
+_log = logging.getLogger(__name__)
+_PAGE = 100
+_MAX_BATCH = 10  # turns per extraction call, as a live request's batch is bounded
+
+
+class BackfillRequest(BaseModel):
+    """`POST /v1/users/{user_id}/backfill`: optional bounds on the episodes' `observed_at`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @classmethod
+    def parse(cls, body: str | None) -> BackfillRequest:
+        """From a request body (none: no bounds); `InvalidQuery` names the field at fault."""
+        if not body or not body.strip():
+            return cls()
+        try:
+            return cls.model_validate_json(body)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error.get("loc", ())) or "body"
+            raise InvalidQuery(field, error.get("msg", "invalid")) from exc
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        since = _utc(self.since)
+        until = _utc(self.until)
+        if since is not None and until is not None and since > until:
+            raise InvalidQuery("until", "must not be before since")
+        self.since, self.until = since, until
+        return self
+
+
+def _utc(at: datetime | None) -> datetime | None:
+    if at is None or at.tzinfo is not None:
+        return at
+    return at.replace(tzinfo=UTC)
+
+
+class BackfillResult(BaseModel):
+    user_id: str
+    trace_id: str | None  # None: nothing was pending (a no-op)
+    episodes: int  # pending episodes run
+    extracted: int  # now `extracted`
+    still_pending: int  # the model failed again
+    memory_ids: list[str]
+    duration_ms: float
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+@dataclass
+class BackfillDeps:
+    episodes: EpisodeStore
+    ledger: TurnLedger
+    spans: SpanStore
+    stage_deps: Callable[[str], Any]  # a pipeline stage's name -> the deps its `run` takes
+    has_model: bool
+    clock: Callable[[], float] = field(default=time.time)
+
+
+def _pending(
+    tenant: str, user_id: str, request: BackfillRequest, deps: BackfillDeps
+) -> list[Episode]:
+    found: list[Episode] = []
+    cursor: str | None = None
+    while True:
+        page = deps.episodes.episodes_of(
+            tenant,
+            user_id,
+            status=EpisodeStatus.PENDING,
+            since=request.since,
+            until=request.until,
+            limit=_PAGE,
+            cursor=cursor,
+            now=deps.clock(),
+        )
+        found.extend(page.episodes)
+        if page.next_cursor is None:
+            return sorted(found, key=lambda episode: episode.sort_key)
+        cursor = page.next_cursor
+
+
+def _batches(episodes: list[Episode]) -> list[list[Episode]]:
+    """Consecutive episodes that arrived together (session and request) form one batch."""
+    batches: list[list[Episode]] = []
+    for episode in episodes:
+        last = batches[-1] if batches else None
+        if (
+            last is not None
+            and len(last) < _MAX_BATCH
+            and (last[-1].turn.session_id, last[-1].turn.trace_id)
+            == (episode.turn.session_id, episode.turn.trace_id)
+        ):
+            last.append(episode)
+        else:
+            batches.append([episode])
+    return batches
+
+
+def _known_user(tenant: str, user_id: str, deps: BackfillDeps) -> bool:
+    traces = deps.ledger.traces_of_user(
+        tenant, user_id, since=None, until=None, limit=1, cursor=None
+    )
+    return bool(traces.traces)
+
+
+def backfill_user(
+    tenant: str,
+    user_id: str,
+    request: BackfillRequest,
+    config: PipelineConfig,
+    deps: BackfillDeps,
+) -> BackfillResult:
+    """Distil the user's pending episodes (in [since, until]). Raises `UnknownUser` for a user
+    the tenant has no trace of, `ModelRequired` when no model is configured."""
+    started = time.perf_counter()
+    if not _known_user(tenant, user_id, deps):
+        raise UnknownUser(user_id)
+    if not deps.has_model:
+        raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
+    pending = _pending(tenant, user_id, request, deps)
+    if not pending:
+        return BackfillResult(
+            user_id=user_id,
+            trace_id=None,
+            episodes=0,
+            extracted=0,
+            still_pending=0,
+            memory_ids=[],
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+    trace_id = new_trace_id()
+    first = pending[0].turn
+    deps.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=user_id,
+            session_id=first.session_id,
+            agent_id=first.agent_id,
+            source=first.source.value,
+            created_at=datetime.fromtimestamp(deps.clock(), UTC).isoformat(),
+            turn_ids=tuple(episode.turn_id for episode in pending),
+        )
+    )
+    done: list[Episode] = []
+    memory_ids: list[str] = []
+    still_pending = 0
+    for batch in _batches(pending):
+        turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
+        payload: Any = ExtractInput(turns=turns, backfill=True)
+        deferred: set[str] = set()
+        for stage in pipeline_stages():
+            payload = stage.run(payload, config, deps.stage_deps(stage.name))
+            if isinstance(payload, ExtractOutput):
+                deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
+        assert isinstance(payload, ItemsPayload)
+        produced: dict[str, list[str]] = {}
+        for item in payload.items:
+            if item.memory_id is not None and item.outcome is not None:
+                produced.setdefault(item.turn_id, []).append(item.memory_id)
+        reasons = _reject_reasons(tenant, trace_id, deps)
+        finished: list[Episode] = []
+        for episode in batch:
+            if episode.turn_id in deferred:
+                still_pending += 1
+                continue
+            ids = sorted(set(produced.get(episode.turn_id, [])))
+            memory_ids.extend(ids)
+            finished.append(
+                episode.model_copy(
+                    update={
+                        "status": EpisodeStatus.EXTRACTED,
+                        "memory_ids": ids,
+                        "outcome": None if ids else reasons.get(episode.turn_id, "NoCandidates"),
+                        "backfill_trace_id": trace_id,
+                    }
+                )
+            )
+        # Batch by batch: a failure later leaves what is done marked, the rest pending.
+        deps.episodes.update_episodes(finished)
+        done.extend(finished)
+    return BackfillResult(
+        user_id=user_id,
+        trace_id=trace_id,
+        episodes=len(pending),
+        extracted=len(done),
+        still_pending=still_pending,
+        memory_ids=sorted(set(memory_ids)),
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+
+
+def _reject_reasons(tenant: str, trace_id: str, deps: BackfillDeps) -> dict[str, str]:
+    """turn id -> the type of the last rejection on its items (why it produced nothing)."""
+    reasons: dict[str, str] = {}
+    for span in deps.spans.spans_of(tenant, trace_id):
+        if span.result is SpanResult.REJECT and span.reason is not None:
+            turn_id = span.item_id.split(":", 1)[0]
+            reasons[turn_id] = span.reason.type
+    return reasons
+
+
+def backfill_pending(
+    settings_for: Callable[[str], PipelineConfig], deps: BackfillDeps
+) -> list[BackfillResult]:
+    """Every user (of every tenant) with a pending episode, each backfilled in turn: the AWS
+    schedule's job. `settings_for(tenant)` is that tenant's effective config. A user whose
+    backfill fails is left pending for the next run (the error is logged, not raised), so one
+    user cannot stop the others."""
+    if not deps.has_model:
+        raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
+    results = []
+    for tenant, user_id in deps.episodes.pending_users():
+        try:
+            results.append(
+                backfill_user(tenant, user_id, BackfillRequest(), settings_for(tenant), deps)
+            )
+        except MemwriteError:
+            _log.exception("backfill of one user failed; its episodes stay pending")
+    return results

@@ -1,0 +1,111 @@
+"""The episode record: one deferred user turn, its words (firewall-masked), ids and status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memwrite.models import QueuedTurn
+
+__all__ = [
+    "EPISODE_DOC_PREFIX",
+    "Episode",
+    "EpisodePage",
+    "EpisodeStatus",
+    "episode_doc_id",
+    "episode_of_doc_id",
+]
+
+# An episode's search document and outbox rows are keyed `episode:<turn id>`: memory ids are
+# hex, so the two kinds never collide in the index or the outbox.
+EPISODE_DOC_PREFIX = "episode:"
+
+
+def episode_doc_id(turn_id: str) -> str:
+    return f"{EPISODE_DOC_PREFIX}{turn_id}"
+
+
+def episode_of_doc_id(doc_id: str) -> str | None:
+    """The turn id of an episode document id; None for a memory id."""
+    if doc_id.startswith(EPISODE_DOC_PREFIX):
+        return doc_id[len(EPISODE_DOC_PREFIX) :]
+    return None
+
+
+class EpisodeStatus(StrEnum):
+    PENDING = "pending"  # kept, waiting for a model (backfill)
+    EXTRACTED = "extracted"  # run through extraction: `memory_ids` (or none, with `outcome`)
+    EXPIRED = "expired"  # past `episodes.retention_days`: out of every query, then deleted
+
+
+class Episode(BaseModel):
+    """One kept turn. `turn` is the queued turn as extraction saw it (masked text, the question
+    it answered), so a backfill re-runs exactly what a live extraction would have read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn: QueuedTurn
+    status: EpisodeStatus = EpisodeStatus.PENDING
+    deferred_reason: dict[str, Any] = Field(
+        description="The typed reason extraction deferred the turn (DeferredNoLLM, ...)."
+    )
+    expires_at: int = Field(description="Epoch seconds: DynamoDB TTL, the SQLite sweep.")
+    memory_ids: list[str] = Field(default_factory=list)
+    outcome: str | None = None  # why an extracted episode produced no memory (a reason type)
+    backfill_trace_id: str | None = None
+
+    @property
+    def tenant(self) -> str:
+        return self.turn.tenant
+
+    @property
+    def user_id(self) -> str:
+        return self.turn.user_id
+
+    @property
+    def turn_id(self) -> str:
+        return self.turn.turn_id
+
+    @property
+    def observed_at(self) -> datetime:
+        return self.turn.observed_at
+
+    @property
+    def sort_key(self) -> str:
+        """`observed_at#turn_id`: a user's episodes in observation order."""
+        return f"{self.observed_at.astimezone(UTC).isoformat()}#{self.turn_id}"
+
+    def status_at(self, now: float) -> EpisodeStatus:
+        """Expiry is read lazily (TTL deletion can lag by hours)."""
+        return EpisodeStatus.EXPIRED if self.expires_at <= now else self.status
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        """An episode as the API returns it."""
+        turn = self.turn
+        return {
+            "kind": "episode",
+            "turn_id": turn.turn_id,
+            "source_turn_id": turn.turn_id,
+            "user_id": turn.user_id,
+            "session_id": turn.session_id,
+            "trace_id": turn.trace_id,
+            "observed_at": turn.observed_at.isoformat(),
+            "text": turn.text,
+            "in_reply_to": turn.context,
+            "status": self.status_at(now).value,
+            "deferred_reason": self.deferred_reason,
+            "memory_ids": list(self.memory_ids),
+            "outcome": self.outcome,
+            "backfill_trace_id": self.backfill_trace_id,
+            "expires_at": datetime.fromtimestamp(self.expires_at, UTC).isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class EpisodePage:
+    episodes: list[Episode]
+    next_cursor: str | None  # opaque; None on the last page

@@ -1,0 +1,251 @@
+"""Episodes (docs/episodes.md): what keeping one costs to write, what searching 10k of them
+beside 1k memories costs, and how fast a backfill distils them.
+
+- write cost: the DynamoDB transaction of extract's session-log append, with and without the
+  episode, captured with botocore's event hooks on the real client against moto: items per
+  transaction and the write units DynamoDB charges (2 per started KB per item in a
+  transaction), computed from the items' sizes (moto's own figures are not DynamoDB's);
+- search: the embedded index's hybrid query of one user with 1k memories and 10k episodes,
+  memories only vs both kinds (the two queries `POST /v1/search` makes by default);
+- backfill: LoCoMo user turns kept offline as episodes (SQLite, the embedded default), then
+  backfilled with a recorded model answer through the real `anthropic` client: turns/s.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import numpy as np
+
+from memwrite.candidate import MemoryType
+from memwrite.embedder import HashingEmbedder
+from memwrite.episodes import Episode
+from memwrite.index import DocKind, IndexFilter, MemoryDoc
+from memwrite.memory import Tier
+from memwrite.models import QueuedTurn, Role, Source
+from memwrite.ports import TraceRecord
+from tests.datasets import load_locomo
+from tests.recorded_api import recorded
+
+MEMORIES, EPISODES = 1_000, 10_000
+QUERIES = 50
+BACKFILL_TURNS = 200
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+_KB = 1024
+
+
+def _attribute_size(value: dict[str, Any]) -> int:
+    ((kind, raw),) = value.items()
+    if kind in ("S", "N"):
+        return len(str(raw).encode())
+    if kind == "L":
+        return 3 + sum(_attribute_size(item) + 1 for item in raw)
+    return len(json.dumps(raw).encode())
+
+
+def _item_size(item: dict[str, Any]) -> int:
+    """DynamoDB's item size: attribute names and values, in bytes."""
+    return sum(len(name.encode()) + _attribute_size(value) for name, value in item.items())
+
+
+def _write_units(items: list[dict[str, Any]]) -> int:
+    units = 0
+    for entry in items:
+        ((_, body),) = entry.items()
+        size = _item_size(body.get("Item") or body.get("Key") or {})
+        units += 2 * max(1, -(-size // _KB))  # transactional: 2 WCU per started KB
+    return units
+
+
+def bench_write_cost() -> dict[str, Any]:
+    from memwrite.wiring import build_backfill_deps, build_stage_deps
+    from memwrite_local.aws import LocalAws
+
+    captured: list[list[dict[str, Any]]] = []
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        captured.append(params["TransactItems"])
+
+    with LocalAws():
+        _, extract = build_stage_deps("extract")
+        ledger = build_backfill_deps().ledger
+        client = extract.session_log._client
+        client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", capture)
+        text = next(t.text for t in load_locomo() if len(t.text) > 120)
+        ledger.put_trace(
+            TraceRecord("t" * 32, "bench", "u", "s", None, "user_explicit", T0.isoformat(), ())
+        )
+        turn = QueuedTurn(
+            tenant="bench", user_id="u", session_id="s", agent_id=None, trace_id="t" * 32,
+            turn_id="a" * 32, role=Role.USER, text=text, observed_at=T0,
+            source=Source.USER_EXPLICIT,
+        )  # fmt: skip
+        extract.session_log.append(turn, now=1.8e9, retention_secs=86_400)
+        episode = Episode(
+            turn=turn.model_copy(update={"turn_id": "b" * 32}),
+            deferred_reason={"type": "DeferredNoLLM"},
+            expires_at=int(1.8e9) + 30 * 86_400,
+        )
+        extract.session_log.append(episode.turn, 1.8e9, 86_400, episode)
+    without, with_episode = captured
+    return {
+        "turn_chars": len(text),
+        "transaction_items_without_episode": len(without),
+        "transaction_items_with_episode": len(with_episode),
+        "write_units_without_episode": _write_units(without),
+        "write_units_with_episode": _write_units(with_episode),
+        "episode_item_bytes": _item_size(with_episode[2]["Put"]["Item"]),
+        "note": "one TransactWriteItems per kept turn either way; units from item sizes",
+    }
+
+
+def bench_search() -> dict[str, Any]:
+    from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
+
+    embedder = HashingEmbedder()
+    texts = [t.text for t in load_locomo() if t.text.strip()]
+    texts = [t for t, v in zip(texts, embedder.embed(texts), strict=True) if np.any(v)]
+    index = EmbeddedIndex(dimension=embedder.dimension)
+    vectors = embedder.embed([texts[i % len(texts)] for i in range(EPISODES)])
+    for i in range(EPISODES):
+        index.upsert(
+            MemoryDoc(
+                f"episode:{i:032x}",
+                "bench",
+                "u",
+                texts[i % len(texts)],
+                MemoryType.EVENT,
+                "episode",
+                Tier.CANDIDATE,
+                0.0,
+                vector=vectors[i],
+                kind=DocKind.EPISODE,
+            )
+        )
+    for i in range(MEMORIES):
+        text = f"The user {texts[(i * 7) % len(texts)][:80]}"
+        index.upsert(
+            MemoryDoc(
+                f"{i:032x}",
+                "bench",
+                "u",
+                text,
+                MemoryType.FACT,
+                "bench",
+                Tier.WORKING,
+                0.9,
+                vector=embedder.embed([text])[0],
+            )
+        )
+    memories = IndexFilter(tiers=frozenset({Tier.WORKING, Tier.FACT}), min_confidence=0.4)
+    episodes = IndexFilter(kinds=frozenset({DocKind.EPISODE}))
+    queries = [texts[(i * 37) % len(texts)][:60] for i in range(QUERIES)]
+    query_vectors = embedder.embed(queries)
+
+    def timed(both: bool) -> list[float]:
+        samples = []
+        for query, vector in zip(queries, query_vectors, strict=True):
+            started = time.perf_counter()
+            index.hybrid("bench", "u", query, np.asarray(vector), 20, filter=memories)
+            if both:
+                index.hybrid(
+                    "bench", "u", query, np.asarray(vector), 20, filter=episodes, bm25_weight=1.0
+                )
+            samples.append((time.perf_counter() - started) * 1000)
+        return samples
+
+    timed(True)  # warm: the partitions are built on the first query
+    memories_only, both_kinds = timed(False), timed(True)
+    return {
+        "memories": MEMORIES,
+        "episodes": EPISODES,
+        "queries": QUERIES,
+        "memories_only_median_ms": round(statistics.median(memories_only), 3),
+        "both_kinds_median_ms": round(statistics.median(both_kinds), 3),
+        "both_kinds_p90_ms": round(statistics.quantiles(both_kinds, n=10)[-1], 3),
+    }
+
+
+def bench_backfill() -> dict[str, Any]:
+    import functions.extract.handler as extract_handler
+    import functions.query.handler as query_handler
+    from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
+    from memwrite.config import ExtractConfig
+    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.embedded import local_backend
+    from memwrite_local.runner import LocalRunner
+
+    turns = [t for t in load_locomo() if len(t.text.split()) >= 6][:BACKFILL_TURNS]
+    answer = recorded("extract_valid")
+    calls = {"n": 0}
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        calls["n"] += 1
+        return httpx2.Response(200, json=answer)
+
+    with tempfile.TemporaryDirectory(prefix="memwrite-bench-") as data_dir:
+        env = {"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}", "ANTHROPIC_API_KEY": ""}
+        with local_backend("sqlite", Path(data_dir), env):
+            runner = LocalRunner()
+            extract_handler.handler.deps()  # offline: the turns are kept as episodes
+            for start in range(0, len(turns), 10):
+                body = {
+                    "session_id": "bench",
+                    "user_id": "u",
+                    "turns": [
+                        {
+                            "role": "user",
+                            "content": t.text,
+                            "timestamp": (T0 + timedelta(minutes=start + i)).isoformat(),
+                        }
+                        for i, t in enumerate(turns[start : start + 10])
+                    ],
+                }
+                runner.call("POST", "/v1/turns", body)
+            runner.drain()
+            kept = runner.call("GET", "/v1/users/u/episodes?limit=100&status=pending").body
+            backfill = query_handler.deps().backfill()
+            backfill.has_model = True
+            backfill.stage_deps("extract").llm = AnthropicExtractorClient(
+                ExtractConfig(),
+                api_key="bench",
+                base_url="http://recorded.invalid",
+                http_client=httpx2.Client(transport=httpx2.MockTransport(handle)),
+                max_retries=0,
+            )
+            started = time.perf_counter()
+            result = runner.call("POST", "/v1/users/u/backfill", {}).body
+            elapsed = time.perf_counter() - started
+            started = time.perf_counter()
+            runner.drain()  # stage 7: index what the backfill stored
+            indexed = time.perf_counter() - started
+    return {
+        "episodes": result["episodes"],
+        "first_page_pending": len(kept["episodes"]),
+        "extracted": result["extracted"],
+        "model_calls": calls["n"],
+        "memories": len(result["memory_ids"]),
+        "backfill_seconds": round(elapsed, 3),
+        "turns_per_second": round(result["episodes"] / elapsed, 2) if elapsed else None,
+        "indexing_seconds": round(indexed, 3),
+        "note": "recorded answers (no model latency); one call per batch of 10 turns",
+    }
+
+
+def run() -> dict[str, Any]:
+    return {
+        "write_cost": bench_write_cost(),
+        "search_10k_episodes_1k_memories": bench_search(),
+        "backfill": bench_backfill(),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
