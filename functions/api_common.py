@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memwrite.auth.tenant import resolve_tenant
 from memwrite.errors import (
     IdempotencyKeyReused,
+    ImportConflict,
+    ImportRejected,
     IngestLimitExceeded,
     InvalidQuery,
     MemwriteError,
@@ -95,7 +97,7 @@ _ERROR_DESCRIPTIONS: dict[int, tuple[str, type[BaseModel]]] = {
     HTTPStatus.NOT_FOUND: ("No such id for this tenant (or no such route).", ApiError),
     HTTPStatus.CONFLICT: ("Refused as things stand (rollback_refused, ...).", ApiError),
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE: ("Over a size limit (`limit`).", ApiError),
-    HTTPStatus.UNSUPPORTED_MEDIA_TYPE: ("The body is not application/json.", ApiError),
+    HTTPStatus.UNSUPPORTED_MEDIA_TYPE: ("The body is not of the route's media type.", ApiError),
     HTTPStatus.UNPROCESSABLE_ENTITY: ("Idempotency-Key reused for another body.", ApiError),
     HTTPStatus.TOO_MANY_REQUESTS: ("Throttled: retry after a while.", GatewayError),
     HTTPStatus.SERVICE_UNAVAILABLE: (
@@ -230,6 +232,22 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(InvalidQuery)
     def _invalid_query(exc: InvalidQuery) -> Response[dict[str, Any]]:
         return _field_error(HTTPStatus.BAD_REQUEST, "invalid_request", exc.field, exc)
+
+    @app.exception_handler(ImportRejected)
+    def _import_rejected(exc: ImportRejected) -> Response[dict[str, Any]]:
+        error = {"field": exc.field, "message": exc.message}
+        body = {"error": "invalid_request", "line": exc.line, "errors": [error]}
+        return json_response(HTTPStatus.BAD_REQUEST, body)
+
+    @app.exception_handler(ImportConflict)
+    def _import_conflict(exc: ImportConflict) -> Response[dict[str, Any]]:
+        body = {
+            "error": "import_conflict",
+            "line": exc.line,
+            "item_id": exc.item_id,
+            "message": str(exc),
+        }
+        return json_response(HTTPStatus.CONFLICT, body)
 
     @app.exception_handler(UnknownUser)
     def _unknown_user(exc: UnknownUser) -> Response[dict[str, Any]]:

@@ -35,6 +35,14 @@ _API_KEY = {
     "name": "x-api-key",
     "description": "The tenant's API key (`memwrite serve`: `local-dev-key` unless configured).",
 }
+# Bodies a resolver cannot declare (read raw, not a pydantic model): the import's JSON lines.
+_RAW_BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("/v1/users/{user_id}/import", "post"): {
+        "required": True,
+        "description": "An export of this user, exactly as `GET .../export` wrote it.",
+        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+    },
+}
 _POWERTOOLS_VALIDATION_ERROR = "#/components/schemas/HTTPValidationError"
 _DESCRIPTION = """\
 memwrite turns conversation turns into typed, deduplicated memories.
@@ -127,7 +135,9 @@ def openapi_document() -> dict[str, Any]:
     document: dict[str, Any] = json.loads(json.dumps(merge.get_openapi_schema()))
     document["components"]["securitySchemes"] = {SECURITY_SCHEME: _API_KEY}
     for path, item in document["paths"].items():
-        for operation in item.values():
+        for method, operation in item.items():
+            if (path, method) in _RAW_BODIES:
+                operation["requestBody"] = _RAW_BODIES[(path, method)]
             responses = operation["responses"]
             validation = responses.get("422", {}).get("content", {}).get("application/json", {})
             if validation.get("schema", {}).get("$ref") == _POWERTOOLS_VALIDATION_ERROR:

@@ -35,7 +35,8 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
     # deleted in one transaction, its record in turns, its span) and the tenant's settings.
     # The backfill route (`memwrite.episodes.backfill`) runs the pipeline stages in-process:
-    # resolve_refs writes entities, hence RW there.
+    # resolve_refs writes entities, hence RW there; so does the import route
+    # (`memwrite.adapters.aws.dynamodb_portability`: entities put only if absent).
     "query": {
         "memories": RW,
         "entity_facts": RW,

@@ -28,6 +28,8 @@ QUERY_ROUTES = (
     ("DELETE", "/v1/users/{user_id}/memories"),
     ("GET", "/v1/users/{user_id}/traces"),
     ("POST", "/v1/users/{user_id}/replay"),
+    ("GET", "/v1/users/{user_id}/export"),
+    ("POST", "/v1/users/{user_id}/import"),
     ("GET", "/v1/users/{user_id}/episodes"),
     ("POST", "/v1/users/{user_id}/backfill"),
     ("GET", "/v1/settings"),

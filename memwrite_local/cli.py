@@ -29,6 +29,7 @@ from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
 from memwrite_local.funnel import render_funnel
 from memwrite_local.keys_command import add_keys_parser, run_keys
+from memwrite_local.portability_command import add_portability_parsers, run_export, run_import
 from memwrite_local.rollback_command import add_rollback_parser, run_rollback
 from memwrite_local.trace_command import add_trace_parsers, run_replay, run_trace
 
@@ -459,6 +460,7 @@ def _parser() -> argparse.ArgumentParser:
     add_trace_parsers(commands)
     add_eval_parser(commands)
     add_rollback_parser(commands)
+    add_portability_parsers(commands)
     add_backfill_parser(commands)
     add_keys_parser(commands)
     return parser
@@ -498,6 +500,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_replay(args, sys.stdout)
         if args.command == "rollback":
             return run_rollback(args, sys.stdout)
+        if args.command == "export":
+            return run_export(args, sys.stdout)
+        if args.command == "import":
+            return run_import(args, sys.stdout)
         if args.command == "backfill":
             return run_backfill(args, sys.stdout)
         if args.command == "keys":

@@ -17,7 +17,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -62,6 +62,8 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),
     ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
     ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
+    ("GET", "/v1/users/{user_id}/export", "functions.query.handler"),
+    ("POST", "/v1/users/{user_id}/import", "functions.query.handler"),
     ("GET", "/v1/users/{user_id}/episodes", "functions.query.handler"),
     ("POST", "/v1/users/{user_id}/backfill", "functions.query.handler"),
     ("GET", "/v1/settings", "functions.query.handler"),
@@ -139,9 +141,20 @@ def stream_record(change: OutboxChange, sequence: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ApiResult:
+    """A handler's answer: `body` is its JSON (empty for another media type, the export's
+    JSON lines), `text` the body as sent."""
+
     status: int
     headers: dict[str, str]
     body: dict[str, Any]
+    text: str = ""
+
+    @property
+    def is_json(self) -> bool:
+        content_type = next(
+            (v for k, v in self.headers.items() if k.lower() == "content-type"), "application/json"
+        )
+        return content_type.split(";")[0].strip().lower() == "application/json"
 
 
 def api_gateway_event(
@@ -242,11 +255,8 @@ class LocalRunner:
         response_headers = dict(response.get("headers") or {})
         for name, values in (response.get("multiValueHeaders") or {}).items():
             response_headers.setdefault(name, ",".join(values))
-        return ApiResult(
-            status=int(response["statusCode"]),
-            headers=response_headers,
-            body=json.loads(payload),
-        )
+        result = ApiResult(int(response["statusCode"]), response_headers, {}, payload)
+        return replace(result, body=json.loads(payload)) if result.is_json else result
 
     def _authorize(self, method: str, path: str, headers: dict[str, str]) -> str | None:
         """The tenant the authorizer Lambda puts into the request context, or None where API

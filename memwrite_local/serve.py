@@ -172,7 +172,10 @@ class _ApiHandler(BaseHTTPRequestHandler):
         if self.command == "POST" and result.status < HTTPStatus.BAD_REQUEST:
             self.server.worker.notify()  # as SQS triggers the pipeline (before the reply: a
             # client that waits for the worker after its 202 finds the work already announced)
-        self._reply(result.status, result.body, result.headers)
+        if result.is_json:
+            self._reply(result.status, result.body, result.headers)
+        else:
+            self._reply_raw(result.status, result.text.encode("utf-8"), result.headers)
 
     def _reply_docs(self) -> None:
         """The API explorer: Swagger UI (bundled with Powertools, so it works offline) on the
@@ -236,11 +239,18 @@ class _ApiHandler(BaseHTTPRequestHandler):
 
     def _reply(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
         payload = json.dumps(body).encode("utf-8")
+        self._reply_raw(status, payload, {**headers, "Content-Type": "application/json"})
+
+    def _reply_raw(self, status: int, payload: bytes, headers: dict[str, str]) -> None:
+        """`payload` as it is, with the handler's headers (its Content-Type: the export's)."""
         self.send_response(status)
         for name, value in headers.items():
             if name.lower() not in {"content-length", "content-type"}:
                 self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
+        content_type = next(
+            (v for k, v in headers.items() if k.lower() == "content-type"), "application/json"
+        )
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if self.command != "HEAD":

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.api_common import (
@@ -36,6 +37,7 @@ from memwrite.config import TenantOverrides
 from memwrite.episode import EpisodeStatus
 from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
+from memwrite.portability import ImportReport, export_lines, import_user
 from memwrite.read.query import (
     EpisodePageView,
     ErasureReport,
@@ -285,6 +287,55 @@ def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
     return json_response(HTTPStatus.OK, erase_user(tenant, _checked_user(user_id), current.query))
+
+
+NDJSON = "application/x-ndjson"
+_EXPORT_OK: OpenAPIResponse = {
+    "description": "The export: JSON lines (a header, entities, entity_facts, memories).",
+    "content": {NDJSON: {"schema": {"type": "string"}}},
+}
+
+
+@app.get(
+    "/v1/users/<user_id>/export",
+    summary="Export a user's memories (with their chains), entity facts and entities as JSON lines",
+    tags=["memories"],
+    responses={
+        **error_responses(ok=(HTTPStatus.OK, "The export.", ImportReport)),
+        HTTPStatus.OK: _EXPORT_OK,
+    },
+)
+def export_user_route(user_id: str) -> Response[str]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    # Lambda proxy responses are buffered: the lines are joined here (the CLI streams them).
+    body = "".join(export_lines(tenant, _checked_user(user_id), current.portability))
+    return Response(status_code=HTTPStatus.OK.value, content_type=NDJSON, body=body)
+
+
+@app.post(
+    "/v1/users/<user_id>/import",
+    summary="Import an export (application/x-ndjson): same ids; a repeat changes nothing",
+    tags=["memories"],
+    responses=error_responses(
+        409, 415, ok=(HTTPStatus.OK, "What was written and what was there already.", ImportReport)
+    ),
+)
+def import_user_route(user_id: str) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    user_id = _checked_user(user_id)
+    content_type = app.current_event.headers.get("content-type") or ""
+    if content_type.split(";")[0].strip().lower() != NDJSON:
+        return json_response(
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+            {
+                "error": "unsupported_media_type",
+                "errors": [{"field": "Content-Type", "message": f"expected {NDJSON}"}],
+            },
+        )
+    report = import_user(tenant, user_id, app.current_event.body or "", current.portability)
+    return json_response(HTTPStatus.OK, report.model_dump(mode="json"))
 
 
 @app.get(

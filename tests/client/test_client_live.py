@@ -222,3 +222,30 @@ def test_tenant_settings_steer_what_is_remembered_through_serve(serve: ServeProc
         assert refused.value.errors[0].field.startswith("extraction.instructions")
         assert mw.settings().extraction == stored.extraction
         mw.put_settings({})
+
+
+def test_export_erase_import_through_serve(serve: ServeProcess) -> None:
+    # Given a user's memories on a live `memwrite serve`, exported
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        mw.wait(mw.add(user_id=dana, session_id="s-1", turns=TURNS).trace_id, timeout=30)
+        exported = mw.export_user(dana)
+        before = sorted(m.memory_id for m in mw.memories(dana))
+        # When the user is erased and the export imported (the async client, the second time)
+        mw.erase_user(dana)
+        report = mw.import_user(dana, exported)
+
+        async def again() -> Any:
+            async with AsyncMemwriteClient(serve.base_url, api_key=API_KEY) as amw:
+                return await amw.import_user(dana, exported), await amw.export_user(dana)
+
+        repeat, exported_again = asyncio.run(again())
+        # Then the same memories are back, the repeat wrote nothing, the export is the same
+        assert report.imported["memories"] == len(before) > 0
+        assert sorted(m.memory_id for m in mw.memories(dana)) == before
+        assert set(repeat.imported.values()) == {0}
+        assert exported_again == exported
+        # And a bad line is an InvalidRequest naming its field
+        with pytest.raises(InvalidRequest) as refused:
+            mw.import_user(dana, exported.replace('"kind":"memory"', '"kind":"spell"', 1))
+        assert refused.value.errors[0].field == "kind"

@@ -286,7 +286,7 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
     # The rollback route's one transaction (`memwrite.adapters.aws.dynamodb_rollback`) puts
     # memories, fact rows, outbox rows and its record (turns), then its span. Retrieval
     # counters (turns) are updated in place. The backfill route runs the pipeline's stages
-    # in-process: resolve_refs writes entities.
+    # in-process: resolve_refs writes entities; the import route puts entities (if absent).
     written = {"memories", "entity_facts", "entities", "outbox", "turns", "spans"}
     assert tables_allowed("dynamodb:PutItem") == written | {"tenant_settings"}
     assert tables_allowed("dynamodb:UpdateItem") == written

@@ -415,3 +415,41 @@ def test_rollback_undoes_one_ingested_trace_of_a_data_dir(tmp_path: Path) -> Non
     assert unknown.returncode == 1 and "not_found" in unknown.stdout
     missing = _memwrite("rollback", trace_id, "--data-dir", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "holds no memwrite data" in missing.stderr
+
+
+def test_export_and_import_move_a_user_to_another_data_dir(tmp_path: Path) -> None:
+    # Given a move from Paris to Berlin ingested into one data directory, exported
+    source, target = tmp_path / "source", tmp_path / "target"
+    turns = [
+        {"role": "user", "content": "I live in Paris.", "timestamp": "2025-01-05T10:00:00Z"},
+        {"role": "user", "content": "I moved to Berlin.", "timestamp": "2025-06-01T09:00:00Z"},
+    ]
+    conversation = tmp_path / "moves.json"
+    conversation.write_text(json.dumps({"user_id": "dana", "turns": turns}), encoding="utf-8")
+    _ingest_json(str(conversation), "--data-dir", str(source))
+    exported = _memwrite("export", "--user", "dana", "--data-dir", str(source))
+    assert exported.returncode == 0, exported.stderr
+    export_file = tmp_path / "dana.ndjson"
+    export_file.write_text(exported.stdout, encoding="utf-8")
+
+    # When it is imported into another data directory, twice
+    first = _memwrite(
+        "import", str(export_file), "--user", "dana", "--json", "--data-dir", str(target)
+    )
+    again = _memwrite(
+        "import", "-", "--user", "dana", "--json", "--data-dir", str(target), stdin=exported.stdout
+    )
+
+    # Then the second store exports the same lines, and the repeat wrote nothing
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["imported"]["memories"] == 2
+    assert set(json.loads(again.stdout)["imported"].values()) == {0}
+    moved = _memwrite("export", "--user", "dana", "--data-dir", str(target))
+    assert moved.stdout == exported.stdout
+    # And a bad line is refused with its line number, nothing written
+    bad = exported.stdout.replace('"kind":"memory"', '"kind":"spell"', 1)
+    refused = _memwrite(
+        "import", "-", "--user", "bob", "--json", "--data-dir", str(target), stdin=bad
+    )
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["error"] == "invalid_request"

@@ -35,12 +35,13 @@ from memwrite.adapters.sqlite.ledger import (
     SqliteTurnLedger,
 )
 from memwrite.adapters.sqlite.outbox import SqliteOutbox
+from memwrite.adapters.sqlite.portability import SqlitePortability
 from memwrite.adapters.sqlite.queue import SqliteTurnQueue
 from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite.store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
 from memwrite.config import TenantOverrides
-from memwrite.entities import Entity, EntityKind
+from memwrite.entities import Entity, EntityKind, VersionedEntity
 from memwrite.entity_facts import FactObservation
 from memwrite.errors import (
     InvalidQuery,
@@ -53,6 +54,7 @@ from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
 from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
+from memwrite.portability import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.ports import (
     EntityStore,
     MemoryReader,
@@ -68,6 +70,7 @@ from memwrite.ports import (
     TurnLedger,
     TurnQueue,
     UserEraser,
+    UserPortability,
 )
 from memwrite.reasons import TooShort
 from memwrite.store import (
@@ -105,6 +108,7 @@ class Ports:
     eraser: UserEraser
     rollbacks: TraceRollback
     tenant_settings: TenantSettingsStore
+    portability: UserPortability
     # A fresh, empty queue: both ends of it.
     new_queue: Callable[[], tuple[TurnQueue, TurnConsumer]]
 
@@ -142,6 +146,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
         eraser=query.eraser,
         rollbacks=query_api.rollback.rollbacks,
         tenant_settings=_written(query_api.configs.store),
+        portability=query_api.portability,
         new_queue=new_queue,
     )
 
@@ -171,6 +176,7 @@ def _sqlite_ports(directory: Path) -> Ports:
         eraser=SqliteUserEraser(database),
         rollbacks=SqliteTraceRollback(database),
         tenant_settings=SqliteTenantSettingsStore(database),
+        portability=SqlitePortability(database),
         new_queue=new_queue,
     )
 
@@ -1130,3 +1136,56 @@ def test_tenant_settings_are_replaced_whole_and_read_per_tenant(ports: Ports) ->
     ports.tenant_settings.put(tenant, second, "2026-03-02T09:01:00+00:00")
     # Then nothing of the first remains
     assert ports.tenant_settings.get(tenant) == second
+
+
+# --- UserPortability ----------------------------------------------------------------------
+
+
+def test_restore_writes_a_unit_whole_at_its_revs_and_snapshot_reads_it_back(ports: Ports) -> None:
+    # Given a chain (Paris superseded by Lisbon) with its row, an entity and retrievals
+    user = fresh("user")
+    paris, lisbon = memory(user, "Paris"), memory(user, "Lisbon")
+    paris = paris.model_copy(update={"superseded_by": lisbon.memory_id, "valid_until": T0})
+    row = fact_row(paris, lisbon, version=2)
+    entity = Entity.create("acme", user, "Priya", kind=EntityKind.PERSON, at=T0)
+    unit = RestoreUnit(
+        tenant="acme",
+        user_id=user,
+        entities=[VersionedEntity(entity, 3)],
+        fact_rows=[StoredFactRow("e-user#lives_in", row.facts, row.version)],
+        memories=[
+            StoredMemory(paris, 1),
+            StoredMemory(lisbon, 4, access_count=2, last_accessed=T0),
+        ],
+    )
+
+    # When it is restored
+    ports.portability.restore(unit)
+
+    # Then a snapshot gives back every item, at its rev or version, with the counters
+    snapshot = ports.portability.snapshot("acme", user)
+    assert snapshot.entities == [VersionedEntity(entity, 3)]
+    assert snapshot.fact_rows == unit.fact_rows
+    assert sorted(snapshot.memories, key=lambda m: m.rev) == unit.memories
+    # And stage 7 gets one outbox row per memory at its rev (Paris: to be removed)
+    rows = {(c.memory_id, c.rev) for c in ports.outbox.pending(1000) if c.user_id == user}
+    assert rows == {(paris.memory_id, 1), (lisbon.memory_id, 4)}
+    assert ports.store.get_memories("acme", user, [lisbon.memory_id])[lisbon.memory_id].rev == 4
+
+
+def test_restore_of_a_unit_with_one_present_item_writes_nothing(ports: Ports) -> None:
+    # Given a user with one memory
+    user = fresh("user")
+    berlin, rome = memory(user, "Berlin"), memory(user, "Rome")
+    ports.portability.restore(RestoreUnit("acme", user, memories=[StoredMemory(berlin, 1)]))
+
+    # When a unit holding it and a new one is restored
+    with pytest.raises(WriteConflict):
+        ports.portability.restore(
+            RestoreUnit("acme", user, memories=[StoredMemory(rome, 1), StoredMemory(berlin, 1)])
+        )
+
+    # Then the new one was not written either
+    snapshot = ports.portability.snapshot("acme", user)
+    assert [m.memory.memory_id for m in snapshot.memories] == [berlin.memory_id]
+    assert ports.portability.snapshot("acme", fresh("user")) == UserSnapshot()

@@ -23,7 +23,7 @@ HTTP_TIMEOUT_SECS = 10
 @dataclass(frozen=True)
 class Reply:
     status: int
-    body: Any  # the JSON answer (every answer of the API is JSON)
+    body: Any  # the JSON answer (the export: its JSON lines, as text)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,10 @@ class Served:
         try:
             connection.request(method, path, body=raw, headers=sent)
             response = connection.getresponse()
-            return Reply(response.status, json.loads(response.read() or b"null"))
+            payload = response.read()
+            if response.getheader("Content-Type") == "application/x-ndjson":
+                return Reply(response.status, payload.decode())  # an export's JSON lines
+            return Reply(response.status, json.loads(payload or b"null"))
         finally:
             connection.close()
 

@@ -177,6 +177,29 @@ def replay_user(served: Served, a: TenantA) -> None:
     assert (reply.body["traces"], reply.body["totals"]["traces"]) == ([], 0)
 
 
+def export_user(served: Served, a: TenantA) -> None:
+    # B's export of A's user id is B's own (empty) user: the header line only
+    reply = served.request("GET", f"/v1/users/{USER}/export", api_key=B)
+    assert reply.status == 200
+    [header] = [json.loads(line) for line in reply.body.splitlines()]
+    assert header["kind"] == "header" and header["tenant"] != a_tenant(served)
+
+
+def a_tenant(served: Served) -> str:
+    export = served.request("GET", f"/v1/users/{USER}/export", api_key=A).body
+    tenant: str = json.loads(export.splitlines()[0])["tenant"]
+    return tenant
+
+
+def import_user(served: Served, a: TenantA) -> None:
+    # A's own export, sent by B: refused (another tenant's data), nothing written anywhere
+    export = served.request("GET", f"/v1/users/{USER}/export", api_key=A).body
+    ndjson = {"Content-Type": "application/x-ndjson"}
+    reply = served.request("POST", f"/v1/users/{USER}/import", export.encode(), B, ndjson)
+    assert reply.status == 400
+    assert reply.body["errors"][0]["field"] == "header.tenant"
+
+
 def list_episodes(served: Served, a: TenantA) -> None:
     reply = served.request("GET", f"/v1/users/{USER}/episodes?limit=100", api_key=B)
     assert reply.status == 200
@@ -209,6 +232,8 @@ def put_settings(served: Served, a: TenantA) -> None:
 ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("GET", "/v1/settings"): read_settings,
     ("PUT", "/v1/settings"): put_settings,
+    ("GET", "/v1/users/{user_id}/export"): export_user,
+    ("POST", "/v1/users/{user_id}/import"): import_user,
     ("GET", "/v1/traces/{trace_id}"): read_trace,
     ("POST", "/v1/traces/{trace_id}/replay"): replay_trace,
     ("POST", "/v1/traces/{trace_id}/rollback"): rollback_trace,

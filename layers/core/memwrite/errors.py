@@ -18,6 +18,8 @@ __all__ = [
     "EmbedderUnavailable",
     "ExtractionFailed",
     "IdempotencyKeyReused",
+    "ImportConflict",
+    "ImportRejected",
     "IndexUnavailable",
     "IngestLimitExceeded",
     "InvalidQuery",
@@ -234,3 +236,27 @@ class RollbackRefused(PermanentError):
 
 class TraceWithoutInputs(PermanentError):
     """The trace was recorded before traces kept their inputs: there is nothing to replay."""
+
+
+class ImportRejected(PermanentError):
+    """A line of an import (`POST /v1/users/{user_id}/import`) is not what an export writes:
+    `line` (1-based) and `field` (dotted, inside the line's JSON) name the fault. Nothing of
+    the import was written."""
+
+    def __init__(self, line: int, field: str, message: str) -> None:
+        super().__init__(f"line {line}: {field}: {message}")
+        self.line = line
+        self.field = field
+        self.message = message
+
+
+class ImportConflict(PermanentError):
+    """An imported item exists already with other content (the user wrote since the export):
+    `line` names the first such line, `item_id` the item. Nothing of the import was written,
+    unless a write raced the import (then the units written so far stay; a repeat after
+    resolving the conflict completes it)."""
+
+    def __init__(self, line: int, item_id: str, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.item_id = item_id

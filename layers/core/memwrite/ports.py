@@ -25,6 +25,7 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
+from memwrite.portability.records import RestoreUnit, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult
@@ -72,6 +73,7 @@ __all__ = [
     "TurnQueue",
     "UserEraser",
     "UserErasure",
+    "UserPortability",
     "VerifierCall",
 ]
 
@@ -567,6 +569,19 @@ class UserEraser(Protocol):
         """Remove every stored item of the user: memories, entity_facts, entities, outbox,
         the turns ledger and traces of their requests, session turns and spans. Idempotent.
         From its start no commit of the user's traces is accepted (`SourceErased`)."""
+
+
+class UserPortability(Protocol):
+    """One user's memories, entity_facts rows and entities as the store holds them (revs,
+    versions, retrieval counters): what export reads and import writes back, same ids."""
+
+    def snapshot(self, tenant: str, user_id: str) -> UserSnapshot:
+        """Every memory (superseded ones too), entity_facts row and entity of the user."""
+
+    def restore(self, unit: RestoreUnit) -> None:
+        """Write the unit atomically, each item at its own rev or version and only if absent
+        (else `WriteConflict`, nothing applied): memories with their counters and one outbox
+        row each (stage 7 indexes it, or removes it when inactive), rows and entities."""
 
 
 class TraceRollback(Protocol):

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         TurnLedger,
         TurnQueue,
         UserEraser,
+        UserPortability,
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.read.query import QueryDeps
@@ -233,6 +234,9 @@ class Adapters(ABC):
     @abstractmethod
     def rollbacks(self) -> TraceRollback: ...
 
+    @abstractmethod
+    def portability(self) -> UserPortability: ...
+
 
 class _DynamoAdapters(Adapters):
     """The tables and queue named in the environment (AWS, moto or any emulator)."""
@@ -337,6 +341,22 @@ class _DynamoAdapters(Adapters):
 
         return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
+    def portability(self) -> UserPortability:
+        from memwrite.adapters.aws.dynamodb_portability import (
+            DynamoPortability,
+            PortabilityTables,
+        )
+
+        env = self.env
+        tables = PortabilityTables(
+            memories=env.memories_table,
+            entity_facts=env.entity_facts_table,
+            entities=env.entities_table,
+            outbox=env.outbox_table,
+            turns=env.turns_table,
+        )
+        return DynamoPortability(self.dynamodb, tables)
+
 
 class _SqliteAdapters(Adapters):
     """The embedded mode: every store and the queue in one SQLite file under the data dir."""
@@ -413,6 +433,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 
         return SqliteTraceRollback(self.database)
+
+    def portability(self) -> UserPortability:
+        from memwrite.adapters.sqlite.portability import SqlitePortability
+
+        return SqlitePortability(self.database)
 
 
 def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
@@ -550,6 +575,7 @@ class QueryApiDeps:
     spans: SpanStore
     query: QueryDeps
     rollback: RollbackDeps
+    portability: UserPortability  # export and import
     # Built on the first replay, not at cold start: it may load the model client.
     replay: Callable[[], ReplayDeps]
     # Built on the first backfill: every pipeline stage's deps, models included.
@@ -586,6 +612,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         spans=adapters.spans,
         query=query,
         rollback=rollback,
+        portability=adapters.portability(),
         replay=cache(lambda: build_replay_deps(environ)),
         backfill=cache(lambda: build_backfill_deps(environ)),
     )

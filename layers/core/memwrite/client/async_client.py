@@ -13,11 +13,12 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from memwrite.client.calls import Call, answer_of, calls, default_headers
+from memwrite.client.calls import NDJSON, Call, answer_of, calls, default_headers, raise_for_error
 from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
 from memwrite.client.models import (
     BatchReplay,
     ErasureReport,
+    ImportReport,
     IngestAck,
     Memory,
     MemoryDetail,
@@ -82,7 +83,12 @@ class AsyncMemwriteClient:
         while True:
             try:
                 response = await self._http.request(
-                    call.method, call.path, json=call.json, params=call.params, headers=call.headers
+                    call.method,
+                    call.path,
+                    json=call.json,
+                    content=call.content,
+                    params=call.params,
+                    headers=call.headers,
                 )
             except httpx.TransportError as exc:
                 if attempt + 1 >= self.retry.attempts or not self.retry.retries_error(
@@ -237,6 +243,16 @@ class AsyncMemwriteClient:
     async def erase_user(self, user_id: str) -> ErasureReport:
         """Erase everything of a user, index included."""
         return await self.send(calls.erase_user(user_id))
+
+    async def export_user(self, user_id: str) -> str:
+        """The user's export: JSON lines (`import_user` takes them back)."""
+        response = await self._http.get(calls.export_path(user_id), headers={"Accept": NDJSON})
+        raise_for_error(response)
+        return response.text
+
+    async def import_user(self, user_id: str, lines: str) -> ImportReport:
+        """Restore an export of the user, same ids; a repeat changes nothing."""
+        return await self.send(calls.import_user(user_id, lines))
 
     async def openapi(self) -> dict[str, Any]:
         """The API's OpenAPI document."""

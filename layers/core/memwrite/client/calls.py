@@ -18,6 +18,7 @@ from memwrite.client.errors import error_for
 from memwrite.client.models import (
     BatchReplay,
     ErasureReport,
+    ImportReport,
     IngestAck,
     MemoryDetail,
     MemoryPage,
@@ -39,10 +40,12 @@ __all__ = [
     "answer_of",
     "calls",
     "default_headers",
+    "raise_for_error",
 ]
 
 API_KEY_HEADER = "x-api-key"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+NDJSON = "application/x-ndjson"
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -58,6 +61,7 @@ class Call(Generic[T]):
     params: dict[str, str | int] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     repeatable: bool = True
+    content: str | None = None  # a body that is not JSON (the import's JSON lines)
 
 
 def default_headers(api_key: str | None) -> dict[str, str]:
@@ -219,8 +223,32 @@ class _Calls:
         # Repeatable: the whole document replaces the stored one, twice as once.
         return Call("PUT", "/v1/settings", TenantSettings, dict(settings))
 
+    @staticmethod
+    def import_user(user_id: str, lines: str) -> Call[ImportReport]:
+        # Repeatable: a repeated import writes nothing more.
+        path = f"/v1/users/{_segment(user_id)}/import"
+        headers = {"Content-Type": NDJSON}
+        return Call("POST", path, ImportReport, headers=headers, content=lines)
+
+    @staticmethod
+    def export_path(user_id: str) -> str:
+        return f"/v1/users/{_segment(user_id)}/export"
+
 
 calls = _Calls()
+
+
+def raise_for_error(response: httpx.Response) -> None:
+    """The typed exception of an error answer; nothing for a success."""
+    if response.is_success:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text[:500]}
+    raise error_for(
+        response.status_code, body, parse_retry_after(response.headers.get("Retry-After"))
+    )
 
 
 def answer_of(call: Call[T], response: httpx.Response) -> T:

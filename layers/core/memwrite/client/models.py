@@ -17,6 +17,7 @@ __all__ = [
     "BatchReplay",
     "ErasureReport",
     "FieldError",
+    "ImportReport",
     "IngestAck",
     "Memory",
     "MemoryDetail",
@@ -252,6 +253,14 @@ class ErasureReport(_Answer):
     user_id: str
     erased: bool
     removed: dict[str, int]
+
+
+class ImportReport(_Answer):
+    """`POST /v1/users/{user_id}/import`: items written, and items found there already."""
+
+    user_id: str
+    imported: dict[str, int]
+    unchanged: dict[str, int]
 
 
 class RunSummary(_Answer):

@@ -11,11 +11,12 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from memwrite.client.calls import Call, answer_of, calls, default_headers
+from memwrite.client.calls import NDJSON, Call, answer_of, calls, default_headers, raise_for_error
 from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
 from memwrite.client.models import (
     BatchReplay,
     ErasureReport,
+    ImportReport,
     IngestAck,
     Memory,
     MemoryDetail,
@@ -82,7 +83,12 @@ class MemwriteClient:
         while True:
             try:
                 response = self._http.request(
-                    call.method, call.path, json=call.json, params=call.params, headers=call.headers
+                    call.method,
+                    call.path,
+                    json=call.json,
+                    content=call.content,
+                    params=call.params,
+                    headers=call.headers,
                 )
             except httpx.TransportError as exc:
                 if attempt + 1 >= self.retry.attempts or not self.retry.retries_error(
@@ -235,6 +241,16 @@ class MemwriteClient:
     def erase_user(self, user_id: str) -> ErasureReport:
         """Erase everything of a user, index included."""
         return self.send(calls.erase_user(user_id))
+
+    def export_user(self, user_id: str) -> str:
+        """The user's export: JSON lines (`import_user` takes them back)."""
+        response = self._http.get(calls.export_path(user_id), headers={"Accept": NDJSON})
+        raise_for_error(response)
+        return response.text
+
+    def import_user(self, user_id: str, lines: str) -> ImportReport:
+        """Restore an export of the user, same ids; a repeat changes nothing."""
+        return self.send(calls.import_user(user_id, lines))
 
     def openapi(self) -> dict[str, Any]:
         """The API's OpenAPI document."""

@@ -1,0 +1,26 @@
+"""The change feed: events derived from the outbox, and their signed webhook delivery."""
+
+from memwrite.feed.events import ChangeEvent, EventType, event_for_change, user_erased_event
+from memwrite.feed.webhooks import (
+    EVENT_ID_HEADER,
+    SIGNATURE_HEADER,
+    DeliveryAttempt,
+    Webhook,
+    WebhookDelivery,
+    deliver,
+    sign,
+)
+
+__all__ = [
+    "EVENT_ID_HEADER",
+    "SIGNATURE_HEADER",
+    "ChangeEvent",
+    "DeliveryAttempt",
+    "EventType",
+    "Webhook",
+    "WebhookDelivery",
+    "deliver",
+    "event_for_change",
+    "sign",
+    "user_erased_event",
+]

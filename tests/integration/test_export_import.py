@@ -1,0 +1,195 @@
+"""Export and import through the real handlers, on both backends (moto and the embedded
+SQLite): export -> erase -> import gives back the same store and the same export, a repeated
+import changes nothing, and bad input is a 400 naming the line and the field, with nothing
+written."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+import functions.query.handler as query_handler
+from tests.integration.conftest import Local, MakeLocal
+from tests.reliability.final_state import FinalState, final_state
+
+USER = "dana"
+NDJSON = {"Content-Type": "application/x-ndjson"}
+TURNS = [
+    {"role": "user", "content": "I live in Berlin.", "timestamp": "2025-01-05T10:00:00Z"},
+    {
+        "role": "user",
+        "content": "My sister Priya works at SAP.",
+        "timestamp": "2025-01-05T10:01:00Z",
+    },
+    {"role": "user", "content": "I am allergic to peanuts.", "timestamp": "2025-01-05T10:02:00Z"},
+    {"role": "user", "content": "I moved to Lisbon.", "timestamp": "2025-06-01T09:00:00Z"},
+]
+
+
+@pytest.fixture(params=["moto", "sqlite"])
+def local(make_local: MakeLocal, request: pytest.FixtureRequest) -> Local:
+    return make_local(backend=str(request.param))
+
+
+def ingest(local: Local, turns: list[dict[str, Any]], user: str = USER) -> None:
+    body = {"session_id": "s-1", "user_id": user, "turns": turns}
+    assert local.post_turns(body).status == 202
+    report = local.runner.drain()
+    assert report.failed == {} and report.index_failed == {}
+
+
+def export(local: Local, user: str = USER) -> str:
+    result = local.runner.call("GET", f"/v1/users/{user}/export")
+    assert result.status == 200, result.body
+    assert result.headers["Content-Type"] == "application/x-ndjson"
+    return result.text
+
+
+def import_(local: Local, text: str, user: str = USER) -> Any:
+    return local.runner.call("POST", f"/v1/users/{user}/import", text, headers=NDJSON)
+
+
+def user_tables(state: FinalState) -> FinalState:
+    """The tables an export holds (and the retrieval counters, and the search index)."""
+    kept = {"memories", "entity_facts", "entities", "memory_access"}
+    tables = {name: rows for name, rows in state.items() if name in kept}
+    for name, rows in state.items():
+        if name.startswith("index."):
+            # A user's partition (slot, and its full-text table `fts_<slot>`) is numbered by
+            # the index itself: a user indexed anew gets a new number, the same documents.
+            merged = re.sub(r"_\d+$", "", name)
+            documents = [json.dumps(_without_slot(json.loads(row))) for row in rows]
+            tables[merged] = sorted([*tables.get(merged, []), *documents])
+    if "turns" in state:  # DynamoDB: the counters live in the turns table
+        tables["access"] = [row for row in state["turns"] if '"ACCESS#' in row]
+    return tables
+
+
+def _without_slot(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in row.items() if key != "slot"}
+
+
+def test_export_erase_import_round_trips_exactly(local: Local) -> None:
+    # Given a user with a supersession chain, an entity with an alias, and retrievals
+    ingest(local, TURNS)
+    ingest(local, [TURNS[2]], user="someone-else")
+    found = local.runner.call("POST", "/v1/search", {"user_id": USER, "query": "peanuts"})
+    assert found.status == 200 and found.body["results"]
+    # The retrieval counters are written on the query handler's background thread: settled.
+    query_handler.ACCESS_UPDATES.submit(lambda: None).result()
+    before = user_tables(final_state(local))
+    exported = export(local)
+    lines = [json.loads(line) for line in exported.splitlines()]
+    assert lines[0] == {
+        "kind": "header",
+        "format": "memwrite.export.v1",
+        "tenant": local.tenant,
+        "user_id": USER,
+    }
+    kinds = {line["kind"] for line in lines}
+    assert kinds == {"header", "entity", "entity_fact", "memory"}
+    assert any(line.get("access_count") for line in lines if line["kind"] == "memory")
+    superseded = [m for m in lines if m["kind"] == "memory" and m["memory"]["superseded_by"]]
+    assert superseded, "the Berlin -> Lisbon chain is in the export"
+
+    # When the user is erased, then the export imported
+    assert local.runner.call("DELETE", f"/v1/users/{USER}/memories").status == 200
+    assert export(local).count("\n") == 1  # the header only
+    imported = import_(local, exported)
+    report = local.runner.drain()
+
+    # Then the store is what it was, the index included, and so is the export
+    assert imported.status == 200, imported.body
+    assert imported.body["imported"]["memories"] == len(lines) - 1 - sum(
+        1 for line in lines if line["kind"] in {"entity", "entity_fact"}
+    )
+    assert report.index_failed == {}
+    assert export(local) == exported
+    assert user_tables(final_state(local)) == before
+    # And the restored memories are searchable, the superseded one not
+    lisbon = local.runner.call("POST", "/v1/search", {"user_id": USER, "query": "Lisbon"})
+    assert [hit["text"] for hit in lisbon.body["results"]][:1] == ["The user lives in Lisbon."]
+    berlin = local.runner.call("POST", "/v1/search", {"user_id": USER, "query": "Berlin"})
+    assert "The user lives in Berlin." not in [hit["text"] for hit in berlin.body["results"]]
+
+    # And importing it again changes nothing
+    query_handler.ACCESS_UPDATES.submit(lambda: None).result()
+    state = final_state(local)
+    again = import_(local, exported)
+    assert again.status == 200
+    assert set(again.body["imported"].values()) == {0}
+    assert final_state(local) == state
+
+
+def _replace_line(text: str, index: int, line: dict[str, Any] | str) -> str:
+    lines = text.splitlines()
+    lines[index] = line if isinstance(line, str) else json.dumps(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_bad_input_is_a_400_naming_line_and_field_and_writes_nothing(local: Local) -> None:
+    # Given an export of a user, then the user erased
+    ingest(local, TURNS)
+    exported = export(local)
+    lines = [json.loads(line) for line in exported.splitlines()]
+    memory_at = next(i for i, line in enumerate(lines) if line["kind"] == "memory")
+    chained = next(
+        i
+        for i, line in enumerate(lines)
+        if line["kind"] == "memory" and line["memory"]["superseded_by"]
+    )
+    local.runner.call("DELETE", f"/v1/users/{USER}/memories")
+    empty = final_state(local)
+
+    bad_confidence = json.loads(json.dumps(lines[memory_at]))
+    bad_confidence["memory"]["confidence"] = "very"
+    broken_chain = json.loads(json.dumps(lines[chained]))
+    broken_chain["memory"]["superseded_by"] = "0" * 32
+    other_user = json.loads(json.dumps(lines[memory_at]))
+    other_user["memory"]["user_id"] = "mallory"
+    cases = [
+        (_replace_line(exported, memory_at, "{not json"), memory_at + 1, "line"),
+        (_replace_line(exported, memory_at, bad_confidence), memory_at + 1, "memory.confidence"),
+        (_replace_line(exported, memory_at, {"kind": "spell"}), memory_at + 1, "kind"),
+        (_replace_line(exported, chained, broken_chain), chained + 1, "memory.superseded_by"),
+        (_replace_line(exported, memory_at, other_user), memory_at + 1, "memory.user_id"),
+        ("\n".join(exported.splitlines()[1:]) + "\n", 1, "kind"),  # no header
+        (exported + exported.splitlines()[memory_at] + "\n", len(lines) + 1, "memory.memory_id"),
+        ("", 1, "line"),
+    ]
+    for body, line, field in cases:
+        # When the import is sent
+        result = import_(local, body)
+        # Then a 400 names the line and the field, and nothing was written
+        assert result.status == 400, (field, result.body)
+        assert (result.body["line"], result.body["errors"][0]["field"]) == (line, field)
+        assert final_state(local) == empty, field
+    # And a body of another media type is a 415
+    wrong = local.runner.call("POST", f"/v1/users/{USER}/import", exported)
+    assert wrong.status == 415
+    # And another user's export goes to nobody else
+    to_other = import_(local, exported, user="someone-else")
+    assert (to_other.status, to_other.body["errors"][0]["field"]) == (400, "header.user_id")
+
+
+def test_import_over_a_changed_store_is_a_409_and_writes_nothing(local: Local) -> None:
+    # Given an export, then a new move over the exported chain (the same fact row changes)
+    ingest(local, TURNS[:1])
+    exported = export(local)
+    local.runner.call("DELETE", f"/v1/users/{USER}/memories")
+    ingest(
+        local,
+        [{"role": "user", "content": "I live in Paris.", "timestamp": "2025-02-01T09:00:00Z"}],
+    )
+    state = final_state(local)
+
+    # When the old export is imported
+    result = import_(local, exported)
+
+    # Then it is refused, naming the line, and nothing changed
+    assert result.status == 409, result.body
+    assert result.body["error"] == "import_conflict"
+    assert final_state(local) == state

@@ -1,0 +1,147 @@
+"""The change feed's pieces: events from outbox rows, and signed webhook delivery to a real
+HTTP receiver on 127.0.0.1 (loopback only) that checks every signature, fails on purpose and
+counts what it got."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from memwrite.feed import (
+    EVENT_ID_HEADER,
+    SIGNATURE_HEADER,
+    EventType,
+    Webhook,
+    deliver,
+    event_for_change,
+)
+from memwrite.payloads import OutboxChange
+
+SECRET = "s3cret-of-sixteen-chars"
+AT = datetime(2025, 6, 1, 9, 0, tzinfo=UTC)
+
+
+class Receiver(ThreadingHTTPServer):
+    """Answers `fail_first` requests with a 500, then 204; keeps every body it accepted."""
+
+    def __init__(self, fail_first: int) -> None:
+        self.fail_first = fail_first
+        self.seen = 0
+        self.accepted: list[dict[str, Any]] = []
+        self.bad_signatures = 0
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, self.headers[SIGNATURE_HEADER]):
+            self.server.bad_signatures += 1
+            self.send_response(401)
+        else:
+            self.server.seen += 1
+            if self.server.seen <= self.server.fail_first:
+                self.send_response(500)
+            else:
+                event = json.loads(body)
+                assert event["event_id"] == self.headers[EVENT_ID_HEADER]
+                self.server.accepted.append(event)
+                self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver(request: pytest.FixtureRequest) -> Iterator[Receiver]:
+    server = Receiver(getattr(request, "param", 0))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def hook(server: Receiver, events: list[EventType] | None = None) -> Webhook:
+    host, port = server.server_address[:2]
+    return Webhook(
+        url=f"http://{host}:{port}/hook", secret=SECRET, events=events or list(EventType)
+    )
+
+
+def change(rev: int = 1) -> OutboxChange:
+    return OutboxChange(tenant="acme", user_id="dana", memory_id="m" * 32, rev=rev, trace_id="t")
+
+
+def test_an_outbox_row_is_one_event_with_an_id_of_the_row() -> None:
+    # Given a row seen twice, and a later rev of the same memory
+    first, again, later = (
+        event_for_change(change(), None, AT),
+        event_for_change(change(), None, AT),
+        event_for_change(change(2), None, AT),
+    )
+    # Then the same row is the same event id, another rev another one; a gone memory is erased
+    assert first.event_id == again.event_id != later.event_id
+    assert first.type is EventType.MEMORY_ERASED
+
+
+@pytest.mark.parametrize("receiver", [2], indirect=True)
+def test_a_failing_receiver_gets_the_event_after_retries_signed_once_accepted(
+    receiver: Receiver,
+) -> None:
+    # Given a receiver that answers 500 twice
+    event = event_for_change(change(), None, AT)
+    waits: list[float] = []
+
+    # When the event is delivered
+    with httpx.Client() as client:
+        [result] = deliver(event, [hook(receiver)], client, sleep=waits.append)
+
+    # Then it arrived on the third attempt, every attempt recorded, waits growing within bounds
+    assert result.delivered
+    assert [a.status for a in result.attempts] == [500, 500, 204]
+    assert [a.attempt for a in result.attempts] == [1, 2, 3]
+    assert len(waits) == 2 and waits[0] <= 0.5 and waits[1] <= 1.0
+    assert [e["event_id"] for e in receiver.accepted] == [event.event_id]
+    assert receiver.bad_signatures == 0
+
+
+@pytest.mark.parametrize("receiver", [10], indirect=True)
+def test_a_delivery_that_keeps_failing_is_reported_undelivered_not_lost(receiver: Receiver) -> None:
+    event = event_for_change(change(), None, AT)
+    with httpx.Client() as client:
+        [result] = deliver(event, [hook(receiver)], client, attempts=3, sleep=lambda _: None)
+    # Then the caller learns it was not delivered (and keeps the row pending)
+    assert not result.delivered and len(result.attempts) == 3
+    assert receiver.accepted == []
+
+
+def test_a_wrong_secret_is_refused_and_only_subscribed_events_are_sent(receiver: Receiver) -> None:
+    event = event_for_change(change(), None, AT)
+    wrong = hook(receiver).model_copy(update={"secret": "another-secret-value"})
+    with httpx.Client() as client:
+        [refused] = deliver(event, [wrong], client, sleep=lambda _: None)
+        unsubscribed = deliver(event, [hook(receiver, [EventType.USER_ERASED])], client)
+    assert not refused.delivered and [a.status for a in refused.attempts] == [401]
+    assert unsubscribed == []
+    assert receiver.bad_signatures == 1
+
+
+def test_webhooks_are_https_except_to_loopback() -> None:
+    with pytest.raises(ValueError, match="HTTPS"):
+        Webhook(url="http://example.com/hook", secret=SECRET, events=[EventType.MEMORY_CREATED])
+    Webhook(url="https://example.com/hook", secret=SECRET, events=[EventType.MEMORY_CREATED])
