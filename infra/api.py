@@ -23,6 +23,7 @@ QUERY_ROUTES = (
     ("POST", "/v1/traces/{trace_id}/rollback"),
     ("POST", "/v1/search"),
     ("GET", "/v1/memories/{memory_id}"),
+    ("PATCH", "/v1/memories/{memory_id}"),
     ("GET", "/v1/memories/{memory_id}/traces"),
     ("GET", "/v1/users/{user_id}/memories"),
     ("DELETE", "/v1/users/{user_id}/memories"),

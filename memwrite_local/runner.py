@@ -57,6 +57,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),
     ("POST", "/v1/search", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
+    ("PATCH", "/v1/memories/{memory_id}", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
     ("GET", "/v1/users/{user_id}/memories", "functions.query.handler"),
     ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),

@@ -222,3 +222,24 @@ def test_tenant_settings_steer_what_is_remembered_through_serve(serve: ServeProc
         assert refused.value.errors[0].field.startswith("extraction.instructions")
         assert mw.settings().extraction == stored.extraction
         mw.put_settings({})
+
+
+def test_pin_and_expire_a_memory_through_serve(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        mw.wait(mw.add(user_id=dana, session_id="s-1", turns=TURNS).trace_id, timeout=30)
+        memory = next(iter(mw.memories(dana)))
+        # When the memory is pinned, then given an expiry in the past
+        pinned = mw.patch_memory(memory.memory_id, pinned=True)
+        expired = mw.patch_memory(memory.memory_id, expires_at="2020-01-01T00:00:00Z")
+        # Then both show, it leaves the list and stays readable by id
+        assert pinned.pinned and pinned.expires_at is None
+        assert expired.pinned and expired.expires_at is not None
+        assert memory.memory_id not in {m.memory_id for m in mw.memories(dana)}
+        assert mw.get_memory(memory.memory_id).expires_at == expired.expires_at
+        # And a bad field is a 400 naming it; an unknown memory a 404
+        with pytest.raises(InvalidRequest) as invalid:
+            mw.patch_memory(memory.memory_id, pinned="often")  # type: ignore[arg-type]
+        assert "pinned" in str(invalid.value.errors)
+        with pytest.raises(NotFound):
+            mw.patch_memory("0" * 32, pinned=True)

@@ -122,6 +122,15 @@ def read_memory(served: Served, a: TenantA) -> None:
         )
 
 
+def patch_memory(served: Served, a: TenantA) -> None:
+    # A's memory pinned or expired by B: B cannot tell it from a memory that does not exist
+    body = {"pinned": True, "expires_at": "2020-01-01T00:00:00Z"}
+    unknown = served.request("PATCH", f"/v1/memories/{UNKNOWN_ID}", body, B)
+    for memory_id in [wrong for known in a.memory_ids for wrong in near_misses(known)]:
+        reply = served.request("PATCH", f"/v1/memories/{memory_id}", body, B)
+        same_as_unknown(reply, unknown, memory_id)
+
+
 def list_memories(served: Served, a: TenantA) -> None:
     reply = served.request("GET", f"/v1/users/{USER}/memories?limit=100", api_key=B)
     assert reply.status == 200
@@ -214,6 +223,7 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("POST", "/v1/traces/{trace_id}/rollback"): rollback_trace,
     ("GET", "/v1/memories/{memory_id}"): read_memory,
     ("GET", "/v1/memories/{memory_id}/traces"): read_memory_traces,
+    ("PATCH", "/v1/memories/{memory_id}"): patch_memory,
     ("GET", "/v1/users/{user_id}/memories"): list_memories,
     ("GET", "/v1/users/{user_id}/traces"): list_traces,
     ("POST", "/v1/users/{user_id}/replay"): replay_user,

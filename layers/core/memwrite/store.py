@@ -73,6 +73,8 @@ class Commit:
     `fact_row` is conditioned on its version. Any failed condition cancels every item. The
     source trace (`trace_id`, written by ingest before its turns were enqueued) must still
     exist: once the user is erased, a turn still in flight writes nothing (`SourceErased`).
+    A caller's own edit of a memory (`from_trace` False: a pin, an expiry) has no source trace
+    to check; the revs it read guard it against an erasure or a rollback meanwhile.
     """
 
     tenant: str
@@ -83,6 +85,7 @@ class Commit:
     fact_row: FactRow | None = None  # the new row; its version is the one read
     ledger: list[LedgerEntry] = field(default_factory=list)
     outbox: list[OutboxRow] = field(default_factory=list)
+    from_trace: bool = True
 
 
 RequestedVia = Literal["api", "cli"]

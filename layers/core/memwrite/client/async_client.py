@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -169,6 +169,16 @@ class AsyncMemwriteClient:
 
     async def get_memory(self, memory_id: str) -> MemoryDetail:
         return await self.send(calls.get_memory(memory_id))
+
+    async def patch_memory(
+        self,
+        memory_id: str,
+        *,
+        pinned: bool | EllipsisType = ...,
+        expires_at: datetime | str | EllipsisType | None = ...,
+    ) -> Memory:
+        """Pin or unpin a memory, or set (None: remove) its expiry; `...` leaves a field."""
+        return await self.send(calls.patch_memory(memory_id, pinned=pinned, expires_at=expires_at))
 
     async def memory_traces(self, memory_id: str) -> MemoryTraces:
         """The traces that stored or merged into a memory (why it exists)."""

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import EllipsisType
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -19,6 +20,7 @@ from memwrite.client.models import (
     BatchReplay,
     ErasureReport,
     IngestAck,
+    Memory,
     MemoryDetail,
     MemoryPage,
     MemoryTraces,
@@ -149,6 +151,22 @@ class _Calls:
     @staticmethod
     def get_memory(memory_id: str) -> Call[MemoryDetail]:
         return Call("GET", f"/v1/memories/{_segment(memory_id)}", MemoryDetail)
+
+    @staticmethod
+    def patch_memory(
+        memory_id: str,
+        *,
+        pinned: bool | EllipsisType = ...,
+        expires_at: datetime | str | EllipsisType | None = ...,
+    ) -> Call[Memory]:
+        # `...` leaves a field as it is; `expires_at=None` removes the expiry. Repeatable: the
+        # same patch twice leaves the memory as once.
+        body: dict[str, Any] = {}
+        if not isinstance(pinned, EllipsisType):
+            body["pinned"] = pinned
+        if not isinstance(expires_at, EllipsisType):
+            body["expires_at"] = _iso(expires_at)
+        return Call("PATCH", f"/v1/memories/{_segment(memory_id)}", Memory, body)
 
     @staticmethod
     def memory_traces(memory_id: str) -> Call[MemoryTraces]:

@@ -182,6 +182,8 @@ class Memory(_Answer):
     negated: bool = False
     corroboration: int = 1
     source_turn_id: str
+    pinned: bool = False
+    expires_at: datetime | None = None
 
 
 class SearchHit(_Answer):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -169,6 +169,16 @@ class MemwriteClient:
 
     def get_memory(self, memory_id: str) -> MemoryDetail:
         return self.send(calls.get_memory(memory_id))
+
+    def patch_memory(
+        self,
+        memory_id: str,
+        *,
+        pinned: bool | EllipsisType = ...,
+        expires_at: datetime | str | EllipsisType | None = ...,
+    ) -> Memory:
+        """Pin or unpin a memory, or set (None: remove) its expiry; `...` leaves a field."""
+        return self.send(calls.patch_memory(memory_id, pinned=pinned, expires_at=expires_at))
 
     def memory_traces(self, memory_id: str) -> MemoryTraces:
         """The traces that stored or merged into a memory (why it exists)."""
