@@ -16,7 +16,7 @@ from infra.config import ApiThrottling
 
 __all__ = ["INGEST_ROUTES", "PUBLIC_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
 
-INGEST_ROUTES = (("POST", "/v1/turns"),)
+INGEST_ROUTES = (("POST", "/v1/turns"), ("POST", "/v1/users/{user_id}/memories"))
 QUERY_ROUTES = (
     ("GET", "/v1/traces/{trace_id}"),
     ("POST", "/v1/traces/{trace_id}/replay"),

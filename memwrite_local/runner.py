@@ -52,6 +52,7 @@ VISIBILITY_TIMEOUT_SECS = 30
 # `{name}` is one path segment (infra/api.py declares the same routes).
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
+    ("POST", "/v1/users/{user_id}/memories", "functions.ingest.handler"),
     ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
     ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
     ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),

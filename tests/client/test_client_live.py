@@ -243,3 +243,20 @@ def test_pin_and_expire_a_memory_through_serve(serve: ServeProcess) -> None:
         assert "pinned" in str(invalid.value.errors)
         with pytest.raises(NotFound):
             mw.patch_memory("0" * 32, pinned=True)
+
+
+def test_direct_memories_through_serve(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        # When an agent writes a memory directly, pinned
+        memory = {"type": "fact", "attribute": "lives_in", "value": "Lisbon", "pinned": True}
+        ack = mw.add_memories(dana, [memory])
+        trace = mw.wait(ack.trace_id, timeout=30)
+        # Then it is stored as written, pinned, with no extraction call
+        assert trace.status == "complete", trace.status
+        stored = list(mw.memories(dana))
+        assert [(m.text, m.pinned) for m in stored] == [("The user lives in Lisbon.", True)]
+        # And a bad one is a 400 naming the field
+        with pytest.raises(InvalidRequest) as invalid:
+            mw.add_memories(dana, [{"type": "mood", "attribute": "a", "value": "b"}])
+        assert "memories[0].type" in str(invalid.value.errors)

@@ -108,6 +108,7 @@ def test_an_expired_memory_leaves_search_and_the_list_but_stays_readable(local: 
     [
         ({"pinned": "maybe"}, "pinned"),
         ({"pinned": None}, "pinned"),
+        ({"pinned": "yes"}, "pinned"),
         ({"expires_at": "next tuesday"}, "expires_at"),
         ({"colour": "red"}, "colour"),
     ],

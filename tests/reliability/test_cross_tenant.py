@@ -131,6 +131,14 @@ def patch_memory(served: Served, a: TenantA) -> None:
         same_as_unknown(reply, unknown, memory_id)
 
 
+def post_memories(served: Served, a: TenantA) -> None:
+    # B writing to "its" user of A's user id: B's own memory; A's user sees nothing of it
+    body = {"memories": [{"type": "fact", "attribute": "lives_in", "value": "Oslo"}]}
+    reply = served.request("POST", f"/v1/users/{USER}/memories", body, B)
+    assert reply.status == 202
+    assert reply.body["trace_id"] != a.trace_id
+
+
 def list_memories(served: Served, a: TenantA) -> None:
     reply = served.request("GET", f"/v1/users/{USER}/memories?limit=100", api_key=B)
     assert reply.status == 200
@@ -232,6 +240,7 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("POST", "/v1/search"): search,
     ("DELETE", "/v1/users/{user_id}/memories"): erase_user,
     ("POST", "/v1/turns"): post_turns,
+    ("POST", "/v1/users/{user_id}/memories"): post_memories,
 }
 
 

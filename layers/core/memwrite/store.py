@@ -151,9 +151,12 @@ class StoreItem:
     turn_id: str
     observed_at: datetime
     source: str
+    pinned: bool = False  # a direct memory written pinned
+    expires_on: datetime | None = None  # a direct memory's expiry
 
     @classmethod
     def of(cls, payload: ItemsPayload, item: PipelineItem) -> StoreItem:
+        turn = next((t for t in payload.turns if t.turn_id == item.turn_id), None)
         return cls(
             candidate=item.candidate,
             entity_id=item.entity_id,
@@ -164,6 +167,8 @@ class StoreItem:
             turn_id=item.turn_id,
             observed_at=item.observed_at,
             source=payload.source,
+            pinned=turn.pinned if turn is not None else False,
+            expires_on=turn.expires_on if turn is not None else None,
         )
 
     @property

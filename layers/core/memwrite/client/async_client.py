@@ -17,6 +17,7 @@ from memwrite.client.calls import Call, answer_of, calls, default_headers
 from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
 from memwrite.client.models import (
     BatchReplay,
+    DirectWriteAck,
     ErasureReport,
     IngestAck,
     Memory,
@@ -124,6 +125,18 @@ class AsyncMemwriteClient:
                 idempotency_key=idempotency_key,
             )
         )
+
+    async def add_memories(
+        self,
+        user_id: str,
+        memories: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> DirectWriteAck:
+        """Write memories as they are (`type`, `attribute`, `value`, optional `entity`, `text`,
+        `observed_at`, `pinned`, `expires_at`): no extraction; poll the trace."""
+        call = calls.add_memories(user_id, memories, idempotency_key=idempotency_key)
+        return await self.send(call)
 
     async def trace(self, trace_id: str) -> Trace:
         return await self.send(calls.trace(trace_id))

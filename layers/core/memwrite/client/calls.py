@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from memwrite.client.errors import error_for
 from memwrite.client.models import (
     BatchReplay,
+    DirectWriteAck,
     ErasureReport,
     IngestAck,
     Memory,
@@ -115,6 +116,22 @@ class _Calls:
         # One key per logical call, kept across its retries: the server writes once.
         key = idempotency_key or str(uuid.uuid4())
         return Call("POST", "/v1/turns", IngestAck, body, headers={IDEMPOTENCY_HEADER: key})
+
+    @staticmethod
+    def add_memories(
+        user_id: str,
+        memories: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Call[DirectWriteAck]:
+        body = {"memories": [_dropping_none({**m}) for m in memories]}
+        for memory in body["memories"]:
+            for name in ("observed_at", "expires_at"):
+                if name in memory:
+                    memory[name] = _iso(memory[name])
+        key = idempotency_key or str(uuid.uuid4())
+        path = f"/v1/users/{_segment(user_id)}/memories"
+        return Call("POST", path, DirectWriteAck, body, headers={IDEMPOTENCY_HEADER: key})
 
     @staticmethod
     def trace(trace_id: str) -> Call[Trace]:

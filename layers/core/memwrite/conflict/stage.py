@@ -47,6 +47,7 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
             update={
                 "observed_at": max(prior.observed_at, item.observed_at),
                 "direct": prior.direct or direct,
+                "pinned": prior.pinned or item.pinned,
             }
         )
     else:
@@ -57,6 +58,7 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
             negated=negated,
             observed_at=item.observed_at,
             direct=direct,
+            pinned=item.pinned,
         )
     stateful = candidate.predicate_is_stateful
     before = derive(row.facts, stateful=stateful)

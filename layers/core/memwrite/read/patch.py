@@ -21,14 +21,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
 from memwrite.entity_facts import derive, memory_fact_key
 from memwrite.errors import UnknownMemory, WriteConflict
 from memwrite.memory import MemoryUnit
-from memwrite.persist.stage import apply_state
+from memwrite.persist.stage import EXPIRED_RETENTION_DAYS, apply_state
 from memwrite.ports import MemoryReader, MemoryStore
 from memwrite.store import Commit, FactRow, OutboxOp, OutboxRow
 
@@ -40,8 +47,6 @@ __all__ = [
     "patch_memory",
 ]
 
-# How long an expired memory stays in history before the store's TTL deletes it.
-EXPIRED_RETENTION_DAYS = 30
 MAX_PATCH_ATTEMPTS = 5
 
 
@@ -50,7 +55,7 @@ class MemoryPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pinned: bool = Field(
+    pinned: StrictBool = Field(
         default=False,
         description="True: only a direct write or an explicit correction replaces the memory; "
         "an inferred one is kept beside it as challenged.",
