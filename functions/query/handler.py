@@ -33,8 +33,8 @@ from functions.api_common import (
     tenant_of,
 )
 from memwrite.config import TenantOverrides
+from memwrite.episode import EpisodeStatus
 from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
-from memwrite.episodes.model import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.read.patch import EXPIRED_RETENTION_DAYS, MemoryPatch, PatchDeps, patch_memory
 from memwrite.read.query import (

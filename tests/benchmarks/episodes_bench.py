@@ -26,7 +26,7 @@ import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
-from memwrite.episodes import Episode
+from memwrite.episode import Episode
 from memwrite.index import DocKind, IndexFilter, MemoryDoc
 from memwrite.memory import Tier
 from memwrite.models import QueuedTurn, Role, Source

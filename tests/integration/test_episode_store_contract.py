@@ -16,7 +16,7 @@ from memwrite.adapters.sqlite.episodes import SqliteEpisodeStore
 from memwrite.adapters.sqlite.erase import SqliteUserEraser
 from memwrite.adapters.sqlite.ledger import SqliteSessionLog, SqliteTurnLedger
 from memwrite.adapters.sqlite.outbox import SqliteOutbox
-from memwrite.episodes import Episode, EpisodeStatus, episode_doc_id
+from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import InvalidQuery, SourceErased
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import EpisodeStore, Outbox, SessionLog, TraceRecord, TurnLedger, UserEraser

@@ -15,7 +15,7 @@ from memwrite.adapters.in_memory import (
     InMemoryTurnLedger,
 )
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
-from memwrite.episodes import EpisodeStatus
+from memwrite.episode import EpisodeStatus
 from memwrite.errors import ExtractionFailed, MalformedLlmOutput
 from memwrite.extract.stage import ExtractDeps, run
 from memwrite.models import QueuedTurn, Role, Source, SpanResult

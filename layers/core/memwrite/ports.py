@@ -20,7 +20,7 @@ import numpy.typing as npt
 from memwrite.candidate import Candidate
 from memwrite.config import Settings, TenantOverrides
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.episodes.model import Episode, EpisodePage, EpisodeStatus
+from memwrite.episode import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput

@@ -18,7 +18,7 @@ from memwrite.adapters.page_cursor import (
 )
 from memwrite.config import TenantOverrides
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.episodes.model import Episode
+from memwrite.episode import Episode
 from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import EnqueueResult, TracePage, TraceRecord

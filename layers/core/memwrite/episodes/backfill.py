@@ -23,7 +23,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from memwrite.config import PipelineConfig
-from memwrite.episodes.model import Episode, EpisodeStatus
+from memwrite.episode import Episode, EpisodeStatus
 from memwrite.errors import InvalidQuery, MemwriteError, ModelRequired, UnknownUser
 from memwrite.ids import new_trace_id
 from memwrite.models import SpanResult

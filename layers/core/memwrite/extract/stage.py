@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
 from memwrite.direct import candidate_of
-from memwrite.episodes.model import Episode, EpisodeStatus
+from memwrite.episode import Episode, EpisodeStatus
 from memwrite.errors import (
     ExtractionFailed,
     LlmRequestRejected,

@@ -32,7 +32,7 @@ import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.episodes.model import EpisodeStatus, episode_of_doc_id
+from memwrite.episode import EpisodeStatus, episode_of_doc_id
 from memwrite.errors import MemwriteError
 from memwrite.index import DocKind, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit, Tier

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from memwrite.entities import Entity, VersionedEntity
-from memwrite.episodes.model import Episode
+from memwrite.episode import Episode
 from memwrite.errors import WriteConflict
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.episodes.model import Episode, EpisodeStatus, episode_of_doc_id
+from memwrite.episode import Episode, EpisodeStatus, episode_of_doc_id
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.index import (
     BM25_STOPWORDS,

@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 
 from memwrite.config import PipelineConfig
 from memwrite.entity_facts import derive, memory_fact_key
-from memwrite.episodes.model import EpisodeStatus
+from memwrite.episode import EpisodeStatus
 from memwrite.errors import RollbackRefused, UnknownTrace, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.persist.stage import apply_state

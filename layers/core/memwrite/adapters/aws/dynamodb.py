@@ -20,7 +20,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
-from memwrite.episodes.model import Episode, episode_doc_id
+from memwrite.episode import Episode, episode_doc_id
 from memwrite.errors import ConfigError, SourceErased, StoreUnavailable
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord

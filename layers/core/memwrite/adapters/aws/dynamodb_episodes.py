@@ -19,7 +19,7 @@ from memwrite.adapters.aws.dynamodb import (
     unavailable,
 )
 from memwrite.adapters.page_cursor import decode_trace_cursor, encode_trace_cursor, time_bounds
-from memwrite.episodes.model import Episode, EpisodePage, EpisodeStatus
+from memwrite.episode import Episode, EpisodePage, EpisodeStatus
 from memwrite.schema import (
     LOOKUP_KEY,
     LOOKUP_SORT,

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from memwrite.adapters.page_cursor import decode_trace_cursor, encode_trace_cursor, time_bounds
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.episodes.model import Episode, EpisodePage, EpisodeStatus, episode_doc_id
+from memwrite.episode import Episode, EpisodePage, EpisodeStatus, episode_doc_id
 
 __all__ = ["EPISODE_OUTBOX_OP", "SqliteEpisodeStore", "expire_episodes", "write_episode"]
 
