@@ -241,3 +241,16 @@ def test_a_direct_write_rolls_back_and_its_replay_answers(local: Local) -> None:
     listed = memories(local)
     assert list(listed) == ["The user lives in Berlin."]
     assert listed["The user lives in Berlin."]["superseded_by"] is None
+
+
+def test_erasing_the_user_leaves_nothing_of_a_direct_write(local: Local) -> None:
+    # Given a direct memory, stored and indexed
+    write(local, [{"type": "fact", "attribute": "lives_in", "value": "Reykjavik"}])
+    drained(local)
+
+    # When the user is erased
+    erased = local.runner.call("DELETE", f"/v1/users/{USER}/memories", api_key="key-a")
+
+    # Then no table holds its words any more
+    assert erased.status == 200
+    assert "Reykjavik" not in local.stored_text()
