@@ -283,7 +283,8 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             {
                 "error": "trace_without_inputs",
                 "trace_id": str(exc),
-                "message": "recorded before traces kept their inputs: nothing to replay",
+                "message": "nothing to replay: recorded before traces kept their inputs, or "
+                "a direct write (no extraction)",
             },
         )
 

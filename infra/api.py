@@ -16,13 +16,14 @@ from infra.config import ApiThrottling
 
 __all__ = ["INGEST_ROUTES", "PUBLIC_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
 
-INGEST_ROUTES = (("POST", "/v1/turns"),)
+INGEST_ROUTES = (("POST", "/v1/turns"), ("POST", "/v1/users/{user_id}/memories"))
 QUERY_ROUTES = (
     ("GET", "/v1/traces/{trace_id}"),
     ("POST", "/v1/traces/{trace_id}/replay"),
     ("POST", "/v1/traces/{trace_id}/rollback"),
     ("POST", "/v1/search"),
     ("GET", "/v1/memories/{memory_id}"),
+    ("PATCH", "/v1/memories/{memory_id}"),
     ("GET", "/v1/memories/{memory_id}/traces"),
     ("GET", "/v1/users/{user_id}/memories"),
     ("DELETE", "/v1/users/{user_id}/memories"),

@@ -52,11 +52,13 @@ VISIBILITY_TIMEOUT_SECS = 30
 # `{name}` is one path segment (infra/api.py declares the same routes).
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/v1/turns", "functions.ingest.handler"),
+    ("POST", "/v1/users/{user_id}/memories", "functions.ingest.handler"),
     ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
     ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
     ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),
     ("POST", "/v1/search", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
+    ("PATCH", "/v1/memories/{memory_id}", "functions.query.handler"),
     ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
     ("GET", "/v1/users/{user_id}/memories", "functions.query.handler"),
     ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from functools import cache
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -22,7 +23,9 @@ from functions.api_common import (
     register_error_handlers,
     tenant_of,
 )
-from memwrite.errors import IngestLimitExceeded
+from memwrite.direct import DirectMemoriesRequest, DirectWriteAccepted
+from memwrite.direct.write import write_direct
+from memwrite.errors import IngestLimitExceeded, InvalidQuery
 from memwrite.models import IngestRequest, IngestResponse
 from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
 from memwrite.wiring import ApiDeps, build_api_deps
@@ -96,6 +99,49 @@ def post_turns(
             HTTPStatus.SERVICE_UNAVAILABLE, body, **{"Retry-After": str(RETRY_AFTER_SECS)}
         )
     return json_response(HTTPStatus.ACCEPTED, body)
+
+
+# `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
+_USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+
+
+@app.post(
+    "/v1/users/<user_id>/memories",
+    summary="Write memories directly (no extraction)",
+    description="Each memory becomes a candidate as written, with no model call; resolve, "
+    "dedupe, conflict, persist and indexing run on it as on any other, so it supersedes, "
+    "merges and is traced like the rest (poll `GET /v1/traces/{trace_id}`). Its source is "
+    "`direct`: it replaces a pinned memory, which an inferred one never does. Idempotent: "
+    "the same memories (or the same `Idempotency-Key`) twice write once.",
+    tags=["memories"],
+    responses=error_responses(
+        413, 415, ok=(HTTPStatus.ACCEPTED, "Accepted: the trace to follow.", DirectWriteAccepted)
+    ),
+)
+def post_memories(
+    user_id: str,
+    request: DirectMemoriesRequest,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="One logical request: a retry with the same key writes nothing twice.",
+        ),
+    ] = None,
+) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    if not _USER_ID.fullmatch(user_id):
+        raise InvalidQuery("user_id", "1-128 URL-safe characters")
+    accepted = write_direct(
+        tenant,
+        user_id,
+        request,
+        config=current.configs.for_request(tenant),
+        deps=current.ingest,
+        idempotency_key=idempotency_key,
+    )
+    return json_response(HTTPStatus.ACCEPTED, accepted.model_dump(mode="json"))
 
 
 def _refused(status: HTTPStatus, error: str, field: str, message: str) -> dict[str, Any]:

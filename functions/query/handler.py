@@ -38,17 +38,20 @@ from memwrite.episode import EpisodeStatus
 from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.portability import ImportReport, export_lines, import_user
+from memwrite.read.patch import EXPIRED_RETENTION_DAYS, MemoryPatch, PatchDeps, patch_memory
 from memwrite.read.query import (
     EpisodePageView,
     ErasureReport,
     MemoryDetailView,
     MemoryPage,
+    MemoryView,
     SearchRequest,
     SearchResults,
     erase_user,
     list_episodes,
     list_memories,
     memory_detail,
+    memory_json,
     search,
 )
 from memwrite.read.replay import (
@@ -258,6 +261,30 @@ def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
     tenant = tenant_of(app, current.settings.api_keys)
     detail = memory_detail(tenant, path_id(memory_id, UnknownMemory), current.query)
     return json_response(HTTPStatus.OK, detail.as_json())
+
+
+@app.patch(
+    "/v1/memories/<memory_id>",
+    summary="Pin a memory, or give it an expiry",
+    description="`pinned` true: an inferred memory never supersedes it (it is kept beside it "
+    "as challenged, with the reason `PinnedMemory`); only a direct write "
+    "(`POST /v1/users/{user_id}/memories`) replaces it. `expires_at`: after it the memory "
+    "leaves search and the memory list, stays readable here by id, and is deleted "
+    f"{EXPIRED_RETENTION_DAYS} days later; null removes the expiry. Either field or both.",
+    tags=["memories"],
+    responses=error_responses(404, ok=(HTTPStatus.OK, "The memory as stored.", MemoryView)),
+)
+def patch_memory_route(memory_id: str, patch: MemoryPatch) -> Response[dict[str, Any]]:
+    current = deps()
+    tenant = tenant_of(app, current.settings.api_keys)
+    memory = patch_memory(
+        tenant,
+        path_id(memory_id, UnknownMemory),
+        patch,
+        current.configs.for_request(tenant),
+        PatchDeps(store=current.query.store, reader=current.query.reader),
+    )
+    return json_response(HTTPStatus.OK, memory_json(memory))
 
 
 @app.get(

@@ -249,3 +249,41 @@ def test_export_erase_import_through_serve(serve: ServeProcess) -> None:
         with pytest.raises(InvalidRequest) as refused:
             mw.import_user(dana, exported.replace('"kind":"memory"', '"kind":"spell"', 1))
         assert refused.value.errors[0].field == "kind"
+
+
+def test_pin_and_expire_a_memory_through_serve(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        mw.wait(mw.add(user_id=dana, session_id="s-1", turns=TURNS).trace_id, timeout=30)
+        memory = next(iter(mw.memories(dana)))
+        # When the memory is pinned, then given an expiry in the past
+        pinned = mw.patch_memory(memory.memory_id, pinned=True)
+        expired = mw.patch_memory(memory.memory_id, expires_at="2020-01-01T00:00:00Z")
+        # Then both show, it leaves the list and stays readable by id
+        assert pinned.pinned and pinned.expires_at is None
+        assert expired.pinned and expired.expires_at is not None
+        assert memory.memory_id not in {m.memory_id for m in mw.memories(dana)}
+        assert mw.get_memory(memory.memory_id).expires_at == expired.expires_at
+        # And a bad field is a 400 naming it; an unknown memory a 404
+        with pytest.raises(InvalidRequest) as invalid:
+            mw.patch_memory(memory.memory_id, pinned="often")  # type: ignore[arg-type]
+        assert "pinned" in str(invalid.value.errors)
+        with pytest.raises(NotFound):
+            mw.patch_memory("0" * 32, pinned=True)
+
+
+def test_direct_memories_through_serve(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        # When an agent writes a memory directly, pinned
+        memory = {"type": "fact", "attribute": "lives_in", "value": "Lisbon", "pinned": True}
+        ack = mw.add_memories(dana, [memory])
+        trace = mw.wait(ack.trace_id, timeout=30)
+        # Then it is stored as written, pinned, with no extraction call
+        assert trace.status == "complete", trace.status
+        stored = list(mw.memories(dana))
+        assert [(m.text, m.pinned) for m in stored] == [("The user lives in Lisbon.", True)]
+        # And a bad one is a 400 naming the field
+        with pytest.raises(InvalidRequest) as invalid:
+            mw.add_memories(dana, [{"type": "mood", "attribute": "a", "value": "b"}])
+        assert "memories[0].type" in str(invalid.value.errors)

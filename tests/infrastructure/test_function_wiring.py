@@ -165,7 +165,8 @@ def test_the_api_serves_every_route_of_the_query_resolver_behind_the_authorizer_
         expected = "NONE" if (method, path) in PUBLIC_ROUTES else "CUSTOM"
         assert props["AuthorizationType"] == expected, path
         target = json.dumps(props["Integration"]["Uri"])
-        assert ("QueryFn" if path != "/v1/turns" else "PreFilterFn") in target, path
+        function = "PreFilterFn" if (method, path) in INGEST_ROUTES else "QueryFn"
+        assert function in target, (method, path)
 
 
 def _statements(synth: Synthesized, function_prefix: str) -> list[dict[str, Any]]:

@@ -122,6 +122,23 @@ def read_memory(served: Served, a: TenantA) -> None:
         )
 
 
+def patch_memory(served: Served, a: TenantA) -> None:
+    # A's memory pinned or expired by B: B cannot tell it from a memory that does not exist
+    body = {"pinned": True, "expires_at": "2020-01-01T00:00:00Z"}
+    unknown = served.request("PATCH", f"/v1/memories/{UNKNOWN_ID}", body, B)
+    for memory_id in [wrong for known in a.memory_ids for wrong in near_misses(known)]:
+        reply = served.request("PATCH", f"/v1/memories/{memory_id}", body, B)
+        same_as_unknown(reply, unknown, memory_id)
+
+
+def post_memories(served: Served, a: TenantA) -> None:
+    # B writing to "its" user of A's user id: B's own memory; A's user sees nothing of it
+    body = {"memories": [{"type": "fact", "attribute": "lives_in", "value": "Oslo"}]}
+    reply = served.request("POST", f"/v1/users/{USER}/memories", body, B)
+    assert reply.status == 202
+    assert reply.body["trace_id"] != a.trace_id
+
+
 def list_memories(served: Served, a: TenantA) -> None:
     reply = served.request("GET", f"/v1/users/{USER}/memories?limit=100", api_key=B)
     assert reply.status == 200
@@ -239,6 +256,7 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("POST", "/v1/traces/{trace_id}/rollback"): rollback_trace,
     ("GET", "/v1/memories/{memory_id}"): read_memory,
     ("GET", "/v1/memories/{memory_id}/traces"): read_memory_traces,
+    ("PATCH", "/v1/memories/{memory_id}"): patch_memory,
     ("GET", "/v1/users/{user_id}/memories"): list_memories,
     ("GET", "/v1/users/{user_id}/traces"): list_traces,
     ("POST", "/v1/users/{user_id}/replay"): replay_user,
@@ -247,6 +265,7 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("POST", "/v1/search"): search,
     ("DELETE", "/v1/users/{user_id}/memories"): erase_user,
     ("POST", "/v1/turns"): post_turns,
+    ("POST", "/v1/users/{user_id}/memories"): post_memories,
 }
 
 

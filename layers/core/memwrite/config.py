@@ -325,7 +325,12 @@ class ScoringConfig(_Frozen):
 
     # S by the request's source.
     source_weights: dict[str, float] = Field(
-        default_factory=lambda: {"user_explicit": 1.0, "group_chat": 0.5, "agent_inferred": 0.3}
+        default_factory=lambda: {
+            "user_explicit": 1.0,
+            "group_chat": 0.5,
+            "agent_inferred": 0.3,
+            "direct": 1.0,
+        }
     )
     # T by memory type.
     kind_bonus: dict[str, float] = Field(

@@ -8,8 +8,11 @@ redelivery, converge on the same store (DESIGN.md section 1: correctness never d
 Stateful predicates (lives_in, works_at, ...): positive facts in `observed_at` order each end at
 the next one, or earlier at a later negation of their own value ("I don't live in Berlin
 anymore"); the last positive not ended by a negation is current. A late-arriving older fact is
-therefore born superseded. Idempotent predicates (likes, has_visited, ...): a positive and a
-negative observation of the same value contradict each other: both are CHALLENGED and linked.
+therefore born superseded. A pinned memory (the user pinned it, or wrote it pinned) is not
+ended by an inferred observation: that one is CHALLENGED beside it instead (`pinned_by`), and
+only a direct write (`direct`) replaces it. Idempotent predicates (likes, has_visited, ...): a
+positive and a negative observation of the same value contradict each other: both are
+CHALLENGED and linked.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class FactObservation(BaseModel):
     value: str  # normalised
     negated: bool
     observed_at: datetime  # the latest observation of this memory
+    pinned: bool = False  # the memory is pinned: only a direct observation ends it
+    direct: bool = False  # written by the user through the API, not inferred from a turn
 
 
 def fact_key_for(candidate: Candidate, entity_id: str) -> str:
@@ -97,18 +102,36 @@ class DerivedState(BaseModel):
     valid_until: dict[str, datetime] = Field(default_factory=dict)
     challenged: set[str] = Field(default_factory=set)
     contradicts: dict[str, set[str]] = Field(default_factory=dict)
+    pinned_by: dict[str, str] = Field(
+        default_factory=dict, description="Challenged inferred fact -> the pinned one it met."
+    )
 
 
 def _order(fact: FactObservation) -> tuple[datetime, str]:
     return (fact.observed_at, fact.memory_id)  # ties broken by id: still order-free
 
 
+def _guarded(held: FactObservation, fact: FactObservation) -> bool:
+    """A pinned memory stands against an inferred observation; a direct one replaces it."""
+    return held.pinned and not fact.direct
+
+
 def _derive_stateful(facts: list[FactObservation]) -> DerivedState:
     state = DerivedState()
-    positives = sorted((f for f in facts if not f.negated), key=_order)
+    positives: list[FactObservation] = []  # the chain of values that held, in turn
+    for fact in sorted((f for f in facts if not f.negated), key=_order):
+        if positives and _guarded(positives[-1], fact):
+            state.challenged.add(fact.memory_id)
+            state.pinned_by[fact.memory_id] = positives[-1].memory_id
+            continue
+        positives.append(fact)
     negations = sorted((f for f in facts if f.negated), key=_order)
     for index, fact in enumerate(positives):
-        enders = [n for n in negations if n.value == fact.value and _order(n) > _order(fact)]
+        enders = [
+            n
+            for n in negations
+            if n.value == fact.value and _order(n) > _order(fact) and not _guarded(fact, n)
+        ]
         if index + 1 < len(positives):
             enders.append(positives[index + 1])
         if enders:

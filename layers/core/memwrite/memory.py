@@ -12,6 +12,7 @@ from memwrite.candidate import Candidate, MemoryType
 from memwrite.ids import content_hash
 
 __all__ = [
+    "DIRECT_SOURCE",
     "KEYED_TYPES",
     "MemoryLink",
     "MemoryUnit",
@@ -25,6 +26,10 @@ __all__ = [
 KEYED_TYPES = frozenset(
     {MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION, MemoryType.DECISION}
 )
+
+# The source of memories a caller writes itself (`POST /v1/users/{user_id}/memories`): they
+# replace pinned memories, which inferred ones never do.
+DIRECT_SOURCE = "direct"
 
 
 class Tier(StrEnum):
@@ -91,8 +96,18 @@ class MemoryUnit(BaseModel):
     negated: bool = False
     links: list[MemoryLink] = Field(default_factory=list)
     search_questions: list[str] = Field(default_factory=list)
-    expires_at: int | None = Field(default=None, description="Epoch seconds (tasks: TTL).")
+    expires_at: int | None = Field(
+        default=None, description="Epoch seconds: the store's TTL (tasks; user expiries)."
+    )
+    pinned: bool = Field(default=False, description="Only a direct write replaces it.")
+    expires_on: datetime | None = Field(
+        default=None, description="The user's expiry (the API's `expires_at`)."
+    )
 
     @property
     def active(self) -> bool:
         return self.superseded_by is None and not self.negated
+
+    def expired(self, now: datetime) -> bool:
+        """Past the user's expiry: out of search and the memory list, kept in history."""
+        return self.expires_on is not None and self.expires_on <= now

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from memwrite.direct.model import DirectMemory
 from memwrite.reasons import Reason, SecretKind, SkipReason
 
 __all__ = [
@@ -158,6 +159,9 @@ class QueuedTurn(BaseModel):
     source: Source
     context: str | None = Field(
         default=None, description="The question this short answer replies to (masked)."
+    )
+    direct: DirectMemory | None = Field(
+        default=None, description="A memory written as is: extract makes no call for it."
     )
 
 

@@ -68,6 +68,7 @@ class Extractor(StrEnum):
     RULES = "rules"  # the rule fast-path understood the whole turn: no LLM call for it
     LLM = "llm"
     DEFERRED = "deferred"  # offline and the rules could not handle all of it
+    DIRECT = "direct"  # a memory written as is (`POST /v1/users/{user_id}/memories`)
 
 
 class ExtractedTurn(BaseModel):
@@ -75,6 +76,8 @@ class ExtractedTurn(BaseModel):
     trace_id: str
     observed_at: datetime
     extractor: Extractor
+    pinned: bool = False  # a direct memory written pinned
+    expires_on: datetime | None = None  # a direct memory's expiry
 
 
 class ExtractOutput(BaseModel):

@@ -73,6 +73,8 @@ class Commit:
     `fact_row` is conditioned on its version. Any failed condition cancels every item. The
     source trace (`trace_id`, written by ingest before its turns were enqueued) must still
     exist: once the user is erased, a turn still in flight writes nothing (`SourceErased`).
+    A caller's own edit of a memory (`from_trace` False: a pin, an expiry) has no source trace
+    to check; the revs it read guard it against an erasure or a rollback meanwhile.
     """
 
     tenant: str
@@ -83,6 +85,7 @@ class Commit:
     fact_row: FactRow | None = None  # the new row; its version is the one read
     ledger: list[LedgerEntry] = field(default_factory=list)
     outbox: list[OutboxRow] = field(default_factory=list)
+    from_trace: bool = True
 
 
 RequestedVia = Literal["api", "cli"]
@@ -148,9 +151,12 @@ class StoreItem:
     turn_id: str
     observed_at: datetime
     source: str
+    pinned: bool = False  # a direct memory written pinned
+    expires_on: datetime | None = None  # a direct memory's expiry
 
     @classmethod
     def of(cls, payload: ItemsPayload, item: PipelineItem) -> StoreItem:
+        turn = next((t for t in payload.turns if t.turn_id == item.turn_id), None)
         return cls(
             candidate=item.candidate,
             entity_id=item.entity_id,
@@ -161,6 +167,8 @@ class StoreItem:
             turn_id=item.turn_id,
             observed_at=item.observed_at,
             source=payload.source,
+            pinned=turn.pinned if turn is not None else False,
+            expires_on=turn.expires_on if turn is not None else None,
         )
 
     @property

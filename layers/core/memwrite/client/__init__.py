@@ -33,6 +33,7 @@ from memwrite.client.errors import (
 )
 from memwrite.client.models import (
     BatchReplay,
+    DirectWriteAck,
     ErasureReport,
     FieldError,
     ImportReport,
@@ -53,6 +54,7 @@ from memwrite.client.sync_client import MemwriteClient
 __all__ = [
     "AsyncMemwriteClient",
     "BatchReplay",
+    "DirectWriteAck",
     "ErasureReport",
     "FieldError",
     "Forbidden",

@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -17,6 +17,7 @@ from memwrite.client.calls import NDJSON, Call, answer_of, calls, default_header
 from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
 from memwrite.client.models import (
     BatchReplay,
+    DirectWriteAck,
     ErasureReport,
     ImportReport,
     IngestAck,
@@ -131,6 +132,18 @@ class AsyncMemwriteClient:
             )
         )
 
+    async def add_memories(
+        self,
+        user_id: str,
+        memories: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> DirectWriteAck:
+        """Write memories as they are (`type`, `attribute`, `value`, optional `entity`, `text`,
+        `observed_at`, `pinned`, `expires_at`): no extraction; poll the trace."""
+        call = calls.add_memories(user_id, memories, idempotency_key=idempotency_key)
+        return await self.send(call)
+
     async def trace(self, trace_id: str) -> Trace:
         return await self.send(calls.trace(trace_id))
 
@@ -175,6 +188,16 @@ class AsyncMemwriteClient:
 
     async def get_memory(self, memory_id: str) -> MemoryDetail:
         return await self.send(calls.get_memory(memory_id))
+
+    async def patch_memory(
+        self,
+        memory_id: str,
+        *,
+        pinned: bool | EllipsisType = ...,
+        expires_at: datetime | str | EllipsisType | None = ...,
+    ) -> Memory:
+        """Pin or unpin a memory, or set (None: remove) its expiry; `...` leaves a field."""
+        return await self.send(calls.patch_memory(memory_id, pinned=pinned, expires_at=expires_at))
 
     async def memory_traces(self, memory_id: str) -> MemoryTraces:
         """The traces that stored or merged into a memory (why it exists)."""

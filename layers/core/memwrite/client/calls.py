@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import EllipsisType
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -17,9 +18,11 @@ from pydantic import BaseModel
 from memwrite.client.errors import error_for
 from memwrite.client.models import (
     BatchReplay,
+    DirectWriteAck,
     ErasureReport,
     ImportReport,
     IngestAck,
+    Memory,
     MemoryDetail,
     MemoryPage,
     MemoryTraces,
@@ -119,6 +122,22 @@ class _Calls:
         return Call("POST", "/v1/turns", IngestAck, body, headers={IDEMPOTENCY_HEADER: key})
 
     @staticmethod
+    def add_memories(
+        user_id: str,
+        memories: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Call[DirectWriteAck]:
+        body = {"memories": [_dropping_none({**m}) for m in memories]}
+        for memory in body["memories"]:
+            for name in ("observed_at", "expires_at"):
+                if name in memory:
+                    memory[name] = _iso(memory[name])
+        key = idempotency_key or str(uuid.uuid4())
+        path = f"/v1/users/{_segment(user_id)}/memories"
+        return Call("POST", path, DirectWriteAck, body, headers={IDEMPOTENCY_HEADER: key})
+
+    @staticmethod
     def trace(trace_id: str) -> Call[Trace]:
         return Call("GET", f"/v1/traces/{_segment(trace_id)}", Trace)
 
@@ -153,6 +172,22 @@ class _Calls:
     @staticmethod
     def get_memory(memory_id: str) -> Call[MemoryDetail]:
         return Call("GET", f"/v1/memories/{_segment(memory_id)}", MemoryDetail)
+
+    @staticmethod
+    def patch_memory(
+        memory_id: str,
+        *,
+        pinned: bool | EllipsisType = ...,
+        expires_at: datetime | str | EllipsisType | None = ...,
+    ) -> Call[Memory]:
+        # `...` leaves a field as it is; `expires_at=None` removes the expiry. Repeatable: the
+        # same patch twice leaves the memory as once.
+        body: dict[str, Any] = {}
+        if not isinstance(pinned, EllipsisType):
+            body["pinned"] = pinned
+        if not isinstance(expires_at, EllipsisType):
+            body["expires_at"] = _iso(expires_at)
+        return Call("PATCH", f"/v1/memories/{_segment(memory_id)}", Memory, body)
 
     @staticmethod
     def memory_traces(memory_id: str) -> Call[MemoryTraces]:

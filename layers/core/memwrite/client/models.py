@@ -68,6 +68,12 @@ class FailedTurn(_Answer):
     retry_after_secs: int
 
 
+class DirectWriteAck(_Answer):
+    """202 of `POST /v1/users/{user_id}/memories`: the trace to follow."""
+
+    trace_id: str
+
+
 class IngestAck(_Answer):
     """`POST /v1/turns`: the trace to follow, what stage 1 accepted and skipped."""
 
@@ -183,6 +189,8 @@ class Memory(_Answer):
     negated: bool = False
     corroboration: int = 1
     source_turn_id: str
+    pinned: bool = False
+    expires_at: datetime | None = None
 
 
 class SearchHit(_Answer):

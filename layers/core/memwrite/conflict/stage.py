@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from memwrite.config import PipelineConfig
 from memwrite.entity_facts import FactObservation, canonical_predicate, derive
 from memwrite.errors import StageInputError
-from memwrite.memory import normalise
+from memwrite.memory import DIRECT_SOURCE, normalise
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload
 from memwrite.ports import MemoryStore, MetricsSink, SpanStore
-from memwrite.reasons import Contradiction, LateArrival, Reason, Supersedes
+from memwrite.reasons import Contradiction, LateArrival, PinnedMemory, Reason, Supersedes
 from memwrite.spans import item_span, record_spans, unrecorded
 from memwrite.store import FactRow, StoreItem
 
@@ -41,9 +41,14 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
     candidate = item.candidate
     target = dedupe.written_id
     prior = row.facts.get(target)
+    direct = item.source == DIRECT_SOURCE
     if prior is not None:  # a merge: the memory's own value and polarity, seen again
         observation = prior.model_copy(
-            update={"observed_at": max(prior.observed_at, item.observed_at)}
+            update={
+                "observed_at": max(prior.observed_at, item.observed_at),
+                "direct": prior.direct or direct,
+                "pinned": prior.pinned or item.pinned,
+            }
         )
     else:
         _, negated = canonical_predicate(candidate.attribute, candidate.negated)
@@ -52,6 +57,8 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
             value=normalise(candidate.value),
             negated=negated,
             observed_at=item.observed_at,
+            direct=direct,
+            pinned=item.pinned,
         )
     stateful = candidate.predicate_is_stateful
     before = derive(row.facts, stateful=stateful)
@@ -72,6 +79,9 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
 def _reason(note: ConflictNote | None) -> Reason | None:
     if note is None:
         return None
+    pinned = note.state.pinned_by.get(note.observation.memory_id)
+    if pinned is not None:
+        return PinnedMemory(memory_id=pinned)
     if note.contradicts:
         return Contradiction(count=len(note.contradicts))
     if note.born_superseded:

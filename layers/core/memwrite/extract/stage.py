@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
+from memwrite.direct import candidate_of
 from memwrite.episode import Episode, EpisodeStatus
 from memwrite.errors import (
     ExtractionFailed,
@@ -39,6 +40,7 @@ from memwrite.extract.llm import extract_with_llm, merge_candidates
 from memwrite.extract.rules import extract_with_rules
 from memwrite.extract.verifier import verify_extraction
 from memwrite.ids import content_hash
+from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import (
     LlmUsageSummary,
     QueuedTurn,
@@ -262,7 +264,7 @@ def _episode_of(
 ) -> Episode | None:
     """The episode a turn is kept as, if any: a user turn extraction deferred (`keep =
     deferred`), or any user turn (`all`; those extracted now are born `extracted`)."""
-    if config.keep == "off" or turn.role is not Role.USER:
+    if config.keep == "off" or turn.role is not Role.USER or turn.direct is not None:
         return None
     deferred = extraction.extractor is Extractor.DEFERRED
     if not deferred and config.keep != "all":
@@ -303,6 +305,19 @@ def _log_turns(
     return frozenset(turn.turn_id for turn in turns if turn.trace_id in erased)
 
 
+def _with_direct(
+    extraction: BatchExtraction, direct: Sequence[QueuedTurn], ordered: Sequence[QueuedTurn]
+) -> BatchExtraction:
+    """The batch's extraction with its direct memories in place, each the candidate it is as
+    written (no rules, no model); in the order of `ordered`."""
+    found = {turn.turn_id: turn for turn in extraction.turns}
+    for turn in direct:
+        assert turn.direct is not None
+        candidate = candidate_of(turn.direct, turn.turn_id, turn.observed_at)
+        found[turn.turn_id] = TurnExtraction(turn.turn_id, Extractor.DIRECT, (candidate,))
+    return replace(extraction, turns=tuple(found[turn.turn_id] for turn in ordered))
+
+
 def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> ExtractOutput:
     """The extract stage for a batch of one session's queued turns."""
     started = time.perf_counter()
@@ -322,6 +337,8 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         for t in ordered
     ]
     keep_episodes = config.episodes.keep != "off"
+    direct = [turn for turn in ordered if turn.direct is not None]
+    inferred = [turn for turn in batch if unique[turn.turn_id].direct is None]
     with failure_recorded(
         STAGE,
         deps.spans,
@@ -333,15 +350,19 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
             turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms
         ),
     ) as paid:
-        extraction = extract_candidates(
-            batch,
-            _context(ordered, extract_config, deps.session_log, deps.clock()),
-            extract_config,
-            deps.llm,
-            on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
-            verifier=deps.verifier,
-            defer_on_model_failure=keep_episodes,
-        )
+        extraction = BatchExtraction(())
+        if inferred:
+            extraction = extract_candidates(
+                inferred,
+                _context(ordered, extract_config, deps.session_log, deps.clock()),
+                extract_config,
+                deps.llm,
+                on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
+                verifier=deps.verifier,
+                defer_on_model_failure=keep_episodes,
+            )
+    if direct:
+        extraction = _with_direct(extraction, direct, ordered)
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
     now = deps.clock()
@@ -396,13 +417,15 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         tenant=first.tenant,
         user_id=first.user_id,
         session_id=first.session_id,
-        source=first.source.value,
+        source=DIRECT_SOURCE if first.direct is not None else first.source.value,
         turns=[
             ExtractedTurn(
                 turn_id=turn.turn_id,
                 trace_id=turn.trace_id,
                 observed_at=turn.observed_at,
                 extractor=turn_extraction.extractor,
+                pinned=turn.direct.pinned if turn.direct is not None else False,
+                expires_on=turn.direct.expires_at if turn.direct is not None else None,
             )
             for turn, turn_extraction in zip(ordered, extraction.turns, strict=True)
             if turn.turn_id not in erased

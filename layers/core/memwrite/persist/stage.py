@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
 
 __all__ = [
+    "EXPIRED_RETENTION_DAYS",
     "MAX_COMMIT_ATTEMPTS",
     "STAGE",
     "Decisions",
@@ -80,6 +81,9 @@ __all__ = [
 
 STAGE = "persist"
 MAX_COMMIT_ATTEMPTS = 5
+# How long a memory past its user expiry stays in history before the store's TTL deletes it.
+EXPIRED_RETENTION_DAYS = 30
+EXPIRED_RETENTION = timedelta(days=EXPIRED_RETENTION_DAYS)
 
 
 class PersistOutcome(StrEnum):
@@ -153,6 +157,8 @@ def _new_memory(
     if candidate.type is MemoryType.TASK:
         ttl = timedelta(days=config.scoring.task_ttl_days)
         expires_at = int((item.observed_at + ttl).timestamp())
+    if item.expires_on is not None:
+        expires_at = int((item.expires_on + EXPIRED_RETENTION).timestamp())
     return MemoryUnit(
         memory_id=memory_id,
         tenant=item.tenant,
@@ -182,12 +188,22 @@ def _new_memory(
         negated=candidate.negated,
         search_questions=list(candidate.search_questions),
         expires_at=expires_at,
+        pinned=item.pinned,
+        expires_on=item.expires_on,
     )
 
 
 def _merged(memory: MemoryUnit, item: StoreItem) -> MemoryUnit:
+    """The memory seen again; a direct write seen again also pins it or sets its expiry."""
+    written: dict[str, object] = {}
+    if item.pinned:
+        written["pinned"] = True
+    if item.expires_on is not None:
+        written["expires_on"] = item.expires_on
+        written["expires_at"] = int((item.expires_on + EXPIRED_RETENTION).timestamp())
     return memory.model_copy(
         update={
+            **written,
             "corroboration": memory.corroboration + 1,
             "corroborated_by": [*memory.corroborated_by, item.turn_id],
             "last_seen": max(memory.last_seen, item.observed_at),

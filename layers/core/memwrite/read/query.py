@@ -98,15 +98,21 @@ class MemoryView(BaseModel):
     negated: bool
     corroboration: int
     source_turn_id: str
+    pinned: bool = Field(description="Only a direct write or an explicit correction replaces it.")
+    expires_at: datetime | None = Field(
+        description="The expiry set with PATCH: after it, out of search and the memory list."
+    )
 
 
-_MEMORY_FIELDS = frozenset(MemoryView.model_fields) - {"source_turn_id"}
+_MEMORY_FIELDS = frozenset(MemoryView.model_fields) - {"source_turn_id", "expires_at"}
 
 
 def memory_json(memory: MemoryUnit) -> dict[str, Any]:
-    """A memory as the API returns it (`MemoryView`'s fields, in JSON)."""
+    """A memory as the API returns it (`MemoryView`'s fields, in JSON). Its `expires_at` is
+    the user's expiry (`expires_on`), not the store's TTL."""
     view = memory.model_dump(mode="json", include=set(_MEMORY_FIELDS))
     view["source_turn_id"] = memory.turn_id
+    view["expires_at"] = memory.expires_on.isoformat() if memory.expires_on else None
     return view
 
 
@@ -340,10 +346,13 @@ def _search_memories(
             bm25_weight=config.search.bm25_weight,
         )
         stored = deps.store.get_memories(tenant, request.user_id, [hit.memory_id for hit in hits])
+        now = datetime.now(UTC)
         by_id = {
             memory_id: found.memory
             for memory_id, found in stored.items()
-            if found.memory.active and _passes(found.memory, filter)
+            if found.memory.active
+            and not found.memory.expired(now)
+            and _passes(found.memory, filter)
         }
     return [
         SearchHit(memory=by_id[hit.memory_id], score=hit.score, matched=sorted(hit.matched))
@@ -394,8 +403,9 @@ def _search_episodes(  # noqa: PLR0917 (private: its one caller passes them in o
 
 
 def _believed_at(memory: MemoryUnit, at: datetime) -> bool:
-    """Held to be true at `at`: observed by then and not yet superseded (nor a retraction)."""
-    if memory.negated or memory.observed_at > at:
+    """Held to be true at `at`: observed by then, not yet superseded (nor a retraction) and
+    not yet expired."""
+    if memory.negated or memory.observed_at > at or memory.expired(at):
         return False
     return memory.valid_until is None or memory.valid_until > at
 
@@ -472,9 +482,14 @@ def list_memories(
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidQuery("limit", f"must be between 1 and {MAX_PAGE_SIZE}")
     page = deps.reader.page_of(tenant, user_id, limit, cursor)
+    now = datetime.now(UTC)  # expired memories leave the list (a page may come out short)
     return {
         "user_id": user_id,
-        "memories": [{**memory_json(m), "access_count": m.access_count} for m in page.memories],
+        "memories": [
+            {**memory_json(m), "access_count": m.access_count}
+            for m in page.memories
+            if not m.expired(now)
+        ],
         "next_cursor": page.next_cursor,
     }
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memwrite.config import PipelineConfig, Settings
 from memwrite.errors import InvalidQuery, TraceWithoutInputs
+from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import IngestRequest, IngestTurn, Source
 from memwrite.payloads import ExtractInput, ItemsPayload
 from memwrite.ports import (
@@ -208,7 +209,7 @@ def _dry_run(
 
 def _request_of(record: TraceRecord, deps: ReplayDeps) -> IngestRequest:
     inputs = deps.ledger.trace_inputs(record.tenant, record.trace_id)
-    if not inputs:
+    if not inputs or record.source == DIRECT_SOURCE:  # a direct write extracted nothing
         raise TraceWithoutInputs(record.trace_id)
     return IngestRequest(
         session_id=record.session_id,

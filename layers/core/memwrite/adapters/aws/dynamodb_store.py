@@ -324,10 +324,17 @@ class DynamoMemoryStore:
         partition = user_key(commit.tenant, commit.user_id)
         # First items (their cancellation reasons come first): the source trace must exist,
         # its user's erasure must not have started, and it must not have been rolled back.
-        items: list[dict[str, Any]] = [
-            source_trace_check(self._tables.turns, commit.tenant, commit.trace_id),
-            rollback_absent_check(self._tables.turns, commit.tenant, commit.trace_id),
-        ]
+        items: list[dict[str, Any]] = []
+        refused: list[MemwriteError] = []
+        if commit.from_trace:
+            items += [
+                source_trace_check(self._tables.turns, commit.tenant, commit.trace_id),
+                rollback_absent_check(self._tables.turns, commit.tenant, commit.trace_id),
+            ]
+            refused += [
+                SourceErased(commit.tenant, commit.trace_id),
+                SourceRolledBack(commit.tenant, commit.trace_id),
+            ]
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
             rev = (expected or 0) + 1
@@ -372,10 +379,6 @@ class DynamoMemoryStore:
         for row_out in commit.outbox:
             doc, rev = docs[row_out.memory_id]
             items.append({"Put": outbox_put(self._tables.outbox, partition, row_out, doc, rev)})
-        refused = [
-            SourceErased(commit.tenant, commit.trace_id),
-            SourceRolledBack(commit.tenant, commit.trace_id),
-        ]
         transact(self._client, items, refused=refused)
 
 

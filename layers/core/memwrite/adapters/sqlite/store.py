@@ -165,8 +165,9 @@ class SqliteMemoryStore:
     @staticmethod
     def _apply(connection: sqlite3.Connection, commit: Commit) -> None:
         user = (commit.tenant, commit.user_id)
-        require_source_trace(connection, commit.tenant, commit.trace_id)
-        require_not_rolled_back(connection, commit.tenant, commit.trace_id)
+        if commit.from_trace:
+            require_source_trace(connection, commit.tenant, commit.trace_id)
+            require_not_rolled_back(connection, commit.tenant, commit.trace_id)
         docs: dict[str, tuple[str, int]] = {}
         for memory, expected in commit.memories:
             row = connection.execute(

@@ -1,0 +1,25 @@
+"""Direct memories (`POST /v1/users/{user_id}/memories`): memories a caller writes itself.
+
+No extraction call: each becomes a candidate as written (`candidate_of`), and resolve, dedupe,
+conflict, persist and indexing run on it as on any other, so a direct write supersedes, merges
+and is traced like the rest. Its source is `direct`: full source weight, and it replaces a
+pinned memory, which an inferred one never does. `memwrite.direct.write` queues them.
+"""
+
+from memwrite.direct.model import (
+    DIRECT_SESSION,
+    MAX_DIRECT_MEMORIES,
+    DirectMemoriesRequest,
+    DirectMemory,
+    DirectWriteAccepted,
+    candidate_of,
+)
+
+__all__ = [
+    "DIRECT_SESSION",
+    "MAX_DIRECT_MEMORIES",
+    "DirectMemoriesRequest",
+    "DirectMemory",
+    "DirectWriteAccepted",
+    "candidate_of",
+]
