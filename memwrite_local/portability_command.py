@@ -1,5 +1,5 @@
 """`memwrite export --user U` and `memwrite import FILE --user U`: a user's memories, entity
-facts and entities as JSON lines, out of and back into a local data directory.
+facts, entities and episodes as JSON lines, out of and back into a local data directory.
 
 The same library calls as `GET /v1/users/{user_id}/export` and `POST .../import`; export
 streams its lines to stdout (or `--output`), import restores them with the same ids and then
@@ -26,7 +26,8 @@ __all__ = ["add_portability_parsers", "run_export", "run_import"]
 def add_portability_parsers(commands: Any) -> None:
     """Register `export` and `import` on the CLI's subparsers."""
     export = commands.add_parser(
-        "export", help="a user's memories, entity facts and entities as JSON lines (local data)"
+        "export",
+        help="a user's memories, entity facts, entities and episodes as JSON lines (local data)",
     )
     export.add_argument("--output", type=Path, help="write here instead of stdout")
     imported = commands.add_parser(

@@ -318,14 +318,14 @@ def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
 
 NDJSON = "application/x-ndjson"
 _EXPORT_OK: OpenAPIResponse = {
-    "description": "The export: JSON lines (a header, entities, entity_facts, memories).",
+    "description": "The export: JSON lines (a header, entities, entity_facts, memories, episodes).",
     "content": {NDJSON: {"schema": {"type": "string"}}},
 }
 
 
 @app.get(
     "/v1/users/<user_id>/export",
-    summary="Export a user's memories (with their chains), entity facts and entities as JSON lines",
+    summary="Export a user's memories (with their chains), entity facts, entities and episodes",
     tags=["memories"],
     responses={
         **error_responses(ok=(HTTPStatus.OK, "The export.", ImportReport)),

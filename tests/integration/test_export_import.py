@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import functions.query.handler as query_handler
+from memwrite.episode import EpisodeStatus
 from tests.integration.conftest import Local, MakeLocal
 from tests.reliability.final_state import FinalState, final_state
 
@@ -26,6 +27,19 @@ TURNS = [
     },
     {"role": "user", "content": "I am allergic to peanuts.", "timestamp": "2025-01-05T10:02:00Z"},
     {"role": "user", "content": "I moved to Lisbon.", "timestamp": "2025-06-01T09:00:00Z"},
+]
+# Beyond the rules offline (no model here): each is kept whole as a pending episode.
+EPISODE_TURNS = [
+    {
+        "role": "user",
+        "content": "We packed everything up and settled in Porto this May, Lisbon got too pricey.",
+        "timestamp": "2025-06-02T09:00:00Z",
+    },
+    {
+        "role": "user",
+        "content": "Since last month cilantro has been ruining every dish for me, sadly.",
+        "timestamp": "2025-06-03T09:00:00Z",
+    },
 ]
 
 
@@ -54,7 +68,7 @@ def import_(local: Local, text: str, user: str = USER) -> Any:
 
 def user_tables(state: FinalState) -> FinalState:
     """The tables an export holds (and the retrieval counters, and the search index)."""
-    kept = {"memories", "entity_facts", "entities", "memory_access"}
+    kept = {"memories", "entity_facts", "entities", "memory_access", "episodes"}
     tables = {name: rows for name, rows in state.items() if name in kept}
     for name, rows in state.items():
         if name.startswith("index."):
@@ -63,8 +77,9 @@ def user_tables(state: FinalState) -> FinalState:
             merged = re.sub(r"_\d+$", "", name)
             documents = [json.dumps(_without_slot(json.loads(row))) for row in rows]
             tables[merged] = sorted([*tables.get(merged, []), *documents])
-    if "turns" in state:  # DynamoDB: the counters live in the turns table
+    if "turns" in state:  # DynamoDB: the counters and the episodes live in the turns table
         tables["access"] = [row for row in state["turns"] if '"ACCESS#' in row]
+        tables["episodes"] = [row for row in state["turns"] if '"EPISODE#' in row]
     return tables
 
 
@@ -72,15 +87,39 @@ def _without_slot(row: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in row.items() if key != "slot"}
 
 
+def keep_episodes(local: Local) -> None:
+    """Two pending episodes, then one of them extracted by a backfill (every field set)."""
+    ingest(local, EPISODE_TURNS)
+    episodes = query_handler.deps().query.episodes
+    assert episodes is not None
+    page = episodes.episodes_of(
+        local.tenant, USER, status=None, since=None, until=None, limit=10, cursor=None, now=0
+    )
+    assert [e.status for e in page.episodes] == [EpisodeStatus.PENDING] * 2
+    memory_id = local.memories(USER)[0].memory_id
+    done = page.episodes[0].model_copy(
+        update={
+            "status": EpisodeStatus.EXTRACTED,
+            "memory_ids": [memory_id],
+            "outcome": "Superseded",
+            "backfill_trace_id": "t-backfill",
+        }
+    )
+    episodes.update_episodes([done])
+
+
 def test_export_erase_import_round_trips_exactly(local: Local) -> None:
-    # Given a user with a supersession chain, an entity with an alias, and retrievals
+    # Given a user with a supersession chain, an entity with an alias, retrievals and episodes
     ingest(local, TURNS)
+    keep_episodes(local)
     ingest(local, [TURNS[2]], user="someone-else")
     found = local.runner.call("POST", "/v1/search", {"user_id": USER, "query": "peanuts"})
     assert found.status == 200 and found.body["results"]
     # The retrieval counters are written on the query handler's background thread: settled.
     query_handler.ACCESS_UPDATES.submit(lambda: None).result()
     before = user_tables(final_state(local))
+    indexed = [row for name, rows in before.items() if name.startswith("index.") for row in rows]
+    assert sum('"episode:' in row for row in indexed) == 2, "both episodes are in the index"
     exported = export(local)
     lines = [json.loads(line) for line in exported.splitlines()]
     assert lines[0] == {
@@ -90,7 +129,12 @@ def test_export_erase_import_round_trips_exactly(local: Local) -> None:
         "user_id": USER,
     }
     kinds = {line["kind"] for line in lines}
-    assert kinds == {"header", "entity", "entity_fact", "memory"}
+    assert kinds == {"header", "entity", "entity_fact", "memory", "episode"}
+    episode_lines = [line for line in lines if line["kind"] == "episode"]
+    assert lines[-len(episode_lines) :] == episode_lines, "episodes last"
+    turn_ids = [line["episode"]["turn"]["turn_id"] for line in episode_lines]
+    assert len(turn_ids) == 2 and turn_ids == sorted(turn_ids)
+    assert {line["episode"]["status"] for line in episode_lines} == {"pending", "extracted"}
     assert any(line.get("access_count") for line in lines if line["kind"] == "memory")
     superseded = [m for m in lines if m["kind"] == "memory" and m["memory"]["superseded_by"]]
     assert superseded, "the Berlin -> Lisbon chain is in the export"
@@ -104,8 +148,9 @@ def test_export_erase_import_round_trips_exactly(local: Local) -> None:
     # Then the store is what it was, the index included, and so is the export
     assert imported.status == 200, imported.body
     assert imported.body["imported"]["memories"] == len(lines) - 1 - sum(
-        1 for line in lines if line["kind"] in {"entity", "entity_fact"}
+        1 for line in lines if line["kind"] in {"entity", "entity_fact", "episode"}
     )
+    assert imported.body["imported"]["episodes"] == 2
     assert report.index_failed == {}
     assert export(local) == exported
     assert user_tables(final_state(local)) == before
@@ -114,6 +159,10 @@ def test_export_erase_import_round_trips_exactly(local: Local) -> None:
     assert [hit["text"] for hit in lisbon.body["results"]][:1] == ["The user lives in Lisbon."]
     berlin = local.runner.call("POST", "/v1/search", {"user_id": USER, "query": "Berlin"})
     assert "The user lives in Berlin." not in [hit["text"] for hit in berlin.body["results"]]
+    # And the episodes are listed again, as they were
+    listed = local.runner.call("GET", f"/v1/users/{USER}/episodes")
+    assert listed.status == 200
+    assert sorted(e["turn_id"] for e in listed.body["episodes"]) == turn_ids
 
     # And importing it again changes nothing
     query_handler.ACCESS_UPDATES.submit(lambda: None).result()
@@ -121,6 +170,7 @@ def test_export_erase_import_round_trips_exactly(local: Local) -> None:
     again = import_(local, exported)
     assert again.status == 200
     assert set(again.body["imported"].values()) == {0}
+    assert again.body["unchanged"]["episodes"] == 2
     assert final_state(local) == state
 
 
@@ -131,8 +181,9 @@ def _replace_line(text: str, index: int, line: dict[str, Any] | str) -> str:
 
 
 def test_bad_input_is_a_400_naming_line_and_field_and_writes_nothing(local: Local) -> None:
-    # Given an export of a user, then the user erased
+    # Given an export of a user with episodes, then the user erased
     ingest(local, TURNS)
+    ingest(local, EPISODE_TURNS)
     exported = export(local)
     lines = [json.loads(line) for line in exported.splitlines()]
     memory_at = next(i for i, line in enumerate(lines) if line["kind"] == "memory")
@@ -150,6 +201,12 @@ def test_bad_input_is_a_400_naming_line_and_field_and_writes_nothing(local: Loca
     broken_chain["memory"]["superseded_by"] = "0" * 32
     other_user = json.loads(json.dumps(lines[memory_at]))
     other_user["memory"]["user_id"] = "mallory"
+    episode_at = next(i for i, line in enumerate(lines) if line["kind"] == "episode")
+    bad_status = json.loads(json.dumps(lines[episode_at]))
+    bad_status["episode"]["status"] = "forgotten"
+    other_episode_user = json.loads(json.dumps(lines[episode_at]))
+    other_episode_user["episode"]["turn"]["user_id"] = "mallory"
+    twice = exported.splitlines()[episode_at]
     cases = [
         (_replace_line(exported, memory_at, "{not json"), memory_at + 1, "line"),
         (_replace_line(exported, memory_at, bad_confidence), memory_at + 1, "memory.confidence"),
@@ -159,6 +216,13 @@ def test_bad_input_is_a_400_naming_line_and_field_and_writes_nothing(local: Loca
         ("\n".join(exported.splitlines()[1:]) + "\n", 1, "kind"),  # no header
         (exported + exported.splitlines()[memory_at] + "\n", len(lines) + 1, "memory.memory_id"),
         ("", 1, "line"),
+        (_replace_line(exported, episode_at, bad_status), episode_at + 1, "episode.status"),
+        (
+            _replace_line(exported, episode_at, other_episode_user),
+            episode_at + 1,
+            "episode.turn.user_id",
+        ),
+        (exported + twice + "\n", len(lines) + 1, "episode.turn.turn_id"),
     ]
     for body, line, field in cases:
         # When the import is sent
@@ -173,6 +237,27 @@ def test_bad_input_is_a_400_naming_line_and_field_and_writes_nothing(local: Loca
     # And another user's export goes to nobody else
     to_other = import_(local, exported, user="someone-else")
     assert (to_other.status, to_other.body["errors"][0]["field"]) == (400, "header.user_id")
+
+
+def test_import_over_a_changed_episode_is_a_409_and_writes_nothing(local: Local) -> None:
+    # Given an export with episodes, then one of them changed in the store (a backfill ran)
+    ingest(local, EPISODE_TURNS)
+    exported = export(local)
+    lines = [json.loads(line) for line in exported.splitlines()]
+    episodes = query_handler.deps().query.episodes
+    assert episodes is not None
+    first = lines[1]["episode"]["turn"]["turn_id"]
+    stored = episodes.get_episodes(local.tenant, USER, [first])[first]
+    episodes.update_episodes([stored.model_copy(update={"outcome": "NothingToKeep"})])
+    state = final_state(local)
+
+    # When the export is imported
+    result = import_(local, exported)
+
+    # Then it is refused, naming the episode's line, and nothing changed
+    assert result.status == 409, result.body
+    assert (result.body["line"], result.body["item_id"]) == (2, first)
+    assert final_state(local) == state
 
 
 def test_import_over_a_changed_store_is_a_409_and_writes_nothing(local: Local) -> None:

@@ -43,6 +43,7 @@ from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
 from memwrite.config import TenantOverrides
 from memwrite.entities import Entity, EntityKind, VersionedEntity
 from memwrite.entity_facts import FactObservation
+from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import (
     InvalidQuery,
     SourceErased,
@@ -1189,3 +1190,42 @@ def test_restore_of_a_unit_with_one_present_item_writes_nothing(ports: Ports) ->
     snapshot = ports.portability.snapshot("acme", user)
     assert [m.memory.memory_id for m in snapshot.memories] == [berlin.memory_id]
     assert ports.portability.snapshot("acme", fresh("user")) == UserSnapshot()
+
+
+def test_restore_writes_episodes_if_absent_with_their_outbox_rows(ports: Ports) -> None:
+    # Given a user's kept turn, extracted by a backfill (every field of the record set)
+    user = fresh("user")
+    turn = QueuedTurn(
+        tenant="acme",
+        user_id=user,
+        session_id="s1",
+        agent_id=None,
+        trace_id=fresh("trace"),
+        turn_id=uuid.uuid4().hex,
+        role=Role.USER,
+        text="We settled in Porto, [EMAIL] has the new address.",
+        observed_at=T0,
+        source=Source.USER_EXPLICIT,
+        context="Where do you live now?",
+    )
+    episode = Episode(
+        turn=turn,
+        status=EpisodeStatus.EXTRACTED,
+        deferred_reason={"type": "DeferredNoLLM"},
+        expires_at=int(T0.timestamp()) + 86_400,
+        memory_ids=["a" * 32],
+        outcome=None,
+        backfill_trace_id=fresh("backfill"),
+    )
+
+    # When it is restored
+    ports.portability.restore(RestoreUnit("acme", user, episodes=[episode]))
+
+    # Then a snapshot gives it back whole, and stage 7 has its outbox row
+    assert ports.portability.snapshot("acme", user) == UserSnapshot(episodes=[episode])
+    rows = [c.memory_id for c in ports.outbox.pending(1000) if c.user_id == user]
+    assert rows == [episode_doc_id(turn.turn_id)]
+    # And restoring it again is refused, nothing applied
+    with pytest.raises(WriteConflict):
+        ports.portability.restore(RestoreUnit("acme", user, episodes=[episode]))
+    assert ports.portability.snapshot("acme", user) == UserSnapshot(episodes=[episode])

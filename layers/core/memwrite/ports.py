@@ -572,16 +572,18 @@ class UserEraser(Protocol):
 
 
 class UserPortability(Protocol):
-    """One user's memories, entity_facts rows and entities as the store holds them (revs,
-    versions, retrieval counters): what export reads and import writes back, same ids."""
+    """One user's memories, entity_facts rows, entities and episodes as the store holds them
+    (revs, versions, retrieval counters): what export reads and import writes back, same ids."""
 
     def snapshot(self, tenant: str, user_id: str) -> UserSnapshot:
-        """Every memory (superseded ones too), entity_facts row and entity of the user."""
+        """Every memory (superseded ones too), entity_facts row, entity and episode (expired
+        ones not yet deleted too) of the user."""
 
     def restore(self, unit: RestoreUnit) -> None:
         """Write the unit atomically, each item at its own rev or version and only if absent
         (else `WriteConflict`, nothing applied): memories with their counters and one outbox
-        row each (stage 7 indexes it, or removes it when inactive), rows and entities."""
+        row each (stage 7 indexes it, or removes it when inactive), rows, entities, and
+        episodes with their outbox row (`episode:<turn id>`: stage 7 indexes it)."""
 
 
 class TraceRollback(Protocol):

@@ -1,4 +1,4 @@
-"""Export and import of one user's memories, entity facts and entities as JSON lines."""
+"""Export and import of one user's memories, entity facts, entities and episodes as JSON lines."""
 
 from memwrite.portability.records import (
     EXPORT_FORMAT,

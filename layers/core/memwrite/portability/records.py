@@ -2,9 +2,9 @@
 `kind`), and the store's own records of one user that the `UserPortability` port reads and
 restores (with the revs and versions its conditional writes need).
 
-Every line is a JSON object with a `kind`; the first is the `header`. New kinds (episodes)
-are new models in the `ExportLine` union: a reader of this format skips nothing silently, it
-refuses a kind it does not know.
+Every line is a JSON object with a `kind`; the first is the `header`. A new kind is a new
+model in the `ExportLine` union: a reader of this format skips nothing silently, it refuses a
+kind it does not know.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.entity_facts import FactObservation
+from memwrite.episode import Episode
 from memwrite.memory import MemoryUnit
 
 __all__ = [
     "EXPORT_FORMAT",
     "EntityFactLine",
     "EntityLine",
+    "EpisodeLine",
     "ExportLine",
     "HeaderLine",
     "MemoryLine",
@@ -79,8 +81,19 @@ class MemoryLine(_Line):
     memory: MemoryUnit
 
 
+class EpisodeLine(_Line):
+    """One kept turn of the user, the whole record as stored: the turn (its text masked by
+    the firewall as it was kept, ids, session, `observed_at`, `context` = in reply to), status,
+    deferred reason, the memories a backfill made of it (or its `outcome`), the backfill's
+    trace and the expiry."""
+
+    kind: Literal["episode"]
+    episode: Episode
+
+
 ExportLine = Annotated[
-    HeaderLine | EntityLine | EntityFactLine | MemoryLine, Field(discriminator="kind")
+    HeaderLine | EntityLine | EntityFactLine | MemoryLine | EpisodeLine,
+    Field(discriminator="kind"),
 ]
 
 
@@ -106,22 +119,31 @@ class UserSnapshot:
     entities: list[VersionedEntity] = field(default_factory=list)
     fact_rows: list[StoredFactRow] = field(default_factory=list)
     memories: list[StoredMemory] = field(default_factory=list)
+    episodes: list[Episode] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class RestoreUnit:
     """Items written all-or-nothing by `UserPortability.restore`: every one only if absent,
-    each memory with an outbox row (so stage 7 indexes it) and its counters."""
+    each memory with an outbox row (so stage 7 indexes it) and its counters, each episode with
+    its outbox row (`episode:<turn id>`: stage 7 indexes it too)."""
 
     tenant: str
     user_id: str
     entities: list[VersionedEntity] = field(default_factory=list)
     fact_rows: list[StoredFactRow] = field(default_factory=list)
     memories: list[StoredMemory] = field(default_factory=list)
+    episodes: list[Episode] = field(default_factory=list)
 
     @property
     def item_count(self) -> int:
         """Items of one DynamoDB transaction: per memory itself, its outbox row and its
-        counters (when it has any)."""
+        counters (when it has any); per episode itself and its outbox row."""
         counters = sum(1 for m in self.memories if m.access_count)
-        return len(self.entities) + len(self.fact_rows) + 2 * len(self.memories) + counters
+        return (
+            len(self.entities)
+            + len(self.fact_rows)
+            + 2 * len(self.memories)
+            + counters
+            + 2 * len(self.episodes)
+        )

@@ -2,10 +2,10 @@
 `memwrite export` / `memwrite import`).
 
 Export writes JSON lines (`records.ExportLine`): a header, then the user's entities, their
-entity_facts rows and their memories, each kind sorted by id, every line's JSON with sorted
-keys: the same store exports the same bytes. Import takes exactly that and restores it with the
-same ids, revs and versions, so export -> erase -> import gives back the same store, and a
-repeated import changes nothing.
+entity_facts rows, their memories and their episodes (kept turns), each kind sorted by id,
+every line's JSON with sorted keys: the same store exports the same bytes. Import takes exactly
+that and restores it with the same ids, revs and versions, so export -> erase -> import gives
+back the same store, and a repeated import changes nothing.
 
 Import in three steps, nothing written until the first two pass:
 
@@ -19,7 +19,8 @@ Import in three steps, nothing written until the first two pass:
    (up to `_ENTITIES_PER_UNIT` at a time), then per entity_facts row the row with every memory
    observing it (one supersession chain), then the other memories (events, tasks). A chain
    longer than one DynamoDB transaction holds (`MAX_UNIT_ITEMS`) is written in several, the
-   row last, so the row never names a memory that is not there yet. What is atomic is the unit;
+   row last, so the row never names a memory that is not there yet; then the episodes, each
+   with its outbox row (`MAX_UNIT_ITEMS` / 2 at a time). What is atomic is the unit;
    a failure between units leaves whole units written, and a repeat completes the rest.
 """
 
@@ -34,11 +35,13 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memwrite.entities import VersionedEntity
 from memwrite.entity_facts import memory_fact_key
+from memwrite.episode import Episode
 from memwrite.errors import ImportConflict, ImportRejected, WriteConflict
 from memwrite.portability.records import (
     EXPORT_FORMAT,
     EntityFactLine,
     EntityLine,
+    EpisodeLine,
     ExportLine,
     HeaderLine,
     MemoryLine,
@@ -93,6 +96,8 @@ def export_lines(tenant: str, user_id: str, store: UserPortability) -> Iterator[
                 memory=memory,
             )
         )
+    for episode in sorted(snapshot.episodes, key=lambda e: e.turn_id):
+        yield _line(EpisodeLine(kind="episode", episode=episode))
 
 
 @dataclass
@@ -102,13 +107,14 @@ class ParsedImport:
     entities: dict[str, tuple[int, VersionedEntity]] = field(default_factory=dict)
     fact_rows: dict[str, tuple[int, StoredFactRow]] = field(default_factory=dict)
     memories: dict[str, tuple[int, StoredMemory]] = field(default_factory=dict)
+    episodes: dict[str, tuple[int, Episode]] = field(default_factory=dict)
 
 
 def _field_of(error: ValidationError) -> tuple[str, str]:
     first = error.errors()[0]
     # The discriminated union adds the kind as the first step of the path: not a field.
     loc = [str(part) for part in first.get("loc", ())]
-    if loc and loc[0] in {"header", "entity", "entity_fact", "memory"} and len(loc) > 1:
+    if loc and loc[0] in {"header", "entity", "entity_fact", "memory", "episode"} and len(loc) > 1:
         loc = loc[1:]
     path = ""
     for part in loc:
@@ -168,6 +174,11 @@ def parse_import(tenant: str, user_id: str, text: str) -> ParsedImport:
                 number,
                 StoredFactRow(record.key, dict(record.facts), record.version),
             )
+        elif isinstance(record, EpisodeLine):
+            episode = record.episode
+            _check_owner(number, "episode.turn", tenant, user_id, episode.turn)
+            _unique(parsed.episodes, episode.turn_id, number, "episode.turn.turn_id")
+            parsed.episodes[episode.turn_id] = (number, episode)
         else:
             memory = record.memory
             _check_owner(number, "memory", tenant, user_id, memory)
@@ -225,8 +236,9 @@ def _pending(
     entities = {v.entity.entity_id: v for v in snapshot.entities}
     rows = {r.key: r for r in snapshot.fact_rows}
     memories = {m.memory.memory_id: m for m in snapshot.memories}
+    episodes = {e.turn_id: e for e in snapshot.episodes}
     todo = ParsedImport()
-    unchanged = {"entities": 0, "entity_facts": 0, "memories": 0}
+    unchanged = {"entities": 0, "entity_facts": 0, "memories": 0, "episodes": 0}
     for entity_id, (number, versioned) in parsed.entities.items():
         found = entities.get(entity_id)
         if found is None:
@@ -251,11 +263,20 @@ def _pending(
             unchanged["memories"] += 1  # its counters may have moved on: advisory, kept
         else:
             raise ImportConflict(number, memory_id, f"memory {memory_id} differs from the store's")
+    for turn_id, (number, episode) in parsed.episodes.items():
+        found_episode = episodes.get(turn_id)
+        if found_episode is None:
+            todo.episodes[turn_id] = (number, episode)
+        elif found_episode == episode:
+            unchanged["episodes"] += 1
+        else:
+            raise ImportConflict(number, turn_id, f"episode {turn_id} differs from the store's")
     return todo, unchanged
 
 
 def _units(todo: ParsedImport, tenant: str, user_id: str) -> list[tuple[int, RestoreUnit]]:
-    """(first line, unit) in write order: entities, chains (row last), other memories."""
+    """(first line, unit) in write order: entities, chains (row last), other memories,
+    episodes."""
     units: list[tuple[int, RestoreUnit]] = []
     empty = RestoreUnit(tenant=tenant, user_id=user_id)
     entities = sorted(todo.entities.values(), key=lambda pair: pair[0])
@@ -270,6 +291,11 @@ def _units(todo: ParsedImport, tenant: str, user_id: str) -> list[tuple[int, Res
         chain = by_key.get(key, [])
         row = todo.fact_rows.get(key) if key is not None else None
         units.extend(_chain_units(empty, chain, row, separate=key is None))
+    episodes = sorted(todo.episodes.values(), key=lambda pair: pair[0])
+    per_unit = MAX_UNIT_ITEMS // 2  # an episode and its outbox row
+    for start in range(0, len(episodes), per_unit):
+        part = episodes[start : start + per_unit]
+        units.append((part[0][0], replace(empty, episodes=[e for _, e in part])))
     return units
 
 
@@ -310,5 +336,6 @@ def import_user(tenant: str, user_id: str, text: str, store: UserPortability) ->
         "entities": len(todo.entities),
         "entity_facts": len(todo.fact_rows),
         "memories": len(todo.memories),
+        "episodes": len(todo.episodes),
     }
     return ImportReport(user_id=user_id, imported=imported, unchanged=unchanged)

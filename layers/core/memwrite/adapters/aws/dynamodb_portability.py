@@ -2,10 +2,11 @@
 DynamoDB tables; the twin of `sqlite/portability.py`.
 
 A snapshot reads the user's partitions (memories, entity_facts, entities, and the retrieval
-counters in the turns table) with consistent queries; it is not one point in time (DynamoDB
-has no multi-partition read transaction over queries), as any paginated read of a live user is
-not. A restore is one `TransactWriteItems`: every item put only if absent, so a unit lands whole
-or not at all, and of two concurrent imports of one unit exactly one writes it.
+counters and episodes in the turns table) with consistent queries; it is not one point in
+time (DynamoDB has no multi-partition read transaction over queries), as any paginated read of
+a live user is not. A restore is one `TransactWriteItems`: every item put only if absent, so
+a unit lands whole or not at all, and of two concurrent imports of one unit exactly one writes
+it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import unavailable
+from memwrite.adapters.aws.dynamodb import episode_pk, episode_puts, unavailable
 from memwrite.adapters.aws.dynamodb_store import (
     access_key,
     memory_put,
@@ -27,6 +28,7 @@ from memwrite.adapters.aws.dynamodb_store import (
 )
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.entity_facts import FactObservation
+from memwrite.episode import Episode
 from memwrite.memory import MemoryUnit
 from memwrite.portability.records import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.schema import PARTITION_KEY, SORT_KEY
@@ -109,7 +111,11 @@ class DynamoPortability:
             )
             for item in self._partition(t.entities, user)
         ]
-        return UserSnapshot(entities=entities, fact_rows=rows, memories=memories)
+        episodes = [
+            Episode.model_validate_json(item["doc"]["S"])
+            for item in self._partition(t.turns, episode_pk(tenant, user_id))
+        ]
+        return UserSnapshot(entities=entities, fact_rows=rows, memories=memories, episodes=episodes)
 
     def restore(self, unit: RestoreUnit) -> None:
         t, user = self._tables, user_key(unit.tenant, unit.user_id)
@@ -154,5 +160,10 @@ class DynamoPortability:
             }
             put_row = {"TableName": t.entity_facts, "Item": item, "ConditionExpression": absent}
             items.append({"Put": put_row})
+        for episode in unit.episodes:
+            # The episode item only if absent, and its outbox row: stage 7 indexes it.
+            episode_put, outbox = episode_puts(t.turns, t.outbox, episode)
+            episode_put["Put"]["ConditionExpression"] = absent
+            items.extend([episode_put, outbox])
         if items:
             transact(self._client, items)

@@ -1,6 +1,7 @@
 """One user's store as export reads it and import writes it back (`UserPortability`), in the
-SQLite file; the twin of `dynamodb_portability.py`. A snapshot is one read transaction, a
-restore one write transaction (`BEGIN IMMEDIATE`) whose existence checks hold until it commits.
+SQLite file (episodes included); the twin of `dynamodb_portability.py`. A snapshot is one read
+transaction, a restore one write transaction (`BEGIN IMMEDIATE`) whose existence checks hold
+until it commits.
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ import json
 from datetime import datetime
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.adapters.sqlite.episodes import write_episode
 from memwrite.adapters.sqlite.store import insert_outbox_rows
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.entity_facts import FactObservation
+from memwrite.episode import Episode
 from memwrite.errors import WriteConflict
 from memwrite.memory import MemoryUnit
 from memwrite.portability.records import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
@@ -29,7 +32,7 @@ class SqlitePortability:
     def snapshot(self, tenant: str, user_id: str) -> UserSnapshot:
         user = (tenant, user_id)
         with self._db.connection() as connection:
-            connection.execute("BEGIN")  # one consistent read of the four tables
+            connection.execute("BEGIN")  # one consistent read of the five tables
             try:
                 memories = connection.execute(
                     "SELECT m.doc, m.rev, a.access_count, a.last_accessed FROM memories AS m "
@@ -43,6 +46,9 @@ class SqlitePortability:
                 ).fetchall()
                 entities = connection.execute(
                     f"SELECT doc, version FROM entities {_BY_USER}", user
+                ).fetchall()
+                episodes = connection.execute(
+                    f"SELECT doc FROM episodes {_BY_USER}", user
                 ).fetchall()
             finally:
                 connection.execute("COMMIT")
@@ -68,6 +74,7 @@ class SqlitePortability:
                 )
                 for doc, rev, count, last in memories
             ],
+            episodes=[Episode.model_validate_json(doc) for (doc,) in episodes],
         )
 
     def restore(self, unit: RestoreUnit) -> None:
@@ -128,3 +135,6 @@ class SqlitePortability:
                 for stored in unit.memories
             ]
             insert_outbox_rows(connection, user, outbox, docs)
+            for episode in unit.episodes:
+                absent("episodes", "turn_id", episode.turn_id)
+                write_episode(connection, episode)  # with its outbox row: stage 7 indexes it
