@@ -1,5 +1,5 @@
 """`memwrite` command line: prefilter, extract, ingest, demo, serve, search, mcp, trace, replay,
-rollback, backfill, eval, keys."""
+rollback, export, import, backfill, eval, keys."""
 
 from __future__ import annotations
 
