@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,10 @@ from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
+
+if TYPE_CHECKING:
+    from memwrite.stages import StageDef
+    from memwrite.tenants import TenantConfigs
 
 __all__ = [
     "ApiKeyRecord",
@@ -644,6 +648,9 @@ class StageAdapters(Protocol):
 
     def tenant_settings(self) -> TenantSettingsStore | None:
         """The tenants' stored settings (None: the deployment keeps none, the file only)."""
+
+    def configs(self, stage: StageDef | None = None, *, writes: bool = False) -> TenantConfigs:
+        """The tenants' effective settings, cached (stored ones when `stage` may read them)."""
 
     def extraction_llm(self) -> ExtractionLlm | None:
         """The extractor's model client (None: offline, the rules only)."""
