@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from memwrite.candidate import Candidate
-from memwrite.config import Settings, TenantOverrides
+from memwrite.config import Settings, TenantOverrides, Webhook
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
@@ -33,10 +33,6 @@ from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
-
-if TYPE_CHECKING:
-    from memwrite.stages import StageDef
-    from memwrite.tenants import TenantConfigs
 
 __all__ = [
     "ApiKeyRecord",
@@ -69,6 +65,7 @@ __all__ = [
     "SpanStore",
     "StageAdapters",
     "TenantSettingsStore",
+    "TenantWebhooks",
     "TracePage",
     "TraceRecord",
     "TraceRollback",
@@ -617,6 +614,13 @@ class TenantSettingsStore(Protocol):
         """Replace the tenant's settings whole."""
 
 
+class TenantWebhooks(Protocol):
+    """Where a tenant's change-feed events go (`memwrite.tenants.TenantConfigs`)."""
+
+    def webhooks_for(self, tenant: str) -> tuple[Webhook, ...]:
+        """The tenant's webhooks, () when it has none."""
+
+
 class StageAdapters(Protocol):
     """What a stage's `build_deps` may ask for: the stores of the deployment's backend and its
     model clients (`memwrite.wiring` picks them); it creates nothing it is not asked for."""
@@ -649,8 +653,8 @@ class StageAdapters(Protocol):
     def tenant_settings(self) -> TenantSettingsStore | None:
         """The tenants' stored settings (None: the deployment keeps none, the file only)."""
 
-    def configs(self, stage: StageDef | None = None, *, writes: bool = False) -> TenantConfigs:
-        """The tenants' effective settings, cached (stored ones when `stage` may read them)."""
+    def tenant_webhooks(self) -> TenantWebhooks:
+        """The tenants' change-feed endpoints (their stored settings over the file's, cached)."""
 
     def extraction_llm(self) -> ExtractionLlm | None:
         """The extractor's model client (None: offline, the rules only)."""

@@ -128,7 +128,6 @@ def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> Indexe
 
 
 def build_deps(adapters: StageAdapters) -> HypeDeps:
-    from memwrite.stages import stage_named  # the stage table imports this module
 
     return HypeDeps(
         store=adapters.memory_store(),
@@ -139,7 +138,7 @@ def build_deps(adapters: StageAdapters) -> HypeDeps:
         spans=adapters.spans,
         metrics=adapters.metrics,
         episodes=adapters.episodes(),
-        webhooks_for=adapters.configs(stage_named(STAGE)).webhooks_for,
+        webhooks_for=adapters.tenant_webhooks().webhooks_for,
     )
 
 
