@@ -142,6 +142,6 @@ def test_a_wrong_secret_is_refused_and_only_subscribed_events_are_sent(receiver:
 
 
 def test_webhooks_are_https_except_to_loopback() -> None:
-    with pytest.raises(ValueError, match="HTTPS"):
+    with pytest.raises(ValueError, match="https"):
         Webhook(url="http://example.com/hook", secret=SECRET, events=[EventType.MEMORY_CREATED])
     Webhook(url="https://example.com/hook", secret=SECRET, events=[EventType.MEMORY_CREATED])

@@ -216,9 +216,11 @@ class WebhookEvent(StrEnum):
     """What a webhook subscribes to (the change feed's event types)."""
 
     MEMORY_CREATED = "memory.created"
-    MEMORY_UPDATED = "memory.updated"  # merged, re-scored, pinned, expiry set
-    MEMORY_SUPERSEDED = "memory.superseded"
-    MEMORY_DELETED = "memory.deleted"  # rolled back or erased
+    MEMORY_SUPERSEDED = "memory.superseded"  # ended by a newer fact
+    MEMORY_UPDATED = "memory.updated"  # merged, re-scored, pinned, restored
+    MEMORY_EXPIRED = "memory.expired"  # past its expires_at
+    MEMORY_ERASED = "memory.erased"  # rolled back or erased
+    USER_ERASED = "user.erased"  # the user's erasure (DELETE /v1/users/{user_id})
 
 
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})

@@ -43,6 +43,7 @@ __all__ = [
     "UnknownTrace",
     "UnknownUser",
     "VerificationFailed",
+    "WebhookUndelivered",
     "WriteConflict",
 ]
 
@@ -119,6 +120,16 @@ class StoreUnavailable(TransientError):
 
 class QueueUnavailable(TransientError):
     """SQS refused or failed a call after the SDK's own retries."""
+
+
+class WebhookUndelivered(TransientError):
+    """A change-feed event reached none of some webhook's attempts (its memory is indexed):
+    the outbox row stays pending, and the next drain or stream retry delivers it again."""
+
+    def __init__(self, event_id: str, hosts: list[str]) -> None:
+        super().__init__(f"event {event_id} undelivered to {', '.join(hosts)}")
+        self.event_id = event_id
+        self.hosts = hosts
 
 
 class StageInputError(PermanentError):

@@ -231,5 +231,5 @@ class StageSpan(BaseModel):
     reason: Reason | None = None
     latency_ms: float
     at: datetime
-    kind: Literal["turn", "candidate"] = "turn"
+    kind: Literal["turn", "candidate", "webhook"] = "turn"
     llm: LlmUsageSummary | None = None

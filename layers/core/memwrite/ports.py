@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memwrite.candidate import Candidate
-from memwrite.config import Settings, TenantOverrides
+from memwrite.config import Settings, TenantOverrides, Webhook
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
@@ -65,6 +65,7 @@ __all__ = [
     "SpanStore",
     "StageAdapters",
     "TenantSettingsStore",
+    "TenantWebhooks",
     "TracePage",
     "TraceRecord",
     "TraceRollback",
@@ -615,6 +616,13 @@ class TenantSettingsStore(Protocol):
         """Replace the tenant's settings whole."""
 
 
+class TenantWebhooks(Protocol):
+    """Where a tenant's change-feed events go (`memwrite.tenants.TenantConfigs`)."""
+
+    def webhooks_for(self, tenant: str) -> tuple[Webhook, ...]:
+        """The tenant's webhooks, () when it has none."""
+
+
 class StageAdapters(Protocol):
     """What a stage's `build_deps` may ask for: the stores of the deployment's backend and its
     model clients (`memwrite.wiring` picks them); it creates nothing it is not asked for."""
@@ -646,6 +654,9 @@ class StageAdapters(Protocol):
 
     def tenant_settings(self) -> TenantSettingsStore | None:
         """The tenants' stored settings (None: the deployment keeps none, the file only)."""
+
+    def tenant_webhooks(self) -> TenantWebhooks:
+        """The tenants' change-feed endpoints (their stored settings over the file's, cached)."""
 
     def extraction_llm(self) -> ExtractionLlm | None:
         """The extractor's model client (None: offline, the rules only)."""

@@ -50,6 +50,7 @@ __all__ = [
     "UserErased",
     "UserRule",
     "VerifierCheck",
+    "WebhookAttempt",
 ]
 
 
@@ -236,6 +237,20 @@ class IndexingError(_Reason):
     error: str
 
 
+class WebhookAttempt(_Reason):
+    """One delivery attempt of the row's change-feed event to one of the tenant's webhooks:
+    its answer (`status`; None: no answer, `error` names the transport error), which attempt
+    of this delivery it was and where it went (the host only: a URL may carry a token)."""
+
+    type: Literal["WebhookAttempt"] = "WebhookAttempt"
+    event_id: str
+    event: str
+    host: str
+    attempt: int
+    status: int | None
+    error: str | None = None
+
+
 class DeadLettered(_Reason):
     """A pipeline stage gave up on the batch (its Catch): the turn is in the pipeline DLQ.
 
@@ -350,6 +365,7 @@ Reason = Annotated[
     | RolledBack
     | StoreError
     | IndexingError
+    | WebhookAttempt
     | JudgeError
     | UserErased
     | TraceRolledBack,

@@ -41,7 +41,7 @@ def make_span(
     result: SpanResult,
     reason: Reason | None = None,
     latency_ms: float = 0.0,
-    kind: Literal["turn", "candidate"] = "candidate",
+    kind: Literal["turn", "candidate", "webhook"] = "candidate",
     llm: LlmUsageSummary | None = None,
 ) -> StageSpan:
     return StageSpan(

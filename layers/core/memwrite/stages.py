@@ -172,8 +172,9 @@ STAGES: tuple[StageDef, ...] = (
         OutboxChange,
         IndexedChange,
         "hype",
-        # Marks outbox rows done; reads episodes (turns) to index them
-        tables={"outbox": RW, "memories": R, "turns": R, "spans": W},
+        # Marks outbox rows done; reads episodes (turns) to index them, and the tenants'
+        # webhooks (tenant_settings) to deliver the change feed's event of each row
+        tables={"outbox": RW, "memories": R, "turns": R, "spans": W, "tenant_settings": R},
         search=SearchAccess.READ_WRITE,  # indexes memories and episodes, removes erased ones
         calls_model=True,  # HyPE questions
         calls_embedder=True,  # memories and their questions

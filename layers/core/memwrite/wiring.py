@@ -185,6 +185,14 @@ class Adapters(ABC):
         """The request configs of a function: with the tenants' stored settings when it may
         read them (`stage` declares the table, or `writes`: the query function)."""
         readable = writes or (stage is not None and TENANT_SETTINGS.logical_name in stage.tables)
+        return self._configs(readable=readable)
+
+    def tenant_webhooks(self) -> TenantConfigs:
+        """The tenants' webhooks, for the stage that delivers the change feed (hype): its
+        StageDef declares `tenant_settings` read, which grants the read on AWS."""
+        return self._configs(readable=True)
+
+    def _configs(self, *, readable: bool) -> TenantConfigs:
         store = self.tenant_settings() if readable else None
         cache_secs = self.env.settings_cache_secs
         if cache_secs is None:

@@ -2,6 +2,7 @@
 
 from memwrite.feed.events import ChangeEvent, EventType, event_for_change, user_erased_event
 from memwrite.feed.webhooks import (
+    DEFAULT_ATTEMPTS,
     EVENT_ID_HEADER,
     SIGNATURE_HEADER,
     DeliveryAttempt,
@@ -12,6 +13,7 @@ from memwrite.feed.webhooks import (
 )
 
 __all__ = [
+    "DEFAULT_ATTEMPTS",
     "EVENT_ID_HEADER",
     "SIGNATURE_HEADER",
     "ChangeEvent",

@@ -12,10 +12,10 @@ past its `expires_at` -> `memory.expired`; the first rev -> `memory.created`; el
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from memwrite.config import WebhookEvent
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryUnit
 from memwrite.payloads import OutboxChange
@@ -23,13 +23,8 @@ from memwrite.payloads import OutboxChange
 __all__ = ["ChangeEvent", "EventType", "event_for_change", "user_erased_event"]
 
 
-class EventType(StrEnum):
-    MEMORY_CREATED = "memory.created"
-    MEMORY_SUPERSEDED = "memory.superseded"
-    MEMORY_UPDATED = "memory.updated"
-    MEMORY_EXPIRED = "memory.expired"
-    MEMORY_ERASED = "memory.erased"
-    USER_ERASED = "user.erased"
+# One list of event types: the one tenants subscribe to (`Webhook.events`).
+EventType = WebhookEvent
 
 
 class ChangeEvent(BaseModel):

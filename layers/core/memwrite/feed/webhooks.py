@@ -16,14 +16,14 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator
 
-from memwrite.feed.events import ChangeEvent, EventType
+from memwrite.config import Webhook
+from memwrite.feed.events import ChangeEvent
 
 __all__ = [
+    "DEFAULT_ATTEMPTS",
     "EVENT_ID_HEADER",
     "SIGNATURE_HEADER",
     "DeliveryAttempt",
@@ -39,24 +39,6 @@ DEFAULT_ATTEMPTS = 4
 BASE_DELAY_SECS = 0.5
 MAX_DELAY_SECS = 8.0
 TIMEOUT_SECS = 5.0
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-class Webhook(BaseModel):
-    """One subscription of a tenant: HTTPS only (plain HTTP to loopback, for local receivers)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    url: HttpUrl
-    secret: Annotated[str, Field(min_length=16, max_length=256)]
-    events: list[EventType] = Field(min_length=1)
-
-    @field_validator("url")
-    @classmethod
-    def _https(cls, url: HttpUrl) -> HttpUrl:
-        if url.scheme != "https" and url.host not in _LOOPBACK:
-            raise ValueError("webhooks are HTTPS (plain HTTP only to 127.0.0.1)")
-        return url
 
 
 def sign(secret: str, body: bytes) -> str:

@@ -15,25 +15,33 @@ An episode's row (`episode:<turn id>`, `memwrite.episodes`) indexes the kept tur
 its content vector as a document of kind `episode` (no questions: it is the user's own words),
 or removes it when the episode is gone (erased, expired).
 
-The row is marked done last: a crash anywhere before leaves it pending, and the retry redoes
-the whole job with the same result (upserts replace by memory id, deletes of absent documents
-are no-ops).
+A memory's row then goes out on the change feed (`memwrite.feed`): its event to each of the
+tenant's webhooks subscribed to the event's type, every attempt a span (kind `webhook`) on the
+row's trace. A delivery that fails after its retries raises `WebhookUndelivered` (transient).
+
+The row is marked done last: a crash or an undelivered event anywhere before leaves it
+pending, and the retry redoes the whole job with the same result (upserts replace by memory
+id, deletes of absent documents are no-ops, the event keeps its id: receivers dedupe).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import cache
 from typing import TYPE_CHECKING
 
+import httpx
 import numpy as np
 
 from memwrite.candidate import MemoryType
-from memwrite.config import PipelineConfig
+from memwrite.config import PipelineConfig, Webhook
 from memwrite.episode import EpisodeStatus, episode_of_doc_id
-from memwrite.errors import MemwriteError
+from memwrite.errors import MemwriteError, WebhookUndelivered
+from memwrite.feed import DEFAULT_ATTEMPTS, ChangeEvent, deliver, event_for_change
+from memwrite.ids import content_hash
 from memwrite.index import DocKind, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.models import SpanResult
@@ -49,7 +57,7 @@ from memwrite.ports import (
     QuestionGenerator,
     SpanStore,
 )
-from memwrite.reasons import IndexingError
+from memwrite.reasons import IndexingError, WebhookAttempt
 from memwrite.spans import make_span, store_spans, usage_summary
 from memwrite.usage import LlmUsage, metered
 
@@ -71,6 +79,12 @@ class HypeDeps:
     spans: SpanStore
     metrics: MetricsSink
     episodes: EpisodeStore | None = None
+    # The change feed: the tenant's webhooks (None: no feed), the HTTP client (None: a shared
+    # default one) and the delivery's attempts per round and wait between them.
+    webhooks_for: Callable[[str], Sequence[Webhook]] | None = None
+    webhook_client: httpx.Client | None = None
+    webhook_attempts: int = DEFAULT_ATTEMPTS
+    webhook_sleep: Callable[[float], None] = time.sleep
 
 
 def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> IndexedChange:
@@ -83,7 +97,6 @@ def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> Indexe
     episode = found.get(turn_id)
     if episode is None or episode.status_at(time.time()) is EpisodeStatus.EXPIRED:
         deps.index.delete(change.tenant, change.user_id, change.memory_id)
-        deps.outbox.mark_done(change)
         return IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
     vector = deps.embedder.embed([episode.turn.text])[0]
     deps.index.upsert(
@@ -105,7 +118,6 @@ def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> Indexe
         change.tenant, change.user_id, [turn_id]
     ):
         deps.index.delete(change.tenant, change.user_id, change.memory_id)  # erased meanwhile
-    deps.outbox.mark_done(change)
     at = _now()
     return IndexedChange(
         memory_id=change.memory_id,
@@ -116,6 +128,7 @@ def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> Indexe
 
 
 def build_deps(adapters: StageAdapters) -> HypeDeps:
+
     return HypeDeps(
         store=adapters.memory_store(),
         index=adapters.search_index(),
@@ -125,6 +138,7 @@ def build_deps(adapters: StageAdapters) -> HypeDeps:
         spans=adapters.spans,
         metrics=adapters.metrics,
         episodes=adapters.episodes(),
+        webhooks_for=adapters.tenant_webhooks().webhooks_for,
     )
 
 
@@ -164,7 +178,7 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     started = time.perf_counter()
     try:
         with metered() as paid:
-            result, calls = _index(change, config, deps)
+            result, calls, feed = _index(change, config, deps)
     except MemwriteError as exc:
         # Questions generated before the index or embedder failed were paid for all the same.
         error = IndexingError(error=type(exc).__name__)
@@ -176,16 +190,82 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     _record(change, deps, result=verdict, reason=None, calls=calls, started=started)
     deps.metrics.count(STAGE, result.action.value, None)
     deps.metrics.llm_usage(STAGE, calls)
+    if feed is not None:
+        _publish(event_for_change(change, feed.memory, _now()), change, deps)
+    # Done last: a crash or an undelivered event before this leaves the row pending.
+    deps.outbox.mark_done(change)
     return result
+
+
+def _publish(event: ChangeEvent, change: OutboxChange, deps: HypeDeps) -> None:
+    """Deliver the row's event to the tenant's webhooks subscribed to its type, one span per
+    attempt; raise `WebhookUndelivered` (the row stays pending) if one never took it."""
+    hooks = deps.webhooks_for(change.tenant) if deps.webhooks_for is not None else ()
+    if not any(event.type in hook.events for hook in hooks):
+        return
+    client = deps.webhook_client or _default_client()
+    deliveries = deliver(
+        event, hooks, client, attempts=deps.webhook_attempts, sleep=deps.webhook_sleep
+    )
+    round_ms = int(time.time() * 1000)  # a later round's attempts sit beside this one's
+    failed: list[str] = []
+    for delivery in deliveries:
+        host = httpx.URL(delivery.url).host
+        hook_id = content_hash("webhook", delivery.url)[:8]
+        for attempt in delivery.attempts:
+            ok = attempt.status is not None and 200 <= attempt.status < 300
+            reason = WebhookAttempt(
+                event_id=event.event_id,
+                event=event.type.value,
+                host=host,
+                attempt=attempt.attempt,
+                status=attempt.status,
+                error=attempt.error,
+            )
+            if change.trace_id is not None:
+                span = make_span(
+                    trace_id=change.trace_id,
+                    tenant=change.tenant,
+                    user_id=change.user_id,
+                    stage=STAGE,
+                    item_id=(
+                        f"{change.memory_id}#{change.rev}:webhook:{hook_id}"
+                        f"@{round_ms}#{attempt.attempt}"
+                    ),
+                    result=SpanResult.PASS if ok else SpanResult.ERROR,
+                    reason=reason,
+                    latency_ms=attempt.latency_ms,
+                    kind="webhook",
+                )
+                store_spans([span], deps.spans)
+            deps.metrics.count(STAGE, "webhook_ok" if ok else "webhook_error", None)
+        if not delivery.delivered:
+            failed.append(host)
+    if failed:
+        raise WebhookUndelivered(event.event_id, failed)
+
+
+@cache
+def _default_client() -> httpx.Client:
+    """One client per process (its connections reused across rows)."""
+    return httpx.Client(follow_redirects=False)
+
+
+@dataclass(frozen=True)
+class _FeedChange:
+    """A memory row's change for the feed: the memory as it is now (None: gone)."""
+
+    memory: MemoryUnit | None
 
 
 def _index(
     change: OutboxChange, config: PipelineConfig, deps: HypeDeps
-) -> tuple[IndexedChange, tuple[LlmUsage, ...]]:
-    """The row's work, and the model calls its questions cost."""
+) -> tuple[IndexedChange, tuple[LlmUsage, ...], _FeedChange | None]:
+    """The row's work, the model calls its questions cost and its change for the feed (None:
+    an episode's row, not a memory change)."""
     turn_id = episode_of_doc_id(change.memory_id)
     if turn_id is not None:
-        return _index_episode(change, turn_id, deps), ()
+        return _index_episode(change, turn_id, deps), (), None
     stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
     current = stored.get(change.memory_id)
     calls: tuple[LlmUsage, ...] = ()
@@ -213,8 +293,8 @@ def _index(
             # memory after this read and the index after that, taking the document along.)
             deps.index.delete(change.tenant, change.user_id, change.memory_id)
             result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
-    deps.outbox.mark_done(change)
-    return result, calls
+            memory = None
+    return result, calls, _FeedChange(memory)
 
 
 def _record(

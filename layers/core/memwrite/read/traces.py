@@ -117,7 +117,16 @@ def _of_turn(span: StageSpan, turn_ids: tuple[str, ...]) -> str | None:
 def _retried_past(error: StageSpan, spans: list[StageSpan], turn_ids: tuple[str, ...]) -> bool:
     """A later attempt of the error's stage went on with the same turn. A retry's span replaces
     the failed attempt's when their ids agree; resolve_refs' do not when resolving renamed the
-    candidate, and its failed attempt stays on the trace, with what its calls cost."""
+    candidate, and its failed attempt stays on the trace, with what its calls cost. A failed
+    webhook attempt is retried past once the same event reached the same webhook."""
+    if error.kind == "webhook":
+        delivery = error.item_id.partition("@")[0]  # <memory>#<rev>:webhook:<hook>
+        return any(
+            span.kind == "webhook"
+            and span.result is not SpanResult.ERROR
+            and span.item_id.partition("@")[0] == delivery
+            for span in spans
+        )
     turn = _of_turn(error, turn_ids)
     return turn is not None and any(
         span.stage == error.stage

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from memwrite.config import PipelineConfig, Settings, TenantOverrides
+from memwrite.config import PipelineConfig, Settings, TenantOverrides, Webhook
 
 if TYPE_CHECKING:
     from memwrite.ports import TenantSettingsStore
@@ -80,6 +80,13 @@ class TenantConfigs:
 
     def for_request(self, tenant: str, agent_id: str | None = None) -> PipelineConfig:
         return self.settings.for_request(tenant, agent_id, stored=self.stored(tenant))
+
+    def webhooks_for(self, tenant: str) -> tuple[Webhook, ...]:
+        """The tenant's change-feed endpoints: its stored ones, else the file's (none: ())."""
+        stored = self.stored(tenant)
+        file = self.settings.tenants.get(tenant)
+        merged = stored.over(file) if stored is not None else file
+        return (merged.webhooks or ()) if merged is not None else ()
 
     def settings_for(self, tenant: str) -> Settings:
         """The deployment's settings as this tenant sees them (its stored settings laid over

@@ -1,0 +1,158 @@
+"""The change feed through the local pipeline: a tenant stores a webhook with `PUT
+/v1/settings`, a fact is ingested and drained, and a real receiver on 127.0.0.1 gets the
+signed `memory.created` event; failed attempts are retried (same event id) and every attempt
+is a span on the turn's trace."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from memwrite.feed import webhooks
+from tests.integration.conftest import Local, MakeLocal
+
+SECRET = "feed-secret-0123456789"
+KEYS = {"key-a": "tenant-a"}
+
+
+class Receiver(ThreadingHTTPServer):
+    """Answers the first `fail_first` requests with a 500, then 200; keeps every request."""
+
+    def __init__(self) -> None:
+        self.fail_first = 0
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.accepted: list[dict[str, Any]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/hook"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.requests.append((dict(self.headers), body))
+        if len(self.server.requests) <= self.server.fail_first:
+            self.send_response(500)
+        else:
+            self.server.accepted.append(json.loads(body))
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+class _NoJitter:
+    @staticmethod
+    def uniform(low: float, high: float) -> float:
+        return 0.0
+
+
+@pytest.fixture(params=["sqlite", "moto"])
+def subscribed(
+    request: pytest.FixtureRequest,
+    make_local: MakeLocal,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Local:
+    """A tenant whose stored settings subscribe the receiver to `memory.created`."""
+    monkeypatch.setattr(webhooks, "random", _NoJitter)  # retries without waiting
+    local = make_local(api_keys=KEYS, backend=request.param)
+    hook = {"url": receiver.url, "secret": SECRET, "events": ["memory.created"]}
+    stored = local.runner.call("PUT", "/v1/settings", {"webhooks": [hook]}, api_key="key-a")
+    assert stored.status == 200, stored.body
+    return local
+
+
+def ingest(local: Local, make_body: Callable[..., dict[str, Any]]) -> str:
+    posted = local.post_turns(make_body("I live in Lisbon."), api_key="key-a")
+    assert posted.status == 202, posted.body
+    report = local.runner.drain()
+    assert not report.index_failed
+    trace_id: str = posted.body["trace_id"]
+    return trace_id
+
+
+def webhook_spans(local: Local, trace_id: str) -> list[dict[str, Any]]:
+    trace = local.get_trace(trace_id, api_key="key-a")
+    assert trace.status == 200, trace.body
+    spans: list[dict[str, Any]] = trace.body["spans"]
+    return sorted((s for s in spans if s["kind"] == "webhook"), key=lambda s: s["item_id"])
+
+
+def test_a_stored_webhook_gets_memory_created_signed_with_its_secret(
+    subscribed: Local, receiver: Receiver, make_body: Callable[..., dict[str, Any]]
+) -> None:
+    # When a fact is ingested and the pipeline drains
+    trace_id = ingest(subscribed, make_body)
+
+    # Then the receiver got one memory.created, signed with the webhook's secret
+    [(headers, body)] = receiver.requests
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["X-Memwrite-Signature"], expected)
+    event = json.loads(body)
+    assert event["type"] == "memory.created"
+    assert event["tenant"] == "tenant-a"
+    assert event["user_id"] == "user-1"
+    assert event["trace_id"] == trace_id
+    assert headers["X-Memwrite-Event-Id"] == event["event_id"]
+    # And the attempt is on the trace: stage hype, a pass with its status
+    [span] = webhook_spans(subscribed, trace_id)
+    assert span["stage"] == "hype"
+    assert span["result"] == "pass"
+    assert span["reason"]["type"] == "WebhookAttempt"
+    assert span["reason"]["status"] == 200
+    assert span["reason"]["attempt"] == 1
+    assert span["reason"]["event_id"] == event["event_id"]
+
+
+@pytest.mark.parametrize("fail_first", [1, 5])
+def test_a_failing_receiver_gets_the_event_at_least_once_with_the_same_id(
+    subscribed: Local,
+    receiver: Receiver,
+    make_body: Callable[..., dict[str, Any]],
+    fail_first: int,
+) -> None:
+    # Given a receiver that answers 500 first (5: more than one delivery round's 4 attempts,
+    # so the row stays pending and the stream's retry delivers it again)
+    receiver.fail_first = fail_first
+
+    # When a fact is ingested and the pipeline drains
+    trace_id = ingest(subscribed, make_body)
+
+    # Then it got the event once accepted, every request carrying the same event id
+    assert len(receiver.accepted) == 1
+    assert len(receiver.requests) == fail_first + 1
+    ids = {headers["X-Memwrite-Event-Id"] for headers, _ in receiver.requests}
+    assert ids == {receiver.accepted[0]["event_id"]}
+    # And every attempt is a span on the trace: the 500s as errors, the 200 as a pass
+    spans = webhook_spans(subscribed, trace_id)
+    assert len(spans) == fail_first + 1
+    statuses = sorted(s["reason"]["status"] for s in spans)
+    assert statuses == [200] + [500] * fail_first
+    assert sum(s["result"] == "error" for s in spans) == fail_first
+    # And the trace is complete: the failed attempts were retried past
+    assert subscribed.get_trace(trace_id, api_key="key-a").body["status"] == "complete"
