@@ -9,13 +9,14 @@ import hmac
 import json
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 
+from memwrite.candidate import MemoryType
 from memwrite.feed import (
     EVENT_ID_HEADER,
     SIGNATURE_HEADER,
@@ -24,6 +25,7 @@ from memwrite.feed import (
     deliver,
     event_for_change,
 )
+from memwrite.memory import MemoryUnit, Tier
 from memwrite.payloads import OutboxChange
 
 SECRET = "s3cret-of-sixteen-chars"
@@ -97,6 +99,45 @@ def test_an_outbox_row_is_one_event_with_an_id_of_the_row() -> None:
     # Then the same row is the same event id, another rev another one; a gone memory is erased
     assert first.event_id == again.event_id != later.event_id
     assert first.type is EventType.MEMORY_ERASED
+
+
+def stored(expires_on: datetime | None = None) -> MemoryUnit:
+    return MemoryUnit(
+        memory_id="m" * 32,
+        tenant="acme",
+        user_id="dana",
+        text="The user lives in Lisbon.",
+        type=MemoryType.FACT,
+        topic="location",
+        importance=0.5,
+        confidence=0.85,
+        extractor_confidence=0.9,
+        tier=Tier.WORKING,
+        source="user_explicit",
+        source_session="s",
+        trace_id="t",
+        turn_id="turn",
+        created_at=AT,
+        observed_at=AT,
+        last_seen=AT,
+        corroborated_by=["turn"],
+        entity="user",
+        entity_id="e-user",
+        attribute="lives_in",
+        value="Lisbon",
+        predicate_is_stateful=True,
+        expires_on=expires_on,
+    )
+
+
+def test_a_memory_past_the_users_expiry_is_an_expired_event() -> None:
+    # Given a memory whose user expiry (PATCH expires_at) has passed, and one whose has not
+    past = stored(expires_on=AT - timedelta(days=1))
+    future = stored(expires_on=AT + timedelta(days=1))
+    # When their outbox rows become events / Then the first is expired, the second updated
+    assert event_for_change(change(2), past, AT).type is EventType.MEMORY_EXPIRED
+    assert event_for_change(change(2), future, AT).type is EventType.MEMORY_UPDATED
+    assert event_for_change(change(1), stored(), AT).type is EventType.MEMORY_CREATED
 
 
 @pytest.mark.parametrize("receiver", [2], indirect=True)

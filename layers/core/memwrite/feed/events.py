@@ -47,7 +47,10 @@ def event_for_change(change: OutboxChange, memory: MemoryUnit | None, at: dateti
         kind = EventType.MEMORY_ERASED
     elif memory.superseded_by is not None:
         kind = EventType.MEMORY_SUPERSEDED
-    elif memory.expires_at is not None and memory.expires_at <= at.timestamp():
+    elif memory.expired(at) or (
+        memory.expires_at is not None and memory.expires_at <= at.timestamp()
+    ):
+        # The user's expiry (PATCH) or the store's TTL (tasks) has passed
         kind = EventType.MEMORY_EXPIRED
     elif change.rev == 1:
         kind = EventType.MEMORY_CREATED
