@@ -1,6 +1,6 @@
 """The change feed: events derived from the outbox, and their signed webhook delivery."""
 
-from memwrite.feed.events import ChangeEvent, EventType, event_for_change, user_erased_event
+from memwrite.feed.change_events import ChangeEvent, EventType, event_for_change, user_erased_event
 from memwrite.feed.webhooks import (
     DEFAULT_ATTEMPTS,
     EVENT_ID_HEADER,

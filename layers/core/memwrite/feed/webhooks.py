@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import httpx
 
 from memwrite.config import Webhook
-from memwrite.feed.events import ChangeEvent
+from memwrite.feed.change_events import ChangeEvent
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
