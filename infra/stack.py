@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -321,6 +322,8 @@ class MemwriteStack(cdk.Stack):
         return search
 
     def _stream_consumers(self, stream: Sequence[StageDef]) -> None:
+        """The stream stages on the outbox's stream, publishing to the change-feed bus."""
+        self.event_bus = self._change_feed_bus(stream)
         outbox = self.tables.by_name[OUTBOX.logical_name]
         for stage in stream:
             self.functions[stage.name].function.add_event_source(
@@ -335,6 +338,17 @@ class MemwriteStack(cdk.Stack):
                     on_failure=sources.SqsDlq(self.queues.stream_dlq),
                 )
             )
+
+    def _change_feed_bus(self, stream: Sequence[StageDef]) -> events.EventBus:
+        """The environment's change-feed bus: the stream stage (hype) puts each memory row's
+        event on it after indexing; subscribers add their own rules (docs/change-feed.md)."""
+        bus = events.EventBus(self, "ChangeFeedBus", event_bus_name=f"memwrite-{self.config.name}")
+        for stage in stream:
+            fn = self.functions[stage.name]
+            fn.function.add_environment("EVENT_BUS_NAME", bus.event_bus_name)
+            bus.grant_put_events_to(fn.role)
+        cdk.CfnOutput(self, "EventBusName", value=bus.event_bus_name)
+        return bus
 
     def _acknowledge_generated_wildcards(self) -> None:
         """The wildcards CDK's grants generate, each named (never a blanket `IAM5`)."""

@@ -9,13 +9,15 @@ import hashlib
 import hmac
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from memwrite.feed import webhooks
+from memwrite.errors import EventsUnpublished
+from memwrite.feed import ChangeEvent, EventType, webhooks
+from memwrite.wiring import Adapters
 from tests.integration.conftest import Local, MakeLocal
 
 SECRET = "feed-secret-0123456789"
@@ -155,4 +157,47 @@ def test_a_failing_receiver_gets_the_event_at_least_once_with_the_same_id(
     assert statuses == [200] + [500] * fail_first
     assert sum(s["result"] == "error" for s in spans) == fail_first
     # And the trace is complete: the failed attempts were retried past
+    assert subscribed.get_trace(trace_id, api_key="key-a").body["status"] == "complete"
+
+
+class _Bus:
+    """An `EventPublisher` standing in for the environment's bus: refuses the first
+    `fail_first` publishes (transient, as a rejected PutEvents entry), then keeps the events."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.fail_first = fail_first
+        self.calls = 0
+        self.published: list[ChangeEvent] = []
+
+    def publish(self, events: Sequence[ChangeEvent]) -> None:
+        self.calls += 1
+        if self.calls <= self.fail_first:
+            raise EventsUnpublished(
+                "memwrite-test", [f"{e.event_id}: InternalFailure" for e in events]
+            )
+        self.published.extend(events)
+
+
+@pytest.mark.parametrize("fail_first", [0, 1])
+def test_with_an_event_bus_every_memory_row_is_published_after_indexing_and_retried_on_failure(
+    subscribed: Local,
+    receiver: Receiver,
+    make_body: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    fail_first: int,
+) -> None:
+    # Given the environment names a bus (on AWS: EVENT_BUS_NAME), refusing the first publish
+    bus = _Bus(fail_first)
+    monkeypatch.setattr(Adapters, "event_publisher", lambda self: bus)
+
+    # When a fact is ingested and the pipeline drains
+    trace_id = ingest(subscribed, make_body)
+
+    # Then the bus got the row's memory.created once, the same event the webhook got
+    [event] = bus.published
+    assert event.type is EventType.MEMORY_CREATED
+    assert event.trace_id == trace_id
+    assert bus.calls == fail_first + 1
+    assert [e["event_id"] for e in receiver.accepted] == [event.event_id]
+    # And the trace is complete: a refused publish left the row pending for the retry
     assert subscribed.get_trace(trace_id, api_key="key-a").body["status"] == "complete"

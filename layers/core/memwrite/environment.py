@@ -70,6 +70,9 @@ class LambdaEnvironment(BaseModel):
     pipeline_state_machine_arn: str | None = Field(default=None, alias="PIPELINE_STATE_MACHINE_ARN")
     # Where the local runner's consumer moves dead letters (on AWS: the redrive policy's queue).
     turn_dead_letter_url: str | None = Field(default=None, alias="TURN_DEAD_LETTER_URL")
+    # The hype function's only: the environment's EventBridge bus the change feed is published
+    # on (`memwrite.adapters.aws.eventbridge`); unset (locally): no bus, webhooks only.
+    event_bus_name: str | None = Field(default=None, alias="EVENT_BUS_NAME", min_length=1)
     # Any emulator or a real account's endpoint; unset: the SDK's default for the region.
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).

@@ -16,6 +16,7 @@ __all__ = [
     "ApiKeyExists",
     "ConfigError",
     "EmbedderUnavailable",
+    "EventsUnpublished",
     "ExtractionFailed",
     "IdempotencyKeyReused",
     "ImportConflict",
@@ -130,6 +131,17 @@ class WebhookUndelivered(TransientError):
         super().__init__(f"event {event_id} undelivered to {', '.join(hosts)}")
         self.event_id = event_id
         self.hosts = hosts
+
+
+class EventsUnpublished(TransientError):
+    """Change-feed events did not reach the environment's EventBridge bus (a failed
+    `PutEvents` call or rejected entries): the outbox row stays pending and the stream's retry
+    publishes them again under the same event ids."""
+
+    def __init__(self, bus: str, failures: list[str]) -> None:
+        super().__init__(f"{len(failures)} event(s) not put on {bus}: {'; '.join(failures)}")
+        self.bus = bus
+        self.failures = failures
 
 
 class StageInputError(PermanentError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,9 @@ from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
 
+if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
+    from memwrite.feed.events import ChangeEvent
+
 __all__ = [
     "ApiKeyRecord",
     "ApiKeyStore",
@@ -46,6 +49,7 @@ __all__ = [
     "EnqueueResult",
     "EntityStore",
     "EpisodeStore",
+    "EventPublisher",
     "ExtractionLlm",
     "GeneratedQuestions",
     "LlmCall",
@@ -623,6 +627,15 @@ class TenantWebhooks(Protocol):
         """The tenant's webhooks, () when it has none."""
 
 
+class EventPublisher(Protocol):
+    """Where the change feed's events go besides webhooks: the environment's EventBridge bus on
+    AWS (`memwrite.adapters.aws.eventbridge`); locally there is none. All of `events` are
+    published or it raises a `TransientError` (the outbox row stays pending, its retry
+    publishes them again under the same event ids)."""
+
+    def publish(self, events: Sequence[ChangeEvent]) -> None: ...
+
+
 class StageAdapters(Protocol):
     """What a stage's `build_deps` may ask for: the stores of the deployment's backend and its
     model clients (`memwrite.wiring` picks them); it creates nothing it is not asked for."""
@@ -657,6 +670,9 @@ class StageAdapters(Protocol):
 
     def tenant_webhooks(self) -> TenantWebhooks:
         """The tenants' change-feed endpoints (their stored settings over the file's, cached)."""
+
+    def event_publisher(self) -> EventPublisher | None:
+        """The environment's event bus (None: the environment names none, e.g. locally)."""
 
     def extraction_llm(self) -> ExtractionLlm | None:
         """The extractor's model client (None: offline, the rules only)."""

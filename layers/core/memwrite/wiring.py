@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Embedder,
         EntityStore,
         EpisodeStore,
+        EventPublisher,
         ExtractionLlm,
         MemoryIndex,
         MemoryReader,
@@ -191,6 +192,18 @@ class Adapters(ABC):
         """The tenants' webhooks, for the stage that delivers the change feed (hype): its
         StageDef declares `tenant_settings` read, which grants the read on AWS."""
         return self._configs(readable=True)
+
+    def event_publisher(self) -> EventPublisher | None:
+        """The change feed's EventBridge bus, when the environment names one (on AWS, the hype
+        function's `EVENT_BUS_NAME`); locally there is none and events go to webhooks only."""
+        if self.env.event_bus_name is None:
+            return None
+        from memwrite.adapters.aws.clients import events_client
+        from memwrite.adapters.aws.eventbridge import EventBridgePublisher
+
+        return EventBridgePublisher(
+            events_client(self.env.aws_endpoint_url), self.env.event_bus_name
+        )
 
     def _configs(self, *, readable: bool) -> TenantConfigs:
         store = self.tenant_settings() if readable else None

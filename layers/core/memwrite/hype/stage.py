@@ -15,9 +15,11 @@ An episode's row (`episode:<turn id>`, `memwrite.episodes`) indexes the kept tur
 its content vector as a document of kind `episode` (no questions: it is the user's own words),
 or removes it when the episode is gone (erased, expired).
 
-A memory's row then goes out on the change feed (`memwrite.feed`): its event to each of the
-tenant's webhooks subscribed to the event's type, every attempt a span (kind `webhook`) on the
-row's trace. A delivery that fails after its retries raises `WebhookUndelivered` (transient).
+A memory's row then goes out on the change feed (`memwrite.feed`): its event onto the
+environment's EventBridge bus when there is one (`HypeDeps.publisher`; a rejected entry raises
+`EventsUnpublished`, transient), then to each of the tenant's webhooks subscribed to the
+event's type, every attempt a span (kind `webhook`) on the row's trace. A delivery that fails
+after its retries raises `WebhookUndelivered` (transient).
 
 The row is marked done last: a crash or an undelivered event anywhere before leaves it
 pending, and the retry redoes the whole job with the same result (upserts replace by memory
@@ -49,6 +51,7 @@ from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
     Embedder,
     EpisodeStore,
+    EventPublisher,
     GeneratedQuestions,
     MemoryIndex,
     MemoryStore,
@@ -85,6 +88,8 @@ class HypeDeps:
     webhook_client: httpx.Client | None = None
     webhook_attempts: int = DEFAULT_ATTEMPTS
     webhook_sleep: Callable[[float], None] = time.sleep
+    # The environment's event bus (None: none, e.g. locally): every memory row's event.
+    publisher: EventPublisher | None = None
 
 
 def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> IndexedChange:
@@ -139,6 +144,7 @@ def build_deps(adapters: StageAdapters) -> HypeDeps:
         metrics=adapters.metrics,
         episodes=adapters.episodes(),
         webhooks_for=adapters.tenant_webhooks().webhooks_for,
+        publisher=adapters.event_publisher(),
     )
 
 
@@ -191,7 +197,10 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     deps.metrics.count(STAGE, result.action.value, None)
     deps.metrics.llm_usage(STAGE, calls)
     if feed is not None:
-        _publish(event_for_change(change, feed.memory, _now()), change, deps)
+        event = event_for_change(change, feed.memory, _now())
+        if deps.publisher is not None:
+            deps.publisher.publish([event])  # a failed entry raises: the row stays pending
+        _publish(event, change, deps)
     # Done last: a crash or an undelivered event before this leaves the row pending.
     deps.outbox.mark_done(change)
     return result

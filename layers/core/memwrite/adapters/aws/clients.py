@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
     from mypy_boto3_stepfunctions.client import SFNClient
 
-__all__ = ["dynamodb_client", "sqs_client", "stepfunctions_client"]
+__all__ = ["dynamodb_client", "events_client", "sqs_client", "stepfunctions_client"]
 
 _CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5)
 # StartSyncExecution holds the connection until the execution ends (Express: at most 5 min).
@@ -27,6 +27,11 @@ def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
 
 def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
     return boto3.client("dynamodb", **_kwargs(endpoint_url))
+
+
+def events_client(endpoint_url: str | None = None) -> Any:
+    """EventBridge (no stubs installed: the adapter types the one call it makes)."""
+    return boto3.client("events", **_kwargs(endpoint_url))
 
 
 def sqs_client(endpoint_url: str | None = None) -> SQSClient:
