@@ -35,7 +35,7 @@ from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, Vers
 from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
-    from memwrite.feed.events import ChangeEvent
+    from memwrite.feed.change_events import ChangeEvent
 
 __all__ = [
     "ApiKeyRecord",

@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memwrite.errors import EventsUnpublished
-from memwrite.feed.events import ChangeEvent
+from memwrite.feed.change_events import ChangeEvent
 
 __all__ = ["BATCH_SIZE", "SOURCE", "EventBridgePublisher"]
 
