@@ -27,9 +27,10 @@ Import in three steps, nothing written until the first two pass:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -228,49 +229,64 @@ class ImportReport(BaseModel):
     unchanged: dict[str, int]
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _split_by_store(
+    parsed: dict[_K, tuple[int, _V]],
+    found: dict[_K, _V],
+    todo: dict[_K, tuple[int, _V]],
+    label: str,
+    same: Callable[[_V, _V], bool] = operator.eq,
+) -> int:
+    """Moves the items the store lacks into `todo`; counts the equal ones; refuses a difference."""
+    unchanged = 0
+    for key, (number, item) in parsed.items():
+        stored = found.get(key)
+        if stored is None:
+            todo[key] = (number, item)
+        elif same(stored, item):
+            unchanged += 1
+        else:
+            raise ImportConflict(number, str(key), f"{label} {key} differs from the store's")
+    return unchanged
+
+
 def _pending(
     parsed: ParsedImport, store: UserPortability, tenant: str, user_id: str
 ) -> tuple[ParsedImport, dict[str, int]]:
     """What the store lacks; equal items are counted as unchanged, different ones refused."""
     snapshot = store.snapshot(tenant, user_id)
-    entities = {v.entity.entity_id: v for v in snapshot.entities}
-    rows = {r.key: r for r in snapshot.fact_rows}
-    memories = {m.memory.memory_id: m for m in snapshot.memories}
-    episodes = {e.turn_id: e for e in snapshot.episodes}
     todo = ParsedImport()
-    unchanged = {"entities": 0, "entity_facts": 0, "memories": 0, "episodes": 0}
-    for entity_id, (number, versioned) in parsed.entities.items():
-        found = entities.get(entity_id)
-        if found is None:
-            todo.entities[entity_id] = (number, versioned)
-        elif found == versioned:
-            unchanged["entities"] += 1
-        else:
-            raise ImportConflict(number, entity_id, f"entity {entity_id} differs from the store's")
-    for key, (number, row) in parsed.fact_rows.items():
-        found_row = rows.get(key)
-        if found_row is None:
-            todo.fact_rows[key] = (number, row)
-        elif found_row == row:
-            unchanged["entity_facts"] += 1
-        else:
-            raise ImportConflict(number, key, f"entity_facts row {key} differs from the store's")
-    for memory_id, (number, stored) in parsed.memories.items():
-        found_memory = memories.get(memory_id)
-        if found_memory is None:
-            todo.memories[memory_id] = (number, stored)
-        elif (found_memory.memory, found_memory.rev) == (stored.memory, stored.rev):
-            unchanged["memories"] += 1  # its counters may have moved on: advisory, kept
-        else:
-            raise ImportConflict(number, memory_id, f"memory {memory_id} differs from the store's")
-    for turn_id, (number, episode) in parsed.episodes.items():
-        found_episode = episodes.get(turn_id)
-        if found_episode is None:
-            todo.episodes[turn_id] = (number, episode)
-        elif found_episode == episode:
-            unchanged["episodes"] += 1
-        else:
-            raise ImportConflict(number, turn_id, f"episode {turn_id} differs from the store's")
+    unchanged = {
+        "entities": _split_by_store(
+            parsed.entities,
+            {v.entity.entity_id: v for v in snapshot.entities},
+            todo.entities,
+            "entity",
+        ),
+        "entity_facts": _split_by_store(
+            parsed.fact_rows,
+            {r.key: r for r in snapshot.fact_rows},
+            todo.fact_rows,
+            "entity_facts row",
+        ),
+        # A memory's counters may have moved on since the export: advisory, the store's kept.
+        "memories": _split_by_store(
+            parsed.memories,
+            {m.memory.memory_id: m for m in snapshot.memories},
+            todo.memories,
+            "memory",
+            same=lambda a, b: (a.memory, a.rev) == (b.memory, b.rev),
+        ),
+        "episodes": _split_by_store(
+            parsed.episodes,
+            {e.turn_id: e for e in snapshot.episodes},
+            todo.episodes,
+            "episode",
+        ),
+    }
     return todo, unchanged
 
 
