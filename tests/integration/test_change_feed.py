@@ -201,3 +201,67 @@ def test_with_an_event_bus_every_memory_row_is_published_after_indexing_and_retr
     assert [e["event_id"] for e in receiver.accepted] == [event.event_id]
     # And the trace is complete: a refused publish left the row pending for the retry
     assert subscribed.get_trace(trace_id, api_key="key-a").body["status"] == "complete"
+
+
+def subscribe_to_erasures(local: Local, receiver: Receiver) -> None:
+    """Before anything runs (the stages read settings once per cache period): user.erased."""
+    hook = {"url": receiver.url, "secret": SECRET, "events": ["user.erased"]}
+    stored = local.runner.call("PUT", "/v1/settings", {"webhooks": [hook]}, api_key="key-a")
+    assert stored.status == 200, stored.body
+
+
+@pytest.mark.parametrize("fail_first", [0, 5])
+def test_an_erasure_sends_user_erased_at_least_once_and_then_leaves_nothing_of_the_user(
+    subscribed: Local,
+    receiver: Receiver,
+    make_body: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    fail_first: int,
+) -> None:
+    # Given a tenant subscribed to erasures, a bus and a user with a memory
+    subscribe_to_erasures(subscribed, receiver)
+    bus = _Bus()
+    monkeypatch.setattr(Adapters, "event_publisher", lambda self: bus)
+    ingest(subscribed, make_body)
+    receiver.fail_first = fail_first  # 5: more than one round, the row waits for the next
+
+    # When the user is erased and the outbox drains
+    erased = subscribed.runner.call("DELETE", "/v1/users/user-1/memories", api_key="key-a")
+    assert erased.status == 200, erased.body
+    assert not subscribed.runner.drain().index_failed
+
+    # Then the receiver took one user.erased (each attempt with the same id), signed, and
+    # the bus got the same event (again with each redelivery: receivers dedupe on the id)
+    [event] = receiver.accepted
+    assert event["type"] == "user.erased"
+    assert (event["tenant"], event["user_id"]) == ("tenant-a", "user-1")
+    assert event["memory_id"] is None and event["trace_id"] is None
+    assert {h["X-Memwrite-Event-Id"] for h, _ in receiver.requests} == {event["event_id"]}
+    headers, body = receiver.requests[-1]
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["X-Memwrite-Signature"], expected)
+    assert {e.event_id for e in bus.published if e.type is EventType.USER_ERASED} == {
+        event["event_id"]
+    }
+    # And nothing names the user any more: the announcement's row went once it was out
+    assert "user-1" not in subscribed.stored_text()
+
+
+def test_a_repeated_erasure_is_announced_again_under_a_new_id(
+    subscribed: Local, receiver: Receiver, make_body: Callable[..., dict[str, Any]]
+) -> None:
+    # Given a tenant subscribed to erasures and a user erased once
+    subscribe_to_erasures(subscribed, receiver)
+    ingest(subscribed, make_body)
+    subscribed.runner.call("DELETE", "/v1/users/user-1/memories", api_key="key-a")
+
+    # When the client, not sure the first call went through, erases again before the drain
+    again = subscribed.runner.call("DELETE", "/v1/users/user-1/memories", api_key="key-a")
+    assert again.status == 200
+    assert not subscribed.runner.drain().index_failed
+
+    # Then both erasures are announced (the first's row was not taken by the second), each once
+    ids = [event["event_id"] for event in receiver.accepted]
+    assert [event["type"] for event in receiver.accepted] == ["user.erased"] * 2
+    assert len(set(ids)) == 2
+    assert again.body["removed"]["outbox"] == 0

@@ -23,7 +23,10 @@ from memwrite.feed import (
     EventType,
     Webhook,
     deliver,
+    erasure_row_id,
     event_for_change,
+    is_erasure_row,
+    user_erased_event,
 )
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.payloads import OutboxChange
@@ -138,6 +141,22 @@ def test_a_memory_past_the_users_expiry_is_an_expired_event() -> None:
     assert event_for_change(change(2), past, AT).type is EventType.MEMORY_EXPIRED
     assert event_for_change(change(2), future, AT).type is EventType.MEMORY_UPDATED
     assert event_for_change(change(1), stored(), AT).type is EventType.MEMORY_CREATED
+
+
+def test_an_erasure_row_is_one_user_erased_event_at_the_erasures_time() -> None:
+    # Given the rows of two erasures of a user, the first seen twice
+    def erasure(at: datetime) -> OutboxChange:
+        return OutboxChange(tenant="acme", user_id="dana", memory_id=erasure_row_id(at), rev=1)
+
+    first, again = user_erased_event(erasure(AT)), user_erased_event(erasure(AT))
+    later = user_erased_event(erasure(AT + timedelta(microseconds=1)))
+    # Then a row is one event id, each erasure its own, at the erasure's time, naming no memory
+    assert first.event_id == again.event_id != later.event_id
+    assert first.type is EventType.USER_ERASED
+    assert (first.user_id, first.memory_id, first.at) == ("dana", None, AT)
+    # And an erasure row is never taken for a memory's or an episode's
+    assert is_erasure_row(erasure(AT).memory_id)
+    assert not is_erasure_row("m" * 32) and not is_erasure_row("episode:turn-1")
 
 
 @pytest.mark.parametrize("receiver", [2], indirect=True)

@@ -538,7 +538,9 @@ class Outbox(Protocol):
 
     def mark_done(self, change: OutboxChange) -> None:
         """Mark one row done (idempotent): it leaves `pending` and
-        `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone."""
+        `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone.
+        An erasure's row (`memwrite.feed.is_erasure_row`) is deleted instead: it names the
+        erased user, and nothing of them outlives the announcement."""
 
 
 @dataclass(frozen=True)
@@ -573,7 +575,12 @@ class UserEraser(Protocol):
     def erase_user(self, tenant: str, user_id: str) -> UserErasure:
         """Remove every stored item of the user: memories, entity_facts, entities, outbox,
         the turns ledger and traces of their requests, session turns and spans. Idempotent.
-        From its start no commit of the user's traces is accepted (`SourceErased`)."""
+        From its start no commit of the user's traces is accepted (`SourceErased`).
+        Erasure rows of earlier erasures still pending (`announce`) are kept."""
+
+    def announce(self, tenant: str, user_id: str, at: datetime) -> OutboxChange:
+        """Write the erasure's outbox row (`memwrite.feed.erasure_row_id(at)`, rev 1, pending):
+        stage 7 sends `user.erased` from it, then deletes it."""
 
 
 class UserPortability(Protocol):

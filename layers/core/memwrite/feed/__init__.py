@@ -1,6 +1,13 @@
 """The change feed: events derived from the outbox, and their signed webhook delivery."""
 
-from memwrite.feed.change_events import ChangeEvent, EventType, event_for_change, user_erased_event
+from memwrite.feed.change_events import (
+    ChangeEvent,
+    EventType,
+    erasure_row_id,
+    event_for_change,
+    is_erasure_row,
+    user_erased_event,
+)
 from memwrite.feed.webhooks import (
     DEFAULT_ATTEMPTS,
     EVENT_ID_HEADER,
@@ -22,7 +29,9 @@ __all__ = [
     "Webhook",
     "WebhookDelivery",
     "deliver",
+    "erasure_row_id",
     "event_for_change",
+    "is_erasure_row",
     "sign",
     "user_erased_event",
 ]

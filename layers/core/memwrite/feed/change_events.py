@@ -6,12 +6,17 @@ again) yields the same event id, which receivers dedupe on.
 Which event a row is follows from the memory as committed at that rev and as it is now:
 gone -> `memory.erased` (rolled back or erased); ended by a newer fact -> `memory.superseded`;
 past its `expires_at` -> `memory.expired`; the first rev -> `memory.created`; else
-`memory.updated` (a merge, a tier change, a restore). `user.erased` is the erasure's own event.
+`memory.updated` (a merge, a tier change, a restore).
+
+`user.erased` has an outbox row of its own, written by the erasure once the user's items and
+documents are gone (`erasure:<time>`, rev 1, no trace: the user's traces went with them); the
+event's id is a function of that row and its time is the erasure's. Stage 7 deletes the row once
+the event is out, so nothing naming the user outlives the erasure's announcement.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,7 +25,19 @@ from memwrite.ids import content_hash
 from memwrite.memory import MemoryUnit
 from memwrite.payloads import OutboxChange
 
-__all__ = ["ChangeEvent", "EventType", "event_for_change", "user_erased_event"]
+__all__ = [
+    "ERASURE_ROW_PREFIX",
+    "ChangeEvent",
+    "EventType",
+    "erasure_row_id",
+    "event_for_change",
+    "is_erasure_row",
+    "user_erased_event",
+]
+
+# An erasure's outbox row is keyed `erasure:<time>`: memory ids are hex and episode rows
+# `episode:<turn id>`, so the kinds never collide; one row per erasure of the user.
+ERASURE_ROW_PREFIX = "erasure:"
 
 
 # One list of event types: the one tenants subscribe to (`Webhook.events`).
@@ -41,6 +58,19 @@ class ChangeEvent(BaseModel):
     at: datetime
 
 
+def erasure_row_id(at: datetime) -> str:
+    """The outbox row id of an erasure at `at` (UTC, to the microsecond: a repeat is a new row)."""
+    return f"{ERASURE_ROW_PREFIX}{at.astimezone(UTC).isoformat()}"
+
+
+def is_erasure_row(row_id: str) -> bool:
+    return row_id.startswith(ERASURE_ROW_PREFIX)
+
+
+def _event_id(change: OutboxChange) -> str:
+    return content_hash("event", change.tenant, change.user_id, change.memory_id, str(change.rev))
+
+
 def event_for_change(change: OutboxChange, memory: MemoryUnit | None, at: datetime) -> ChangeEvent:
     """The event of one outbox row; `memory` is the memory as stored now (None: gone)."""
     if memory is None:
@@ -57,9 +87,7 @@ def event_for_change(change: OutboxChange, memory: MemoryUnit | None, at: dateti
     else:
         kind = EventType.MEMORY_UPDATED
     return ChangeEvent(
-        event_id=content_hash(
-            "event", change.tenant, change.user_id, change.memory_id, str(change.rev)
-        ),
+        event_id=_event_id(change),
         type=kind,
         tenant=change.tenant,
         user_id=change.user_id,
@@ -69,13 +97,14 @@ def event_for_change(change: OutboxChange, memory: MemoryUnit | None, at: dateti
     )
 
 
-def user_erased_event(tenant: str, user_id: str, at: datetime) -> ChangeEvent:
-    """The erasure's event; its id names the erasure (tenant, user, time)."""
+def user_erased_event(change: OutboxChange) -> ChangeEvent:
+    """The event of an erasure's outbox row (`is_erasure_row`): at the erasure's time."""
+    at = datetime.fromisoformat(change.memory_id.removeprefix(ERASURE_ROW_PREFIX))
     return ChangeEvent(
-        event_id=content_hash("event", tenant, user_id, "user.erased", at.isoformat()),
+        event_id=_event_id(change),
         type=EventType.USER_ERASED,
-        tenant=tenant,
-        user_id=user_id,
+        tenant=change.tenant,
+        user_id=change.user_id,
         memory_id=None,
         trace_id=None,
         at=at,

@@ -15,6 +15,10 @@ An episode's row (`episode:<turn id>`, `memwrite.episodes`) indexes the kept tur
 its content vector as a document of kind `episode` (no questions: it is the user's own words),
 or removes it when the episode is gone (erased, expired).
 
+An erasure's row (`memwrite.feed.is_erasure_row`) indexes nothing: its `user.erased` goes out
+on the feed as below (no trace to hold the attempts' spans: the user's went with them), then
+the row is deleted.
+
 A memory's row then goes out on the change feed (`memwrite.feed`): its event onto the
 environment's EventBridge bus when there is one (`HypeDeps.publisher`; a rejected entry raises
 `EventsUnpublished`, transient), then to each of the tenant's webhooks subscribed to the
@@ -42,7 +46,14 @@ from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig, Webhook
 from memwrite.episode import EpisodeStatus, episode_of_doc_id
 from memwrite.errors import MemwriteError, WebhookUndelivered
-from memwrite.feed import DEFAULT_ATTEMPTS, ChangeEvent, deliver, event_for_change
+from memwrite.feed import (
+    DEFAULT_ATTEMPTS,
+    ChangeEvent,
+    deliver,
+    event_for_change,
+    is_erasure_row,
+    user_erased_event,
+)
 from memwrite.ids import content_hash
 from memwrite.index import DocKind, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit, Tier
@@ -181,6 +192,10 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     """Index (or remove) the memory of one outbox row, then mark the row done; a failure
     leaves an error span on the trace (overwritten by the retry's) and propagates."""
     change = payload
+    if is_erasure_row(change.memory_id):
+        _send(user_erased_event(change), change, deps)
+        deps.outbox.mark_done(change)
+        return IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
     started = time.perf_counter()
     try:
         with metered() as paid:
@@ -197,13 +212,17 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     deps.metrics.count(STAGE, result.action.value, None)
     deps.metrics.llm_usage(STAGE, calls)
     if feed is not None:
-        event = event_for_change(change, feed.memory, _now())
-        if deps.publisher is not None:
-            deps.publisher.publish([event])  # a failed entry raises: the row stays pending
-        _publish(event, change, deps)
+        _send(event_for_change(change, feed.memory, _now()), change, deps)
     # Done last: a crash or an undelivered event before this leaves the row pending.
     deps.outbox.mark_done(change)
     return result
+
+
+def _send(event: ChangeEvent, change: OutboxChange, deps: HypeDeps) -> None:
+    """The row's event onto the bus, then to the webhooks; a failure raises (row pending)."""
+    if deps.publisher is not None:
+        deps.publisher.publish([event])  # a failed entry raises: the row stays pending
+    _publish(event, change, deps)
 
 
 def _publish(event: ChangeEvent, change: OutboxChange, deps: HypeDeps) -> None:

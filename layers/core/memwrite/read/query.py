@@ -532,7 +532,10 @@ def list_episodes(
 
 def erase_user(tenant: str, user_id: str, deps: QueryDeps) -> dict[str, Any]:
     """Remove every trace of the user: the store's items, then the index (last, so that a
-    HyPE job racing the erasure cannot leave a document behind once this returns)."""
+    HyPE job racing the erasure cannot leave a document behind once this returns), then
+    announce it: an outbox row from which stage 7 sends `user.erased` (every erasure, a repeat
+    too: a client retrying after a failure here gets its event all the same)."""
     erasure = deps.eraser.erase_user(tenant, user_id)
     removed = {**erasure.removed, "index_documents": deps.index.delete_user(tenant, user_id)}
+    deps.eraser.announce(tenant, user_id, datetime.now(UTC))
     return {"user_id": user_id, "erased": True, "removed": removed}

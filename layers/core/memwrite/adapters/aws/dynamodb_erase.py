@@ -38,8 +38,16 @@ from memwrite.adapters.aws.dynamodb import (
 )
 from memwrite.adapters.aws.dynamodb_rollback import rollback_pk
 from memwrite.adapters.aws.dynamodb_store import access_key
+from memwrite.feed.change_events import ERASURE_ROW_PREFIX, erasure_row_id
+from memwrite.payloads import OutboxChange
 from memwrite.ports import UserErasure
-from memwrite.schema import PARTITION_KEY, SORT_KEY, SPANS_BY_USER
+from memwrite.schema import (
+    OUTBOX_PENDING,
+    PARTITION_KEY,
+    SORT_KEY,
+    SPANS_BY_USER,
+    outbox_sort_key,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -47,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["DynamoUserEraser", "EraseTables"]
 
 PK, SK = PARTITION_KEY, SORT_KEY
+ERASURE_OUTBOX_OP = "erasure"  # never read as a memory by `pending_memories`
 
 
 class EraseTables:
@@ -90,7 +99,14 @@ class DynamoUserEraser:
             self._mark_erased(tenant, trace_id)
         removed = {
             # The outbox next: nothing of the user is indexed again after this point.
-            "outbox": self._delete_partition(t.outbox, user_key),
+            "outbox": self._delete_keys(
+                t.outbox,
+                [
+                    key
+                    for key in self._partition_keys(t.outbox, user_key)
+                    if not key[SK]["S"].startswith(ERASURE_ROW_PREFIX)
+                ],
+            ),
             "memories": self._delete_partition(t.memories, user_key),
             "entity_facts": self._delete_partition(t.entity_facts, user_key),
             "entities": self._delete_partition(t.entities, user_key),
@@ -103,6 +119,25 @@ class DynamoUserEraser:
         removed["turns_ledger_and_traces"] = turns_rows
         removed["spans"] = self._delete_keys(t.spans, [self._key(span) for span in spans])
         return UserErasure(removed)
+
+    def announce(self, tenant: str, user_id: str, at: datetime) -> OutboxChange:
+        change = OutboxChange(
+            tenant=tenant, user_id=user_id, memory_id=erasure_row_id(at), rev=1, trace_id=None
+        )
+        partition = f"{tenant}#{user_id}"
+        item = {
+            PK: {"S": partition},
+            SK: {"S": outbox_sort_key(change.memory_id, change.rev)},
+            "memory_id": {"S": change.memory_id},
+            "op": {"S": ERASURE_OUTBOX_OP},
+            "doc": {"S": "{}"},
+            OUTBOX_PENDING.partition_key: {"S": partition},
+        }
+        try:
+            self._client.put_item(TableName=self._tables.outbox, Item=item)
+        except ClientError as exc:
+            raise unavailable(exc, "PutItem") from exc
+        return change
 
     def _mark_erased(self, tenant: str, trace_id: str) -> None:
         try:

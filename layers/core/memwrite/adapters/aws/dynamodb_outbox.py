@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from memwrite.adapters.aws.dynamodb import unavailable
+from memwrite.feed import is_erasure_row
 from memwrite.payloads import OutboxChange
 from memwrite.schema import OUTBOX_PENDING, PARTITION_KEY, SORT_KEY, outbox_sort_key
 
@@ -55,6 +56,10 @@ class DynamoOutbox:
             SORT_KEY: {"S": outbox_sort_key(change.memory_id, change.rev)},
         }
         try:
+            if is_erasure_row(change.memory_id):
+                # An erasure's own row goes: it names the user it announced.
+                self._client.delete_item(TableName=self._table, Key=key)
+                return
             self._client.update_item(
                 TableName=self._table,
                 Key=key,

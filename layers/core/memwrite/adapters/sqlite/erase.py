@@ -8,19 +8,25 @@ nothing of the user is processed again after this returns. A batch already taken
 (`memwrite serve`'s worker) writes nothing either: persist's commit, extract's session-log
 append and resolve's entity writes check their source trace inside their own transaction, so
 each lands wholly before this one (and is removed here) or finds the trace gone. One
-transaction: a crash leaves everything or nothing, and a repeat removes nothing more.
+transaction: a crash leaves everything or nothing, and a repeat removes nothing more. An
+earlier erasure's row still waiting for stage 7 (`announce`) stays: its `user.erased` goes out.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.feed.change_events import ERASURE_ROW_PREFIX, erasure_row_id
+from memwrite.payloads import OutboxChange
 from memwrite.ports import UserErasure
 
 __all__ = ["SqliteUserEraser"]
 
 _BY_USER = "tenant = ? AND user_id = ?"
+_OUTBOX_OF_USER = f"{_BY_USER} AND memory_id NOT LIKE '{ERASURE_ROW_PREFIX}%'"
+ERASURE_OUTBOX_OP = "erasure"  # never read as a memory by `pending_memories`
 _QUEUED_BY_USER = "json_extract(body, '$.tenant') = ? AND json_extract(body, '$.user_id') = ?"
 _TRACES_OF_USER = (
     "SELECT trace_id FROM spans WHERE tenant = ?1 AND user_id = ?2 "
@@ -42,7 +48,7 @@ class SqliteUserEraser:
             traces = _user_traces(connection, tenant, user_id)
             removed = {
                 # The outbox first, as on DynamoDB (here it is all one transaction anyway).
-                "outbox": delete("outbox", _BY_USER),
+                "outbox": delete("outbox", _OUTBOX_OF_USER),
                 "memories": delete("memories", _BY_USER),
                 "entity_facts": delete("entity_facts", _BY_USER),
                 "entities": delete("entities", _BY_USER),
@@ -57,6 +63,18 @@ class SqliteUserEraser:
                 + delete("dead_letters", _QUEUED_BY_USER),
             }
         return UserErasure(removed)
+
+    def announce(self, tenant: str, user_id: str, at: datetime) -> OutboxChange:
+        change = OutboxChange(
+            tenant=tenant, user_id=user_id, memory_id=erasure_row_id(at), rev=1, trace_id=None
+        )
+        with self._db.transaction() as connection:
+            connection.execute(
+                "INSERT OR IGNORE INTO outbox (tenant, user_id, memory_id, rev, op, doc) "
+                "VALUES (?, ?, ?, 1, ?, '{}')",
+                (tenant, user_id, change.memory_id, ERASURE_OUTBOX_OP),
+            )
+        return change
 
 
 def _user_traces(connection: sqlite3.Connection, tenant: str, user_id: str) -> list[str]:

@@ -5,6 +5,7 @@ marking a row done; the twin of `dynamodb_outbox.py`. No stream here: the local 
 from __future__ import annotations
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.feed import is_erasure_row
 from memwrite.payloads import OutboxChange
 
 __all__ = ["SqliteOutbox"]
@@ -31,9 +32,14 @@ class SqliteOutbox:
 
     def mark_done(self, change: OutboxChange) -> None:
         # An erased user's row is gone: the update then changes nothing and brings nothing back.
+        # An erasure's own row goes: it names the user it announced.
+        done = (
+            "DELETE FROM outbox"
+            if is_erasure_row(change.memory_id)
+            else "UPDATE outbox SET done = 1"
+        )
         with self._db.connection() as connection:
             connection.execute(
-                "UPDATE outbox SET done = 1 "
-                "WHERE tenant = ? AND user_id = ? AND memory_id = ? AND rev = ?",
+                f"{done} WHERE tenant = ? AND user_id = ? AND memory_id = ? AND rev = ?",
                 (change.tenant, change.user_id, change.memory_id, change.rev),
             )
