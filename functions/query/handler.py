@@ -317,6 +317,9 @@ def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
 
 
 NDJSON = "application/x-ndjson"
+# A backfill starts no batch later than this before its function's timeout: one batch (an
+# extraction call, then the other stages) usually takes a few seconds.
+BACKFILL_RESERVE_SECS = 5.0
 _EXPORT_OK: OpenAPIResponse = {
     "description": "The export: JSON lines (a header, entities, entity_facts, memories, episodes).",
     "content": {NDJSON: {"schema": {"type": "string"}}},
@@ -407,12 +410,16 @@ def list_episodes_route(  # noqa: PLR0917 (query parameters, named by Powertools
 def backfill_route(user_id: str, request: BackfillRequest) -> Response[dict[str, Any]]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
+    # What this invocation has left, less the time one more batch may take: the answer is
+    # back before the function's timeout, with the episodes not reached left `remaining`.
+    left_secs = app.lambda_context.get_remaining_time_in_millis() / 1000
     result = backfill_user(
         tenant,
         _checked_user(user_id),
         request,
         current.configs.for_request(tenant),
         current.backfill(),
+        budget_secs=max(0.0, left_secs - BACKFILL_RESERVE_SECS),
     )
     return json_response(HTTPStatus.OK, result.as_json())
 

@@ -212,3 +212,36 @@ def test_bad_backfill_requests_name_the_field(make_local: MakeLocal) -> None:
     assert (no_model.status, no_model.body["error"]) == (409, "model_required")
     episodes = call("GET", "/v1/users/dana/episodes?status=pending").body["episodes"]
     assert [e["status"] for e in episodes] == ["pending"]
+
+
+def test_a_backfill_out_of_time_leaves_the_rest_pending_and_the_next_call_goes_on(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the state of a run with the model up all along, and the same turns kept as
+    # episodes through an outage
+    local = make_local(backend="sqlite")
+    install_live(ModelApi(*ANSWERS), monkeypatch)
+    ingest_all(local, "dana-up")
+    expected = memory_state(local, "dana-up")
+    api = ModelApi(*ANSWERS)
+    api.down = True
+    install_live(api, monkeypatch)
+    ingest_all(local)
+    api.down = False
+    install_backfill(api, monkeypatch)
+    # And a route whose function has no time left past its first batch
+    monkeypatch.setattr(query_handler, "BACKFILL_RESERVE_SECS", 3600.0)
+
+    # When the user's episodes are backfilled over HTTP
+    first = backfill(local)
+
+    # Then it ran the first request's batch and counted the other remaining, still pending
+    assert (first["episodes"], first["extracted"], first["remaining"]) == (1, 1, 1)
+    listed = local.runner.call("GET", "/v1/users/dana/episodes").body["episodes"]
+    assert sorted(e["status"] for e in listed) == ["extracted", "pending"]
+    # And the next call goes on from there, ending as the run with the model up did
+    second = backfill(local)
+    assert (second["episodes"], second["remaining"]) == (1, 0)
+    assert second["trace_id"] != first["trace_id"]
+    assert memory_state(local, "dana") == expected
+    assert backfill(local)["episodes"] == 0

@@ -9,6 +9,10 @@ model been there when the turns arrived. The run is one trace of its own (spans,
 rollback that returns its episodes to `pending`); each episode ends `extracted`, linked to the
 memories it produced, or to none with the reason. A second backfill finds nothing pending: a
 no-op. A turn the model fails on again stays `pending`.
+
+A call may be given a time budget (the HTTP route: what its Lambda has left, less a reserve):
+once it is spent no further batch starts, the result counts the episodes left `remaining`
+(still pending), and the next call goes on from there.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class BackfillResult(BaseModel):
     episodes: int  # pending episodes run
     extracted: int  # now `extracted`
     still_pending: int  # the model failed again
+    remaining: int = 0  # not run: the call's time budget ran out (call again to go on)
     memory_ids: list[str]
     duration_ms: float
 
@@ -157,8 +162,11 @@ def backfill_user(
     request: BackfillRequest,
     config: PipelineConfig,
     deps: BackfillDeps,
+    *,
+    budget_secs: float | None = None,
 ) -> BackfillResult:
-    """Distil the user's pending episodes (in [since, until]). Raises `UnknownUser` for a user
+    """Distil the user's pending episodes (in [since, until]); with `budget_secs`, no batch
+    starts after that many seconds (the first always runs). Raises `UnknownUser` for a user
     the tenant has no trace of, `ModelRequired` when no model is configured."""
     started = time.perf_counter()
     if not _known_user(tenant, user_id, deps):
@@ -192,8 +200,12 @@ def backfill_user(
     )
     done: list[Episode] = []
     memory_ids: list[str] = []
-    still_pending = 0
-    for batch in _batches(pending):
+    still_pending = remaining = 0
+    for index, batch in enumerate(_batches(pending)):
+        spent = time.perf_counter() - started
+        if index > 0 and budget_secs is not None and spent >= budget_secs:
+            remaining += len(batch)
+            continue
         turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
         payload: Any = ExtractInput(turns=turns, backfill=True)
         deferred: set[str] = set()
@@ -230,9 +242,10 @@ def backfill_user(
     return BackfillResult(
         user_id=user_id,
         trace_id=trace_id,
-        episodes=len(pending),
+        episodes=len(pending) - remaining,
         extracted=len(done),
         still_pending=still_pending,
+        remaining=remaining,
         memory_ids=sorted(set(memory_ids)),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
     )
