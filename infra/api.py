@@ -14,7 +14,7 @@ from constructs import Construct
 
 from infra.config import ApiThrottling
 
-__all__ = ["INGEST_ROUTES", "PUBLIC_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
+__all__ = ["GATEWAY_ERRORS", "INGEST_ROUTES", "PUBLIC_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
 
 INGEST_ROUTES = (("POST", "/v1/turns"), ("POST", "/v1/users/{user_id}/memories"))
 QUERY_ROUTES = (
@@ -44,6 +44,24 @@ PUBLIC_ROUTES = frozenset({("GET", "/v1/openapi.json")})
 # cache (memwrite.auth.api_keys.KEY_CACHE_SECS) it bounds how long a revoked key keeps working.
 AUTHORIZER_CACHE_SECS = 30
 _AUTHORIZER_CACHE = cdk.Duration.seconds(AUTHORIZER_CACHE_SECS)
+
+# What API Gateway answers itself (the request never reached a handler) in the handlers' shape,
+# `{"error": <code>, "message"}`, the codes the client maps to its exceptions: response type ->
+# (status, code). A status of None keeps the gateway's own (DEFAULT_4XX/5XX cover several).
+GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[str | None, str]] = {
+    apigw.ResponseType.UNAUTHORIZED: ("401", "unauthenticated"),
+    apigw.ResponseType.ACCESS_DENIED: ("403", "forbidden"),
+    apigw.ResponseType.THROTTLED: ("429", "throttled"),
+    apigw.ResponseType.QUOTA_EXCEEDED: ("429", "throttled"),
+    apigw.ResponseType.REQUEST_TOO_LARGE: ("413", "payload_too_large"),
+    apigw.ResponseType.UNSUPPORTED_MEDIA_TYPE: ("415", "unsupported_media_type"),
+    apigw.ResponseType.BAD_REQUEST_PARAMETERS: ("400", "invalid_request"),
+    apigw.ResponseType.BAD_REQUEST_BODY: ("400", "invalid_request"),
+    apigw.ResponseType.DEFAULT_4_XX: (None, "request_refused"),
+    apigw.ResponseType.DEFAULT_5_XX: (None, "unavailable"),
+}
+# How long a throttled client waits before its retry (the client honours Retry-After).
+_THROTTLED_RETRY_AFTER_SECS = 1
 
 
 class MemwriteApi(Construct):
@@ -112,6 +130,20 @@ class MemwriteApi(Construct):
                     resource.add_method(method, integration, request_validator=validator)
                     continue
                 resource.add_method(method, integration, **options)  # type: ignore[arg-type]
+        for response_type, (status, code) in GATEWAY_ERRORS.items():
+            headers = {"Content-Type": "'application/json'"}
+            if code == "throttled":
+                headers["Retry-After"] = f"'{_THROTTLED_RETRY_AFTER_SECS}'"
+            self.api.add_gateway_response(
+                f"Gateway{response_type.response_type}",
+                type=response_type,
+                status_code=status,
+                response_headers=headers,
+                templates={
+                    "application/json": f'{{"error": "{code}", '
+                    '"message": $context.error.messageString}'
+                },
+            )
         cdk.Validations.of(self).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-COG4",

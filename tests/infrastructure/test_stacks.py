@@ -15,6 +15,7 @@ from aws_cdk.assertions import Match
 from infra.access import STAGE_ACCESS
 from infra.api import PUBLIC_ROUTES
 from infra.pipeline import LAMBDA_TRANSIENT_ERRORS, transient_error_names
+from memwrite.client.errors import MemwriteApiError, error_for
 from memwrite.config import load_settings
 from memwrite.schema import OUTBOX, TABLES
 from memwrite.stages import STAGES, pipeline_stages, stream_stages
@@ -239,6 +240,35 @@ def test_the_api_authenticates_with_the_tenant_authorizer_and_throttles(
             )
         },
     )
+
+
+@pytest.mark.parametrize("env", ["dev"])
+def test_the_gateways_own_errors_have_the_handlers_shape_and_the_clients_codes(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    answers = {
+        props["ResponseType"]: props
+        for props in (
+            r["Properties"]
+            for r in resources(synthesized[env], "AWS::ApiGateway::GatewayResponse").values()
+        )
+    }
+    # Refusals before any handler runs: no key, a denied key, throttling, anything else
+    assert {"UNAUTHORIZED", "ACCESS_DENIED", "THROTTLED", "DEFAULT_4XX", "DEFAULT_5XX"} <= set(
+        answers
+    )
+    for kind, props in answers.items():
+        template = props["ResponseTemplates"]["application/json"]
+        # `$context.error.messageString` is already a quoted JSON string
+        body = json.loads(template.replace("$context.error.messageString", '"Unauthorized"'))
+        assert set(body) == {"error", "message"}, kind
+        status = props.get("StatusCode")
+        if status is not None:
+            # The client raises the exception of that status, and its code is the body's
+            error = error_for(int(status), body)
+            assert type(error) is not MemwriteApiError, kind
+            assert error.code == type(error).code == body["error"], kind
+    assert answers["THROTTLED"]["ResponseParameters"]["gatewayresponse.header.Retry-After"]
 
 
 @pytest.mark.parametrize("env", ENVS)
