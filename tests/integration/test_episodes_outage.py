@@ -245,3 +245,29 @@ def test_a_backfill_out_of_time_leaves_the_rest_pending_and_the_next_call_goes_o
     assert second["trace_id"] != first["trace_id"]
     assert memory_state(local, "dana") == expected
     assert backfill(local)["episodes"] == 0
+
+
+def test_keep_all_keeps_every_user_turn_born_extracted_and_never_beside_its_memory(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a deployment that keeps every user turn as an episode, with the model up
+    local = make_local(backend="sqlite", config={"pipeline": {"episodes": {"keep": "all"}}})
+    install_live(ModelApi(*ANSWERS), monkeypatch)
+
+    # When both requests are distilled live
+    ingest_all(local)
+
+    # Then each turn is an episode born extracted
+    listed = local.runner.call("GET", "/v1/users/dana/episodes").body["episodes"]
+    assert [e["status"] for e in listed] == ["extracted", "extracted"]
+    assert {e["text"] for e in listed} == {LISBON, PORTO}
+    # And a search finds the memory, never the episode it came from beside it
+    found = search(local, "where does the user live Porto")
+    assert found[0]["kind"] == "memory"
+    sources = {e["turn_id"] for e in listed}
+    assert not [
+        hit for hit in found if hit["kind"] == "episode" and hit["source_turn_id"] in sources
+    ]
+    # And nothing is left for a backfill
+    install_backfill(ModelApi(), monkeypatch)
+    assert backfill(local)["episodes"] == 0
