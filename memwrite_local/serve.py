@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 SOCKET_TIMEOUT_SECS = 10.0  # a client silent this long mid-request is cut off (408)
 WORKER_POLL_SECS = 1.0  # the worker also looks on its own, for redeliveries after a timeout
+# How long a stop waits for the batch in hand (a slow model call may hold it far longer).
+WORKER_STOP_GRACE_SECS = 4.0
 _READ_CHUNK = 65_536
 DOCS_PATHS = frozenset({"/docs", "/docs/"})
 
@@ -54,7 +56,9 @@ class QueueWorker:
     Bounded: one drain at a time, whatever the request rate; the queue itself (on disk with
     SQLite) holds the backlog, not memory. `stop` is prompt whatever the backlog: the drain
     looks at the stop flag between batches, finishes the batch in hand and leaves the rest
-    queued for the next start.
+    queued for the next start. A batch still running after the grace period (a model call
+    that hangs) is abandoned with the process: every write is one transaction and the batch's
+    turns stay in the queue, delivered again after its visibility timeout on the next start.
     """
 
     def __init__(
@@ -70,7 +74,10 @@ class QueueWorker:
         self._pending = True  # drain once at start: turns queued before a restart
         self._busy = False
         self._stopped = False
-        self._thread = threading.Thread(target=self._loop, name="memwrite-queue-worker")
+        # A daemon: the process may exit while an abandoned batch still runs (`stop`).
+        self._thread = threading.Thread(
+            target=self._loop, name="memwrite-queue-worker", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -85,12 +92,22 @@ class QueueWorker:
         with self._changed:
             return self._changed.wait_for(lambda: not (self._pending or self._busy), timeout)
 
-    def stop(self) -> None:
+    def stop(self, grace_secs: float = WORKER_STOP_GRACE_SECS) -> bool:
+        """Stop after the batch in hand; False when it was still running after `grace_secs`
+        (abandoned: its turns are delivered again on the next start)."""
         with self._changed:
             self._stopped = True
             self._changed.notify_all()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(grace_secs)
+        if self._thread.is_alive():
+            logger.warning(
+                "a batch still running after %.1f s is abandoned; its turns stay queued "
+                "and are delivered again on the next start",
+                grace_secs,
+            )
+            return False
+        return True
 
     def _stopping(self) -> bool:
         return self._stopped  # read between batches: a bool needs no lock

@@ -5,16 +5,22 @@ next start drains it, and nothing accepted is lost."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
 import urllib.request
-from contextlib import closing
+from collections.abc import Callable
+from contextlib import closing, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import pytest
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite_local.backend import LOCAL_API_KEY
+from memwrite_local.runner import DrainReport, LocalRunner
+from memwrite_local.serve import QueueWorker
 from tests.serve_process import running_serve
 
 CLIENTS = 8
@@ -98,3 +104,38 @@ def test_serve_stops_within_seconds_of_sigterm_under_load_and_the_next_start_dra
             for answer in answers
         ]
     assert set(statuses) == {"complete"}
+
+
+class _HungRunner:
+    """A runner whose batch hangs (as one waiting on a model that never answers)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def drain(self, stop: Callable[[], bool]) -> DrainReport:
+        self.started.set()
+        self.release.wait(HTTP_TIMEOUT_SECS)
+        return DrainReport()
+
+
+def test_a_batch_that_hangs_is_abandoned_after_the_grace_period_not_waited_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given the worker inside a batch that does not return
+    runner = _HungRunner()
+    worker = QueueWorker(cast(LocalRunner, runner), nullcontext())
+    worker.start()
+    assert runner.started.wait(HTTP_TIMEOUT_SECS)
+
+    # When it is stopped with a short grace period
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        stopped = worker.stop(grace_secs=0.2)
+
+    # Then the stop returns after the grace, says the batch was abandoned, and the thread
+    # cannot keep the process alive (the turns stay queued for the next start)
+    assert time.monotonic() - started < STOP_BUDGET_SECS
+    assert stopped is False
+    assert "abandoned" in caplog.text
+    runner.release.set()
