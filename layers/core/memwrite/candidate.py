@@ -136,6 +136,14 @@ class Candidate(BaseModel):
         default=False,
         description="True when the claim is a retraction, e.g. 'I don't live in Berlin anymore'.",
     )
+    correction: bool = Field(
+        default=False,
+        description=(
+            "True only when the user explicitly says an earlier statement of theirs was wrong "
+            "and gives this value instead ('Correction: ...', 'I misspoke, ...', 'I meant "
+            "...'); False for a change of state ('I moved to Porto') and for a plain statement."
+        ),
+    )
 
     @field_validator("topic")
     @classmethod
