@@ -139,9 +139,10 @@ class Candidate(BaseModel):
     correction: bool = Field(
         default=False,
         description=(
-            "True only when the user explicitly says an earlier statement of theirs was wrong "
-            "and gives this value instead ('Correction: ...', 'I misspoke, ...', 'I meant "
-            "...'); False for a change of state ('I moved to Porto') and for a plain statement."
+            "True only when the user explicitly says an earlier statement was wrong or is no "
+            "longer true and gives this value instead ('Correction: ...', 'I misspoke, ...', "
+            "'I meant ...'); False for news of a change ('we moved to Denver') and a plain "
+            "statement."
         ),
     )
 
