@@ -111,7 +111,8 @@ _USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
     description="Each memory becomes a candidate as written, with no model call; resolve, "
     "dedupe, conflict, persist and indexing run on it as on any other, so it supersedes, "
     "merges and is traced like the rest (poll `GET /v1/traces/{trace_id}`). Its source is "
-    "`direct`: it replaces a pinned memory, which an inferred one never does. Idempotent: "
+    "`direct`: it replaces a pinned memory, which an inferred one does only when the user "
+    "states it as an explicit correction. Idempotent: "
     "the same memories (or the same `Idempotency-Key`) twice write once.",
     tags=["memories"],
     responses=error_responses(

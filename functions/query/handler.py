@@ -268,7 +268,8 @@ def get_memory_route(memory_id: str) -> Response[dict[str, Any]]:
     summary="Pin a memory, or give it an expiry",
     description="`pinned` true: an inferred memory never supersedes it (it is kept beside it "
     "as challenged, with the reason `PinnedMemory`); only a direct write "
-    "(`POST /v1/users/{user_id}/memories`) replaces it. `expires_at`: after it the memory "
+    "(`POST /v1/users/{user_id}/memories`) or the user's explicit correction in a turn "
+    "('Correction: ...', 'I misspoke, ...') replaces it. `expires_at`: after it the memory "
     "leaves search and the memory list, stays readable here by id, and is deleted "
     f"{EXPIRED_RETENTION_DAYS} days later; null removes the expiry. Either field or both.",
     tags=["memories"],

@@ -4,7 +4,9 @@ Every memory the rules make on LoCoMo-dev and the CRI persona (user turns) was r
 source sentence and labelled right or wrong by hand in `rule_labels.jsonl` (turn id, memory key,
 polarity, label; never the conversation text). The rules run in production without an LLM
 looking over their shoulder, so their precision must stay >= 0.95. A memory without a label
-fails the test: a rule change that makes new memories needs them read and labelled first.
+fails the test: a rule change that makes new memories needs them read and labelled first. The
+same holds for the memories the rules mark as explicit corrections (which replace pinned
+memories): each needs a label that says `"correction": true`.
 Requires ../shared/data; skipped with a reason when it is absent.
 """
 
@@ -46,12 +48,17 @@ def _turns() -> list[RuleTurn]:
     return locomo + cri
 
 
-def _labels() -> dict[LabelKey, str]:
+def _labels() -> tuple[dict[LabelKey, str], set[LabelKey]]:
+    """The label of each memory, and the memories labelled as the user's explicit corrections."""
     labels: dict[LabelKey, str] = {}
+    corrections: set[LabelKey] = set()
     for line in LABELS.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        labels[(row["turn"], row["key"], row["negated"])] = row["label"]
-    return labels
+        key = (row["turn"], row["key"], row["negated"])
+        labels[key] = row["label"]
+        if row.get("correction"):
+            corrections.add(key)
+    return labels, corrections
 
 
 @pytest.mark.skipif(
@@ -60,9 +67,10 @@ def _labels() -> dict[LabelKey, str]:
 def test_rule_memories_on_real_chat_are_right() -> None:
     # Given every LoCoMo-dev turn and CRI user turn, and the hand labels of rule memories
     turns = _turns()
-    labels = _labels()
+    labels, labelled_corrections = _labels()
     # When the rules read each turn
     made: list[LabelKey] = []
+    marked: list[LabelKey] = []  # stated as explicit corrections
     handled = with_memory = 0
     right_turns: set[str] = set()
     for turn in turns:
@@ -72,6 +80,8 @@ def test_rule_memories_on_real_chat_are_right() -> None:
         for c in found.candidates:
             key = (turn.turn_id, f"{c.entity}|{c.attribute}|{c.value}", c.negated)
             made.append(key)
+            if c.correction:
+                marked.append(key)
             if labels.get(key) == "right":
                 right_turns.add(turn.turn_id)
     unlabelled = [key for key in made if key not in labels]
@@ -89,10 +99,15 @@ def test_rule_memories_on_real_chat_are_right() -> None:
         f"  turns handled without an LLM {handled / len(turns):.3f} ({handled}/{len(turns)}); "
         f"turns with a rule memory {with_memory}\n"
         f"  LoCoMo fact-bearing turns with a right rule memory {fact_turns_hit}/{len(fact_bearing)}"
+        "\n"
+        f"  memories marked as explicit corrections {len(marked)}"
     )
     # Then every memory has been read and labelled, and at least 95 % of them are right
     assert unlabelled == [], f"label these rule memories by hand in {LABELS.name}: {unlabelled}"
     assert precision >= PRECISION_GOAL
+    # And every correction the rules mark was read as one
+    misread = [key for key in marked if key not in labelled_corrections]
+    assert misread == [], f"corrections not labelled as such in {LABELS.name}: {misread}"
 
 
 SAMPLE = Path(__file__).parent / "rule_sample.jsonl"

@@ -1,5 +1,6 @@
 """Pins and expiry (`PATCH /v1/memories/{memory_id}`) through the real handlers, after the local
-runner has run the pipeline and the outbox consumer; on both backends (moto and SQLite)."""
+runner has run the pipeline and the outbox consumer; on both backends (moto and SQLite). A pinned
+memory outlives inferred ones; the user's explicit correction in conversation replaces it."""
 
 from __future__ import annotations
 
@@ -76,6 +77,54 @@ def test_a_pinned_memory_is_not_superseded_by_an_inferred_one(local: Local) -> N
     assert unpinned.body["superseded_by"] == listed["The user lives in Lisbon."]["memory_id"]
     assert memories(local)["The user lives in Lisbon."]["tier"] != "challenged"
     assert "The user lives in Lisbon." in search(local, "Lisbon")
+
+
+def conflict_reasons(local: Local, trace_id: str) -> list[dict[str, Any]]:
+    trace = local.runner.call("GET", f"/v1/traces/{trace_id}", api_key="key-a")
+    assert trace.status == 200, trace.body
+    return [s["reason"] for s in trace.body["spans"] if s["stage"] == "conflict" and s["reason"]]
+
+
+def test_an_explicit_correction_replaces_a_pinned_memory_a_plain_statement_does_not(
+    local: Local,
+) -> None:
+    # Given Dana's city, pinned
+    ingest(local, [BERLIN])
+    berlin = memories(local)["The user lives in Berlin."]
+    assert patch(local, berlin["memory_id"], {"pinned": True}).status == 200
+
+    # When a later turn states another city plainly
+    plain = ingest(local, [LISBON])
+
+    # Then it is challenged beside the pin, which stays current
+    listed = memories(local)
+    assert listed["The user lives in Lisbon."]["tier"] == "challenged"
+    assert listed["The user lives in Berlin."]["superseded_by"] is None
+    assert conflict_reasons(local, plain) == [
+        {"type": "PinnedMemory", "memory_id": berlin["memory_id"]}
+    ]
+
+    # When a later turn corrects it explicitly
+    fixed = {
+        "role": "user",
+        "content": "Sorry, I misspoke earlier: I live in Leipzig.",
+        "timestamp": "2025-06-02T09:00:00Z",
+    }
+    corrected = ingest(local, [fixed])
+
+    # Then the correction replaces the pinned memory, with the ordinary reason
+    listed = memories(local)
+    leipzig = listed["The user lives in Leipzig."]
+    assert leipzig["superseded_by"] is None and leipzig["tier"] != "challenged"
+    assert listed["The user lives in Berlin."]["superseded_by"] == leipzig["memory_id"]
+    assert listed["The user lives in Berlin."]["pinned"] is True
+    assert conflict_reasons(local, corrected) == [{"type": "Supersedes", "count": 1}]
+    assert "The user lives in Leipzig." in search(local, "Leipzig")
+
+    # And pinning Berlin again (its row re-derived) does not undo the correction
+    again = patch(local, berlin["memory_id"], {"pinned": True})
+    assert again.status == 200 and again.body["superseded_by"] == leipzig["memory_id"]
+    assert memories(local)["The user lives in Leipzig."]["superseded_by"] is None
 
 
 def test_an_expired_memory_leaves_search_and_the_list_but_stays_readable(local: Local) -> None:

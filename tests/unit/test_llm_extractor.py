@@ -296,6 +296,40 @@ def test_empty_answer_is_a_normal_result() -> None:
     assert out.cost_usd == pytest.approx(haiku_cost("extract_empty"))
 
 
+def test_the_model_marks_an_explicit_correction_and_only_that_claim_carries_it() -> None:
+    # Given a turn that corrects an earlier email and one that states a plain preference, and
+    # a model that marks the first as a correction
+    api = FakeMessagesApi(Reply("extract_correction"))
+    inp = batch(
+        "Correction to what I told you last week: my email is rui.costa@example.org.",
+        "Also, hiking is my favourite weekend thing.",
+    )
+    # When the batch is extracted
+    out = extract_with_llm(inp, CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then the structured output asks for the field, and the answer's flags come through
+    (request,) = api.requests
+    properties = request["output_config"]["format"]["schema"]["$defs"]["Candidate"]["properties"]
+    assert properties["correction"]["type"] == "boolean"
+    assert [(c.value, c.correction, c.source_turn_id) for c in out.candidates] == [
+        ("rui.costa@example.org", True, "turn-1"),
+        ("hiking", False, "turn-2"),
+    ]
+
+
+def test_merge_keeps_a_correction_found_by_either_pass_of_the_same_turn() -> None:
+    # Given the rules read "Correction: ..." as a correction, and the model the same claim
+    # more confidently without the cue; and another turn's claim without it
+    rules = candidate("ramen", 0.8, correction=True, source_turn_id="turn-1")
+    model = candidate("ramen", 0.95, source_turn_id="turn-1")
+    elsewhere = candidate("sushi", 0.9, source_turn_id="turn-2")
+    later = candidate("sushi", 0.6, correction=True, source_turn_id="turn-3")
+    # When they are merged
+    merged = merge_candidates([[rules, elsewhere], [model, later]])
+    # Then the most confident wording stays, still a correction; another turn's cue does not
+    # carry over
+    assert merged == [model.model_copy(update={"correction": True}), elsewhere]
+
+
 def test_malformed_output_is_counted_and_retried_once() -> None:
     # Given the first answer is cut off at max_tokens and the second is valid
     api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_valid"))

@@ -863,6 +863,7 @@ UNSURE_VALUES: list[str] = [
     "I love pastaaa w pesto",
     "I like the vibe of",
     "I like noodles from that place near ur flat",
+    "I work at Initech not Globex",
 ]
 
 

@@ -136,6 +136,15 @@ class Candidate(BaseModel):
         default=False,
         description="True when the claim is a retraction, e.g. 'I don't live in Berlin anymore'.",
     )
+    correction: bool = Field(
+        default=False,
+        description=(
+            "True only when the user explicitly says an earlier statement was wrong or is no "
+            "longer true and gives this value instead ('Correction: ...', 'I misspoke, ...', "
+            "'I meant ...'); False for news of a change ('we moved to Denver') and a plain "
+            "statement."
+        ),
+    )
 
     @field_validator("topic")
     @classmethod

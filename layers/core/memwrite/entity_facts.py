@@ -9,9 +9,11 @@ Stateful predicates (lives_in, works_at, ...): positive facts in `observed_at` o
 the next one, or earlier at a later negation of their own value ("I don't live in Berlin
 anymore"); the last positive not ended by a negation is current. A late-arriving older fact is
 therefore born superseded. A pinned memory (the user pinned it, or wrote it pinned) is not
-ended by an inferred observation: that one is CHALLENGED beside it instead (`pinned_by`), and
-only a direct write (`direct`) replaces it. Idempotent predicates (likes, has_visited, ...): a
-positive and a negative observation of the same value contradict each other: both are
+ended by an inferred observation: that one is CHALLENGED beside it instead (`pinned_by`). Only a
+direct write (`direct`) replaces it, or an explicit correction by the user (`corrected_at`)
+made at or after the pinned memory's latest observation: a correction corrects what was said
+before it, not a value stated (and pinned) later. Idempotent predicates (likes, has_visited,
+...): a positive and a negative observation of the same value contradict each other: both are
 CHALLENGED and linked.
 """
 
@@ -56,8 +58,12 @@ class FactObservation(BaseModel):
     value: str  # normalised
     negated: bool
     observed_at: datetime  # the latest observation of this memory
-    pinned: bool = False  # the memory is pinned: only a direct observation ends it
+    pinned: bool = False  # the memory is pinned: only a direct write or a correction ends it
     direct: bool = False  # written by the user through the API, not inferred from a turn
+    # The latest turn that stated this memory as an explicit correction ("I misspoke, ..."),
+    # None when none did. A time, not a flag: a memory once stated as a correction and later
+    # restated plainly must not end a pin set on a value observed in between.
+    corrected_at: datetime | None = None
 
 
 def fact_key_for(candidate: Candidate, entity_id: str) -> str:
@@ -112,8 +118,10 @@ def _order(fact: FactObservation) -> tuple[datetime, str]:
 
 
 def _guarded(held: FactObservation, fact: FactObservation) -> bool:
-    """A pinned memory stands against an inferred observation; a direct one replaces it."""
-    return held.pinned and not fact.direct
+    """A pinned memory stands against an inferred observation; a direct one replaces it, and so
+    does an explicit correction made at or after the pinned memory's latest observation."""
+    corrects = fact.corrected_at is not None and fact.corrected_at >= held.observed_at
+    return held.pinned and not (fact.direct or corrects)
 
 
 def _derive_stateful(facts: list[FactObservation]) -> DerivedState:

@@ -28,7 +28,7 @@ KEYED_TYPES = frozenset(
 )
 
 # The source of memories a caller writes itself (`POST /v1/users/{user_id}/memories`): they
-# replace pinned memories, which inferred ones never do.
+# replace pinned memories, which inferred ones do only as the user's explicit corrections.
 DIRECT_SOURCE = "direct"
 
 
@@ -99,7 +99,9 @@ class MemoryUnit(BaseModel):
     expires_at: int | None = Field(
         default=None, description="Epoch seconds: the store's TTL (tasks; user expiries)."
     )
-    pinned: bool = Field(default=False, description="Only a direct write replaces it.")
+    pinned: bool = Field(
+        default=False, description="Only a direct write or an explicit correction replaces it."
+    )
     expires_on: datetime | None = Field(
         default=None, description="The user's expiry (the API's `expires_at`)."
     )

@@ -284,7 +284,8 @@ class Supersedes(_Reason):
 
 class PinnedMemory(_Reason):
     """An inferred candidate would have superseded a pinned memory: it is kept beside it as
-    challenged instead (only a direct write replaces a pinned memory)."""
+    challenged instead (only a direct write or the user's explicit correction replaces a
+    pinned memory, with the ordinary `Supersedes`)."""
 
     type: Literal["PinnedMemory"] = "PinnedMemory"
     memory_id: str

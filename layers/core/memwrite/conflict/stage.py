@@ -42,12 +42,15 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
     target = dedupe.written_id
     prior = row.facts.get(target)
     direct = item.source == DIRECT_SOURCE
+    corrected_at = item.observed_at if candidate.correction else None
     if prior is not None:  # a merge: the memory's own value and polarity, seen again
+        corrections = [at for at in (prior.corrected_at, corrected_at) if at is not None]
         observation = prior.model_copy(
             update={
                 "observed_at": max(prior.observed_at, item.observed_at),
                 "direct": prior.direct or direct,
                 "pinned": prior.pinned or item.pinned,
+                "corrected_at": max(corrections, default=None),
             }
         )
     else:
@@ -59,6 +62,7 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
             observed_at=item.observed_at,
             direct=direct,
             pinned=item.pinned,
+            corrected_at=corrected_at,
         )
     stateful = candidate.predicate_is_stateful
     before = derive(row.facts, stateful=stateful)

@@ -3,7 +3,8 @@
 No extraction call: each becomes a candidate as written (`candidate_of`), and resolve, dedupe,
 conflict, persist and indexing run on it as on any other, so a direct write supersedes, merges
 and is traced like the rest. Its source is `direct`: full source weight, and it replaces a
-pinned memory, which an inferred one never does. `memwrite.direct.write` queues them.
+pinned memory, which an inferred one does only when the user states it as an explicit
+correction. `memwrite.direct.write` queues them.
 """
 
 from memwrite.direct.model import (

@@ -111,14 +111,22 @@ def detail_windows(
 
 
 def merge_candidates(batches: Iterable[Sequence[Candidate]]) -> list[Candidate]:
-    """One candidate per memory key, the most confident; first-seen order, ties keep the first."""
+    """One candidate per memory key, the most confident; first-seen order, ties keep the first.
+    A claim that one pass read as an explicit correction stays one when another pass found it
+    in the same turn without the cue (the detail pass looks for values, not for corrections)."""
     merged: dict[str, Candidate] = {}
     for batch in batches:
         for candidate in batch:
             key = memory_key(candidate)
             kept = merged.get(key)
-            if kept is None or candidate.confidence > kept.confidence:
+            if kept is None:
                 merged[key] = candidate
+                continue
+            best = candidate if candidate.confidence > kept.confidence else kept
+            same_turn = candidate.source_turn_id == kept.source_turn_id
+            if same_turn and (candidate.correction or kept.correction) and not best.correction:
+                best = best.model_copy(update={"correction": True})
+            merged[key] = best
     return list(merged.values())
 
 

@@ -37,7 +37,7 @@ __all__ = [
     "turn_refs",
 ]
 
-VERSION = "extract.v3"
+VERSION = "extract.v4"
 
 _TRUNCATION_MARK = " ... [truncated]"
 _NONE = "(none)"
@@ -201,6 +201,13 @@ text and valid_at null.
 - Do not repeat a recent memory. A turn that changes one (new value, correction) is a new \
 candidate; a retraction ("I don't live in Berlin anymore") is a candidate with negated true. \
 When a later new turn changes what an earlier one said, extract both, each with its own ref.
+- correction is true only when the user's own words mark an earlier statement of theirs as \
+wrong or out of date and the turn states the replacement: "Correction: ...", "I misspoke", \
+"sorry, I meant ...", "to correct myself", "actually no, ...", "it's Y, not X" said to fix an \
+earlier X. It is false for a change of state told as news ("we moved", "I switched jobs"), a \
+new value without such words, a filler "actually" ("I actually enjoy jogging"), and a turn \
+that only corrects the assistant. When unsure, false: a correction replaces even a memory the \
+user pinned.
 - If a new turn is the assistant's, extract only what it reports about the user or the user's \
 world from the conversation, with confidence <= 0.6; the assistant's own suggestions are not \
 the user's preferences or decisions.
@@ -294,6 +301,13 @@ Candidates, source_turn_id "T1": task, entity "user", must_do = "passport renewa
 T1: "ugh I should probably do laundry"
 T2: "anyway, thanks!"
 Candidates: [] (trivial and transient; small talk).
+</example>
+<example type="fact" verdict="keep">
+A recent memory says the user's dentist is Dr. Okafor. T1: "Wait, I got that wrong earlier, my \
+dentist is Dr. Mensah, not Dr. Okafor."
+Candidates, source_turn_id "T1": fact, entity "user", dentist = "Dr. Mensah", stateful, \
+confidence 0.95, correction true, keep, text "The user's dentist is Dr. Mensah." (The user says \
+the earlier value was wrong; "I switched to Dr. Mensah" would be correction false.)
 </example>"""
 
 _DETAIL_FOCUS = """\

@@ -16,7 +16,9 @@ Layout: `extractor` (this entry point and the candidates) reads a turn through `
 matches a clause body. Each topic module (`identity`, `family`, `food_and_health`,
 `preferences`, `places`, `work`, `instructions`) holds its rules' patterns, specs and
 builders side by side; `engine` holds what a rule is and the shared claim helpers,
-`vocabulary` the shared word lists and regex fragments.
+`vocabulary` the shared word lists and regex fragments, `corrections` which claims the user
+states as explicit corrections ("Correction: ...", "I misspoke", "X, not Y"), the candidates
+that replace even a pinned memory.
 """
 
 from memwrite.extract.rules.extractor import RuleExtraction, extract_with_rules

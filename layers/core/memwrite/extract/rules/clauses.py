@@ -24,6 +24,7 @@ from memwrite.extract.rules.table import match_rules
 from memwrite.extract.rules.vocabulary import (
     APOS,
     BE_SIMPLE,
+    CORRECTION_LEAD_RE,
     NAME_TOKEN,
     RELATION,
     SUBJECT,
@@ -200,6 +201,7 @@ class Outcome:
     covered: bool
     guard: str | None
     opens_guard: bool
+    correction: bool = False  # a cue opened the clause: "I meant my ..."
 
 
 def split_clauses(text: str) -> list[Clause]:
@@ -280,7 +282,8 @@ def _is_question(body: str, terminator: str) -> bool:
 
 def analyse_clause(clause: Clause, *, inherited_guard: str | None) -> Outcome:
     text = clause.text
-    pos = _end_of(_LEADING_FILLER_RE, text, 0)
+    correction = CORRECTION_LEAD_RE.match(text)  # a cue alone ("Let me correct that") says nothing
+    pos = _end_of(_LEADING_FILLER_RE, text, correction.end() if correction else 0)
     body = text[pos:]
     if not body:
         return Outcome((), True, inherited_guard, False)
@@ -346,7 +349,7 @@ def analyse_clause(clause: Clause, *, inherited_guard: str | None) -> Outcome:
         covered = True
     else:
         covered = content_words(rest, residual=found is not None) < MIN_UNCOVERED_WORDS
-    return Outcome(claims, covered, guard, opens_guard)
+    return Outcome(claims, covered, guard, opens_guard, correction=correction is not None)
 
 
 _NEW_SUBJECT_RE = re.compile(

@@ -346,7 +346,8 @@ def bounded_value(value: str) -> bool:
     """Whether a claim's value is a whole, clean phrase: every rule's last check. A value that
     ends on a preposition, article, conjunction or determiner was cut mid-phrase ("the lead
     designer of"); one holding chat filler ("peppers tho", "sooo"), stretched letters
-    ("pizzaaa") or a word without a letter or digit (an emoji) is chat, not a name for a thing.
+    ("pizzaaa") or a word without a letter or digit (an emoji) is chat, not a name for a thing;
+    one holding a lowercase "not" ran on into a contrast ("Porto not Lisbon").
     Either way the rule is not sure, and the turn is left whole to the model."""
     words = _WORD_OF_VALUE_RE.findall(value)
     if not words:
@@ -362,6 +363,8 @@ def bounded_value(value: str) -> bool:
             return False
         if word.lower() in CHAT_SHORTHAND:
             return False
+        if word == "not":
+            return False  # "Porto not Lisbon": a contrast ran into the value
     return True
 
 

@@ -21,6 +21,7 @@ from memwrite.extract.rules.clauses import (
     content_words,
     split_clauses,
 )
+from memwrite.extract.rules.corrections import corrections
 from memwrite.extract.rules.engine import Claim, bounded_value
 from memwrite.extract.rules.vocabulary import NAME_TOKEN
 from memwrite.scoring import WordingCue, wording_confidence, wording_cues
@@ -110,16 +111,20 @@ def extract_with_rules(
         short = content_words(clause.text, residual=False) < MIN_UNCOVERED_WORDS
         if not outcome.claims and short:
             claim_free[clause.sentence] = f"{claim_free.get(clause.sentence, '')} {clause.text}"
+    corrected = corrections(analysed)
     candidates: list[Candidate] = []
     seen: set[tuple[str, bool]] = set()
-    for clause, outcome in analysed:
+    for position, (clause, outcome) in enumerate(analysed):
         if _restates_full_name(clause, candidates) or not outcome.claims:
             continue
         guard = outcome.guard or turn_guard
         question = "?" if clause.terminator == "?" else ""
         cues = wording_cues(f"{claim_free.get(clause.sentence, '')} {clause.text}{question}")
-        for claim in outcome.claims:
-            candidate = _to_candidate(claim, clause, guard, cues, source_turn_id)
+        for index, claim in enumerate(outcome.claims):
+            correction = (position, index) in corrected
+            candidate = _to_candidate(
+                claim, clause, guard, cues, source_turn_id, correction=correction
+            )
             if candidate is None:
                 fully_covered = False
                 continue
@@ -173,6 +178,8 @@ def _to_candidate(
     guard: str | None,
     cues: frozenset[WordingCue],
     source_turn_id: str | None,
+    *,
+    correction: bool,
 ) -> Candidate | None:
     if claim.attribute != "instruction" and not bounded_value(claim.value):
         return None  # cut mid-phrase or chat in the value: not sure, so not a memory
@@ -205,6 +212,7 @@ def _to_candidate(
             source_turn_id=source_turn_id,
             source_span=SourceSpan(start=clause.start, end=clause.end),
             negated=claim.negated,
+            correction=correction,
         )
     except ValidationError:
         # User text can produce a value the schema refuses (e.g. far too long); the clause

@@ -196,6 +196,27 @@ QUALIFIER_RE = re.compile(
     rf"|in\s+my\s+(?:free|spare)\s+time|as\s+a\s+hobby|all\s+the\s+time"
     rf"|with\s+(?:my\s+)?(?:family|fam|friends|kids|{RELATIONS})s?)(?![\w'’])"
 )
+# Explicit correction wording (`corrections`): a correction replaces even a pinned memory, so
+# only words that say an earlier statement was wrong, never "actually" or "sorry" alone.
+# Words that may come before a cue without changing it: "Oh sorry, I misspoke".
+_CORRECTION_BEFORE = (
+    r"(?:(?:oh|oops|sorry|wait|sorry\s+about\s+that|apologies|ugh|um+|uh+)[\s,!.]*)*"
+)
+_CORRECTION_CUE = (
+    r"(?:(?:a\s+|one\s+|quick\s+|small\s+|tiny\s+)?correction|i\s+misspoke|i\s+mis-?typed"
+    r"|(?:that\s+was\s+a\s+)?typo|to\s+correct\s+myself|let\s+me\s+correct\s+(?:that|myself)"
+    r"|scratch\s+that|actually\s*,?\s*no|no\s*,?\s*actually|no\s*,?\s*wait|wait\s*,?\s*no)"
+)
+# A clause that is only a cue; the split into clauses took the comma or colon after it.
+CORRECTION_CUE_RE = re.compile(
+    rf"(?i:{_CORRECTION_BEFORE}{_CORRECTION_CUE}(?:\s+(?:earlier|before))?)"
+)
+# A cue that opens the clause of its claim ("I meant I live in ...", "actually no my ..."), or
+# is all of it.
+CORRECTION_LEAD_RE = re.compile(
+    rf"(?i:{_CORRECTION_BEFORE}(?:{_CORRECTION_CUE}|(?:what\s+)?i\s+meant(?:\s+to\s+say"
+    r"|\s+was|\s+is)?))(?![\w'’])[\s,:]*(?:(?i:that)\s+)?(?=(?:I|i|[Mm]y|[Ww]e)\b|$)"
+)
 # A preference tied to this moment is not durable: "I love the sunshine today".
 TRANSIENT_RE = re.compile(
     r"(?i:\b(?:today|tonight|yesterday|right\s+now|at\s+the\s+moment|so\s+far"
