@@ -7,7 +7,8 @@ tenant in the request context; `drain` then pulls the queue
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
-Functions does.
+Functions does. Each drain first runs the expiry sweep's handler (the AWS schedule's), so the
+rows it commits reach stage 7 in the same drain.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
 # Answered without a credential, as API Gateway does (no authorizer on them).
 PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
 AUTHORIZER = "functions.authorizer.handler"
+EXPIRE = "functions.expire.handler"
 QUERY_HANDLER = "functions.query.handler"
 # API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
 UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
@@ -111,6 +113,7 @@ class DrainReport:
 
     completed_batches: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    expiries_announced: int = 0  # by the expiry sweep: each a `memory.expired` row
     indexed: list[IndexedChange] = field(default_factory=list)
     index_failed: dict[str, str] = field(default_factory=dict)
 
@@ -206,6 +209,8 @@ class LocalRunner:
         self._single_threaded_backend = LambdaEnvironment.load().backend is not Backend.SQLITE
         self._authorizer = importlib.import_module(AUTHORIZER)
         self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
+        self._expire = importlib.import_module(EXPIRE)
+        self._expire.deps.cache_clear()
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
@@ -299,6 +304,8 @@ class LocalRunner:
         within seconds of SIGTERM, whatever the backlog).
         """
         report = DrainReport()
+        swept = self._expire.lambda_handler({}, LocalContext())
+        report.expiries_announced = swept["announced"]
         while not stop() and (
             deliveries := self._consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS)
         ):
