@@ -145,6 +145,7 @@ class MemwriteStack(cdk.Stack):
         query = self._function("query", "query", config.api_size)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
         backfill = self._function("backfill", "backfill", config.extract_size)
+        expire = self._function("expire", "expire", config.stage_size)
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -199,7 +200,13 @@ class MemwriteStack(cdk.Stack):
             )
             cdk.CfnOutput(self, "ApiUrl", value=self.api.api.url)
 
-        self._backfill_schedule(backfill)
+        self._schedule(
+            "Backfill",
+            backfill,
+            config.backfill_schedule,
+            enabled=config.backfill_schedule_enabled,
+        )
+        self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
         self.search = self._search_collection(search_access(stages))
         self._stream_consumers(stream)
 
@@ -218,23 +225,26 @@ class MemwriteStack(cdk.Stack):
         )
         self._acknowledge_generated_wildcards()
 
-    def _backfill_schedule(self, backfill: MemwriteFunction) -> None:
-        """EventBridge Scheduler runs the backfill of pending episodes; DISABLED until the
-        environment says the model is configured (`backfill_schedule_enabled`)."""
+    def _schedule(
+        self, name: str, target: MemwriteFunction, expression: str, *, enabled: bool
+    ) -> None:
+        """EventBridge Scheduler invokes `target` (no retries: the next run does the work):
+        the backfill of pending episodes, DISABLED until the environment says the model is
+        configured (`backfill_schedule_enabled`); the expiry sweep, always."""
         role = iam.Role(
             self,
-            "BackfillScheduleRole",
+            f"{name}ScheduleRole",
             assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
         )
-        backfill.function.grant_invoke(role)
+        target.function.grant_invoke(role)
         scheduler.CfnSchedule(
             self,
-            "BackfillSchedule",
-            schedule_expression=self.config.backfill_schedule,
+            f"{name}Schedule",
+            schedule_expression=expression,
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            state="ENABLED" if self.config.backfill_schedule_enabled else "DISABLED",
+            state="ENABLED" if enabled else "DISABLED",
             target=scheduler.CfnSchedule.TargetProperty(
-                arn=backfill.function.function_arn,
+                arn=target.function.function_arn,
                 role_arn=role.role_arn,
                 retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(maximum_retry_attempts=0),
             ),
