@@ -144,8 +144,7 @@ class MemwriteStack(cdk.Stack):
 
         query = self._function("query", "query", config.api_size)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
-        backfill = self._function("backfill", "backfill", config.extract_size)
-        expire = self._function("expire", "expire", config.stage_size)
+        self._scheduled_functions()
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -200,13 +199,6 @@ class MemwriteStack(cdk.Stack):
             )
             cdk.CfnOutput(self, "ApiUrl", value=self.api.api.url)
 
-        self._schedule(
-            "Backfill",
-            backfill,
-            config.backfill_schedule,
-            enabled=config.backfill_schedule_enabled,
-        )
-        self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
         self.search = self._search_collection(search_access(stages))
         self._stream_consumers(stream)
 
@@ -225,12 +217,21 @@ class MemwriteStack(cdk.Stack):
         )
         self._acknowledge_generated_wildcards()
 
+    def _scheduled_functions(self) -> None:
+        """The functions EventBridge Scheduler runs: the backfill of pending episodes, its
+        schedule DISABLED until the environment says the model is configured
+        (`backfill_schedule_enabled`), and the expiry sweep, always on."""
+        config = self.config
+        backfill = self._function("backfill", "backfill", config.extract_size)
+        enabled = config.backfill_schedule_enabled
+        self._schedule("Backfill", backfill, config.backfill_schedule, enabled=enabled)
+        expire = self._function("expire", "expire", config.stage_size)
+        self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
+
     def _schedule(
         self, name: str, target: MemwriteFunction, expression: str, *, enabled: bool
     ) -> None:
-        """EventBridge Scheduler invokes `target` (no retries: the next run does the work):
-        the backfill of pending episodes, DISABLED until the environment says the model is
-        configured (`backfill_schedule_enabled`); the expiry sweep, always."""
+        """`target` invoked on `expression`, without retries: the next run does the work."""
         role = iam.Role(
             self,
             f"{name}ScheduleRole",

@@ -7,7 +7,7 @@ tenant in the request context; `drain` then pulls the queue
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
-Functions does. Each drain first runs the expiry sweep's handler (the AWS schedule's), so the
+Functions does. Each drain first runs the expiry sweep (the AWS schedule's function), so the
 rows it commits reach stage 7 in the same drain.
 """
 
@@ -19,11 +19,13 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.expiry import ExpirySweep, sweep_expiries
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.stages import pipeline_stages, stream_stages
@@ -303,9 +305,7 @@ class LocalRunner:
         drain returns, leaving the backlog queued for the next drain (`memwrite serve` stops
         within seconds of SIGTERM, whatever the backlog).
         """
-        report = DrainReport()
-        swept = self._expire.lambda_handler({}, LocalContext())
-        report.expiries_announced = swept["announced"]
+        report = DrainReport(expiries_announced=len(self.sweep_expiries().announced))
         while not stop() and (
             deliveries := self._consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS)
         ):
@@ -327,6 +327,12 @@ class LocalRunner:
             self.index_outbox(report, stop)
         self.index_outbox(report, stop)  # nothing received: rows left pending by an earlier drain
         return report
+
+    def sweep_expiries(self) -> ExpirySweep:
+        """One expiry sweep, as the schedule's function runs it on AWS (with its deps; the
+        library call, not its handler, whose log lines would go to a command's stdout): the
+        passed user expiries it gave a `memory.expired` row, for `index_outbox` to deliver."""
+        return sweep_expiries(datetime.now(UTC), self._expire.deps())
 
     def _settle(self, deliveries: list[Delivery], error: str | None, report: DrainReport) -> None:
         if error is None:
