@@ -6,15 +6,17 @@ sweep's clock is injected: "later" is a `now` handed to it, never a sleep."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from memwrite.expiry import ExpirySweep, sweep_expiries
+from memwrite.expiry import ExpiryDeps, ExpirySweep, sweep_expiries
 from memwrite.feed import webhooks
 from memwrite.ids import content_hash
+from memwrite.ports import MemoryStore
+from memwrite.store import Commit, VersionedMemory
 from memwrite.wiring import build_expiry_deps, build_memory_store
 from tests.integration.conftest import Local, MakeLocal
 from tests.integration.test_change_feed import Receiver
@@ -213,6 +215,53 @@ def test_erase_and_import_keep_the_due_expiries_right(local: Local, receiver: Re
     assert imported.status == 200, imported.body
     drain(local)
     assert [d.memory_id for d in deps.finder.due(NOW + timedelta(days=2), 10)] == [memory_id]
+    assert sweep(NOW + timedelta(days=2)).announced == [memory_id]
+    drain(local)
+    assert [e["memory_id"] for e in expired_events(receiver)] == [memory_id]
+
+
+class _Racing:
+    """The store, with another writer's change landing between the sweep's read and commit."""
+
+    def __init__(self, store: MemoryStore, race: Callable[[], None]) -> None:
+        self._store, self._race = store, race
+
+    def get_memories(
+        self, tenant: str, user_id: str, ids: Sequence[str]
+    ) -> dict[str, VersionedMemory]:
+        found = self._store.get_memories(tenant, user_id, ids)
+        self._race()
+        return found
+
+    def commit(self, commit: Commit) -> None:
+        self._store.commit(commit)
+
+
+def test_a_sweep_that_loses_a_race_writes_nothing_and_the_next_announces(
+    local: Local, receiver: Receiver
+) -> None:
+    # Given a passed expiry, and a pin patched in between the sweep's read and its commit
+    memory_id = lisbon_id(local)
+    expire_at(local, memory_id, NOW + timedelta(days=1))
+    pin = {"pinned": True}
+    deps = build_expiry_deps()
+    racing = _Racing(
+        deps.store,
+        lambda: local.runner.call("PATCH", f"/v1/memories/{memory_id}", pin, api_key="key-a"),
+    )
+
+    # When the sweep runs / Then its commit is refused whole: the pin stands, nothing announced
+    # (the sweep calls only these two of the store's methods)
+    lost = sweep_expiries(
+        NOW + timedelta(days=2), ExpiryDeps(deps.finder, cast(MemoryStore, racing))
+    )
+    assert (lost.announced, lost.conflicts) == ([], 1)
+    stored = build_memory_store().get_memories(TENANT, USER, [memory_id])[memory_id].memory
+    assert stored.pinned and not stored.expiry_announced
+
+    # When the pin's row has reached stage 7 and the next sweep runs / Then it announces it,
+    # pinned as it now is, once
+    drain(local)
     assert sweep(NOW + timedelta(days=2)).announced == [memory_id]
     drain(local)
     assert [e["memory_id"] for e in expired_events(receiver)] == [memory_id]
