@@ -58,6 +58,9 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
         "turns": RW,
         "spans": RW,
     },
+    # The scheduled expiry sweep (`memwrite.expiry`): the `expiry_due` index and the memory
+    # (reads), its new rev and outbox row in one transaction (puts).
+    "expire": {"memories": RW, "outbox": W},
     "dispatch": {},  # starts executions only
     "authorizer": {"api_keys": R},  # a key's hash -> tenant (`memwrite keys` writes it)
     "index_setup": {},  # the search index only (deploy time)

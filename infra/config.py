@@ -113,6 +113,10 @@ class EnvConfig(_Frozen):
     # on before that, every run would answer "model required".
     backfill_schedule_enabled: bool = False
     backfill_schedule: str = "rate(1 hour)"
+    # The expiry sweep (EventBridge Scheduler -> the expire function): how soon after a user
+    # expiry passes its memory.expired goes out. Always on: a run with nothing due is one
+    # query per shard of an index that holds the due memories only.
+    expiry_schedule: str = "rate(5 minutes)"
     # The search collection.
     search: SearchConfig
 

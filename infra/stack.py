@@ -144,7 +144,7 @@ class MemwriteStack(cdk.Stack):
 
         query = self._function("query", "query", config.api_size)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
-        backfill = self._function("backfill", "backfill", config.extract_size)
+        self._scheduled_functions()
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -199,7 +199,6 @@ class MemwriteStack(cdk.Stack):
             )
             cdk.CfnOutput(self, "ApiUrl", value=self.api.api.url)
 
-        self._backfill_schedule(backfill)
         self.search = self._search_collection(search_access(stages))
         self._stream_consumers(stream)
 
@@ -218,23 +217,35 @@ class MemwriteStack(cdk.Stack):
         )
         self._acknowledge_generated_wildcards()
 
-    def _backfill_schedule(self, backfill: MemwriteFunction) -> None:
-        """EventBridge Scheduler runs the backfill of pending episodes; DISABLED until the
-        environment says the model is configured (`backfill_schedule_enabled`)."""
+    def _scheduled_functions(self) -> None:
+        """The functions EventBridge Scheduler runs: the backfill of pending episodes, its
+        schedule DISABLED until the environment says the model is configured
+        (`backfill_schedule_enabled`), and the expiry sweep, always on."""
+        config = self.config
+        backfill = self._function("backfill", "backfill", config.extract_size)
+        enabled = config.backfill_schedule_enabled
+        self._schedule("Backfill", backfill, config.backfill_schedule, enabled=enabled)
+        expire = self._function("expire", "expire", config.stage_size)
+        self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
+
+    def _schedule(
+        self, name: str, target: MemwriteFunction, expression: str, *, enabled: bool
+    ) -> None:
+        """`target` invoked on `expression`, without retries: the next run does the work."""
         role = iam.Role(
             self,
-            "BackfillScheduleRole",
+            f"{name}ScheduleRole",
             assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
         )
-        backfill.function.grant_invoke(role)
+        target.function.grant_invoke(role)
         scheduler.CfnSchedule(
             self,
-            "BackfillSchedule",
-            schedule_expression=self.config.backfill_schedule,
+            f"{name}Schedule",
+            schedule_expression=expression,
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            state="ENABLED" if self.config.backfill_schedule_enabled else "DISABLED",
+            state="ENABLED" if enabled else "DISABLED",
             target=scheduler.CfnSchedule.TargetProperty(
-                arn=backfill.function.function_arn,
+                arn=target.function.function_arn,
                 role_arn=role.role_arn,
                 retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(maximum_retry_attempts=0),
             ),

@@ -1,5 +1,5 @@
 """`memwrite` command line: prefilter, extract, ingest, demo, serve, search, mcp, trace, replay,
-rollback, export, import, backfill, eval, keys."""
+rollback, export, import, backfill, expire, eval, keys."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.backfill_command import add_backfill_parser, run_backfill
 from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
 from memwrite_local.eval_command import add_eval_parser, run_eval
+from memwrite_local.expire_command import add_expire_parser, run_expire
 from memwrite_local.funnel import render_funnel
 from memwrite_local.keys_command import add_keys_parser, run_keys
 from memwrite_local.portability_command import add_portability_parsers, run_export, run_import
@@ -462,6 +463,7 @@ def _parser() -> argparse.ArgumentParser:
     add_rollback_parser(commands)
     add_portability_parsers(commands)
     add_backfill_parser(commands)
+    add_expire_parser(commands)
     add_keys_parser(commands)
     return parser
 
@@ -506,6 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_import(args, sys.stdout)
         if args.command == "backfill":
             return run_backfill(args, sys.stdout)
+        if args.command == "expire":
+            return run_expire(args, sys.stdout)
         if args.command == "keys":
             return run_keys(args, sys.stdout)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)

@@ -7,7 +7,8 @@ tenant in the request context; `drain` then pulls the queue
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
-Functions does.
+Functions does. Each drain first runs the expiry sweep (the AWS schedule's function), so the
+rows it commits reach stage 7 in the same drain.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.expiry import ExpirySweep, sweep_expiries
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.stages import pipeline_stages, stream_stages
@@ -75,6 +78,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
 # Answered without a credential, as API Gateway does (no authorizer on them).
 PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
 AUTHORIZER = "functions.authorizer.handler"
+EXPIRE = "functions.expire.handler"
 QUERY_HANDLER = "functions.query.handler"
 # API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
 UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
@@ -111,6 +115,7 @@ class DrainReport:
 
     completed_batches: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    expiries_announced: int = 0  # by the expiry sweep: each a `memory.expired` row
     indexed: list[IndexedChange] = field(default_factory=list)
     index_failed: dict[str, str] = field(default_factory=dict)
 
@@ -206,6 +211,8 @@ class LocalRunner:
         self._single_threaded_backend = LambdaEnvironment.load().backend is not Backend.SQLITE
         self._authorizer = importlib.import_module(AUTHORIZER)
         self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
+        self._expire = importlib.import_module(EXPIRE)
+        self._expire.deps.cache_clear()
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
@@ -298,7 +305,7 @@ class LocalRunner:
         drain returns, leaving the backlog queued for the next drain (`memwrite serve` stops
         within seconds of SIGTERM, whatever the backlog).
         """
-        report = DrainReport()
+        report = DrainReport(expiries_announced=len(self.sweep_expiries().announced))
         while not stop() and (
             deliveries := self._consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS)
         ):
@@ -320,6 +327,12 @@ class LocalRunner:
             self.index_outbox(report, stop)
         self.index_outbox(report, stop)  # nothing received: rows left pending by an earlier drain
         return report
+
+    def sweep_expiries(self) -> ExpirySweep:
+        """One expiry sweep, as the schedule's function runs it on AWS (with its deps; the
+        library call, not its handler, whose log lines would go to a command's stdout): the
+        passed user expiries it gave a `memory.expired` row, for `index_outbox` to deliver."""
+        return sweep_expiries(datetime.now(UTC), self._expire.deps())
 
     def _settle(self, deliveries: list[Delivery], error: str | None, report: DrainReport) -> None:
         if error is None:

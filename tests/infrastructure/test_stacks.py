@@ -433,6 +433,16 @@ def test_the_layer_holds_the_library_and_runtime_dependencies_only() -> None:
     assert not any(r.startswith(("httpx", "mcp")) for r in requirements)
 
 
+def schedule_of(synth: Synthesized, function_prefix: str) -> dict[str, Any]:
+    """The properties of the one schedule that invokes the function."""
+    (properties,) = (
+        schedule["Properties"]
+        for schedule in resources(synth, "AWS::Scheduler::Schedule").values()
+        if schedule["Properties"]["Target"]["Arn"]["Fn::GetAtt"][0].startswith(function_prefix)
+    )
+    return properties
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_the_backfill_schedule_is_off_until_the_model_is_configured(
     synthesized: dict[str, Synthesized], env: str
@@ -440,9 +450,57 @@ def test_the_backfill_schedule_is_off_until_the_model_is_configured(
     # Given a synthesized environment (none says its model is configured yet)
     synth = synthesized[env]
     # Then one EventBridge schedule invokes the backfill function, disabled, without retries
-    (schedule,) = resources(synth, "AWS::Scheduler::Schedule").values()
-    properties = schedule["Properties"]
+    properties = schedule_of(synth, "BackfillFn")
     assert properties["State"] == "DISABLED"
     assert properties["ScheduleExpression"] == synth.config.backfill_schedule
     assert properties["Target"]["Arn"]["Fn::GetAtt"][0].startswith("BackfillFn")
     assert properties["Target"]["RetryPolicy"] == {"MaximumRetryAttempts": 0}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_expiry_sweep_runs_on_a_schedule_with_the_store_writes_it_makes_only(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given a synthesized environment
+    synth = synthesized[env]
+    # Then an enabled schedule invokes the expire function every few minutes, without retries
+    properties = schedule_of(synth, "ExpireFn")
+    assert properties["State"] == "ENABLED"
+    assert properties["ScheduleExpression"] == synth.config.expiry_schedule == "rate(5 minutes)"
+    assert properties["Target"]["RetryPolicy"] == {"MaximumRetryAttempts": 0}
+    # And the schedule's role may invoke that function alone
+    (role_id,) = (
+        k
+        for k, role in resources(synth, "AWS::IAM::Role").items()
+        if k.startswith("ExpiryScheduleRole")
+    )
+    assert properties["Target"]["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    invoked = {
+        ref["Fn::GetAtt"][0]
+        for k, policy in resources(synth, "AWS::IAM::Policy").items()
+        if k.startswith("ExpiryScheduleRole")
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        for ref in statement["Resource"]
+        if isinstance(ref, dict) and "Fn::GetAtt" in ref
+    }
+    assert invoked and all(target.startswith("ExpireFn") for target in invoked)
+    # And the function reads and puts memories (the due index, the new rev) and puts outbox
+    # rows: it deletes nothing, and touches no other table, the search index or a model
+    written = {
+        t.removeprefix("Tables").rstrip("0123456789ABCDEF")
+        for t in _tables_written(synth, "ExpireFn")
+    }
+    assert written == {"Memories", "Outbox"}
+    memories = _actions_on(synth, "ExpireFn", "TablesMemories")
+    assert {"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:PutItem"} <= memories
+    assert "dynamodb:Query" not in _actions_on(synth, "ExpireFn", "TablesOutbox")
+    for other in ("TablesTurns", "TablesSpans", "TablesEntit", "TablesTenantSettings"):
+        assert _actions_on(synth, "ExpireFn", other) == set(), other
+    actions = {
+        action
+        for statement in _role_statements(synth, "ExpireFn")
+        for action in (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+    }
+    assert not any(a.startswith(("aoss:", "bedrock:", "events:")) for a in actions)

@@ -9,6 +9,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,45 @@ def test_backfill_command_distils_nothing_offline_and_names_what_is_missing(
         str(data_dir), stdin="",
     )  # fmt: skip
     assert (bad.returncode, bad.stdout.split(":")[:2]) == (1, ["invalid_request", " until"])
+
+
+def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:
+    # Given a data dir whose memory's expiry passed unannounced (a file from before the sweep)
+    from memwrite.adapters.sqlite.database import SqliteDatabase
+    from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.store import Commit, OutboxOp, OutboxRow
+    from memwrite_local.backend import LOCAL_TENANT
+
+    conversation = tmp_path / "c.json"
+    turns = [{"role": "user", "content": "I live in Lisbon."}]
+    conversation.write_text(json.dumps({"session_id": "s", "user_id": "sam", "turns": turns}))
+    data_dir = tmp_path / "data"
+    assert (
+        _offline("ingest", str(conversation), "--data-dir", str(data_dir), stdin="").returncode == 0
+    )
+    database = SqliteDatabase(data_dir)
+    store = SqliteMemoryStore(database)
+    [memory] = store.memories_of(LOCAL_TENANT, "sam")
+    rev = store.get_memories(LOCAL_TENANT, "sam", [memory.memory_id])[memory.memory_id].rev
+    expired = memory.model_copy(update={"expires_on": datetime(2025, 1, 1, tzinfo=UTC)})
+    store.commit(
+        Commit(
+            tenant=LOCAL_TENANT,
+            user_id="sam",
+            trace_id=memory.trace_id,
+            memories=[(expired, rev)],
+            outbox=[OutboxRow(memory.memory_id, OutboxOp.UPSERT, memory.trace_id)],
+            from_trace=False,
+        )
+    )
+    database.close()
+
+    # When `memwrite expire` runs twice / Then the first announces it, the second finds nothing
+    first = _offline("expire", "--json", "--data-dir", str(data_dir), stdin="")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"announced": 1, "undelivered": []}
+    again = _offline("expire", "--data-dir", str(data_dir), stdin="")
+    assert again.stdout == "0 expiries announced (memory.expired)\n"
 
 
 def _offline(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:

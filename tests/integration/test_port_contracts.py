@@ -12,7 +12,7 @@ import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import boto3
@@ -28,6 +28,7 @@ from memwrite.adapters.aws.dynamodb_store import DynamoEntityStore
 from memwrite.adapters.aws.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.erase import SqliteUserEraser
+from memwrite.adapters.sqlite.expiry import DUE_QUERY, SqliteExpiryFinder
 from memwrite.adapters.sqlite.ledger import (
     SqliteRateStore,
     SqliteSessionLog,
@@ -58,6 +59,7 @@ from memwrite.payloads import OutboxChange
 from memwrite.portability import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.ports import (
     EntityStore,
+    ExpiryFinder,
     MemoryReader,
     MemoryStore,
     Outbox,
@@ -74,6 +76,7 @@ from memwrite.ports import (
     UserPortability,
 )
 from memwrite.reasons import TooShort
+from memwrite.schema import EXPIRY_SHARDS, MEMORIES_EXPIRY_DUE
 from memwrite.store import (
     Commit,
     FactRow,
@@ -84,7 +87,7 @@ from memwrite.store import (
     RollbackRecord,
     VersionedMemory,
 )
-from memwrite.wiring import build_query_deps, build_stage_deps
+from memwrite.wiring import build_expiry_deps, build_query_deps, build_stage_deps
 from memwrite_local.aws import LocalAws
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -110,6 +113,7 @@ class Ports:
     rollbacks: TraceRollback
     tenant_settings: TenantSettingsStore
     portability: UserPortability
+    expiry: ExpiryFinder
     # A fresh, empty queue: both ends of it.
     new_queue: Callable[[], tuple[TurnQueue, TurnConsumer]]
 
@@ -148,6 +152,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
         rollbacks=query_api.rollback.rollbacks,
         tenant_settings=_written(query_api.configs.store),
         portability=query_api.portability,
+        expiry=build_expiry_deps().finder,
         new_queue=new_queue,
     )
 
@@ -178,6 +183,7 @@ def _sqlite_ports(directory: Path) -> Ports:
         rollbacks=SqliteTraceRollback(database),
         tenant_settings=SqliteTenantSettingsStore(database),
         portability=SqlitePortability(database),
+        expiry=SqliteExpiryFinder(database),
         new_queue=new_queue,
     )
 
@@ -1137,6 +1143,96 @@ def test_tenant_settings_are_replaced_whole_and_read_per_tenant(ports: Ports) ->
     ports.tenant_settings.put(tenant, second, "2026-03-02T09:01:00+00:00")
     # Then nothing of the first remains
     assert ports.tenant_settings.get(tenant) == second
+
+
+# --- ExpiryFinder -------------------------------------------------------------------------
+
+# The only test here that gives memories an expiry: `due` lists them across tenants.
+E0 = datetime(2001, 1, 1, tzinfo=UTC)
+
+
+def test_due_expiries_are_the_passed_unannounced_active_ones_earliest_first(
+    ports: Ports,
+) -> None:
+    # Given memories of two tenants, expiring a day apart, one with an offset other than UTC
+    tenant, other = fresh("tenant"), fresh("tenant")
+    user = fresh("user")
+    due: list[MemoryUnit] = []
+    for day in range(6):
+        at = E0 + timedelta(days=day)
+        if day == 2:
+            at = at.astimezone(timezone(timedelta(hours=5)))
+        owner = tenant if day % 2 else other
+        mem = memory(user, f"City{day}", tenant=owner).model_copy(update={"expires_on": at})
+        ports.store.commit(replace(commit_of(user, (mem, None)), tenant=owner, from_trace=False))
+        due.append(mem)
+    # And memories with nothing to announce: no expiry, announced, superseded, retracted
+    quiet = [
+        memory(user, "Nowhere", tenant=tenant),
+        due[0].model_copy(update={"memory_id": "announced", "expiry_announced": True}),
+        due[0].model_copy(update={"memory_id": "ended", "superseded_by": due[1].memory_id}),
+        due[0].model_copy(update={"memory_id": "retracted", "negated": True}),
+    ]
+    for mem in quiet:
+        ports.store.commit(replace(commit_of(user, (mem, None)), tenant=tenant, from_trace=False))
+
+    # When the due ones are asked for at the end of day 3 / Then days 0-3, earliest first
+    found = ports.expiry.due(E0 + timedelta(days=3, hours=1), 10)
+    assert [d.memory_id for d in found] == [m.memory_id for m in due[:4]]
+    assert [(d.tenant, d.user_id) for d in found] == [(m.tenant, user) for m in due[:4]]
+    assert found[2].due == due[2].expires_on
+    # And a limit takes the earliest, whatever their shard
+    assert [d.memory_id for d in ports.expiry.due(E0 + timedelta(days=9), 3)] == [
+        m.memory_id for m in due[:3]
+    ]
+
+    # When one is announced, one cleared and one moved later (each a whole new rev)
+    rev = 1
+    changed = [
+        due[0].model_copy(update={"expiry_announced": True}),
+        due[1].model_copy(update={"expires_on": None}),
+        due[2].model_copy(update={"expires_on": E0 + timedelta(days=8)}),
+    ]
+    for mem in changed:
+        ports.store.commit(
+            replace(commit_of(user, (mem, rev)), tenant=mem.tenant, from_trace=False)
+        )
+    # Then the index follows: only the moved one comes back, at its new time
+    found = ports.expiry.due(E0 + timedelta(days=9), 10)
+    assert [d.memory_id for d in found] == [m.memory_id for m in (due[3], due[4], due[5], due[2])]
+
+    # When the users are erased / Then none of theirs is due any more
+    ports.eraser.erase_user(tenant, user)
+    ports.eraser.erase_user(other, user)
+    assert ports.expiry.due(E0 + timedelta(days=9), 10) == []
+
+
+def test_the_sqlite_finder_reads_its_partial_index_not_the_table(tmp_path: Path) -> None:
+    # Given a database / When the due query is planned / Then it searches the partial index
+    database = SqliteDatabase(tmp_path)
+    with database.connection() as connection:
+        plan = connection.execute(f"EXPLAIN QUERY PLAN {DUE_QUERY}", (T0.isoformat(), 10))
+        [(*_, detail)] = plan.fetchall()
+    assert detail.startswith("SEARCH memories USING INDEX memories_expiry_due"), detail
+
+
+def test_the_dynamodb_expiry_index_holds_the_due_memories_only_spread_over_shards() -> None:
+    # Given 16 memories with an expiry to announce and 2 without, on moto
+    with LocalAws() as aws:
+        assert aws.resources is not None
+        table = aws.resources.table_names["memories"]
+        store = build_query_deps().query.store
+        for n in range(18):
+            mem = memory("ua", f"Town{n}")
+            if n < 16:
+                mem = mem.model_copy(update={"expires_on": E0 + timedelta(hours=n)})
+            store.commit(replace(commit_of("ua", (mem, None)), from_trace=False))
+        # When the sparse index is read whole (a test's look; the sweep queries it per shard)
+        items = boto3.client("dynamodb").scan(TableName=table, IndexName=MEMORIES_EXPIRY_DUE.name)
+    # Then it holds the 16 alone, keyed by fixed shards, more than one of them in use
+    assert items["Count"] == 16
+    shards = {item[MEMORIES_EXPIRY_DUE.partition_key]["S"] for item in items["Items"]}
+    assert shards <= set(EXPIRY_SHARDS) and len(shards) > 1
 
 
 # --- UserPortability ----------------------------------------------------------------------

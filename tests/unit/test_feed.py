@@ -141,6 +141,9 @@ def test_a_memory_past_the_users_expiry_is_an_expired_event() -> None:
     assert event_for_change(change(2), past, AT).type is EventType.MEMORY_EXPIRED
     assert event_for_change(change(2), future, AT).type is EventType.MEMORY_UPDATED
     assert event_for_change(change(1), stored(), AT).type is EventType.MEMORY_CREATED
+    # And one the expiry sweep announced is expired whatever the clock of the delivery says
+    announced = future.model_copy(update={"expiry_announced": True})
+    assert event_for_change(change(3), announced, AT).type is EventType.MEMORY_EXPIRED
 
 
 def test_an_erasure_row_is_one_user_erased_event_at_the_erasures_time() -> None:

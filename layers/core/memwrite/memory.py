@@ -17,6 +17,7 @@ __all__ = [
     "MemoryLink",
     "MemoryUnit",
     "Tier",
+    "expiry_announced_on_write",
     "memory_id_for",
     "normalise",
 ]
@@ -105,6 +106,11 @@ class MemoryUnit(BaseModel):
     expires_on: datetime | None = Field(
         default=None, description="The user's expiry (the API's `expires_at`)."
     )
+    expiry_announced: bool = Field(
+        default=False,
+        description="`expires_on` has passed and a revision of this memory said so on the "
+        "change feed (`memory.expired`); reset when the expiry moves.",
+    )
 
     @property
     def active(self) -> bool:
@@ -113,3 +119,23 @@ class MemoryUnit(BaseModel):
     def expired(self, now: datetime) -> bool:
         """Past the user's expiry: out of search and the memory list, kept in history."""
         return self.expires_on is not None and self.expires_on <= now
+
+    @property
+    def expiry_due(self) -> datetime | None:
+        """When the expiry sweep (`memwrite.expiry`) must announce this memory's expiry: its
+        user expiry while it is active and not yet announced (an ended memory's feed already
+        said `memory.superseded`); None: nothing to announce."""
+        if self.expiry_announced or not self.active:
+            return None
+        return self.expires_on
+
+
+def expiry_announced_on_write(
+    current: MemoryUnit | None, expires_on: datetime | None, now: datetime
+) -> bool:
+    """`expiry_announced` for a write giving a memory (`current`, None: new) `expires_on`: the
+    same expiry keeps its flag; an expiry already passed is announced by this write's own
+    outbox row, a later one by the sweep once it passes."""
+    if current is not None and current.expires_on == expires_on:
+        return current.expiry_announced
+    return expires_on is not None and expires_on <= now

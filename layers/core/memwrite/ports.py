@@ -45,11 +45,13 @@ __all__ = [
     "DedupeJudge",
     "DedupeJudgement",
     "Delivery",
+    "DueExpiry",
     "Embedder",
     "EnqueueResult",
     "EntityStore",
     "EpisodeStore",
     "EventPublisher",
+    "ExpiryFinder",
     "ExtractionLlm",
     "GeneratedQuestions",
     "LlmCall",
@@ -450,6 +452,26 @@ class MemoryStore(Protocol):
         `SourceRolledBack` (nothing applied) when it was rolled back."""
 
     def memories_of(self, tenant: str, user_id: str) -> list[MemoryUnit]: ...
+
+
+@dataclass(frozen=True)
+class DueExpiry:
+    """A memory whose user expiry has passed and is not announced yet (`MemoryUnit.expiry_due`)."""
+
+    tenant: str
+    user_id: str
+    memory_id: str
+    due: datetime
+
+
+class ExpiryFinder(Protocol):
+    """The memories the expiry sweep (`memwrite.expiry`) has to announce, found through an index
+    of the due ones alone (SQLite: a partial index; DynamoDB: the sparse `expiry_due` GSI)."""
+
+    def due(self, now: datetime, limit: int) -> list[DueExpiry]:
+        """Up to `limit` memories, of every tenant, whose `expiry_due` is at or before `now`,
+        earliest first. The list may lag the store (DynamoDB's GSI is eventually consistent):
+        the sweep reads each memory again before writing."""
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,23 @@ to a deployed table is one update (DynamoDB builds one new index per update).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from memwrite.ids import content_hash
 
 __all__ = [
     "API_KEYS",
     "API_KEYS_BY_ID",
     "ENTITIES",
     "ENTITY_FACTS",
+    "EXPIRY_DUE",
+    "EXPIRY_SHARD",
+    "EXPIRY_SHARDS",
     "MEMORIES",
     "MEMORIES_BY_ID",
+    "MEMORIES_EXPIRY_DUE",
     "OUTBOX",
     "OUTBOX_PENDING",
     "PARTITION_KEY",
@@ -38,6 +45,8 @@ __all__ = [
     "SearchAccess",
     "StreamView",
     "TableSchema",
+    "expiry_due_sort",
+    "expiry_shard_of",
     "outbox_sort_key",
 ]
 
@@ -118,11 +127,30 @@ SPANS_BY_USER = GlobalIndex("by_user", partition_key=SPAN_USER_KEY, sort_key=SPA
 SPANS = TableSchema(logical_name="spans", indexes=(SPANS_BY_USER,))
 # pk = tenant#user_id, sk = memory_id; `by_id` finds a memory from its id alone (GET by id).
 MEMORIES_BY_ID = GlobalIndex("by_id", partition_key="id_key")
+# `expiry_due`: the memories whose user expiry the sweep (`memwrite.expiry`) has still to
+# announce, by when (`MemoryUnit.expiry_due`). Sparse: its attributes exist only while there is
+# something to announce, so the sweep reads the due items alone, never the table. Spread over
+# `EXPIRY_SHARDS` fixed partitions (by memory id) so no one key takes every write of an expiry.
+EXPIRY_SHARDS = tuple(f"EXPIRY#{n}" for n in range(4))
+EXPIRY_SHARD, EXPIRY_DUE = "expiry_shard", "expiry_due"
+MEMORIES_EXPIRY_DUE = GlobalIndex("expiry_due", partition_key=EXPIRY_SHARD, sort_key=EXPIRY_DUE)
 MEMORIES = TableSchema(
     logical_name="memories",
     ttl_attribute=TTL_ATTRIBUTE,  # tasks are ephemeral
-    indexes=(MEMORIES_BY_ID,),
+    indexes=(MEMORIES_BY_ID, MEMORIES_EXPIRY_DUE),
 )
+
+
+def expiry_shard_of(memory_id: str) -> str:
+    """The `expiry_due` partition of a memory: one of `EXPIRY_SHARDS`, fixed by its id."""
+    return EXPIRY_SHARDS[int(content_hash("expiry", memory_id), 16) % len(EXPIRY_SHARDS)]
+
+
+def expiry_due_sort(at: datetime) -> str:
+    """The `expiry_due` sort key: UTC, fixed width, so string order is time order."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 # pk = tenant#user_id, sk = entity_id#predicate (stateful) or entity_id#predicate#value-hash
 # (idempotent): every observation of one predicate (value) and a version.
 ENTITY_FACTS = TableSchema(logical_name="entity_facts")

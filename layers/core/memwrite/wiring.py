@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.episodes.backfill import BackfillDeps
+    from memwrite.expiry import ExpiryDeps
     from memwrite.ports import (
         ApiKeyStore,
         CandidateVerifier,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         EntityStore,
         EpisodeStore,
         EventPublisher,
+        ExpiryFinder,
         ExtractionLlm,
         MemoryIndex,
         MemoryReader,
@@ -79,6 +81,7 @@ __all__ = [
     "build_backfill_deps",
     "build_dead_letter_deps",
     "build_embedder",
+    "build_expiry_deps",
     "build_index",
     "build_index_setup",
     "build_llm",
@@ -247,6 +250,9 @@ class Adapters(ABC):
     def memory_reader(self) -> MemoryReader: ...
 
     @abstractmethod
+    def expiry_finder(self) -> ExpiryFinder: ...
+
+    @abstractmethod
     def outbox(self) -> Outbox: ...
 
     @abstractmethod
@@ -337,6 +343,11 @@ class _DynamoAdapters(Adapters):
 
     def memory_reader(self) -> MemoryReader:
         return self.memory_store()
+
+    def expiry_finder(self) -> ExpiryFinder:
+        from memwrite.adapters.aws.dynamodb_expiry import DynamoExpiryFinder
+
+        return DynamoExpiryFinder(self.dynamodb, self.env.memories_table)
 
     def outbox(self) -> Outbox:
         from memwrite.adapters.aws.dynamodb_outbox import DynamoOutbox
@@ -439,6 +450,11 @@ class _SqliteAdapters(Adapters):
 
     def memory_reader(self) -> MemoryReader:
         return self.memory_store()
+
+    def expiry_finder(self) -> ExpiryFinder:
+        from memwrite.adapters.sqlite.expiry import SqliteExpiryFinder
+
+        return SqliteExpiryFinder(self.database)
 
     def outbox(self) -> Outbox:
         from memwrite.adapters.sqlite.outbox import SqliteOutbox
@@ -661,6 +677,14 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
         configs=adapters.configs(stage_named("extract")),
     )
+
+
+def build_expiry_deps(environ: Mapping[str, str] | None = None) -> ExpiryDeps:
+    """The expiry sweep's: the due memories' index and the store it commits to."""
+    from memwrite.expiry import ExpiryDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return ExpiryDeps(finder=adapters.expiry_finder(), store=adapters.memory_store())
 
 
 def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:

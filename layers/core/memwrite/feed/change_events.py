@@ -5,8 +5,10 @@ again) yields the same event id, which receivers dedupe on.
 
 Which event a row is follows from the memory as committed at that rev and as it is now:
 gone -> `memory.erased` (rolled back or erased); ended by a newer fact -> `memory.superseded`;
-past its `expires_at` -> `memory.expired`; the first rev -> `memory.created`; else
-`memory.updated` (a merge, a tier change, a restore).
+past its expiry -> `memory.expired`; the first rev -> `memory.created`; else
+`memory.updated` (a merge, a tier change, a restore). A user expiry that passes later gets a
+row of its own: the expiry sweep (`memwrite.expiry`) commits a revision flagged
+`expiry_announced`, whose row is its `memory.expired`.
 
 `user.erased` has an outbox row of its own, written by the erasure once the user's items and
 documents are gone (`erasure:<time>`, rev 1, no trace: the user's traces went with them); the
@@ -77,10 +79,12 @@ def event_for_change(change: OutboxChange, memory: MemoryUnit | None, at: dateti
         kind = EventType.MEMORY_ERASED
     elif memory.superseded_by is not None:
         kind = EventType.MEMORY_SUPERSEDED
-    elif memory.expired(at) or (
-        memory.expires_at is not None and memory.expires_at <= at.timestamp()
+    elif (
+        memory.expiry_announced
+        or memory.expired(at)
+        or (memory.expires_at is not None and memory.expires_at <= at.timestamp())
     ):
-        # The user's expiry (PATCH) or the store's TTL (tasks) has passed
+        # The user's expiry (PATCH, announced by the sweep) or the store's TTL (tasks) passed
         kind = EventType.MEMORY_EXPIRED
     elif change.rev == 1:
         kind = EventType.MEMORY_CREATED

@@ -4,8 +4,9 @@ For each outbox row (delivered by the outbox's DynamoDB stream on AWS, by the lo
 offline) the stage reads the memory as it is *now* in the store, so rows may arrive late, twice
 or out of order and the index still converges on the store:
 
-- gone (erased, rolled back), superseded or retracted: its document is deleted (also when it
-  is gone by the time the document is written: an erasure racing the job);
+- gone (erased, rolled back), superseded, retracted or past its user expiry (`expires_on`,
+  or announced as such by the expiry sweep, `memwrite.expiry`): its document is deleted (also
+  when it is gone by the time the document is written: an erasure racing the job);
 - otherwise its text is indexed first (BM25-searchable at once), then `hype_questions`
   questions are generated (the extractor's own search questions when it wrote enough; else the
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
@@ -298,7 +299,7 @@ def _index(
     current = stored.get(change.memory_id)
     calls: tuple[LlmUsage, ...] = ()
     memory = current.memory if current is not None else None
-    if memory is None or not memory.active:
+    if memory is None or not memory.active or memory.expiry_announced or memory.expired(_now()):
         deps.index.delete(change.tenant, change.user_id, change.memory_id)
         result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
     else:

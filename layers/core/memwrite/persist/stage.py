@@ -34,7 +34,7 @@ from memwrite.errors import (
     StageInputError,
     WriteConflict,
 )
-from memwrite.memory import MemoryLink, MemoryUnit
+from memwrite.memory import MemoryLink, MemoryUnit, expiry_announced_on_write
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
 from memwrite.ports import (
@@ -190,10 +190,11 @@ def _new_memory(
         expires_at=expires_at,
         pinned=item.pinned,
         expires_on=item.expires_on,
+        expiry_announced=expiry_announced_on_write(None, item.expires_on, now),
     )
 
 
-def _merged(memory: MemoryUnit, item: StoreItem) -> MemoryUnit:
+def _merged(memory: MemoryUnit, item: StoreItem, now: datetime) -> MemoryUnit:
     """The memory seen again; a direct write seen again also pins it or sets its expiry."""
     written: dict[str, object] = {}
     if item.pinned:
@@ -201,6 +202,7 @@ def _merged(memory: MemoryUnit, item: StoreItem) -> MemoryUnit:
     if item.expires_on is not None:
         written["expires_on"] = item.expires_on
         written["expires_at"] = int((item.expires_on + EXPIRED_RETENTION).timestamp())
+        written["expiry_announced"] = expiry_announced_on_write(memory, item.expires_on, now)
     return memory.model_copy(
         update={
             **written,
@@ -276,7 +278,7 @@ def plan(
         return Plan(None, PersistResult(PersistOutcome.ALREADY_APPLIED, target_id, note))
     if note.target is not None:
         assert target is not None, "decisions must hold for the read"
-        written = _merged(target.memory, item)
+        written = _merged(target.memory, item, now)
     else:
         written = _new_memory(item, target_id, now, config)
     noted = decisions.conflict

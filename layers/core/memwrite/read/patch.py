@@ -9,7 +9,9 @@ would have had the memory never been pinned.
 An expiry (`expires_at` in the API, `expires_on` inside) takes the memory out of search and the
 memory list once it has passed; it stays readable by id (history) until the store's TTL,
 `EXPIRED_RETENTION_DAYS` later, deletes it. Clearing the expiry restores the TTL the memory had
-(a task's own; none for the others).
+(a task's own; none for the others). An expiry already passed is announced by the patch's own
+outbox row (`memory.expired`); a later one by the expiry sweep (`memwrite.expiry`) once it
+passes.
 
 One commit per patch, conditioned on the revs and the row version that were read; a lost race
 reads again (bounded attempts). The commit carries an outbox row per changed memory, so the
@@ -18,7 +20,8 @@ index and the change feed see the patch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from pydantic import (
@@ -34,7 +37,7 @@ from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
 from memwrite.entity_facts import derive, memory_fact_key
 from memwrite.errors import UnknownMemory, WriteConflict
-from memwrite.memory import MemoryUnit
+from memwrite.memory import MemoryUnit, expiry_announced_on_write
 from memwrite.persist.stage import EXPIRED_RETENTION_DAYS, apply_state
 from memwrite.ports import MemoryReader, MemoryStore
 from memwrite.store import Commit, FactRow, OutboxOp, OutboxRow
@@ -84,6 +87,7 @@ class MemoryPatch(BaseModel):
 class PatchDeps:
     store: MemoryStore
     reader: MemoryReader
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
 
 def _ttl(memory: MemoryUnit, expires_on: datetime | None, config: PipelineConfig) -> int | None:
@@ -94,13 +98,16 @@ def _ttl(memory: MemoryUnit, expires_on: datetime | None, config: PipelineConfig
     return None
 
 
-def _patched(memory: MemoryUnit, patch: MemoryPatch, config: PipelineConfig) -> MemoryUnit:
+def _patched(
+    memory: MemoryUnit, patch: MemoryPatch, config: PipelineConfig, now: datetime
+) -> MemoryUnit:
     update: dict[str, object] = {}
     if "pinned" in patch.model_fields_set:
         update["pinned"] = patch.pinned
     if "expires_at" in patch.model_fields_set:
         update["expires_on"] = patch.expires_at
         update["expires_at"] = _ttl(memory, patch.expires_at, config)
+        update["expiry_announced"] = expiry_announced_on_write(memory, patch.expires_at, now)
     return memory.model_copy(update=update)
 
 
@@ -156,7 +163,7 @@ def patch_memory(
         versioned = deps.store.get_memories(tenant, found.user_id, [memory_id]).get(memory_id)
         if versioned is None:
             raise UnknownMemory(memory_id)
-        patched = _patched(versioned.memory, patch, config)
+        patched = _patched(versioned.memory, patch, config, deps.clock())
         commit = _commit(tenant, patched, versioned.rev, config, deps.store)
         try:
             deps.store.commit(commit)

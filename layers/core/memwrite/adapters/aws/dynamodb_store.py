@@ -26,6 +26,8 @@ from memwrite.errors import MemwriteError, SourceErased, SourceRolledBack, Write
 from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
 from memwrite.schema import (
+    EXPIRY_DUE,
+    EXPIRY_SHARD,
     LOOKUP_KEY,
     LOOKUP_SORT,
     MEMORIES_BY_ID,
@@ -33,6 +35,8 @@ from memwrite.schema import (
     PARTITION_KEY,
     SORT_KEY,
     TTL_ATTRIBUTE,
+    expiry_due_sort,
+    expiry_shard_of,
     outbox_sort_key,
 )
 from memwrite.store import Commit, FactRow, OutboxRow, VersionedMemory
@@ -92,6 +96,11 @@ def memory_put(table: str, memory: MemoryUnit, expected: int | None) -> dict[str
     }
     if memory.expires_at is not None:
         item[TTL_ATTRIBUTE] = {"N": str(memory.expires_at)}
+    # In the sparse `expiry_due` index while its expiry is still to be announced: every write
+    # of a memory goes through here, so clearing, moving or announcing it keeps the index right.
+    if memory.expiry_due is not None:
+        item[EXPIRY_SHARD] = {"S": expiry_shard_of(memory.memory_id)}
+        item[EXPIRY_DUE] = {"S": expiry_due_sort(memory.expiry_due)}
     put: dict[str, Any] = {"TableName": table, "Item": item}
     if expected is None:
         put["ConditionExpression"] = f"attribute_not_exists({PK})"

@@ -22,6 +22,8 @@ from memwrite.errors import ConfigError, SourceErased, SourceRolledBack, StoreUn
 
 __all__ = [
     "DATABASE_FILE",
+    "EXPIRY_DUE_AT",
+    "EXPIRY_DUE_WHERE",
     "SqliteDatabase",
     "open_database",
     "require_not_rolled_back",
@@ -36,9 +38,20 @@ _CACHE_KIB = 512
 # `PRAGMA user_version` of a database this code reads; bump it when a table changes shape.
 _SCHEMA_VERSION = 2  # 2: expiry of last questions and session turns
 
+# A memory whose user expiry the sweep has still to announce (`MemoryUnit.expiry_due`: active,
+# an expiry, not announced), and when: the partial index below holds these memories alone, so
+# the sweep never reads the table. A query uses it only when it states both expressions as is.
+EXPIRY_DUE_WHERE = (
+    "json_extract(doc, '$.expires_on') IS NOT NULL"
+    " AND json_extract(doc, '$.superseded_by') IS NULL"
+    " AND NOT json_extract(doc, '$.negated')"
+    " AND NOT coalesce(json_extract(doc, '$.expiry_announced'), 0)"
+)
+EXPIRY_DUE_AT = "julianday(json_extract(doc, '$.expires_on'))"  # any UTC offset, as UTC
+
 # Keys mirror the DynamoDB tables of `memwrite.schema` (tenant and user in every key); JSON
 # documents are stored as text, as the DynamoDB adapters store them in a `doc` attribute.
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS ledger (
     tenant TEXT NOT NULL, turn_id TEXT NOT NULL, trace_id TEXT NOT NULL,
     PRIMARY KEY (tenant, turn_id)) WITHOUT ROWID;
@@ -80,6 +93,9 @@ CREATE TABLE IF NOT EXISTS memories (
     rev INTEGER NOT NULL, doc TEXT NOT NULL,
     PRIMARY KEY (tenant, user_id, memory_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS memories_by_id ON memories (tenant, memory_id);
+-- On the documents, so files written before it gain it on open (no schema version bump).
+CREATE INDEX IF NOT EXISTS memories_expiry_due ON memories ({EXPIRY_DUE_AT})
+    WHERE {EXPIRY_DUE_WHERE};
 CREATE TABLE IF NOT EXISTS memory_access (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
     access_count INTEGER NOT NULL, last_accessed TEXT NOT NULL,

@@ -1,0 +1,43 @@
+"""The scheduled expiry sweep (EventBridge Scheduler, every few minutes; `memwrite serve`'s
+worker and `memwrite expire` locally): each user expiry that has passed gets its
+`memory.expired` row (`memwrite.expiry`). Cheap when nothing is due: one index query per shard."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from memwrite.expiry import ExpiryDeps, sweep_expiries
+from memwrite.wiring import build_expiry_deps
+
+logger = Logger(service="memwrite-expire")
+# Another sweep only while this much of the invocation is left (a sweep commits up to 100).
+_RESERVE_MS = 20_000
+
+
+@cache
+def deps() -> ExpiryDeps:
+    return build_expiry_deps()
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    summary = {"announced": 0, "conflicts": 0, "stale": 0}
+    while True:
+        report = sweep_expiries(datetime.now(UTC), deps())
+        summary["announced"] += len(report.announced)
+        summary["conflicts"] += report.conflicts
+        summary["stale"] += report.stale
+        # A full sweep that announced something may have left more due; one that only met
+        # stale entries (the index lagging the store) would find them again: stop.
+        if not (report.more and report.announced) or (
+            context.get_remaining_time_in_millis() < _RESERVE_MS
+        ):
+            break
+    if summary["announced"] or summary["conflicts"]:
+        logger.info("expiry sweep done", extra=summary)
+    return summary
