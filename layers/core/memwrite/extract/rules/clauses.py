@@ -26,7 +26,6 @@ from memwrite.extract.rules.vocabulary import (
     BE_SIMPLE,
     CHAT_FILLER,
     NAME_TOKEN,
-    QUALIFIER_RE,
     RELATION,
     SMALL_TALK_GLUE,
     SMALL_TALK_REACTIONS,
@@ -362,9 +361,6 @@ def analyse_clause(
     appositions = _appositions(rest, ctx)
     claims = (*claims, *appositions)
     rest = _RELATION_APPOSITION_RE.sub(" ", rest) if appositions else rest
-    if found is not None:
-        # "I love hiking on weekends": when and with whom belong to the claim just read.
-        rest = QUALIFIER_RE.sub(" ", rest)
 
     # Unnamed people and "and ..." after a retraction are knowledge the rules can't pin down.
     ambiguous = ctx.negated and _CONTINUATION_RE.match(rest) is not None

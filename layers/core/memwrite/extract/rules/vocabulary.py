@@ -107,7 +107,7 @@ PLACE_STOPS = (
     r"|this|next|ago|today|tonight|yesterday|tomorrow|recently|lately|full-time|part-time"
     r"|remotely|it|that|to|or|every|all|again|already|also|still|both|nowadays|temporarily"
     r"|permanently|alone|together|a|an|is|was|are|were|has|have|had|will|would|can|could"
-    r"|i|my|our|his|her|their|btw|lol|haha|full\s+time|part\s+time|/s|originally"
+    r"|i|my|our|his|her|their|btw|lol|haha|full\s+time|part\s+time|/s|originally|yet|then|nor"
     rf"|{CHAT_FILLER}"
 )
 # Words that end a liked thing, an allergen or a food: "I love jazz because ..." -> "jazz".
@@ -117,7 +117,7 @@ THING_STOPS = (
     r"|particularly|mainly|except|a\s+lot|so\s+much|very\s+much|more\s+than|better\s+than"
     r"|than|i|you|he|she|they|we|it|these\s+days|right|every|sometimes|anyway|is|was|are"
     r"|were|has|have|had|will|would|can|could|btw|by\s+the\s+way|lol|haha|tbh|thanks|thank"
-    r"|from\s+now\s+on|these|those|ever|/s|like"
+    r"|from\s+now\s+on|these|those|ever|/s|like|yet|then|nor"
     rf"|{CHAT_FILLER}"
 )
 PREFER_STOPS = rf"{THING_STOPS}|over|to|rather|instead"
