@@ -72,13 +72,14 @@ SMALL_TALK_REACTIONS: Final = (
     "and stuff", "and all that", "that's all", "that's it", "nice one", "good call",
     "good idea", "great idea", "that's the spirit", "see ya", "appreciate your help",
     "appreciate your support", "appreciate the help", "appreciate the support",
-    "thanks for the support", "thanks for your support",
+    "thanks for the support", "thanks for your support", "big news", "good news",
+    "great news", "guess what",
 )  # fmt: skip
 # Words that only hold small talk together ("that's so", "it was", "sounds", "to") or hedge
 # nothing in particular ("Maybe.").
 SMALL_TALK_GLUE: Final = word_set(
     "that that's thats this it it's its is was a an the so such very super pretty quite too "
-    "sounds sound looks look seems to maybe perhaps probably"
+    "sounds sound looks look seems to maybe perhaps probably again"
 )
 # Chat shorthand for a joining word ("coffee w oat milk", "yoga n stuff", "bc it's cheap"): a
 # value that holds one runs on past the thing, so the rule is not sure where it ends.
