@@ -84,11 +84,11 @@ def _message(message_id: int, role: str, content: str, day: int) -> dict[str, An
 
 
 CRI_MESSAGES = [
-    _message(1, "user", "Hello again. I live in Berlin and like it there.", 1),
+    _message(1, "user", "Hello again. I live in Berlin.", 1),
     _message(2, "assistant", "Berlin is a great city. What brings you here today?", 1),
     _message(3, "user", "Thanks, that was helpful.", 1),
     _message(4, "user", "I love hiking.", 2),
-    _message(5, "user", "Big news: I moved to Lisbon last week.", 9),
+    _message(5, "user", "Big news: I moved to Lisbon.", 9),
     _message(6, "assistant", "Congratulations on the move to Lisbon!", 9),
 ]
 CRI_TRUTH = {

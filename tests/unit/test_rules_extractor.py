@@ -455,6 +455,153 @@ def test_not_covered_when_a_clause_may_hold_knowledge_the_rules_missed(text: str
     assert result.fully_covered is False
 
 
+# Compound sentences: every clause and every conjunct is either read or small talk.
+
+# "but ..." with the subject "I" left out: read with the subject of the claim before it.
+ELIDED_SUBJECT: list[tuple[str, frozenset[Triple]]] = [
+    (
+        "I adore ramen but can't stand cilantro.",
+        frozenset({_user("likes", "ramen"), _user("dislikes", "cilantro")}),
+    ),
+    (
+        "I'm vegetarian but love halloumi",
+        frozenset({_user("diet", "vegetarian"), _user("likes", "halloumi")}),
+    ),
+    (
+        "I grew up in Cork but live in Dublin now.",
+        frozenset({_user("hometown", "Cork"), _user("lives_in", "Dublin")}),
+    ),
+    (
+        "I'm a nurse, but also a painter.",
+        frozenset({_user("occupation", "nurse"), _user("occupation", "painter")}),
+    ),
+    (
+        "I moved to Leeds and work at Unilever.",
+        frozenset({_user("lives_in", "Leeds"), _user("works_at", "Unilever")}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ELIDED_SUBJECT, ids=[t for t, _ in ELIDED_SUBJECT])
+def test_a_conjunct_without_a_subject_is_read_with_the_users(
+    text: str, expected: frozenset[Triple]
+) -> None:
+    # Given a claim about "I" joined to a verb phrase whose subject is left out
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then both are claims about the user, and the turn is read whole
+    assert _triples(result) == expected
+    assert result.fully_covered is True
+
+
+def test_a_carried_subject_keeps_the_hedge_of_its_sentence() -> None:
+    # Given a hedged claim and a conjunct that shares its subject
+    result = extract_with_rules("I think I like oolong but prefer sencha.")
+    # Then neither claim is read as a plain statement
+    assert {c.value for c in result.candidates} == {"oolong", "sencha"}
+    assert all(c.confidence < 0.9 for c in result.candidates)
+
+
+# A conjunct (or a short clause) with words of knowledge no rule reads: never fully covered,
+# and never a memory of the part that was not read.
+UNREAD_CONJUNCTS: list[tuple[str, frozenset[Triple]]] = [
+    # a new subject after "but": cilantro is not the user
+    ("I adore ramen, but cilantro is vile.", frozenset({_user("likes", "ramen")})),
+    # the verb agrees with someone else: not "I"
+    ("I adore ramen but hates cilantro", frozenset({_user("likes", "ramen")})),
+    ("I adore ramen but my husband hates it", frozenset({_user("likes", "ramen")})),
+    # a verb phrase no rule reads
+    ("I live in Dublin but travel a lot", frozenset({_user("lives_in", "Dublin")})),
+    ("I live in Dublin yet miss Cork.", frozenset({_user("lives_in", "Dublin")})),
+    ("I work at Unilever or at least I did", frozenset({_user("works_at", "Unilever")})),
+    ("I work at Unilever then go climbing.", frozenset({_user("works_at", "Unilever")})),
+    # words beside the claim that it does not hold
+    ("I live in Dublin with my husband", frozenset({_user("lives_in", "Dublin")})),
+    # after a retraction the negation's scope is unclear: nothing carries
+    (
+        "I don't live in Cork anymore but work at Unilever",
+        frozenset({_user("lives_in", "Cork", negated=True)}),
+    ),
+    # another subject never carries: the rules can't name "my brother"
+    ("My brother lives in Cork but loves jazz", NO_CLAIM),
+    # short clauses of knowledge, in sentences of their own
+    ("I'm a nurse. Slept badly. Night shift again.", frozenset({_user("occupation", "nurse")})),
+    ("Physio on Monday. Knee still sore.", NO_CLAIM),
+    ("It's Ottolenghi!", NO_CLAIM),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), UNREAD_CONJUNCTS, ids=[t for t, _ in UNREAD_CONJUNCTS]
+)
+def test_a_conjunct_the_rules_cannot_read_leaves_the_turn_not_fully_covered(
+    text: str, expected: frozenset[Triple]
+) -> None:
+    # Given a turn with a clause or conjunct that no rule reads
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then only what they did read is a candidate, and the turn is not reported as understood
+    assert _triples(result) == expected
+    assert result.fully_covered is False
+
+
+_CLAIMS_BEFORE = st.sampled_from(
+    ["I live in Dublin", "I work at Unilever", "I'm a nurse", "I'm 41", "My name is Ada"]
+)
+_JOINS = st.sampled_from([" but", " and", " or", ", but", ", and", ", or", " so", " yet", " then"])
+# Made-up lowercase words: in no rule's vocabulary and no list of small talk.
+_UNKNOWN_WORD = st.text(alphabet="bdfgkmpvz", min_size=2, max_size=3).map(lambda s: f"{s}orb")
+
+
+@given(claim=_CLAIMS_BEFORE, join=_JOINS, words=st.lists(_UNKNOWN_WORD, min_size=1, max_size=3))
+def test_words_after_a_conjunction_are_never_dropped_silently(
+    claim: str, join: str, words: list[str]
+) -> None:
+    # Given a claim the rules read, then a conjunction and words they do not know
+    text = f"{claim}{join} {' '.join(words)}."
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then the turn is not fully covered, and no value holds the unknown words
+    assert result.fully_covered is False
+    assert not any(w in c.value for c in result.candidates for w in words)
+
+
+# Conjuncts and clauses of small talk carry nothing: the turn is read whole.
+SMALL_TALK: list[tuple[str, frozenset[Triple]]] = [
+    ("I live in Dublin, and that's it.", frozenset({_user("lives_in", "Dublin")})),
+    ("I'm a nurse, but whatever.", frozenset({_user("occupation", "nurse")})),
+    ("I work at Unilever now, you know", frozenset({_user("works_at", "Unilever")})),
+    ("Wow, Priya, that's gorgeous! I'm a painter.", frozenset({_user("occupation", "painter")})),
+    ("Thanks, Sam! Can't wait to see you!", NO_CLAIM),
+    ("Oh no, sorry to hear that. Good luck!", NO_CLAIM),
+    ("Yeah. Maybe.", NO_CLAIM),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SMALL_TALK, ids=[t for t, _ in SMALL_TALK])
+def test_small_talk_around_a_claim_leaves_the_turn_fully_covered(
+    text: str, expected: frozenset[Triple]
+) -> None:
+    # Given claims (or none) with conjuncts or clauses of small talk only
+    # When the rules read it
+    result = extract_with_rules(text)
+    # Then the claims come out and nothing is left for the model
+    assert _triples(result) == expected
+    assert result.fully_covered is True
+
+
+def test_act_as_is_role_play_only_as_a_request() -> None:
+    # Given "act as" in a plain description, and as a request to the assistant
+    described = extract_with_rules("These shutters act as insulation. I live in Dublin.")
+    requested = extract_with_rules("Act as my tutor. I live in Dublin.")
+    # Then the description is not fiction: its first sentence is knowledge the rules did not
+    # read, and the claim stays a plain statement
+    assert described.fully_covered is False
+    assert [c.quality.verdict for c in described.candidates] == ["keep"]
+    # And the request makes the turn role-play
+    assert [c.quality.reason for c in requested.candidates] == ["role_play"]
+
+
 def test_an_unnamed_relative_yields_nothing_rather_than_an_invented_name() -> None:
     # Given a claim about a relative the user did not name
     # When the rules read it

@@ -2,11 +2,12 @@
 
 The turn is cut into sentences and clauses. Each clause is either a recognised claim (name,
 age, job, employer, home, likes, dislikes, preferences, tools, allergies, diet, named
-relations, standing instructions), a question, a pleasantry, a guarded statement
-(hypothetical, role-play, sarcasm), or something the rules do not understand. Only in the
-last case is the turn not *fully covered*, and the caller hands it to the LLM (or records it
-as deferred when offline). Precision beats recall here: a clause the rules half-understand
-is left to the LLM rather than guessed.
+relations, standing instructions), a question, small talk, a guarded statement
+(hypothetical, role-play, sarcasm), or something the rules do not understand. A clause or a
+conjunct is small talk only when every word of it is (`content_free`), whatever its length; any
+word of knowledge the rules did not read leaves the turn not *fully covered*, and the caller
+hands it to the LLM (or keeps it whole as an episode when offline). Precision beats recall
+here: a clause the rules half-understand is left to the LLM rather than guessed.
 
 The regexes work on the original text (rewrites only delete words), so every value is a
 verbatim slice of what the user wrote.

@@ -24,15 +24,17 @@ from memwrite.extract.rules.table import match_rules
 from memwrite.extract.rules.vocabulary import (
     APOS,
     BE_SIMPLE,
+    CHAT_FILLER,
     CORRECTION_LEAD_RE,
     NAME_TOKEN,
     RELATION,
+    SMALL_TALK_GLUE,
+    SMALL_TALK_REACTIONS,
     SUBJECT,
+    elongated,
     verbose,
 )
 
-# A clause (or the unmatched rest of one) this long may carry knowledge the rules missed.
-MIN_UNCOVERED_WORDS: Final = 4
 # DESIGN.md section 2: hypotheticals, role-play, sarcasm and "basically" framings get <= 0.3.
 REASON_HYPOTHETICAL: Final = "hypothetical"
 
@@ -79,6 +81,7 @@ _CLAUSE_BREAK_RE = verbose(
     | :\s+
     """
 )
+_CONJUNCTION_RE = re.compile(r"\b(?i:and|but|so)\b")
 _TRIM_CHARS = " \t\r\n.,!?;:…\"'”“’‘()[]-–—*"
 
 _LEADING_FILLER_RE = re.compile(
@@ -105,8 +108,11 @@ _GUARD_HEDGE_RE = re.compile(
     r"\s+(?i:basically|practically|pretty\s+much|more\s+or\s+less|kind\s+of|sort\s+of|kinda"
     r"|sorta)(?=\s+(?i:an?\s|live|work|the|from|allergic|vegan|vegetarian))"
 )
+# "act as" only as a request ("Act as a pirate", "can you act as ..."): "the walls act as
+# thermal mass" is not role-play.
 ROLE_PLAY_RE = re.compile(
-    r"(?i:role[\s-]?play|\brp\b|in\s+character|let['’]s\s+play\s+a\s+game|\bact\s+as\b"
+    r"(?i:role[\s-]?play|\brp\b|in\s+character|let['’]s\s+play\s+a\s+game"
+    r"|(?:^|[.!?:;]\s*|\b(?:please|you|can\s+you|could\s+you|will\s+you|now)\s+)act\s+as\b"
     r"|you\s+are\s+now|pretend\s+(?:to\s+be|you['’]re|you\s+are))"
 )
 # "/s", "yeah right", and a claim taken back by a trailing "... not" ("I love Mondays... not").
@@ -156,8 +162,15 @@ _PLEASANTRY_RE = re.compile(
     r"|true|funny|interesting|wild)|that\s+was\s+(?:so\s+|really\s+|very\s+|super\s+)?helpful"
     r"|never\s*mind|wow|interesting|hmm+|ugh|oops|sorry|my\s+bad)\b)"
 )
-# Adverbs left over around a matched claim ("I live in Berlin now"); in an unmatched clause
-# they still count, so a real statement is not shrunk below the threshold.
+_SMALL_TALK_RE = re.compile(
+    r"(?<![\w'’])(?i:"
+    + "|".join(elongated(p) for p in sorted(SMALL_TALK_REACTIONS, key=len, reverse=True))
+    + r")(?![\w'’])"
+)
+_CHAT_FILLER_RE = re.compile(rf"(?<![\w'’])(?i:{CHAT_FILLER})(?![\w'’])")
+# A name set off beside small talk is the person addressed: "Wow, Caroline", "Thanks Jon".
+_VOCATIVE_RE = re.compile(rf"(?:^|,)\s*{NAME_TOKEN}(?:\s+{NAME_TOKEN})?\s*(?=,|$)")
+# Adverbs and discourse words that pad a clause ("I live in Berlin now", "and so, you know").
 _RESIDUAL_FILLER_RE = re.compile(
     r"(?i:\b(?:by\s+the\s+way|btw|actually|honestly|really|now|any\s?more|these\s+days|too"
     r"|as\s+well|though|currently|right\s+now|at\s+the\s+moment|also|just|so|well|oh|ah|and"
@@ -193,6 +206,8 @@ class Clause:
     text: str
     terminator: str
     sentence: int
+    # The conjunction that joins it to the clause before ("but"), or "".
+    conjunction: str = ""
 
 
 @dataclass(frozen=True)
@@ -201,6 +216,11 @@ class Outcome:
     covered: bool
     guard: str | None
     opens_guard: bool
+    # How a following "but ..." with no subject of its own is read: "I love sushi but hate
+    # wasabi" -> "I hate wasabi". Empty unless this clause was a plain claim about "I".
+    subject_prefixes: tuple[str, ...] = ()
+    # This clause had no subject and was read with the one before's.
+    carried_subject: bool = False
     correction: bool = False  # a cue opened the clause: "I meant my ..."
 
 
@@ -234,18 +254,20 @@ def _is_sentence_end(text: str, dot: int, after: int) -> bool:
 def _split_sentence(
     text: str, start: int, end: int, terminator: str, sentence: int
 ) -> list[Clause]:
-    pieces: list[tuple[int, int]] = []
-    cursor = start
+    pieces: list[tuple[int, int, str]] = []
+    cursor, conjunction = start, ""
     for m in _CLAUSE_BREAK_RE.finditer(text, start, end):
-        pieces.append((cursor, m.start()))
+        pieces.append((cursor, m.start(), conjunction))
         cursor = m.end()
-    pieces.append((cursor, end))
+        word = _CONJUNCTION_RE.search(m.group())
+        conjunction = word.group().lower() if word else ""
+    pieces.append((cursor, end, conjunction))
     clauses = []
-    for index, piece in enumerate(pieces):
-        a, b = _trim(text, *piece)
+    for index, (piece_start, piece_end, joined) in enumerate(pieces):
+        a, b = _trim(text, piece_start, piece_end)
         if a < b:
             last = index == len(pieces) - 1
-            clauses.append(Clause(a, b, text[a:b], terminator if last else ",", sentence))
+            clauses.append(Clause(a, b, text[a:b], terminator if last else ",", sentence, joined))
     return clauses
 
 
@@ -259,11 +281,20 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def content_words(text: str, *, residual: bool) -> int:
-    text = _PLEASANTRY_RE.sub(" ", text)
-    if residual:
-        text = _RESIDUAL_FILLER_RE.sub(" ", text)
-    return len(_WORD_RE.findall(text))
+def content_words(text: str) -> int:
+    return len(_WORD_RE.findall(_PLEASANTRY_RE.sub(" ", text)))
+
+
+def content_free(text: str) -> bool:
+    """Whether text holds no word of knowledge: only pleasantries, small talk, chat filler and
+    the name of the person addressed. Length does not matter: "hate wasabi" is two words of
+    knowledge, "wow, that's so awesome, Caroline" none."""
+    text, reactions = _SMALL_TALK_RE.subn(",", text)  # first: its phrases hold pleasantries
+    text, pleasantries = _PLEASANTRY_RE.subn(",", text)
+    if pleasantries or reactions:
+        text = _VOCATIVE_RE.sub(",", text)
+    text = _RESIDUAL_FILLER_RE.sub(" ", _CHAT_FILLER_RE.sub(" ", text))
+    return all(word.lower() in SMALL_TALK_GLUE for word in _WORD_RE.findall(text))
 
 
 def _is_lowercase_typing(clause: str) -> bool:
@@ -280,7 +311,11 @@ def _is_question(body: str, terminator: str) -> bool:
     return terminator == "?" and not _FIRST_PERSON_START_RE.match(body)
 
 
-def analyse_clause(clause: Clause, *, inherited_guard: str | None) -> Outcome:
+def analyse_clause(
+    clause: Clause, *, inherited_guard: str | None, carried: tuple[str, ...] = ()
+) -> Outcome:
+    """What one clause claims and whether that is all it says. carried: the subject prefixes
+    of the clause before, for a "but ..." with no subject of its own."""
     text = clause.text
     correction = CORRECTION_LEAD_RE.match(text)  # a cue alone ("Let me correct that") says nothing
     pos = _end_of(_LEADING_FILLER_RE, text, correction.end() if correction else 0)
@@ -313,6 +348,9 @@ def analyse_clause(clause: Clause, *, inherited_guard: str | None) -> Outcome:
         return Outcome((claim,) if claim else (), True, None, False)
 
     ctx = Context(lowercase_typing=_is_lowercase_typing(text), negated=False)
+    carried_subject = bool(carried) and clause.conjunction == "but" and _lacks_subject(body)
+    if carried_subject:
+        body = _with_subject(body, carried, ctx)
     found = match_rules(body, ctx)
     if found is None and guard is None:
         claim = instruction_claim(body, lead=lead is not None)
@@ -320,21 +358,7 @@ def analyse_clause(clause: Clause, *, inherited_guard: str | None) -> Outcome:
             found = Found((claim,), len(body))
     unclear_negation = False
     if found is None and _NEGATION_PRESENT_RE.search(body):
-        negated_ctx = Context(lowercase_typing=ctx.lowercase_typing, negated=True)
-        rewritten = _negation_rewrite(body)
-        retraction = match_rules(rewritten, negated_ctx)
-        # Only "anymore" or "no longer" retracts: "I'm not from Texas" is not "no longer from
-        # Texas", "I don't love winter" is not "no longer loves winter". Any other negation of
-        # a claim is the LLM's to word.
-        # The rewrite deletes words: a value that reads across a deleted "anymore" ("I use
-        # live anymore Berlin" -> "live Berlin") was never said, so that retraction defers.
-        said = retraction is not None and all(
-            claim.value.lower() in body.lower() for claim in retraction.claims
-        )
-        if retraction is not None and said and _RETRACTION_RE.search(body):
-            ctx, body, found = negated_ctx, rewritten, retraction
-        elif retraction is not None:
-            unclear_negation = True
+        ctx, body, found, unclear_negation = _read_negation(body, ctx)
 
     claims, rest = _continue_claims(body, found, ctx) if found else ((), body)
     appositions = _appositions(rest, ctx)
@@ -348,8 +372,42 @@ def analyse_clause(clause: Clause, *, inherited_guard: str | None) -> Outcome:
     elif guard is not None and (opens_guard or inherited_guard or claims):
         covered = True
     else:
-        covered = content_words(rest, residual=found is not None) < MIN_UNCOVERED_WORDS
-    return Outcome(claims, covered, guard, opens_guard, correction=correction is not None)
+        # Every word the rules did not read must be small talk or filler: a conjunct they could
+        # not read ("... and hate wasabi", "..., but wasabi is awful") is knowledge. The
+        # leading filler stays, so "Hey Mel" reads as a greeting to Mel; a correction cue is
+        # read (it marks the claim).
+        lead_filler = text[correction.end() if correction else 0 : pos]
+        covered = content_free(f"{lead_filler} {rest}")
+    prefixes = _subject_prefixes(body, found, ctx) if claims and guard is None else ()
+    return Outcome(
+        claims,
+        covered,
+        guard,
+        opens_guard,
+        prefixes,
+        carried_subject,
+        correction=correction is not None,
+    )
+
+
+def _read_negation(body: str, ctx: Context) -> tuple[Context, str, Found | None, bool]:
+    """A retraction read as its claim, negated: (context, body, found, unclear negation).
+
+    Only "anymore" or "no longer" retracts: "I'm not from Texas" is not "no longer from
+    Texas", "I don't love winter" is not "no longer loves winter". Any other negation of a claim
+    is the LLM's to word. The rewrite deletes words: a value that reads across a deleted
+    "anymore" ("I use live anymore Berlin" -> "live Berlin") was never said, so that retraction
+    defers.
+    """
+    negated_ctx = Context(lowercase_typing=ctx.lowercase_typing, negated=True)
+    rewritten = _negation_rewrite(body)
+    retraction = match_rules(rewritten, negated_ctx)
+    if retraction is None:
+        return ctx, body, None, False
+    said = all(claim.value.lower() in body.lower() for claim in retraction.claims)
+    if said and _RETRACTION_RE.search(body):
+        return negated_ctx, rewritten, retraction, False
+    return ctx, body, None, True
 
 
 _NEW_SUBJECT_RE = re.compile(
@@ -357,18 +415,55 @@ _NEW_SUBJECT_RE = re.compile(
 )
 
 
-def _continue_claims(body: str, found: Found, ctx: Context) -> tuple[tuple[Claim, ...], str]:
-    """'I live in Berlin and work at SAP': the subject (and its 'am') carries over each 'and'.
+def _prefixes(body: str, found: Found, ctx: Context) -> tuple[re.Match[str] | None, list[str]]:
+    """The subject of a claim read whole, and the prefixes that carry it ("I", "I'm").
 
     After a retraction the scope of the negation is ambiguous ("I don't live in Berlin anymore
     and work at SAP"), so nothing carries over there.
     """
-    claims, rest = found.claims, body[found.end :]
     subject = _SUBJECT_RE.match(body)
     if subject is None or found.unresolved or ctx.negated:
-        return claims, rest
+        return None, []
     be = _BE_SIMPLE_RE.match(body, subject.end())
-    prefixes = [subject.group()] + ([body[: be.end()]] if be else [])
+    return subject, [subject.group()] + ([body[: be.end()]] if be else [])
+
+
+def _subject_prefixes(body: str, found: Found | None, ctx: Context) -> tuple[str, ...]:
+    """Only "I" carries into a "but ..." clause: another subject may not be the one meant."""
+    if found is None:
+        return ()
+    subject, prefixes = _prefixes(body, found, ctx)
+    return tuple(prefixes) if subject is not None and subject.group("me") else ()
+
+
+# A verb phrase with no subject: lowercase, not a pronoun or determiner, not a verb that agrees
+# with someone else ("... but hates wasabi" is not about "I").
+_ELIDED_SUBJECT_RE = re.compile(
+    r"(?!(?:the|my|our|your|his|her|their|we|he|she|they|it|this|that|there|i|you|if|when"
+    r"|because|then)(?![\w'’-]))(?!\w*[^s\W]s(?![\w'’-])(?<!also)(?<!always))[a-z]"
+)
+
+
+def _lacks_subject(body: str) -> bool:
+    """A verb phrase to read with a carried subject; "but whatever" is small talk, not one."""
+    return _ELIDED_SUBJECT_RE.match(body) is not None and not content_free(body)
+
+
+def _with_subject(body: str, prefixes: tuple[str, ...], ctx: Context) -> str:
+    """body with the first carried prefix a rule reads ("I" + "hate wasabi"), else "I ..."."""
+    for prefix in prefixes:
+        extended = f"{prefix} {body}"
+        if match_rules(extended, ctx) is not None:
+            return extended
+    return f"{prefixes[0]} {body}"
+
+
+def _continue_claims(body: str, found: Found, ctx: Context) -> tuple[tuple[Claim, ...], str]:
+    """'I live in Berlin and work at SAP': the subject (and its 'am') carries over each 'and'."""
+    claims, rest = found.claims, body[found.end :]
+    subject, prefixes = _prefixes(body, found, ctx)
+    if subject is None:
+        return claims, rest
     while cont := _CONTINUATION_RE.match(rest):
         tail = rest[cont.end() :]
         if _NEW_SUBJECT_RE.match(tail):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Final
 
 from memwrite.extract.rules.clauses import Clause, Outcome, analyse_clause
@@ -32,7 +32,7 @@ from memwrite.extract.rules.vocabulary import (
     word_set,
 )
 
-__all__ = ["corrections"]
+__all__ = ["Corrections", "corrections"]
 
 # "..., not Y" after a claim's value; "not Y" (or "no, not Y") as the clause before one.
 _NOT_AFTER_RE: Final = re.compile(r"\s*,?\s*(?i:not)\s+(?P<other>[^,;:]+)")
@@ -51,25 +51,42 @@ _QUALIFYING: Final = (
 Analysed = Sequence[tuple[Clause, Outcome]]
 
 
-def corrections(analysed: Analysed) -> set[tuple[int, int]]:
-    """(clause position, claim position) of every claim the user states as a correction."""
+@dataclass(frozen=True)
+class Corrections:
+    """What the correction wording of a turn says: the claims it marks, (clause position,
+    claim position), and the clauses it reads whole (a cue alone, a claim with its "not Y", a
+    "not Y" before a claim), which leave nothing of the turn unread."""
+
+    marked: frozenset[tuple[int, int]]
+    read: frozenset[int]
+
+
+def corrections(analysed: Analysed) -> Corrections:
     marked: set[tuple[int, int]] = set()
+    read: set[int] = set()
     for i, (clause, outcome) in enumerate(analysed):
         for k, claim in enumerate(outcome.claims):
-            if outcome.correction or _contrast_after(clause, claim):
+            contrast = _contrast_after(clause, claim)
+            if contrast:
+                read.add(i)
+            if outcome.correction or contrast:
                 marked.add((i, k))
         if outcome.claims:
             continue
         if CORRECTION_CUE_RE.fullmatch(clause.text):
+            read.add(i)
             marked.update((j, k) for j in _scope(analysed, i) for k in _claims(analysed, j))
         elif (m := _NOT_BEFORE_RE.fullmatch(clause.text)) and _next_in_sentence(analysed, i):
             following, outcome_after = analysed[i + 1]
-            marked.update(
+            contrasted = {
                 (i + 1, k)
                 for k, claim in enumerate(outcome_after.claims)
                 if _same_claim(following, claim, m.group("other"))
-            )
-    return marked
+            }
+            if contrasted:
+                read.add(i)
+            marked.update(contrasted)
+    return Corrections(marked=frozenset(marked), read=frozenset(read))
 
 
 def _scope(analysed: Analysed, cue: int) -> list[int]:

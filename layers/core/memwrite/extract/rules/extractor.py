@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
@@ -12,12 +12,12 @@ from pydantic import ValidationError
 
 from memwrite.candidate import USER_ENTITY, Candidate, Quality, SourceSpan
 from memwrite.extract.rules.clauses import (
-    MIN_UNCOVERED_WORDS,
     ROLE_PLAY_RE,
     SARCASM_RE,
     Clause,
     Outcome,
     analyse_clause,
+    content_free,
     content_words,
     split_clauses,
 )
@@ -35,6 +35,9 @@ CONFIDENCE_GUARDED: Final = 0.3
 REASON_EXPLICIT: Final = "explicit statement"
 REASON_ROLE_PLAY: Final = "role_play"
 REASON_SARCASM: Final = "sarcasm"
+
+# A claim-free clause this short is a comment on its sentence's claims ("I think", "maybe").
+_SHORT_CLAUSE_WORDS: Final = 4
 
 # An opening quote with no close this near is an apostrophe or a typo, not a quotation.
 _MAX_QUOTE_CHARS: Final = 500
@@ -83,45 +86,56 @@ def extract_with_rules(
     fully_covered = True
     sentence_guard: tuple[int, str] | None = None
     analysed: list[tuple[Clause, Outcome]] = []
+    previous: tuple[Clause, Outcome] | None = None
     for clause in split_clauses(text):
         if any(start <= clause.start < end for start, end in quotes):
             # Reported speech ("she said 'I'm Elena'") is about someone else: the LLM decides.
-            quiet = content_words(clause.text, residual=False) < MIN_UNCOVERED_WORDS
-            fully_covered = fully_covered and quiet
+            fully_covered = fully_covered and content_free(clause.text)
+            previous = None
             continue
         inherited = (
             sentence_guard[1] if sentence_guard and sentence_guard[0] == clause.sentence else None
         )
-        outcome = analyse_clause(clause, inherited_guard=inherited)
+        carried = (
+            previous[1].subject_prefixes
+            if previous and previous[0].sentence == clause.sentence
+            else ()
+        )
+        outcome = analyse_clause(clause, inherited_guard=inherited, carried=carried)
         if outcome.opens_guard and outcome.guard:
             sentence_guard = (clause.sentence, outcome.guard)
         # A role-play turn is fiction throughout; sarcasm only in the clause that marks it.
         if turn_guard == REASON_ROLE_PLAY or SARCASM_RE.search(clause.text):
-            covered = True
-        else:
-            covered = outcome.covered
-        fully_covered = fully_covered and covered
+            outcome = replace(outcome, covered=True)
         analysed.append((clause, outcome))
+        previous = (clause, outcome)
 
     # Short claim-free clauses of a sentence colour the wording of its claims: "Maybe, I'm
     # allergic to cats" and "I'm allergic to cats, I think" are both hedged; a longer clause
     # ("and I'll work at ...") has a claim of its own that the rules did not read.
     claim_free: dict[int, str] = {}
     for clause, outcome in analysed:
-        short = content_words(clause.text, residual=False) < MIN_UNCOVERED_WORDS
+        short = content_words(clause.text) < _SHORT_CLAUSE_WORDS
         if not outcome.claims and short:
             claim_free[clause.sentence] = f"{claim_free.get(clause.sentence, '')} {clause.text}"
     corrected = corrections(analysed)
     candidates: list[Candidate] = []
     seen: set[tuple[str, bool]] = set()
+    wording = ""
     for position, (clause, outcome) in enumerate(analysed):
-        if _restates_full_name(clause, candidates) or not outcome.claims:
+        # A clause read with the subject of the one before shares its wording: "I think I
+        # love sushi but hate wasabi" hedges both.
+        wording = f"{wording} {clause.text}" if outcome.carried_subject else clause.text
+        if _restates_full_name(clause, candidates):
+            continue  # "Marcus Rivera." after "I'm Marcus": read, as the name in full
+        fully_covered = fully_covered and (outcome.covered or position in corrected.read)
+        if not outcome.claims:
             continue
         guard = outcome.guard or turn_guard
         question = "?" if clause.terminator == "?" else ""
-        cues = wording_cues(f"{claim_free.get(clause.sentence, '')} {clause.text}{question}")
+        cues = wording_cues(f"{claim_free.get(clause.sentence, '')} {wording}{question}")
         for index, claim in enumerate(outcome.claims):
-            correction = (position, index) in corrected
+            correction = (position, index) in corrected.marked
             candidate = _to_candidate(
                 claim, clause, guard, cues, source_turn_id, correction=correction
             )

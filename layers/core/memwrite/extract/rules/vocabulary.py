@@ -52,6 +52,35 @@ CHAT_TAGS: Final = (
     "and stuff", "and all", "and everything", "or whatever", "haha", "hehe", "heh", "sm",
     "rly", "srs", "nvm", "tbqh", "ily", "xoxo",
 )  # fmt: skip
+# Small talk: reactions to what the other speaker said ("wow, that's gorgeous", "sounds fun"),
+# agreement, cheering and sign-offs, and the empty tail of a list ("and that's it", "but
+# whatever"). None of it names a thing; a clause made only of small talk, pleasantries and chat
+# filler holds no knowledge whatever its length. Reactions also mark a name beside them as the
+# person addressed ("Wow, Caroline!").
+SMALL_TALK_REACTIONS: Final = (
+    "wow", "whoa", "woah", "omg", "aw", "aww", "yay", "woohoo", "oh no", "oh", "ah", "ooh",
+    "awesome", "amazing", "great", "cool", "nice", "lovely", "gorgeous", "beautiful",
+    "wonderful", "fantastic", "incredible", "impressive", "brilliant", "sweet", "neat", "fun",
+    "cute", "adorable", "stunning", "inspiring", "congrats", "congratulations", "agreed",
+    "absolutely", "totally", "definitely", "exactly", "indeed", "true", "fair", "whatever",
+    "anyway", "anyways", "alright", "all right", "good to see you", "nice to meet you",
+    "missed you", "can't wait", "keep it up", "lucky you", "sorry to hear that",
+    "glad to hear that", "glad to hear it", "happy for you", "proud of you", "me too",
+    "you too", "same here", "of course", "good luck", "take care", "wish me luck",
+    "no problem", "no way", "what's up", "just curious", "nothing much", "nothing specific",
+    "not much",
+    "and stuff", "and all that", "that's all", "that's it", "nice one", "good call",
+    "good idea", "great idea", "that's the spirit", "see ya", "appreciate your help",
+    "appreciate your support", "appreciate the help", "appreciate the support",
+    "thanks for the support", "thanks for your support", "big news", "good news",
+    "great news", "guess what",
+)  # fmt: skip
+# Words that only hold small talk together ("that's so", "it was", "sounds", "to") or hedge
+# nothing in particular ("Maybe.").
+SMALL_TALK_GLUE: Final = word_set(
+    "that that's thats this it it's its is was a an the so such very super pretty quite too "
+    "sounds sound looks look seems to maybe perhaps probably again"
+)
 # Chat shorthand for a joining word ("coffee w oat milk", "yoga n stuff", "bc it's cheap"): a
 # value that holds one runs on past the thing, so the rule is not sure where it ends.
 CHAT_SHORTHAND: Final = word_set("w w/ n bc b/c cuz coz cos esp bout abt wit")
@@ -79,7 +108,7 @@ PLACE_STOPS = (
     r"|this|next|ago|today|tonight|yesterday|tomorrow|recently|lately|full-time|part-time"
     r"|remotely|it|that|to|or|every|all|again|already|also|still|both|nowadays|temporarily"
     r"|permanently|alone|together|a|an|is|was|are|were|has|have|had|will|would|can|could"
-    r"|i|my|our|his|her|their|btw|lol|haha|full\s+time|part\s+time|/s|originally"
+    r"|i|my|our|his|her|their|btw|lol|haha|full\s+time|part\s+time|/s|originally|yet|then|nor"
     rf"|{CHAT_FILLER}"
 )
 # Words that end a liked thing, an allergen or a food: "I love jazz because ..." -> "jazz".
@@ -89,7 +118,7 @@ THING_STOPS = (
     r"|particularly|mainly|except|a\s+lot|so\s+much|very\s+much|more\s+than|better\s+than"
     r"|than|i|you|he|she|they|we|it|these\s+days|right|every|sometimes|anyway|is|was|are"
     r"|were|has|have|had|will|would|can|could|btw|by\s+the\s+way|lol|haha|tbh|thanks|thank"
-    r"|from\s+now\s+on|these|those|ever|/s|like"
+    r"|from\s+now\s+on|these|those|ever|/s|like|yet|then|nor"
     rf"|{CHAT_FILLER}"
 )
 PREFER_STOPS = rf"{THING_STOPS}|over|to|rather|instead"
