@@ -4,11 +4,13 @@ and the trace's reason is the ordinary `Supersedes`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from memwrite.candidate import Candidate, MemoryType, Quality
 from memwrite.conflict.stage import _reason, decide
 from memwrite.entity_facts import FactObservation
+from memwrite.memory import DIRECT_SOURCE
 from memwrite.payloads import DedupeNote
 from memwrite.reasons import PinnedMemory, Supersedes
 from memwrite.store import FactRow, StoreItem
@@ -118,3 +120,20 @@ def test_a_plain_restatement_keeps_the_time_of_the_correction() -> None:
     assert later is not None
     assert later.observation.observed_at == day(5)
     assert later.observation.corrected_at == day(2)
+
+
+def test_a_direct_write_restated_plainly_after_a_newer_pin_is_challenged() -> None:
+    # Given Lisbon written directly on day 2 (a new memory), then Berlin pinned on day 3
+    direct = replace(item("Lisbon", 2, correction=False), source=DIRECT_SOURCE)
+    first = decide(direct, new("lisbon"), FactRow(facts={}, version=0))
+    assert first is not None and first.observation.corrected_at == day(2)
+    row = FactRow(facts={"lisbon": first.observation, "berlin": pinned_berlin(3)}, version=2)
+
+    # When a turn on day 4 restates Lisbon plainly (merged into the direct memory)
+    merged = DedupeNote(memory_id="lisbon", target="lisbon", tier=None)
+    note = decide(item("Lisbon", 4, correction=False), merged, row)
+
+    # Then the pin holds: the direct write came before it, the restatement is inferred
+    assert note is not None
+    assert note.state.current == "berlin"
+    assert _reason(note) == PinnedMemory(memory_id="berlin")

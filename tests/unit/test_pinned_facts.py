@@ -49,6 +49,20 @@ def test_a_direct_fact_replaces_a_pinned_one() -> None:
     assert state.challenged == set()
 
 
+def test_a_direct_fact_restated_plainly_after_a_newer_pin_is_challenged() -> None:
+    # Given Lisbon, written directly on day 2 and restated in a turn on day 4 (one memory),
+    # and Berlin, observed on day 3 and pinned
+    lisbon = fact("l", "lisbon", 4, direct=True).model_copy(update={"corrected_at": day(2)})
+    facts = {"l": lisbon, "b": fact("b", "berlin", 3, pinned=True)}
+
+    # When the row is derived
+    state = derive(facts, stateful=True)
+
+    # Then the plain restatement does not end Berlin: the direct write came before the pin's
+    assert state.current == "b"
+    assert state.challenged == {"l"} and state.pinned_by == {"l": "b"}
+
+
 def test_an_older_inferred_fact_is_still_superseded_by_a_pinned_one() -> None:
     facts = {"o": fact("o", "oslo", 1), "b": fact("b", "berlin", 2, pinned=True)}
 

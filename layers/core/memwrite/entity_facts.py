@@ -60,9 +60,10 @@ class FactObservation(BaseModel):
     observed_at: datetime  # the latest observation of this memory
     pinned: bool = False  # the memory is pinned: only a direct write or a correction ends it
     direct: bool = False  # written by the user through the API, not inferred from a turn
-    # The latest turn that stated this memory as an explicit correction ("I misspoke, ..."),
-    # None when none did. A time, not a flag: a memory once stated as a correction and later
-    # restated plainly must not end a pin set on a value observed in between.
+    # The latest explicit statement of this memory that may replace a pin: a direct write or a
+    # turn stating it as a correction ("I misspoke, ..."); None when none did. A time, not a
+    # flag: a memory once written directly or as a correction and later restated plainly must
+    # not end a pin set on a value observed in between.
     corrected_at: datetime | None = None
 
 
@@ -118,10 +119,12 @@ def _order(fact: FactObservation) -> tuple[datetime, str]:
 
 
 def _guarded(held: FactObservation, fact: FactObservation) -> bool:
-    """A pinned memory stands against an inferred observation; a direct one replaces it, and so
-    does an explicit correction made at or after the pinned memory's latest observation."""
+    """A pinned memory stands against an inferred observation; a direct write or an explicit
+    correction made at or after the pinned memory's latest observation replaces it."""
     corrects = fact.corrected_at is not None and fact.corrected_at >= held.observed_at
-    return held.pinned and not (fact.direct or corrects)
+    # Rows written before direct writes carried their time: the flag alone, as then.
+    legacy_direct = fact.direct and fact.corrected_at is None
+    return held.pinned and not (corrects or legacy_direct)
 
 
 def _derive_stateful(facts: list[FactObservation]) -> DerivedState:

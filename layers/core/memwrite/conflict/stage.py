@@ -42,7 +42,8 @@ def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | 
     target = dedupe.written_id
     prior = row.facts.get(target)
     direct = item.source == DIRECT_SOURCE
-    corrected_at = item.observed_at if candidate.correction else None
+    # A direct write states the fact as explicitly as a correction: either may replace a pin.
+    corrected_at = item.observed_at if candidate.correction or direct else None
     if prior is not None:  # a merge: the memory's own value and polarity, seen again
         corrections = [at for at in (prior.corrected_at, corrected_at) if at is not None]
         observation = prior.model_copy(
