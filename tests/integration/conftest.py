@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
 from memwrite_local.backend import LocalBackend
 from memwrite_local.embedded import LocalSqlite, local_backend
 from memwrite_local.runner import ApiResult, LocalContext, LocalRunner
+from tests.integration.webhook_receiver import Receiver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_EVENTS = REPO_ROOT / "events" / "api"
@@ -274,3 +276,14 @@ def make_body() -> Callable[..., dict[str, Any]]:
         return {"session_id": session_id, "user_id": user_id, "turns": built, **extra}
 
     return build
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1, serving until the test ends."""
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()

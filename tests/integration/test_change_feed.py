@@ -8,9 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -19,58 +17,10 @@ from memwrite.errors import EventsUnpublished
 from memwrite.feed import ChangeEvent, EventType, webhooks
 from memwrite.wiring import Adapters
 from tests.integration.conftest import Local, MakeLocal
+from tests.integration.webhook_receiver import NoJitter, Receiver
 
 SECRET = "feed-secret-0123456789"
 KEYS = {"key-a": "tenant-a"}
-
-
-class Receiver(ThreadingHTTPServer):
-    """Answers the first `fail_first` requests with a 500, then 200; keeps every request."""
-
-    def __init__(self) -> None:
-        self.fail_first = 0
-        self.requests: list[tuple[dict[str, str], bytes]] = []
-        self.accepted: list[dict[str, Any]] = []
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}/hook"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.requests.append((dict(self.headers), body))
-        if len(self.server.requests) <= self.server.fail_first:
-            self.send_response(500)
-        else:
-            self.server.accepted.append(json.loads(body))
-            self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-class _NoJitter:
-    @staticmethod
-    def uniform(low: float, high: float) -> float:
-        return 0.0
 
 
 @pytest.fixture(params=["sqlite", "moto"])
@@ -81,7 +31,7 @@ def subscribed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Local:
     """A tenant whose stored settings subscribe the receiver to `memory.created`."""
-    monkeypatch.setattr(webhooks, "random", _NoJitter)  # retries without waiting
+    monkeypatch.setattr(webhooks, "random", NoJitter)  # retries without waiting
     local = make_local(api_keys=KEYS, backend=request.param)
     hook = {"url": receiver.url, "secret": SECRET, "events": ["memory.created"]}
     stored = local.runner.call("PUT", "/v1/settings", {"webhooks": [hook]}, api_key="key-a")

@@ -108,14 +108,21 @@ def backfill(local: Local, body: dict[str, Any] | None = None) -> dict[str, Any]
     return result
 
 
+def state_with_the_model_up(
+    local: Local, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, str | None, str | None, str]]:
+    """The memories another user gets from the same requests with the model up all along."""
+    install_live(ModelApi(*ANSWERS), monkeypatch)
+    ingest_all(local, "dana-up")
+    return memory_state(local, "dana-up")
+
+
 def test_an_outage_then_a_backfill_ends_as_if_the_model_had_been_up(
     make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the state of a run with the model up all along (another user, the same words)
     local = make_local(backend="sqlite")
-    install_live(ModelApi(*ANSWERS), monkeypatch)
-    ingest_all(local, "dana-up")
-    expected = memory_state(local, "dana-up")
+    expected = state_with_the_model_up(local, monkeypatch)
     assert [text for text, superseded_by, _, _ in expected if superseded_by] != []
     # When the same requests arrive while the model answers 529 to every call
     api = ModelApi(*ANSWERS)
@@ -220,9 +227,7 @@ def test_a_backfill_out_of_time_leaves_the_rest_pending_and_the_next_call_goes_o
     # Given the state of a run with the model up all along, and the same turns kept as
     # episodes through an outage
     local = make_local(backend="sqlite")
-    install_live(ModelApi(*ANSWERS), monkeypatch)
-    ingest_all(local, "dana-up")
-    expected = memory_state(local, "dana-up")
+    expected = state_with_the_model_up(local, monkeypatch)
     api = ModelApi(*ANSWERS)
     api.down = True
     install_live(api, monkeypatch)

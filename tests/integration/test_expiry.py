@@ -5,8 +5,7 @@ sweep's clock is injected: "later" is a `now` handed to it, never a sleep."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -19,28 +18,12 @@ from memwrite.ports import MemoryStore
 from memwrite.store import Commit, VersionedMemory
 from memwrite.wiring import build_expiry_deps, build_memory_store
 from tests.integration.conftest import Local, MakeLocal
-from tests.integration.test_change_feed import Receiver
+from tests.integration.webhook_receiver import NoJitter, Receiver
 
 USER = "dana"
 TENANT = "tenant-a"
 LISBON = {"role": "user", "content": "I live in Lisbon.", "timestamp": "2025-06-01T09:00:00Z"}
 NOW = datetime.now(UTC)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-class _NoJitter:
-    @staticmethod
-    def uniform(low: float, high: float) -> float:
-        return 0.0
 
 
 @pytest.fixture(params=["moto", "sqlite"])
@@ -51,7 +34,7 @@ def local(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Local:
     """A tenant whose webhook takes `memory.expired` only, and Dana's city stored and indexed."""
-    monkeypatch.setattr(webhooks, "random", _NoJitter)
+    monkeypatch.setattr(webhooks, "random", NoJitter)
     local = make_local(api_keys={"key-a": TENANT}, backend=request.param)
     hook = {"url": receiver.url, "secret": "expiry-secret-0123456789", "events": ["memory.expired"]}
     stored = local.runner.call("PUT", "/v1/settings", {"webhooks": [hook]}, api_key="key-a")
