@@ -1,10 +1,10 @@
 """Direct memories (`POST /v1/users/{user_id}/memories`): memories a caller writes itself.
 
-No extraction call: each becomes a candidate as written (`candidate_of`), and resolve, dedupe,
-conflict, persist and indexing run on it as on any other, so a direct write supersedes, merges
-and is traced like the rest. Its source is `direct`: full source weight, and it replaces a
-pinned memory, which an inferred one does only when the user states it as an explicit
-correction. `memwrite.direct.write` queues them.
+No extraction call: each becomes a candidate as written (`memwrite.extract.direct`), and
+resolve, dedupe, conflict, persist and indexing run on it as on any other, so a direct write
+supersedes, merges and is traced like the rest. Its source is `direct`: full source weight,
+and it replaces a pinned memory, which an inferred one does only when the user states it as
+an explicit correction. `memwrite.pre_filter.direct` queues them.
 """
 
 from memwrite.direct.model import (
@@ -13,7 +13,6 @@ from memwrite.direct.model import (
     DirectMemoriesRequest,
     DirectMemory,
     DirectWriteAccepted,
-    candidate_of,
 )
 
 __all__ = [
@@ -22,5 +21,4 @@ __all__ = [
     "DirectMemoriesRequest",
     "DirectMemory",
     "DirectWriteAccepted",
-    "candidate_of",
 ]

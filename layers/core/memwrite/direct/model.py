@@ -1,14 +1,13 @@
-"""The direct memory as the API takes it, and the candidate it becomes."""
+"""The direct memory as the API takes it (`memwrite.extract.direct` makes it a candidate)."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
-from memwrite.candidate import USER_ENTITY, Candidate, MemoryType, Quality
+from memwrite.candidate import USER_ENTITY, MemoryType
 
 __all__ = [
     "DIRECT_SESSION",
@@ -16,7 +15,6 @@ __all__ = [
     "DirectMemoriesRequest",
     "DirectMemory",
     "DirectWriteAccepted",
-    "candidate_of",
 ]
 
 MAX_DIRECT_MEMORIES = 100
@@ -26,7 +24,6 @@ MAX_TEXT_CHARS = 1000
 # The session of direct writes: "#" is no caller's session id (`Identifier`), so a direct
 # batch never shares a queue batch (one per session) with inferred turns.
 DIRECT_SESSION = "#direct"
-_DIRECT_IMPORTANCE = 0.8
 _ATTRIBUTE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _SEPARATORS_RE = re.compile(r"[\s\-]+")
 
@@ -119,72 +116,3 @@ class DirectWriteAccepted(BaseModel):
     """202 of `POST /v1/users/{user_id}/memories`: the trace to follow."""
 
     trace_id: str
-
-
-@cache
-def _known_specs() -> dict[str, tuple[str, bool, float]]:
-    """(topic, stateful, importance) of each attribute the rules know, so a direct write
-    lands in the same entity_facts row as the extracted memories of that attribute."""
-    from memwrite.extract.rules import (
-        engine,
-        food_and_health,
-        identity,
-        instructions,
-        places,
-        preferences,
-        work,
-    )
-
-    specs: dict[str, tuple[str, bool, float]] = {}
-    for module in (food_and_health, identity, instructions, places, preferences, work):
-        for value in vars(module).values():
-            if isinstance(value, engine.Spec):
-                specs.setdefault(value.attribute, (value.topic, value.stateful, value.importance))
-    return specs
-
-
-def _spec(memory: DirectMemory) -> tuple[str, bool, float]:
-    from memwrite.extract.rules.engine import relation_spec
-    from memwrite.extract.rules.vocabulary import (
-        PET_RELATIONS,
-        SOCIAL_RELATIONS,
-        STATEFUL_RELATIONS,
-        WORK_RELATIONS,
-    )
-
-    known = _known_specs().get(memory.attribute)
-    if known is not None:
-        return known
-    relations = SOCIAL_RELATIONS | WORK_RELATIONS | PET_RELATIONS | STATEFUL_RELATIONS
-    if memory.attribute in relations:
-        spec = relation_spec(memory.attribute)
-        return spec.topic, spec.stateful, spec.importance
-    # Unknown predicate: a direct write sets its value (a later one replaces it).
-    return "general", memory.type is not MemoryType.EVENT, _DIRECT_IMPORTANCE
-
-
-def candidate_of(memory: DirectMemory, turn_id: str, observed_at: datetime) -> Candidate:
-    """The candidate a direct memory is: kept, grounded, fully confident."""
-    topic, stateful, importance = _spec(memory)
-    subject = "the user" if memory.entity.lower() == USER_ENTITY else memory.entity
-    asked = memory.attribute.replace("_", " ")
-    return Candidate(
-        text=memory.sentence,
-        type=memory.type,
-        topic=topic,
-        entity=memory.entity,
-        attribute=memory.attribute,
-        value=memory.value,
-        predicate_is_stateful=stateful,
-        importance=importance,
-        confidence=1.0,
-        grounded=True,
-        quality=Quality(verdict="keep", reason="direct write"),
-        valid_at=observed_at if memory.type is MemoryType.EVENT else None,
-        search_questions=[
-            f"What is {subject}'s {asked}?",
-            f"What do we know about {subject}'s {asked}?",
-            f"Which {asked} does {subject} have?",
-        ],
-        source_turn_id=turn_id,
-    )

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
-from memwrite.direct import candidate_of
 from memwrite.episode import Episode, EpisodeStatus
 from memwrite.errors import (
     ExtractionFailed,
@@ -35,6 +34,7 @@ from memwrite.errors import (
     LlmUnavailable,
     SourceErased,
 )
+from memwrite.extract.direct import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.llm import extract_with_llm, merge_candidates
 from memwrite.extract.rules import extract_with_rules
