@@ -27,7 +27,7 @@ from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
 from memwrite.environment import LambdaEnvironment
-from memwrite.index import IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import DocKind, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import Tier
 from memwrite.ports import MemoryIndex
 from memwrite.wiring import build_index
@@ -310,6 +310,35 @@ def test_filters_restrict_every_query(index: MemoryIndex, tenant: str, case: str
     assert set(ids(knn)) == expected
     assert set(ids(bm25)) == expected
     assert set(ids(hybrid)) == expected
+
+
+def test_a_document_past_its_expiry_is_out_of_every_live_query(
+    index: MemoryIndex, tenant: str
+) -> None:
+    # Given two episodes about Lisbon, one past its retention, one not, and a memory
+    now = 1_800_000_000.0
+    episodes = [
+        replace(memory(f"episode:{name}", text, tenant=tenant), kind=DocKind.EPISODE, expires_at=at)
+        for name, text, at in (
+            ("old", "We spent a week in Lisbon.", now - 1),
+            ("new", "Lisbon was sunny all week.", now + 3600),
+        )
+    ]
+    for doc in (*episodes, memory("m1", "The user lives in Lisbon.", tenant=tenant)):
+        index.upsert(doc)
+
+    # When every query asks for what is live now
+    live = IndexFilter(kinds=None, live_at=now)
+    found = set()
+    for text in ("Lisbon week", "sunny Lisbon"):
+        found |= set(ids(index.knn(tenant, USER, vector(text), 50, filter=live)))
+        found |= set(ids(index.bm25(tenant, USER, text, 50, filter=live)))
+        found |= set(ids(index.hybrid(tenant, USER, text, vector(text), 50, filter=live)))
+
+    # Then the expired episode is in none of them, the others are; without the bound it is
+    assert found == {"episode:new", "m1"}
+    anytime = IndexFilter(kinds=None)
+    assert "episode:old" in ids(index.bm25(tenant, USER, "Lisbon week", 50, filter=anytime))
 
 
 def test_question_vectors_make_a_memory_findable_by_a_question(

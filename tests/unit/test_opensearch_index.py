@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_clien
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
 from memwrite.errors import IndexUnavailable
-from memwrite.index import BM25_STOPWORDS, IndexFilter, MatchSource, MemoryDoc
+from memwrite.index import BM25_STOPWORDS, DocKind, IndexFilter, MatchSource, MemoryDoc
 from memwrite.memory import Tier
 from tests.fake_opensearch import FakeOpenSearch, serving
 
@@ -91,11 +92,36 @@ def test_creation_puts_the_pipeline_and_creates_the_index_with_its_mapping(
     assert set(stop) == BM25_STOPWORDS
 
 
-def test_creation_twice_does_not_recreate_an_existing_index(fake: FakeOpenSearch) -> None:
+def test_creation_twice_does_not_recreate_an_existing_index_but_adds_new_fields(
+    fake: FakeOpenSearch,
+) -> None:
     index = index_on(fake)
     index.ensure_index()
     index.ensure_index()
-    assert [r.method for r in fake.requests] == ["PUT", "HEAD", "PUT", "HEAD"]
+    # Each time: the pipeline, the existence check, the mapping of every field (additive)
+    assert [r.method for r in fake.requests] == ["PUT", "HEAD", "PUT"] * 2
+    mapping = fake.requests[-1]
+    assert mapping.path.split("?")[0] == "/memories/_mapping"
+    assert json.loads(mapping.body)["properties"]["expires_at"] == {"type": "double"}
+
+
+def test_a_live_query_leaves_out_documents_past_their_expiry(fake: FakeOpenSearch) -> None:
+    # Given an episode document with an expiry
+    index = index_on(fake)
+    episode = replace(doc("episode:t1"), kind=DocKind.EPISODE, expires_at=1_800_000_000.0)
+    index.upsert(episode)
+    source = json.loads(fake.requests[-1].body.strip().split("\n")[1])
+    assert source["expires_at"] == 1_800_000_000.0
+
+    # When a query asks for what is live at a time
+    fake.replies[("POST", "/memories/_search")] = (200, {"hits": {"hits": []}})
+    index.bm25("t1", "dana", "Lisbon", 5, filter=IndexFilter(kinds=None, live_at=1_700_000_000.0))
+
+    # Then it keeps documents expiring later, or never
+    filters = json.loads(fake.requests[-1].body)["query"]["bool"]["filter"]
+    live = {"range": {"expires_at": {"gt": 1_700_000_000.0}}}
+    never = {"bool": {"must_not": {"exists": {"field": "expires_at"}}}}
+    assert {"bool": {"should": [live, never], "minimum_should_match": 1}} in filters
 
 
 def test_upserts_are_one_bulk_call_of_whole_documents_keyed_by_tenant_user_and_memory(

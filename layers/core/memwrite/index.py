@@ -85,6 +85,9 @@ class MemoryDoc:
     """HyPE: embeddings of the questions this memory answers."""
     kind: DocKind = DocKind.MEMORY
     """Episodes (`memory_id` = `episode:<turn id>`) carry text and a content vector only."""
+    expires_at: float | None = None
+    """Epoch seconds after which the document is out of every `IndexFilter.live_at` query (an
+    episode's retention: on AWS its item is deleted by TTL, later and without an outbox row)."""
 
 
 class MatchSource(StrEnum):
@@ -115,6 +118,8 @@ class IndexFilter:
     kinds: frozenset[DocKind] | None = _MEMORIES_ONLY
     """A filter matches memories only unless it names kinds (None: any); no filter at all
     matches every document."""
+    live_at: float | None = None
+    """Epoch seconds: only documents without `expires_at`, or expiring after it."""
 
 
 def _min_max(hits: Sequence[IndexHit]) -> dict[str, float]:

@@ -129,6 +129,7 @@ def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> Indexe
             confidence=0.0,
             vector=vector if np.any(vector) else None,
             kind=DocKind.EPISODE,
+            expires_at=float(episode.expires_at),
         )
     )
     if not deps.episodes or not deps.episodes.get_episodes(

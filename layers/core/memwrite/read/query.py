@@ -372,13 +372,15 @@ def _search_episodes(  # noqa: PLR0917 (private: its one caller passes them in o
     """Episodes ranked within their kind, scores times `episodes.search_weight`; none that is
     expired, erased, or the source of a memory among `memories`."""
     assert deps.episodes is not None
+    now = time.time()
     hits = deps.index.hybrid(
         tenant,
         request.user_id,
         request.query,
         vector,
         request.k * _SLACK,
-        filter=IndexFilter(kinds=frozenset({DocKind.EPISODE})),
+        # Past their retention before their item is gone (TTL, later): not even fetched.
+        filter=IndexFilter(kinds=frozenset({DocKind.EPISODE}), live_at=now),
         bm25_weight=config.episodes.bm25_weight,
     )
     turn_ids = {hit.memory_id: episode_of_doc_id(hit.memory_id) for hit in hits}
@@ -387,7 +389,6 @@ def _search_episodes(  # noqa: PLR0917 (private: its one caller passes them in o
     )
     shown_turns = {hit.source_turn_id for hit in memories}
     shown_ids = {hit.memory.memory_id for hit in memories if hit.memory is not None}
-    now = time.time()
     weight = config.episodes.search_weight
     results = []
     for hit in hits:

@@ -84,6 +84,7 @@ def index_body(dimension: int) -> dict[str, Any]:
                 "tier": {"type": "keyword"},
                 "confidence": {"type": "float"},
                 "kind": {"type": "keyword"},  # memory | episode; absent: a memory
+                "expires_at": {"type": "double"},  # epoch seconds; absent: never
                 "text": {"type": "text", "analyzer": "memwrite_text"},
                 "content_vector": vector,
                 "questions": {"type": "nested", "properties": {"vector": vector}},
@@ -158,7 +159,8 @@ class OpenSearchIndex:
         self._refresh: dict[str, str] = {} if serverless else {"refresh": "wait_for"}
 
     def ensure_index(self, bm25_weight: float = DEFAULT_BM25_WEIGHT) -> None:
-        """Create the search pipeline and the index if absent; safe to run on every deploy."""
+        """Create the search pipeline and the index if absent (else add the fields it lacks);
+        safe to run on every deploy."""
         with _translated("create"):
             self._client.transport.perform_request(
                 "PUT", f"/_search/pipeline/{self._pipeline}", body=pipeline_body(bm25_weight)
@@ -167,6 +169,11 @@ class OpenSearchIndex:
                 self._client.indices.create(
                     index=self._index, body=index_body(self._dimension), params={"ignore": 400}
                 )
+            else:
+                # Fields added since the index was made (a strict mapping refuses them until
+                # then); fields it has are unchanged.
+                mapping = index_body(self._dimension)["mappings"]["properties"]
+                self._client.indices.put_mapping(index=self._index, body={"properties": mapping})
 
     @staticmethod
     def _doc_id(tenant: str, user_id: str, memory_id: str) -> str:
@@ -187,6 +194,8 @@ class OpenSearchIndex:
         }
         if doc.vector is not None:
             source["content_vector"] = self._listed(doc.vector)
+        if doc.expires_at is not None:
+            source["expires_at"] = doc.expires_at
         return source
 
     def _listed(self, vector: Vector) -> list[float]:
@@ -263,6 +272,10 @@ class OpenSearchIndex:
                     absent = {"bool": {"must_not": {"exists": {"field": "kind"}}}}
                     kinds = {"bool": {"should": [kinds, absent], "minimum_should_match": 1}}
                 clauses.append(kinds)
+            if filter.live_at is not None:
+                live = {"range": {"expires_at": {"gt": filter.live_at}}}
+                never = {"bool": {"must_not": {"exists": {"field": "expires_at"}}}}
+                clauses.append({"bool": {"should": [live, never], "minimum_should_match": 1}})
         return clauses
 
     def _scope(self, tenant: str, user_id: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import re
 import sqlite3
 import threading
@@ -91,6 +92,7 @@ _ADD_BATCH = 16_384  # vectors per faiss add: parallel graph inserts, bounded ex
 _ROW_ARRAYS = (
     *("_vector", "_owner", "_live", "_question", "_type", "_tier", "_topic", "_confidence"),
     "_kind",
+    "_expires",
 )
 
 _BM25_MATCH = frozenset({MatchSource.BM25})
@@ -118,6 +120,7 @@ CREATE TABLE IF NOT EXISTS docs (
     vectors BLOB,  -- float32 rows, content vector first; NULL in memory or for BM25-only
     has_content INTEGER NOT NULL DEFAULT 1,  -- 0: every row of `vectors` is a HyPE question
     kind TEXT NOT NULL DEFAULT 'memory',  -- memwrite.index.DocKind
+    expires_at REAL,  -- epoch seconds (MemoryDoc.expires_at); NULL: never
     UNIQUE (slot, memory_id)
 );
 """
@@ -156,6 +159,9 @@ def _filter_sql(filter: IndexFilter | None) -> tuple[str, list[object]]:
     if filter.min_confidence is not None:
         clauses.append("d.confidence >= ?")
         params.append(filter.min_confidence)
+    if filter.live_at is not None:
+        clauses.append("(d.expires_at IS NULL OR d.expires_at > ?)")
+        params.append(filter.live_at)
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
@@ -181,6 +187,7 @@ class _DocMeta:
     confidence: float
     has_content: bool  # the first vector is the content's; the others are HyPE questions
     kind_code: int = 0
+    expires_at: float = math.inf
 
 
 class _VectorPartition:
@@ -221,6 +228,7 @@ class _VectorPartition:
         self._topic = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
         self._confidence = np.zeros(_INITIAL_CAPACITY, dtype=np.float32)
         self._kind = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
+        self._expires = np.full(_INITIAL_CAPACITY, np.inf, dtype=np.float64)
         self._topics: dict[str, int] = {}
         self._docs: dict[int, tuple[str, npt.NDArray[np.int64]]] = {}  # doc id -> (memory, rows)
 
@@ -250,6 +258,7 @@ class _VectorPartition:
         self._topic[rows] = self._topics.setdefault(meta.topic, len(self._topics))
         self._confidence[rows] = meta.confidence
         self._kind[rows] = meta.kind_code
+        self._expires[rows] = meta.expires_at
         self._docs[doc_id] = (meta.memory_id, rows)
 
     def remove(self, doc_id: int) -> None:
@@ -376,6 +385,8 @@ class _VectorPartition:
         if filter.min_confidence is not None:
             # float32 storage: compare in float32 so a doc at exactly the floor passes.
             mask &= self._confidence[rows] >= np.float32(filter.min_confidence)
+        if filter.live_at is not None:
+            mask &= self._expires[rows] > filter.live_at
         return mask
 
     def _best_per_memory(
@@ -411,6 +422,7 @@ class _VectorPartition:
                     float(self._confidence[rows[0]]),
                     not bool(self._question[rows[0]]),
                     int(self._kind[rows[0]]),
+                    float(self._expires[rows[0]]),
                 ),
                 self._flat.reconstruct_batch(self._vector[rows]),
             )
@@ -458,6 +470,8 @@ class EmbeddedIndex:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(docs)")}
         if "kind" not in columns:  # a file written before documents had kinds
             self._db.execute("ALTER TABLE docs ADD COLUMN kind TEXT NOT NULL DEFAULT 'memory'")
+        if "expires_at" not in columns:  # ... or expiries
+            self._db.execute("ALTER TABLE docs ADD COLUMN expires_at REAL")
         self._check_dimension()
         # In a file the vectors are stored too, so other processes and restarts can rebuild
         # partitions; in memory nothing else can read them, so the partition alone holds them.
@@ -698,10 +712,12 @@ class EmbeddedIndex:
     def _write_doc(self, slot: int, doc: MemoryDoc, vectors: npt.NDArray[np.float32] | None) -> int:
         doc_id = self._db.execute(
             "INSERT INTO docs (slot, memory_id, type, topic, tier, confidence, vectors, "
-            "has_content, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (slot, memory_id) "
+            "has_content, kind, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (slot, memory_id) "
             "DO UPDATE SET type = excluded.type, topic = excluded.topic, tier = excluded.tier, "
             "confidence = excluded.confidence, vectors = excluded.vectors, "
-            "has_content = excluded.has_content, kind = excluded.kind RETURNING id",
+            "has_content = excluded.has_content, kind = excluded.kind, "
+            "expires_at = excluded.expires_at RETURNING id",
             (
                 slot,
                 doc.memory_id,
@@ -712,6 +728,7 @@ class EmbeddedIndex:
                 None if vectors is None or not self._vectors_in_db else vectors.tobytes(),
                 doc.vector is not None,
                 doc.kind.value,
+                doc.expires_at,
             ),
         ).fetchone()[0]
         fts = _fts_table(slot)
@@ -729,12 +746,23 @@ class EmbeddedIndex:
         elif self._vectors_in_db:
             partition = _VectorPartition(self._dimension)
             rows = self._db.execute(
-                "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content, kind "
-                "FROM docs "
+                "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content, kind, "
+                "expires_at FROM docs "
                 "WHERE slot = ? AND vectors IS NOT NULL ORDER BY id",
                 (slot,),
             )
-            for doc_id, memory_id, type_, topic, tier, confidence, blob, has_content, kind in rows:
+            for (
+                doc_id,
+                memory_id,
+                type_,
+                topic,
+                tier,
+                confidence,
+                blob,
+                has_content,
+                kind,
+                expires_at,
+            ) in rows:
                 meta = _DocMeta(
                     memory_id=memory_id,
                     type_code=_MEMORY_TYPES.index(MemoryType(type_)),
@@ -743,6 +771,7 @@ class EmbeddedIndex:
                     confidence=confidence,
                     has_content=bool(has_content),
                     kind_code=_KINDS.index(DocKind(kind)),
+                    expires_at=math.inf if expires_at is None else expires_at,
                 )
                 vectors = np.frombuffer(blob, dtype=np.float32).reshape(-1, self._dimension)
                 partition.add(doc_id, meta, vectors)
@@ -761,6 +790,7 @@ def _meta_of(doc: MemoryDoc) -> _DocMeta:
         confidence=doc.confidence,
         has_content=doc.vector is not None,
         kind_code=_KINDS.index(doc.kind),
+        expires_at=math.inf if doc.expires_at is None else doc.expires_at,
     )
 
 
