@@ -70,6 +70,7 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
 _FUNCTION_SEARCH: dict[str, SearchAccess] = {
     "query": SearchAccess.READ_WRITE,
     "backfill": SearchAccess.READ,  # dedupe's and persist's look-ups
+    "expire": SearchAccess.READ_WRITE,  # documents past their expiry (episodes after TTL)
     "index_setup": SearchAccess.ADMIN,
 }
 # query embeds search queries, and its replay runs the stages that call the LLM.

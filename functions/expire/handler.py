@@ -11,7 +11,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.expiry import ExpiryDeps, sweep_expiries
+from memwrite.expiry import (
+    DOCUMENTS_PER_CALL,
+    ExpiryDeps,
+    remove_expired_documents,
+    sweep_expiries,
+)
 from memwrite.wiring import build_expiry_deps
 
 logger = Logger(service="memwrite-expire")
@@ -38,6 +43,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             context.get_remaining_time_in_millis() < _RESERVE_MS
         ):
             break
-    if summary["announced"] or summary["conflicts"]:
+    # Documents past their expiry that no outbox row removes (episodes deleted by TTL).
+    summary["documents_removed"] = 0
+    while context.get_remaining_time_in_millis() >= _RESERVE_MS:
+        removed = remove_expired_documents(datetime.now(UTC), deps())
+        summary["documents_removed"] += removed
+        if removed < DOCUMENTS_PER_CALL:
+            break
+    if any(summary.values()):
         logger.info("expiry sweep done", extra=summary)
     return summary

@@ -341,6 +341,39 @@ def test_a_document_past_its_expiry_is_out_of_every_live_query(
     assert "episode:old" in ids(index.bm25(tenant, USER, "Lisbon week", 50, filter=anytime))
 
 
+def test_delete_expired_removes_only_documents_past_their_expiry_up_to_a_limit(
+    index: MemoryIndex, tenant: str
+) -> None:
+    # Given three episodes past their expiry (two users), one not, and a memory without one
+    now = 1_800_000_000.0
+    docs = [
+        replace(
+            memory(f"episode:{n}", f"Lisbon trip {n}", tenant=tenant, user_id=user),
+            kind=DocKind.EPISODE,
+            expires_at=at,
+        )
+        for n, user, at in (
+            ("a", USER, now - 10),
+            ("b", USER, now),
+            ("c", "user-2", now - 5),
+            ("d", USER, now + 1),
+        )
+    ]
+    for doc in (*docs, memory("m1", "The user lives in Lisbon.", tenant=tenant)):
+        index.upsert(doc)
+
+    # When the sweep removes at most two, then the rest
+    first = index.delete_expired(now, 2)
+    second = index.delete_expired(now, 2)
+
+    # Then the three expired ones are gone from every query, the others stay
+    assert (first, second, index.delete_expired(now, 2)) == (2, 1, 0)
+    anytime = IndexFilter(kinds=None)
+    left = set(ids(index.bm25(tenant, USER, "Lisbon trip", 50, filter=anytime)))
+    left |= set(ids(index.bm25(tenant, "user-2", "Lisbon trip", 50, filter=anytime)))
+    assert left == {"episode:d", "m1"}
+
+
 def test_question_vectors_make_a_memory_findable_by_a_question(
     index: MemoryIndex, tenant: str
 ) -> None:

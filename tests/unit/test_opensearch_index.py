@@ -256,3 +256,26 @@ def test_wrong_dimension_vectors_are_refused_before_any_request(fake: FakeOpenSe
     with pytest.raises(ValueError, match="dimension"):
         index_on(fake).upsert(bad)
     assert fake.requests == []
+
+
+def test_the_expiry_sweep_searches_every_tenant_for_expired_documents_and_deletes_them(
+    fake: FakeOpenSearch,
+) -> None:
+    # Given two documents past their expiry
+    fake.replies[("POST", "/memories/_search")] = (
+        200,
+        {"hits": {"hits": [{"_id": "t1|dana|episode:1"}, {"_id": "t2|li|episode:2"}]}},
+    )
+
+    # When the sweep removes up to 100
+    removed = index_on(fake).delete_expired(1_800_000_000.0, 100)
+
+    # Then one search of documents expiring by then, whatever the tenant, then one bulk delete
+    search, bulk = fake.requests
+    body = json.loads(search.body)
+    assert body["size"] == 100
+    assert body["query"] == {
+        "bool": {"filter": [{"range": {"expires_at": {"lte": 1_800_000_000.0}}}]}
+    }
+    deleted = [json.loads(line)["delete"]["_id"] for line in bulk.body.strip().split("\n")]
+    assert (removed, deleted) == (2, ["t1|dana|episode:1", "t2|li|episode:2"])

@@ -393,6 +393,10 @@ class MemoryIndex(Protocol):
     def delete_user(self, tenant: str, user_id: str) -> int:
         """Remove every memory of a user; returns how many there were."""
 
+    def delete_expired(self, now: float, limit: int) -> int:
+        """Remove up to `limit` documents whose `expires_at` is at or before `now` (every
+        tenant: the scheduled sweep's); returns how many it removed."""
+
     def knn(
         self,
         tenant: str,

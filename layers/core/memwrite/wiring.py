@@ -680,11 +680,16 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
 
 
 def build_expiry_deps(environ: Mapping[str, str] | None = None) -> ExpiryDeps:
-    """The expiry sweep's: the due memories' index and the store it commits to."""
+    """The expiry sweep's: the due memories' index, the store it commits to and the search
+    index it takes expired documents out of."""
     from memwrite.expiry import ExpiryDeps
 
     adapters = Adapters.of(LambdaEnvironment.load(environ))
-    return ExpiryDeps(finder=adapters.expiry_finder(), store=adapters.memory_store())
+    return ExpiryDeps(
+        finder=adapters.expiry_finder(),
+        store=adapters.memory_store(),
+        index=adapters.search_index(),
+    )
 
 
 def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:

@@ -21,20 +21,31 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from memwrite.errors import WriteConflict
-from memwrite.ports import ExpiryFinder, MemoryStore
+from memwrite.ports import ExpiryFinder, MemoryIndex, MemoryStore
 from memwrite.store import Commit, OutboxOp, OutboxRow
 
-__all__ = ["DEFAULT_LIMIT", "ExpiryDeps", "ExpirySweep", "sweep_expiries"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "DOCUMENTS_PER_CALL",
+    "ExpiryDeps",
+    "ExpirySweep",
+    "remove_expired_documents",
+    "sweep_expiries",
+]
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 100  # memories per sweep: one commit each
+DOCUMENTS_PER_CALL = 1_000  # expired documents removed per call: one search, one bulk delete
 
 
 @dataclass
 class ExpiryDeps:
     finder: ExpiryFinder
     store: MemoryStore
+    # The search index, for the documents past their expiry that no outbox row removes (an
+    # episode's item deleted by DynamoDB TTL); None: nothing to do there (SQLite's outbox does).
+    index: MemoryIndex | None = None
 
 
 class ExpirySweep(BaseModel):
@@ -81,3 +92,11 @@ def sweep_expiries(now: datetime, deps: ExpiryDeps, limit: int = DEFAULT_LIMIT) 
             report.stale,
         )
     return report
+
+
+def remove_expired_documents(now: datetime, deps: ExpiryDeps) -> int:
+    """Take up to `DOCUMENTS_PER_CALL` documents past their `expires_at` out of the index (search
+    already never returns them: `IndexFilter.live_at`); how many it removed."""
+    if deps.index is None:
+        return 0
+    return deps.index.delete_expired(now.timestamp(), DOCUMENTS_PER_CALL)

@@ -291,6 +291,9 @@ class DryRunIndex:
     def delete_user(self, tenant: str, user_id: str) -> int:
         raise AssertionError("a dry run never writes the index")
 
+    def delete_expired(self, now: float, limit: int) -> int:
+        raise AssertionError("a dry run never writes the index")
+
     def knn(
         self,
         tenant: str,

@@ -249,6 +249,20 @@ class OpenSearchIndex:
             self._delete_ids(ids)
             removed += len(ids)
 
+    def delete_expired(self, now: float, limit: int) -> int:
+        """Search-then-bulk-delete (as `delete_user`), at most `limit` documents."""
+        body = {
+            "size": limit,
+            "_source": False,
+            "query": {"bool": {"filter": [{"range": {"expires_at": {"lte": now}}}]}},
+        }
+        with _translated("search"):
+            response = self._client.search(index=self._index, body=body)
+        ids = [hit["_id"] for hit in response["hits"]["hits"]]
+        if ids:
+            self._delete_ids(ids)
+        return len(ids)
+
     @staticmethod
     def _filters(tenant: str, user_id: str, filter: IndexFilter | None) -> list[dict[str, Any]]:
         clauses: list[dict[str, Any]] = [

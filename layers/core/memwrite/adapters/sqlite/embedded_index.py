@@ -530,6 +530,17 @@ class EmbeddedIndex:
                 self._partitions[slot].remove(row[0])
             self._opened(slot)
 
+    def delete_expired(self, now: float, limit: int) -> int:
+        with self._lock:
+            expired = self._db.execute(
+                "SELECT p.tenant, p.user_id, d.memory_id FROM docs d "
+                "JOIN partitions p ON p.slot = d.slot WHERE d.expires_at <= ? LIMIT ?",
+                (now, limit),
+            ).fetchall()
+        for tenant, user_id, memory_id in expired:
+            self.delete(tenant, user_id, memory_id)
+        return len(expired)
+
     def delete_user(self, tenant: str, user_id: str) -> int:
         with self._lock:
             self._drop_stale_partitions()
