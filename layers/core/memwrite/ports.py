@@ -25,8 +25,7 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
-from memwrite.portability.delivery import SpilledExport
-from memwrite.portability.records import RestoreUnit, UserSnapshot
+from memwrite.portability.records import RestoreUnit, SpilledExport, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult

@@ -1,14 +1,10 @@
 """Export and import of one user's memories, entity facts, entities and episodes as JSON lines."""
 
-from memwrite.portability.delivery import (
-    INLINE_EXPORT_LIMIT,
-    SpilledExport,
-    SpilledExportView,
-    deliver_export,
-)
+from memwrite.portability.delivery import INLINE_EXPORT_LIMIT, SpilledExportView, deliver_export
 from memwrite.portability.records import (
     EXPORT_FORMAT,
     RestoreUnit,
+    SpilledExport,
     StoredFactRow,
     StoredMemory,
     UserSnapshot,

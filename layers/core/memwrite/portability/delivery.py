@@ -11,28 +11,19 @@ such limit and no bucket: it always answers inline.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from memwrite.portability.records import SpilledExport
 from memwrite.portability.transfer import export_lines
 
 if TYPE_CHECKING:
     from memwrite.ports import ExportSpill, UserPortability
 
-__all__ = ["INLINE_EXPORT_LIMIT", "SpilledExport", "SpilledExportView", "deliver_export"]
+__all__ = ["INLINE_EXPORT_LIMIT", "SpilledExportView", "deliver_export"]
 
 INLINE_EXPORT_LIMIT = 5 * 1024 * 1024  # bytes of the encoded body; Lambda's limit is 6 MB
-
-
-@dataclass(frozen=True)
-class SpilledExport:
-    """An export stored apart: where to fetch it (a presigned URL), for how long, its size."""
-
-    url: str
-    expires_in: int  # seconds
-    size: int  # bytes
 
 
 class SpilledExportView(BaseModel):
