@@ -81,7 +81,7 @@ class EnvConfig(_Frozen):
     account: str | None = None  # None: the CLI's credentials decide (cdk deploy)
     # None: the CLI's region.
     region: str | None = None
-    retain_data: bool  # tables and the collection outlive a `cdk destroy`
+    retain_data: bool  # tables, the collection and the exports bucket outlive a `cdk destroy`
     # CloudWatch Logs retention of every function.
     log_retention: Literal["ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "ONE_YEAR"]
     # Express execution history in CloudWatch Logs.

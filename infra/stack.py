@@ -34,7 +34,8 @@ from infra.layer import handler_code, layer_code
 from infra.monitoring import Monitoring
 from infra.pipeline import PipelineStateMachine, RetryPolicy
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
-from infra.storage import Queues, Tables
+from infra.storage import ExportsBucket, Queues, Tables
+from memwrite.adapters.aws.s3_exports import KEY_PREFIX
 from memwrite.config import Settings
 from memwrite.schema import API_KEYS, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
@@ -143,6 +144,7 @@ class MemwriteStack(cdk.Stack):
             self.queues.turns.grant_send_messages(self.functions[stage.name].role)
 
         query = self._function("query", "query", config.api_size)
+        self.exports = self._exports_bucket(query)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
         self._scheduled_functions()
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
@@ -216,6 +218,27 @@ class MemwriteStack(cdk.Stack):
             alarm_email=config.alarm_email,
         )
         self._acknowledge_generated_wildcards()
+
+    def _exports_bucket(self, query: MemwriteFunction) -> ExportsBucket:
+        """Where the query function puts exports too large for one response and presigns
+        their URL with its own role: it may put and get objects under the key prefix only."""
+        exports = ExportsBucket(self, "Exports", retain=self.config.retain_data)
+        query.function.add_environment("EXPORTS_BUCKET", exports.bucket.bucket_name)
+        objects = exports.bucket.arn_for_objects(f"{KEY_PREFIX}*")
+        query.role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:PutObject", "s3:GetObject"], resources=[objects])
+        )
+        bucket_id = self.get_logical_id(
+            typing.cast(cdk.CfnElement, exports.bucket.node.default_child)
+        )
+        cdk.Validations.of(query).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{KEY_PREFIX}*]",
+                reason="Each export is a new object under the prefix (its key names the "
+                "tenant, the user and a random id): put and get, no list or delete.",
+            )
+        )
+        return exports
 
     def _scheduled_functions(self) -> None:
         """The functions EventBridge Scheduler runs: the backfill of pending episodes, its

@@ -1,15 +1,19 @@
-"""The tables (from `memwrite.schema`, never re-declared here) and the queues with their DLQs."""
+"""The tables (from `memwrite.schema`, never re-declared here), the queues with their DLQs and
+the exports bucket."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from memwrite.schema import TABLES, StreamView, TableSchema
 
-__all__ = ["Queues", "Tables"]
+__all__ = ["EXPORTS_EXPIRY_DAYS", "ExportsBucket", "Queues", "Tables"]
+
+EXPORTS_EXPIRY_DAYS = 1  # a presigned URL lives 15 minutes; the object a day at most
 
 _STREAM_VIEWS = {
     StreamView.NEW_IMAGE: dynamodb.StreamViewType.NEW_IMAGE,
@@ -109,3 +113,27 @@ class Queues(Construct):
                     "redrive, which cdk-nag recognises).",
                 )
             )
+
+
+class ExportsBucket(Construct):
+    """Where the query function puts exports too large for one response (`EXPORTS_BUCKET`):
+    private, SSE-S3, TLS only, each object deleted after `EXPORTS_EXPIRY_DAYS`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
+        super().__init__(scope, construct_id)
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(EXPORTS_EXPIRY_DAYS))],
+            removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
+        )
+        cdk.Validations.of(self.bucket).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-S1",
+                reason="Short-lived copies of exports their owners requested (the API's access "
+                "log has each request); a URL lives 15 minutes and an object a day.",
+            )
+        )

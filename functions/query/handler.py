@@ -37,7 +37,13 @@ from memwrite.config import TenantOverrides
 from memwrite.episode import EpisodeStatus
 from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
-from memwrite.portability import ImportReport, export_lines, import_user
+from memwrite.portability import (
+    INLINE_EXPORT_LIMIT,
+    ImportReport,
+    SpilledExportView,
+    deliver_export,
+    import_user,
+)
 from memwrite.read.patch import EXPIRED_RETENTION_DAYS, MemoryPatch, PatchDeps, patch_memory
 from memwrite.read.query import (
     EpisodePageView,
@@ -325,6 +331,16 @@ _EXPORT_OK: OpenAPIResponse = {
     "description": "The export: JSON lines (a header, entities, entity_facts, memories, episodes).",
     "content": {NDJSON: {"schema": {"type": "string"}}},
 }
+_EXPORT_SPILLED: OpenAPIResponse = {
+    "description": f"The export is over one response's limit ({INLINE_EXPORT_LIMIT // 2**20} MB): "
+    "the same JSON lines are at "
+    "`Location`, a presigned URL valid `expires_in` seconds (fetch it without the API key); "
+    "the object is deleted after a day.",
+    "headers": {
+        "Location": {"description": "The URL of the export.", "schema": {"type": "string"}}
+    },
+    "content": {"application/json": {"model": SpilledExportView}},
+}
 
 
 @app.get(
@@ -334,14 +350,20 @@ _EXPORT_OK: OpenAPIResponse = {
     responses={
         **error_responses(ok=(HTTPStatus.OK, "The export.", ImportReport)),
         HTTPStatus.OK: _EXPORT_OK,
+        HTTPStatus.SEE_OTHER: _EXPORT_SPILLED,
     },
 )
-def export_user_route(user_id: str) -> Response[str]:
+def export_user_route(user_id: str) -> Response[Any]:
     current = deps()
     tenant = tenant_of(app, current.settings.api_keys)
-    # Lambda proxy responses are buffered: the lines are joined here (the CLI streams them).
-    body = "".join(export_lines(tenant, _checked_user(user_id), current.portability))
-    return Response(status_code=HTTPStatus.OK.value, content_type=NDJSON, body=body)
+    # Lambda proxy responses are buffered: a large export is stored and answered with its URL.
+    export = deliver_export(
+        tenant, _checked_user(user_id), current.portability, current.export_spill
+    )
+    if isinstance(export, str):
+        return Response(status_code=HTTPStatus.OK.value, content_type=NDJSON, body=export)
+    body = SpilledExportView.of(export).model_dump(mode="json")
+    return json_response(HTTPStatus.SEE_OTHER, body, Location=export.url)
 
 
 @app.post(

@@ -1,7 +1,8 @@
 """Export and import through the real handlers, on both backends (moto and the embedded
 SQLite): export -> erase -> import gives back the same store and the same export, a repeated
 import changes nothing, and bad input is a 400 naming the line and the field, with nothing
-written."""
+written. An export over one response's limit goes to the exports bucket (moto's S3) and is
+answered 303 with a presigned URL to the same bytes; without a bucket it stays inline."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ import json
 import re
 from typing import Any
 
+import boto3
 import pytest
+import requests
 
 import functions.query.handler as query_handler
 from memwrite.episode import EpisodeStatus
+from memwrite.portability import delivery
 from tests.integration.conftest import Local, MakeLocal
 from tests.reliability.final_state import FinalState, final_state
 
 USER = "dana"
+BUCKET = "memwrite-exports-test"
 NDJSON = {"Content-Type": "application/x-ndjson"}
 TURNS = [
     {"role": "user", "content": "I live in Berlin.", "timestamp": "2025-01-05T10:00:00Z"},
@@ -278,3 +283,76 @@ def test_import_over_a_changed_store_is_a_409_and_writes_nothing(local: Local) -
     assert result.status == 409, result.body
     assert result.body["error"] == "import_conflict"
     assert final_state(local) == state
+
+
+def fetch_spilled(result: Any) -> bytes:
+    """The export a 303 points at, fetched from its presigned URL (moto answers S3's HTTP)."""
+    assert result.status == 303, result.body
+    location = result.headers["Location"]
+    assert result.body["url"] == location and result.body["expires_in"] == 15 * 60
+    fetched = requests.get(location, timeout=5)
+    assert fetched.status_code == 200
+    assert fetched.headers["Content-Type"] == "application/x-ndjson"
+    assert result.body["bytes"] == len(fetched.content)
+    return fetched.content
+
+
+def test_an_export_over_the_inline_limit_is_answered_303_with_the_same_bytes(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an exports bucket (on AWS: the query function's EXPORTS_BUCKET) and a user
+    local = make_local(env={"EXPORTS_BUCKET": BUCKET})
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    ingest(local, TURNS)
+    ingest(local, EPISODE_TURNS)
+    inline = export(local)
+    # When the inline limit is its raw size: the escaped body of a Lambda answer is larger
+    monkeypatch.setattr(delivery, "INLINE_EXPORT_LIMIT", len(inline.encode()))
+    spilled = local.runner.call("GET", f"/v1/users/{USER}/export")
+
+    # Then the answer is a 303 to exactly the bytes the inline export gave
+    assert fetch_spilled(spilled) == inline.encode()
+    # And the object is the user's, encrypted, under the key prefix the function may write
+    [stored] = s3.list_objects_v2(Bucket=BUCKET)["Contents"]
+    assert stored["Key"].startswith(f"exports/{local.tenant}/{USER}/")
+    head = s3.head_object(Bucket=BUCKET, Key=stored["Key"])
+    assert head["ServerSideEncryption"] == "AES256"
+
+    # And export -> erase -> import of the fetched bytes gives back the same export
+    assert local.runner.call("DELETE", f"/v1/users/{USER}/memories").status == 200
+    imported = import_(local, inline)
+    assert imported.status == 200, imported.body
+    assert local.runner.drain().index_failed == {}
+    again = local.runner.call("GET", f"/v1/users/{USER}/export")
+    assert fetch_spilled(again) == inline.encode()
+
+
+def test_an_export_is_inline_without_a_bucket_whatever_its_size(
+    local: Local, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given no exports bucket (`memwrite serve`, local runs) and a tiny inline limit
+    ingest(local, TURNS)
+    inline = export(local)
+    monkeypatch.setattr(delivery, "INLINE_EXPORT_LIMIT", 10)
+    # When the user is exported, then the answer is the same JSON lines, inline
+    assert export(local) == inline
+
+
+def test_an_export_s3_refuses_is_a_503_and_changes_nothing(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an exports bucket S3 does not have (a put fails) and an export over the limit
+    local = make_local(env={"EXPORTS_BUCKET": BUCKET})
+    ingest(local, TURNS)
+    monkeypatch.setattr(delivery, "INLINE_EXPORT_LIMIT", 10)
+    state = final_state(local)
+
+    # When the user is exported
+    result = local.runner.call("GET", f"/v1/users/{USER}/export")
+
+    # Then a retryable 503, not a cut export, and nothing changed
+    assert result.status == 503, result.body
+    assert (result.body["error"], result.headers["Retry-After"]) == ("unavailable", "2")
+    assert final_state(local) == state
+    assert boto3.client("s3").list_buckets()["Buckets"] == []

@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "EmbedderUnavailable",
     "EventsUnpublished",
+    "ExportUnstored",
     "ExtractionFailed",
     "IdempotencyKeyReused",
     "ImportConflict",
@@ -117,6 +118,11 @@ class SourceRolledBack(SourceErased):
 
 class StoreUnavailable(TransientError):
     """DynamoDB refused or failed a call after the SDK's own retries."""
+
+
+class ExportUnstored(TransientError):
+    """S3 refused or failed storing an export too large to answer inline (after the SDK's own
+    retries): the caller gets a 503, never a truncated export."""
 
 
 class QueueUnavailable(TransientError):

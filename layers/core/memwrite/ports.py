@@ -25,7 +25,7 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
-from memwrite.portability.records import RestoreUnit, UserSnapshot
+from memwrite.portability.records import RestoreUnit, SpilledExport, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve import ResolveResult
@@ -52,6 +52,7 @@ __all__ = [
     "EpisodeStore",
     "EventPublisher",
     "ExpiryFinder",
+    "ExportSpill",
     "ExtractionLlm",
     "GeneratedQuestions",
     "LlmCall",
@@ -667,6 +668,15 @@ class EventPublisher(Protocol):
     publishes them again under the same event ids)."""
 
     def publish(self, events: Sequence[ChangeEvent]) -> None: ...
+
+
+class ExportSpill(Protocol):
+    """Where an export too large for one Lambda response goes: an object of the environment's
+    exports bucket on AWS (`memwrite.adapters.aws.s3_exports`); locally there is none (the
+    export is always answered inline). Stores all of `body` and returns a short-lived URL to
+    it, or raises a `TransientError`."""
+
+    def put(self, tenant: str, user_id: str, body: bytes) -> SpilledExport: ...
 
 
 class StageAdapters(Protocol):

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         EpisodeStore,
         EventPublisher,
         ExpiryFinder,
+        ExportSpill,
         ExtractionLlm,
         MemoryIndex,
         MemoryReader,
@@ -207,6 +208,16 @@ class Adapters(ABC):
         return EventBridgePublisher(
             events_client(self.env.aws_endpoint_url), self.env.event_bus_name
         )
+
+    def export_spill(self) -> ExportSpill | None:
+        """Where large exports go, when the environment names an exports bucket (on AWS, the
+        query function's `EXPORTS_BUCKET`); locally there is none and exports stay inline."""
+        if self.env.exports_bucket is None:
+            return None
+        from memwrite.adapters.aws.clients import s3_client
+        from memwrite.adapters.aws.s3_exports import S3ExportSpill
+
+        return S3ExportSpill(s3_client(self.env.aws_endpoint_url), self.env.exports_bucket)
 
     def _configs(self, *, readable: bool) -> TenantConfigs:
         store = self.tenant_settings() if readable else None
@@ -613,6 +624,7 @@ class QueryApiDeps:
     query: QueryDeps
     rollback: RollbackDeps
     portability: UserPortability  # export and import
+    export_spill: ExportSpill | None  # exports too large to answer inline; None: always inline
     # Built on the first replay, not at cold start: it may load the model client.
     replay: Callable[[], ReplayDeps]
     # Built on the first backfill: every pipeline stage's deps, models included.
@@ -650,6 +662,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         query=query,
         rollback=rollback,
         portability=adapters.portability(),
+        export_spill=adapters.export_spill(),
         replay=cache(lambda: build_replay_deps(environ)),
         backfill=cache(lambda: build_backfill_deps(environ)),
     )

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from http import HTTPStatus
 from types import EllipsisType
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -44,6 +45,7 @@ __all__ = [
     "calls",
     "default_headers",
     "raise_for_error",
+    "spilled_export",
 ]
 
 API_KEY_HEADER = "x-api-key"
@@ -271,6 +273,19 @@ class _Calls:
 
 
 calls = _Calls()
+
+
+def spilled_export(
+    http: httpx.Client | httpx.AsyncClient, response: httpx.Response
+) -> httpx.Request | None:
+    """For an export answered `303 See Other` (too large for one response), the GET of its
+    presigned URL, without the API key: httpx would forward `x-api-key` on a redirect to
+    another host, and S3 needs no credential but the URL's."""
+    if response.status_code != HTTPStatus.SEE_OTHER or "location" not in response.headers:
+        return None
+    request = http.build_request("GET", response.headers["location"], headers={"Accept": NDJSON})
+    request.headers.pop(API_KEY_HEADER, None)
+    return request
 
 
 def raise_for_error(response: httpx.Response) -> None:

@@ -11,7 +11,15 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from memwrite.client.calls import NDJSON, Call, answer_of, calls, default_headers, raise_for_error
+from memwrite.client.calls import (
+    NDJSON,
+    Call,
+    answer_of,
+    calls,
+    default_headers,
+    raise_for_error,
+    spilled_export,
+)
 from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
 from memwrite.client.models import (
     BatchReplay,
@@ -266,8 +274,12 @@ class MemwriteClient:
         return self.send(calls.erase_user(user_id))
 
     def export_user(self, user_id: str) -> str:
-        """The user's export: JSON lines (`import_user` takes them back)."""
+        """The user's export: JSON lines (`import_user` takes them back); a large one is
+        fetched from the URL the API answers with (a 303), without the API key."""
         response = self._http.get(calls.export_path(user_id), headers={"Accept": NDJSON})
+        download = spilled_export(self._http, response)
+        if download is not None:
+            response = self._http.send(download)
         raise_for_error(response)
         return response.text
 

@@ -1,6 +1,7 @@
 """What an export holds, two ways: the JSON lines a user downloads and uploads (one model per
 `kind`), and the store's own records of one user that the `UserPortability` port reads and
-restores (with the revs and versions its conditional writes need).
+restores (with the revs and versions its conditional writes need); and where an export too
+large for one response was stored (`SpilledExport`).
 
 Every line is a JSON object with a `kind`; the first is the `header`. A new kind is a new
 model in the `ExportLine` union: a reader of this format skips nothing silently, it refuses a
@@ -29,6 +30,7 @@ __all__ = [
     "HeaderLine",
     "MemoryLine",
     "RestoreUnit",
+    "SpilledExport",
     "StoredFactRow",
     "StoredMemory",
     "UserSnapshot",
@@ -147,3 +149,12 @@ class RestoreUnit:
             + counters
             + 2 * len(self.episodes)
         )
+
+
+@dataclass(frozen=True)
+class SpilledExport:
+    """An export stored apart: where to fetch it (a presigned URL), for how long, its size."""
+
+    url: str
+    expires_in: int  # seconds
+    size: int  # bytes

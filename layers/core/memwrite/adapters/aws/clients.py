@@ -14,7 +14,13 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
     from mypy_boto3_stepfunctions.client import SFNClient
 
-__all__ = ["dynamodb_client", "events_client", "sqs_client", "stepfunctions_client"]
+__all__ = [
+    "dynamodb_client",
+    "events_client",
+    "s3_client",
+    "sqs_client",
+    "stepfunctions_client",
+]
 
 _CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5)
 # StartSyncExecution holds the connection until the execution ends (Express: at most 5 min).
@@ -32,6 +38,13 @@ def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
 def events_client(endpoint_url: str | None = None) -> Any:
     """EventBridge (no stubs installed: the adapter types the one call it makes)."""
     return boto3.client("events", **_kwargs(endpoint_url))
+
+
+def s3_client(endpoint_url: str | None = None) -> Any:
+    """S3 (no stubs installed), presigning with SigV4: the signature every region accepts."""
+    kwargs = _kwargs(endpoint_url)
+    kwargs["config"] = _CONFIG.merge(Config(signature_version="s3v4"))
+    return boto3.client("s3", **kwargs)
 
 
 def sqs_client(endpoint_url: str | None = None) -> SQSClient:
