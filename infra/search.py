@@ -16,6 +16,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.config import SearchConfig
+from memwrite.adapters.aws.opensearch_index import index_body
+from memwrite.ids import content_hash
 
 __all__ = ["INDEX_SETUP_HANDLER", "SearchCollection"]
 
@@ -170,6 +172,9 @@ class SearchCollection(Construct):
                 "endpoint": self.endpoint,
                 "index": config.index_name,
                 "search_settings": search_settings,
+                # The index's fields: one added changes this, so the deploy runs Update and
+                # `ensure_index` adds it to the existing index (its mapping is strict).
+                "mapping": content_hash(json.dumps(index_body(1)["mappings"], sort_keys=True)),
             },
         )
         resource.node.add_dependency(self.collection, self.data_access)

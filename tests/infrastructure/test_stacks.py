@@ -15,8 +15,10 @@ from aws_cdk.assertions import Match
 from infra.access import STAGE_ACCESS
 from infra.api import PUBLIC_ROUTES
 from infra.pipeline import LAMBDA_TRANSIENT_ERRORS, transient_error_names
+from memwrite.adapters.aws.opensearch_index import index_body
 from memwrite.client.errors import MemwriteApiError, error_for
 from memwrite.config import load_settings
+from memwrite.ids import content_hash
 from memwrite.schema import OUTBOX, TABLES
 from memwrite.stages import STAGES, pipeline_stages, stream_stages
 from tests.infrastructure.conftest import Synthesized
@@ -504,3 +506,18 @@ def test_the_expiry_sweep_runs_on_a_schedule_with_the_store_writes_it_makes_only
         )
     }
     assert not any(a.startswith(("aoss:", "bedrock:", "events:")) for a in actions)
+
+
+@pytest.mark.parametrize("env", ["dev"])
+def test_a_field_added_to_the_index_mapping_makes_the_deploy_update_the_index(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the index setup resource (CloudFormation runs its Update only when a property
+    # changes)
+    [setup] = resources(synthesized[env], "AWS::CloudFormation::CustomResource").values()
+    mapping = index_body(1)["mappings"]
+
+    # Then it carries the mapping's identity: another field would be another value
+    assert setup["Properties"]["mapping"] == content_hash(json.dumps(mapping, sort_keys=True))
+    grown = {**mapping, "properties": {**mapping["properties"], "new": {"type": "keyword"}}}
+    assert content_hash(json.dumps(grown, sort_keys=True)) != setup["Properties"]["mapping"]
