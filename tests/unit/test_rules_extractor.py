@@ -1039,3 +1039,47 @@ def test_a_chat_pronoun_is_not_a_liked_thing(text: str) -> None:
     # Given a preference whose object is a pronoun typed the chat way
     # When the rules read it / Then "em" or "u" is never stored as the thing liked
     assert extract_with_rules(text).candidates == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm a nurse, not anymore.",
+        "I'm a nurse, well, not anymore.",
+        "I'm a nurse. Not anymore though.",
+        "I work at Initech... no longer, thank god",
+        "I don't do yoga anymore, I live in Braga.",
+    ],
+)
+def test_a_retraction_the_rules_cannot_attach_leaves_the_turn_without_rule_claims(
+    text: str,
+) -> None:
+    # Given a retraction the rules do not read as the negation of one claim
+    result = extract_with_rules(text)
+    # Then they state nothing of the turn (never "is a nurse"), and leave it to a model
+    assert result.candidates == ()
+    assert not result.fully_covered
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I don't live in Berlin anymore.", ("lives_in", "Berlin", True)),
+        ("I no longer work at Acme.", ("works_at", "Acme", True)),
+        ("I'm not a nurse anymore.", ("occupation", "nurse", True)),
+    ],
+)
+def test_a_retraction_read_as_a_negated_claim_is_still_stated(
+    text: str, expected: tuple[str, str, bool]
+) -> None:
+    result = extract_with_rules(text)
+    assert [(c.attribute, c.value, c.negated) for c in result.candidates] == [expected]
+    assert result.fully_covered
+
+
+@pytest.mark.parametrize("text", ["I use Vim or Emacs.", "I love ramen or sushi."])
+def test_alternatives_are_not_one_value(text: str) -> None:
+    # Given a value naming alternatives: one of them? both? not one thing
+    result = extract_with_rules(text)
+    # Then the rules state nothing and leave the turn to a model
+    assert result.candidates == () and not result.fully_covered

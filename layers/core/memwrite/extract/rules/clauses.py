@@ -136,7 +136,7 @@ _NEGATION_BE_RE = re.compile(
 )
 _NEGATION_BE_CONTRACTED_RE = re.compile(rf"\b(?P<be>(?i:is|are))n{APOS}?t\b")
 _NEGATION_ANYMORE_RE = re.compile(r"\s+(?i:any\s?more)\b")
-_RETRACTION_RE = re.compile(r"(?i:\bno\s+longer\b|\bany\s?more\b)")
+RETRACTION_RE = re.compile(r"(?i:\bno\s+longer\b|\bany\s?more\b)")
 
 _QUESTION_START_RE = re.compile(
     r"(?i:(?:do|does|did|is|are|am|was|were|can|could|would|will|should|shall|have|has|may"
@@ -405,7 +405,7 @@ def _read_negation(body: str, ctx: Context) -> tuple[Context, str, Found | None,
     if retraction is None:
         return ctx, body, None, False
     said = all(claim.value.lower() in body.lower() for claim in retraction.claims)
-    if said and _RETRACTION_RE.search(body):
+    if said and RETRACTION_RE.search(body):
         return negated_ctx, rewritten, retraction, False
     return ctx, body, None, True
 

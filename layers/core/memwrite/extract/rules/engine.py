@@ -347,7 +347,8 @@ def bounded_value(value: str) -> bool:
     ends on a preposition, article, conjunction or determiner was cut mid-phrase ("the lead
     designer of"); one holding chat filler ("peppers tho", "sooo"), stretched letters
     ("pizzaaa") or a word without a letter or digit (an emoji) is chat, not a name for a thing;
-    one holding a lowercase "not" ran on into a contrast ("Porto not Lisbon").
+    one holding a lowercase "not" ran on into a contrast ("Porto not Lisbon"), one holding
+    "or" names alternatives, not a thing ("ramen or sushi").
     Either way the rule is not sure, and the turn is left whole to the model."""
     words = _WORD_OF_VALUE_RE.findall(value)
     if not words:
@@ -365,6 +366,8 @@ def bounded_value(value: str) -> bool:
             return False
         if word == "not":
             return False  # "Porto not Lisbon": a contrast ran into the value
+        if word == "or":
+            return False  # "ramen or sushi": one of them, or both? not one thing
     return True
 
 

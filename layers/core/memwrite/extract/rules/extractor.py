@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from memwrite.candidate import USER_ENTITY, Candidate, Quality, SourceSpan
 from memwrite.extract.rules.clauses import (
+    RETRACTION_RE,
     ROLE_PLAY_RE,
     SARCASM_RE,
     Clause,
@@ -110,6 +111,12 @@ def extract_with_rules(
         analysed.append((clause, outcome))
         previous = (clause, outcome)
 
+    # A retraction the rules did not read as one (a claim it negates: "I don't live in Berlin
+    # anymore"), as in "I'm a nurse, not anymore" or "... No longer, though": which claim it
+    # takes back is not theirs to guess, so they state none of the turn's.
+    if any(_unread_retraction(clause, outcome) for clause, outcome in analysed):
+        return RuleExtraction(candidates=(), fully_covered=False)
+
     # Short claim-free clauses of a sentence colour the wording of its claims: "Maybe, I'm
     # allergic to cats" and "I'm allergic to cats, I think" are both hedged; a longer clause
     # ("and I'll work at ...") has a claim of its own that the rules did not read.
@@ -161,6 +168,12 @@ def _quoted_spans(text: str) -> list[tuple[int, int]]:
 
 def _dedupe_key(c: Candidate) -> str:
     return f"{c.entity}|{c.attribute}|{c.value}".lower()
+
+
+def _unread_retraction(clause: Clause, outcome: Outcome) -> bool:
+    if RETRACTION_RE.search(clause.text) is None:
+        return False
+    return not outcome.claims or not all(claim.negated for claim in outcome.claims)
 
 
 def _restates_full_name(clause: Clause, candidates: list[Candidate]) -> bool:
