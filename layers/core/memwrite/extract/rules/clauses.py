@@ -145,6 +145,9 @@ _QUESTION_START_RE = re.compile(
     r"|could|should|would|will|shall|might|may)\b))"
 )
 _FIRST_PERSON_START_RE = re.compile(r"(?:I|i|[Mm]y|[Ww]e)\b")
+_ABOUT_THE_SPEAKER_RE = re.compile(
+    r"(?i:\b(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|us|our|ours)\b)"
+)
 _CAPITAL_I_RE = re.compile(r"\bI\b")
 _CAPITAL_NEXT_RE = re.compile(r"\s+[A-Z]")
 _INITIALS_RE = re.compile(r"(?:[a-z]\.)+[a-z]")
@@ -345,7 +348,12 @@ def analyse_clause(
         claim = (
             instruction_claim(body[ask.end() :], lead=lead is not None, asked=True) if ask else None
         )
-        return Outcome((claim,) if claim else (), True, None, False)
+        if claim is not None:
+            return Outcome((claim,), True, None, False)
+        # A question about the user's own life tells of it ("Where do I even buy that in
+        # Austin?", "How do I be a good father to a kid who's angry at me?"): the model's to
+        # read, else kept as an episode; one about anything else says nothing of the user.
+        return Outcome((), _ABOUT_THE_SPEAKER_RE.search(body) is None, None, False)
 
     ctx = Context(lowercase_typing=_is_lowercase_typing(text), negated=False)
     carried_subject = bool(carried) and clause.conjunction == "but" and _lacks_subject(body)
