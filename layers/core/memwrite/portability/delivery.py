@@ -3,9 +3,9 @@ would not fit one Lambda response and the environment has an exports bucket, sto
 and answered with a short-lived URL to it.
 
 A Lambda answer is buffered and holds at most 6 MB, counted as the proxy response's JSON:
-the body is measured as that JSON string (escaped quotes and newlines, non-ASCII as `\\uXXXX`),
-and `INLINE_EXPORT_LIMIT` leaves room for the rest of the envelope. `memwrite serve` has no
-such limit and no bucket: it always answers inline.
+the body is measured as that JSON string (escaped quotes and newlines, non-ASCII as six-
+character `\\u` escapes), and `INLINE_EXPORT_LIMIT` leaves room for the rest of the envelope.
+`memwrite serve` has no such limit and no bucket: it always answers inline.
 """
 
 from __future__ import annotations
