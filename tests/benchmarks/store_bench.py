@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 
-from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
+from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
 from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate

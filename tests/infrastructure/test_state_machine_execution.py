@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 
-from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
+from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 from memwrite.dispatch import plan_executions
 from memwrite.errors import StageInputError, StoreUnavailable
 from memwrite.memory import MemoryUnit

@@ -18,7 +18,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from memwrite.adapters.aws.dynamodb import (
+from memwrite.adapters.aws.dynamodb_ledger import (
     DynamoRateStore,
     DynamoSessionLog,
     DynamoSpanStore,

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import (
+from memwrite.adapters.aws.dynamodb_calls import unavailable
+from memwrite.adapters.aws.dynamodb_ledger import (
     LEDGER_SK,
     ROLLBACK_SK,
     ledger_pk,
     rollback_pk,
     source_trace_check,
     span_item,
-    unavailable,
 )
 from memwrite.adapters.aws.dynamodb_store import (
     StoreTables,

@@ -1,5 +1,6 @@
-"""DynamoDB adapters: the turns ledger, traces, sessions' last questions, rate-gate claims
-and spans.
+"""DynamoDB adapters of the turns and spans tables: the turns ledger, traces, sessions' last
+questions, rate-gate claims, the session log (with the episode items it writes) and the spans;
+the twin of `memwrite.adapters.sqlite.ledger`.
 
 Low-level client calls with explicit attribute types: the items are small and flat, and the
 client is cheaper to create at cold start than the resource layer.
@@ -8,12 +9,19 @@ client is cheaper to create at cold start than the resource layer.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from memwrite.adapters.aws.dynamodb_calls import (
+    MAX_UNPROCESSED_ROUNDS,
+    batch_write,
+    chunks,
+    failed_condition_at,
+    unavailable,
+)
 from memwrite.adapters.page_cursor import (
     decode_trace_cursor,
     encode_trace_cursor,
@@ -51,12 +59,10 @@ __all__ = [
     "DynamoSessionLog",
     "DynamoSpanStore",
     "DynamoTurnLedger",
-    "batch_write",
     "episode_item",
     "episode_lookup_key",
     "episode_pk",
     "episode_puts",
-    "failed_condition_at",
     "last_question_pk",
     "ledger_pk",
     "memory_traces_key",
@@ -67,14 +73,11 @@ __all__ = [
     "span_item",
     "trace_memories_pk",
     "trace_pk",
-    "unavailable",
 ]
 
 PK, SK = PARTITION_KEY, SORT_KEY
 
 _BATCH_GET_LIMIT = 100
-_BATCH_WRITE_LIMIT = 25
-_MAX_UNPROCESSED_ROUNDS = 5
 LEDGER_SK = "TURN"
 TRACE_SK = "TRACE"
 # Set on a trace row when its user's erasure starts (the row itself goes last, as the erasure
@@ -126,33 +129,6 @@ _RATE_SK = "RATE"
 QUESTION_SK = "LASTQ"
 
 
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
-    """A DynamoDB error as the store's transient error, named by operation and code."""
-    code = exc.response.get("Error", {}).get("Code", "Unknown")
-    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
-
-
-def batch_write(client: DynamoDBClient, table: str, requests: Sequence[Any]) -> None:
-    """Put/delete requests in batches of 25, unprocessed ones resent a few times."""
-    for chunk in _chunks(requests, _BATCH_WRITE_LIMIT):
-        request: dict[str, Any] = {table: list(chunk)}
-        for _ in range(_MAX_UNPROCESSED_ROUNDS):
-            try:
-                response = client.batch_write_item(RequestItems=request)
-            except ClientError as exc:
-                raise unavailable(exc, "BatchWriteItem") from exc
-            request = dict(response.get("UnprocessedItems") or {})
-            if not request:
-                break
-        else:
-            raise StoreUnavailable(f"DynamoDB BatchWriteItem left {table} items unprocessed")
-
-
 def _is_condition_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
@@ -192,17 +168,6 @@ def rollback_absent_check(table: str, tenant: str, trace_id: str) -> dict[str, A
     }
 
 
-def failed_condition_at(exc: ClientError) -> int | None:
-    """The index of the first transaction item whose condition failed, if that cancelled it."""
-    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return None
-    reasons = exc.response.get("CancellationReasons", [])
-    for index, reason in enumerate(reasons):
-        if reason.get("Code") == "ConditionalCheckFailed":
-            return index
-    return None
-
-
 class DynamoTurnLedger:
     """Which turns were enqueued (INSERT-if-absent), which trace each request opened, and the
     question each session's latest request ended with."""
@@ -213,12 +178,12 @@ class DynamoTurnLedger:
 
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
-        for chunk in _chunks(sorted(set(turn_ids)), _BATCH_GET_LIMIT):
+        for chunk in chunks(sorted(set(turn_ids)), _BATCH_GET_LIMIT):
             keys: list[dict[str, Any]] = [
                 {PK: {"S": ledger_pk(tenant, tid)}, SK: {"S": LEDGER_SK}} for tid in chunk
             ]
             request: dict[str, Any] = {self._table: {"Keys": keys, "ProjectionExpression": PK}}
-            for _ in range(_MAX_UNPROCESSED_ROUNDS):
+            for _ in range(MAX_UNPROCESSED_ROUNDS):
                 try:
                     response = self._client.batch_get_item(RequestItems=request)
                 except ClientError as exc:
