@@ -199,7 +199,7 @@ def bench_warm_handler() -> dict[str, Any]:
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.wiring import ApiDeps
-    from memwrite_local.runner import LocalContext, api_gateway_event
+    from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 
     turns = [t.text for t in load_locomo()[:10]]
     settings = Settings(api_keys={"bench-key": "bench"})

@@ -23,16 +23,16 @@ from memwrite.models import Role
 from memwrite.pre_filter.checks import Screening, gate_turn, mask_secrets
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import SkipReason
-from memwrite_local.backend import LOCAL_API_KEY
-from memwrite_local.backfill_command import add_backfill_parser, run_backfill
-from memwrite_local.embedded import BACKENDS, DEFAULT_DATA_DIR
-from memwrite_local.eval_command import add_eval_parser, run_eval
-from memwrite_local.expire_command import add_expire_parser, run_expire
-from memwrite_local.funnel import render_funnel
-from memwrite_local.keys_command import add_keys_parser, run_keys
-from memwrite_local.portability_command import add_portability_parsers, run_export, run_import
-from memwrite_local.rollback_command import add_rollback_parser, run_rollback
-from memwrite_local.trace_command import add_trace_parsers, run_replay, run_trace
+from memwrite_local.cli.backfill import add_backfill_parser, run_backfill
+from memwrite_local.cli.eval import add_eval_parser, run_eval
+from memwrite_local.cli.expire import add_expire_parser, run_expire
+from memwrite_local.cli.keys import add_keys_parser, run_keys
+from memwrite_local.cli.portability import add_portability_parsers, run_export, run_import
+from memwrite_local.cli.rollback import add_rollback_parser, run_rollback
+from memwrite_local.cli.trace import add_trace_parsers, run_replay, run_trace
+from memwrite_local.runtime.backend import LOCAL_API_KEY
+from memwrite_local.runtime.embedded import BACKENDS, DEFAULT_DATA_DIR
+from memwrite_local.runtime.funnel import render_funnel
 
 if TYPE_CHECKING:
     from memwrite.prompts.extract import BatchTurn
@@ -311,7 +311,7 @@ def run_ingest(
 ) -> int:
     """The whole local pipeline (fresh state unless `data_dir`); print the funnel and the
     memories (and, per `--query`, what a search finds once everything is indexed)."""
-    from memwrite_local.pipeline import IngestFailed, run_conversation
+    from memwrite_local.runtime.pipeline import IngestFailed, run_conversation
 
     conversation = _load_conversation(path)
     try:
@@ -345,7 +345,7 @@ def run_ingest(
 
 
 def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
-    from memwrite_local.pipeline import run_conversation
+    from memwrite_local.runtime.pipeline import run_conversation
 
     run = run_conversation(_load_conversation(path), backend=backend)
     llm = "rules, then the LLM" if os.environ.get("ANTHROPIC_API_KEY") else "rule extractor only"
@@ -363,7 +363,7 @@ def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
     if run.failed:
         return 1
     if backend == "sqlite" and path == DEFAULT_CONVERSATION:
-        from memwrite_local.demo_episodes import run_episode_demo
+        from memwrite_local.cli.demo import run_episode_demo
 
         stdout.write("\n")
         return run_episode_demo(stdout)
@@ -375,9 +375,9 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 
 def run_serve(port: int, backend: str, data_dir: Path, stdout: TextIO) -> int:
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import LocalRunner
-    from memwrite_local.serve import make_server
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import LocalRunner
+    from memwrite_local.runtime.server import make_server
 
     with local_backend(backend, data_dir) as local:
         server = make_server(
@@ -516,7 +516,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

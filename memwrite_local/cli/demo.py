@@ -60,9 +60,9 @@ class _RecordedModel:
 
 @contextmanager
 def _state() -> Iterator[Any]:
-    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import LocalRunner
+    from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import LocalRunner
 
     with tempfile.TemporaryDirectory(prefix="memwrite-demo-") as data_dir:
         own_key = {"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}", "ANTHROPIC_API_KEY": ""}
