@@ -109,7 +109,7 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     the question before it (`"context"` in the output); `timestamp` is the rate gate's clock
     for that line. Lines without them are screened alone, at the current time.
     """
-    config = load_settings().pipeline.prefilter
+    config = load_settings().pipeline.pre_filter
     gate = RateGate(config.rate_map_max_entries)
     status = 0
     previous: tuple[str, str] | None = None  # (session id, content) of the last valid line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import PrefilterConfig, UserSkipPattern
+from memwrite.config import PreFilterConfig, UserSkipPattern
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.pre_filter.checks import prefilter_turn, screen
 from memwrite.pre_filter.rate_gate import RateGate
@@ -17,11 +17,11 @@ from memwrite.reasons import (
     UserRule,
 )
 
-DEFAULT = PrefilterConfig()
+DEFAULT = PreFilterConfig()
 
 
 def decide(
-    content: str, role: Role = Role.USER, config: PrefilterConfig = DEFAULT
+    content: str, role: Role = Role.USER, config: PreFilterConfig = DEFAULT
 ) -> PrefilterDecision:
     return prefilter_turn(
         content=content,
@@ -67,7 +67,7 @@ def test_worked_example_table(turn: str, expected: object) -> None:
 
 def test_sounds_good_is_an_ack_when_word_count_allows_it() -> None:
     # Given min_words lowered to 2 / When "sounds good" is screened
-    decision = decide("sounds good", config=PrefilterConfig(min_words=2))
+    decision = decide("sounds good", config=PreFilterConfig(min_words=2))
     # Then the acknowledgement pattern is what drops it
     assert decision.reason == MatchedSkipPattern(pattern="greeting_ack")
 
@@ -143,7 +143,7 @@ def test_question_that_carries_a_fact_passes_whole() -> None:
 
 def test_user_rule_is_named() -> None:
     # Given a tenant pattern for ticket boilerplate
-    config = PrefilterConfig(
+    config = PreFilterConfig(
         user_skip_patterns=(UserSkipPattern(name="ticket_footer", pattern=r"ticket #\d+ closed"),)
     )
     # When a turn is only that boilerplate / Then UserRule names it
@@ -156,7 +156,7 @@ def test_user_rule_is_named() -> None:
 
 def test_builtin_rules_win_over_user_rules() -> None:
     # Given a user pattern that also matches a greeting
-    config = PrefilterConfig(user_skip_patterns=(UserSkipPattern(name="greet", pattern=".*"),))
+    config = PreFilterConfig(user_skip_patterns=(UserSkipPattern(name="greet", pattern=".*"),))
     # When a pure greeting is screened / Then the built-in rule, first in order, is reported
     assert decide("hello there, thanks!", config=config).reason == MatchedSkipPattern(
         pattern="greeting_ack"
@@ -177,7 +177,7 @@ def test_role_gate_skips_assistant_turns_by_default() -> None:
 
 
 def test_role_gate_admits_assistant_turns_when_enabled() -> None:
-    config = PrefilterConfig(extract_from_assistant=True)
+    config = PreFilterConfig(extract_from_assistant=True)
     decision = decide("You mentioned you live in Berlin.", role=Role.ASSISTANT, config=config)
     assert decision.decision is Decision.PASS
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import NamedTuple, ParamSpec
 
-from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
+from memwrite.config import FirewallAction, PreFilterConfig, UserSkipPattern
 from memwrite.ids import content_hash
 from memwrite.models import Decision, PrefilterDecision, Role
 from memwrite.pre_filter.firewall import Finding, mask, normalise, scan
@@ -131,7 +131,7 @@ class _Verdict:
     rule: str | None = None
 
 
-def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict], list[SecretKind]]:
+def _judge_segments(text: str, config: PreFilterConfig) -> tuple[list[_Verdict], list[SecretKind]]:
     findings = [f for f in scan(text) if f.kind not in config.allowed_pii]
     sentences = None if findings or config.user_skip_patterns else sentences_of(text)
     if sentences is not None:
@@ -163,7 +163,7 @@ def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict],
     return _keep_context_questions(verdicts), redacted
 
 
-def _judged(segment: Segment, masked: str, config: PrefilterConfig) -> _Verdict:
+def _judged(segment: Segment, masked: str, config: PreFilterConfig) -> _Verdict:
     """A segment judged by every skip rule (built-in, then the tenant's)."""
     matched = match_skip_rule(
         segment,
@@ -188,7 +188,7 @@ def _keep_context_questions(verdicts: list[_Verdict]) -> list[_Verdict]:
     return verdicts
 
 
-def question_of(turn: str, config: PrefilterConfig) -> str | None:
+def question_of(turn: str, config: PreFilterConfig) -> str | None:
     """The question that ends a turn, masked; None if it ends otherwise or if the question is a
     pleasantry ("How are you?") or talk about the conversation. A short answer to that turn is
     kept with it; it also stands in for the turn itself as `previous`."""
@@ -204,7 +204,7 @@ def question_of(turn: str, config: PrefilterConfig) -> str | None:
 
 
 def _short_answer(
-    text: str, config: PrefilterConfig, previous: str, verdicts: list[_Verdict] | None
+    text: str, config: PreFilterConfig, previous: str, verdicts: list[_Verdict] | None
 ) -> Screening | None:
     """A short turn kept with the question just before it ("Tomato soup", "Yeah"), or None.
 
@@ -227,7 +227,7 @@ def _short_answer(
     return Screening(None, answer, tuple(redacted), context=question)
 
 
-def screen(content: str, config: PrefilterConfig, previous: str | None = None) -> Screening:
+def screen(content: str, config: PreFilterConfig, previous: str | None = None) -> Screening:
     """Word count, then per-sentence skip rules and firewall; the rest is reassembled.
 
     `previous` is the turn before this one in the conversation (any role): a short answer to
@@ -260,7 +260,7 @@ def gate_turn(
     *,
     content: str,
     role: Role,
-    config: PrefilterConfig,
+    config: PreFilterConfig,
     rate_gate: RateGate | None,
     rate_scope: str,
     claimant: str,

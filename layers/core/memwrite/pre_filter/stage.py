@@ -70,7 +70,7 @@ def build_deps(adapters: StageAdapters) -> IngestDeps:
         spans=adapters.spans,
         metrics=adapters.metrics,
         rate_gate=RateGate(
-            adapters.settings.pipeline.prefilter.rate_map_max_entries,
+            adapters.settings.pipeline.pre_filter.rate_map_max_entries,
             shared=adapters.rate_store(),
         ),
     )
@@ -121,7 +121,7 @@ def _screen_all(
         decision = prefilter_turn(
             content=turn.content,
             role=turn.role,
-            config=config.prefilter,
+            config=config.pre_filter,
             # A turn accepted earlier is a duplicate whatever the window: it neither meets the
             # rate gate (whose slot a later turn of the same words may hold) nor claims it.
             rate_gate=None if tid in known else deps.rate_gate,
@@ -234,14 +234,14 @@ def ingest_turns(
         for item in counted
     ]
     deps.spans.put_spans(spans)
-    last = question_of(request.turns[-1].content, config.prefilter)
+    last = question_of(request.turns[-1].content, config.pre_filter)
     deps.ledger.set_last_question(
         tenant,
         request.user_id,
         request.session_id,
         last,
         now=now.timestamp(),
-        retention_secs=config.prefilter.short_answer_window_secs,
+        retention_secs=config.pre_filter.short_answer_window_secs,
     )
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)
