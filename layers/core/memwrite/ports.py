@@ -28,7 +28,7 @@ from memwrite.payloads import OutboxChange
 from memwrite.portability.records import RestoreUnit, SpilledExport, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
-from memwrite.prompts.resolve import ResolveResult
+from memwrite.prompts.resolve_refs import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory

@@ -39,7 +39,7 @@ from memwrite.candidate import USER_ENTITY, Candidate
 from memwrite.entities import Entity, EntityKind, entity_id_for, merge_entities, normalise_name
 from memwrite.errors import MalformedLlmOutput
 from memwrite.ports import ResolveJudge
-from memwrite.prompts.resolve import (
+from memwrite.prompts.resolve_refs import (
     NEW,
     UNRESOLVED,
     JudgeEntity,
