@@ -100,7 +100,7 @@ def measure(name: str, turns: list[Turn], config: PipelineConfig) -> dict[str, A
         candidates += len(rules.candidates)
         survivors.append(Survivor(turn, text, rules.fully_covered))
 
-    # The same batches and context the extract stage builds (memwrite.extract.stage.extract_batch).
+    # The same batches and context the extract stage builds (memwrite.extract.stage.run).
     llm_calls = 0
     llm_batches = 0
     history: dict[tuple[str, str], list[SessionTurn]] = {}

@@ -34,7 +34,7 @@ def decide(
     )
 
 
-# The seed's worked-example table (DESIGN.md section 2), with the default config.
+# The worked examples of docs/design.md §1, with the default config.
 WORKED_EXAMPLES = [
     ("hi", TooShort(word_count=1, min_words=3)),
     ("ok thanks 👍", MatchedSkipPattern(pattern="greeting_ack")),
@@ -115,7 +115,7 @@ def test_slash_command_with_content_passes() -> None:
 
 
 def test_sentence_level_keeps_only_the_fact() -> None:
-    # Given an acknowledgement followed by a fact (DESIGN.md's example)
+    # Given an acknowledgement followed by a fact (the example of docs/design.md §1)
     decision = decide(
         "Yeah, got it. By the way my team is switching from Jira to Linear next month."
     )

@@ -1,4 +1,4 @@
-"""Pipeline configuration: every knob of DESIGN.md with the seeds' defaults, per-tenant overrides.
+"""Pipeline configuration: every knob with its default, per-tenant overrides (docs/design.md §14).
 
 `Settings` is what a deployment loads (a JSON file named by `MEMWRITE_CONFIG`, else defaults);
 `Settings.for_request(tenant, agent_id)` gives the effective `PipelineConfig` of one request.

@@ -47,7 +47,7 @@ class Role(StrEnum):
 
 
 class Source(StrEnum):
-    """Who stands behind the turns; it weights confidence later (DESIGN.md section 2)."""
+    """Who stands behind the turns; it weights confidence later (docs/design.md §9)."""
 
     USER_EXPLICIT = "user_explicit"
     GROUP_CHAT = "group_chat"

@@ -1,6 +1,6 @@
 """Stage 1, pre-filter: the cheapest checks, on every turn, in the API Lambda.
 
-Four operations, first match wins (DESIGN.md section 2): word count -> skip patterns (per
+Four operations, first match wins (docs/design.md §1): word count -> skip patterns (per
 sentence, with the policy firewall) -> rate gate -> role gate. The pure part (`screen`) needs
 no state; `prefilter_turn` adds the rate gate.
 """
