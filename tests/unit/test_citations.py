@@ -4,7 +4,8 @@ Docstrings and comments (read with ast and tokenize: strings in code are data, n
 the library, the handlers, the CDK app, the local tooling and the tests are checked for:
 
 - files: a file they name (`docs/design.md`, `adapters/sqlite/rollback.py`, `README.md`)
-  exists in the repository, as a path from its root or the tail of one;
+  exists in the repository, as a path from its root or the tail of one, and so does a folder
+  or module under one of its top folders (`functions/dispatch`);
 - sections: every section sign cites `docs/design.md` with the number of one of its sections;
 - modules: a dotted name (`memwrite.ports.MemoryIndex`, `memwrite_local.config_docs`) is a
   module of the repository, followed only by names that module (or its class) defines.
@@ -45,6 +46,10 @@ _FILE = re.compile(
     rf"(?<![\w./<>{{}}*$-])((?:[\w.<>{{}}*-]+/)*[\w<>{{}}*-]+\.(?:{_EXTENSIONS}))(?![\w/])"
 )
 _PLACEHOLDER = re.compile(r"[<>{}*]")
+# A path into the repository's own top folders, file or folder (`functions/dispatch`).
+_REPO_PATH = re.compile(
+    r"(?<![\w./<-])((?:layers|functions|infra|memwrite_local|tests|docs|events)/[\w./-]*\w)"
+)
 _SECTION_CITATION = re.compile(r"docs/design\.md §(\d+)\b")
 _DOTTED = re.compile(r"(?<![\w.])((?:memwrite|memwrite_local|functions|infra)(?:\.\w+)+)")
 
@@ -178,6 +183,18 @@ def test_every_file_a_module_names_is_in_the_repository() -> None:
     assert missing == []
 
 
+def test_every_folder_or_module_path_a_module_names_is_in_the_repository() -> None:
+    missing = [
+        f"{where}:{line}: {cited}"
+        for where, line, text in cited_prose()
+        for cited in _REPO_PATH.findall(text)
+        if cited.rsplit("/", 1)[-1] not in NOT_IN_THE_REPOSITORY
+        and not (REPO / cited).exists()
+        and not (REPO / f"{cited}.py").is_file()  # a module named without its suffix
+    ]
+    assert missing == []
+
+
 def test_every_section_cited_is_a_section_of_the_design() -> None:
     sections = design_sections()
     wrong: list[str] = []
@@ -207,6 +224,9 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert _FILE.findall("see DESIGN.md section 2 and infra/settings/<env>.json") == [
         "DESIGN.md",
         "infra/settings/<env>.json",
+    ]
+    assert _REPO_PATH.findall("`functions/query/`, functions/<stage>/handler.py") == [
+        "functions/query"
     ]
     assert resolves("memwrite.ports.MemoryIndex")
     assert resolves("memwrite.config.PipelineConfig.pre_filter")
