@@ -24,7 +24,7 @@ from memwrite.models import Role
 from memwrite.pre_filter.checks import (
     mask_secrets,
     may_be_short_answer,
-    prefilter_turn,
+    pre_filter_turn,
     question_of,
     screen,
 )
@@ -132,7 +132,7 @@ def _decision(
     *,
     role: Role = Role.USER,
 ) -> dict[str, Any]:
-    decision = prefilter_turn(
+    decision = pre_filter_turn(
         content=text,
         role=role,
         config=config,

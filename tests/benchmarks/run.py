@@ -33,7 +33,7 @@ from typing import Any
 
 from memwrite.config import PreFilterConfig, Settings
 from memwrite.models import Role
-from memwrite.pre_filter.checks import prefilter_turn
+from memwrite.pre_filter.checks import pre_filter_turn
 from memwrite.pre_filter.rate_gate import RateGate
 from tests.benchmarks import (
     embedded_bench,
@@ -91,7 +91,7 @@ def bench_prefilter(texts: list[str]) -> dict[str, Any]:
     def prefilter_all() -> None:
         gate = RateGate(config.rate_map_max_entries)
         for index, text in enumerate(texts):
-            prefilter_turn(
+            pre_filter_turn(
                 content=text,
                 role=Role.USER,
                 config=config,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memwrite.config import PreFilterConfig, UserSkipPattern
-from memwrite.models import Decision, PrefilterDecision, Role
-from memwrite.pre_filter.checks import prefilter_turn, screen
+from memwrite.models import Decision, PreFilterDecision, Role
+from memwrite.pre_filter.checks import pre_filter_turn, screen
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import (
     AssistantTurn,
@@ -22,8 +22,8 @@ DEFAULT = PreFilterConfig()
 
 def decide(
     content: str, role: Role = Role.USER, config: PreFilterConfig = DEFAULT
-) -> PrefilterDecision:
-    return prefilter_turn(
+) -> PreFilterDecision:
+    return pre_filter_turn(
         content=content,
         role=role,
         config=config,
@@ -187,9 +187,9 @@ def test_system_and_tool_turns_are_not_conversation() -> None:
     assert decision.reason == NonConversationalTurn(role="system")
 
 
-def repeat(gate: RateGate, scope: str, claimant: str, now: float) -> PrefilterDecision:
+def repeat(gate: RateGate, scope: str, claimant: str, now: float) -> PreFilterDecision:
     """The same content, screened as turn `claimant` of `scope` at `now`."""
-    return prefilter_turn(
+    return pre_filter_turn(
         content="I live in Berlin now.",
         role=Role.USER,
         config=DEFAULT,
@@ -364,7 +364,7 @@ def test_repeated_short_answer_to_different_questions_is_not_rate_limited() -> N
     # Given one rate gate and "Yeah" answering two different questions within the window
     gate = RateGate(100)
     decisions = [
-        prefilter_turn(
+        pre_filter_turn(
             content="Yeah",
             role=Role.USER,
             config=DEFAULT,

@@ -21,7 +21,7 @@ __all__ = [
     "IngestResponse",
     "IngestTurn",
     "LlmUsageSummary",
-    "PrefilterDecision",
+    "PreFilterDecision",
     "QueuedTurn",
     "Role",
     "SkippedTurn",
@@ -122,7 +122,7 @@ class IngestRequest(BaseModel):
     source: Source = Source.USER_EXPLICIT
 
 
-class PrefilterDecision(BaseModel):
+class PreFilterDecision(BaseModel):
     """What the pre-filter decided for one turn (the `memwrite prefilter` output line)."""
 
     model_config = ConfigDict(frozen=True)

@@ -2,7 +2,7 @@
 
 Four operations, first match wins (docs/design.md §1): word count -> skip patterns (per
 sentence, with the policy firewall) -> rate gate -> role gate. The pure part (`screen`) needs
-no state; `prefilter_turn` adds the rate gate.
+no state; `pre_filter_turn` adds the rate gate.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import NamedTuple, ParamSpec
 
 from memwrite.config import FirewallAction, PreFilterConfig, UserSkipPattern
 from memwrite.ids import content_hash
-from memwrite.models import Decision, PrefilterDecision, Role
+from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.firewall import Finding, mask, normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.pre_filter.segment import Segment, reassemble, sentences_of, split_segments
@@ -47,7 +47,7 @@ __all__ = [
     "gate_turn",
     "mask_secrets",
     "may_be_short_answer",
-    "prefilter_turn",
+    "pre_filter_turn",
     "question_of",
     "rule_name",
     "screen",
@@ -294,13 +294,13 @@ def gate_turn(
     return screening, None
 
 
-def decision_of(screening: Screening, reason: SkipReason | None) -> PrefilterDecision:
-    """`gate_turn`'s result as the `PrefilterDecision` model."""
+def decision_of(screening: Screening, reason: SkipReason | None) -> PreFilterDecision:
+    """`gate_turn`'s result as the `PreFilterDecision` model."""
     # What the skip rules did is counted whatever the later gates decide.
     judged = {"sentences": screening.sentences, "dropped_by": screening.dropped_by}
     if reason is not None or screening.text is None:
-        return PrefilterDecision(decision=Decision.SKIP, reason=reason, **judged)
-    return PrefilterDecision(
+        return PreFilterDecision(decision=Decision.SKIP, reason=reason, **judged)
+    return PreFilterDecision(
         decision=Decision.PASS,
         text=screening.text,
         redacted=screening.redacted,
@@ -311,9 +311,9 @@ def decision_of(screening: Screening, reason: SkipReason | None) -> PrefilterDec
 
 def _as_model(
     gate: Callable[_P, tuple[Screening, SkipReason | None]],
-) -> Callable[_P, PrefilterDecision]:
+) -> Callable[_P, PreFilterDecision]:
     @wraps(gate)
-    def decide(*args: _P.args, **kwargs: _P.kwargs) -> PrefilterDecision:
+    def decide(*args: _P.args, **kwargs: _P.kwargs) -> PreFilterDecision:
         return decision_of(*gate(*args, **kwargs))
 
     return decide
@@ -321,4 +321,4 @@ def _as_model(
 
 # The full stage-1 decision for one turn as its model (the API's and the oracle's); the CLI
 # writes its lines from `gate_turn` directly, without building the model.
-prefilter_turn = _as_model(gate_turn)
+pre_filter_turn = _as_model(gate_turn)

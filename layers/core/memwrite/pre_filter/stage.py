@@ -25,7 +25,7 @@ from memwrite.models import (
     IngestRequest,
     IngestResponse,
     IngestTurn,
-    PrefilterDecision,
+    PreFilterDecision,
     QueuedTurn,
     SkippedTurn,
     SpanResult,
@@ -38,7 +38,7 @@ from memwrite.pre_filter.checks import (
     count_words,
     mask_secrets,
     may_be_short_answer,
-    prefilter_turn,
+    pre_filter_turn,
     question_of,
     rule_name,
 )
@@ -80,7 +80,7 @@ def build_deps(adapters: StageAdapters) -> IngestDeps:
 class _Screened:
     turn: IngestTurn
     turn_id: str
-    decision: PrefilterDecision
+    decision: PreFilterDecision
     latency_ms: float
 
 
@@ -118,7 +118,7 @@ def _screen_all(
         )
     for turn, tid in zip(request.turns, turn_ids, strict=True):
         started = time.perf_counter()
-        decision = prefilter_turn(
+        decision = pre_filter_turn(
             content=turn.content,
             role=turn.role,
             config=config.pre_filter,
