@@ -101,7 +101,7 @@ class IngestTurn(BaseModel):
 
 class TraceInput(BaseModel):
     """One turn of a request as its trace keeps it for replay: the firewall's masked text
-    (`prefilter.mask_secrets`), never the raw content."""
+    (`memwrite.pre_filter.checks.mask_secrets`), never the raw content."""
 
     model_config = ConfigDict(frozen=True)
 
