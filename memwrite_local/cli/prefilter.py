@@ -43,7 +43,7 @@ def _emit(out: TextIO, payload: dict[str, Any]) -> None:
 
 
 def _decision_line(screening: Screening, reason: SkipReason | None) -> str:
-    """The output line of one decision (the `PrefilterDecision` fields the CLI shows), as
+    """The output line of one decision (the `PreFilterDecision` fields the CLI shows), as
     `_emit` would write it, without building the model. A kept turn's line is a template whose
     only variable parts, the strings, are JSON-encoded (the common case)."""
     if reason is not None or screening.text is None:
@@ -100,7 +100,7 @@ def run_prefilter(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     the question before it (`"context"` in the output); `timestamp` is the rate gate's clock
     for that line. Lines without them are screened alone, at the current time.
     """
-    config = load_settings().pipeline.prefilter
+    config = load_settings().pipeline.pre_filter
     gate = RateGate(config.rate_map_max_entries)
     status = 0
     previous: tuple[str, str] | None = None  # (session id, content) of the last valid line

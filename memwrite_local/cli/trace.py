@@ -59,7 +59,7 @@ def add_trace_parsers(commands: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a config field, dotted (prefilter.min_words=5); the value is JSON or a string",
+        help="a config field, dotted (pre_filter.min_words=5); the value is JSON or a string",
     )
     replay.add_argument("--config", type=Path, help="a JSON file of config fields to change")
     _add_common(replay)

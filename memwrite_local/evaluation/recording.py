@@ -93,11 +93,11 @@ class RunRecording(_Frozen):
 
 def prompt_versions() -> dict[str, str]:
     """Every prompt's VERSION now: a replay that misses a request names the ones that moved."""
-    from memwrite.prompts import dedupe, extract, hype, resolve, verify
+    from memwrite.prompts import dedupe, extract, hype, resolve_refs, verify
 
     return {
         module.VERSION.split(".")[0]: module.VERSION
-        for module in (extract, verify, hype, dedupe, resolve)
+        for module in (extract, verify, hype, dedupe, resolve_refs)
     }
 
 

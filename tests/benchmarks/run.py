@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memwrite.config import PrefilterConfig, Settings
+from memwrite.config import PreFilterConfig, Settings
 from memwrite.models import Role
-from memwrite.pre_filter.checks import prefilter_turn
+from memwrite.pre_filter.checks import pre_filter_turn
 from memwrite.pre_filter.rate_gate import RateGate
 from tests.benchmarks import (
     embedded_bench,
@@ -86,12 +86,12 @@ def _paired_medians(ours: Callable[[], None], baseline: Callable[[], None]) -> t
 
 
 def bench_prefilter(texts: list[str]) -> dict[str, Any]:
-    config = PrefilterConfig()
+    config = PreFilterConfig()
 
     def prefilter_all() -> None:
         gate = RateGate(config.rate_map_max_entries)
         for index, text in enumerate(texts):
-            prefilter_turn(
+            pre_filter_turn(
                 content=text,
                 role=Role.USER,
                 config=config,

@@ -1,11 +1,11 @@
 """The resolve-refs judge prompt: the references the deterministic cascade could not settle.
 
-One call per batch decides every ambiguous reference at once (DESIGN.md section 2, "Resolve
-refs"): a pronoun with several candidates in the batch, a name that fuzzy-matches more than one
-known entity or matches one only loosely, a vague "this". The model never sees entity or turn
-ids: entities are "E1", "E2", ..., turns "T1", "T2", ..., references "R1", "R2", ...; the
-caller builds those refs and maps the answers back. Unsure means "unresolved": a wrong link
-merges two people's memories, which is worse than dropping one claim.
+One call per batch decides every ambiguous reference at once (docs/design.md §3): a pronoun
+with several candidates in the batch, a name that fuzzy-matches more than one known entity or
+matches one only loosely, a vague "this". The model never sees entity or turn ids: entities are
+"E1", "E2", ..., turns "T1", "T2", ..., references "R1", "R2", ...; the caller builds those refs
+and maps the answers back. Unsure means "unresolved": a wrong link merges two people's
+memories, which is worse than dropping one claim.
 """
 
 from __future__ import annotations
