@@ -33,7 +33,7 @@ from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.pre_filter.skip_rules import is_answer_word, match_skip_rule
 from memwrite.reasons import SecretKind
 from memwrite.segment import split_segments
-from memwrite_local.cli import run_prefilter
+from memwrite_local.cli.prefilter import run_prefilter
 from tests.datasets import load_cri_messages, load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]

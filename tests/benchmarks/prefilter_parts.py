@@ -19,7 +19,7 @@ from memwrite.pre_filter.firewall import normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.pre_filter.skip_rules import match_skip_rule, plainly_kept
 from memwrite.segment import Segment, sentences_of
-from memwrite_local.cli import run_prefilter
+from memwrite_local.cli.prefilter import run_prefilter
 from tests.benchmarks.run import COMBINED_REGEX
 from tests.datasets import load_locomo
 

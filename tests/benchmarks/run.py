@@ -122,7 +122,7 @@ def bench_prefilter_cli(texts: list[str]) -> dict[str, Any]:
 
     Both read the same lines from memory and write one JSON line per input, so the ratio is
     what the pre-filter itself adds per turn (goal <= 2x)."""
-    from memwrite_local.cli import run_prefilter
+    from memwrite_local.cli.prefilter import run_prefilter
 
     stdin = "".join(json.dumps({"role": "user", "content": text}) + "\n" for text in texts)
 
@@ -199,7 +199,7 @@ def bench_warm_handler() -> dict[str, Any]:
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.wiring import ApiDeps
-    from memwrite_local.runner import LocalContext, api_gateway_event
+    from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 
     turns = [t.text for t in load_locomo()[:10]]
     settings = Settings(api_keys={"bench-key": "bench"})

@@ -23,7 +23,7 @@ from memwrite.errors import StageInputError, StoreUnavailable
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn
 from memwrite.schema import TABLES
-from memwrite_local.runner import LocalContext, api_gateway_event
+from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition
 from tests.infrastructure.conftest import Synthesized
 from tests.queued import queued_turn

@@ -207,7 +207,7 @@ def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:
     from memwrite.adapters.sqlite.database import SqliteDatabase
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.store import Commit, OutboxOp, OutboxRow
-    from memwrite_local.backend import LOCAL_TENANT
+    from memwrite_local.runtime.backend import LOCAL_TENANT
 
     conversation = tmp_path / "c.json"
     turns = [{"role": "user", "content": "I live in Lisbon."}]

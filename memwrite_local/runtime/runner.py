@@ -1,5 +1,5 @@
 """The local runner: the same handlers as on AWS, driven in-process on whichever backend the
-environment names (a `memwrite_local.backend.LocalBackend` sets it).
+environment names (a `memwrite_local.runtime.backend.LocalBackend` sets it).
 
 API calls go first through the authorizer Lambda, as API Gateway sends them (a wrong credential
 is a 401 before any body is read), then become proxy events for the real handlers, with the
@@ -30,7 +30,7 @@ from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.stages import pipeline_stages, stream_stages
 from memwrite.wiring import build_queue_consumer
-from memwrite_local.backend import LOCAL_API_KEY
+from memwrite_local.runtime.backend import LOCAL_API_KEY
 
 if TYPE_CHECKING:
     from memwrite.ports import Delivery

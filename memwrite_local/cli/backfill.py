@@ -16,8 +16,8 @@ from typing import Any, TextIO
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.errors import InvalidQuery, ModelRequired, UnknownUser
-from memwrite_local.backend import LOCAL_TENANT
-from memwrite_local.embedded import DEFAULT_DATA_DIR
+from memwrite_local.runtime.backend import LOCAL_TENANT
+from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
 __all__ = ["add_backfill_parser", "run_backfill"]
 
@@ -56,8 +56,8 @@ def _refusal(error: str, message: str, as_json: bool, stdout: TextIO) -> int:
 def run_backfill(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.backfill import BackfillRequest, backfill_user
     from memwrite.wiring import build_backfill_deps
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import DrainReport, LocalRunner
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
     data_dir: Path = args.data_dir
     if not (data_dir / DATABASE_FILE).is_file():

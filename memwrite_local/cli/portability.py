@@ -17,8 +17,8 @@ from typing import Any, TextIO
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.errors import ImportConflict, ImportRejected
-from memwrite_local.backend import LOCAL_TENANT
-from memwrite_local.embedded import DEFAULT_DATA_DIR
+from memwrite_local.runtime.backend import LOCAL_TENANT
+from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
 __all__ = ["add_portability_parsers", "run_export", "run_import"]
 
@@ -56,7 +56,7 @@ def _require_data(data_dir: Path) -> None:
 def run_export(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.portability import export_lines
     from memwrite.wiring import build_query_deps
-    from memwrite_local.embedded import local_backend
+    from memwrite_local.runtime.embedded import local_backend
 
     _require_data(args.data_dir)
     with local_backend("sqlite", args.data_dir):
@@ -72,8 +72,8 @@ def run_export(args: argparse.Namespace, stdout: TextIO) -> int:
 def run_import(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.portability import import_user
     from memwrite.wiring import build_query_deps
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import DrainReport, LocalRunner
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
     text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     # A fresh directory is fine: an import is also how a user moves to another store.

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memwrite.schema import TABLES
-from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT, LocalBackend, patched_environ
+from memwrite_local.runtime.backend import (
+    LOCAL_API_KEY,
+    LOCAL_TENANT,
+    LocalBackend,
+    patched_environ,
+)
 
 __all__ = ["LOCAL_API_KEY", "LOCAL_TENANT", "LocalAws"]
 

@@ -27,16 +27,16 @@ from tqdm import tqdm
 from memwrite.memory import MemoryUnit
 from memwrite.models import SpanResult
 from memwrite.stages import stage_names
-from memwrite_local.eval_baseline import RawTurnIndex
-from memwrite_local.eval_data import ConversationData, DatasetData, FactChange, Question
-from memwrite_local.eval_recording import (
+from memwrite_local.evaluation.baseline import RawTurnIndex
+from memwrite_local.evaluation.data import ConversationData, DatasetData, FactChange, Question
+from memwrite_local.evaluation.recording import (
     EXCHANGES_DIR,
     RunRecording,
     outcome_of,
     prompt_versions,
     write_recording,
 )
-from memwrite_local.pipeline import LocalRun, run_sessions
+from memwrite_local.runtime.pipeline import LocalRun, run_sessions
 
 __all__ = [
     "DEFAULT_KS",
@@ -423,7 +423,7 @@ def evaluate(
     """Every conversation of every data set, once per user, each on a fresh state.
 
     With `record` (and `llm`), each run's model exchanges, inputs and outcome are written to a
-    directory of its own under it (`memwrite_local.eval_recording`).
+    directory of its own under it (`memwrite_local.evaluation.recording`).
     """
     runs = [
         (index, conversation, user)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
-from memwrite_local.embedded import DEFAULT_DATA_DIR
+from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
 __all__ = ["add_expire_parser", "run_expire"]
 
@@ -37,8 +37,8 @@ def add_expire_parser(commands: Any) -> None:
 
 
 def run_expire(args: argparse.Namespace, stdout: TextIO) -> int:
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import DrainReport, LocalRunner
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
     data_dir: Path = args.data_dir
     if not (data_dir / DATABASE_FILE).is_file():

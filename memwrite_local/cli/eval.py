@@ -3,7 +3,7 @@
 `memwrite eval --format locomo PATH... [--format cri PATH...] [--json] [--llm [--record DIR]]
 [--k 5 10] [--charts DIR]`: each `--format` names the format of the paths after it, so one
 command evaluates several data sets of either format. `--record DIR` keeps each run's model
-answers with its inputs and outcome, replayable as a test (`memwrite_local.eval_recording`).
+answers with its inputs and outcome, replayable as a test (`memwrite_local.evaluation.recording`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from memwrite_local.eval_data import DataFormat, DatasetData, read_dataset
-from memwrite_local.eval_report import DEFAULT_CHARTS_DIR, render_json, render_table, write_charts
-from memwrite_local.evaluate import DEFAULT_KS, LlmKeyMissing, RecordingExists, evaluate
-from memwrite_local.pipeline import IngestFailed
+from memwrite_local.evaluation.data import DataFormat, DatasetData, read_dataset
+from memwrite_local.evaluation.evaluate import DEFAULT_KS, LlmKeyMissing, RecordingExists, evaluate
+from memwrite_local.evaluation.report import (
+    DEFAULT_CHARTS_DIR,
+    render_json,
+    render_table,
+    write_charts,
+)
+from memwrite_local.runtime.pipeline import IngestFailed
 
 __all__ = ["add_eval_parser", "run_eval"]
 

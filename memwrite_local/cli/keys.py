@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from memwrite_local.embedded import DEFAULT_DATA_DIR
+from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
 if TYPE_CHECKING:
     from memwrite.ports import ApiKeyRecord, ApiKeyStore

@@ -15,8 +15,8 @@ from typing import Any, TextIO
 from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.errors import RollbackRefused, UnknownTrace
 from memwrite.store import RollbackRecord
-from memwrite_local.backend import LOCAL_TENANT
-from memwrite_local.embedded import DEFAULT_DATA_DIR
+from memwrite_local.runtime.backend import LOCAL_TENANT
+from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
 __all__ = ["add_rollback_parser", "run_rollback"]
 
@@ -68,8 +68,8 @@ def _refusal(body: dict[str, Any], as_json: bool, stdout: TextIO) -> int:
 def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.edit.rollback import rollback_trace
     from memwrite.wiring import build_query_deps
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import DrainReport, LocalRunner
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
     data_dir: Path = args.data_dir
     if not (data_dir / DATABASE_FILE).is_file():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from memwrite_local.runner import LocalRunner
+from memwrite_local.runtime.runner import LocalRunner
 
 __all__ = ["DOCS_PATHS", "LocalServer", "QueueWorker", "api_explorer_html", "make_server"]
 

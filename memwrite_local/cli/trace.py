@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote, urlencode
 
-from memwrite_local.backend import LOCAL_API_KEY
-from memwrite_local.embedded import DEFAULT_DATA_DIR
+from memwrite_local.runtime.backend import LOCAL_API_KEY
+from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
 __all__ = ["add_trace_parsers", "parse_settings", "run_replay", "run_trace"]
 
@@ -94,8 +94,8 @@ def parse_settings(assignments: list[str], config_file: Path | None) -> dict[str
 def _call(
     data_dir: Path, api_key: str, method: str, path: str, body: dict[str, Any] | None = None
 ) -> tuple[int, dict[str, Any]]:
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import LocalRunner
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import LocalRunner
 
     with local_backend("sqlite", data_dir):
         result = LocalRunner().call(method, path, body, api_key=api_key)

@@ -18,7 +18,7 @@ from typing import Any
 
 from memwrite.memory import MemoryUnit
 from memwrite.models import StageSpan
-from memwrite_local.funnel import Funnel, build_funnel
+from memwrite_local.runtime.funnel import Funnel, build_funnel
 
 __all__ = [
     "SEARCH_K",
@@ -118,9 +118,9 @@ def run_sessions(
     is set for the handlers during the run (as `MEMWRITE_LLM_RECORD` for `--record`)."""
     from memwrite.config import load_settings
     from memwrite.wiring import build_memory_store
-    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import LocalRunner
+    from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import LocalRunner
 
     limits = load_settings().pipeline.ingest
     user_id = sessions[0]["user_id"]

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from memwrite_local.evaluate import DatasetReport
+from memwrite_local.evaluation.evaluate import DatasetReport
 
 __all__ = ["DEFAULT_CHARTS_DIR", "render_json", "render_table", "write_charts"]
 

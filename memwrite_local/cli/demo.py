@@ -1,22 +1,33 @@
-"""`make demo`'s second part: an outage kept as episodes, then a backfill distils them.
+"""The `memwrite demo` command (`make demo`): a sample conversation, then an outage kept as
+episodes that a backfill distils.
 
-The model's answers are recorded (`events/model_answers/`) and served to the real `anthropic`
-client over a mock HTTP transport, as the tests serve theirs: no key, no network. First the
-model answers 529 to every call (the turns become pending episodes, and search finds them),
-then it answers, and `backfill` runs the episodes through extraction and the remaining stages.
+First part: the sample conversation (`events/conversations/onboarding.json`) through the whole
+local pipeline, its funnel, trace and memories (the same run as `memwrite ingest`).
+
+Second part, on SQLite with the sample conversation: the model's answers are recorded
+(`events/model_answers/`) and served to the real `anthropic` client over a mock HTTP transport,
+as the tests serve theirs: no key, no network. First the model answers 529 to every call (the
+turns become pending episodes, and search finds them), then it answers, and `backfill` runs the
+episodes through extraction and the remaining stages.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["OUTAGE_CONVERSATION", "run_episode_demo"]
+from memwrite_local.cli.ingest import load_conversation, render_memories
+from memwrite_local.runtime.funnel import render_funnel
 
+__all__ = ["DEFAULT_CONVERSATION", "OUTAGE_CONVERSATION", "add_demo_parser", "run_demo"]
+
+DEFAULT_CONVERSATION = Path("events/conversations/onboarding.json")
 OUTAGE_CONVERSATION = Path("events/conversations/outage.json")
 MODEL_ANSWERS = Path("events/model_answers")
 _ANSWERS = ("extract_lisbon", "extract_porto")  # one per request, in order
@@ -24,6 +35,44 @@ _OVERLOADED = {
     "type": "error",
     "error": {"type": "overloaded_error", "message": "Overloaded"},
 }
+
+
+def add_demo_parser(commands: Any) -> argparse.ArgumentParser:
+    """Register `demo` on the CLI's subparsers."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "demo", help="run a sample conversation and print the funnel"
+    )
+    parser.add_argument("conversation", nargs="?", type=Path, default=DEFAULT_CONVERSATION)
+    return parser
+
+
+def run_demo(path: Path, backend: str, stdout: TextIO) -> int:
+    """The conversation's funnel, trace and memories; then, for the sample conversation on
+    SQLite, the outage and the backfill."""
+    from memwrite_local.runtime.pipeline import run_conversation
+
+    run = run_conversation(load_conversation(path), backend=backend)
+    llm = "rules, then the LLM" if os.environ.get("ANTHROPIC_API_KEY") else "rule extractor only"
+    where = "SQLite, fresh state" if backend == "sqlite" else "moto in-process AWS"
+    stdout.write(f"memwrite demo: {path} ({where}; {llm})\n\n")
+    stdout.write(render_funnel(run.funnel) + "\n\n")
+    trace = run.trace
+    stdout.write(
+        f"trace {trace['trace_id']}: {trace['status']}, {len(run.spans)} spans, "
+        f"{trace['llm_calls']} LLM calls, ${trace['cost_usd']:.4f}\n\nmemories\n"
+    )
+    stdout.write(render_memories(run.memories) + "\n")
+    for turn_id, error in run.failed.items():
+        stdout.write(f"  FAILED turn {turn_id[:12]}: {error}\n")
+    if run.failed:
+        return 1
+    if backend == "sqlite" and path == DEFAULT_CONVERSATION:
+        stdout.write("\n")
+        return _run_episode_demo(stdout)
+    return 0
+
+
+# The second part: the outage and the backfill.
 
 
 class _RecordedModel:
@@ -60,9 +109,9 @@ class _RecordedModel:
 
 @contextmanager
 def _state() -> Iterator[Any]:
-    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import LocalRunner
+    from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import LocalRunner
 
     with tempfile.TemporaryDirectory(prefix="memwrite-demo-") as data_dir:
         own_key = {"MEMWRITE_API_KEYS": f"{LOCAL_API_KEY}={LOCAL_TENANT}", "ANTHROPIC_API_KEY": ""}
@@ -79,7 +128,7 @@ def _episode_lines(runner: Any, user_id: str) -> list[str]:
     ]
 
 
-def run_episode_demo(stdout: TextIO) -> int:
+def _run_episode_demo(stdout: TextIO) -> int:
     """Print the outage, the episodes, a search, the backfill and what it distilled."""
     import functions.extract.handler as extract_handler
     import functions.query.handler as query_handler

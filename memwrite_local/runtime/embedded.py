@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-from memwrite_local.backend import LocalBackend
+from memwrite_local.runtime.backend import LocalBackend
 
 __all__ = ["BACKENDS", "DEFAULT_DATA_DIR", "LocalSqlite", "local_backend"]
 
@@ -42,7 +42,7 @@ def local_backend(
 ) -> LocalBackend:
     """`sqlite` (in `data_dir`) or `moto` (in-process, gone at exit; `data_dir` unused)."""
     if kind == "moto":
-        from memwrite_local.aws import LocalAws
+        from memwrite_local.runtime.aws import LocalAws
 
         return LocalAws(extra_env)
     if data_dir is None:

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from memwrite.memory import MemoryUnit
-from memwrite_local.pipeline import LocalRun
+from memwrite_local.runtime.pipeline import LocalRun
 
 __all__ = [
     "EXCHANGES_DIR",
