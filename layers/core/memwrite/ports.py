@@ -25,7 +25,6 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
-from memwrite.portability.records import RestoreUnit, SpilledExport, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve_refs import ResolveResult
@@ -33,6 +32,7 @@ from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
+from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
 
 if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
     from memwrite.feed.change_events import ChangeEvent
