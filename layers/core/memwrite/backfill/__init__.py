@@ -1,5 +1,5 @@
-"""Backfill: the user's words kept when extraction deferred them (episodes, docs/design.md
-§10) distilled once a model is available; the episode itself is `memwrite.episode`."""
+"""Backfill: the user's words kept when extraction deferred them, distilled once a model is
+available (docs/design.md §10); the episode itself is `memwrite.episode`."""
 
 from memwrite.backfill.run import (
     BackfillDeps,
