@@ -29,10 +29,13 @@ if TYPE_CHECKING:
     from memwrite.adapters.anthropic.client import ClientOptions
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
+    from memwrite.adapters.aws.sqs_webhooks import SqsWebhookQueue
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
     from memwrite.episodes.backfill import BackfillDeps
     from memwrite.expiry import ExpiryDeps
+    from memwrite.feed.delivery import WebhookDeliveryDeps
     from memwrite.ports import (
         ApiKeyStore,
         CandidateVerifier,
@@ -63,6 +66,8 @@ if TYPE_CHECKING:
         TurnQueue,
         UserEraser,
         UserPortability,
+        WebhookConsumer,
+        WebhookQueue,
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.read.query import QueryDeps
@@ -92,6 +97,7 @@ __all__ = [
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
+    "build_webhook_delivery_deps",
 ]
 
 
@@ -193,8 +199,9 @@ class Adapters(ABC):
         return self._configs(readable=readable)
 
     def tenant_webhooks(self) -> TenantConfigs:
-        """The tenants' webhooks, for the stage that delivers the change feed (hype): its
-        StageDef declares `tenant_settings` read, which grants the read on AWS."""
+        """The tenants' webhooks, for the stage that hands the change feed's deliveries over
+        (hype: its StageDef declares `tenant_settings` read, which grants the read on AWS)
+        and the webhook delivery lane (`infra/access.py` grants its read)."""
         return self._configs(readable=True)
 
     def event_publisher(self) -> EventPublisher | None:
@@ -265,6 +272,12 @@ class Adapters(ABC):
 
     @abstractmethod
     def outbox(self) -> Outbox: ...
+
+    @abstractmethod
+    def webhook_queue(self) -> WebhookQueue: ...
+
+    @abstractmethod
+    def webhook_consumer(self) -> WebhookConsumer: ...
 
     @abstractmethod
     def eraser(self) -> UserEraser: ...
@@ -364,6 +377,17 @@ class _DynamoAdapters(Adapters):
         from memwrite.adapters.aws.dynamodb_outbox import DynamoOutbox
 
         return DynamoOutbox(self.dynamodb, self.env.outbox_table)
+
+    def webhook_queue(self) -> WebhookQueue:
+        return self.webhook_consumer()
+
+    def webhook_consumer(self) -> SqsWebhookQueue:
+        from memwrite.adapters.aws.clients import sqs_client
+        from memwrite.adapters.aws.sqs_webhooks import SqsWebhookQueue
+
+        env = self.env
+        client = sqs_client(env.aws_endpoint_url)
+        return SqsWebhookQueue(client, env.webhook_queue(), env.webhook_dead_letter_url)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.aws.dynamodb_erase import DynamoUserEraser, EraseTables
@@ -471,6 +495,14 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.outbox import SqliteOutbox
 
         return SqliteOutbox(self.database)
+
+    def webhook_queue(self) -> WebhookQueue:
+        return self.webhook_consumer()
+
+    def webhook_consumer(self) -> SqliteWebhookQueue:
+        from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
+
+        return SqliteWebhookQueue(self.database)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.sqlite.erase import SqliteUserEraser
@@ -756,3 +788,18 @@ def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLett
     """The failure path's adapters: it writes spans and metrics only."""
     adapters = Adapters.of(LambdaEnvironment.load(environ))
     return DeadLetterDeps(spans=adapters.spans, metrics=adapters.metrics)
+
+
+def build_webhook_delivery_deps(environ: Mapping[str, str] | None = None) -> WebhookDeliveryDeps:
+    """The webhook delivery lane's: the tenants' webhooks, the queue's backoff, the ledger
+    (a span only on a trace that still exists), spans and metrics."""
+    from memwrite.feed.delivery import WebhookDeliveryDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return WebhookDeliveryDeps(
+        webhooks_for=adapters.tenant_webhooks().webhooks_for,
+        consumer=adapters.webhook_consumer(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+    )
