@@ -20,7 +20,7 @@ from functions.webhook_delivery import handler as delivery_handler
 from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
 from memwrite.feed.delivery import LANE, MAX_RETRY_SECS, RETRY_WINDOW_SECS, retry_delay
 from memwrite.wiring import build_webhook_delivery_deps
-from memwrite_local.runner import LocalContext
+from memwrite_local.runtime.runner import LocalContext
 from tests.integration.conftest import Local, MakeLocal
 from tests.integration.webhook_receiver import Receiver
 

@@ -21,7 +21,7 @@ from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
 from memwrite.feed import WebhookDelivery, event_for_change, hook_id
 from memwrite.payloads import OutboxChange
 from memwrite.ports import WebhookConsumer, WebhookQueue
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 
 NOW = 1_790_000_000.0  # the consumer's clock (SQLite keeps time by it; SQS by its own)
 AT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

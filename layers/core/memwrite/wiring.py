@@ -273,8 +273,8 @@ class Adapters(ABC):
     @abstractmethod
     def outbox(self) -> Outbox: ...
 
-    @abstractmethod
-    def webhook_queue(self) -> WebhookQueue: ...
+    def webhook_queue(self) -> WebhookQueue:
+        return self.webhook_consumer()  # the queue's two ends are one adapter
 
     @abstractmethod
     def webhook_consumer(self) -> WebhookConsumer: ...
@@ -294,7 +294,7 @@ class _DynamoAdapters(Adapters):
 
     def __init__(self, env: LambdaEnvironment) -> None:
         from memwrite.adapters.aws.clients import dynamodb_client
-        from memwrite.adapters.aws.dynamodb import DynamoSpanStore
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoSpanStore
 
         super().__init__(env)
         self.dynamodb = dynamodb_client(env.aws_endpoint_url)
@@ -312,12 +312,12 @@ class _DynamoAdapters(Adapters):
         return DynamoTenantSettingsStore(self.dynamodb, self.env.tenant_settings_table)
 
     def ledger(self) -> TurnLedger:
-        from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 
         return DynamoTurnLedger(self.dynamodb, self.env.turns_table)
 
     def rate_store(self) -> RateStore:
-        from memwrite.adapters.aws.dynamodb import DynamoRateStore
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoRateStore
 
         return DynamoRateStore(self.dynamodb, self.env.turns_table)
 
@@ -335,7 +335,7 @@ class _DynamoAdapters(Adapters):
         return SqsTurnConsumer(client, self.env.queue_url(), self.env.dead_letter_url())
 
     def session_log(self) -> SessionLog:
-        from memwrite.adapters.aws.dynamodb import DynamoSessionLog
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoSessionLog
 
         return DynamoSessionLog(self.dynamodb, self.env.turns_table, self.env.outbox_table or None)
 
@@ -377,9 +377,6 @@ class _DynamoAdapters(Adapters):
         from memwrite.adapters.aws.dynamodb_outbox import DynamoOutbox
 
         return DynamoOutbox(self.dynamodb, self.env.outbox_table)
-
-    def webhook_queue(self) -> WebhookQueue:
-        return self.webhook_consumer()
 
     def webhook_consumer(self) -> SqsWebhookQueue:
         from memwrite.adapters.aws.clients import sqs_client
@@ -495,9 +492,6 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.outbox import SqliteOutbox
 
         return SqliteOutbox(self.database)
-
-    def webhook_queue(self) -> WebhookQueue:
-        return self.webhook_consumer()
 
     def webhook_consumer(self) -> SqliteWebhookQueue:
         from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
@@ -791,8 +785,7 @@ def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLett
 
 
 def build_webhook_delivery_deps(environ: Mapping[str, str] | None = None) -> WebhookDeliveryDeps:
-    """The webhook delivery lane's: the tenants' webhooks, the queue's backoff, the ledger
-    (a span only on a trace that still exists), spans and metrics."""
+    """The webhook delivery lane's (`memwrite.feed.delivery`)."""
     from memwrite.feed.delivery import WebhookDeliveryDeps
 
     adapters = Adapters.of(LambdaEnvironment.load(environ))
