@@ -66,7 +66,6 @@ if TYPE_CHECKING:
         TurnQueue,
         UserEraser,
         UserPortability,
-        WebhookConsumer,
         WebhookQueue,
     )
     from memwrite.pre_filter.stage import IngestDeps
@@ -277,7 +276,7 @@ class Adapters(ABC):
         return self.webhook_consumer()  # the queue's two ends are one adapter
 
     @abstractmethod
-    def webhook_consumer(self) -> WebhookConsumer: ...
+    def webhook_consumer(self) -> SqsWebhookQueue | SqliteWebhookQueue: ...
 
     @abstractmethod
     def eraser(self) -> UserEraser: ...
