@@ -34,7 +34,7 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # on the user's trace rows, which stops persist committing them) and the rollback route
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
     # deleted in one transaction, its record in turns, its span) and the tenant's settings.
-    # The backfill route (`memwrite.episodes.backfill`) runs the pipeline stages in-process:
+    # The backfill route (`memwrite.backfill`) runs the pipeline stages in-process:
     # resolve_refs writes entities, hence RW there; so does the import route
     # (`memwrite.adapters.aws.dynamodb_portability`: entities put only if absent).
     "query": {

@@ -367,9 +367,9 @@ class LocalRunner:
         to play the backoff without sleeping (the SQLite queue keeps time by it)."""
         at = time.time() if now is None else now
         done = DeliveryPass()
-        consumer = self._deliveries.consumer
+        queue = self._deliveries.queue
         while not stop() and (
-            messages := consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS, now=at)
+            messages := queue.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS, now=at)
         ):
             finished = []
             for message in messages:
@@ -386,7 +386,7 @@ class LocalRunner:
                 else:
                     done.dropped += 1
                 finished.append(message)
-            consumer.delete(finished)
+            queue.delete(finished)
         return done
 
     def sweep_expiries(self) -> ExpirySweep:

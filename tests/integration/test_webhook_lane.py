@@ -126,7 +126,7 @@ def test_a_receiver_down_for_an_hour_slows_no_indexing_and_loses_no_event(
         for (number, at), (_, then) in itertools.pairwise(tried):
             waited = (then - at) / 1000
             assert retry_delay(number) <= waited < retry_delay(number) + STEP
-    queue = build_webhook_delivery_deps().consumer  # the lane's queue, as wiring gives it
+    queue = build_webhook_delivery_deps().queue  # the lane's queue, as wiring gives it
     assert isinstance(queue, SqliteWebhookQueue)
     assert queue.dead_letters(10) == []
     assert HOUR < RETRY_WINDOW_SECS  # an hour down is well inside the retries
@@ -228,4 +228,4 @@ def test_on_aws_the_consumer_reports_a_failed_delivery_left_for_its_backoff(
     assert answer == {"batchItemFailures": []}
     [event] = receiver.accepted
     assert {h["X-Memwrite-Event-Id"] for h, _ in receiver.requests} == {event["event_id"]}
-    assert build_webhook_delivery_deps().consumer.dead_letters(10) == []
+    assert build_webhook_delivery_deps().queue.dead_letters(10) == []

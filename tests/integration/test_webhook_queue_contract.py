@@ -1,4 +1,4 @@
-"""The webhook queue's contract (`WebhookQueue`, `WebhookConsumer`), run against SQS on moto (a
+"""The webhook queue's contract (`WebhookQueue`, both ends), run against SQS on moto (a
 standard queue with a redrive policy, as deployed) and the SQLite queue of the embedded mode:
 one suite, the same answers. Each test makes its own queue."""
 
@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 import boto3
 import pytest
@@ -20,7 +19,7 @@ from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
 from memwrite.feed import WebhookDelivery, event_for_change, hook_id
 from memwrite.payloads import OutboxChange
-from memwrite.ports import WebhookConsumer, WebhookQueue
+from memwrite.ports import WebhookQueue
 from memwrite_local.runtime.aws import LocalAws
 
 NOW = 1_790_000_000.0  # the consumer's clock (SQLite keeps time by it; SQS by its own)
@@ -28,11 +27,7 @@ AT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 _ids = itertools.count()
 
 
-class BothEnds(WebhookQueue, WebhookConsumer, Protocol):
-    """What each adapter is: stage 7's end and the delivery worker's."""
-
-
-NewQueue = Callable[[int], BothEnds]  # a fresh queue dead-lettering after that many receives
+NewQueue = Callable[[int], WebhookQueue]  # a fresh queue dead-lettering after that many receives
 
 
 @pytest.fixture(scope="module", params=["moto", "sqlite"])
@@ -42,7 +37,7 @@ def new_queue(
     if request.param == "sqlite":
         directory = Path(tmp_path_factory.mktemp("sqlite"))
 
-        def sqlite_queue(max_receives: int) -> BothEnds:
+        def sqlite_queue(max_receives: int) -> WebhookQueue:
             database = SqliteDatabase(directory / uuid.uuid4().hex[:12])
             return SqliteWebhookQueue(database, max_receives=max_receives)
 
@@ -51,7 +46,7 @@ def new_queue(
     with LocalAws():
         sqs = boto3.client("sqs")
 
-        def sqs_queue(max_receives: int) -> BothEnds:
+        def sqs_queue(max_receives: int) -> WebhookQueue:
             suffix = uuid.uuid4().hex[:12]
             dead_url = sqs.create_queue(QueueName=f"webhooks-dead-{suffix}")["QueueUrl"]
             dead_arn = sqs.get_queue_attributes(QueueUrl=dead_url, AttributeNames=["QueueArn"])[

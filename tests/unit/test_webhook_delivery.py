@@ -38,10 +38,13 @@ SECRET = "first-secret-0123456789"
 
 
 @dataclass
-class DelayingConsumer:
-    """Stands in for the queue's consuming end: records each backoff it is asked for."""
+class DelayingQueue:
+    """Stands in for the webhook queue: records each backoff it is asked for."""
 
     delays: list[tuple[str, int, float]] = field(default_factory=list)
+
+    def enqueue(self, deliveries: Sequence[WebhookDelivery]) -> None:
+        pass
 
     def receive(
         self, max_messages: int, visibility_timeout_secs: int, *, now: float
@@ -61,7 +64,7 @@ class DelayingConsumer:
 @dataclass
 class Lane:
     deps: WebhookDeliveryDeps
-    consumer: DelayingConsumer
+    consumer: DelayingQueue
     ledger: InMemoryTurnLedger
     spans: InMemorySpanStore
     metrics: CountingMetrics
@@ -78,11 +81,11 @@ def make_lane(statuses: list[int], hooks: list[Webhook] | None = None) -> Lane:
         return httpx.Response(statuses[min(len(requests), len(statuses)) - 1])
 
     listed = hooks if hooks is not None else [webhook()]
-    consumer, ledger = DelayingConsumer(), InMemoryTurnLedger()
+    consumer, ledger = DelayingQueue(), InMemoryTurnLedger()
     spans, metrics = InMemorySpanStore(), CountingMetrics()
     deps = WebhookDeliveryDeps(
         webhooks_for=lambda tenant: listed if tenant == "acme" else [],
-        consumer=consumer,
+        queue=consumer,
         ledger=ledger,
         spans=spans,
         metrics=metrics,

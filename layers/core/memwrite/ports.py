@@ -25,7 +25,6 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
-from memwrite.portability.records import RestoreUnit, SpilledExport, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve_refs import ResolveResult
@@ -33,6 +32,7 @@ from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
+from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
 
 if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
     from memwrite.feed.change_events import ChangeEvent, WebhookDelivery
@@ -83,7 +83,6 @@ __all__ = [
     "UserErasure",
     "UserPortability",
     "VerifierCall",
-    "WebhookConsumer",
     "WebhookMessage",
     "WebhookQueue",
 ]
@@ -673,17 +672,6 @@ class EventPublisher(Protocol):
     def publish(self, events: Sequence[ChangeEvent]) -> None: ...
 
 
-class WebhookQueue(Protocol):
-    """The webhook delivery lane's queue, as stage 7 hands deliveries to it
-    (`memwrite.feed.delivery`): SQS on AWS, a table of the embedded database locally."""
-
-    def enqueue(self, deliveries: Sequence[WebhookDelivery]) -> None:
-        """Queue every one of `deliveries` durably, or raise a `TransientError` (the outbox row
-        stays pending and its retry queues them again under the same delivery ids). A
-        delivery already waiting may be queued once more (SQS) or not (SQLite): the receiver
-        dedupes on the event id either way."""
-
-
 @dataclass(frozen=True)
 class WebhookMessage:
     """One received message of the webhook queue: the delivery, the receipt that deletes or
@@ -694,13 +682,19 @@ class WebhookMessage:
     receive_count: int
 
 
-class WebhookConsumer(Protocol):
-    """The consuming side of the webhook queue (SQS semantics, a standard queue): what the
-    local delivery worker drains. On AWS the event source mapping receives and deletes, and
-    the `webhook_delivery` function calls only `retry_later`.
+class WebhookQueue(Protocol):
+    """The webhook delivery lane's queue (`memwrite.feed.delivery`), SQS standard-queue
+    semantics: stage 7 enqueues, the lane's consumer receives (on AWS the event source mapping
+    receives and deletes, and the `webhook_delivery` function calls only `retry_later`).
 
     `now` is the caller's clock (epoch seconds): the SQLite queue keeps time by it, so tests
     can move it; SQS keeps its own."""
+
+    def enqueue(self, deliveries: Sequence[WebhookDelivery]) -> None:
+        """Queue every one of `deliveries` durably, or raise a `TransientError` (the outbox row
+        stays pending and its retry queues them again under the same delivery ids). A
+        delivery already waiting may be queued once more (SQS) or not (SQLite): the receiver
+        dedupes on the event id either way."""
 
     def receive(
         self, max_messages: int, visibility_timeout_secs: int, *, now: float
@@ -769,7 +763,8 @@ class StageAdapters(Protocol):
         """The environment's event bus (None: the environment names none, e.g. locally)."""
 
     def webhook_queue(self) -> WebhookQueue:
-        """The webhook delivery lane's queue (SQS on AWS, the embedded database locally)."""
+        """The webhook delivery lane's queue (SQS on AWS, the embedded database locally): stage
+        7 hands deliveries to it, the lane (`memwrite.feed.delivery.build_deps`) consumes it."""
 
     def extraction_llm(self) -> ExtractionLlm | None:
         """The extractor's model client (None: offline, the rules only)."""

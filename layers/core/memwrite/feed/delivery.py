@@ -38,7 +38,14 @@ from memwrite.reasons import WebhookAttempt
 from memwrite.spans import make_span, store_spans
 
 if TYPE_CHECKING:
-    from memwrite.ports import MetricsSink, SpanStore, TurnLedger, WebhookConsumer, WebhookMessage
+    from memwrite.ports import (
+        MetricsSink,
+        SpanStore,
+        StageAdapters,
+        TurnLedger,
+        WebhookMessage,
+        WebhookQueue,
+    )
 
 __all__ = [
     "FIRST_RETRY_SECS",
@@ -50,6 +57,7 @@ __all__ = [
     "WebhookDelivery",
     "WebhookDeliveryDeps",
     "attempt_delivery",
+    "build_deps",
     "deliveries_for",
     "retry_delay",
 ]
@@ -81,11 +89,22 @@ def deliveries_for(event: ChangeEvent, rev: int, hooks: Sequence[Webhook]) -> li
 @dataclass
 class WebhookDeliveryDeps:
     webhooks_for: Callable[[str], Sequence[Webhook]]
-    consumer: WebhookConsumer  # `retry_later`: the backoff goes through the queue
+    queue: WebhookQueue  # `retry_later`: the backoff goes through the queue
     ledger: TurnLedger  # an attempt's span only on a trace that still exists
     spans: SpanStore
     metrics: MetricsSink
     client: httpx.Client | None = None  # None: one shared client per process
+
+
+def build_deps(adapters: StageAdapters) -> WebhookDeliveryDeps:
+    """From the same adapters bundle the stages' builders get (`memwrite.wiring`)."""
+    return WebhookDeliveryDeps(
+        webhooks_for=adapters.tenant_webhooks().webhooks_for,
+        queue=adapters.webhook_queue(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+    )
 
 
 class DeliveryOutcome(StrEnum):
@@ -118,7 +137,7 @@ def attempt_delivery(
     if result.delivered:
         return DeliveryOutcome.DELIVERED
     delay = retry_delay(message.receive_count)
-    deps.consumer.retry_later(message, delay, now=now)
+    deps.queue.retry_later(message, delay, now=now)
     if message.receive_count >= MAX_ATTEMPTS:
         logger.warning(
             "webhook delivery %s to %s failed %d times: the queue dead-letters it",

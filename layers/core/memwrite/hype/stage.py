@@ -12,7 +12,7 @@ or out of order and the index still converges on the store:
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
   the document is upserted again with its vectors. Tasks stay BM25-only (docs/design.md §9).
 
-An episode's row (`episode:<turn id>`, `memwrite.episodes`) indexes the kept turn's text and
+An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn's text and
 its content vector as a document of kind `episode` (no questions: it is the user's own words),
 or removes it when the episode is gone (erased, expired).
 

@@ -39,7 +39,7 @@ def _queue_call(operation: str) -> Iterator[None]:
 
 
 class SqsWebhookQueue:
-    """Both ends of the webhook queue; `dead_letter_url` (the DLQ) only for reading it."""
+    """Both ends of the `WebhookQueue`; `dead_letter_url` (the DLQ) only for reading it."""
 
     def __init__(
         self, client: SQSClient, queue_url: str, dead_letter_url: str | None = None

@@ -25,7 +25,7 @@ _MAX_DEAD_LETTERS_READ = 10  # as one SQS receive of the dead-letter queue
 
 
 class SqliteWebhookQueue:
-    """Both ends: `WebhookQueue` for stage 7, `WebhookConsumer` for the delivery worker."""
+    """Both ends of the `WebhookQueue`: stage 7's and the delivery worker's."""
 
     def __init__(self, database: SqliteDatabase, max_receives: int = MAX_ATTEMPTS) -> None:
         self._db = database
