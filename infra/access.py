@@ -61,6 +61,10 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # The scheduled expiry sweep (`memwrite.expiry`): the `expiry_due` index and the memory
     # (reads), its new rev and outbox row in one transaction (puts).
     "expire": {"memories": RW, "outbox": W},
+    # The webhook delivery lane (`memwrite.feed.delivery`): the tenants' webhooks, and each
+    # attempt's span on its trace while the trace exists (turns: read). Its queue's grants
+    # come with its event source (infra/webhooks.py).
+    "webhook_delivery": {"tenant_settings": R, "turns": R, "spans": W},
     "dispatch": {},  # starts executions only
     "authorizer": {"api_keys": R},  # a key's hash -> tenant (`memwrite keys` writes it)
     "index_setup": {},  # the search index only (deploy time)

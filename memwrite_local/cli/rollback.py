@@ -95,6 +95,7 @@ def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
             }
             return _refusal(body, args.json, stdout)
         runner.index_outbox(DrainReport())  # the restored memories, searchable again
+        runner.deliver_webhooks()  # the change feed's events: one pass of the lane
     if args.json:
         stdout.write(record.model_dump_json() + "\n")
     else:

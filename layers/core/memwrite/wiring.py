@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.expiry import ExpiryDeps
+    from memwrite.feed.delivery import WebhookDeliveryDeps
     from memwrite.ports import (
         ApiKeyStore,
         CandidateVerifier,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
         TurnQueue,
         UserEraser,
         UserPortability,
+        WebhookQueue,
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.read.query import QueryDeps
@@ -92,6 +94,7 @@ __all__ = [
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
+    "build_webhook_delivery_deps",
 ]
 
 _T = TypeVar("_T")
@@ -220,8 +223,8 @@ class Adapters(ABC):
         return self._configs(readable=readable)
 
     def tenant_webhooks(self) -> TenantConfigs:
-        """The tenants' webhooks, for the stage that delivers the change feed (hype): its
-        StageDef declares `tenant_settings` read, which grants the read on AWS."""
+        """The tenants' webhooks, for hype (its StageDef declares `tenant_settings` read, which
+        grants the read on AWS) and the webhook delivery lane (`infra/access.py`)."""
         return self._configs(readable=True)
 
     def event_publisher(self) -> EventPublisher | None:
@@ -292,6 +295,9 @@ class Adapters(ABC):
 
     @abstractmethod
     def outbox(self) -> Outbox: ...
+
+    @abstractmethod
+    def webhook_queue(self) -> WebhookQueue: ...
 
     @abstractmethod
     def eraser(self) -> UserEraser: ...
@@ -391,6 +397,13 @@ class _DynamoAdapters(Adapters):
         from memwrite.adapters.aws.dynamodb_outbox import DynamoOutbox
 
         return DynamoOutbox(self.dynamodb, self.env.outbox_table)
+
+    def webhook_queue(self) -> WebhookQueue:
+        from memwrite.adapters.aws.clients import sqs_client
+        from memwrite.adapters.aws.sqs_webhooks import SqsWebhookQueue
+
+        client, env = sqs_client(self.env.aws_endpoint_url), self.env
+        return SqsWebhookQueue(client, env.webhook_queue(), env.webhook_dead_letter_url)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.aws.dynamodb_erase import DynamoUserEraser, EraseTables
@@ -498,6 +511,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.outbox import SqliteOutbox
 
         return SqliteOutbox(self.database)
+
+    def webhook_queue(self) -> WebhookQueue:
+        from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
+
+        return SqliteWebhookQueue(self.database)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.sqlite.erase import SqliteUserEraser
@@ -773,3 +791,10 @@ def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLett
     """The failure path's adapters: it writes spans and metrics only."""
     adapters = Adapters.of(LambdaEnvironment.load(environ))
     return DeadLetterDeps(spans=adapters.spans, metrics=adapters.metrics)
+
+
+def build_webhook_delivery_deps(environ: Mapping[str, str] | None = None) -> WebhookDeliveryDeps:
+    """The webhook delivery lane's, built by its own builder (as a stage's are)."""
+    from memwrite.feed.delivery import build_deps
+
+    return build_deps(Adapters.of(LambdaEnvironment.load(environ)))

@@ -1,6 +1,5 @@
-"""Episodes: the backfill that distils the user's words kept when extraction deferred them
-(docs/design.md §10) once a model is available; the episode itself is
-`memwrite.episode`."""
+"""Backfill: the user's words kept when extraction deferred them, distilled once a model is
+available (docs/design.md §10); the episode itself is `memwrite.episode`."""
 
 from memwrite.backfill.run import (
     BackfillDeps,

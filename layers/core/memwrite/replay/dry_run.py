@@ -44,6 +44,7 @@ from memwrite.ports import (
     TraceRecord,
     TurnLedger,
     TurnQueue,
+    WebhookQueue,
 )
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, VersionedMemory
@@ -438,6 +439,9 @@ class DryRunAdapters:
 
     def event_publisher(self) -> EventPublisher | None:
         return None  # a dry run announces nothing
+
+    def webhook_queue(self) -> WebhookQueue:
+        raise AssertionError("a dry run hands no webhook delivery over")
 
     def extraction_llm(self) -> ExtractionLlm | None:
         return self._base.extraction_llm()

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memwrite.config import PipelineConfig, Settings
+from memwrite.config import PipelineConfig, Settings, renamed_keys
 from memwrite.errors import InvalidQuery, TraceWithoutInputs
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import IngestRequest, IngestTurn, Source
@@ -88,6 +88,10 @@ def _merged(base: dict[str, Any], override: dict[str, Any], path: str) -> dict[s
 def config_with(base: PipelineConfig, override: dict[str, Any]) -> PipelineConfig:
     """`base` with the override's fields changed, validated by the config model; an unknown
     field or a bad value raises `InvalidQuery` naming it (`config.pre_filter.min_words`)."""
+    try:
+        override = renamed_keys(override)  # an old key (`prefilter`) still names its section
+    except ValueError as exc:
+        raise InvalidQuery("config", str(exc)) from exc
     merged = _merged(base.model_dump(mode="json"), override, "config")
     try:
         return PipelineConfig.model_validate(merged)
