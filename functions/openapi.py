@@ -1,13 +1,13 @@
 """The OpenAPI 3.1 document of the API, generated from the handlers' resolvers.
 
-The ingest and query functions are two Powertools resolvers (two Lambdas behind one API):
+The pre_filter and api functions are two Powertools resolvers (two Lambdas behind one API):
 each generates its own schema from its routes, models and `responses=`, and Powertools'
 `OpenAPIMerge` joins them (a path and method defined twice is an error). What no resolver can
 say is added here: the `x-api-key` security scheme, the one public route, and the removal of
 the 422 `HTTPValidationError` Powertools declares on every validated route (our validation
 errors are 400s with field errors; the only 422 is a reused `Idempotency-Key`).
 
-`make openapi` writes `functions/openapi.json`, which the query function serves at
+`make openapi` writes `functions/openapi.json`, which the api function serves at
 `GET /v1/openapi.json`; a test fails when the handlers and the committed document differ.
 """
 
@@ -72,10 +72,10 @@ def _api_version() -> str:
 
 def _resolvers() -> list[Any]:
     # Imported here: generating the document is a build step, not part of a cold start.
-    from functions.ingest.handler import app as ingest
-    from functions.query.handler import app as query
+    from functions.api.handler import app as api
+    from functions.pre_filter.handler import app as pre_filter
 
-    return [ingest, query]
+    return [pre_filter, api]
 
 
 def _check_components_agree(schemas: list[dict[str, Any]]) -> None:

@@ -1,7 +1,8 @@
-"""The REST API: `/v1/turns` (ingest) and the read routes (query), behind a Lambda authorizer
-that turns the `x-api-key` header into the tenant, with stage-wide throttling and access logs.
+"""The REST API: `/v1/turns` (the pre_filter function) and every other route (the api
+function), behind a Lambda authorizer that turns the `x-api-key` header into the tenant, with
+stage-wide throttling and access logs.
 
-`QUERY_ROUTES` are the routes `functions/query/handler.py`'s resolver serves (a test compares
+`API_ROUTES` are the routes `functions/api/handler.py`'s resolver serves (a test compares
 the two, so a route added there without one here fails)."""
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from constructs import Construct
 
 from infra.config import ApiThrottling
 
-__all__ = ["GATEWAY_ERRORS", "INGEST_ROUTES", "PUBLIC_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
+__all__ = ["API_ROUTES", "GATEWAY_ERRORS", "PRE_FILTER_ROUTES", "PUBLIC_ROUTES", "MemwriteApi"]
 
-INGEST_ROUTES = (("POST", "/v1/turns"), ("POST", "/v1/users/{user_id}/memories"))
-QUERY_ROUTES = (
+PRE_FILTER_ROUTES = (("POST", "/v1/turns"), ("POST", "/v1/users/{user_id}/memories"))
+API_ROUTES = (
     ("GET", "/v1/traces/{trace_id}"),
     ("POST", "/v1/traces/{trace_id}/replay"),
     ("POST", "/v1/traces/{trace_id}/rollback"),
@@ -70,8 +71,8 @@ class MemwriteApi(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        ingest: lambda_.IFunction,
-        query: lambda_.IFunction,
+        pre_filter: lambda_.IFunction,
+        api: lambda_.IFunction,
         authorizer: lambda_.IFunction,
         throttling: ApiThrottling,
         log_retention: logs.RetentionDays,
@@ -85,7 +86,7 @@ class MemwriteApi(Construct):
             self,
             "Api",
             description="memwrite: "
-            + ", ".join(f"{method} {path}" for method, path in (*INGEST_ROUTES, *QUERY_ROUTES)),
+            + ", ".join(f"{method} {path}" for method, path in (*PRE_FILTER_ROUTES, *API_ROUTES)),
             cloud_watch_role=True,
             cloud_watch_role_removal_policy=removal_policy,
             deploy_options=apigw.StageOptions(
@@ -122,7 +123,7 @@ class MemwriteApi(Construct):
             "Requests", validate_request_parameters=True, validate_request_body=True
         )
         options = {"authorizer": tenant_authorizer, "request_validator": validator}
-        for routes, function in ((INGEST_ROUTES, ingest), (QUERY_ROUTES, query)):
+        for routes, function in ((PRE_FILTER_ROUTES, pre_filter), (API_ROUTES, api)):
             integration = apigw.LambdaIntegration(function)
             for method, path in routes:
                 resource = self.api.root.resource_for_path(path)
@@ -155,7 +156,7 @@ class MemwriteApi(Construct):
             cdk.Acknowledgment(
                 id="AwsSolutions-APIG4",
                 reason="Only GET /v1/openapi.json is public: the API's own description, "
-                "the same for every caller, served from the query function without a tenant.",
+                "the same for every caller, served from the api function without a tenant.",
             )
         )
         cdk.Validations.of(self).acknowledge(

@@ -54,32 +54,32 @@ VISIBILITY_TIMEOUT_SECS = 30
 # (method, path template, handler module): what API Gateway routes to which function; a
 # `{name}` is one path segment (infra/api.py declares the same routes).
 ROUTES: tuple[tuple[str, str, str], ...] = (
-    ("POST", "/v1/turns", "functions.ingest.handler"),
-    ("POST", "/v1/users/{user_id}/memories", "functions.ingest.handler"),
-    ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
-    ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
-    ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),
-    ("POST", "/v1/search", "functions.query.handler"),
-    ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
-    ("PATCH", "/v1/memories/{memory_id}", "functions.query.handler"),
-    ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/memories", "functions.query.handler"),
-    ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
-    ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/export", "functions.query.handler"),
-    ("POST", "/v1/users/{user_id}/import", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/episodes", "functions.query.handler"),
-    ("POST", "/v1/users/{user_id}/backfill", "functions.query.handler"),
-    ("GET", "/v1/settings", "functions.query.handler"),
-    ("PUT", "/v1/settings", "functions.query.handler"),
-    ("GET", "/v1/openapi.json", "functions.query.handler"),
+    ("POST", "/v1/turns", "functions.pre_filter.handler"),
+    ("POST", "/v1/users/{user_id}/memories", "functions.pre_filter.handler"),
+    ("GET", "/v1/traces/{trace_id}", "functions.api.handler"),
+    ("POST", "/v1/traces/{trace_id}/replay", "functions.api.handler"),
+    ("POST", "/v1/traces/{trace_id}/rollback", "functions.api.handler"),
+    ("POST", "/v1/search", "functions.api.handler"),
+    ("GET", "/v1/memories/{memory_id}", "functions.api.handler"),
+    ("PATCH", "/v1/memories/{memory_id}", "functions.api.handler"),
+    ("GET", "/v1/memories/{memory_id}/traces", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/memories", "functions.api.handler"),
+    ("DELETE", "/v1/users/{user_id}/memories", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/traces", "functions.api.handler"),
+    ("POST", "/v1/users/{user_id}/replay", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/export", "functions.api.handler"),
+    ("POST", "/v1/users/{user_id}/import", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/episodes", "functions.api.handler"),
+    ("POST", "/v1/users/{user_id}/backfill", "functions.api.handler"),
+    ("GET", "/v1/settings", "functions.api.handler"),
+    ("PUT", "/v1/settings", "functions.api.handler"),
+    ("GET", "/v1/openapi.json", "functions.api.handler"),
 )
 # Answered without a credential, as API Gateway does (no authorizer on them).
 PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
 AUTHORIZER = "functions.authorizer.handler"
 EXPIRE = "functions.expire.handler"
-QUERY_HANDLER = "functions.query.handler"
+API_HANDLER = "functions.api.handler"
 # API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
 UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
 _ROUTE_PATTERNS = tuple(
@@ -256,9 +256,9 @@ class LocalRunner:
             event["multiValueQueryStringParameters"] = parameters
         response = module.lambda_handler(event, LocalContext())
         if self._single_threaded_backend:
-            # moto is not thread-safe: a search's counter update (on the query handler's
+            # moto is not thread-safe: a search's counter update (on the api handler's
             # background thread) finishes before the next call can read the same items.
-            self._modules[QUERY_HANDLER].ACCESS_UPDATES.submit(lambda: None).result()
+            self._modules[API_HANDLER].ACCESS_UPDATES.submit(lambda: None).result()
         payload = response.get("body") or "{}"
         # REST (v1) proxy responses may carry headers in either field; clients see both.
         response_headers = dict(response.get("headers") or {})

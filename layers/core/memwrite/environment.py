@@ -73,7 +73,7 @@ class LambdaEnvironment(BaseModel):
     # The hype function's only: the environment's EventBridge bus the change feed is published
     # on (`memwrite.adapters.aws.eventbridge`); unset (locally): no bus, webhooks only.
     event_bus_name: str | None = Field(default=None, alias="EVENT_BUS_NAME", min_length=1)
-    # The query function's only: where exports too large for one response go
+    # The api function's only: where exports too large for one response go
     # (`memwrite.adapters.aws.s3_exports`); unset (locally): every export is answered inline.
     exports_bucket: str | None = Field(default=None, alias="EXPORTS_BUCKET", min_length=1)
     # Any emulator or a real account's endpoint; unset: the SDK's default for the region.

@@ -34,7 +34,7 @@ from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
 
-if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
+if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the pre_filter function never loads
     from memwrite.feed.change_events import ChangeEvent
 
 __all__ = [

@@ -128,7 +128,7 @@ def _dry_run(
     record: TraceRecord, request: IngestRequest, config: PipelineConfig, deps: ReplayDeps
 ) -> RunOutcome:
     """One run of the stages over the trace's inputs, against fresh overlays."""
-    # The stages' modules load on the first replay, not at the query Lambda's cold start.
+    # The stages' modules load on the first replay, not at the api Lambda's cold start.
     from memwrite.conflict.stage import ConflictDeps
     from memwrite.dedupe.stage import DedupeDeps
     from memwrite.extract.stage import ExtractDeps

@@ -81,7 +81,7 @@ from memwrite.read.traces import (
 from memwrite.store import RollbackRecord
 from memwrite.wiring import QueryApiDeps, build_query_deps
 
-logger = Logger(service="memwrite-query")
+logger = Logger(service="memwrite-api")
 # Every body is parsed within the parser's limits: a hostile one is a 400, never a crash.
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 register_error_handlers(app)

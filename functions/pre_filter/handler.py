@@ -30,7 +30,7 @@ from memwrite.pre_filter.direct import write_direct
 from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
 from memwrite.wiring import ApiDeps, build_api_deps
 
-logger = Logger(service="memwrite-ingest")
+logger = Logger(service="memwrite-pre-filter")
 
 
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
