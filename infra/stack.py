@@ -56,7 +56,7 @@ _DELETE_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
 # Construct ids that outlived a rename. A function's construct id makes the logical ids of the
 # function, its role, policy, log group and invoke permissions: a new id would replace them all
 # (the old log group deleted, or orphaned where data is retained). The API function was deployed
-# as "query" (`functions/query/`, renamed `functions/api/`), so it keeps that id.
+# as "query" (its folder since renamed `functions/api/`), so it keeps that id.
 DEPLOYED_CONSTRUCT_IDS = {"api": "QueryFn"}
 
 

@@ -30,6 +30,7 @@ from pydantic_core import PydanticUndefined
 
 from infra.config import ENVIRONMENTS, EnvConfig
 from memwrite.config import (
+    RENAMED_KEYS,
     AgentOverrides,
     ExtractionOverrides,
     PipelineConfig,
@@ -46,7 +47,7 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "configur
 
 # One sentence per section on what it governs; a section without one is still listed.
 _SUMMARIES: dict[str, str] = {
-    "pipeline.prefilter": "Stage 1, the pre-filter and its policy firewall.",
+    "pipeline.pre_filter": "Stage 1, the pre-filter and its policy firewall.",
     "pipeline.ingest": "Limits of `POST /v1/turns` (413 and 400 beyond them).",
     "pipeline.extract": "Stage 2: the model, its prompt context, the detail pass.",
     "pipeline.extract.verifier": "The optional verifier pass of stage 2.",
@@ -87,7 +88,7 @@ what each AWS environment deploys (`infra/settings/<env>.json`).
 
 ```json
 {
-  "pipeline": {"prefilter": {"min_words": 3}, "ingest": {"max_turns_per_request": 100}},
+  "pipeline": {"pre_filter": {"min_words": 3}, "ingest": {"max_turns_per_request": 100}},
   "tenants": {
     "acme": {
       "min_words": 2,
@@ -291,11 +292,17 @@ def _owner(model: type[BaseModel], dotted: str) -> tuple[type[BaseModel], str]:
 
 def render() -> str:
     """The whole page, as committed at `docs/reference/configuration.md`."""
+    renamed = ", ".join(f"`{old}` for `{new}`" for old, new in RENAMED_KEYS.items())
     lines = [_HEADER, "## Pipeline settings (`pipeline`)", ""]
+    lines += [
+        f"Older names still read, each with a `DeprecationWarning`: {renamed}.",
+        "A file that sets both the old and the new name is refused.",
+        "",
+    ]
     for heading, model in _nested_models(PipelineConfig, "pipeline"):
         lines += _section(heading, model)
     lines += [
-        "### `pipeline.prefilter.user_skip_patterns[]`",
+        "### `pipeline.pre_filter.user_skip_patterns[]`",
         "",
         *_docstring(UserSkipPattern),
         *_model_table(UserSkipPattern),

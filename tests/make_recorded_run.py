@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memwrite_local.backend import patched_environ
 from memwrite_local.cli import main
+from memwrite_local.runtime.backend import patched_environ
 from tests.fake_anthropic import canned_answer, serving
 
 RUNS = Path(__file__).parent / "recorded" / "runs"

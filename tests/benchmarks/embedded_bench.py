@@ -66,8 +66,8 @@ def _requests_of(turns: list[LocomoTurn]) -> list[dict[str, Any]]:
 
 
 def _offline_ms_per_turn(backend: str, turns: list[LocomoTurn]) -> dict[str, Any]:
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import LocalRunner
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import LocalRunner
 
     bodies = _requests_of(turns)
     with (

@@ -66,7 +66,7 @@ def _write_units(items: list[dict[str, Any]]) -> int:
 
 def bench_write_cost() -> dict[str, Any]:
     from memwrite.wiring import build_backfill_deps, build_stage_deps
-    from memwrite_local.aws import LocalAws
+    from memwrite_local.runtime.aws import LocalAws
 
     captured: list[list[dict[str, Any]]] = []
 
@@ -178,9 +178,9 @@ def bench_backfill() -> dict[str, Any]:
     import functions.extract.handler as extract_handler
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
     from memwrite.config import ExtractConfig
-    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
-    from memwrite_local.embedded import local_backend
-    from memwrite_local.runner import LocalRunner
+    from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.runtime.embedded import local_backend
+    from memwrite_local.runtime.runner import LocalRunner
 
     turns = [t for t in load_locomo() if len(t.text.split()) >= 6][:BACKFILL_TURNS]
     answer = recorded("extract_valid")

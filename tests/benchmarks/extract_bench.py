@@ -86,8 +86,8 @@ def _session_turn(item: Survivor) -> SessionTurn:  # as the session log replays 
 def measure(name: str, turns: list[Turn], config: PipelineConfig) -> dict[str, Any]:
     kept: list[tuple[Turn, str]] = []
     for turn in turns:
-        text = screen(turn.text, config.prefilter).text
-        role_passes = turn.role is Role.USER or config.prefilter.extract_from_assistant
+        text = screen(turn.text, config.pre_filter).text
+        role_passes = turn.role is Role.USER or config.pre_filter.extract_from_assistant
         if text is not None and role_passes:
             kept.append((turn, text))
     rule_seconds = []
@@ -100,7 +100,7 @@ def measure(name: str, turns: list[Turn], config: PipelineConfig) -> dict[str, A
         candidates += len(rules.candidates)
         survivors.append(Survivor(turn, text, rules.fully_covered))
 
-    # The same batches and context the extract stage builds (memwrite.extract.stage.extract_batch).
+    # The same batches and context the extract stage builds (memwrite.extract.stage.run).
     llm_calls = 0
     llm_batches = 0
     history: dict[tuple[str, str], list[SessionTurn]] = {}

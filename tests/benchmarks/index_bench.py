@@ -1,6 +1,6 @@
 """Search index cost at 1k, 10k and 100k memories of one user: kNN, BM25 and hybrid.
 
-The memories are synthetic but shaped like real ones (DESIGN.md section 2): typed, third-person
+The memories are synthetic but shaped like real ones (docs/design.md §9): typed, third-person
 sentences about places, work, people, preferences, events, decisions, instructions and tasks,
 each with three HyPE questions (tasks have none: BM25 only), generated deterministically from
 a seeded RNG and embedded with `HashingEmbedder`. Texts are distinct (dedupe merges repeats);
@@ -228,7 +228,7 @@ QUERIES = (
     "bouldering with Anna",
     "Inbox3 launch",
 )
-# The filter a search applies by default: visible tiers and a confidence floor (DESIGN.md 2).
+# The filter a search applies by default: visible tiers and a confidence floor (docs/design.md §12).
 DEFAULT_SEARCH_FILTER = IndexFilter(
     tiers=frozenset({Tier.CANDIDATE, Tier.WORKING, Tier.FACT}), min_confidence=0.4
 )

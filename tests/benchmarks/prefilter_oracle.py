@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
+from memwrite.config import FirewallAction, PreFilterConfig, UserSkipPattern
 from memwrite.models import Role
 from memwrite.pre_filter.checks import (
     mask_secrets,
     may_be_short_answer,
-    prefilter_turn,
+    pre_filter_turn,
     question_of,
     screen,
 )
@@ -33,16 +33,16 @@ from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.pre_filter.segment import split_segments
 from memwrite.pre_filter.skip_rules import is_answer_word, match_skip_rule
 from memwrite.reasons import SecretKind
-from memwrite_local.cli import run_prefilter
+from memwrite_local.cli.prefilter import run_prefilter
 from tests.datasets import load_cri_messages, load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_FILES = ("test_prefilter.py", "test_firewall.py", "test_segment.py")
 
-CONFIGS: dict[str, PrefilterConfig] = {
-    "default": PrefilterConfig(),
-    "min1": PrefilterConfig(min_words=1, short_meta_request_max_chars=40),
-    "strict": PrefilterConfig(
+CONFIGS: dict[str, PreFilterConfig] = {
+    "default": PreFilterConfig(),
+    "min1": PreFilterConfig(min_words=1, short_meta_request_max_chars=40),
+    "strict": PreFilterConfig(
         min_words=0,
         user_skip_patterns=(
             UserSkipPattern(name="weather", pattern=r"(?:the )?weather.*"),
@@ -111,7 +111,7 @@ def corpus() -> tuple[list[str], list[list[tuple[str, str]]]]:
     return texts, conversations
 
 
-def _screening(text: str, config: PrefilterConfig, previous: str | None) -> dict[str, Any]:
+def _screening(text: str, config: PreFilterConfig, previous: str | None) -> dict[str, Any]:
     result = screen(text, config, previous)
     return {
         "reason": result.reason.model_dump(mode="json") if result.reason else None,
@@ -125,14 +125,14 @@ def _screening(text: str, config: PrefilterConfig, previous: str | None) -> dict
 
 def _decision(
     text: str,
-    config: PrefilterConfig,
+    config: PreFilterConfig,
     gate: RateGate,
     n: int,
     previous: str | None,
     *,
     role: Role = Role.USER,
 ) -> dict[str, Any]:
-    decision = prefilter_turn(
+    decision = pre_filter_turn(
         content=text,
         role=role,
         config=config,

@@ -12,14 +12,14 @@ import json
 import time
 from collections.abc import Callable
 
-from memwrite.config import PrefilterConfig
+from memwrite.config import PreFilterConfig
 from memwrite.ids import content_hash
 from memwrite.pre_filter.checks import screen
 from memwrite.pre_filter.firewall import normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.pre_filter.segment import Segment, sentences_of
 from memwrite.pre_filter.skip_rules import match_skip_rule, plainly_kept
-from memwrite_local.cli import run_prefilter
+from memwrite_local.cli.prefilter import run_prefilter
 from tests.benchmarks.run import COMBINED_REGEX
 from tests.datasets import load_locomo
 
@@ -38,7 +38,7 @@ def _us_per_turn(run: Callable[[], object], turns: int) -> float:
 
 def main() -> None:
     texts = [turn.text for turn in load_locomo()]
-    config = PrefilterConfig()
+    config = PreFilterConfig()
     limit = config.short_meta_request_max_chars
     stdin = "".join(json.dumps({"role": "user", "content": text}) + "\n" for text in texts)
     lines = stdin.splitlines(keepends=True)

@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memwrite.config import PrefilterConfig, Settings
+from memwrite.config import PreFilterConfig, Settings
 from memwrite.models import Role
-from memwrite.pre_filter.checks import prefilter_turn
+from memwrite.pre_filter.checks import pre_filter_turn
 from memwrite.pre_filter.rate_gate import RateGate
 from tests.benchmarks import (
     embedded_bench,
@@ -86,12 +86,12 @@ def _paired_medians(ours: Callable[[], None], baseline: Callable[[], None]) -> t
 
 
 def bench_prefilter(texts: list[str]) -> dict[str, Any]:
-    config = PrefilterConfig()
+    config = PreFilterConfig()
 
     def prefilter_all() -> None:
         gate = RateGate(config.rate_map_max_entries)
         for index, text in enumerate(texts):
-            prefilter_turn(
+            pre_filter_turn(
                 content=text,
                 role=Role.USER,
                 config=config,
@@ -122,7 +122,7 @@ def bench_prefilter_cli(texts: list[str]) -> dict[str, Any]:
 
     Both read the same lines from memory and write one JSON line per input, so the ratio is
     what the pre-filter itself adds per turn (goal <= 2x)."""
-    from memwrite_local.cli import run_prefilter
+    from memwrite_local.cli.prefilter import run_prefilter
 
     stdin = "".join(json.dumps({"role": "user", "content": text}) + "\n" for text in texts)
 
@@ -199,7 +199,7 @@ def bench_warm_handler() -> dict[str, Any]:
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.wiring import ApiDeps
-    from memwrite_local.runner import LocalContext, api_gateway_event
+    from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 
     turns = [t.text for t in load_locomo()[:10]]
     settings = Settings(api_keys={"bench-key": "bench"})

@@ -27,9 +27,9 @@ RUNS = 5
 
 
 def read_your_writes() -> dict[str, Any]:
-    from memwrite_local.backend import LOCAL_API_KEY, LOCAL_TENANT
-    from memwrite_local.embedded import LocalSqlite
-    from memwrite_local.runner import LocalRunner
+    from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
+    from memwrite_local.runtime.embedded import LocalSqlite
+    from memwrite_local.runtime.runner import LocalRunner
 
     conversation = json.loads(CONVERSATION.read_text(encoding="utf-8"))
     to_text: list[float] = []

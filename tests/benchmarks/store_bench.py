@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 
-from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
+from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
 from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
 from memwrite.candidate import Candidate
@@ -23,7 +23,7 @@ from memwrite.embedder import HashingEmbedder
 from memwrite.entities import entity_id_for
 from memwrite.persist.stage import PersistDeps, persist_candidate
 from memwrite.store import StoreItem
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 from tests.sources import record_trace
 
 SIZES = (10, 100, 1_000)

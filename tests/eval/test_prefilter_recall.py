@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import PrefilterConfig
+from memwrite.config import PreFilterConfig
 from memwrite.pre_filter.checks import screen
 from memwrite.pre_filter.segment import split_segments
 from memwrite.pre_filter.skip_rules import match_skip_rule
@@ -27,7 +27,7 @@ SENTENCE_DROP_GOAL = 0.30
 def test_locomo_fact_bearing_recall() -> None:
     # Given every LoCoMo-dev turn, with its fact-bearing label
     turns = load_locomo()
-    config = PrefilterConfig()
+    config = PreFilterConfig()
     # When each is screened with the default config and the turn before it in its session
     kept: set[str] = set()
     previous: dict[str, str] = {}
@@ -63,7 +63,7 @@ def test_cri_signal_examples_pass_and_noise_is_reported() -> None:
     import json
 
     truth = json.loads((CRI_PERSONA.parent / "ground_truth.json").read_text(encoding="utf-8"))
-    config = PrefilterConfig()
+    config = PreFilterConfig()
     signal = [example["text"] for example in truth["signal_examples"]]
     noise = [example["text"] for example in truth["noise_examples"]]
     # When screened

@@ -291,8 +291,8 @@ def test_the_api_function_deletes_exactly_the_tables_the_erase_route_touches(
 def test_the_local_runner_routes_exactly_the_deployed_routes() -> None:
     # Given the routes `memwrite serve` and the local runner dispatch
     from functions.openapi import PUBLIC_PATHS
-    from memwrite_local.runner import PUBLIC_PATHS as LOCALLY_PUBLIC
-    from memwrite_local.runner import ROUTES
+    from memwrite_local.runtime.runner import PUBLIC_PATHS as LOCALLY_PUBLIC
+    from memwrite_local.runtime.runner import ROUTES
 
     # Then they are the API's, each to the function the API integrates it with
     assert {(method, path) for method, path, _ in ROUTES} == {*PRE_FILTER_ROUTES, *API_ROUTES}

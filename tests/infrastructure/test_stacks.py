@@ -188,13 +188,13 @@ def _actions_on(synth: Synthesized, function_prefix: str, table_prefix: str) -> 
 # logical id changes (a new function, role and log group): a rename of a function's folder must
 # leave these alone (infra/stack.py `DEPLOYED_CONSTRUCT_IDS` keeps the API function's).
 DEPLOYED_LOGICAL_IDS = {
-    # functions/api/ was deployed as functions/query/
+    # functions/api/ was deployed as the query function
     "functions.api.handler.lambda_handler": {
         "AWS::Lambda::Function": "QueryFnFunctionF5715B54",
         "AWS::Logs::LogGroup": "QueryFnLogsB265B84B",
         "AWS::IAM::Role": "QueryFnRoleF81C2916",
     },
-    # functions/pre_filter/ was deployed as functions/ingest/ (its id was the stage's already)
+    # functions/pre_filter/ was deployed as the ingest function (its id was the stage's already)
     "functions.pre_filter.handler.lambda_handler": {
         "AWS::Lambda::Function": "PreFilterFnFunctionAA87E088",
     },

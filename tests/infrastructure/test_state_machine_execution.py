@@ -17,13 +17,13 @@ from typing import Any
 import boto3
 import pytest
 
-from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
+from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 from memwrite.dispatch import plan_executions
 from memwrite.errors import StageInputError, StoreUnavailable
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn
 from memwrite.schema import TABLES
-from memwrite_local.runner import LocalContext, api_gateway_event
+from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition
 from tests.infrastructure.conftest import Synthesized
 from tests.queued import queued_turn

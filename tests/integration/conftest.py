@@ -27,10 +27,10 @@ from moto.dynamodb.responses import DynamoHandler
 from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.memory import MemoryUnit
 from memwrite.wiring import build_memory_store
-from memwrite_local.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
-from memwrite_local.backend import LocalBackend
-from memwrite_local.embedded import LocalSqlite, local_backend
-from memwrite_local.runner import ApiResult, LocalContext, LocalRunner
+from memwrite_local.runtime.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
+from memwrite_local.runtime.backend import LocalBackend
+from memwrite_local.runtime.embedded import LocalSqlite, local_backend
+from memwrite_local.runtime.runner import ApiResult, LocalContext, LocalRunner
 from tests.integration.webhook_receiver import Receiver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

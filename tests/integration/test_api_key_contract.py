@@ -16,7 +16,7 @@ from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.auth.api_keys import KEY_PREFIX, create_key, hash_key
 from memwrite.errors import ApiKeyExists
 from memwrite.ports import ApiKeyRecord, ApiKeyStore
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 
 _ids = itertools.count()
 

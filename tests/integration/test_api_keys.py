@@ -14,8 +14,8 @@ import pytest
 
 import functions.authorizer.handler as authorizer
 from memwrite.auth.api_keys import hash_key
-from memwrite_local.backend import LOCAL_API_KEY
 from memwrite_local.cli import main
+from memwrite_local.runtime.backend import LOCAL_API_KEY
 from tests.cli_process import run_memwrite
 from tests.integration.conftest import MakeLocal
 from tests.serve_process import running_serve

@@ -207,7 +207,7 @@ def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:
     from memwrite.adapters.sqlite.database import SqliteDatabase
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.store import Commit, OutboxOp, OutboxRow
-    from memwrite_local.backend import LOCAL_TENANT
+    from memwrite_local.runtime.backend import LOCAL_TENANT
 
     conversation = tmp_path / "c.json"
     turns = [{"role": "user", "content": "I live in Lisbon."}]
@@ -405,7 +405,7 @@ def test_trace_and_replay_read_the_local_data_directory(tmp_path: Path) -> None:
 
     # When the trace is replayed with a stricter pre-filter
     replayed = _memwrite(
-        "replay", trace_id, "--set", "prefilter.min_words=4", "--json", "--data-dir", data
+        "replay", trace_id, "--set", "pre_filter.min_words=4", "--json", "--data-dir", data
     )
     # Then the three-word turn is newly dropped and its memory no longer written
     assert replayed.returncode == 0, replayed.stderr
@@ -415,9 +415,9 @@ def test_trace_and_replay_read_the_local_data_directory(tmp_path: Path) -> None:
     ] == ["TooShort"]
     assert [m["text"] for m in diff["memories"]["no_longer_written"]] == ["The user likes jazz."]
     # And an unknown config field fails naming it
-    refused = _memwrite("replay", trace_id, "--set", "prefilter.min_wordz=4", "--data-dir", data)
+    refused = _memwrite("replay", trace_id, "--set", "pre_filter.min_wordz=4", "--data-dir", data)
     assert refused.returncode == 1
-    assert "config.prefilter.min_wordz" in refused.stdout
+    assert "config.pre_filter.min_wordz" in refused.stdout
 
 
 def test_rollback_undoes_one_ingested_trace_of_a_data_dir(tmp_path: Path) -> None:

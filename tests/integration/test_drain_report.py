@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memwrite_local.runner import RECEIVE_BATCH
+from memwrite_local.runtime.runner import RECEIVE_BATCH
 from tests.integration.conftest import Local, MakeLocal
 
 # Kept by the pre-filter, no memory in it: each request is a batch with nothing to index

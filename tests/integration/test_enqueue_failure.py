@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 import functions.pre_filter.handler as pre_filter_handler
 from memwrite.adapters.aws.sqs import SqsTurnQueue
-from memwrite_local.runner import api_gateway_event
+from memwrite_local.runtime.runner import api_gateway_event
 
 
 class RefusingSqs:

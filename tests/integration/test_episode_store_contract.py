@@ -21,7 +21,7 @@ from memwrite.errors import InvalidQuery, SourceErased
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import EpisodeStore, Outbox, SessionLog, TraceRecord, TurnLedger, UserEraser
 from memwrite.wiring import build_backfill_deps, build_query_deps, build_stage_deps
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 
 NOW = 1_790_000_000.0
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ from memwrite.feed import is_erasure_row
 from memwrite.payloads import ExtractInput
 from memwrite.stages import pipeline_stages
 from memwrite.wiring import build_queue_consumer, build_stage_deps
-from memwrite_local.embedded import LocalSqlite
+from memwrite_local.runtime.embedded import LocalSqlite
 from tests.emf import emf_metrics, metric_total
 from tests.integration.conftest import Local, MakeLocal
 

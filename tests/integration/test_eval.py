@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from memwrite_local.cli import main
-from memwrite_local.eval_baseline import RawTurnIndex
-from memwrite_local.eval_data import DataFormat, Question, read_dataset
-from memwrite_local.evaluate import question_user, recall_at_k, sessions_as
-from memwrite_local.pipeline import run_sessions
+from memwrite_local.evaluation.baseline import RawTurnIndex
+from memwrite_local.evaluation.data import DataFormat, Question, read_dataset
+from memwrite_local.evaluation.evaluate import question_user, recall_at_k, sessions_as
+from memwrite_local.runtime.pipeline import run_sessions
 from tests.cli_process import run_memwrite
 
 TIMEOUT_SECS = 120

@@ -13,7 +13,7 @@ import functions.index_setup.handler as index_setup
 from memwrite.embedder import HashingEmbedder
 from memwrite.errors import IndexUnavailable
 from memwrite.schema import TABLES
-from memwrite_local.runner import LocalContext
+from memwrite_local.runtime.runner import LocalContext
 from tests.fake_opensearch import FakeOpenSearch, serving
 
 

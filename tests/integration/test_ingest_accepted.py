@@ -6,7 +6,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 
-from memwrite_local.aws import LOCAL_API_KEY
+from memwrite_local.runtime.aws import LOCAL_API_KEY
 
 
 def test_mixed_turns_are_screened_and_survivors_are_enqueued(local, make_body):

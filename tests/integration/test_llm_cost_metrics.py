@@ -56,7 +56,7 @@ from memwrite.read.traces import TraceStatus, get_trace
 from memwrite.resolve_refs import stage as resolve
 from memwrite.stages import STAGES
 from memwrite.wiring import build_api_deps, build_memory_store, build_stage_deps
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 from tests import patels as patel_case
 from tests.embedders import FixedSimilarityEmbedder
 from tests.emf import emf_metrics, metric_total

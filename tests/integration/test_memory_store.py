@@ -34,7 +34,7 @@ from memwrite.persist.stage import PersistDeps, PersistOutcome, persist_candidat
 from memwrite.ports import MemoryStore
 from memwrite.store import Commit, StoreItem
 from memwrite.wiring import build_api_deps, build_memory_store
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 from tests.sources import record_trace
 
 CONFIG = PipelineConfig()

@@ -8,8 +8,8 @@ import threading
 import urllib.request
 
 from functions.openapi import DOCUMENT_PATH, PUBLIC_PATHS, openapi_document, render
-from memwrite_local.runner import ROUTES
-from memwrite_local.serve import make_server
+from memwrite_local.runtime.runner import ROUTES
+from memwrite_local.runtime.server import make_server
 from tests.integration.conftest import Local, MakeLocal
 
 ERROR_CODES = {"400", "401", "403", "429", "503"}

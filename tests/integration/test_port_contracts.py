@@ -18,7 +18,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from memwrite.adapters.aws.dynamodb import (
+from memwrite.adapters.aws.dynamodb_ledger import (
     DynamoRateStore,
     DynamoSessionLog,
     DynamoSpanStore,
@@ -88,7 +88,7 @@ from memwrite.store import (
     VersionedMemory,
 )
 from memwrite.wiring import build_expiry_deps, build_query_deps, build_stage_deps
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 _ids = itertools.count()

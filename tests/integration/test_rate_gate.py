@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functions.pre_filter.handler as pre_filter_handler
-from memwrite_local.aws import LOCAL_API_KEY
+from memwrite_local.runtime.aws import LOCAL_API_KEY
 
 FACT = "I live in Berlin with my partner Alex and our dog Pixel."
 RATE_LIMITED = {"type": "RateLimited", "window_secs": 60}

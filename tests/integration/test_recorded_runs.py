@@ -1,6 +1,6 @@
 """Recorded runs as regression tests: each `tests/recorded/runs/<name>/` replayed and checked.
 
-A recording (`memwrite eval --llm --record DIR`, format in `memwrite_local.eval_recording`)
+A recording (`memwrite eval --llm --record DIR`, format in `memwrite_local.evaluation.recording`)
 holds a conversation's `POST /v1/turns` bodies, the model's answers to every request the run
 made, and the memories it stored. Replayed, the same bodies go through the whole local pipeline
 with a local fake API (`tests.fake_anthropic`) answering each request with the recorded answer
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memwrite_local.cli import main
-from memwrite_local.eval_recording import (
+from memwrite_local.evaluation.recording import (
     EXCHANGES_DIR,
     RecordedOutcome,
     outcome_of,
@@ -25,7 +25,7 @@ from memwrite_local.eval_recording import (
     read_recording,
     recording_dirs,
 )
-from memwrite_local.pipeline import run_sessions
+from memwrite_local.runtime.pipeline import run_sessions
 from tests.fake_anthropic import serving
 from tests.integration.conftest import unset_developer_environment
 from tests.make_recorded_run import EXAMPLE, RUNS, record_example

@@ -26,7 +26,7 @@ from memwrite.persist.stage import persist_candidate
 from memwrite.ports import MemoryStore, TraceRecord, TraceRollback, TurnLedger
 from memwrite.read.rollback import RollbackDeps, rollback_trace
 from memwrite.wiring import build_query_deps
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 from tests.integration.test_memory_store import CITIES, CONFIG, deps_for, item
 
 

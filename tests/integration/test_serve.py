@@ -19,7 +19,7 @@ import pytest
 import functions.pre_filter.handler as pre_filter_handler
 from memwrite.models import QueuedTurn
 from memwrite.ports import EnqueueResult
-from memwrite_local.serve import LocalServer, make_server
+from memwrite_local.runtime.server import LocalServer, make_server
 from tests.integration.conftest import Local, MakeLocal
 
 TIMEOUT_SECS = 5

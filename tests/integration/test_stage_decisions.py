@@ -23,7 +23,7 @@ from memwrite.persist import stage as persist
 from memwrite.ports import MemoryStore
 from memwrite.store import StoreItem
 from memwrite.wiring import build_api_deps, build_memory_store
-from memwrite_local.aws import LocalAws
+from memwrite_local.runtime.aws import LocalAws
 from tests.embedders import FixedSimilarityEmbedder
 from tests.recorded_api import RecordedApi
 from tests.sources import record_trace

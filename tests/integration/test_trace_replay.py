@@ -149,7 +149,7 @@ def test_replay_with_a_stricter_prefilter_reports_what_it_drops_and_writes_nothi
 
     # When it is replayed with a pre-filter that needs four words
     response = _call(
-        api, "POST", f"/v1/traces/{trace_id}/replay", {"config": {"prefilter": {"min_words": 4}}}
+        api, "POST", f"/v1/traces/{trace_id}/replay", {"config": {"pre_filter": {"min_words": 4}}}
     )
 
     # Then the three-word turn is newly dropped by the pre-filter, with both fates
@@ -208,7 +208,7 @@ def test_replay_with_a_looser_config_adds_memories_and_the_batch_totals_them(api
         api,
         "POST",
         "/v1/users/dana/replay",
-        {"config": {"prefilter": {"min_words": 2}}, "from": "2020-01-01T00:00:00Z"},
+        {"config": {"pre_filter": {"min_words": 2}}, "from": "2020-01-01T00:00:00Z"},
     )
 
     # Then that trace newly keeps the short turn and would add its memory
@@ -250,9 +250,9 @@ def test_replay_of_another_tenants_trace_is_404_and_its_batch_finds_nothing(api:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"config": {"prefilter": {"min_wordz": 4}}}, "config.prefilter.min_wordz"),
-        ({"config": {"prefilter": {"min_words": -1}}}, "config.prefilter.min_words"),
-        ({"config": {"prefilter": {"min_words": "many"}}}, "config.prefilter.min_words"),
+        ({"config": {"pre_filter": {"min_wordz": 4}}}, "config.pre_filter.min_wordz"),
+        ({"config": {"pre_filter": {"min_words": -1}}}, "config.pre_filter.min_words"),
+        ({"config": {"pre_filter": {"min_words": "many"}}}, "config.pre_filter.min_words"),
         (
             {"config": {"dedupe": {"dedupe_merge_threshold": 1.5}}},
             "config.dedupe.dedupe_merge_threshold",

@@ -55,7 +55,7 @@ def test_saying_the_same_thing_again_later_is_a_new_observation(make_local, make
     # Given a deployment without the rate gate (it judges bursts by receive time, and this whole
     # history arrives in one request), and a user who lived in Berlin, moved to Lisbon, then
     # moved back, saying so word for word
-    local = make_local(config={"pipeline": {"prefilter": {"rate_limit_window_secs": 0}}})
+    local = make_local(config={"pipeline": {"pre_filter": {"rate_limit_window_secs": 0}}})
     moves = make_body(
         _said(BERLIN, "2025-01-10T08:00:00Z"),
         _said(LISBON, "2025-06-01T09:00:00Z"),

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from memwrite_local.embedded import local_backend
-from memwrite_local.runner import LocalRunner
+from memwrite_local.runtime.embedded import local_backend
+from memwrite_local.runtime.runner import LocalRunner
 from tests.integration.conftest import (  # noqa: F401 (fixtures shared with the integration suite)
     Local,
     MakeLocal,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memwrite_local.runner import DrainReport
+from memwrite_local.runtime.runner import DrainReport
 from tests.integration.conftest import Local
 from tests.reliability.final_state import FinalState, final_state
 

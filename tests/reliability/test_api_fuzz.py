@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memwrite_local.runner import PUBLIC_PATHS, ROUTES
+from memwrite_local.runtime.runner import PUBLIC_PATHS, ROUTES
 from tests.reliability.served import Reply, Served
 
 EXAMPLES = 60

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memwrite_local.runner import PUBLIC_PATHS, ROUTES
+from memwrite_local.runtime.runner import PUBLIC_PATHS, ROUTES
 from tests.reliability.final_state import FinalState
 from tests.reliability.runs import CONVERSATION, IDEMPOTENCY
 from tests.reliability.served import Reply, Served

@@ -13,7 +13,7 @@ import pytest
 import functions.hype.handler as hype_handler
 from memwrite.errors import IndexUnavailable
 from memwrite.index import MemoryDoc
-from memwrite_local.runner import MAX_RECEIVES
+from memwrite_local.runtime.runner import MAX_RECEIVES
 from tests.integration.conftest import Local
 from tests.reliability.final_state import FinalState, assert_same_state, final_state
 from tests.reliability.runs import CONVERSATION, IDEMPOTENCY, drain, post_conversation

@@ -21,7 +21,7 @@ import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.config import ExtractConfig
 from memwrite.wiring import build_queue_consumer
-from memwrite_local.runner import MAX_RECEIVES
+from memwrite_local.runtime.runner import MAX_RECEIVES
 from tests.integration.conftest import Local, MakeLocal
 from tests.recorded_api import haiku_cost, recorded
 from tests.reliability.final_state import FinalState, assert_same_state, final_state

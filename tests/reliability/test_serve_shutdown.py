@@ -18,9 +18,9 @@ from typing import Any, cast
 import pytest
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
-from memwrite_local.backend import LOCAL_API_KEY
-from memwrite_local.runner import DrainReport, LocalRunner
-from memwrite_local.serve import QueueWorker
+from memwrite_local.runtime.backend import LOCAL_API_KEY
+from memwrite_local.runtime.runner import DrainReport, LocalRunner
+from memwrite_local.runtime.server import QueueWorker
 from tests.serve_process import running_serve
 
 CLIENTS = 8

@@ -118,6 +118,22 @@ def test_a_stage_has_one_name_for_its_package_and_its_lambda() -> None:
         assert stages_served(handler) <= {handler.parent.name}, handler.parent.name
 
 
+def test_each_stage_has_one_docs_page_named_by_it_and_no_page_is_not_a_stage() -> None:
+    pages = {page.stem for page in (REPO / "docs" / "stages").glob("*.md")}
+    assert pages == {stage.name for stage in STAGES}
+
+
+# Prompt modules not named by a stage, by the stage whose part calls them.
+PROMPTS_OF_A_STAGE_PART = {"verify": "extract"}  # extract's verifier (`extract/verifier.py`)
+
+
+def test_each_prompt_module_is_named_by_the_stage_that_asks_it() -> None:
+    prompts = {path.stem for path in (LIBRARY / "prompts").glob("*.py")} - {"__init__"}
+    names = {stage.name for stage in STAGES}
+    assert prompts - names == PROMPTS_OF_A_STAGE_PART.keys()
+    assert set(PROMPTS_OF_A_STAGE_PART.values()) <= names
+
+
 # What a builder asks the adapters for, by the fact its stage must declare for it.
 MODEL_CLIENTS = {"extraction_llm", "verifier", "resolve_judge", "dedupe_judge", "questions"}
 

@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from memwrite.config import Settings, TenantOverrides, UserSkipPattern, load_settings
-from memwrite.errors import ConfigError
+from memwrite.errors import ConfigError, InvalidQuery
 from memwrite.ids import trace_id_for_key, turn_id
+from memwrite.read.replay import config_with
 
 
 def test_defaults_are_the_seeds() -> None:
-    prefilter = Settings().pipeline.prefilter
-    assert prefilter.min_words == 3
-    assert prefilter.extract_from_assistant is False
-    assert prefilter.rate_limit_window_secs == 60
-    assert prefilter.rate_map_max_entries == 10_000
-    assert prefilter.user_skip_patterns == ()
+    pre_filter = Settings().pipeline.pre_filter
+    assert pre_filter.min_words == 3
+    assert pre_filter.extract_from_assistant is False
+    assert pre_filter.rate_limit_window_secs == 60
+    assert pre_filter.rate_map_max_entries == 10_000
+    assert pre_filter.user_skip_patterns == ()
 
 
 def test_tenant_and_agent_overrides_apply_only_to_them() -> None:
@@ -34,18 +35,18 @@ def test_tenant_and_agent_overrides_apply_only_to_them() -> None:
         }
     )
     # Then acme's requests see the override, other tenants the defaults
-    assert settings.for_request("acme").prefilter.min_words == 1
-    assert settings.for_request("acme").prefilter.extract_from_assistant is False
-    assert settings.for_request("acme", "scribe").prefilter.extract_from_assistant is True
-    assert settings.for_request("other").prefilter.min_words == 3
-    assert settings.for_request("acme").prefilter.user_skip_patterns[0].name == "sig"
+    assert settings.for_request("acme").pre_filter.min_words == 1
+    assert settings.for_request("acme").pre_filter.extract_from_assistant is False
+    assert settings.for_request("acme", "scribe").pre_filter.extract_from_assistant is True
+    assert settings.for_request("other").pre_filter.min_words == 3
+    assert settings.for_request("acme").pre_filter.user_skip_patterns[0].name == "sig"
 
 
 def test_settings_load_from_file_and_env(tmp_path: Path) -> None:
     path = tmp_path / "memwrite.json"
-    path.write_text(json.dumps({"pipeline": {"prefilter": {"min_words": 5}}}))
+    path.write_text(json.dumps({"pipeline": {"pre_filter": {"min_words": 5}}}))
     settings = load_settings({"MEMWRITE_CONFIG": str(path), "MEMWRITE_API_KEYS": "k1=t1,k2=t2"})
-    assert settings.pipeline.prefilter.min_words == 5
+    assert settings.pipeline.pre_filter.min_words == 5
     assert settings.api_keys == {"k1": "t1", "k2": "t2"}
 
 
@@ -63,9 +64,42 @@ def test_bad_settings_fail_with_config_error(environ: dict[str, str]) -> None:
 
 def test_unknown_config_key_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "memwrite.json"
-    path.write_text(json.dumps({"pipeline": {"prefilter": {"min_wrods": 5}}}))
+    path.write_text(json.dumps({"pipeline": {"pre_filter": {"min_wrods": 5}}}))
     with pytest.raises(ConfigError, match="min_wrods"):
         load_settings({"MEMWRITE_CONFIG": str(path)})
+
+
+_PRE_FILTER = {"min_words": 5, "rate_limit_window_secs": 30, "allowed_pii": ["email"]}
+
+
+def test_the_old_pre_filter_key_still_loads_with_a_deprecation_warning(tmp_path: Path) -> None:
+    # Given a config file written before the section took the stage's name
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps({"pipeline": {"prefilter": _PRE_FILTER}}))
+    new.write_text(json.dumps({"pipeline": {"pre_filter": _PRE_FILTER}}))
+    # When it is loaded
+    with pytest.warns(DeprecationWarning, match="'prefilter' is deprecated: name it 'pre_filter'"):
+        loaded = load_settings({"MEMWRITE_CONFIG": str(old)})
+    # Then it holds the same values as the file that names the section `pre_filter`
+    assert loaded == load_settings({"MEMWRITE_CONFIG": str(new)})
+    assert loaded.pipeline.pre_filter.min_words == 5
+
+
+def test_both_pre_filter_keys_at_once_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memwrite.json"
+    both = {"prefilter": _PRE_FILTER, "pre_filter": {"min_words": 2}}
+    path.write_text(json.dumps({"pipeline": both}))
+    with pytest.raises(ConfigError, match="both 'prefilter' and 'pre_filter'"):
+        load_settings({"MEMWRITE_CONFIG": str(path)})
+
+
+def test_a_replay_override_may_still_name_the_old_key() -> None:
+    base = Settings().pipeline
+    with pytest.warns(DeprecationWarning):
+        changed = config_with(base, {"prefilter": {"min_words": 7}})
+    assert changed == config_with(base, {"pre_filter": {"min_words": 7}})
+    with pytest.raises(InvalidQuery, match="both"):
+        config_with(base, {"prefilter": {"min_words": 7}, "pre_filter": {"min_words": 7}})
 
 
 def test_turn_id_is_content_addressed_and_scoped() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import FirewallAction, PrefilterConfig
+from memwrite.config import FirewallAction, PreFilterConfig
 from memwrite.models import Decision
 from memwrite.pre_filter.checks import mask_secrets, screen
 from memwrite.pre_filter.firewall import iban_valid, luhn_valid, normalise, scan
@@ -45,7 +45,7 @@ def test_secret_is_found_with_its_kind(secret: str, kind: SecretKind) -> None:
 def test_redacted_secret_never_survives_screening(secret: str, kind: SecretKind) -> None:
     # Given a fact next to a secret / When screened with defaults (these kinds redact)
     result = screen(
-        f"I moved to Lisbon last spring and my code is {secret} by the way.", PrefilterConfig()
+        f"I moved to Lisbon last spring and my code is {secret} by the way.", PreFilterConfig()
     )
     # Then the fact passes, the secret is replaced by its placeholder and reported
     assert result.text is not None
@@ -71,13 +71,13 @@ def test_dates_versions_addresses_and_commit_ids_are_not_secrets() -> None:
 def test_words_that_contain_a_secret_word_are_not_secrets() -> None:
     text = "We went shopping, passed the monkey house, and I was pinning photos: all fine."
     assert scan(text) == ()
-    assert screen(text, PrefilterConfig()).text == text
+    assert screen(text, PreFilterConfig()).text == text
 
 
 def test_password_sentence_is_blocked_and_the_rest_kept() -> None:
     # Given a password in one sentence and a fact in another
     result = screen(
-        "My password is hunter2-blue. I live in Rome with my sister.", PrefilterConfig()
+        "My password is hunter2-blue. I live in Rome with my sister.", PreFilterConfig()
     )
     # Then the password sentence is gone entirely
     assert result.text == "I live in Rome with my sister."
@@ -86,7 +86,7 @@ def test_password_sentence_is_blocked_and_the_rest_kept() -> None:
 
 def test_turn_of_only_a_private_key_is_policy_blocked() -> None:
     # Given a turn that is a PEM private key / When screened
-    result = screen(PEM, PrefilterConfig())
+    result = screen(PEM, PreFilterConfig())
     # Then every sentence touching it is blocked, and the reason says so
     assert result.reason == PolicyBlocked(kind=SecretKind.PRIVATE_KEY)
     assert result.text is None
@@ -94,15 +94,15 @@ def test_turn_of_only_a_private_key_is_policy_blocked() -> None:
 
 def test_private_key_blocks_every_line_it_spans() -> None:
     result = screen(
-        f"I work at Northwind as a data engineer.\n{PEM}\nThat is all.", PrefilterConfig()
+        f"I work at Northwind as a data engineer.\n{PEM}\nThat is all.", PreFilterConfig()
     )
     assert result.text == "I work at Northwind as a data engineer. That is all."
 
 
 def test_action_per_kind_is_configurable() -> None:
     # Given cards configured to block instead of redact
-    actions = {**PrefilterConfig().firewall_actions, SecretKind.CARD_NUMBER: FirewallAction.BLOCK}
-    config = PrefilterConfig(firewall_actions=actions)
+    actions = {**PreFilterConfig().firewall_actions, SecretKind.CARD_NUMBER: FirewallAction.BLOCK}
+    config = PreFilterConfig(firewall_actions=actions)
     # When a card sentence is screened / Then it is blocked with the kind as reason
     result = screen("Please charge 4111 1111 1111 1111 for the order.", config)
     assert result.reason == PolicyBlocked(kind=SecretKind.CARD_NUMBER)
@@ -129,7 +129,7 @@ def test_masked_text_screens_as_the_original_and_masks_to_itself(turn: str) -> N
     # Given a turn as a trace keeps it for replay: masked
     masked = mask_secrets(turn)
     # When the masked text is screened again / Then it gets the original's verdict and text
-    again, first = screen(masked, PrefilterConfig()), screen(turn, PrefilterConfig())
+    again, first = screen(masked, PreFilterConfig()), screen(turn, PreFilterConfig())
     assert (again.reason, again.text, again.redacted) == (first.reason, first.text, first.redacted)
     # And masking it again changes nothing (its turn id is the original's)
     assert mask_secrets(masked) == masked
@@ -137,10 +137,10 @@ def test_masked_text_screens_as_the_original_and_masks_to_itself(turn: str) -> N
 
 def test_clean_text_is_untouched() -> None:
     text = "I just finished the Arrive interview. It went well."
-    result = screen(text, PrefilterConfig())
+    result = screen(text, PreFilterConfig())
     assert result.text == text
     assert result.redacted == ()
-    assert screen(text, PrefilterConfig()).reason is None
+    assert screen(text, PreFilterConfig()).reason is None
     assert Decision.PASS.value == "pass"
 
 
@@ -171,7 +171,7 @@ SECRETS_IN_PROSE = [
 @pytest.mark.parametrize(("text", "secret", "kind"), SECRETS_IN_PROSE)
 def test_secret_written_in_prose_is_masked(text: str, secret: str, kind: SecretKind) -> None:
     # Given a secret or PII written inside a chat sentence / When screened with defaults
-    result = screen(f"I work from Leeds these days. And {text}.", PrefilterConfig())
+    result = screen(f"I work from Leeds these days. And {text}.", PreFilterConfig())
     # Then the first sentence is kept and the value is replaced by its typed placeholder
     assert result.text is not None
     assert result.text.startswith("I work from Leeds these days.")
@@ -195,7 +195,7 @@ PASSWORD_PHRASINGS = [
 @pytest.mark.parametrize("phrasing", PASSWORD_PHRASINGS)
 def test_password_phrasings_block_their_sentence(phrasing: str) -> None:
     # Given a password in one of the ways people give it, next to a fact
-    result = screen(f"{phrasing}. I live in Rome with my sister.", PrefilterConfig())
+    result = screen(f"{phrasing}. I live in Rome with my sister.", PreFilterConfig())
     # Then only the fact survives and the reason names the password
     assert result.text == "I live in Rome with my sister."
     assert SecretKind.PASSWORD in result.redacted
@@ -217,7 +217,7 @@ EVASIVE_NUMBERS = [
 @pytest.mark.parametrize(("written", "kind"), EVASIVE_NUMBERS)
 def test_numbers_with_odd_separators_are_still_found(written: str, kind: SecretKind) -> None:
     # Given a card or SSN typed with separators meant to slip past a pattern
-    result = screen(f"Use {written} for the booking, I trust you.", PrefilterConfig())
+    result = screen(f"Use {written} for the booking, I trust you.", PreFilterConfig())
     # Then no run of its digits survives
     assert result.text is not None
     assert "1111" not in result.text and "1120" not in result.text
@@ -238,7 +238,7 @@ def test_iban_needs_a_valid_checksum() -> None:
 
 def test_tenant_can_allow_pii_but_secrets_stay_masked() -> None:
     # Given a tenant that allows e-mail addresses and phone numbers
-    config = PrefilterConfig(allowed_pii=frozenset({SecretKind.EMAIL, SecretKind.PHONE}))
+    config = PreFilterConfig(allowed_pii=frozenset({SecretKind.EMAIL, SecretKind.PHONE}))
     # When a turn with an e-mail, a phone number and a card is screened
     result = screen(
         "Reach me at sam@example.org or +1 212 555 0199, card 4111 1111 1111 1111.", config
@@ -253,4 +253,4 @@ def test_tenant_can_allow_pii_but_secrets_stay_masked() -> None:
 def test_secret_kinds_cannot_be_allowed() -> None:
     # Given a configuration that tries to let passwords through / Then it is refused
     with pytest.raises(ValueError, match="only PII kinds"):
-        PrefilterConfig(allowed_pii=frozenset({SecretKind.PASSWORD}))
+        PreFilterConfig(allowed_pii=frozenset({SecretKind.PASSWORD}))

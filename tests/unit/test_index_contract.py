@@ -90,7 +90,7 @@ def memory(
     confidence: float = 0.95,
     questions: Sequence[str] = (),
 ) -> MemoryDoc:
-    """A document as the HyPE stage writes it: tasks get no vectors (DESIGN.md section 2)."""
+    """A document as the HyPE stage writes it: tasks get no vectors (docs/design.md §9)."""
     embedded = type is not MemoryType.TASK
     return MemoryDoc(
         memory_id=memory_id,

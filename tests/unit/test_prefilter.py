@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import PrefilterConfig, UserSkipPattern
-from memwrite.models import Decision, PrefilterDecision, Role
-from memwrite.pre_filter.checks import prefilter_turn, screen
+from memwrite.config import PreFilterConfig, UserSkipPattern
+from memwrite.models import Decision, PreFilterDecision, Role
+from memwrite.pre_filter.checks import pre_filter_turn, screen
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import (
     AssistantTurn,
@@ -17,13 +17,13 @@ from memwrite.reasons import (
     UserRule,
 )
 
-DEFAULT = PrefilterConfig()
+DEFAULT = PreFilterConfig()
 
 
 def decide(
-    content: str, role: Role = Role.USER, config: PrefilterConfig = DEFAULT
-) -> PrefilterDecision:
-    return prefilter_turn(
+    content: str, role: Role = Role.USER, config: PreFilterConfig = DEFAULT
+) -> PreFilterDecision:
+    return pre_filter_turn(
         content=content,
         role=role,
         config=config,
@@ -34,7 +34,7 @@ def decide(
     )
 
 
-# The seed's worked-example table (DESIGN.md section 2), with the default config.
+# The worked examples of docs/design.md §1, with the default config.
 WORKED_EXAMPLES = [
     ("hi", TooShort(word_count=1, min_words=3)),
     ("ok thanks 👍", MatchedSkipPattern(pattern="greeting_ack")),
@@ -67,7 +67,7 @@ def test_worked_example_table(turn: str, expected: object) -> None:
 
 def test_sounds_good_is_an_ack_when_word_count_allows_it() -> None:
     # Given min_words lowered to 2 / When "sounds good" is screened
-    decision = decide("sounds good", config=PrefilterConfig(min_words=2))
+    decision = decide("sounds good", config=PreFilterConfig(min_words=2))
     # Then the acknowledgement pattern is what drops it
     assert decision.reason == MatchedSkipPattern(pattern="greeting_ack")
 
@@ -115,7 +115,7 @@ def test_slash_command_with_content_passes() -> None:
 
 
 def test_sentence_level_keeps_only_the_fact() -> None:
-    # Given an acknowledgement followed by a fact (DESIGN.md's example)
+    # Given an acknowledgement followed by a fact (the example of docs/design.md §1)
     decision = decide(
         "Yeah, got it. By the way my team is switching from Jira to Linear next month."
     )
@@ -143,7 +143,7 @@ def test_question_that_carries_a_fact_passes_whole() -> None:
 
 def test_user_rule_is_named() -> None:
     # Given a tenant pattern for ticket boilerplate
-    config = PrefilterConfig(
+    config = PreFilterConfig(
         user_skip_patterns=(UserSkipPattern(name="ticket_footer", pattern=r"ticket #\d+ closed"),)
     )
     # When a turn is only that boilerplate / Then UserRule names it
@@ -156,7 +156,7 @@ def test_user_rule_is_named() -> None:
 
 def test_builtin_rules_win_over_user_rules() -> None:
     # Given a user pattern that also matches a greeting
-    config = PrefilterConfig(user_skip_patterns=(UserSkipPattern(name="greet", pattern=".*"),))
+    config = PreFilterConfig(user_skip_patterns=(UserSkipPattern(name="greet", pattern=".*"),))
     # When a pure greeting is screened / Then the built-in rule, first in order, is reported
     assert decide("hello there, thanks!", config=config).reason == MatchedSkipPattern(
         pattern="greeting_ack"
@@ -177,7 +177,7 @@ def test_role_gate_skips_assistant_turns_by_default() -> None:
 
 
 def test_role_gate_admits_assistant_turns_when_enabled() -> None:
-    config = PrefilterConfig(extract_from_assistant=True)
+    config = PreFilterConfig(extract_from_assistant=True)
     decision = decide("You mentioned you live in Berlin.", role=Role.ASSISTANT, config=config)
     assert decision.decision is Decision.PASS
 
@@ -187,9 +187,9 @@ def test_system_and_tool_turns_are_not_conversation() -> None:
     assert decision.reason == NonConversationalTurn(role="system")
 
 
-def repeat(gate: RateGate, scope: str, claimant: str, now: float) -> PrefilterDecision:
+def repeat(gate: RateGate, scope: str, claimant: str, now: float) -> PreFilterDecision:
     """The same content, screened as turn `claimant` of `scope` at `now`."""
-    return prefilter_turn(
+    return pre_filter_turn(
         content="I live in Berlin now.",
         role=Role.USER,
         config=DEFAULT,
@@ -364,7 +364,7 @@ def test_repeated_short_answer_to_different_questions_is_not_rate_limited() -> N
     # Given one rate gate and "Yeah" answering two different questions within the window
     gate = RateGate(100)
     decisions = [
-        prefilter_turn(
+        pre_filter_turn(
             content="Yeah",
             role=Role.USER,
             config=DEFAULT,

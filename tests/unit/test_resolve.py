@@ -35,7 +35,7 @@ from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import ExtractedTurn, Extractor, ExtractOutput
 from memwrite.ports import ResolveJudge, TraceRecord
 from memwrite.prompts import PromptMessage
-from memwrite.prompts.resolve import ResolveDecision, ResolveResult
+from memwrite.prompts.resolve_refs import ResolveDecision, ResolveResult
 from memwrite.reasons import UserErased
 from memwrite.resolve_refs import stage as resolve_stage
 from memwrite.resolve_refs.references import (

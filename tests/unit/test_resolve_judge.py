@@ -30,7 +30,7 @@ from memwrite.errors import (
 )
 from memwrite.ports import ResolveJudge
 from memwrite.prompts import PromptMessage
-from memwrite.prompts.resolve import (
+from memwrite.prompts.resolve_refs import (
     VERSION,
     JudgeEntity,
     JudgeReference,

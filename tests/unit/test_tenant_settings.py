@@ -19,7 +19,7 @@ from memwrite.tenants import TenantConfigs
 
 FILE = Settings.model_validate(
     {
-        "pipeline": {"prefilter": {"min_words": 3}},
+        "pipeline": {"pre_filter": {"min_words": 3}},
         "tenants": {
             "acme": {
                 "min_words": 4,
@@ -45,16 +45,16 @@ def test_stored_settings_override_the_files_and_an_agents_override_both() -> Non
     # When the effective config of a request is built
     config = FILE.for_request("acme", "bot-1", stored=stored)
     # Then a stored field wins, an unstored one keeps the file's, extraction field by field
-    assert config.prefilter.min_words == 6
-    assert config.prefilter.rate_limit_window_secs == 10
+    assert config.pre_filter.min_words == 6
+    assert config.pre_filter.rate_limit_window_secs == 10
     assert config.extract.instructions == "stored"
     assert config.extract.exclude_topics == frozenset({"food"})
     # And the file's agent still overrides the tenant, as does the stored agent
-    assert config.prefilter.extract_from_assistant is True
-    assert FILE.for_request("acme", "bot-2", stored=stored).prefilter.extract_from_assistant
-    assert not FILE.for_request("acme", "bot-3", stored=stored).prefilter.extract_from_assistant
+    assert config.pre_filter.extract_from_assistant is True
+    assert FILE.for_request("acme", "bot-2", stored=stored).pre_filter.extract_from_assistant
+    assert not FILE.for_request("acme", "bot-3", stored=stored).pre_filter.extract_from_assistant
     # And another tenant keeps the deployment's defaults
-    assert FILE.for_request("globex", stored=None).prefilter.min_words == 3
+    assert FILE.for_request("globex", stored=None).pre_filter.min_words == 3
 
 
 def test_a_stored_change_applies_once_the_cache_entry_is_older_than_its_period() -> None:
@@ -62,25 +62,25 @@ def test_a_stored_change_applies_once_the_cache_entry_is_older_than_its_period()
     store = InMemoryTenantSettingsStore()
     now = [0.0]
     configs = TenantConfigs(FILE, store, cache_secs=30, clock=lambda: now[0])
-    assert configs.for_request("acme").prefilter.min_words == 4
+    assert configs.for_request("acme").pre_filter.min_words == 4
     # When another instance stores a change
     store.put("acme", TenantOverrides(min_words=9), "2026-03-02T09:00:00+00:00")
     # Then it is not read again within the period, and applies after it (within a minute)
     now[0] = 29.0
-    assert configs.for_request("acme").prefilter.min_words == 4
+    assert configs.for_request("acme").pre_filter.min_words == 4
     assert store.reads == 1
     now[0] = 30.0
-    assert configs.for_request("acme").prefilter.min_words == 9
+    assert configs.for_request("acme").pre_filter.min_words == 9
     assert store.reads == 2
 
 
 def test_a_write_through_the_instance_applies_at_once_and_the_period_is_bounded() -> None:
     store = InMemoryTenantSettingsStore()
     configs = TenantConfigs(FILE, store, cache_secs=60, clock=lambda: 0.0)
-    assert configs.for_request("acme").prefilter.min_words == 4
+    assert configs.for_request("acme").pre_filter.min_words == 4
     configs.put("acme", TenantOverrides(min_words=7), "2026-03-02T09:00:00+00:00")
-    assert configs.for_request("acme").prefilter.min_words == 7
-    assert configs.settings_for("acme").for_request("acme").prefilter.min_words == 7
+    assert configs.for_request("acme").pre_filter.min_words == 7
+    assert configs.settings_for("acme").for_request("acme").pre_filter.min_words == 7
     with pytest.raises(ValueError, match="cache_secs"):
         TenantConfigs(FILE, store, cache_secs=61)
 

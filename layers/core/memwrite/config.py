@@ -1,4 +1,4 @@
-"""Pipeline configuration: every knob of DESIGN.md with the seeds' defaults, per-tenant overrides.
+"""Pipeline configuration: every knob with its default, per-tenant overrides (docs/design.md §14).
 
 `Settings` is what a deployment loads (a JSON file named by `MEMWRITE_CONFIG`, else defaults);
 `Settings.for_request(tenant, agent_id)` gives the effective `PipelineConfig` of one request.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -28,6 +29,7 @@ from memwrite.errors import ConfigError
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
+    "RENAMED_KEYS",
     "AgentOverrides",
     "DedupeConfig",
     "EpisodesConfig",
@@ -36,7 +38,7 @@ __all__ = [
     "FirewallAction",
     "IngestLimits",
     "PipelineConfig",
-    "PrefilterConfig",
+    "PreFilterConfig",
     "ScoringConfig",
     "SearchConfig",
     "Settings",
@@ -47,6 +49,7 @@ __all__ = [
     "Webhook",
     "WebhookEvent",
     "load_settings",
+    "renamed_keys",
 ]
 
 
@@ -104,7 +107,7 @@ def _only_pii(kinds: frozenset[SecretKind] | None) -> frozenset[SecretKind] | No
     return kinds
 
 
-class PrefilterConfig(_Frozen):
+class PreFilterConfig(_Frozen):
     # A turn of fewer whitespace-separated words is skipped: TooShort.
     min_words: int = Field(default=3, ge=0)
     # Let assistant turns through the role gate (else AssistantTurn).
@@ -409,8 +412,32 @@ class EpisodesConfig(_Frozen):
         return self.retention_days * 86_400
 
 
+# Keys a config once had, by the key that replaced them: still read, with a DeprecationWarning.
+RENAMED_KEYS: dict[str, str] = {"prefilter": "pre_filter"}  # the stage's package name
+
+
+def renamed_keys(data: Any) -> Any:
+    """`data` (a `pipeline` section as JSON) with every old key under its new name, each one
+    found warned about; both names at once is a `ValueError`: which one was meant is unclear."""
+    if not isinstance(data, dict) or not data.keys() & RENAMED_KEYS.keys():
+        return data
+    renamed = dict(data)
+    for old, new in RENAMED_KEYS.items():
+        if old not in renamed:
+            continue
+        if new in renamed:
+            raise ValueError(f"both {old!r} and {new!r} are set: keep {new!r} alone")
+        warnings.warn(
+            f"the pipeline config key {old!r} is deprecated: name it {new!r}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        renamed[new] = renamed.pop(old)
+    return renamed
+
+
 class PipelineConfig(_Frozen):
-    prefilter: PrefilterConfig = PrefilterConfig()
+    pre_filter: PreFilterConfig = PreFilterConfig()
     ingest: IngestLimits = IngestLimits()
     extract: ExtractConfig = ExtractConfig()
     dedupe: DedupeConfig = DedupeConfig()
@@ -418,31 +445,36 @@ class PipelineConfig(_Frozen):
     search: SearchConfig = SearchConfig()
     episodes: EpisodesConfig = EpisodesConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        return renamed_keys(data)
+
 
 MAX_WEBHOOKS = 10
 
 
 class AgentOverrides(_Frozen):
-    # Overrides pipeline.prefilter.extract_from_assistant for this agent.
+    # Overrides pipeline.pre_filter.extract_from_assistant for this agent.
     extract_from_assistant: bool | None = None
 
 
 class TenantOverrides(_Frozen):
     """What a tenant may change; unset fields keep the deployment's value."""
 
-    # Overrides pipeline.prefilter.min_words.
+    # Overrides pipeline.pre_filter.min_words.
     min_words: int | None = Field(default=None, ge=0)
-    # Overrides pipeline.prefilter.rate_limit_window_secs.
+    # Overrides pipeline.pre_filter.rate_limit_window_secs.
     rate_limit_window_secs: int | None = Field(default=None, ge=0)
-    # Overrides pipeline.prefilter.extract_from_assistant.
+    # Overrides pipeline.pre_filter.extract_from_assistant.
     extract_from_assistant: bool | None = None
-    # Replaces pipeline.prefilter.user_skip_patterns.
+    # Replaces pipeline.pre_filter.user_skip_patterns.
     user_skip_patterns: tuple[UserSkipPattern, ...] | None = None
     # Overrides pipeline.extract.verifier.enabled.
     verifier_enabled: bool | None = None
     # Overrides pipeline.extract.verifier.min_importance.
     verifier_min_importance: float | None = Field(default=None, ge=0, le=1)
-    # Replaces pipeline.prefilter.allowed_pii.
+    # Replaces pipeline.pre_filter.allowed_pii.
     allowed_pii: frozenset[SecretKind] | None = None
     # Steering of extraction: instructions, own topics, topics kept or dropped.
     extraction: ExtractionOverrides | None = None
@@ -518,7 +550,7 @@ class Settings(_Frozen):
         agent = overrides.agents.get(agent_id) if agent_id else None
         if agent is not None and agent.extract_from_assistant is not None:
             changes["extract_from_assistant"] = agent.extract_from_assistant
-        prefilter = self.pipeline.prefilter.model_copy(update=changes)
+        pre_filter = self.pipeline.pre_filter.model_copy(update=changes)
         verifier_changes = {
             field: value
             for field, value in (
@@ -539,7 +571,7 @@ class Settings(_Frozen):
                     if (value := getattr(overrides.extraction, name)) is not None
                 }
             )
-        return self.pipeline.model_copy(update={"prefilter": prefilter, "extract": extract})
+        return self.pipeline.model_copy(update={"pre_filter": pre_filter, "extract": extract})
 
     def verifier_wanted(self) -> bool:
         """Whether any tenant (or the deployment) has the verifier on: only then build it."""

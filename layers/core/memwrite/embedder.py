@@ -1,10 +1,12 @@
-"""Text embeddings: the `Embedder` port and `HashingEmbedder`, the local, offline default.
+"""`HashingEmbedder`: the offline text embedder (the port is `memwrite.ports.Embedder`).
 
-In AWS the HyPE stage embeds with Bedrock Titan; locally and in tests `HashingEmbedder` does,
-with no model download and no network. It is feature hashing (the "hashing trick") of word
-unigrams, word bigrams and character trigrams: lexical, not semantic, but deterministic
-across processes and machines and strong enough for dedupe, which compares restatements of
-one fact ("lives in Berlin" / "lives in Berlin, Germany").
+It embeds for the search index when `search.embedder` is `hashing` (locally and in tests; on
+AWS the deployed settings choose Titan on Bedrock, `memwrite.adapters.aws.bedrock_embedder`),
+and it is dedupe's similarity measure on every backend (`Adapters.similarity_embedder` in
+`memwrite.wiring`), with no model download and no network. It is feature hashing (the
+"hashing trick") of word unigrams, word bigrams and character trigrams: lexical, not semantic,
+but deterministic across processes and machines and strong enough for dedupe, which compares
+restatements of one fact ("lives in Berlin" / "lives in Berlin, Germany").
 
 numpy by hand rather than scikit-learn's `HashingVectorizer`: scikit-learn would add scipy and
 ~150 MB to a Lambda layer for a few dozen lines, and its sparse output would still need

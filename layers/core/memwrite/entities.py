@@ -1,6 +1,6 @@
 """Entities: the people, places and things a user talks about, and how one is saved.
 
-An entity's id is content-addressed from its normalised canonical name (DESIGN.md section 3),
+An entity's id is content-addressed from its normalised canonical name (docs/design.md §11),
 so the same name resolved in two batches, or re-resolved after a redelivery, is the same row.
 The user themself is the entity named "user". Aliases only ever accumulate: a surface form
 seen once ("Pri", "Mr. Patel", "my sister") keeps pointing at its entity.

@@ -3,7 +3,7 @@
 Every observation of a predicate is kept in its entity_facts row; the row's *derived state*
 (which memory is current, who supersedes whom and since when, what contradicts what) is computed
 from the whole set, never from arrival order. That is what makes any delivery order, and any
-redelivery, converge on the same store (DESIGN.md section 1: correctness never depends on order).
+redelivery, converge on the same store (docs/design.md §8: correctness never depends on order).
 
 Stateful predicates (lives_in, works_at, ...): positive facts in `observed_at` order each end at
 the next one, or earlier at a later negation of their own value ("I don't live in Berlin

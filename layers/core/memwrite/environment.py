@@ -2,7 +2,8 @@
 
 Every handler reads its configuration through `LambdaEnvironment.load()`: a missing or empty
 variable is a `ConfigError` naming it, raised on the first invocation rather than deep inside a
-stage. The local runner sets the same variables (`memwrite_local.aws`, `memwrite_local.embedded`).
+stage. The local runner sets the same variables (`memwrite_local.runtime.aws`,
+`memwrite_local.runtime.embedded`).
 
 `MEMWRITE_BACKEND` picks the stores: `dynamodb` (the default, and what Lambda runs: the tables
 and queue named below) or `sqlite` (the embedded mode: one SQLite file under

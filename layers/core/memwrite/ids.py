@@ -1,4 +1,4 @@
-"""Content-addressed identifiers (DESIGN.md section 3).
+"""Content-addressed identifiers (docs/design.md §11).
 
 A turn id is `sha256(tenant | user_id | session_id | role | content | timestamp)` truncated to
 128 bits, so the same turn re-sent by a retrying client maps to the same id and is recognised as

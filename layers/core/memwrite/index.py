@@ -1,13 +1,14 @@
-"""The search index port: memory documents, filters, hits and hybrid score fusion.
+"""What the search index holds and answers: documents, filters, hits and hybrid score fusion.
 
-`adapters.embedded_index` implements `MemoryIndex` locally and in tests (SQLite FTS5 + faiss);
-the OpenSearch adapter for AWS must pass the same `tests/unit/test_index_contract.py`. Every
-call is scoped by tenant and user, and nothing ever crosses users.
+The port itself is `memwrite.ports.MemoryIndex`. `memwrite.adapters.sqlite.embedded_index`
+implements it locally and in tests (SQLite FTS5 + faiss), `memwrite.adapters.aws.opensearch_index`
+on AWS; both pass `tests/unit/test_index_contract.py` (OpenSearch against a real cluster, when
+`OPENSEARCH_URL` is set). Every call is scoped by tenant and user, and nothing ever crosses users.
 
 Scores: `knn` returns cosine similarity (higher is closer), `bm25` a BM25 score whose scale is
 the backend's own (compare ranks, not values, across backends), `hybrid` the fused score in
 [0, 1] computed by `fuse_hybrid`, which is OpenSearch's normalization-processor with
-`min_max` normalisation and a weighted `arithmetic_mean` combination (AWS_NOTES.md).
+`min_max` normalisation and a weighted `arithmetic_mean` combination (docs/design.md §12).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ _MEMORIES_ONLY = frozenset({DocKind.MEMORY})
 # eq=False: numpy arrays do not compare to a single bool, so identity is the only sane equality.
 @dataclass(frozen=True, eq=False)
 class MemoryDoc:
-    """One memory as the search index holds it (DESIGN.md section 3, search index documents)."""
+    """One memory as the search index holds it (docs/design.md §12)."""
 
     memory_id: str
     tenant: str

@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 # Types whose identity is the (entity, predicate, value) triple; events and tasks are keyed by
-# their text (DESIGN.md section 2, memory types).
+# their text (docs/design.md §9, memory types).
 KEYED_TYPES = frozenset(
     {MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION, MemoryType.DECISION}
 )

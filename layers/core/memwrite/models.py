@@ -21,7 +21,7 @@ __all__ = [
     "IngestResponse",
     "IngestTurn",
     "LlmUsageSummary",
-    "PrefilterDecision",
+    "PreFilterDecision",
     "QueuedTurn",
     "Role",
     "SkippedTurn",
@@ -47,7 +47,7 @@ class Role(StrEnum):
 
 
 class Source(StrEnum):
-    """Who stands behind the turns; it weights confidence later (DESIGN.md section 2)."""
+    """Who stands behind the turns; it weights confidence later (docs/design.md §9)."""
 
     USER_EXPLICIT = "user_explicit"
     GROUP_CHAT = "group_chat"
@@ -101,7 +101,7 @@ class IngestTurn(BaseModel):
 
 class TraceInput(BaseModel):
     """One turn of a request as its trace keeps it for replay: the firewall's masked text
-    (`prefilter.mask_secrets`), never the raw content."""
+    (`memwrite.pre_filter.checks.mask_secrets`), never the raw content."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -122,7 +122,7 @@ class IngestRequest(BaseModel):
     source: Source = Source.USER_EXPLICIT
 
 
-class PrefilterDecision(BaseModel):
+class PreFilterDecision(BaseModel):
     """What the pre-filter decided for one turn (the `memwrite prefilter` output line)."""
 
     model_config = ConfigDict(frozen=True)

@@ -28,7 +28,7 @@ from memwrite.payloads import OutboxChange
 from memwrite.portability.records import RestoreUnit, SpilledExport, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
-from memwrite.prompts.resolve import ResolveResult
+from memwrite.prompts.resolve_refs import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
@@ -272,7 +272,7 @@ class SessionLog(Protocol):
 
 
 class EpisodeStore(Protocol):
-    """A user's episodes (DESIGN.md section 2, "Episodes"); written by `SessionLog.append`."""
+    """A user's episodes (docs/design.md §10); written by `SessionLog.append`."""
 
     def episodes_of(
         self,
@@ -366,7 +366,7 @@ class Embedder(Protocol):
 
 
 class EntityStore(Protocol):
-    """The user's entity table (DESIGN.md section 3, `entities`)."""
+    """The user's entity table (`entities`, docs/design.md §11)."""
 
     def entities_of(self, tenant: str, user_id: str, limit: int) -> list[Entity]:
         """Up to `limit` entities of the user, most recently seen first."""
@@ -534,7 +534,7 @@ class GeneratedQuestions:
 
 
 class QuestionGenerator(Protocol):
-    """HyPE: the questions a user would ask to find a memory (DESIGN.md section 2)."""
+    """HyPE: the questions a user would ask to find a memory (docs/design.md §7)."""
 
     def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
         """`count` short questions that `memory` answers, without its value where possible.

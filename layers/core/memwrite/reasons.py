@@ -1,4 +1,4 @@
-"""Typed reasons: every rejection or transformation says exactly why (DESIGN.md section 1).
+"""Typed reasons: every rejection or transformation says exactly why (docs/design.md §8).
 
 Each reason is a small pydantic model tagged by `type`; `Reason` is their discriminated union,
 so a span read back from DynamoDB or JSON comes back as the same typed object. Reasons carry
@@ -73,7 +73,7 @@ PII_KINDS: frozenset[SecretKind] = frozenset({SecretKind.IBAN, SecretKind.EMAIL,
 
 
 class VerifierCheck(StrEnum):
-    """The verifier's eight checks of a candidate against its source turns (DESIGN.md, Extract)."""
+    """The verifier's eight checks of a candidate against its source turns (docs/design.md §2)."""
 
     ENTITY_IDENTITY = "entity_identity"
     OBJECT_IDENTITY = "object_identity"

@@ -1,4 +1,4 @@
-"""Confidence and tiers (DESIGN.md section 2): a sigmoid over evidence, then a tier router.
+"""Confidence and tiers (docs/design.md §9): a sigmoid over evidence, then a tier router.
 
 The extractor's own confidence comes first from the words of the claim's sentence
 (`wording_confidence`): a direct first-person statement keeps the extractor's value; a hedge, a

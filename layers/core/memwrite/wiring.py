@@ -281,7 +281,7 @@ class _DynamoAdapters(Adapters):
 
     def __init__(self, env: LambdaEnvironment) -> None:
         from memwrite.adapters.aws.clients import dynamodb_client
-        from memwrite.adapters.aws.dynamodb import DynamoSpanStore
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoSpanStore
 
         super().__init__(env)
         self.dynamodb = dynamodb_client(env.aws_endpoint_url)
@@ -299,12 +299,12 @@ class _DynamoAdapters(Adapters):
         return DynamoTenantSettingsStore(self.dynamodb, self.env.tenant_settings_table)
 
     def ledger(self) -> TurnLedger:
-        from memwrite.adapters.aws.dynamodb import DynamoTurnLedger
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 
         return DynamoTurnLedger(self.dynamodb, self.env.turns_table)
 
     def rate_store(self) -> RateStore:
-        from memwrite.adapters.aws.dynamodb import DynamoRateStore
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoRateStore
 
         return DynamoRateStore(self.dynamodb, self.env.turns_table)
 
@@ -322,7 +322,7 @@ class _DynamoAdapters(Adapters):
         return SqsTurnConsumer(client, self.env.queue_url(), self.env.dead_letter_url())
 
     def session_log(self) -> SessionLog:
-        from memwrite.adapters.aws.dynamodb import DynamoSessionLog
+        from memwrite.adapters.aws.dynamodb_ledger import DynamoSessionLog
 
         return DynamoSessionLog(self.dynamodb, self.env.turns_table, self.env.outbox_table or None)
 

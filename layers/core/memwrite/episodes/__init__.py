@@ -1,3 +1,3 @@
 """Episodes: the backfill that distils the user's words kept when extraction deferred them
-(DESIGN.md section 2, "Episodes") once a model is available; the episode itself is
+(docs/design.md §10) once a model is available; the episode itself is
 `memwrite.episode`."""

@@ -7,7 +7,8 @@ ref, which is mapped back to the turn id here.
 
 Pure orchestration against the `ExtractionLlm` port; the anthropic SDK lives only in
 `memwrite.adapters.anthropic.client`, so importing this module costs no SDK cold start. The errors
-of the port are defined here, next to it, so the orchestrator and every adapter share them.
+the port raises (`MalformedLlmOutput`, `LlmUnavailable`, ...) are in `memwrite.errors`, shared by
+the orchestrator and every adapter.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 HyPE indexes, beside a memory's own text, the questions a user would ask to find it, so that
 "Where is Dana based?" finds "The user lives in Lisbon." although they share no word. With a
-model (`adapters.anthropic_questions`) the questions are written per memory; offline (no API
-key, and in tests) they come from templates keyed by the predicate, then by the type. Same
-memory, same questions: a retried HyPE job writes the same vectors.
+model (`memwrite.adapters.anthropic.questions`) the questions are written per memory; offline
+(no API key, and in tests) they come from templates keyed by the predicate, then by the type.
+Same memory, same questions: a retried HyPE job writes the same vectors.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ or out of order and the index still converges on the store:
 - otherwise its text is indexed first (BM25-searchable at once), then `hype_questions`
   questions are generated (the extractor's own search questions when it wrote enough; else the
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
-  the document is upserted again with its vectors. Tasks stay BM25-only (DESIGN.md section 2).
+  the document is upserted again with its vectors. Tasks stay BM25-only (docs/design.md §9).
 
 An episode's row (`episode:<turn id>`, `memwrite.episodes`) indexes the kept turn's text and
 its content vector as a document of kind `episode` (no questions: it is the user's own words),

@@ -1,8 +1,8 @@
 """Stage 1, pre-filter: the cheapest checks, on every turn, in the API Lambda.
 
-Four operations, first match wins (DESIGN.md section 2): word count -> skip patterns (per
+Four operations, first match wins (docs/design.md §1): word count -> skip patterns (per
 sentence, with the policy firewall) -> rate gate -> role gate. The pure part (`screen`) needs
-no state; `prefilter_turn` adds the rate gate.
+no state; `pre_filter_turn` adds the rate gate.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import NamedTuple, ParamSpec
 
-from memwrite.config import FirewallAction, PrefilterConfig, UserSkipPattern
+from memwrite.config import FirewallAction, PreFilterConfig, UserSkipPattern
 from memwrite.ids import content_hash
-from memwrite.models import Decision, PrefilterDecision, Role
+from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.firewall import Finding, mask, normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.pre_filter.segment import Segment, reassemble, sentences_of, split_segments
@@ -47,7 +47,7 @@ __all__ = [
     "gate_turn",
     "mask_secrets",
     "may_be_short_answer",
-    "prefilter_turn",
+    "pre_filter_turn",
     "question_of",
     "rule_name",
     "screen",
@@ -131,7 +131,7 @@ class _Verdict:
     rule: str | None = None
 
 
-def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict], list[SecretKind]]:
+def _judge_segments(text: str, config: PreFilterConfig) -> tuple[list[_Verdict], list[SecretKind]]:
     findings = [f for f in scan(text) if f.kind not in config.allowed_pii]
     sentences = None if findings or config.user_skip_patterns else sentences_of(text)
     if sentences is not None:
@@ -163,7 +163,7 @@ def _judge_segments(text: str, config: PrefilterConfig) -> tuple[list[_Verdict],
     return _keep_context_questions(verdicts), redacted
 
 
-def _judged(segment: Segment, masked: str, config: PrefilterConfig) -> _Verdict:
+def _judged(segment: Segment, masked: str, config: PreFilterConfig) -> _Verdict:
     """A segment judged by every skip rule (built-in, then the tenant's)."""
     matched = match_skip_rule(
         segment,
@@ -188,7 +188,7 @@ def _keep_context_questions(verdicts: list[_Verdict]) -> list[_Verdict]:
     return verdicts
 
 
-def question_of(turn: str, config: PrefilterConfig) -> str | None:
+def question_of(turn: str, config: PreFilterConfig) -> str | None:
     """The question that ends a turn, masked; None if it ends otherwise or if the question is a
     pleasantry ("How are you?") or talk about the conversation. A short answer to that turn is
     kept with it; it also stands in for the turn itself as `previous`."""
@@ -204,7 +204,7 @@ def question_of(turn: str, config: PrefilterConfig) -> str | None:
 
 
 def _short_answer(
-    text: str, config: PrefilterConfig, previous: str, verdicts: list[_Verdict] | None
+    text: str, config: PreFilterConfig, previous: str, verdicts: list[_Verdict] | None
 ) -> Screening | None:
     """A short turn kept with the question just before it ("Tomato soup", "Yeah"), or None.
 
@@ -227,7 +227,7 @@ def _short_answer(
     return Screening(None, answer, tuple(redacted), context=question)
 
 
-def screen(content: str, config: PrefilterConfig, previous: str | None = None) -> Screening:
+def screen(content: str, config: PreFilterConfig, previous: str | None = None) -> Screening:
     """Word count, then per-sentence skip rules and firewall; the rest is reassembled.
 
     `previous` is the turn before this one in the conversation (any role): a short answer to
@@ -260,7 +260,7 @@ def gate_turn(
     *,
     content: str,
     role: Role,
-    config: PrefilterConfig,
+    config: PreFilterConfig,
     rate_gate: RateGate | None,
     rate_scope: str,
     claimant: str,
@@ -294,13 +294,13 @@ def gate_turn(
     return screening, None
 
 
-def decision_of(screening: Screening, reason: SkipReason | None) -> PrefilterDecision:
-    """`gate_turn`'s result as the `PrefilterDecision` model."""
+def decision_of(screening: Screening, reason: SkipReason | None) -> PreFilterDecision:
+    """`gate_turn`'s result as the `PreFilterDecision` model."""
     # What the skip rules did is counted whatever the later gates decide.
     judged = {"sentences": screening.sentences, "dropped_by": screening.dropped_by}
     if reason is not None or screening.text is None:
-        return PrefilterDecision(decision=Decision.SKIP, reason=reason, **judged)
-    return PrefilterDecision(
+        return PreFilterDecision(decision=Decision.SKIP, reason=reason, **judged)
+    return PreFilterDecision(
         decision=Decision.PASS,
         text=screening.text,
         redacted=screening.redacted,
@@ -311,9 +311,9 @@ def decision_of(screening: Screening, reason: SkipReason | None) -> PrefilterDec
 
 def _as_model(
     gate: Callable[_P, tuple[Screening, SkipReason | None]],
-) -> Callable[_P, PrefilterDecision]:
+) -> Callable[_P, PreFilterDecision]:
     @wraps(gate)
-    def decide(*args: _P.args, **kwargs: _P.kwargs) -> PrefilterDecision:
+    def decide(*args: _P.args, **kwargs: _P.kwargs) -> PreFilterDecision:
         return decision_of(*gate(*args, **kwargs))
 
     return decide
@@ -321,4 +321,4 @@ def _as_model(
 
 # The full stage-1 decision for one turn as its model (the API's and the oracle's); the CLI
 # writes its lines from `gate_turn` directly, without building the model.
-prefilter_turn = _as_model(gate_turn)
+pre_filter_turn = _as_model(gate_turn)

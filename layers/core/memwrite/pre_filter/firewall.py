@@ -1,4 +1,4 @@
-"""Policy firewall: secrets and PII that must never be stored (DESIGN.md section 2).
+"""Policy firewall: secrets and PII that must never be stored (docs/design.md §1).
 
 `normalise` gives the form every later step sees (NFKC, no zero-width characters), and `scan`
 finds every secret in it with its span, matching on a look-alike-folded copy so that a Cyrillic

@@ -1,4 +1,4 @@
-"""Sentence-level segmentation of a turn (DESIGN.md section 2, pre-filter).
+"""Sentence-level segmentation of a turn (docs/design.md §1, the pre-filter's sentence rules).
 
 A light rule, not a parser: split prose on `.?!` followed by whitespace and a capital (or a
 digit, quote or bracket), except after known abbreviations and single initials; split on line

@@ -472,7 +472,7 @@ def _may_be_phrases(words: list[str], lowered: list[str]) -> bool:
 
 
 def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
-    """The first built-in rule, in DESIGN.md's order, that the whole segment matches."""
+    """The first built-in rule, in the order of docs/design.md §1, the whole segment matches."""
     if segment.kind is SegmentKind.TOOL_CALL:
         return "tool_call"
     if segment.kind is SegmentKind.CODE:

@@ -25,7 +25,7 @@ from memwrite.models import (
     IngestRequest,
     IngestResponse,
     IngestTurn,
-    PrefilterDecision,
+    PreFilterDecision,
     QueuedTurn,
     SkippedTurn,
     SpanResult,
@@ -38,7 +38,7 @@ from memwrite.pre_filter.checks import (
     count_words,
     mask_secrets,
     may_be_short_answer,
-    prefilter_turn,
+    pre_filter_turn,
     question_of,
     rule_name,
 )
@@ -70,7 +70,7 @@ def build_deps(adapters: StageAdapters) -> IngestDeps:
         spans=adapters.spans,
         metrics=adapters.metrics,
         rate_gate=RateGate(
-            adapters.settings.pipeline.prefilter.rate_map_max_entries,
+            adapters.settings.pipeline.pre_filter.rate_map_max_entries,
             shared=adapters.rate_store(),
         ),
     )
@@ -80,7 +80,7 @@ def build_deps(adapters: StageAdapters) -> IngestDeps:
 class _Screened:
     turn: IngestTurn
     turn_id: str
-    decision: PrefilterDecision
+    decision: PreFilterDecision
     latency_ms: float
 
 
@@ -118,10 +118,10 @@ def _screen_all(
         )
     for turn, tid in zip(request.turns, turn_ids, strict=True):
         started = time.perf_counter()
-        decision = prefilter_turn(
+        decision = pre_filter_turn(
             content=turn.content,
             role=turn.role,
-            config=config.prefilter,
+            config=config.pre_filter,
             # A turn accepted earlier is a duplicate whatever the window: it neither meets the
             # rate gate (whose slot a later turn of the same words may hold) nor claims it.
             rate_gate=None if tid in known else deps.rate_gate,
@@ -234,14 +234,14 @@ def ingest_turns(
         for item in counted
     ]
     deps.spans.put_spans(spans)
-    last = question_of(request.turns[-1].content, config.prefilter)
+    last = question_of(request.turns[-1].content, config.pre_filter)
     deps.ledger.set_last_question(
         tenant,
         request.user_id,
         request.session_id,
         last,
         now=now.timestamp(),
-        retention_secs=config.prefilter.short_answer_window_secs,
+        retention_secs=config.pre_filter.short_answer_window_secs,
     )
     for span in spans:
         deps.metrics.count(STAGE, span.result.value, span.reason)

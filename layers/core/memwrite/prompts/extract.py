@@ -2,7 +2,7 @@
 
 Two variants share the rules: `render` is the full pass over the batch with its recent context;
 `render_detail` re-reads one window of a long conversation for the exact names, prices,
-versions and attributes the batch's turns refer to (DESIGN.md section 2, "Extract").
+versions and attributes the batch's turns refer to (docs/design.md §2).
 
 The model never sees turn ids: the batch's turns are shown as "T1", "T2", ... in conversation
 order (`turn_refs`), and each candidate names the ref of its evidence in `source_turn_id`; the

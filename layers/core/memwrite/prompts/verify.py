@@ -1,6 +1,6 @@
 """The verifier prompt: does one extracted memory hold up against the turns it came from?
 
-A second, separate reading (DESIGN.md section 2, Extract; seed: Cloudflare's eight checks).
+A second, separate reading (docs/design.md §2; seed: Cloudflare's eight checks).
 The model gets one candidate and the source turns of its batch, runs eight explicit checks and
 answers pass, correct (with the corrected sentence and value) or drop (naming the first check
 that failed). Unsure means drop: a wrong memory costs more than a missing one.

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memwrite.config import PipelineConfig, Settings
+from memwrite.config import PipelineConfig, Settings, renamed_keys
 from memwrite.errors import InvalidQuery, TraceWithoutInputs
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import IngestRequest, IngestTurn, Source
@@ -71,7 +71,7 @@ class ReplayRequest(BaseModel):
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="Fields of the pipeline config to change, nested as in the config file, "
-        'e.g. {"prefilter": {"min_words": 5}}.',
+        'e.g. {"pre_filter": {"min_words": 5}}.',
     )
 
 
@@ -114,7 +114,11 @@ def _merged(base: dict[str, Any], override: dict[str, Any], path: str) -> dict[s
 
 def config_with(base: PipelineConfig, override: dict[str, Any]) -> PipelineConfig:
     """`base` with the override's fields changed, validated by the config model; an unknown
-    field or a bad value raises `InvalidQuery` naming it (`config.prefilter.min_words`)."""
+    field or a bad value raises `InvalidQuery` naming it (`config.pre_filter.min_words`)."""
+    try:
+        override = renamed_keys(override)  # an old key (`prefilter`) still names its section
+    except ValueError as exc:
+        raise InvalidQuery("config", str(exc)) from exc
     merged = _merged(base.model_dump(mode="json"), override, "config")
     try:
         return PipelineConfig.model_validate(merged)
@@ -149,7 +153,7 @@ def _dry_run(
         ledger=DryRunLedger(),
         spans=spans,
         metrics=metrics,
-        rate_gate=RateGate(config.prefilter.rate_map_max_entries),
+        rate_gate=RateGate(config.pre_filter.rate_map_max_entries),
         clock=created.timestamp,  # as at the trace: its timestamps were not in the future
     )
     stage_named("pre_filter").run(request, tenant=record.tenant, config=config, deps=ingest)

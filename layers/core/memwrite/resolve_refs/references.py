@@ -1,6 +1,6 @@
 """Stage 3, resolve refs: tie every candidate's entity to one of the user's entities.
 
-The cascade runs cheapest first and stops at the first step that decides (DESIGN.md section 2):
+The cascade runs cheapest first and stops at the first step that decides:
 
 1. pronoun rules: I/me/my/myself/we/"user" are the user; he/she/they/it are the one compatible
    entity mentioned earlier in the batch (compatibility from the relation aliases: "my sister"
@@ -10,6 +10,10 @@ The cascade runs cheapest first and stops at the first step that decides (DESIGN
    a relation claim with a name ("user | sister | Ana") gives "Ana" the alias "my sister";
 3. exact alias, then fuzzy alias match (rapidfuzz WRatio) against names and aliases;
 4. one LLM judge call for everything still ambiguous.
+
+`resolve_batch` runs them in the order of docs/design.md §3: the batch's relation claims first
+(they teach the aliases), then self references, grammar and names, pronouns last (once every
+name of the batch is known), then the judge.
 
 Offline (no judge) an ambiguous reference is `Unresolved` (`ResolutionFailed`): no dangling "she"
 is ever stored. A name nobody matched is a new entity with a content-addressed id. Aliases only
@@ -39,7 +43,7 @@ from memwrite.candidate import USER_ENTITY, Candidate
 from memwrite.entities import Entity, EntityKind, entity_id_for, merge_entities, normalise_name
 from memwrite.errors import MalformedLlmOutput
 from memwrite.ports import ResolveJudge
-from memwrite.prompts.resolve import (
+from memwrite.prompts.resolve_refs import (
     NEW,
     UNRESOLVED,
     JudgeEntity,

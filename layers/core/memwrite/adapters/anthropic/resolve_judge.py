@@ -14,7 +14,7 @@ from typing import Final, Unpack
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
 from memwrite.config import ExtractConfig
 from memwrite.prompts import PromptMessage
-from memwrite.prompts.resolve import ResolveResult
+from memwrite.prompts.resolve_refs import ResolveResult
 from memwrite.usage import LlmUsage
 
 __all__ = ["JUDGE_MAX_OUTPUT_TOKENS", "AnthropicResolveJudge"]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import unavailable
+from memwrite.adapters.aws.dynamodb_calls import unavailable
 from memwrite.errors import ApiKeyExists
 from memwrite.ports import ApiKeyRecord
 from memwrite.schema import API_KEYS_BY_ID, PARTITION_KEY

@@ -22,19 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import (
+from memwrite.adapters.aws.dynamodb_calls import batch_write, unavailable
+from memwrite.adapters.aws.dynamodb_ledger import (
     LEDGER_SK,
     QUESTION_SK,
     TRACE_ERASED,
     TRACE_SK,
-    batch_write,
     episode_pk,
     last_question_pk,
     ledger_pk,
     session_pk,
     trace_memories_pk,
     trace_pk,
-    unavailable,
 )
 from memwrite.adapters.aws.dynamodb_rollback import rollback_pk
 from memwrite.adapters.aws.dynamodb_store import access_key

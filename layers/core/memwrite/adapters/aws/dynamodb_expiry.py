@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import unavailable
+from memwrite.adapters.aws.dynamodb_calls import unavailable
 from memwrite.ports import DueExpiry
 from memwrite.schema import (
     EXPIRY_DUE,

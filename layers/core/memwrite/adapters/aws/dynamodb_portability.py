@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import episode_pk, episode_puts, unavailable
+from memwrite.adapters.aws.dynamodb_calls import unavailable
+from memwrite.adapters.aws.dynamodb_ledger import episode_pk, episode_puts
 from memwrite.adapters.aws.dynamodb_store import (
     access_key,
     memory_put,

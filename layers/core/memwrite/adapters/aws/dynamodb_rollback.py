@@ -1,5 +1,5 @@
 """A trace's rollback on DynamoDB: one `TransactWriteItems` (all or nothing), every item
-conditioned on what was read; the twin of `sqlite_rollback.py`.
+conditioned on what was read; the twin of `adapters/sqlite/rollback.py`.
 
 The audit record lives in the turns table beside the trace (`ROLLBACK#tenant#trace_id`),
 inserted only if absent: of two concurrent rollbacks of a trace exactly one applies, and the
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import (
+from memwrite.adapters.aws.dynamodb_calls import unavailable
+from memwrite.adapters.aws.dynamodb_ledger import (
     LEDGER_SK,
     ROLLBACK_SK,
     ledger_pk,
     rollback_pk,
     source_trace_check,
     span_item,
-    unavailable,
 )
 from memwrite.adapters.aws.dynamodb_store import (
     StoreTables,

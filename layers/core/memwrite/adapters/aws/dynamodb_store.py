@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import (
-    failed_condition_at,
+from memwrite.adapters.aws.dynamodb_calls import failed_condition_at, unavailable
+from memwrite.adapters.aws.dynamodb_ledger import (
     memory_traces_key,
     rollback_absent_check,
     source_trace_check,
     trace_memories_pk,
-    unavailable,
 )
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
 from memwrite.entities import Entity, VersionedEntity

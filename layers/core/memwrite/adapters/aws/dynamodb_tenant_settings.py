@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb import unavailable
+from memwrite.adapters.aws.dynamodb_calls import unavailable
 from memwrite.config import TenantOverrides
 from memwrite.schema import PARTITION_KEY
 

@@ -1,6 +1,6 @@
 """SQLite adapters of the turns table's ports and the spans: the ledger, traces, sessions' last
 questions, rate-gate claims and the session log, with the semantics of their DynamoDB twins in
-`dynamodb.py`."""
+`memwrite.adapters.aws.dynamodb_ledger`."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ from memwrite.extract.rules.vocabulary import (
     verbose,
 )
 
-# DESIGN.md section 2: hypotheticals, role-play, sarcasm and "basically" framings get <= 0.3.
+# docs/design.md §2: hypotheticals, role-play, sarcasm and "basically" framings get <= 0.3.
 REASON_HYPOTHETICAL: Final = "hypothetical"
 
 _ABBREVIATIONS: Final = frozenset(

@@ -30,7 +30,7 @@ from memwrite.scoring import WordingCue, wording_confidence, wording_cues
 logger = logging.getLogger(__name__)
 
 CONFIDENCE_EXPLICIT: Final = 0.9
-# DESIGN.md section 2: hypotheticals, role-play, sarcasm and "basically" framings get <= 0.3.
+# docs/design.md §2: hypotheticals, role-play, sarcasm and "basically" framings get <= 0.3.
 CONFIDENCE_GUARDED: Final = 0.3
 
 REASON_EXPLICIT: Final = "explicit statement"

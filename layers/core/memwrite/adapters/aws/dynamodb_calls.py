@@ -1,0 +1,67 @@
+"""What every DynamoDB adapter does around a client call: a failed call as the store's
+transient error (`unavailable`), the item whose condition cancelled a transaction
+(`failed_condition_at`), and batched writes with their unprocessed items resent
+(`batch_write`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from memwrite.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+__all__ = [
+    "MAX_UNPROCESSED_ROUNDS",
+    "batch_write",
+    "chunks",
+    "failed_condition_at",
+    "unavailable",
+]
+
+_BATCH_WRITE_LIMIT = 25
+# How often a batch call is repeated for what DynamoDB left unprocessed (throttling) before
+# the call counts as failed.
+MAX_UNPROCESSED_ROUNDS = 5
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
+    """A DynamoDB error as the store's transient error, named by operation and code."""
+    code = exc.response.get("Error", {}).get("Code", "Unknown")
+    return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
+
+
+def batch_write(client: DynamoDBClient, table: str, requests: Sequence[Any]) -> None:
+    """Put/delete requests in batches of 25, unprocessed ones resent a few times."""
+    for chunk in chunks(requests, _BATCH_WRITE_LIMIT):
+        request: dict[str, Any] = {table: list(chunk)}
+        for _ in range(MAX_UNPROCESSED_ROUNDS):
+            try:
+                response = client.batch_write_item(RequestItems=request)
+            except ClientError as exc:
+                raise unavailable(exc, "BatchWriteItem") from exc
+            request = dict(response.get("UnprocessedItems") or {})
+            if not request:
+                break
+        else:
+            raise StoreUnavailable(f"DynamoDB BatchWriteItem left {table} items unprocessed")
+
+
+def failed_condition_at(exc: ClientError) -> int | None:
+    """The index of the first transaction item whose condition failed, if that cancelled it."""
+    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return None
+    reasons = exc.response.get("CancellationReasons", [])
+    for index, reason in enumerate(reasons):
+        if reason.get("Code") == "ConditionalCheckFailed":
+            return index
+    return None

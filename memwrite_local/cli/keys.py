@@ -1,0 +1,108 @@
+"""`memwrite keys create --tenant T | list | revoke ID`: the API keys of a deployment.
+
+Against a deployed environment (`--table`, the stack's `ApiKeysTable` output, written with your
+AWS credentials; `AWS_ENDPOINT_URL` is honoured) or a local data directory (`--data-dir`, what
+`memwrite serve` reads). Only a hash of each key is stored: `create` prints the key once, and
+`list` and `revoke` work with its public id. A revoked key stops working within a minute on AWS
+(the authorizer's and API Gateway's caches, 30 s each), within 30 s on `memwrite serve`.
+Exit status 0 on success, 1 when `revoke` finds no such key, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
+
+if TYPE_CHECKING:
+    from memwrite.ports import ApiKeyRecord, ApiKeyStore
+
+__all__ = ["add_keys_parser", "run_keys"]
+
+
+def add_keys_parser(commands: Any) -> None:
+    """Register `keys` (create, list, revoke) on the CLI's subparsers."""
+    parser = commands.add_parser(
+        "keys",
+        help="create, list and revoke API keys (a deployed environment's or a data dir's)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="keys_action", required=True)
+    create = actions.add_parser("create", help="a new key for a tenant, printed once")
+    create.add_argument("--tenant", required=True)
+    listing = actions.add_parser("list", help="every key's id, tenant and creation time")
+    listing.add_argument("--tenant", help="only this tenant's keys")
+    revoke = actions.add_parser("revoke", help="delete a key by its id")
+    revoke.add_argument("key_id")
+    for action in (create, listing, revoke):
+        where = action.add_mutually_exclusive_group()
+        where.add_argument(
+            "--table",
+            default=os.environ.get("MEMWRITE_API_KEYS_TABLE"),
+            help="a deployed environment's key table (its stack's ApiKeysTable output; "
+            "default: $MEMWRITE_API_KEYS_TABLE)",
+        )
+        where.add_argument(
+            "--data-dir",
+            type=Path,
+            help=f"a local data directory (default, without --table: {DEFAULT_DATA_DIR}/)",
+        )
+        action.add_argument("--json", action="store_true", help="JSON on stdout")
+
+
+def _store(args: argparse.Namespace) -> ApiKeyStore:
+    from memwrite.wiring import build_api_key_table
+
+    if args.table and args.data_dir is None:
+        return build_api_key_table(args.table, os.environ.get("AWS_ENDPOINT_URL"))
+    from memwrite.adapters.sqlite.api_keys import SqliteApiKeyStore
+    from memwrite.adapters.sqlite.database import open_database
+
+    return SqliteApiKeyStore(open_database(args.data_dir or DEFAULT_DATA_DIR))
+
+
+def _line(record: ApiKeyRecord) -> str:
+    return f"{record.key_id}  {record.tenant:<24} {record.created_at}"
+
+
+def _public(record: ApiKeyRecord) -> dict[str, str]:
+    return {k: v for k, v in asdict(record).items() if k != "key_hash"}
+
+
+def run_keys(args: argparse.Namespace, stdout: TextIO) -> int:
+    from memwrite.auth.api_keys import create_key
+
+    store = _store(args)
+    if args.keys_action == "create":
+        issued = create_key(store, args.tenant)
+        if args.json:
+            stdout.write(json.dumps({**_public(issued.record), "key": issued.key}) + "\n")
+        else:
+            stdout.write(
+                f"key {issued.record.key_id} for tenant {issued.record.tenant}:\n"
+                f"  {issued.key}\n"
+                "shown once: only its hash is stored. Send it as the x-api-key header.\n"
+            )
+        return 0
+    if args.keys_action == "list":
+        records = store.list_keys(args.tenant)
+        if args.json:
+            stdout.write(json.dumps([_public(r) for r in records]) + "\n")
+        else:
+            stdout.write("".join(_line(r) + "\n" for r in records) or "no keys\n")
+        return 0
+    revoked = store.revoke(args.key_id)
+    if revoked is None:
+        stdout.write(json.dumps(None) + "\n" if args.json else f"no key {args.key_id}\n")
+        return 1
+    if args.json:
+        stdout.write(json.dumps(_public(revoked)) + "\n")
+    else:
+        stdout.write(f"revoked {_line(revoked)}\n")
+    return 0

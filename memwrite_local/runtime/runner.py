@@ -1,0 +1,389 @@
+"""The local runner: the same handlers as on AWS, driven in-process on whichever backend the
+environment names (a `memwrite_local.runtime.backend.LocalBackend` sets it).
+
+API calls go first through the authorizer Lambda, as API Gateway sends them (a wrong credential
+is a 401 before any body is read), then become proxy events for the real handlers, with the
+tenant in the request context; `drain` then pulls the queue
+(through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
+inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
+`memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
+Functions does. Each drain first runs the expiry sweep (the AWS schedule's function), so the
+rows it commits reach stage 7 in the same drain.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.expiry import ExpirySweep, sweep_expiries
+from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
+from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
+from memwrite.stages import pipeline_stages, stream_stages
+from memwrite.wiring import build_queue_consumer
+from memwrite_local.runtime.backend import LOCAL_API_KEY
+
+if TYPE_CHECKING:
+    from memwrite.ports import Delivery
+
+__all__ = [
+    "MAX_RECEIVES",
+    "PUBLIC_PATHS",
+    "ROUTES",
+    "ApiResult",
+    "DrainReport",
+    "LocalContext",
+    "LocalRunner",
+    "api_gateway_event",
+]
+
+MAX_RECEIVES = 3  # deliveries of a failing batch before it is dead-lettered
+RECEIVE_BATCH = 10  # one SQS receive: up to 10 messages
+# A delivery not deleted within this is delivered again (a consumer that died mid-batch).
+VISIBILITY_TIMEOUT_SECS = 30
+
+# (method, path template, handler module): what API Gateway routes to which function; a
+# `{name}` is one path segment (infra/api.py declares the same routes).
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("POST", "/v1/turns", "functions.pre_filter.handler"),
+    ("POST", "/v1/users/{user_id}/memories", "functions.pre_filter.handler"),
+    ("GET", "/v1/traces/{trace_id}", "functions.api.handler"),
+    ("POST", "/v1/traces/{trace_id}/replay", "functions.api.handler"),
+    ("POST", "/v1/traces/{trace_id}/rollback", "functions.api.handler"),
+    ("POST", "/v1/search", "functions.api.handler"),
+    ("GET", "/v1/memories/{memory_id}", "functions.api.handler"),
+    ("PATCH", "/v1/memories/{memory_id}", "functions.api.handler"),
+    ("GET", "/v1/memories/{memory_id}/traces", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/memories", "functions.api.handler"),
+    ("DELETE", "/v1/users/{user_id}/memories", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/traces", "functions.api.handler"),
+    ("POST", "/v1/users/{user_id}/replay", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/export", "functions.api.handler"),
+    ("POST", "/v1/users/{user_id}/import", "functions.api.handler"),
+    ("GET", "/v1/users/{user_id}/episodes", "functions.api.handler"),
+    ("POST", "/v1/users/{user_id}/backfill", "functions.api.handler"),
+    ("GET", "/v1/settings", "functions.api.handler"),
+    ("PUT", "/v1/settings", "functions.api.handler"),
+    ("GET", "/v1/openapi.json", "functions.api.handler"),
+)
+# Answered without a credential, as API Gateway does (no authorizer on them).
+PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
+AUTHORIZER = "functions.authorizer.handler"
+EXPIRE = "functions.expire.handler"
+API_HANDLER = "functions.api.handler"
+# API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
+UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
+_ROUTE_PATTERNS = tuple(
+    (method, re.compile(re.sub(r"\{\w+\}", "[^/]+", template)), module)
+    for method, template, module in ROUTES
+)
+_OUTBOX_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/memwrite-outbox/stream/local"
+STREAM_BATCH_SIZE = 100  # records per stream invocation (the event source mapping's BatchSize)
+
+
+@dataclass
+class LocalContext:
+    """The attributes of a Lambda context that Powertools reads."""
+
+    function_name: str = "memwrite-local"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:memwrite-local"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+@dataclass
+class DrainReport:
+    """What a drain produced: how many batches went through every stage, and the turns that
+    failed; then what the outbox consumer indexed, and the outbox rows it gave up on (the
+    stream's on-failure destination), by `memory_id#rev`.
+
+    Batches are counted, not kept: under a steady load `memwrite serve`'s worker is in one
+    drain for as long as the queue refills, and keeping each batch's output grew its memory
+    with every request (README "Measured", embedded mode)."""
+
+    completed_batches: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    expiries_announced: int = 0  # by the expiry sweep: each a `memory.expired` row
+    indexed: list[IndexedChange] = field(default_factory=list)
+    index_failed: dict[str, str] = field(default_factory=dict)
+
+
+def stream_record(change: OutboxChange, sequence: int) -> dict[str, Any]:
+    """An outbox row as the table's stream delivers it to Lambda (an INSERT, NEW_IMAGE)."""
+    keys = {
+        PARTITION_KEY: {"S": f"{change.tenant}#{change.user_id}"},
+        SORT_KEY: {"S": outbox_sort_key(change.memory_id, change.rev)},
+    }
+    image = dict(keys)
+    if change.trace_id is not None:
+        image["trace_id"] = {"S": change.trace_id}
+    return {
+        "eventID": uuid.uuid4().hex,
+        "eventName": "INSERT",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": keys,
+            "NewImage": image,
+            "SequenceNumber": str(sequence),
+            "SizeBytes": 100,
+            "StreamViewType": "NEW_IMAGE",
+        },
+        "eventSourceARN": _OUTBOX_STREAM_ARN,
+    }
+
+
+@dataclass(frozen=True)
+class ApiResult:
+    """A handler's answer: `body` is its JSON (empty for another media type, the export's
+    JSON lines), `text` the body as sent."""
+
+    status: int
+    headers: dict[str, str]
+    body: dict[str, Any]
+    text: str = ""
+
+    @property
+    def is_json(self) -> bool:
+        content_type = next(
+            (v for k, v in self.headers.items() if k.lower() == "content-type"), "application/json"
+        )
+        return content_type.split(";")[0].strip().lower() == "application/json"
+
+
+def api_gateway_event(
+    method: str, path: str, headers: dict[str, str], body: str | None
+) -> dict[str, Any]:
+    """A REST API (v1) proxy event, as API Gateway would send it."""
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {name: [value] for name, value in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "httpMethod": method,
+            "path": path,
+            "resourcePath": path,
+            "stage": "local",
+            "requestId": str(uuid.uuid4()),
+            "identity": {"sourceIp": "127.0.0.1"},
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+class LocalRunner:
+    """The handlers of the routes and the pipeline, each a cold start against the backend the
+    environment names at construction."""
+
+    def __init__(self) -> None:
+        self._consumer = build_queue_consumer()
+        self._modules: dict[str, ModuleType] = {}
+        for _, _, module_name in ROUTES:
+            self._modules[module_name] = importlib.import_module(module_name)
+        self._pipeline = [
+            importlib.import_module(f"functions.{stage.function_dir}.handler")
+            for stage in pipeline_stages()
+        ]
+        self._stream = [
+            importlib.import_module(f"functions.{stage.function_dir}.handler")
+            for stage in stream_stages()
+        ]
+        self._single_threaded_backend = LambdaEnvironment.load().backend is not Backend.SQLITE
+        self._authorizer = importlib.import_module(AUTHORIZER)
+        self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
+        self._expire = importlib.import_module(EXPIRE)
+        self._expire.deps.cache_clear()
+        self._sequence = 0
+        # Built against this backend, not an earlier one: each runner is a cold start.
+        for module in self._modules.values():
+            module.deps.cache_clear()
+        for module in self._pipeline:
+            module.handler.deps.cache_clear()
+        for module in self._stream:
+            module.deps.cache_clear()
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | str | None = None,
+        headers: dict[str, str] | None = None,
+        api_key: str | None = LOCAL_API_KEY,
+    ) -> ApiResult:
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        if api_key is not None:
+            all_headers.setdefault("x-api-key", api_key)
+        raw = json.dumps(body) if isinstance(body, dict) else body
+        path, _, query = path.partition("?")
+        module, allowed = self._route(method, path)
+        if module is None and allowed:
+            return ApiResult(
+                405,
+                {"Allow": ", ".join(allowed)},
+                {"error": "method_not_allowed", "method": method, "allowed": allowed},
+            )
+        if module is None:
+            return ApiResult(404, {}, {"error": "not_found", "path": path})
+        event = api_gateway_event(method, path, all_headers, raw)
+        if path not in PUBLIC_PATHS:
+            tenant = self._authorize(method, path, all_headers)
+            if tenant is None:
+                return ApiResult(401, {}, UNAUTHENTICATED)
+            event["requestContext"]["authorizer"] = {"tenant_id": tenant}
+        if query:
+            parameters = parse_qs(query, keep_blank_values=True)
+            event["queryStringParameters"] = {k: v[-1] for k, v in parameters.items()}
+            event["multiValueQueryStringParameters"] = parameters
+        response = module.lambda_handler(event, LocalContext())
+        if self._single_threaded_backend:
+            # moto is not thread-safe: a search's counter update (on the api handler's
+            # background thread) finishes before the next call can read the same items.
+            self._modules[API_HANDLER].ACCESS_UPDATES.submit(lambda: None).result()
+        payload = response.get("body") or "{}"
+        # REST (v1) proxy responses may carry headers in either field; clients see both.
+        response_headers = dict(response.get("headers") or {})
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            response_headers.setdefault(name, ",".join(values))
+        result = ApiResult(int(response["statusCode"]), response_headers, {}, payload)
+        return replace(result, body=json.loads(payload)) if result.is_json else result
+
+    def _authorize(self, method: str, path: str, headers: dict[str, str]) -> str | None:
+        """The tenant the authorizer Lambda puts into the request context, or None where API
+        Gateway answers 401: as on AWS, before the route's handler reads the body."""
+        event = {
+            "type": "REQUEST",
+            "methodArn": f"arn:aws:execute-api:local:000000000000:local/local/{method}{path}",
+            "headers": headers,
+        }
+        try:
+            answer = self._authorizer.lambda_handler(event, LocalContext())
+        except Exception as exc:  # the authorizer's contract: Exception("Unauthorized") -> 401
+            if str(exc) == "Unauthorized":
+                return None
+            raise
+        return str(answer["context"]["tenant_id"])
+
+    def _route(self, method: str, path: str) -> tuple[ModuleType | None, list[str]]:
+        """The handler of (method, path), or None and the methods the path does take."""
+        allowed = []
+        for route_method, pattern, module_name in _ROUTE_PATTERNS:
+            if pattern.fullmatch(path):
+                if method == route_method:
+                    return self._modules[module_name], []
+                allowed.append(route_method)
+        return None, allowed
+
+    def drain(self, stop: Callable[[], bool] = lambda: False) -> DrainReport:
+        """Run every queued turn through the pipeline stages, as SQS + the state machine would.
+
+        A batch whose stages succeed is deleted from the queue. One that fails (its stage has
+        already written error spans) is made visible again and redelivered, as SQS does, up to
+        `MAX_RECEIVES` times; then it goes to the dead letters and is reported in `failed`.
+
+        `stop` is asked before each batch (and each outbox batch): once it answers True the
+        batch in hand is finished, the rest of the receive is made visible again and the
+        drain returns, leaving the backlog queued for the next drain (`memwrite serve` stops
+        within seconds of SIGTERM, whatever the backlog).
+        """
+        report = DrainReport(expiries_announced=len(self.sweep_expiries().announced))
+        while not stop() and (
+            deliveries := self._consumer.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS)
+        ):
+            # One receive -> one execution; one task per tenant, user and session in it.
+            batches = ExtractInput.batches_of([delivery.turn for delivery in deliveries])
+            for index, batch in enumerate(batches):
+                if stop():
+                    left = {turn.turn_id for rest in batches[index:] for turn in rest.turns}
+                    self._consumer.release([d for d in deliveries if d.turn.turn_id in left])
+                    break
+                in_batch = {turn.turn_id for turn in batch.turns}
+                self._settle(
+                    [d for d in deliveries if d.turn.turn_id in in_batch],
+                    self._run_stages(batch, report),
+                    report,
+                )
+            # The stream feeds stage 7 while the queue still holds work, as on AWS: under a
+            # steady load what was stored becomes searchable without waiting for a quiet queue.
+            self.index_outbox(report, stop)
+        self.index_outbox(report, stop)  # nothing received: rows left pending by an earlier drain
+        return report
+
+    def sweep_expiries(self) -> ExpirySweep:
+        """One expiry sweep, as the schedule's function runs it on AWS (with its deps; the
+        library call, not its handler, whose log lines would go to a command's stdout): the
+        passed user expiries it gave a `memory.expired` row, for `index_outbox` to deliver."""
+        return sweep_expiries(datetime.now(UTC), self._expire.deps())
+
+    def _settle(self, deliveries: list[Delivery], error: str | None, report: DrainReport) -> None:
+        if error is None:
+            self._consumer.delete(deliveries)
+            return
+        retry = [d for d in deliveries if d.receive_count < MAX_RECEIVES]
+        self._consumer.release(retry)
+        exhausted = [d for d in deliveries if d.receive_count >= MAX_RECEIVES]
+        self._consumer.dead_letter(exhausted, error)
+        report.failed.update(dict.fromkeys((d.turn.turn_id for d in exhausted), error))
+
+    def _run_stages(self, batch: ExtractInput, report: DrainReport) -> str | None:
+        """Each stage's output is the next one's input, as in the state machine."""
+        payload: dict[str, Any] = batch.model_dump(mode="json")
+        try:
+            for handler_module in self._pipeline:
+                payload = handler_module.lambda_handler(payload, LocalContext())
+        except Exception as exc:  # the Lambda runtime's boundary: any failure is a failed task
+            return f"{type(exc).__name__}: {exc}"
+        report.completed_batches += 1
+        return None
+
+    def index_outbox(self, report: DrainReport, stop: Callable[[], bool] = lambda: False) -> None:
+        """Deliver the outbox's pending rows to the stream stages as the DynamoDB stream
+        would: batches of INSERT records; a failed record stays pending and comes again, up
+        to `MAX_RECEIVES` times, then is given up on (the on-failure destination's job).
+        Once `stop` answers True the rows not yet delivered stay pending."""
+        attempts: dict[str, int] = {}
+        for module in self._stream:
+            _, deps = module.deps()
+            while not stop():
+                changes = [
+                    change
+                    for change in deps.outbox.pending(STREAM_BATCH_SIZE + len(report.index_failed))
+                    if _row_key(change) not in report.index_failed
+                ][:STREAM_BATCH_SIZE]
+                if not changes:
+                    break
+                by_sequence: dict[str, OutboxChange] = {}
+                for change in changes:
+                    self._sequence += 1
+                    by_sequence[str(self._sequence)] = change
+                records = [stream_record(c, int(seq)) for seq, c in by_sequence.items()]
+                result = module.index_batch({"Records": records}, LocalContext())
+                report.indexed.extend(result.indexed)
+                for sequence, error in result.errors.items():
+                    key = _row_key(by_sequence[sequence])
+                    attempts[key] = attempts.get(key, 0) + 1
+                    if attempts[key] >= MAX_RECEIVES:
+                        report.index_failed[key] = error
+
+
+def _row_key(change: OutboxChange) -> str:
+    return outbox_sort_key(change.memory_id, change.rev)

@@ -1,0 +1,312 @@
+"""`memwrite serve`: the HTTP API on 127.0.0.1, each request turned into an API Gateway event.
+
+Built on the standard library's `ThreadingHTTPServer` (one thread per connection, so a slow
+client stalls only its own thread, and a socket timeout ends it). A request returns after
+stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages.
+Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
+API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from memwrite_local.runtime.runner import LocalRunner
+
+__all__ = ["DOCS_PATHS", "LocalServer", "QueueWorker", "api_explorer_html", "make_server"]
+
+logger = logging.getLogger(__name__)
+
+SOCKET_TIMEOUT_SECS = 10.0  # a client silent this long mid-request is cut off (408)
+WORKER_POLL_SECS = 1.0  # the worker also looks on its own, for redeliveries after a timeout
+# How long a stop waits for the batch in hand (a slow model call may hold it far longer).
+WORKER_STOP_GRACE_SECS = 4.0
+_READ_CHUNK = 65_536
+DOCS_PATHS = frozenset({"/docs", "/docs/"})
+
+
+def api_explorer_html(spec: str) -> str:
+    """Swagger UI with its script and styles inline (no CDN), showing `spec`."""
+    from aws_lambda_powertools.event_handler.openapi import swagger_ui
+    from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
+
+    assets = Path(swagger_ui.__file__).parent
+    return generate_swagger_html(
+        # As Powertools' own swagger route: "</" would end the inline <script> early.
+        spec.replace("</", "<\\/"),
+        (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),
+        (assets / "swagger-ui.min.css").read_text(encoding="utf-8"),
+        "",
+        None,
+    )
+
+
+class QueueWorker:
+    """One thread draining the queue whenever a request enqueued something (and every
+    `poll_secs`, so turns left queued by a restart or a timed-out delivery are picked up).
+
+    Bounded: one drain at a time, whatever the request rate; the queue itself (on disk with
+    SQLite) holds the backlog, not memory. `stop` is prompt whatever the backlog: the drain
+    looks at the stop flag between batches, finishes the batch in hand and leaves the rest
+    queued for the next start. A batch still running after the grace period (a model call
+    that hangs) is abandoned with the process: every write is one transaction and the batch's
+    turns stay in the queue, delivered again after its visibility timeout on the next start.
+    """
+
+    def __init__(
+        self,
+        runner: LocalRunner,
+        guard: AbstractContextManager[Any],
+        poll_secs: float = WORKER_POLL_SECS,
+    ) -> None:
+        self._runner = runner
+        self._guard = guard
+        self._poll_secs = poll_secs
+        self._changed = threading.Condition()
+        self._pending = True  # drain once at start: turns queued before a restart
+        self._busy = False
+        self._stopped = False
+        # A daemon: the process may exit while an abandoned batch still runs (`stop`).
+        self._thread = threading.Thread(
+            target=self._loop, name="memwrite-queue-worker", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def notify(self) -> None:
+        with self._changed:
+            self._pending = True
+            self._changed.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once everything notified so far has been drained (False after `timeout`)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not (self._pending or self._busy), timeout)
+
+    def stop(self, grace_secs: float = WORKER_STOP_GRACE_SECS) -> bool:
+        """Stop after the batch in hand; False when it was still running after `grace_secs`
+        (abandoned: its turns are delivered again on the next start)."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(grace_secs)
+        if self._thread.is_alive():
+            logger.warning(
+                "a batch still running after %.1f s is abandoned; its turns stay queued "
+                "and are delivered again on the next start",
+                grace_secs,
+            )
+            return False
+        return True
+
+    def _stopping(self) -> bool:
+        return self._stopped  # read between batches: a bool needs no lock
+
+    def _loop(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._pending or self._stopped, self._poll_secs)
+                if self._stopped:
+                    return
+                self._pending, self._busy = False, True
+            try:
+                with self._guard:
+                    report = self._runner.drain(stop=self._stopping)
+                for turn_id, error in report.failed.items():
+                    logger.warning("turn %s dead-lettered: %s", turn_id, error)
+            except Exception:  # the worker outlives any one drain; the queue keeps the turns
+                logger.exception("draining the queue failed; retrying on the next poll")
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self._changed.notify_all()
+
+
+class LocalServer(ThreadingHTTPServer):
+    daemon_threads = True  # a hung client thread never blocks shutdown
+    block_on_close = False
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        runner: LocalRunner,
+        max_body_bytes: int,
+        serialize_pipeline: bool,
+        socket_timeout_secs: float,
+    ) -> None:
+        # The handlers' Powertools resolvers keep the current event on a module-level object:
+        # API calls take turns. moto is not thread-safe at all: then the worker waits too.
+        api_lock = threading.Lock()
+        self.runner = runner
+        self.api_lock = api_lock
+        self.max_body_bytes = max_body_bytes
+        self.socket_timeout_secs = socket_timeout_secs
+        self.worker = QueueWorker(runner, api_lock if serialize_pipeline else nullcontext())
+        super().__init__(address, _ApiHandler)
+        self.worker.start()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.worker.stop()
+
+
+class _ApiHandler(BaseHTTPRequestHandler):
+    server: LocalServer
+    protocol_version = "HTTP/1.1"  # keep-alive: a client's next request reuses the connection
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.socket_timeout_secs)
+
+    def _dispatch(self) -> None:
+        if self.command in {"GET", "HEAD"} and urlsplit(self.path).path in DOCS_PATHS:
+            self._reply_docs()
+            return
+        raw = self._read_body()
+        if raw is None:
+            return
+        try:
+            body = raw.decode("utf-8") if raw else None
+        except UnicodeDecodeError:
+            self._refuse(HTTPStatus.BAD_REQUEST, "body", "the body is not valid UTF-8")
+            return
+        headers = dict(self.headers.items())
+        # API Gateway routes on the path; the query string becomes its parameters.
+        parts = urlsplit(self.path)
+        path = f"{parts.path}?{parts.query}" if parts.query else parts.path
+        with self.server.api_lock:
+            result = self.server.runner.call(self.command, path, body, headers, api_key=None)
+        if self.command == "POST" and result.status < HTTPStatus.BAD_REQUEST:
+            self.server.worker.notify()  # as SQS triggers the pipeline (before the reply: a
+            # client that waits for the worker after its 202 finds the work already announced)
+        if result.is_json:
+            self._reply(result.status, result.body, result.headers)
+        else:
+            self._reply_raw(result.status, result.text.encode("utf-8"), result.headers)
+
+    def _reply_docs(self) -> None:
+        """The API explorer: Swagger UI (bundled with Powertools, so it works offline) on the
+        document the API serves at `/v1/openapi.json`; "Try it out" calls this server."""
+        with self.server.api_lock:
+            document = self.server.runner.call("GET", "/v1/openapi.json", None, {}, api_key=None)
+        payload = api_explorer_html(json.dumps(document.body)).encode("utf-8")
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _read_body(self) -> bytes | None:
+        """The body, or None after answering: the framing is checked before reading anything,
+        and no more than the declared (and allowed) length is ever read."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self._refuse(HTTPStatus.LENGTH_REQUIRED, "Content-Length", "chunked bodies are refused")
+            return None
+        declared = self.headers.get("Content-Length") or "0"
+        # int() would crash on "abc" or "²"; "-1" would read until the client hangs up.
+        if not (declared.isascii() and declared.isdigit()):
+            self._refuse(HTTPStatus.BAD_REQUEST, "Content-Length", "not a non-negative integer")
+            return None
+        length, limit = int(declared), self.server.max_body_bytes
+        if length > limit:
+            self._refuse(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                "body",
+                f"{length} bytes exceeds the limit of {limit}",
+                limit=limit,
+            )
+            return None
+        chunks, received = [], 0
+        try:
+            while received < length:
+                chunk = self.rfile.read(min(_READ_CHUNK, length - received))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                received += len(chunk)
+        except TimeoutError:
+            self._refuse(HTTPStatus.REQUEST_TIMEOUT, "body", "the body did not arrive in time")
+            return None
+        if received < length:
+            self._refuse(HTTPStatus.BAD_REQUEST, "body", "shorter than its Content-Length")
+            return None
+        return b"".join(chunks)
+
+    def _refuse(self, status: HTTPStatus, field: str, message: str, **extra: Any) -> None:
+        # The body may be left unread: this connection cannot carry another request.
+        self.close_connection = True
+        error = {
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "payload_too_large",
+            HTTPStatus.REQUEST_TIMEOUT: "request_timeout",
+            HTTPStatus.LENGTH_REQUIRED: "length_required",
+        }.get(status, "invalid_request")
+        body = {"error": error, "errors": [{"field": field, "message": message}], **extra}
+        self._reply(status, body, {"Connection": "close"})
+
+    def _reply(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
+        payload = json.dumps(body).encode("utf-8")
+        self._reply_raw(status, payload, {**headers, "Content-Type": "application/json"})
+
+    def _reply_raw(self, status: int, payload: bytes, headers: dict[str, str]) -> None:
+        """`payload` as it is, with the handler's headers (its Content-Type: the export's)."""
+        self.send_response(status)
+        for name, value in headers.items():
+            if name.lower() not in {"content-length", "content-type"}:
+                self.send_header(name, value)
+        content_type = next(
+            (v for k, v in headers.items() if k.lower() == "content-type"), "application/json"
+        )
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (bad request line, headers too large, unknown method)
+        as JSON; an unknown method is a 405 like any other wrong method."""
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            code, message = HTTPStatus.METHOD_NOT_ALLOWED, f"method {self.command} not allowed"
+        self.close_connection = True
+        status = HTTPStatus(code)
+        self.log_error("code %d, message %s", code, message)
+        body = {"error": status.phrase.lower().replace(" ", "_"), "message": message or ""}
+        self._reply(code, body, {"Connection": "close"})
+
+    # Every method goes to the router: an unrouted one is the API's 404 or 405.
+    do_GET = _dispatch  # noqa: N815 (http.server's naming)
+    do_POST = _dispatch  # noqa: N815
+    do_DELETE = _dispatch  # noqa: N815
+    do_PUT = _dispatch  # noqa: N815
+    do_PATCH = _dispatch  # noqa: N815
+    do_OPTIONS = _dispatch  # noqa: N815
+    do_HEAD = _dispatch  # noqa: N815
+
+    def log_message(self, format: str, *args: object) -> None:
+        logger.info("%s - %s", self.address_string(), format % args)
+
+
+def make_server(
+    runner: LocalRunner,
+    port: int,
+    host: str = "127.0.0.1",
+    *,
+    max_body_bytes: int,
+    serialize_pipeline: bool = False,
+    socket_timeout_secs: float = SOCKET_TIMEOUT_SECS,
+) -> LocalServer:
+    """The API on (host, port) with its queue worker started; `server_close` stops both."""
+    return LocalServer(
+        (host, port), runner, max_body_bytes, serialize_pipeline, socket_timeout_secs
+    )
