@@ -27,6 +27,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from functions.routes import route_functions
 from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
 from infra.api import MemwriteApi
 from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
@@ -206,8 +207,7 @@ class MemwriteStack(cdk.Stack):
             self.api = MemwriteApi(
                 self,
                 "Api",
-                pre_filter=self.functions[ingest_stages[0].name].function,
-                api=api.function,
+                functions={name: self.functions[name].function for name in route_functions()},
                 authorizer=authorizer.function,
                 throttling=config.throttling,
                 log_retention=self._retention,

@@ -198,6 +198,7 @@ def bench_warm_handler() -> dict[str, Any]:
         InMemoryTurnLedger,
     )
     from memwrite.pre_filter.stage import IngestDeps
+    from memwrite.tenants import TenantConfigs
     from memwrite.wiring import ApiDeps
     from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 
@@ -208,6 +209,7 @@ def bench_warm_handler() -> dict[str, Any]:
     def fresh_deps() -> ApiDeps:
         return ApiDeps(
             settings=settings,
+            configs=TenantConfigs(settings),
             ingest=IngestDeps(
                 queue=InMemoryQueue(),
                 ledger=InMemoryTurnLedger(),
@@ -218,8 +220,8 @@ def bench_warm_handler() -> dict[str, Any]:
         )
 
     current = fresh_deps()
-    original_deps = handler.deps
-    handler.deps = lambda: current  # type: ignore[assignment]
+    original_deps = handler.http.deps
+    handler.http.deps = lambda: current  # type: ignore[assignment]
 
     def one_request() -> None:
         nonlocal current
@@ -244,7 +246,7 @@ def bench_warm_handler() -> dict[str, Any]:
             one_request()
             samples.append(time.perf_counter() - started)
     finally:
-        handler.deps = original_deps  # the later benches run the real handler's wiring
+        handler.http.deps = original_deps  # the later benches run the real handler's wiring
     return {
         "turns_per_request": len(turns),
         "warm_handler_median_ms": round(statistics.median(samples) * 1000, 3),

@@ -1,5 +1,5 @@
 """What each synthesized function is given, checked against what its code reads and calls:
-its environment against `LambdaEnvironment`, the API's routes against the api resolver,
+its environment against `LambdaEnvironment`, the API's methods against the route table,
 its model, search and table grants against the deployed settings and `infra/access.py`."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from functions.routes import ROUTES, Auth
 from infra.access import EMBEDDING_CALLERS, FUNCTION_ACCESS, LLM_CALLERS, SEARCH_ACCESS
-from infra.api import API_ROUTES, PRE_FILTER_ROUTES, PUBLIC_ROUTES
 from infra.config import LlmProvider, deployed_settings, settings_file
 from infra.stack import construct_id
 from memwrite.environment import LambdaEnvironment
@@ -125,17 +125,10 @@ def test_table_variables_name_the_tables_of_the_schema(
         assert ref.startswith("Tables" + table.logical_name.title().replace("_", ""))
 
 
-def test_the_api_serves_every_route_of_the_api_resolver_behind_the_authorizer_but_its_document(
+def test_the_api_deploys_every_route_of_the_table_to_its_function_with_its_authorization(
     synthesized: dict[str, Synthesized],
 ) -> None:
-    from functions.api.handler import app
-
-    # Given the routes the api handler's resolver serves
-    served = {
-        (route.method, route.openapi_path) for route in [*app._static_routes, *app._dynamic_routes]
-    }
-    assert served == set(API_ROUTES)
-    # Then the API has each one (and the ingest route), every one behind the authorizer
+    # Given the dev API's methods by (method, path)
     synth = synthesized["dev"]
     paths = {
         k: r["Properties"]["PathPart"]
@@ -158,14 +151,15 @@ def test_the_api_serves_every_route_of_the_api_resolver_behind_the_authorizer_bu
         props = method["Properties"]
         key = (props["HttpMethod"], path_of(props["ResourceId"]["Ref"]))
         deployed[key] = props
-    assert set(deployed) == {*PRE_FILTER_ROUTES, *API_ROUTES}
-    for (method, path), props in deployed.items():
-        # (The OpenAPI document alone is public: the same for every caller.)
-        expected = "NONE" if (method, path) in PUBLIC_ROUTES else "CUSTOM"
-        assert props["AuthorizationType"] == expected, path
-        target = json.dumps(props["Integration"]["Uri"])
-        function = construct_id("pre_filter" if (method, path) in PRE_FILTER_ROUTES else "api")
-        assert function in target, (method, path)
+    # Then they are the route table's, and nothing else
+    assert set(deployed) == {(route.method, route.path) for route in ROUTES}
+    for route in ROUTES:
+        props = deployed[(route.method, route.path)]
+        # And each goes to the function its row names, behind the tenant authorizer unless
+        # the row is public
+        assert construct_id(route.function) in json.dumps(props["Integration"]["Uri"]), route
+        expected = "NONE" if route.auth is Auth.PUBLIC else "CUSTOM"
+        assert props["AuthorizationType"] == expected, route
 
 
 def _statements(synth: Synthesized, function_prefix: str) -> list[dict[str, Any]]:
@@ -286,21 +280,6 @@ def test_the_api_function_deletes_exactly_the_tables_the_erase_route_touches(
     written = {"memories", "entity_facts", "entities", "outbox", "turns", "spans"}
     assert tables_allowed("dynamodb:PutItem") == written | {"tenant_settings"}
     assert tables_allowed("dynamodb:UpdateItem") == written
-
-
-def test_the_local_runner_routes_exactly_the_deployed_routes() -> None:
-    # Given the routes `memwrite serve` and the local runner dispatch
-    from functions.openapi import PUBLIC_PATHS
-    from memwrite_local.runtime.runner import PUBLIC_PATHS as LOCALLY_PUBLIC
-    from memwrite_local.runtime.runner import ROUTES
-
-    # Then they are the API's, each to the function the API integrates it with
-    assert {(method, path) for method, path, _ in ROUTES} == {*PRE_FILTER_ROUTES, *API_ROUTES}
-    assert {module for method, path, module in ROUTES if (method, path) in API_ROUTES} == {
-        "functions.api.handler"
-    }
-    # And the routes without a key are the same three times: API, runner, document
-    assert {path for _, path in PUBLIC_ROUTES} == LOCALLY_PUBLIC == PUBLIC_PATHS
 
 
 def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_api_only(

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from functions.routes import ROUTES, Auth
 from infra.access import STAGE_ACCESS
-from infra.api import PUBLIC_ROUTES
 from infra.pipeline import LAMBDA_TRANSIENT_ERRORS, transient_error_names
 from infra.stack import construct_id
 from memwrite.adapters.aws.opensearch_index import index_body
@@ -259,7 +259,7 @@ def test_the_api_authenticates_with_the_tenant_authorizer_and_throttles(
         for m in methods
         if m["Properties"]["HttpMethod"] != "OPTIONS"
     ]
-    assert authorized.count("NONE") == len(PUBLIC_ROUTES)
+    assert authorized.count("NONE") == sum(route.auth is Auth.PUBLIC for route in ROUTES)
     assert {kind for kind in authorized if kind != "NONE"} == {"CUSTOM"}
     throttling = synth.config.throttling
     synth.template.has_resource_properties(
