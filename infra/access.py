@@ -34,7 +34,7 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # on the user's trace rows, which stops persist committing them) and the rollback route
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
     # deleted in one transaction, its record in turns, its span) and the tenant's settings.
-    # The backfill route (`memwrite.episodes.backfill`) runs the pipeline stages in-process:
+    # The backfill route (`memwrite.backfill`) runs the pipeline stages in-process:
     # resolve_refs writes entities, hence RW there; so does the import route
     # (`memwrite.adapters.aws.dynamodb_portability`: entities put only if absent).
     "api": {
@@ -61,6 +61,10 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # The scheduled expiry sweep (`memwrite.expiry`): the `expiry_due` index and the memory
     # (reads), its new rev and outbox row in one transaction (puts).
     "expire": {"memories": RW, "outbox": W},
+    # The webhook delivery lane (`memwrite.feed.delivery`): the tenants' webhooks, and each
+    # attempt's span on its trace while the trace exists (turns: read). Its queue's grants
+    # come with its event source (infra/webhooks.py).
+    "webhook_delivery": {"tenant_settings": R, "turns": R, "spans": W},
     "dispatch": {},  # starts executions only
     "authorizer": {"api_keys": R},  # a key's hash -> tenant (`memwrite keys` writes it)
     "index_setup": {},  # the search index only (deploy time)

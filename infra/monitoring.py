@@ -22,6 +22,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.config import AlarmThresholds
+from memwrite.feed.delivery import LANE, MAX_ATTEMPTS, RETRY_WINDOW_SECS
 from memwrite.reasons import SkipReason
 from memwrite.stages import StageDef, StagePlacement
 
@@ -123,6 +124,8 @@ class Monitoring(Construct):
         state_machine: sfn.IStateMachine,
         thresholds: AlarmThresholds,
         alarm_email: str | None,
+        webhook_queue: sqs.IQueue | None = None,
+        webhook_dead_letter_queue: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Alarms", enforce_ssl=True)
@@ -147,6 +150,8 @@ class Monitoring(Construct):
                 description="Messages are waiting in a dead-letter queue.",
             )
         self._prefilter_rate_alarm(thresholds)
+        if webhook_queue is not None and webhook_dead_letter_queue is not None:
+            self._webhook_lane(webhook_queue, webhook_dead_letter_queue, thresholds)
 
     def _alarm(
         self,
@@ -404,3 +409,38 @@ class Monitoring(Construct):
             alarm_actions=[self.topic.topic_arn],
         )
         self.prefilter_rate_alarm = alarm
+
+    def _webhook_lane(
+        self, queue: sqs.IQueue, dlq: sqs.IQueue, thresholds: AlarmThresholds
+    ) -> None:
+        """The webhook delivery lane's section, and the alarm of a receiver that keeps failing:
+        a delivery in its DLQ failed every one of its attempts over about 5 hours."""
+        self.dashboard.add_widgets(
+            cw.TextWidget(markdown=f"## {LANE} (lane)", width=24, height=1),
+            cw.GraphWidget(
+                title=f"{LANE}: queue depth / oldest delivery age",
+                left=[queue.metric_approximate_number_of_messages_visible(period=_PERIOD)],
+                right=[queue.metric_approximate_age_of_oldest_message(period=_PERIOD)],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title=f"{LANE}: attempts by outcome",
+                left=[_by_outcome(LANE)],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title=f"{LANE}: deliveries given up (DLQ)",
+                left=[dlq.metric_approximate_number_of_messages_visible(period=_PERIOD)],
+                width=8,
+            ),
+        )
+        hours = RETRY_WINDOW_SECS / 3600
+        self.webhook_dlq_alarm = self._alarm(
+            "WebhookDeliveryDlqDepth",
+            dlq.metric_approximate_number_of_messages_visible(period=_PERIOD),
+            threshold=thresholds.dlq_messages,
+            evaluation_periods=1,
+            description=f"A webhook receiver keeps failing: a change-feed delivery failed all "
+            f"{MAX_ATTEMPTS} attempts (over {hours:.0f} h) and waits in the webhook DLQ "
+            "(14 days; docs/change-feed.md says how to redrive it).",
+        )

@@ -3,8 +3,9 @@
 Functions come from `memwrite.stages.STAGES`: the ingest-placed stage (pre_filter) is the
 function of `POST /v1/turns`, each pipeline stage a task of the state machine, each stream
 stage a consumer of the outbox's DynamoDB stream (partial batch responses, an on-failure DLQ)
-that writes the search collection. `stages` is a parameter so tests can add a stage and see its
-wiring appear.
+that writes the search collection and hands webhook deliveries to the delivery lane
+(`infra/webhooks.py`: its own queue, DLQ and function). `stages` is a parameter so tests can
+add a stage and see its wiring appear.
 
 Every function's environment is what `memwrite.environment.LambdaEnvironment` reads (the
 tests validate each synthesized environment against it); the model grants follow the
@@ -37,6 +38,7 @@ from infra.monitoring import Monitoring
 from infra.pipeline import PipelineStateMachine, RetryPolicy
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
+from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
 from memwrite.config import Settings
 from memwrite.schema import API_KEYS, OUTBOX, TABLES, Access, SearchAccess
@@ -95,7 +97,7 @@ def bedrock_model_arns(model_id: str, partition: str, region: str, account: str)
 
 
 class MemwriteStack(cdk.Stack):
-    def __init__(
+    def __init__(  # noqa: PLR0915 (the stack composes every construct, in order)
         self,
         scope: Construct,
         construct_id: str,
@@ -169,6 +171,7 @@ class MemwriteStack(cdk.Stack):
         # Where `memwrite keys --table` writes (with the operator's credentials).
         cdk.CfnOutput(self, "ApiKeysTable", value=api_keys.table_name)
         self._function("index_setup", "index_setup", _INDEX_SETUP_SIZE, INDEX_SETUP_HANDLER)
+        self.webhooks = self._webhook_lane(stream)
         for name in FUNCTION_ACCESS:
             for table, access in FUNCTION_ACCESS[name].items():
                 _grant(self.tables.by_name[table], self.functions[name].role, access)
@@ -227,6 +230,8 @@ class MemwriteStack(cdk.Stack):
             turn_queue=self.queues.turns,
             dead_letter_queues=self.queues.dead_letter_queues,
             stream_dead_letter_queues=[self.queues.stream_dlq],
+            webhook_queue=self.webhooks.queue,
+            webhook_dead_letter_queue=self.webhooks.dlq,
             state_machine=machine,
             thresholds=config.alarms,
             alarm_email=config.alarm_email,
@@ -386,6 +391,13 @@ class MemwriteStack(cdk.Stack):
                     on_failure=sources.SqsDlq(self.queues.stream_dlq),
                 )
             )
+
+    def _webhook_lane(self, stream: Sequence[StageDef]) -> WebhookLane:
+        """The webhook delivery lane: the stream stages (hype) hand deliveries to its queue,
+        its own function makes the HTTP calls (docs/change-feed.md)."""
+        consumer = self._function("webhook_delivery", "webhook_delivery", DELIVERY_SIZE)
+        producers = [self.functions[stage.name] for stage in stream]
+        return WebhookLane(self, "WebhookLane", consumer=consumer, producers=producers)
 
     def _change_feed_bus(self, stream: Sequence[StageDef]) -> events.EventBus:
         """The environment's change-feed bus: the stream stage (hype) puts each memory row's

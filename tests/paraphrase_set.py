@@ -11,9 +11,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
+from memwrite.adapters.template_questions import TemplateQuestions
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
-from memwrite.hype.questions import TemplateQuestions
 from memwrite.hype.stage import document_of
 from memwrite.ids import content_hash
 from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter

@@ -32,10 +32,14 @@ from functions.api_common import (
     path_id,
     path_user,
 )
+from memwrite.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.config import TenantOverrides
+from memwrite.edit.erase import ErasureReport, erase_user
+from memwrite.edit.patch import MemoryPatch, PatchDeps, patch_memory
+from memwrite.edit.rollback import rollback_trace
 from memwrite.episode import EpisodeStatus
-from memwrite.episodes.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
+from memwrite.memory import EXPIRED_RETENTION_DAYS
 from memwrite.portability import (
     INLINE_EXPORT_LIMIT,
     ImportReport,
@@ -43,31 +47,19 @@ from memwrite.portability import (
     deliver_export,
     import_user,
 )
-from memwrite.read.patch import EXPIRED_RETENTION_DAYS, MemoryPatch, PatchDeps, patch_memory
 from memwrite.read.query import (
     EpisodePageView,
-    ErasureReport,
     MemoryDetailView,
     MemoryPage,
     MemoryView,
     SearchRequest,
     SearchResults,
-    erase_user,
     list_episodes,
     list_memories,
     memory_detail,
     memory_json,
     search,
 )
-from memwrite.read.replay import (
-    BatchReplay,
-    BatchReplayRequest,
-    ReplayRequest,
-    replay_trace,
-    replay_traces_of_user,
-)
-from memwrite.read.replay_diff import ReplayDiff
-from memwrite.read.rollback import rollback_trace
 from memwrite.read.traces import (
     MemoryTraces,
     TracePageView,
@@ -76,6 +68,14 @@ from memwrite.read.traces import (
     parse_time_bound,
     traces_of_memory,
     traces_of_user,
+)
+from memwrite.replay import (
+    BatchReplay,
+    BatchReplayRequest,
+    ReplayDiff,
+    ReplayRequest,
+    replay_trace,
+    replay_traces_of_user,
 )
 from memwrite.store import RollbackRecord
 from memwrite.wiring import QueryApiDeps, build_query_deps

@@ -1,5 +1,5 @@
 """The scheduled backfill (EventBridge Scheduler, off until a model is configured): every user
-with a pending episode, through extraction and the remaining stages (`memwrite.episodes`)."""
+with a pending episode, through extraction and the remaining stages (`memwrite.backfill`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.episodes.backfill import BackfillDeps, backfill_pending
+from memwrite.backfill import BackfillDeps, backfill_pending
 from memwrite.wiring import build_backfill_deps
 
 logger = Logger(service="memwrite-backfill")

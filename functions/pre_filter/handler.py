@@ -23,10 +23,10 @@ from functions.api_common import (
     parse_json_body,
     path_user,
 )
-from memwrite.direct import DirectMemoriesRequest, DirectWriteAccepted
+from memwrite.direct_memories import DirectMemoriesRequest, DirectWriteAccepted
 from memwrite.errors import IngestLimitExceeded
 from memwrite.models import IngestRequest, IngestResponse
-from memwrite.pre_filter.direct import write_direct
+from memwrite.pre_filter.direct_memories import write_direct
 from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
 from memwrite.wiring import ApiDeps, build_api_deps
 

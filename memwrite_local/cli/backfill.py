@@ -54,7 +54,7 @@ def _refusal(error: str, message: str, as_json: bool, stdout: TextIO) -> int:
 
 
 def run_backfill(args: argparse.Namespace, stdout: TextIO) -> int:
-    from memwrite.episodes.backfill import BackfillRequest, backfill_user
+    from memwrite.backfill import BackfillRequest, backfill_user
     from memwrite.wiring import build_backfill_deps
     from memwrite_local.runtime.embedded import local_backend
     from memwrite_local.runtime.runner import DrainReport, LocalRunner

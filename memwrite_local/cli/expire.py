@@ -1,9 +1,11 @@
 """The `memwrite expire` command: the expiry sweep now, on a local data directory.
 
 Each user expiry (`PATCH /v1/memories/{id}` `expires_at`) that has passed unannounced gets its
-`memory.expired` row, then stage 7 runs over the outbox: the documents leave the index and the
-events go to the tenants' webhooks before it returns. `memwrite serve` runs the same sweep on
-every worker poll; this is for a data directory no server is running on.
+`memory.expired` row, then stage 7 runs over the outbox (the documents leave the index, the
+events' deliveries are queued) and the webhook delivery lane makes one pass: a delivery whose
+receiver failed waits in the queue for its retry (`memwrite serve`, or the next drain, sends
+it). `memwrite serve` runs the same sweep on every worker poll; this is for a data directory no
+server is running on.
 """
 
 from __future__ import annotations
@@ -53,11 +55,18 @@ def run_expire(args: argparse.Namespace, stdout: TextIO) -> int:
                 break
         report = DrainReport()
         runner.index_outbox(report)
+        waiting = runner.deliver_webhooks().retrying
     if args.json:
-        result = {"announced": announced, "undelivered": sorted(report.index_failed)}
+        result = {
+            "announced": announced,
+            "unindexed": sorted(report.index_failed),
+            "deliveries_waiting": waiting,
+        }
         stdout.write(json.dumps(result) + "\n")
     else:
         stdout.write(f"{announced} expiries announced (memory.expired)\n")
         for row, error in sorted(report.index_failed.items()):
-            stdout.write(f"undelivered {row}: {error}\n")
+            stdout.write(f"unindexed {row}: {error}\n")
+        if waiting:
+            stdout.write(f"{waiting} webhook deliveries wait for a retry\n")
     return 1 if report.index_failed else 0

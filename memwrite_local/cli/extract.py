@@ -65,7 +65,7 @@ def run_extract(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     Lines are extracted in batches of ten, as the pipeline does, with the earlier lines as the
     session context; every input line gets exactly one output line, in order.
     """
-    from memwrite.extract.stage import extract_candidates
+    from memwrite.extract.candidates import extract_candidates
     from memwrite.prompts.extract import BatchTurn, SessionTurn
     from memwrite.wiring import build_llm
 

@@ -87,6 +87,7 @@ def run_import(args: argparse.Namespace, stdout: TextIO) -> int:
             stdout.write((json.dumps(body) if args.json else f"{error}: {exc}") + "\n")
             return 1
         runner.index_outbox(DrainReport())  # the restored memories, searchable
+        runner.deliver_webhooks()  # the change feed's events: one pass of the lane
     if args.json:
         stdout.write(report.model_dump_json() + "\n")
     else:

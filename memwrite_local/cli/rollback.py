@@ -66,7 +66,7 @@ def _refusal(body: dict[str, Any], as_json: bool, stdout: TextIO) -> int:
 
 
 def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
-    from memwrite.read.rollback import rollback_trace
+    from memwrite.edit.rollback import rollback_trace
     from memwrite.wiring import build_query_deps
     from memwrite_local.runtime.embedded import local_backend
     from memwrite_local.runtime.runner import DrainReport, LocalRunner
@@ -95,6 +95,7 @@ def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
             }
             return _refusal(body, args.json, stdout)
         runner.index_outbox(DrainReport())  # the restored memories, searchable again
+        runner.deliver_webhooks()  # the change feed's events: one pass of the lane
     if args.json:
         stdout.write(record.model_dump_json() + "\n")
     else:

@@ -2,18 +2,21 @@
 handlers expect.
 
 Entering `LocalAws` starts moto, creates every table of `memwrite.schema`, the FIFO work queue
-and its dead-letter queue, and points the handlers' environment at them; leaving it restores
-the environment. `AWS_ENDPOINT_URL` points the DynamoDB and SQS adapters at another emulator
-or at real AWS.
+and its dead-letter queue, the webhook queue (its redrive after `MAX_ATTEMPTS` receives, as
+deployed) and its dead-letter queue, and points the handlers' environment at them; leaving it
+restores the environment. `AWS_ENDPOINT_URL` points the DynamoDB and SQS adapters at another
+emulator or at real AWS.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from memwrite.feed.delivery import MAX_ATTEMPTS
 from memwrite.schema import TABLES
 from memwrite_local.runtime.backend import (
     LOCAL_API_KEY,
@@ -27,6 +30,8 @@ __all__ = ["LOCAL_API_KEY", "LOCAL_TENANT", "LocalAws"]
 _REGION = "us-east-1"
 _QUEUE_NAME = "memwrite-turns.fifo"
 _DEAD_LETTER_QUEUE_NAME = "memwrite-turns-dead.fifo"
+_WEBHOOK_QUEUE_NAME = "memwrite-webhook-deliveries"
+_WEBHOOK_DEAD_LETTER_QUEUE_NAME = "memwrite-webhook-deliveries-dead"
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,8 @@ class LocalResources:
     table_names: dict[str, str]
     queue_url: str
     dead_letter_url: str
+    webhook_queue_url: str
+    webhook_dead_letter_url: str
 
 
 class LocalAws(LocalBackend):
@@ -75,6 +82,8 @@ class LocalAws(LocalBackend):
             },
             "TURN_QUEUE_URL": self.resources.queue_url,
             "TURN_DEAD_LETTER_URL": self.resources.dead_letter_url,
+            "WEBHOOK_QUEUE_URL": self.resources.webhook_queue_url,
+            "WEBHOOK_DEAD_LETTER_URL": self.resources.webhook_dead_letter_url,
             "MEMWRITE_INDEX_PATH": str(self._index_dir / "index.sqlite"),
         }
 
@@ -103,4 +112,17 @@ class LocalAws(LocalBackend):
             )["QueueUrl"]
             for name in (_QUEUE_NAME, _DEAD_LETTER_QUEUE_NAME)
         )
-        return LocalResources(names, queue_url, dead_letter_url)
+        webhook_dead_letter_url = sqs.create_queue(QueueName=_WEBHOOK_DEAD_LETTER_QUEUE_NAME)[
+            "QueueUrl"
+        ]
+        dead_letter_arn = sqs.get_queue_attributes(
+            QueueUrl=webhook_dead_letter_url, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        redrive = {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": MAX_ATTEMPTS}
+        webhook_queue_url = sqs.create_queue(
+            QueueName=_WEBHOOK_QUEUE_NAME,
+            Attributes={"VisibilityTimeout": "30", "RedrivePolicy": json.dumps(redrive)},
+        )["QueueUrl"]
+        return LocalResources(
+            names, queue_url, dead_letter_url, webhook_queue_url, webhook_dead_letter_url
+        )

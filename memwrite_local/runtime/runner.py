@@ -9,7 +9,9 @@ function the table names, with the tenant in the request context; `drain` then p
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
 Functions does. Each drain first runs the expiry sweep (the AWS schedule's function), so the
-rows it commits reach stage 7 in the same drain.
+rows it commits reach stage 7 in the same drain, and ends with one pass of the webhook delivery
+lane (`deliver_webhooks`: on AWS its own queue and function), unless told not to (`memwrite
+serve` runs the lane on a worker of its own).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -27,11 +30,13 @@ from urllib.parse import parse_qs
 
 from functions.routes import ROUTES, Auth, Route
 from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.errors import WebhookUndelivered
 from memwrite.expiry import ExpirySweep, sweep_expiries
+from memwrite.feed.delivery import DeliveryOutcome, attempt_delivery
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.stages import pipeline_stages, stream_stages
-from memwrite.wiring import build_queue_consumer
+from memwrite.wiring import build_queue_consumer, build_webhook_delivery_deps
 from memwrite_local.runtime.backend import LOCAL_API_KEY
 
 if TYPE_CHECKING:
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_RECEIVES",
     "ApiResult",
+    "DeliveryPass",
     "DrainReport",
     "LocalContext",
     "LocalRunner",
@@ -80,6 +86,19 @@ class LocalContext:
 
 
 @dataclass
+class DeliveryPass:
+    """What one pass of the webhook delivery lane did: deliveries accepted by their receiver,
+    dropped (their webhook gone from the tenant's settings), left waiting for their backoff
+    after a failed attempt, and those that failed otherwise (by delivery id: they come back
+    after their visibility timeout, as from the Lambda's batch processor)."""
+
+    delivered: int = 0
+    dropped: int = 0
+    retrying: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class DrainReport:
     """What a drain produced: how many batches went through every stage, and the turns that
     failed; then what the outbox consumer indexed, and the outbox rows it gave up on (the
@@ -94,6 +113,7 @@ class DrainReport:
     expiries_announced: int = 0  # by the expiry sweep: each a `memory.expired` row
     indexed: list[IndexedChange] = field(default_factory=list)
     index_failed: dict[str, str] = field(default_factory=dict)
+    webhooks: DeliveryPass = field(default_factory=DeliveryPass)
 
 
 def stream_record(change: OutboxChange, sequence: int) -> dict[str, Any]:
@@ -189,6 +209,7 @@ class LocalRunner:
         self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
         self._expire = importlib.import_module(EXPIRE)
         self._expire.deps.cache_clear()
+        self._deliveries = build_webhook_delivery_deps()
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
         for module in self._modules.values():
@@ -269,7 +290,9 @@ class LocalRunner:
                 allowed.append(route.method)
         return None, allowed
 
-    def drain(self, stop: Callable[[], bool] = lambda: False) -> DrainReport:
+    def drain(
+        self, stop: Callable[[], bool] = lambda: False, *, deliver_webhooks: bool = True
+    ) -> DrainReport:
         """Run every queued turn through the pipeline stages, as SQS + the state machine would.
 
         A batch whose stages succeed is deleted from the queue. One that fails (its stage has
@@ -280,6 +303,9 @@ class LocalRunner:
         batch in hand is finished, the rest of the receive is made visible again and the
         drain returns, leaving the backlog queued for the next drain (`memwrite serve` stops
         within seconds of SIGTERM, whatever the backlog).
+
+        Then, with `deliver_webhooks`, one pass of the webhook delivery lane (its report in
+        `webhooks`); stage 7 itself makes no HTTP call.
         """
         report = DrainReport(expiries_announced=len(self.sweep_expiries().announced))
         while not stop() and (
@@ -302,7 +328,42 @@ class LocalRunner:
             # steady load what was stored becomes searchable without waiting for a quiet queue.
             self.index_outbox(report, stop)
         self.index_outbox(report, stop)  # nothing received: rows left pending by an earlier drain
+        if deliver_webhooks:
+            report.webhooks = self.deliver_webhooks(stop=stop)
         return report
+
+    def deliver_webhooks(
+        self, now: float | None = None, stop: Callable[[], bool] = lambda: False
+    ) -> DeliveryPass:
+        """One pass of the webhook delivery lane, as its event source and function run it on
+        AWS (the library call, with the runner's clock): every delivery visible at `now`
+        (default: the time) is attempted once; delivered and dropped ones are deleted, a
+        failed one stays hidden for its backoff (`memwrite.feed.delivery.retry_delay`) and a
+        message received too often goes to the queue's dead letters. Tests pass a later `now`
+        to play the backoff without sleeping (the SQLite queue keeps time by it)."""
+        at = time.time() if now is None else now
+        done = DeliveryPass()
+        queue = self._deliveries.queue
+        while not stop() and (
+            messages := queue.receive(RECEIVE_BATCH, VISIBILITY_TIMEOUT_SECS, now=at)
+        ):
+            finished = []
+            for message in messages:
+                try:
+                    outcome = attempt_delivery(message, self._deliveries, now=at)
+                except WebhookUndelivered:
+                    done.retrying += 1
+                    continue
+                except Exception as exc:  # the batch processor's boundary, as on AWS
+                    done.errors[message.delivery.delivery_id] = f"{type(exc).__name__}: {exc}"
+                    continue
+                if outcome is DeliveryOutcome.DELIVERED:
+                    done.delivered += 1
+                else:
+                    done.dropped += 1
+                finished.append(message)
+            queue.delete(finished)
+        return done
 
     def sweep_expiries(self) -> ExpirySweep:
         """One expiry sweep, as the schedule's function runs it on AWS (with its deps; the

@@ -2,7 +2,8 @@
 
 Built on the standard library's `ThreadingHTTPServer` (one thread per connection, so a slow
 client stalls only its own thread, and a socket timeout ends it). A request returns after
-stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages.
+stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages
+and stage 7, and a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued.
 Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
 API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +23,15 @@ from urllib.parse import urlsplit
 
 from memwrite_local.runtime.runner import LocalRunner
 
-__all__ = ["DOCS_PATHS", "LocalServer", "QueueWorker", "api_explorer_html", "make_server"]
+__all__ = [
+    "DOCS_PATHS",
+    "DeliveryWorker",
+    "LocalServer",
+    "PollingWorker",
+    "QueueWorker",
+    "api_explorer_html",
+    "make_server",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -49,17 +59,20 @@ def api_explorer_html(spec: str) -> str:
     )
 
 
-class QueueWorker:
-    """One thread draining the queue whenever a request enqueued something (and every
-    `poll_secs`, so turns left queued by a restart or a timed-out delivery are picked up).
+class PollingWorker(ABC):
+    """One thread doing its work whenever notified (and every `poll_secs`, so what a restart
+    or a timed-out delivery left is picked up).
 
-    Bounded: one drain at a time, whatever the request rate; the queue itself (on disk with
-    SQLite) holds the backlog, not memory. `stop` is prompt whatever the backlog: the drain
+    Bounded: one run at a time, whatever the request rate; the queue itself (on disk with
+    SQLite) holds the backlog, not memory. `stop` is prompt whatever the backlog: the work
     looks at the stop flag between batches, finishes the batch in hand and leaves the rest
     queued for the next start. A batch still running after the grace period (a model call
     that hangs) is abandoned with the process: every write is one transaction and the batch's
-    turns stay in the queue, delivered again after its visibility timeout on the next start.
+    messages stay in the queue, delivered again after their visibility timeout on the next
+    start.
     """
+
+    name = "memwrite-worker"
 
     def __init__(
         self,
@@ -71,13 +84,11 @@ class QueueWorker:
         self._guard = guard
         self._poll_secs = poll_secs
         self._changed = threading.Condition()
-        self._pending = True  # drain once at start: turns queued before a restart
+        self._pending = True  # run once at start: work queued before a restart
         self._busy = False
         self._stopped = False
         # A daemon: the process may exit while an abandoned batch still runs (`stop`).
-        self._thread = threading.Thread(
-            target=self._loop, name="memwrite-queue-worker", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -88,21 +99,25 @@ class QueueWorker:
             self._changed.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
-        """True once everything notified so far has been drained (False after `timeout`)."""
+        """True once everything notified so far has been done (False after `timeout`)."""
         with self._changed:
             return self._changed.wait_for(lambda: not (self._pending or self._busy), timeout)
 
-    def stop(self, grace_secs: float = WORKER_STOP_GRACE_SECS) -> bool:
-        """Stop after the batch in hand; False when it was still running after `grace_secs`
-        (abandoned: its turns are delivered again on the next start)."""
+    def request_stop(self) -> None:
+        """Stop after the batch in hand, without waiting for it (`stop` waits)."""
         with self._changed:
             self._stopped = True
             self._changed.notify_all()
+
+    def stop(self, grace_secs: float = WORKER_STOP_GRACE_SECS) -> bool:
+        """Stop after the batch in hand; False when it was still running after `grace_secs`
+        (abandoned: its messages are delivered again on the next start)."""
+        self.request_stop()
         if self._thread.is_alive():
             self._thread.join(grace_secs)
         if self._thread.is_alive():
             logger.warning(
-                "a batch still running after %.1f s is abandoned; its turns stay queued "
+                "a batch still running after %.1f s is abandoned; its messages stay queued "
                 "and are delivered again on the next start",
                 grace_secs,
             )
@@ -111,6 +126,10 @@ class QueueWorker:
 
     def _stopping(self) -> bool:
         return self._stopped  # read between batches: a bool needs no lock
+
+    @abstractmethod
+    def _work(self) -> None:
+        """One run over what is queued, asking `_stopping` between batches."""
 
     def _loop(self) -> None:
         while True:
@@ -121,15 +140,50 @@ class QueueWorker:
                 self._pending, self._busy = False, True
             try:
                 with self._guard:
-                    report = self._runner.drain(stop=self._stopping)
-                for turn_id, error in report.failed.items():
-                    logger.warning("turn %s dead-lettered: %s", turn_id, error)
-            except Exception:  # the worker outlives any one drain; the queue keeps the turns
-                logger.exception("draining the queue failed; retrying on the next poll")
+                    self._work()
+            except Exception:  # the worker outlives any one run; the queue keeps the work
+                logger.exception("%s failed; retrying on the next poll", self.name)
             finally:
                 with self._changed:
                     self._busy = False
                     self._changed.notify_all()
+
+
+class DeliveryWorker(PollingWorker):
+    """The webhook delivery lane's consumer (on AWS its own queue and function): every
+    delivery due is attempted once per poll, a failed one waits in the queue for its backoff.
+    Apart from the queue worker, so a receiver that is down delays no indexing."""
+
+    name = "memwrite-delivery-worker"
+
+    def _work(self) -> None:
+        done = self._runner.deliver_webhooks(stop=self._stopping)
+        for delivery_id, error in done.errors.items():
+            logger.warning("webhook delivery %s failed: %s", delivery_id, error)
+
+
+class QueueWorker(PollingWorker):
+    """The turn queue's consumer: drains it through the pipeline stages and stage 7, then
+    tells `deliveries` (the delivery worker) that stage 7 may have queued deliveries."""
+
+    name = "memwrite-queue-worker"
+
+    def __init__(
+        self,
+        runner: LocalRunner,
+        guard: AbstractContextManager[Any],
+        poll_secs: float = WORKER_POLL_SECS,
+        deliveries: PollingWorker | None = None,
+    ) -> None:
+        super().__init__(runner, guard, poll_secs)
+        self._deliveries = deliveries
+
+    def _work(self) -> None:
+        report = self._runner.drain(stop=self._stopping, deliver_webhooks=False)
+        for turn_id, error in report.failed.items():
+            logger.warning("turn %s dead-lettered: %s", turn_id, error)
+        if self._deliveries is not None:
+            self._deliveries.notify()
 
 
 class LocalServer(ThreadingHTTPServer):
@@ -151,13 +205,18 @@ class LocalServer(ThreadingHTTPServer):
         self.api_lock = api_lock
         self.max_body_bytes = max_body_bytes
         self.socket_timeout_secs = socket_timeout_secs
-        self.worker = QueueWorker(runner, api_lock if serialize_pipeline else nullcontext())
+        guard = api_lock if serialize_pipeline else nullcontext()
+        self.delivery_worker = DeliveryWorker(runner, guard)
+        self.worker = QueueWorker(runner, guard, deliveries=self.delivery_worker)
         super().__init__(address, _ApiHandler)
+        self.delivery_worker.start()
         self.worker.start()
 
     def server_close(self) -> None:
         super().server_close()
+        self.delivery_worker.request_stop()  # both wind down at once, not one after the other
         self.worker.stop()
+        self.delivery_worker.stop()
 
 
 class _ApiHandler(BaseHTTPRequestHandler):
@@ -306,7 +365,7 @@ def make_server(
     serialize_pipeline: bool = False,
     socket_timeout_secs: float = SOCKET_TIMEOUT_SECS,
 ) -> LocalServer:
-    """The API on (host, port) with its queue worker started; `server_close` stops both."""
+    """The API on (host, port) with its workers started; `server_close` stops them all."""
     return LocalServer(
         (host, port), runner, max_body_bytes, serialize_pipeline, socket_timeout_secs
     )

@@ -30,9 +30,9 @@ from memwrite.pre_filter.checks import (
 )
 from memwrite.pre_filter.firewall import normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
-from memwrite.pre_filter.segment import split_segments
 from memwrite.pre_filter.skip_rules import is_answer_word, match_skip_rule
 from memwrite.reasons import SecretKind
+from memwrite.segment import split_segments
 from memwrite_local.cli.prefilter import run_prefilter
 from tests.datasets import load_cri_messages, load_locomo
 

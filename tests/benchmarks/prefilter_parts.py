@@ -17,8 +17,8 @@ from memwrite.ids import content_hash
 from memwrite.pre_filter.checks import screen
 from memwrite.pre_filter.firewall import normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
-from memwrite.pre_filter.segment import Segment, sentences_of
 from memwrite.pre_filter.skip_rules import match_skip_rule, plainly_kept
+from memwrite.segment import Segment, sentences_of
 from memwrite_local.cli.prefilter import run_prefilter
 from tests.benchmarks.run import COMBINED_REGEX
 from tests.datasets import load_locomo

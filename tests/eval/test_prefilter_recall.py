@@ -13,8 +13,8 @@ import pytest
 
 from memwrite.config import PreFilterConfig
 from memwrite.pre_filter.checks import screen
-from memwrite.pre_filter.segment import split_segments
 from memwrite.pre_filter.skip_rules import match_skip_rule
+from memwrite.segment import split_segments
 from tests.datasets import CRI_PERSONA, LOCOMO_DEV, load_cri_messages, load_locomo
 
 RECALL_GOAL = 0.995

@@ -302,10 +302,11 @@ def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_
         for name in (*STAGE_ACCESS, *FUNCTION_ACCESS)
     }
     # The pre-filter (skip patterns, PII, limits), extract and the scheduled backfill
-    # (instructions, topics, verifier), hype (the change feed's webhooks) and api (the
-    # settings routes, replay, backfill) read them; only api writes, never a delete
+    # (instructions, topics, verifier), hype and the webhook delivery lane (the change feed's
+    # webhooks) and api (the settings routes, replay, backfill) read them; only api
+    # writes, never a delete
     readers = {name for name, allowed in actions.items() if "dynamodb:GetItem" in allowed}
     writers = {name for name, allowed in actions.items() if "dynamodb:PutItem" in allowed}
-    assert readers == {"pre_filter", "extract", "backfill", "hype", "api"}
+    assert readers == {"pre_filter", "extract", "backfill", "hype", "webhook_delivery", "api"}
     assert writers == {"api"}
     assert not any("dynamodb:DeleteItem" in allowed for allowed in actions.values())

@@ -129,7 +129,7 @@ def test_every_queue_has_a_dlq_or_is_one(synthesized: dict[str, Synthesized], en
     with_redrive = {k for k, q in queues.items() if "RedrivePolicy" in q["Properties"]}
     dlqs = {k for k in queues if "Dlq" in k}
     assert with_redrive | dlqs == set(queues)
-    assert len(dlqs) == 3
+    assert len(dlqs) == 4  # turns, pipeline, stream, webhook deliveries
 
 
 @pytest.mark.parametrize("env", ENVS)

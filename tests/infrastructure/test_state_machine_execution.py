@@ -56,6 +56,10 @@ class Aws:
         self.pipeline_dlq = next(
             url for k, url in queue_urls.items() if k.startswith("QueuesPipelineDlq")
         )
+        # Where hype hands webhook deliveries (its WEBHOOK_QUEUE_URL as deployed)
+        self.webhook_queue = next(
+            url for k, url in queue_urls.items() if k.startswith("WebhookLaneQueue")
+        )
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
         self.arn = self.sfn.create_state_machine(
             name="pipeline",
@@ -164,6 +168,7 @@ def aws(
     calls: dict[str, int] = {}
     with mock_aws(config=MOTO_CONFIG):  # type: ignore[arg-type]
         deployment = Aws(synthesized["dev"])
+        monkeypatch.setenv("WEBHOOK_QUEUE_URL", deployment.webhook_queue)
 
         def invoke(  # noqa: PLR0917 (moto's LambdaSimpleBackend.invoke signature)
             self: object,

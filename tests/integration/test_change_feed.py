@@ -1,37 +1,34 @@
 """The change feed through the local pipeline: a tenant stores a webhook with `PUT
 /v1/settings`, a fact is ingested and drained, and a real receiver on 127.0.0.1 gets the
-signed `memory.created` event; failed attempts are retried (same event id) and every attempt
-is a span on the turn's trace."""
+signed `memory.created` event from the delivery lane; failed attempts are retried through the
+lane's queue (same event id; on SQLite, whose clock the tests move) and every attempt is a
+span on the turn's trace."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
 from memwrite.errors import EventsUnpublished
-from memwrite.feed import ChangeEvent, EventType, webhooks
+from memwrite.feed import ChangeEvent, EventType
+from memwrite.feed.delivery import LANE, MAX_RETRY_SECS
 from memwrite.wiring import Adapters
 from tests.integration.conftest import Local, MakeLocal
-from tests.integration.webhook_receiver import NoJitter, Receiver
+from tests.integration.webhook_receiver import Receiver
 
 SECRET = "feed-secret-0123456789"
 KEYS = {"key-a": "tenant-a"}
 
 
 @pytest.fixture(params=["sqlite", "moto"])
-def subscribed(
-    request: pytest.FixtureRequest,
-    make_local: MakeLocal,
-    receiver: Receiver,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Local:
+def subscribed(request: pytest.FixtureRequest, make_local: MakeLocal, receiver: Receiver) -> Local:
     """A tenant whose stored settings subscribe the receiver to `memory.created`."""
-    monkeypatch.setattr(webhooks, "random", NoJitter)  # retries without waiting
     local = make_local(api_keys=KEYS, backend=request.param)
     hook = {"url": receiver.url, "secret": SECRET, "events": ["memory.created"]}
     stored = local.runner.call("PUT", "/v1/settings", {"webhooks": [hook]}, api_key="key-a")
@@ -46,6 +43,15 @@ def ingest(local: Local, make_body: Callable[..., dict[str, Any]]) -> str:
     assert not report.index_failed
     trace_id: str = posted.body["trace_id"]
     return trace_id
+
+
+def deliver_later(local: Local, passes: int) -> None:
+    """`passes` more passes of the delivery lane, each 15 minutes after the last on the lane's
+    clock (no backoff is longer), as `memwrite serve`'s delivery worker would make them. The
+    SQLite queue keeps time by that clock; SQS by its own, hence SQLite only."""
+    start = time.time()
+    for later in range(1, passes + 1):
+        local.runner.deliver_webhooks(now=start + later * MAX_RETRY_SECS)
 
 
 def webhook_spans(local: Local, trace_id: str) -> list[dict[str, Any]]:
@@ -71,9 +77,9 @@ def test_a_stored_webhook_gets_memory_created_signed_with_its_secret(
     assert event["user_id"] == "user-1"
     assert event["trace_id"] == trace_id
     assert headers["X-Memwrite-Event-Id"] == event["event_id"]
-    # And the attempt is on the trace: stage hype, a pass with its status
+    # And the attempt is on the trace: the delivery lane's, a pass with its status
     [span] = webhook_spans(subscribed, trace_id)
-    assert span["stage"] == "hype"
+    assert span["stage"] == LANE == "webhook_delivery"
     assert span["result"] == "pass"
     assert span["reason"]["type"] == "WebhookAttempt"
     assert span["reason"]["status"] == 200
@@ -81,6 +87,7 @@ def test_a_stored_webhook_gets_memory_created_signed_with_its_secret(
     assert span["reason"]["event_id"] == event["event_id"]
 
 
+@pytest.mark.parametrize("subscribed", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("fail_first", [1, 5])
 def test_a_failing_receiver_gets_the_event_at_least_once_with_the_same_id(
     subscribed: Local,
@@ -88,12 +95,14 @@ def test_a_failing_receiver_gets_the_event_at_least_once_with_the_same_id(
     make_body: Callable[..., dict[str, Any]],
     fail_first: int,
 ) -> None:
-    # Given a receiver that answers 500 first (5: more than one delivery round's 4 attempts,
-    # so the row stays pending and the stream's retry delivers it again)
+    # Given a receiver that answers 500 first
     receiver.fail_first = fail_first
 
-    # When a fact is ingested and the pipeline drains
+    # When a fact is ingested and the pipeline drains (the first attempt), and the delivery
+    # lane retries as its backoff comes due
     trace_id = ingest(subscribed, make_body)
+    assert len(receiver.requests) == 1
+    deliver_later(subscribed, fail_first + 1)
 
     # Then it got the event once accepted, every request carrying the same event id
     assert len(receiver.accepted) == 1
@@ -160,7 +169,11 @@ def subscribe_to_erasures(local: Local, receiver: Receiver) -> None:
     assert stored.status == 200, stored.body
 
 
-@pytest.mark.parametrize("fail_first", [0, 5])
+@pytest.mark.parametrize(
+    ("subscribed", "fail_first"),
+    [("sqlite", 0), ("moto", 0), ("sqlite", 5)],
+    indirect=["subscribed"],
+)
 def test_an_erasure_sends_user_erased_at_least_once_and_then_leaves_nothing_of_the_user(
     subscribed: Local,
     receiver: Receiver,
@@ -173,15 +186,16 @@ def test_an_erasure_sends_user_erased_at_least_once_and_then_leaves_nothing_of_t
     bus = _Bus()
     monkeypatch.setattr(Adapters, "event_publisher", lambda self: bus)
     ingest(subscribed, make_body)
-    receiver.fail_first = fail_first  # 5: more than one round, the row waits for the next
+    receiver.fail_first = fail_first  # 5: the delivery waits in the lane for its retries
 
-    # When the user is erased and the outbox drains
+    # When the user is erased, the outbox drains and the lane retries as its backoff is due
     erased = subscribed.runner.call("DELETE", "/v1/users/user-1/memories", api_key="key-a")
     assert erased.status == 200, erased.body
     assert not subscribed.runner.drain().index_failed
+    deliver_later(subscribed, fail_first)
 
     # Then the receiver took one user.erased (each attempt with the same id), signed, and
-    # the bus got the same event (again with each redelivery: receivers dedupe on the id)
+    # the bus got the same event once (the outbox row was handed over once)
     [event] = receiver.accepted
     assert event["type"] == "user.erased"
     assert (event["tenant"], event["user_id"]) == ("tenant-a", "user-1")
@@ -190,10 +204,11 @@ def test_an_erasure_sends_user_erased_at_least_once_and_then_leaves_nothing_of_t
     headers, body = receiver.requests[-1]
     expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(headers["X-Memwrite-Signature"], expected)
-    assert {e.event_id for e in bus.published if e.type is EventType.USER_ERASED} == {
+    assert [e.event_id for e in bus.published if e.type is EventType.USER_ERASED] == [
         event["event_id"]
-    }
-    # And nothing names the user any more: the announcement's row went once it was out
+    ]
+    # And nothing names the user any more: the announcement's row went once it was handed
+    # over, its delivery once it was delivered
     assert "user-1" not in subscribed.stored_text()
 
 

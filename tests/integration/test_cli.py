@@ -236,7 +236,11 @@ def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:
     # When `memwrite expire` runs twice / Then the first announces it, the second finds nothing
     first = _offline("expire", "--json", "--data-dir", str(data_dir), stdin="")
     assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout) == {"announced": 1, "undelivered": []}
+    assert json.loads(first.stdout) == {
+        "announced": 1,
+        "unindexed": [],
+        "deliveries_waiting": 0,
+    }
     again = _offline("expire", "--data-dir", str(data_dir), stdin="")
     assert again.stdout == "0 expiries announced (memory.expired)\n"
 

@@ -5,6 +5,7 @@ sweep's clock is injected: "later" is a `now` handed to it, never a sleep."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -12,13 +13,13 @@ from typing import Any, cast
 import pytest
 
 from memwrite.expiry import ExpiryDeps, ExpirySweep, sweep_expiries
-from memwrite.feed import webhooks
+from memwrite.feed.delivery import MAX_RETRY_SECS
 from memwrite.ids import content_hash
 from memwrite.ports import MemoryStore
 from memwrite.store import Commit, VersionedMemory
 from memwrite.wiring import build_expiry_deps, build_memory_store
 from tests.integration.conftest import Local, MakeLocal
-from tests.integration.webhook_receiver import NoJitter, Receiver
+from tests.integration.webhook_receiver import Receiver
 
 USER = "dana"
 TENANT = "tenant-a"
@@ -27,14 +28,8 @@ NOW = datetime.now(UTC)
 
 
 @pytest.fixture(params=["moto", "sqlite"])
-def local(
-    request: pytest.FixtureRequest,
-    make_local: MakeLocal,
-    receiver: Receiver,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Local:
+def local(request: pytest.FixtureRequest, make_local: MakeLocal, receiver: Receiver) -> Local:
     """A tenant whose webhook takes `memory.expired` only, and Dana's city stored and indexed."""
-    monkeypatch.setattr(webhooks, "random", NoJitter)
     local = make_local(api_keys={"key-a": TENANT}, backend=request.param)
     hook = {"url": receiver.url, "secret": "expiry-secret-0123456789", "events": ["memory.expired"]}
     stored = local.runner.call("PUT", "/v1/settings", {"webhooks": [hook]}, api_key="key-a")
@@ -161,17 +156,20 @@ def test_a_patch_to_a_time_already_past_is_its_own_announcement(
     assert not found(local)
 
 
-def test_a_redelivered_expiry_row_keeps_its_event_id(local: Local, receiver: Receiver) -> None:
-    # Given an expiry that passed and was swept, and a receiver failing more than a round
+@pytest.mark.parametrize("local", ["sqlite"], indirect=True)  # the lane's clock is SQLite's
+def test_a_retried_expiry_event_keeps_its_event_id(local: Local, receiver: Receiver) -> None:
+    # Given an expiry that passed and was swept, and a receiver failing five times
     memory_id = lisbon_id(local)
     expire_at(local, memory_id, NOW + timedelta(days=1))
     assert sweep(NOW + timedelta(days=2)).announced == [memory_id]
-    receiver.fail_first = 5  # one delivery round makes 4 attempts: the row stays pending
+    receiver.fail_first = 5
 
-    # When the outbox is drained (the row retried, as the stream retries it)
+    # When the outbox is drained and the delivery lane retries as its backoff comes due
     drain(local)
+    for later in range(1, 6):
+        local.runner.deliver_webhooks(now=time.time() + later * MAX_RETRY_SECS)
 
-    # Then every attempt, the first round's and the retry's, carried the same event id
+    # Then every attempt, the first and each retry, carried the same event id
     assert len(receiver.requests) == 6
     ids = {headers["X-Memwrite-Event-Id"] for headers, _ in receiver.requests}
     assert ids == {content_hash("event", TENANT, USER, memory_id, str(rev_of(memory_id)))}

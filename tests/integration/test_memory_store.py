@@ -266,8 +266,8 @@ def test_a_lost_race_is_retried_from_a_fresh_read_and_converges(
 
 def test_a_stale_commit_is_refused_whole(store: MemoryStore) -> None:
     # Given a plan made before another write moved the row's version
+    from memwrite.decisions.candidate_reads import read_candidate
     from memwrite.persist.stage import decide, plan
-    from memwrite.reads import read_candidate
 
     berlin = item("u-stale", "I live in Berlin.", day=0)
     decided, reads, _ = decide(berlin, read_candidate(store, berlin), CONFIG, deps_for(store))

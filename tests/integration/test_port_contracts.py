@@ -56,7 +56,6 @@ from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
 from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
-from memwrite.portability import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.ports import (
     EntityStore,
     ExpiryFinder,
@@ -87,6 +86,7 @@ from memwrite.store import (
     RollbackRecord,
     VersionedMemory,
 )
+from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.wiring import build_expiry_deps, build_query_deps, build_stage_deps
 from memwrite_local.runtime.aws import LocalAws
 

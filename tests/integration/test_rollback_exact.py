@@ -20,11 +20,11 @@ from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
 from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite.store import SqliteMemoryStore
+from memwrite.edit.rollback import RollbackDeps, rollback_trace
 from memwrite.models import SpanResult, StageSpan
 from memwrite.persist.stage import STAGE as PERSIST
 from memwrite.persist.stage import persist_candidate
 from memwrite.ports import MemoryStore, TraceRecord, TraceRollback, TurnLedger
-from memwrite.read.rollback import RollbackDeps, rollback_trace
 from memwrite.wiring import build_query_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests.integration.test_memory_store import CITIES, CONFIG, deps_for, item

@@ -113,7 +113,7 @@ class _HungRunner:
         self.started = threading.Event()
         self.release = threading.Event()
 
-    def drain(self, stop: Callable[[], bool]) -> DrainReport:
+    def drain(self, stop: Callable[[], bool], *, deliver_webhooks: bool) -> DrainReport:
         self.started.set()
         self.release.wait(HTTP_TIMEOUT_SECS)
         return DrainReport()

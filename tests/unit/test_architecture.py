@@ -139,18 +139,15 @@ MODEL_CLIENTS = {"extraction_llm", "verifier", "resolve_judge", "dedupe_judge", 
 
 
 def adapters_asked(builder: Any) -> set[str]:
-    """The `adapters` members a `build_deps` uses, with those of the builders it calls
-    (persist builds dedupe's deps)."""
+    """The `adapters` members a `build_deps` uses."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(builder)))
-    asked = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute) or not isinstance(node.value, ast.Name):
-            continue
-        if node.value.id == "adapters":
-            asked.add(node.attr)
-        elif node.attr == "build_deps":
-            asked |= adapters_asked(builder.__globals__[node.value.id].build_deps)
-    return asked
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "adapters"
+    }
 
 
 def events_emitted(stage: StageDef) -> set[str]:
@@ -252,6 +249,130 @@ def test_the_library_has_no_import_loops() -> None:
         if module not in done:
             visit(module, [module], done)
     assert loops == []
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every dotted name `path` imports, lazy and type-checking imports included: the module of
+    each `from` import and each name taken from it (`from memwrite.dedupe import stage`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def stage_modules_imported(path: Path) -> set[str]:
+    """The stages whose `stage` module `path` imports."""
+    names = imported_names(path)
+    return {
+        stage.name
+        for stage in STAGES
+        if any(name == stage.module or name.startswith(f"{stage.module}.") for name in names)
+    }
+
+
+def test_no_stage_imports_another_stages_stage_module() -> None:
+    # Given each stage's package / When its imports are read
+    offenders = {
+        f"{path.relative_to(LIBRARY)}: {other}.stage"
+        for stage in STAGES
+        for path in sorted((LIBRARY / stage.name).rglob("*.py"))
+        for other in stage_modules_imported(path) - {stage.name}
+    }
+    # Then none names another stage's entry-point module: what two stages share lives in a
+    # module neither owns (`memwrite.decisions`, the domain at the root)
+    assert offenders == set()
+
+
+def test_a_stage_module_is_reached_through_the_stage_list() -> None:
+    # The rule: a stage's `stage` module is loaded through `memwrite.stages.STAGES`
+    # (`StageDef.run` and `.build_deps` import it by name). Besides its own package, only its
+    # own Lambda handler (`functions/<function_dir>/`) and `memwrite/wiring.py` (which builds
+    # and types what the handlers get) import it. Tests may import any stage module.
+    allowed = {REPO / "layers" / "core" / "memwrite" / "wiring.py": {s.name for s in STAGES}}
+    code = [
+        *(
+            path
+            for path in library_files()
+            if path.relative_to(LIBRARY).parts[0] not in {s.name for s in STAGES}
+        ),
+        *sorted((REPO / "functions").rglob("*.py")),
+        *sorted((REPO / "memwrite_local").rglob("*.py")),
+    ]
+    offenders = set()
+    for path in code:
+        own = {s.name for s in STAGES if (REPO / "functions" / s.function_dir) in path.parents}
+        for stage in stage_modules_imported(path) - own - allowed.get(path, set()):
+            offenders.add(f"{path.relative_to(REPO)}: {stage}.stage")
+    assert offenders == set()
+
+
+# The library's layers, lowest first: a module imports from its own layer and those below it,
+# never from one above (type-checking imports included: a type is a dependency too). Every
+# root-level module but wiring is the shared domain; every package is placed here by name, so
+# a new one is placed on purpose.
+DOMAIN_PACKAGES = {"prompts", "direct_memories", "feed"}  # records and rules the ports name
+SHARED_PACKAGES = {"decisions"}  # what more than one stage decides (dedupe, conflict, persist)
+FEATURE_PACKAGES = {stage.name for stage in STAGES} | {
+    "auth",
+    "backfill",
+    "client",
+    "edit",
+    "expiry",
+    "mcp_server",
+    "portability",
+    "read",
+    "replay",
+    "tenants",
+}
+LAYERS = ("domain", "shared", "features", "wiring")
+# Beside the layers: the adapters implement the ports, import the domain only, and only wiring
+# picks them.
+ADAPTERS = "adapters"
+
+
+def layer_of(module: str) -> str:
+    """The layer of a library module (`memwrite.<top>...`)."""
+    top = module.split(".")[1] if "." in module else ""
+    if top in {"wiring", ADAPTERS}:
+        return top
+    if not top or not (LIBRARY / top).is_dir() or top in DOMAIN_PACKAGES:
+        return "domain"
+    if top in SHARED_PACKAGES:
+        return "shared"
+    if top in FEATURE_PACKAGES:
+        return "features"
+    raise AssertionError(f"memwrite.{top} is in no layer: place it in test_architecture.py")
+
+
+def test_every_package_of_the_library_has_a_layer() -> None:
+    packages = {p.parent.name for p in LIBRARY.glob("*/__init__.py")}
+    placed = DOMAIN_PACKAGES | SHARED_PACKAGES | FEATURE_PACKAGES | {ADAPTERS}
+    assert packages == placed
+
+
+def test_no_import_runs_back_up_a_layer() -> None:
+    # Given every import between library modules, lazy and type-checking ones included
+    offenders = set()
+    for path in library_files():
+        importer = layer_of(library_module(path))
+        for imported in library_imports(path):
+            layer = layer_of(imported)
+            if importer == ADAPTERS:
+                # Then an adapter takes the domain (ports, records) and other adapters only
+                wrong = layer not in {"domain", ADAPTERS}
+            elif layer == ADAPTERS:
+                # And only wiring picks an adapter
+                wrong = importer != "wiring"
+            else:
+                # And everything else imports its own layer or a lower one
+                wrong = LAYERS.index(layer) > LAYERS.index(importer)
+            if wrong:
+                offenders.add(f"{path.relative_to(LIBRARY)} ({importer}) -> {imported} ({layer})")
+    assert offenders == set()
 
 
 def test_every_protocol_lives_in_ports() -> None:

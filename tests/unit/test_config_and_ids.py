@@ -11,7 +11,7 @@ import pytest
 from memwrite.config import Settings, TenantOverrides, UserSkipPattern, load_settings
 from memwrite.errors import ConfigError, InvalidQuery
 from memwrite.ids import trace_id_for_key, turn_id
-from memwrite.read.replay import config_with
+from memwrite.replay import config_with
 
 
 def test_defaults_are_the_seeds() -> None:

@@ -1,6 +1,6 @@
-"""`memwrite.conflict.stage.decide` with explicit corrections: a candidate the user states as a
-correction replaces a pinned memory, as a new memory or merged into one that was challenged,
-and the trace's reason is the ordinary `Supersedes`."""
+"""`memwrite.decisions.fact_row.decide_row` with explicit corrections: a candidate the user
+states as a correction replaces a pinned memory, as a new memory or merged into one that was
+challenged, and the trace's reason is the ordinary `Supersedes`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from memwrite.candidate import Candidate, MemoryType, Quality
-from memwrite.conflict.stage import _reason, decide
+from memwrite.conflict.stage import _reason
+from memwrite.decisions.fact_row import decide_row
 from memwrite.entity_facts import FactObservation
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.payloads import DedupeNote
@@ -64,7 +65,7 @@ def test_a_correction_supersedes_a_pinned_memory_and_says_so() -> None:
     row = FactRow(facts={"berlin": pinned_berlin()}, version=3)
 
     # When a later turn corrects it
-    note = decide(item("Lisbon", 2, correction=True), new("lisbon"), row)
+    note = decide_row(item("Lisbon", 2, correction=True), new("lisbon"), row)
 
     # Then Lisbon is current, Berlin ends at it, and the reason is the ordinary supersession
     assert note is not None
@@ -77,7 +78,7 @@ def test_a_correction_supersedes_a_pinned_memory_and_says_so() -> None:
 def test_a_plain_statement_is_challenged_beside_the_pinned_memory() -> None:
     row = FactRow(facts={"berlin": pinned_berlin()}, version=3)
 
-    note = decide(item("Lisbon", 2, correction=False), new("lisbon"), row)
+    note = decide_row(item("Lisbon", 2, correction=False), new("lisbon"), row)
 
     assert note is not None
     assert note.observation.corrected_at is None
@@ -92,7 +93,7 @@ def test_a_correction_merged_into_a_challenged_memory_replaces_the_pin() -> None
 
     # When the user corrects Berlin to Lisbon on day 3 (dedupe merges it into the same memory)
     merged = DedupeNote(memory_id="lisbon", target="lisbon", tier=1)
-    note = decide(item("Lisbon", 3, correction=True), merged, row)
+    note = decide_row(item("Lisbon", 3, correction=True), merged, row)
 
     # Then the merged observation carries the correction and Lisbon takes over
     assert note is not None
@@ -110,7 +111,7 @@ def test_a_plain_restatement_keeps_the_time_of_the_correction() -> None:
     row = FactRow(facts={"lisbon": lisbon}, version=1)
 
     # When it is restated plainly on day 5 (merged)
-    later = decide(
+    later = decide_row(
         item("Lisbon", 5, correction=False),
         DedupeNote(memory_id="lisbon", target="lisbon", tier=1),
         row,
@@ -125,13 +126,13 @@ def test_a_plain_restatement_keeps_the_time_of_the_correction() -> None:
 def test_a_direct_write_restated_plainly_after_a_newer_pin_is_challenged() -> None:
     # Given Lisbon written directly on day 2 (a new memory), then Berlin pinned on day 3
     direct = replace(item("Lisbon", 2, correction=False), source=DIRECT_SOURCE)
-    first = decide(direct, new("lisbon"), FactRow(facts={}, version=0))
+    first = decide_row(direct, new("lisbon"), FactRow(facts={}, version=0))
     assert first is not None and first.observation.corrected_at == day(2)
     row = FactRow(facts={"lisbon": first.observation, "berlin": pinned_berlin(3)}, version=2)
 
     # When a turn on day 4 restates Lisbon plainly (merged into the direct memory)
     merged = DedupeNote(memory_id="lisbon", target="lisbon", tier=None)
-    note = decide(item("Lisbon", 4, correction=False), merged, row)
+    note = decide_row(item("Lisbon", 4, correction=False), merged, row)
 
     # Then the pin holds: the direct write came before it, the restatement is inferred
     assert note is not None

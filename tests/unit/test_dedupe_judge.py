@@ -19,7 +19,7 @@ import pytest
 
 from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 from memwrite.config import DedupeConfig, ExtractConfig
-from memwrite.dedupe.stage import Neighbour, decide_duplicate
+from memwrite.decisions.duplicate import Neighbour, decide_duplicate
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, PermanentError, TransientError
 from memwrite.ports import DedupeJudge
 from memwrite.prompts.dedupe import VERSION, render

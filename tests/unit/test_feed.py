@@ -1,12 +1,13 @@
-"""The change feed's pieces: events from outbox rows, and signed webhook delivery to a real
-HTTP receiver on 127.0.0.1 (loopback only) that checks every signature, fails on purpose and
-counts what it got."""
+"""The change feed's pieces: events from outbox rows, the deliveries stage 7 queues and their
+backoff, and one signed attempt at a real HTTP receiver on 127.0.0.1 (loopback only) that
+checks every signature, fails on purpose and counts what it got."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,13 +20,19 @@ import pytest
 from memwrite.candidate import MemoryType
 from memwrite.feed import (
     EVENT_ID_HEADER,
+    MAX_ATTEMPTS,
+    RETRY_WINDOW_SECS,
     SIGNATURE_HEADER,
     EventType,
     Webhook,
-    deliver,
+    WebhookDelivery,
+    deliveries_for,
     erasure_row_id,
     event_for_change,
+    hook_id,
     is_erasure_row,
+    post_event,
+    retry_delay,
     user_erased_event,
 )
 from memwrite.memory import MemoryUnit, Tier
@@ -162,46 +169,80 @@ def test_an_erasure_row_is_one_user_erased_event_at_the_erasures_time() -> None:
     assert not is_erasure_row("m" * 32) and not is_erasure_row("episode:turn-1")
 
 
-@pytest.mark.parametrize("receiver", [2], indirect=True)
-def test_a_failing_receiver_gets_the_event_after_retries_signed_once_accepted(
+@pytest.mark.parametrize("receiver", [1], indirect=True)
+def test_one_attempt_posts_the_signed_event_once_and_reports_the_answer(
     receiver: Receiver,
 ) -> None:
-    # Given a receiver that answers 500 twice
+    # Given a receiver that answers 500 once
     event = event_for_change(change(), None, AT)
-    waits: list[float] = []
 
-    # When the event is delivered
+    # When the event is posted twice, one attempt each
     with httpx.Client() as client:
-        [result] = deliver(event, [hook(receiver)], client, sleep=waits.append)
+        failed = post_event(event, hook(receiver), client)
+        accepted = post_event(event, hook(receiver), client)
 
-    # Then it arrived on the third attempt, every attempt recorded, waits growing within bounds
-    assert result.delivered
-    assert [a.status for a in result.attempts] == [500, 500, 204]
-    assert [a.attempt for a in result.attempts] == [1, 2, 3]
-    assert len(waits) == 2 and waits[0] <= 0.5 and waits[1] <= 1.0
+    # Then each call was one request: the first failed with its status, the second accepted
+    assert (failed.status, failed.delivered) == (500, False)
+    assert (accepted.status, accepted.delivered) == (204, True)
+    assert receiver.seen == 2
     assert [e["event_id"] for e in receiver.accepted] == [event.event_id]
     assert receiver.bad_signatures == 0
 
 
-@pytest.mark.parametrize("receiver", [10], indirect=True)
-def test_a_delivery_that_keeps_failing_is_reported_undelivered_not_lost(receiver: Receiver) -> None:
-    event = event_for_change(change(), None, AT)
+def test_no_answer_is_a_failed_attempt_naming_the_transport_error() -> None:
+    # Given a webhook on a port nothing listens on
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dead = Webhook(url=f"http://127.0.0.1:{port}/hook", secret=SECRET, events=list(EventType))
+    # When the event is posted / Then there is no status, only the transport error's name
     with httpx.Client() as client:
-        [result] = deliver(event, [hook(receiver)], client, attempts=3, sleep=lambda _: None)
-    # Then the caller learns it was not delivered (and keeps the row pending)
-    assert not result.delivered and len(result.attempts) == 3
-    assert receiver.accepted == []
+        result = post_event(event_for_change(change(), None, AT), dead, client)
+    assert result.status is None and not result.delivered
+    assert result.error == "ConnectError"
 
 
-def test_a_wrong_secret_is_refused_and_only_subscribed_events_are_sent(receiver: Receiver) -> None:
+def test_a_wrong_secret_is_refused_and_only_subscribed_webhooks_get_a_delivery(
+    receiver: Receiver,
+) -> None:
     event = event_for_change(change(), None, AT)
     wrong = hook(receiver).model_copy(update={"secret": "another-secret-value"})
     with httpx.Client() as client:
-        [refused] = deliver(event, [wrong], client, sleep=lambda _: None)
-        unsubscribed = deliver(event, [hook(receiver, [EventType.USER_ERASED])], client)
-    assert not refused.delivered and [a.status for a in refused.attempts] == [401]
-    assert unsubscribed == []
+        refused = post_event(event, wrong, client)
+    assert (refused.status, refused.delivered) == (401, False)
     assert receiver.bad_signatures == 1
+    # And a delivery is made for each webhook subscribed to the event's type, a URL once
+    subscribed = hook(receiver)
+    unsubscribed = hook(receiver, [EventType.USER_ERASED]).model_copy(
+        update={"url": "https://elsewhere.example.com/hook"}
+    )
+    deliveries = deliveries_for(event, 1, [subscribed, unsubscribed, subscribed])
+    assert [d.hook_id for d in deliveries] == [hook_id(str(subscribed.url))]
+
+
+def test_a_delivery_id_is_a_function_of_the_outbox_row_and_the_webhook() -> None:
+    # Given the same row turned into its event twice (a redelivered row), and a later rev
+    first, again = (event_for_change(change(), None, AT) for _ in range(2))
+    later = event_for_change(change(2), None, AT)
+    one, other = hook_id("https://a.example.com/hook"), hook_id("https://b.example.com/hook")
+    # Then the same row and webhook are the same delivery; another webhook or row another one
+    same = WebhookDelivery(event=first, hook_id=one, rev=1)
+    assert same.delivery_id == WebhookDelivery(event=again, hook_id=one, rev=1).delivery_id
+    assert same.delivery_id != WebhookDelivery(event=first, hook_id=other, rev=1).delivery_id
+    assert same.delivery_id != WebhookDelivery(event=later, hook_id=one, rev=2).delivery_id
+    # And the message names the webhook by its id only: no URL, no secret
+    assert "example.com" not in same.model_dump_json()
+
+
+def test_the_backoff_doubles_to_fifteen_minutes_and_retries_outlast_an_hour() -> None:
+    # Given the schedule of a delivery that keeps failing
+    delays = [retry_delay(attempt) for attempt in range(1, MAX_ATTEMPTS + 1)]
+    # Then it starts at 30 s, doubles, and never waits more than 15 minutes
+    assert delays[:6] == [30, 60, 120, 240, 480, 900]
+    assert max(delays) == 900 and delays == sorted(delays)
+    # And the last attempt comes 18,030 s (5 h) after the first: more than an hour
+    assert RETRY_WINDOW_SECS == sum(delays[:-1]) == 18_030
+    assert RETRY_WINDOW_SECS > 3_600
 
 
 def test_webhooks_are_https_except_to_loopback() -> None:

@@ -14,10 +14,10 @@ from botocore.stub import Stubber
 
 from memwrite.adapters.anthropic.questions import AnthropicQuestions
 from memwrite.adapters.aws.bedrock_embedder import TITAN_V2, BedrockEmbedder, bedrock_runtime_client
+from memwrite.adapters.template_questions import TemplateQuestions
 from memwrite.candidate import MemoryType
 from memwrite.config import ExtractConfig
 from memwrite.errors import EmbedderUnavailable
-from memwrite.hype.questions import TemplateQuestions
 from tests.paraphrase_set import memory_unit, recall_at_5
 from tests.recorded_api import RecordedApi
 

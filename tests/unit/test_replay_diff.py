@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
-from memwrite.read.replay_diff import FateKind, RunOutcome, Write, diff_runs, replayed_stages
 from memwrite.reasons import DuplicateConfirmed, NoCandidates, Reason, TooShort
+from memwrite.replay.diff import FateKind, RunOutcome, Write, diff_runs, replayed_stages
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

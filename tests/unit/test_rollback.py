@@ -1,4 +1,4 @@
-"""Planning a trace's rollback (`memwrite.read.rollback.plan_rollback`), a pure function of what was
+"""Planning a trace's rollback (`memwrite.edit.rollback.plan_rollback`), a pure function of what was
 read: what goes, what comes back, and what is refused because it cannot be undone exactly."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import pytest
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
+from memwrite.decisions.fact_row import apply_state
+from memwrite.edit.rollback import MAX_ROLLBACK_ITEMS, RollbackReads, plan_rollback
 from memwrite.entity_facts import FactObservation, derive, memory_fact_key
 from memwrite.errors import RollbackRefused
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryUnit, Tier
-from memwrite.persist.stage import apply_state
 from memwrite.ports import TraceRecord
-from memwrite.read.rollback import MAX_ROLLBACK_ITEMS, RollbackReads, plan_rollback
 from memwrite.store import FactRow, OutboxOp, VersionedMemory
 
 CONFIG = PipelineConfig()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memwrite.pre_filter.segment import SegmentKind, reassemble, split_segments
+from memwrite.segment import SegmentKind, reassemble, split_segments
 
 
 def texts(value: str) -> list[str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memwrite.pre_filter.segment import Segment
 from memwrite.pre_filter.skip_rules import match_skip_rule, plainly_kept
+from memwrite.segment import Segment
 
 SHORT_META_MAX_CHARS = 20
 

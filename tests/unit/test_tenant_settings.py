@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from memwrite.adapters.in_memory import InMemoryTenantSettingsStore
 from memwrite.candidate import Candidate, MemoryType, Quality
 from memwrite.config import ExtractConfig, Settings, TenantOverrides, Webhook
-from memwrite.extract.stage import excluded_topic
+from memwrite.extract.candidates import excluded_topic
 from memwrite.models import Role
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, render
 from memwrite.reasons import ExcludedTopic

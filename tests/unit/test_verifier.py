@@ -15,8 +15,9 @@ from memwrite.adapters.in_memory import CountingMetrics, InMemorySessionLog, InM
 from memwrite.candidate import Candidate, MemoryType, Quality
 from memwrite.config import ExtractConfig, PipelineConfig, Settings, TenantOverrides, VerifierConfig
 from memwrite.errors import VerificationFailed
+from memwrite.extract.candidates import extract_candidates
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
-from memwrite.extract.stage import ExtractDeps, extract_candidates, run
+from memwrite.extract.stage import ExtractDeps, run
 from memwrite.extract.verifier import verify_extraction
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import ExtractInput, Extractor

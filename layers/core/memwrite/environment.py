@@ -74,6 +74,15 @@ class LambdaEnvironment(BaseModel):
     # The hype function's only: the environment's EventBridge bus the change feed is published
     # on (`memwrite.adapters.aws.eventbridge`); unset (locally): no bus, webhooks only.
     event_bus_name: str | None = Field(default=None, alias="EVENT_BUS_NAME", min_length=1)
+    # The webhook delivery lane's queue (`memwrite.feed.delivery`): hype sends to it, the
+    # webhook_delivery function delays failed deliveries on it; unset: none (the sqlite
+    # backend keeps it in its database).
+    webhook_queue_url: str | None = Field(default=None, alias="WEBHOOK_QUEUE_URL", min_length=1)
+    # Where the webhook queue's redrive puts what it gave up on: read by the local runner and
+    # the tests (on AWS the operator reads the DLQ).
+    webhook_dead_letter_url: str | None = Field(
+        default=None, alias="WEBHOOK_DEAD_LETTER_URL", min_length=1
+    )
     # The api function's only: where exports too large for one response go
     # (`memwrite.adapters.aws.s3_exports`); unset (locally): every export is answered inline.
     exports_bucket: str | None = Field(default=None, alias="EXPORTS_BUCKET", min_length=1)
@@ -135,6 +144,11 @@ class LambdaEnvironment(BaseModel):
         if not self.turn_dead_letter_url:
             raise ConfigError("environment variable TURN_DEAD_LETTER_URL is not set")
         return self.turn_dead_letter_url
+
+    def webhook_queue(self) -> str:
+        if not self.webhook_queue_url:
+            raise ConfigError("environment variable WEBHOOK_QUEUE_URL is not set")
+        return self.webhook_queue_url
 
     def queue_url(self) -> str:
         if not self.turn_queue_url:

@@ -130,13 +130,18 @@ class QueueUnavailable(TransientError):
 
 
 class WebhookUndelivered(TransientError):
-    """A change-feed event reached none of some webhook's attempts (its memory is indexed):
-    the outbox row stays pending, and the next drain or stream retry delivers it again."""
+    """One attempt of a change-feed event at one webhook failed (no answer, or not a 2xx): its
+    message waits in the webhook queue for `retry_in_secs`, then is attempted again."""
 
-    def __init__(self, event_id: str, hosts: list[str]) -> None:
-        super().__init__(f"event {event_id} undelivered to {', '.join(hosts)}")
+    def __init__(self, event_id: str, host: str, attempt: int, retry_in_secs: int) -> None:
+        super().__init__(
+            f"event {event_id} undelivered to {host} (attempt {attempt}), "
+            f"again in {retry_in_secs} s"
+        )
         self.event_id = event_id
-        self.hosts = hosts
+        self.host = host
+        self.attempt = attempt
+        self.retry_in_secs = retry_in_secs
 
 
 class EventsUnpublished(TransientError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal
 
@@ -13,6 +13,8 @@ from memwrite.ids import content_hash
 
 __all__ = [
     "DIRECT_SOURCE",
+    "EXPIRED_RETENTION",
+    "EXPIRED_RETENTION_DAYS",
     "KEYED_TYPES",
     "MemoryLink",
     "MemoryUnit",
@@ -22,6 +24,9 @@ __all__ = [
     "normalise",
 ]
 
+# How long a memory past its user expiry stays in history before the store's TTL deletes it.
+EXPIRED_RETENTION_DAYS = 30
+EXPIRED_RETENTION = timedelta(days=EXPIRED_RETENTION_DAYS)
 # Types whose identity is the (entity, predicate, value) triple; events and tasks are keyed by
 # their text (docs/design.md §9, memory types).
 KEYED_TYPES = frozenset(

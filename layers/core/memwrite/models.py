@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from memwrite.direct.model import DirectMemory
+from memwrite.direct_memories.model import DirectMemory
 from memwrite.reasons import Reason, SecretKind, SkipReason
 
 __all__ = [

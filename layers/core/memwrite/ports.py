@@ -25,7 +25,6 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
-from memwrite.portability.records import RestoreUnit, SpilledExport, UserSnapshot
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve_refs import ResolveResult
@@ -33,9 +32,10 @@ from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
+from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
 
 if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the pre_filter function never loads
-    from memwrite.feed.change_events import ChangeEvent
+    from memwrite.feed.change_events import ChangeEvent, WebhookDelivery
 
 __all__ = [
     "ApiKeyRecord",
@@ -83,6 +83,8 @@ __all__ = [
     "UserErasure",
     "UserPortability",
     "VerifierCall",
+    "WebhookMessage",
+    "WebhookQueue",
 ]
 
 
@@ -670,6 +672,49 @@ class EventPublisher(Protocol):
     def publish(self, events: Sequence[ChangeEvent]) -> None: ...
 
 
+@dataclass(frozen=True)
+class WebhookMessage:
+    """One received message of the webhook queue: the delivery, the receipt that deletes or
+    delays it, and how often it has been received (the attempt it is, 1-based)."""
+
+    delivery: WebhookDelivery
+    receipt: str
+    receive_count: int
+
+
+class WebhookQueue(Protocol):
+    """The webhook delivery lane's queue (`memwrite.feed.delivery`), SQS standard-queue
+    semantics: stage 7 enqueues, the lane's consumer receives (on AWS the event source mapping
+    receives and deletes, and the `webhook_delivery` function calls only `retry_later`).
+
+    `now` is the caller's clock (epoch seconds): the SQLite queue keeps time by it, so tests
+    can move it; SQS keeps its own."""
+
+    def enqueue(self, deliveries: Sequence[WebhookDelivery]) -> None:
+        """Queue every one of `deliveries` durably, or raise a `TransientError` (the outbox row
+        stays pending and its retry queues them again under the same delivery ids). A
+        delivery already waiting may be queued once more (SQS) or not (SQLite): the receiver
+        dedupes on the event id either way."""
+
+    def receive(
+        self, max_messages: int, visibility_timeout_secs: int, *, now: float
+    ) -> list[WebhookMessage]:
+        """Up to `max_messages` visible messages, oldest first, each hidden for the visibility
+        timeout and then delivered again unless deleted or delayed. A message received as
+        often as the queue's maximum receives goes to the dead letters instead (the redrive
+        policy)."""
+
+    def delete(self, messages: Sequence[WebhookMessage]) -> None:
+        """Done with these (each by the receipt of its latest receive)."""
+
+    def retry_later(self, message: WebhookMessage, delay_secs: int, *, now: float) -> None:
+        """Hide the message for `delay_secs` from `now` (a failed attempt's backoff)."""
+
+    def dead_letters(self, limit: int) -> list[WebhookDelivery]:
+        """Up to `limit` (at most 10) deliveries given up on, oldest first; reading leaves
+        them there."""
+
+
 class ExportSpill(Protocol):
     """Where an export too large for one Lambda response goes: an object of the environment's
     exports bucket on AWS (`memwrite.adapters.aws.s3_exports`); locally there is none (the
@@ -716,6 +761,10 @@ class StageAdapters(Protocol):
 
     def event_publisher(self) -> EventPublisher | None:
         """The environment's event bus (None: the environment names none, e.g. locally)."""
+
+    def webhook_queue(self) -> WebhookQueue:
+        """The webhook delivery lane's queue (SQS on AWS, the embedded database locally): stage
+        7 hands deliveries to it, the lane (`memwrite.feed.delivery.build_deps`) consumes it."""
 
     def extraction_llm(self) -> ExtractionLlm | None:
         """The extractor's model client (None: offline, the rules only)."""

@@ -171,7 +171,7 @@ STAGES: tuple[StageDef, ...] = (
         OutboxChange,
         IndexedChange,
         # Marks outbox rows done; reads episodes (turns) to index them, and the tenants'
-        # webhooks (tenant_settings) to deliver the change feed's event of each row
+        # webhooks (tenant_settings) to hand each row's deliveries to the webhook queue
         tables={"outbox": RW, "memories": R, "turns": R, "spans": W, "tenant_settings": R},
         search=SearchAccess.READ_WRITE,  # indexes memories and episodes, removes erased ones
         calls_model=True,  # HyPE questions

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
-    from memwrite.episodes.backfill import BackfillDeps
+    from memwrite.backfill import BackfillDeps
+    from memwrite.edit.rollback import RollbackDeps
     from memwrite.expiry import ExpiryDeps
+    from memwrite.feed.delivery import WebhookDeliveryDeps
     from memwrite.ports import (
         ApiKeyStore,
         CandidateVerifier,
@@ -63,11 +65,11 @@ if TYPE_CHECKING:
         TurnQueue,
         UserEraser,
         UserPortability,
+        WebhookQueue,
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.read.query import QueryDeps
-    from memwrite.read.replay import ReplayDeps
-    from memwrite.read.rollback import RollbackDeps
+    from memwrite.replay import ReplayDeps
     from memwrite.stages import StageDef
 
 __all__ = [
@@ -92,7 +94,10 @@ __all__ = [
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
+    "build_webhook_delivery_deps",
 ]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -105,7 +110,9 @@ class ApiDeps:
 class Adapters(ABC):
     """What every builder shares (the environment, spans, metrics), the stores of one backend
     and the model clients of the deployment: a stage's `build_deps` asks for what it uses
-    (`memwrite.ports.StageAdapters`), nothing else is created."""
+    (`memwrite.ports.StageAdapters`), nothing else is created. The model clients and the index
+    are built once per bundle: builders that ask again (a backfill's stages, every dry run of
+    a replay) share them."""
 
     def __init__(self, env: LambdaEnvironment) -> None:
         from memwrite.adapters.aws.emf_metrics import EmfMetrics
@@ -113,6 +120,14 @@ class Adapters(ABC):
         self.env = env
         self.metrics: MetricsSink = EmfMetrics()
         self._embedder: Embedder | None = None
+        self._kept: dict[str, Any] = {}
+
+    def _once(self, name: str, build: Callable[[], _T]) -> _T:
+        """`build()` on the first call for `name`, then the same object."""
+        if name not in self._kept:
+            self._kept[name] = build()
+        kept: _T = self._kept[name]
+        return kept
 
     @staticmethod
     def of(env: LambdaEnvironment) -> Adapters:
@@ -127,8 +142,11 @@ class Adapters(ABC):
         return self.settings.pipeline.extract.provider == "bedrock" or bool(self.env.api_key())
 
     def extraction_llm(self) -> ExtractionLlm | None:
-        return build_llm(
-            self.settings.pipeline.extract, self.env.api_key(), self.env.llm_record_dir
+        return self._once(
+            "extraction_llm",
+            lambda: build_llm(
+                self.settings.pipeline.extract, self.env.api_key(), self.env.llm_record_dir
+            ),
         )
 
     def _llm_options(self) -> ClientOptions:
@@ -138,6 +156,9 @@ class Adapters(ABC):
     def verifier(self) -> CandidateVerifier | None:
         """Built when some tenant (or the deployment) turns the verifier on and a model is
         reachable; which candidates it checks is per tenant (`Settings.for_request`)."""
+        return self._once("verifier", self._verifier)
+
+    def _verifier(self) -> CandidateVerifier | None:
         # A tenant may turn it on through the API: with stored settings, always built.
         wanted = self.settings.verifier_wanted() or self._stores_tenant_settings()
         if not wanted or not self._has_llm():
@@ -147,6 +168,9 @@ class Adapters(ABC):
         return AnthropicVerifier(self.settings.pipeline.extract, **self._llm_options())
 
     def resolve_judge(self) -> ResolveJudge | None:
+        return self._once("resolve_judge", self._resolve_judge)
+
+    def _resolve_judge(self) -> ResolveJudge | None:
         if not self._has_llm():
             return None
         from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
@@ -154,6 +178,9 @@ class Adapters(ABC):
         return AnthropicResolveJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def dedupe_judge(self) -> DedupeJudge | None:
+        return self._once("dedupe_judge", self._dedupe_judge)
+
+    def _dedupe_judge(self) -> DedupeJudge | None:
         if not self._has_llm():
             return None
         from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
@@ -161,11 +188,14 @@ class Adapters(ABC):
         return AnthropicDedupeJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def questions(self) -> QuestionGenerator:
+        return self._once("questions", self._questions)
+
+    def _questions(self) -> QuestionGenerator:
         if self._has_llm():
             from memwrite.adapters.anthropic.questions import AnthropicQuestions
 
             return AnthropicQuestions(self.settings.pipeline.extract, **self._llm_options())
-        from memwrite.hype.questions import TemplateQuestions
+        from memwrite.adapters.template_questions import TemplateQuestions
 
         return TemplateQuestions()
 
@@ -181,7 +211,7 @@ class Adapters(ABC):
         return HashingEmbedder()
 
     def search_index(self) -> MemoryIndex:
-        return build_index(self.env, self.embedder().dimension)
+        return self._once("search_index", lambda: build_index(self.env, self.embedder().dimension))
 
     def _stores_tenant_settings(self) -> bool:
         return self.env.backend is Backend.SQLITE or self.env.tenant_settings_table is not None
@@ -193,8 +223,8 @@ class Adapters(ABC):
         return self._configs(readable=readable)
 
     def tenant_webhooks(self) -> TenantConfigs:
-        """The tenants' webhooks, for the stage that delivers the change feed (hype): its
-        StageDef declares `tenant_settings` read, which grants the read on AWS."""
+        """The tenants' webhooks, for hype (its StageDef declares `tenant_settings` read, which
+        grants the read on AWS) and the webhook delivery lane (`infra/access.py`)."""
         return self._configs(readable=True)
 
     def event_publisher(self) -> EventPublisher | None:
@@ -265,6 +295,9 @@ class Adapters(ABC):
 
     @abstractmethod
     def outbox(self) -> Outbox: ...
+
+    @abstractmethod
+    def webhook_queue(self) -> WebhookQueue: ...
 
     @abstractmethod
     def eraser(self) -> UserEraser: ...
@@ -364,6 +397,13 @@ class _DynamoAdapters(Adapters):
         from memwrite.adapters.aws.dynamodb_outbox import DynamoOutbox
 
         return DynamoOutbox(self.dynamodb, self.env.outbox_table)
+
+    def webhook_queue(self) -> WebhookQueue:
+        from memwrite.adapters.aws.clients import sqs_client
+        from memwrite.adapters.aws.sqs_webhooks import SqsWebhookQueue
+
+        client, env = sqs_client(self.env.aws_endpoint_url), self.env
+        return SqsWebhookQueue(client, env.webhook_queue(), env.webhook_dead_letter_url)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.aws.dynamodb_erase import DynamoUserEraser, EraseTables
@@ -471,6 +511,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.outbox import SqliteOutbox
 
         return SqliteOutbox(self.database)
+
+    def webhook_queue(self) -> WebhookQueue:
+        from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
+
+        return SqliteWebhookQueue(self.database)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.sqlite.erase import SqliteUserEraser
@@ -632,8 +677,8 @@ class QueryApiDeps:
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
+    from memwrite.edit.rollback import RollbackDeps
     from memwrite.read.query import QueryDeps
-    from memwrite.read.rollback import RollbackDeps
 
     adapters = Adapters.of(LambdaEnvironment.load(environ))
     query = QueryDeps(
@@ -671,7 +716,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
 def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDeps:
     """A backfill runs the pipeline stages in-process: their deps, built as their Lambdas
     build them (each once), and whether a model is configured at all."""
-    from memwrite.episodes.backfill import BackfillDeps
+    from memwrite.backfill import BackfillDeps
 
     adapters = Adapters.of(LambdaEnvironment.load(environ))
     built: dict[str, Any] = {}
@@ -706,23 +751,13 @@ def build_expiry_deps(environ: Mapping[str, str] | None = None) -> ExpiryDeps:
 
 
 def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:
-    """What a replay reads (through its dry-run overlays) and the models the pipeline's stages
-    would call: the same ones, built the same way (offline: the rule extractor only)."""
-    from memwrite.read.replay import ReplayDeps
+    """What a replay reads the trace from, and the adapters bundle each of its dry runs wraps:
+    the stages build their deps from it as their Lambdas do (offline: the rule extractor
+    only)."""
+    from memwrite.replay import ReplayDeps
 
     adapters = Adapters.of(LambdaEnvironment.load(environ))
-    return ReplayDeps(
-        ledger=adapters.ledger(),
-        session_log=adapters.session_log(),
-        entities=adapters.entities(),
-        store=adapters.memory_store(),
-        index=adapters.search_index(),
-        embedder=adapters.similarity_embedder(),
-        llm=adapters.extraction_llm(),
-        verifier=adapters.verifier(),
-        resolve_judge=adapters.resolve_judge(),
-        dedupe_judge=adapters.dedupe_judge(),
-    )
+    return ReplayDeps(ledger=adapters.ledger(), adapters=adapters)
 
 
 def build_stage_deps(
@@ -756,3 +791,10 @@ def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLett
     """The failure path's adapters: it writes spans and metrics only."""
     adapters = Adapters.of(LambdaEnvironment.load(environ))
     return DeadLetterDeps(spans=adapters.spans, metrics=adapters.metrics)
+
+
+def build_webhook_delivery_deps(environ: Mapping[str, str] | None = None) -> WebhookDeliveryDeps:
+    """The webhook delivery lane's, built by its own builder (as a stage's are)."""
+    from memwrite.feed.delivery import build_deps
+
+    return build_deps(Adapters.of(LambdaEnvironment.load(environ)))

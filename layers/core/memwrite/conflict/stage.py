@@ -2,7 +2,8 @@
 
 Reads the candidate's entity_facts row (tenant, user, entity, predicate), adds the candidate's
 observation (to the memory dedupe chose: itself, or the memory it merges into) and derives the
-row's state with `memwrite.entity_facts.derive`: stateful predicates supersede by `observed_at`,
+row's state with `memwrite.entity_facts.derive` (`memwrite.decisions.fact_row`, which persist
+decides with again after a lost race): stateful predicates supersede by `observed_at`,
 idempotent ones link contradictions. The decision, with the row version it was made on, goes
 into the payload (`ConflictNote`); persist writes it only if it still finds that version.
 Events and tasks are not keyed: they pass through with no note.
@@ -15,11 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memwrite.config import PipelineConfig
-from memwrite.entity_facts import FactObservation, canonical_predicate, derive
+from memwrite.decisions.fact_row import decide_row
 from memwrite.errors import StageInputError
-from memwrite.memory import DIRECT_SOURCE, normalise
 from memwrite.models import SpanResult, StageSpan
-from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload
+from memwrite.payloads import ConflictNote, ItemsPayload
 from memwrite.ports import MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import Contradiction, LateArrival, PinnedMemory, Reason, Supersedes
 from memwrite.spans import item_span, record_spans, unrecorded
@@ -28,57 +28,9 @@ from memwrite.store import FactRow, StoreItem
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
 
-__all__ = ["STAGE", "ConflictDeps", "decide", "run"]
+__all__ = ["STAGE", "ConflictDeps", "build_deps", "run"]
 
 STAGE = "conflict"
-
-
-def decide(item: StoreItem, dedupe: DedupeNote, row: FactRow) -> ConflictNote | None:
-    """The row's state once this candidate is in it; None for unkeyed types."""
-    fact_key = item.fact_key
-    if fact_key is None:
-        return None
-    candidate = item.candidate
-    target = dedupe.written_id
-    prior = row.facts.get(target)
-    direct = item.source == DIRECT_SOURCE
-    # A direct write states the fact as explicitly as a correction: either may replace a pin.
-    corrected_at = item.observed_at if candidate.correction or direct else None
-    if prior is not None:  # a merge: the memory's own value and polarity, seen again
-        corrections = [at for at in (prior.corrected_at, corrected_at) if at is not None]
-        observation = prior.model_copy(
-            update={
-                "observed_at": max(prior.observed_at, item.observed_at),
-                "direct": prior.direct or direct,
-                "pinned": prior.pinned or item.pinned,
-                "corrected_at": max(corrections, default=None),
-            }
-        )
-    else:
-        _, negated = canonical_predicate(candidate.attribute, candidate.negated)
-        observation = FactObservation(
-            memory_id=target,
-            value=normalise(candidate.value),
-            negated=negated,
-            observed_at=item.observed_at,
-            direct=direct,
-            pinned=item.pinned,
-            corrected_at=corrected_at,
-        )
-    stateful = candidate.predicate_is_stateful
-    before = derive(row.facts, stateful=stateful)
-    state = derive({**row.facts, target: observation}, stateful=stateful)
-    return ConflictNote(
-        fact_key=fact_key,
-        row_version=row.version,
-        observation=observation,
-        state=state,
-        supersedes=sorted(
-            mid for mid in state.superseded_by if mid != target and mid not in before.superseded_by
-        ),
-        contradicts=sorted(state.contradicts.get(target, ())),
-        born_superseded=target in state.superseded_by,
-    )
 
 
 def _reason(note: ConflictNote | None) -> Reason | None:
@@ -127,7 +79,7 @@ def run(payload: ItemsPayload, config: PipelineConfig, deps: ConflictDeps) -> It
             row = rows.get(fact_key) or deps.store.get_fact_row(
                 payload.tenant, payload.user_id, fact_key
             )
-            note = decide(store_item, item.dedupe, row)
+            note = decide_row(store_item, item.dedupe, row)
             if note is not None:
                 facts = {**row.facts, note.observation.memory_id: note.observation}
                 rows[fact_key] = FactRow(facts=facts, version=row.version + 1)

@@ -25,7 +25,6 @@ from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig
 from memwrite.errors import ExtractionFailed, MalformedLlmOutput
 from memwrite.ports import ExtractionLlm
-from memwrite.pre_filter.segment import split_segments
 from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import (
     BatchTurn,
@@ -37,6 +36,7 @@ from memwrite.prompts.extract import (
     turn_refs,
 )
 from memwrite.scoring import wording_confidence, wording_cues
+from memwrite.segment import split_segments
 from memwrite.usage import LlmUsage
 
 __all__ = [

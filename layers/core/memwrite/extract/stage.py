@@ -6,16 +6,15 @@ LLM full pass (plus the detail pass on long conversations), with the rest of the
 context. Offline (no LLM configured) those turns are recorded as `DeferredNoLLM`; when the model
 fails after its own retries (throttled, overloaded, refusing, malformed twice) as
 `DeferredModelFailed` with an error span. A deferred user turn is kept as an *episode*
-(`memwrite.episodes`, settings `pipeline.episodes`) in the same transaction as its session-log
+(`memwrite.episode`, settings `pipeline.episodes`) in the same transaction as its session-log
 entry, and its rule candidates are dropped: the backfill extracts the whole turn later.
 
-`extract_candidates` is the pure decision (used by the stage and by `memwrite extract`);
-`run` is the stage: session context, spans, metrics and the session log. Failures are
-never a silent `[]`: a malformed answer is retried once, then the batch's turns become pending
-episodes with error spans (with `episodes.keep = off`: the exception goes to Step Functions'
-Catch, the DLQ). A turn whose user was
-erased while it was in flight is not logged (the log's append checks its trace) and goes no
-further: `UserErased`.
+`memwrite.extract.candidates.extract_candidates` is the pure decision (used by the stage and
+by `memwrite extract`); `run` is the stage: session context, spans, metrics and the session
+log. Failures are never a silent `[]`: a malformed answer is retried once, then the batch's
+turns become pending episodes with error spans (with `episodes.keep = off`: the exception goes
+to Step Functions' Catch, the DLQ). A turn whose user was erased while it was in flight is not
+logged (the log's append checks its trace) and goes no further: `UserErased`.
 """
 
 from __future__ import annotations
@@ -29,16 +28,11 @@ from memwrite.candidate import Candidate, memory_key
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
 from memwrite.errors import (
-    ExtractionFailed,
-    LlmRequestRejected,
-    LlmUnavailable,
     SourceErased,
 )
-from memwrite.extract.direct import candidate_of
+from memwrite.extract.candidates import extract_candidates
+from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
-from memwrite.extract.llm import extract_with_llm, merge_candidates
-from memwrite.extract.rules import extract_with_rules
-from memwrite.extract.verifier import verify_extraction
 from memwrite.ids import content_hash
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import (
@@ -51,20 +45,16 @@ from memwrite.models import (
 )
 from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOutput
 from memwrite.ports import CandidateVerifier, ExtractionLlm, MetricsSink, SessionLog, SpanStore
-from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
+from memwrite.prompts.extract import BatchTurn, SessionTurn
 from memwrite.reasons import (
     DeferredModelFailed,
     DeferredNoLLM,
-    ExcludedTopic,
     ExtractionError,
     NoCandidates,
-    QualityDiscard,
     Reason,
-    Ungrounded,
     UserErased,
 )
 from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
-from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
@@ -73,110 +63,10 @@ __all__ = [
     "STAGE",
     "ExtractDeps",
     "build_deps",
-    "excluded_topic",
-    "extract_candidates",
     "run",
 ]
 
 STAGE = "extract"
-
-
-def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic | None:
-    """The tenant's topic filter (`extraction.include_topics`, `exclude_topics`): applied to
-    the candidates of the rules and of the model alike."""
-    if candidate.topic in config.exclude_topics or (
-        config.include_topics is not None and candidate.topic not in config.include_topics
-    ):
-        return ExcludedTopic(topic=candidate.topic)
-    return None
-
-
-def _triage(
-    turn_id: str, extractor: Extractor, candidates: Sequence[Candidate], config: ExtractConfig
-) -> TurnExtraction:
-    kept: list[Candidate] = []
-    rejected: list[tuple[Candidate, Reason]] = []
-    for candidate in candidates:
-        if excluded := excluded_topic(candidate, config):
-            rejected.append((candidate, excluded))
-        elif candidate.quality.verdict == "discard":
-            rejected.append((candidate, QualityDiscard(reason=candidate.quality.reason)))
-        elif not candidate.grounded:
-            rejected.append((candidate, Ungrounded()))
-        else:
-            kept.append(candidate)
-    return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected))
-
-
-def extract_candidates(
-    turns: Sequence[BatchTurn],
-    context: Sequence[SessionTurn],
-    config: ExtractConfig,
-    llm: ExtractionLlm | None,
-    *,
-    on_json_fail: Callable[[], None],
-    verifier: CandidateVerifier | None = None,
-    defer_on_model_failure: bool = False,
-) -> BatchExtraction:
-    """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set;
-    then the verifier, when `config.verifier` has it on and one is wired.
-
-    With `defer_on_model_failure` (episodes kept), a model that fails after its retries
-    defers the turns it was needed for (`model_error`) instead of raising, and a deferred
-    turn's rule candidates are dropped: the turn is kept whole, as an episode."""
-    rules = {
-        turn.turn_id: extract_with_rules(
-            turn.text,
-            role=turn.role.value,
-            observed_at=turn.timestamp,
-            source_turn_id=turn.turn_id,
-        )
-        for turn in turns
-    }
-    needs_llm = any(not found.fully_covered for found in rules.values())
-    llm_candidates: dict[str, list[Candidate]] = {}
-    calls: tuple[LlmUsage, ...] = ()
-    model_error: str | None = None
-    if needs_llm and llm is not None:
-        # The whole batch goes in, in order, so the model reads the conversation as it went;
-        # turns the rules covered cost no extra call and their candidates are merged below.
-        try:
-            result = extract_with_llm(
-                ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context)),
-                config,
-                llm,
-                on_json_fail=on_json_fail,
-            )
-        except (LlmUnavailable, LlmRequestRejected, ExtractionFailed) as exc:
-            if not defer_on_model_failure:
-                raise
-            # The SDK's own retries (and the malformed-answer retry) are spent: the turns wait
-            # as episodes for a backfill, rather than the batch for a manual DLQ redrive.
-            model_error = type(exc).__name__
-            calls = exc.calls if isinstance(exc, ExtractionFailed) else ()
-        else:
-            calls = result.calls
-            for candidate in result.candidates:
-                llm_candidates.setdefault(candidate.source_turn_id or "", []).append(candidate)
-    extractions = []
-    for turn in turns:
-        found = rules[turn.turn_id]
-        if found.fully_covered:
-            extractor = Extractor.RULES
-        elif llm is None or model_error is not None:
-            extractor = Extractor.DEFERRED
-        else:
-            extractor = Extractor.LLM
-        if extractor is Extractor.DEFERRED and defer_on_model_failure:
-            # Kept whole as an episode: a partial reading of the turn is never stored.
-            extractions.append(TurnExtraction(turn.turn_id, extractor, ()))
-            continue
-        # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
-        merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
-        extractions.append(_triage(turn.turn_id, extractor, merged, config))
-    return verify_extraction(
-        BatchExtraction(tuple(extractions), calls, model_error), turns, config.verifier, verifier
-    )
 
 
 @dataclass

@@ -13,7 +13,10 @@ row of its own: the expiry sweep (`memwrite.expiry`) commits a revision flagged
 `user.erased` has an outbox row of its own, written by the erasure once the user's items and
 documents are gone (`erasure:<time>`, rev 1, no trace: the user's traces went with them); the
 event's id is a function of that row and its time is the erasure's. Stage 7 deletes the row once
-the event is out, so nothing naming the user outlives the erasure's announcement.
+the event is handed over, so nothing naming the user outlives the erasure's announcement.
+
+An event goes to each subscribed webhook as a `WebhookDelivery`, the message the delivery lane
+(`memwrite.feed.delivery`) queues: its id too is a function of the row (and the webhook).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "ERASURE_ROW_PREFIX",
     "ChangeEvent",
     "EventType",
+    "WebhookDelivery",
     "erasure_row_id",
     "event_for_change",
     "is_erasure_row",
@@ -58,6 +62,24 @@ class ChangeEvent(BaseModel):
     memory_id: str | None
     trace_id: str | None
     at: datetime
+
+
+class WebhookDelivery(BaseModel):
+    """One change-feed event for one webhook: the webhook queue's message. The webhook is named
+    by its id only (`memwrite.feed.webhooks.hook_id`): its URL and secret are read from the
+    tenant's settings at each attempt, so a rotated secret signs the next attempt and a removed
+    webhook gets nothing more."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event: ChangeEvent
+    hook_id: str
+    rev: int  # the outbox row's rev: with the memory id, the attempt spans' item id
+
+    @property
+    def delivery_id(self) -> str:
+        """A function of the outbox row (its event id) and the webhook."""
+        return content_hash("delivery", self.event.event_id, self.hook_id)
 
 
 def erasure_row_id(at: datetime) -> str:

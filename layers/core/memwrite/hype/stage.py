@@ -12,7 +12,7 @@ or out of order and the index still converges on the store:
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
   the document is upserted again with its vectors. Tasks stay BM25-only (docs/design.md §9).
 
-An episode's row (`episode:<turn id>`, `memwrite.episodes`) indexes the kept turn's text and
+An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn's text and
 its content vector as a document of kind `episode` (no questions: it is the user's own words),
 or removes it when the episode is gone (erased, expired).
 
@@ -22,13 +22,14 @@ the row is deleted.
 
 A memory's row then goes out on the change feed (`memwrite.feed`): its event onto the
 environment's EventBridge bus when there is one (`HypeDeps.publisher`; a rejected entry raises
-`EventsUnpublished`, transient), then to each of the tenant's webhooks subscribed to the
-event's type, every attempt a span (kind `webhook`) on the row's trace. A delivery that fails
-after its retries raises `WebhookUndelivered` (transient).
+`EventsUnpublished`, transient), then one delivery per webhook of the tenant subscribed to the
+event's type is handed to the webhook queue (`memwrite.feed.delivery`: the delivery lane makes
+the HTTP calls and their retries, never this stage; a refused hand-off is transient too).
 
-The row is marked done last: a crash or an undelivered event anywhere before leaves it
-pending, and the retry redoes the whole job with the same result (upserts replace by memory
-id, deletes of absent documents are no-ops, the event keeps its id: receivers dedupe).
+The row is marked done last: a crash, an unpublished event or a refused hand-off anywhere
+before leaves it pending, and the retry redoes the whole job with the same result (upserts
+replace by memory id, deletes of absent documents are no-ops, the event and its deliveries
+keep their ids: receivers dedupe).
 """
 
 from __future__ import annotations
@@ -37,25 +38,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import cache
 from typing import TYPE_CHECKING
 
-import httpx
 import numpy as np
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig, Webhook
 from memwrite.episode import EpisodeStatus, episode_of_doc_id
-from memwrite.errors import MemwriteError, WebhookUndelivered
+from memwrite.errors import MemwriteError
 from memwrite.feed import (
-    DEFAULT_ATTEMPTS,
     ChangeEvent,
-    deliver,
+    deliveries_for,
     event_for_change,
     is_erasure_row,
     user_erased_event,
 )
-from memwrite.ids import content_hash
 from memwrite.index import DocKind, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.models import SpanResult
@@ -71,8 +68,9 @@ from memwrite.ports import (
     Outbox,
     QuestionGenerator,
     SpanStore,
+    WebhookQueue,
 )
-from memwrite.reasons import IndexingError, WebhookAttempt
+from memwrite.reasons import IndexingError
 from memwrite.spans import make_span, store_spans, usage_summary
 from memwrite.usage import LlmUsage, metered
 
@@ -93,13 +91,10 @@ class HypeDeps:
     outbox: Outbox
     spans: SpanStore
     metrics: MetricsSink
+    # The change feed: the tenant's webhooks, and the delivery lane's queue they are handed to.
+    webhooks_for: Callable[[str], Sequence[Webhook]]
+    webhook_queue: WebhookQueue
     episodes: EpisodeStore | None = None
-    # The change feed: the tenant's webhooks (None: no feed), the HTTP client (None: a shared
-    # default one) and the delivery's attempts per round and wait between them.
-    webhooks_for: Callable[[str], Sequence[Webhook]] | None = None
-    webhook_client: httpx.Client | None = None
-    webhook_attempts: int = DEFAULT_ATTEMPTS
-    webhook_sleep: Callable[[float], None] = time.sleep
     # The environment's event bus (None: none, e.g. locally): every memory row's event.
     publisher: EventPublisher | None = None
 
@@ -155,8 +150,9 @@ def build_deps(adapters: StageAdapters) -> HypeDeps:
         outbox=adapters.outbox(),
         spans=adapters.spans,
         metrics=adapters.metrics,
-        episodes=adapters.episodes(),
         webhooks_for=adapters.tenant_webhooks().webhooks_for,
+        webhook_queue=adapters.webhook_queue(),
+        episodes=adapters.episodes(),
         publisher=adapters.event_publisher(),
     )
 
@@ -221,64 +217,14 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
 
 
 def _send(event: ChangeEvent, change: OutboxChange, deps: HypeDeps) -> None:
-    """The row's event onto the bus, then to the webhooks; a failure raises (row pending)."""
+    """The row's event onto the bus, then its deliveries to the webhook queue (no HTTP call
+    here: the delivery lane makes them); a failure raises (the row stays pending)."""
     if deps.publisher is not None:
         deps.publisher.publish([event])  # a failed entry raises: the row stays pending
-    _publish(event, change, deps)
-
-
-def _publish(event: ChangeEvent, change: OutboxChange, deps: HypeDeps) -> None:
-    """Deliver the row's event to the tenant's webhooks subscribed to its type, one span per
-    attempt; raise `WebhookUndelivered` (the row stays pending) if one never took it."""
-    hooks = deps.webhooks_for(change.tenant) if deps.webhooks_for is not None else ()
-    if not any(event.type in hook.events for hook in hooks):
-        return
-    client = deps.webhook_client or _default_client()
-    deliveries = deliver(
-        event, hooks, client, attempts=deps.webhook_attempts, sleep=deps.webhook_sleep
-    )
-    round_ms = int(time.time() * 1000)  # a later round's attempts sit beside this one's
-    failed: list[str] = []
-    for delivery in deliveries:
-        host = httpx.URL(delivery.url).host
-        hook_id = content_hash("webhook", delivery.url)[:8]
-        for attempt in delivery.attempts:
-            ok = attempt.status is not None and 200 <= attempt.status < 300
-            reason = WebhookAttempt(
-                event_id=event.event_id,
-                event=event.type.value,
-                host=host,
-                attempt=attempt.attempt,
-                status=attempt.status,
-                error=attempt.error,
-            )
-            if change.trace_id is not None:
-                span = make_span(
-                    trace_id=change.trace_id,
-                    tenant=change.tenant,
-                    user_id=change.user_id,
-                    stage=STAGE,
-                    item_id=(
-                        f"{change.memory_id}#{change.rev}:webhook:{hook_id}"
-                        f"@{round_ms}#{attempt.attempt}"
-                    ),
-                    result=SpanResult.PASS if ok else SpanResult.ERROR,
-                    reason=reason,
-                    latency_ms=attempt.latency_ms,
-                    kind="webhook",
-                )
-                store_spans([span], deps.spans)
-            deps.metrics.count(STAGE, "webhook_ok" if ok else "webhook_error", None)
-        if not delivery.delivered:
-            failed.append(host)
-    if failed:
-        raise WebhookUndelivered(event.event_id, failed)
-
-
-@cache
-def _default_client() -> httpx.Client:
-    """One client per process (its connections reused across rows)."""
-    return httpx.Client(follow_redirects=False)
+    deliveries = deliveries_for(event, change.rev, deps.webhooks_for(change.tenant))
+    if deliveries:
+        deps.webhook_queue.enqueue(deliveries)  # a refusal raises: the row stays pending
+        deps.metrics.count(STAGE, "webhook_queued", None, len(deliveries))
 
 
 @dataclass(frozen=True)

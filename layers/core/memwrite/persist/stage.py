@@ -6,8 +6,9 @@ target still exists, the entity_facts row is still at the version conflict decid
 every memory whose state changes, and writes memory, entity_facts, supersession, ledger and
 outbox rows in one all-or-nothing commit. Only when a decision no longer holds, or the
 transaction is refused (`WriteConflict`: a concurrent writer got in between), does it read
-again and decide again (dedupe's and conflict's own functions), so nothing is ever half-applied
-and concurrent writers converge. Re-running a candidate that is already stored changes nothing.
+again and decide again (dedupe's and conflict's, `memwrite.decisions`), so nothing is ever
+half-applied and concurrent writers converge. Re-running a candidate already stored changes
+nothing.
 Every commit also requires the candidate's source trace to exist: a turn whose user was erased
 while it was in flight is refused by the store (`SourceErased`), never retried, and reported
 as rejected (`UserErased`). So is a commit of a trace rolled back meanwhile (`SourceRolledBack`,
@@ -25,8 +26,9 @@ from typing import TYPE_CHECKING
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.conflict import stage as conflict
-from memwrite.dedupe import stage as dedupe
+from memwrite.decisions.candidate_reads import CandidateReads, read_candidate
+from memwrite.decisions.duplicate import decide_on_read
+from memwrite.decisions.fact_row import apply_state, decide_row
 from memwrite.entity_facts import DerivedState
 from memwrite.errors import (
     SourceErased,
@@ -34,7 +36,7 @@ from memwrite.errors import (
     StageInputError,
     WriteConflict,
 )
-from memwrite.memory import MemoryLink, MemoryUnit, expiry_announced_on_write
+from memwrite.memory import EXPIRED_RETENTION, MemoryUnit, expiry_announced_on_write
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
 from memwrite.ports import (
@@ -46,9 +48,8 @@ from memwrite.ports import (
     MetricsSink,
     SpanStore,
 )
-from memwrite.reads import CandidateReads, read_candidate
 from memwrite.reasons import DuplicateConfirmed, StoreError, TraceRolledBack, UserErased
-from memwrite.scoring import score, tier_for
+from memwrite.scoring import tier_for
 from memwrite.spans import (
     failure_recorded,
     item_span,
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
 
 __all__ = [
-    "EXPIRED_RETENTION_DAYS",
     "MAX_COMMIT_ATTEMPTS",
     "STAGE",
     "Decisions",
@@ -71,7 +71,6 @@ __all__ = [
     "PersistOutcome",
     "PersistResult",
     "Plan",
-    "apply_state",
     "build_deps",
     "decide",
     "persist_candidate",
@@ -81,9 +80,6 @@ __all__ = [
 
 STAGE = "persist"
 MAX_COMMIT_ATTEMPTS = 5
-# How long a memory past its user expiry stays in history before the store's TTL deletes it.
-EXPIRED_RETENTION_DAYS = 30
-EXPIRED_RETENTION = timedelta(days=EXPIRED_RETENTION_DAYS)
 
 
 class PersistOutcome(StrEnum):
@@ -139,8 +135,16 @@ class PersistDeps:
 
 
 def build_deps(adapters: StageAdapters) -> PersistDeps:
-    # Dedupe's own: persist decides again with them after a lost race.
-    return PersistDeps(**vars(dedupe.build_deps(adapters)))
+    # Dedupe's own stores, embedder, judge and index: persist decides again with them after a
+    # lost race.
+    return PersistDeps(
+        store=adapters.memory_store(),
+        embedder=adapters.similarity_embedder(),
+        spans=adapters.spans,
+        metrics=adapters.metrics,
+        judge=adapters.dedupe_judge(),
+        index=adapters.search_index(),
+    )
 
 
 @dataclass(frozen=True)
@@ -215,37 +219,12 @@ def _merged(memory: MemoryUnit, item: StoreItem, now: datetime) -> MemoryUnit:
     )
 
 
-def apply_state(memory: MemoryUnit, state: DerivedState, config: PipelineConfig) -> MemoryUnit:
-    """Re-derive what conflict and scoring decide for one memory of the row."""
-    in_conflict = memory.memory_id in state.challenged
-    confidence = score(
-        extractor_confidence=memory.extractor_confidence,
-        source=memory.source,
-        corroboration=memory.corroboration,
-        in_conflict=in_conflict,
-        memory_type=memory.type,
-        config=config.scoring,
-    )
-    return memory.model_copy(
-        update={
-            "superseded_by": state.superseded_by.get(memory.memory_id),
-            "valid_until": state.valid_until.get(memory.memory_id),
-            "links": [
-                MemoryLink(kind="contradicts", memory_id=other)
-                for other in sorted(state.contradicts.get(memory.memory_id, ()))
-            ],
-            "confidence": confidence,
-            "tier": tier_for(confidence, in_conflict=in_conflict, config=config.scoring),
-        }
-    )
-
-
 def decide(
     item: StoreItem, reads: CandidateReads, config: PipelineConfig, deps: PersistDeps
 ) -> tuple[Decisions, CandidateReads, DedupeJudgement | None]:
     """Dedupe and conflict again, on a fresh read (the path after a lost race); the dedupe
     judge's answer, when it was asked, comes along for its cost."""
-    note, judgement = dedupe.decide_on_read(
+    note, judgement = decide_on_read(
         item,
         reads,
         deps.store,
@@ -259,7 +238,7 @@ def decide(
         if not found:  # a pending memory vanished (TTL): store as new
             note = note.model_copy(update={"target": None, "tier": None})
         reads = replace(reads, memories={**reads.memories, **found})
-    conflict_note = None if note.already_applied else conflict.decide(item, note, reads.row)
+    conflict_note = None if note.already_applied else decide_row(item, note, reads.row)
     return Decisions(note, conflict_note), reads, judgement
 
 

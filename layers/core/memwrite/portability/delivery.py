@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from memwrite.portability.records import SpilledExport
 from memwrite.portability.transfer import export_lines
+from memwrite.user_snapshot import SpilledExport
 
 if TYPE_CHECKING:
     from memwrite.ports import ExportSpill, UserPortability

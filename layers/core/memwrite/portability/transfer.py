@@ -38,7 +38,7 @@ from memwrite.entities import VersionedEntity
 from memwrite.entity_facts import memory_fact_key
 from memwrite.episode import Episode
 from memwrite.errors import ImportConflict, ImportRejected, WriteConflict
-from memwrite.portability.records import (
+from memwrite.portability.format import (
     EXPORT_FORMAT,
     EntityFactLine,
     EntityLine,
@@ -46,10 +46,8 @@ from memwrite.portability.records import (
     ExportLine,
     HeaderLine,
     MemoryLine,
-    RestoreUnit,
-    StoredFactRow,
-    StoredMemory,
 )
+from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory
 
 if TYPE_CHECKING:
     from memwrite.ports import UserPortability

@@ -18,7 +18,6 @@ from memwrite.ids import content_hash
 from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.firewall import Finding, mask, normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
-from memwrite.pre_filter.segment import Segment, reassemble, sentences_of, split_segments
 from memwrite.pre_filter.skip_rules import (
     CONTEXT_QUESTION_RULES,
     NOT_ANSWERABLE_RULES,
@@ -39,6 +38,7 @@ from memwrite.reasons import (
     TooShort,
     UserRule,
 )
+from memwrite.segment import Segment, reassemble, sentences_of, split_segments
 
 __all__ = [
     "Screening",

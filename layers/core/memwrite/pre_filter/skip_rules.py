@@ -14,13 +14,13 @@ from typing import NamedTuple
 
 from memwrite.config import UserSkipPattern
 from memwrite.pre_filter.patterns import by_first_char
-from memwrite.pre_filter.segment import Segment, SegmentKind
 from memwrite.pre_filter.skip_phrases import (
     ENCOURAGEMENT_PHRASES,
     FAREWELL_PHRASES,
     GREETING_ACK_PHRASES,
     WISH,
 )
+from memwrite.segment import Segment, SegmentKind
 
 __all__ = [
     "BUILTIN_RULE_NAMES",

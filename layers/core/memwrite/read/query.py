@@ -1,5 +1,5 @@
 """The read API's logic: hybrid search, one memory with its supersession chain, a user's
-memories (and episodes) page by page, and erasing a user everywhere.
+memories (and episodes) page by page.
 
 Search returns two kinds of results (docs/episodes.md): memories, filtered by tier, confidence,
 type and topic, and episodes (kept turns that wait for a model), ranked by the same hybrid
@@ -51,7 +51,6 @@ __all__ = [
     "EpisodePageView",
     "EpisodeResultView",
     "EpisodeView",
-    "ErasureReport",
     "ListedMemory",
     "MemoryDetail",
     "MemoryDetailView",
@@ -63,7 +62,6 @@ __all__ = [
     "SearchResponse",
     "SearchResultView",
     "SearchResults",
-    "erase_user",
     "list_episodes",
     "list_memories",
     "memory_detail",
@@ -188,14 +186,6 @@ class MemoryPage(BaseModel):
     next_cursor: str | None
 
 
-class ErasureReport(BaseModel):
-    """`DELETE /v1/users/{user_id}/memories`: how many items of each kind were removed."""
-
-    user_id: str
-    erased: bool
-    removed: dict[str, int]
-
-
 class SearchRequest(BaseModel):
     """`POST /v1/search`."""
 
@@ -276,7 +266,7 @@ class QueryDeps:
     reader: MemoryReader
     index: MemoryIndex
     embedder: Embedder
-    eraser: UserEraser
+    eraser: UserEraser  # erasing a user (`memwrite.edit.erase`) takes the read API's deps
     episodes: EpisodeStore | None = None
 
 
@@ -529,14 +519,3 @@ def list_episodes(
         "episodes": [episode.as_json(now) for episode in page.episodes],
         "next_cursor": page.next_cursor,
     }
-
-
-def erase_user(tenant: str, user_id: str, deps: QueryDeps) -> dict[str, Any]:
-    """Remove every trace of the user: the store's items, then the index (last, so that a
-    HyPE job racing the erasure cannot leave a document behind once this returns), then
-    announce it: an outbox row from which stage 7 sends `user.erased` (every erasure, a repeat
-    too: a client retrying after a failure here gets its event all the same)."""
-    erasure = deps.eraser.erase_user(tenant, user_id)
-    removed = {**erasure.removed, "index_documents": deps.index.delete_user(tenant, user_id)}
-    deps.eraser.announce(tenant, user_id, datetime.now(UTC))
-    return {"user_id": user_id, "erased": True, "removed": removed}

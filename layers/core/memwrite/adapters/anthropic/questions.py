@@ -1,9 +1,9 @@
 """Anthropic adapter for HyPE questions: one structured call per memory, direct or via Bedrock.
 
 The SDK call, its lazy import and the error translation are `anthropic_client`'s. A malformed
-answer falls back to the template questions (`memwrite.hype.questions`): the memory is still
-indexed, with worse questions, rather than stuck in the outbox; the malformed answer's usage
-is still reported, as it was paid for.
+answer falls back to the template questions (`memwrite.adapters.template_questions`): the
+memory is still indexed, with worse questions, rather than stuck in the outbox; the malformed
+answer's usage is still reported, as it was paid for.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import logging
 from typing import Final, Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
+from memwrite.adapters.template_questions import TemplateQuestions
 from memwrite.config import ExtractConfig
 from memwrite.errors import MalformedLlmOutput
-from memwrite.hype.questions import TemplateQuestions
 from memwrite.memory import MemoryUnit
 from memwrite.ports import GeneratedQuestions
 from memwrite.prompts.hype import HypeQuestions, render

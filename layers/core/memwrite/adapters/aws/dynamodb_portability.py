@@ -31,9 +31,9 @@ from memwrite.entities import Entity, VersionedEntity
 from memwrite.entity_facts import FactObservation
 from memwrite.episode import Episode
 from memwrite.memory import MemoryUnit
-from memwrite.portability.records import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.schema import PARTITION_KEY, SORT_KEY
 from memwrite.store import OutboxOp, OutboxRow
+from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

@@ -6,7 +6,7 @@ inserted only if absent: of two concurrent rollbacks of a trace exactly one appl
 user's erasure takes it with the trace's other rows. The first item checks that the trace row
 exists unmarked (as persist's commit does): once the user's erasure has started, nothing of
 the rollback is written (`UnknownTrace`), its span included. One transaction holds at most 100
-items; `memwrite.read.rollback` refuses a larger rollback before it gets here.
+items; `memwrite.edit.rollback` refuses a larger rollback before it gets here.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (tenant, user_id, memory_id, rev)
     WHERE done = 0;
 CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (seq) WHERE done = 0;
--- Episodes (`memwrite.episodes`): a new table, so files written before it gain it on open.
+-- Episodes (`memwrite.episode`): a new table, so files written before it gain it on open.
 CREATE TABLE IF NOT EXISTS episodes (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, turn_id TEXT NOT NULL,
     sort_key TEXT NOT NULL, status TEXT NOT NULL, expires_at INTEGER NOT NULL,
@@ -133,6 +133,18 @@ CREATE INDEX IF NOT EXISTS queue_by_receipt ON queue (receipt);
 CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, turn_id TEXT NOT NULL, body TEXT NOT NULL,
     error TEXT NOT NULL, receive_count INTEGER NOT NULL);
+-- The webhook delivery lane (`memwrite.feed.delivery`): SQS standard-queue semantics, a
+-- waiting delivery queued once. New tables, so files written before them gain them on open.
+CREATE TABLE IF NOT EXISTS webhook_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id TEXT NOT NULL UNIQUE, body TEXT NOT NULL,
+    visible_at REAL NOT NULL DEFAULT 0, receive_count INTEGER NOT NULL DEFAULT 0,
+    receipt TEXT);
+CREATE INDEX IF NOT EXISTS webhook_queue_by_visibility ON webhook_queue (visible_at, seq);
+CREATE INDEX IF NOT EXISTS webhook_queue_by_receipt ON webhook_queue (receipt);
+CREATE TABLE IF NOT EXISTS webhook_dead_letters (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, delivery_id TEXT NOT NULL, body TEXT NOT NULL,
+    receive_count INTEGER NOT NULL);
 -- Hashes of API keys, never a key (memwrite keys). A table added within schema version 2:
 -- an older file of that version gets it on open.
 CREATE TABLE IF NOT EXISTS api_keys (

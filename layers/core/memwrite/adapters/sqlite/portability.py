@@ -17,8 +17,8 @@ from memwrite.entity_facts import FactObservation
 from memwrite.episode import Episode
 from memwrite.errors import WriteConflict
 from memwrite.memory import MemoryUnit
-from memwrite.portability.records import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.store import OutboxOp, OutboxRow
+from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 
 __all__ = ["SqlitePortability"]
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from memwrite.config import PipelineConfig
-from memwrite.direct.model import DIRECT_SESSION, DirectMemoriesRequest, DirectWriteAccepted
+from memwrite.direct_memories.model import (
+    DIRECT_SESSION,
+    DirectMemoriesRequest,
+    DirectWriteAccepted,
+)
 from memwrite.errors import InvalidQuery, QueueUnavailable
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
 from memwrite.memory import DIRECT_SOURCE

@@ -1,16 +1,17 @@
 """`POST /v1/traces/{trace_id}/replay`: a trace's stored inputs through the pipeline again, in
 a dry run, with the tenant's current config and with an override, and what the override
-changes (`memwrite.read.replay_diff`).
+changes (`memwrite.replay.diff`).
 
 Both runs call the stages of `memwrite.stages.STAGES` themselves (pre-filter, then every
-pipeline stage, in order) against the overlays of `memwrite.read.dry_run`: nothing is written, and
-the two runs differ only by the config. The inputs are the firewall-masked turns the trace
+pipeline stage, in order), each with the deps its own `build_deps` builds from the dry-run
+adapters (`memwrite.replay.dry_run`): nothing is written, and the two runs differ only by the
+config. The inputs are the firewall-masked turns the trace
 kept, so a replay never sees a secret (and a sentence with one is judged by its placeholder).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,30 +22,9 @@ from memwrite.errors import InvalidQuery, TraceWithoutInputs
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import IngestRequest, IngestTurn, Source
 from memwrite.payloads import ExtractInput, ItemsPayload
-from memwrite.ports import (
-    CandidateVerifier,
-    DedupeJudge,
-    Embedder,
-    EntityStore,
-    ExtractionLlm,
-    MemoryIndex,
-    MemoryStore,
-    ResolveJudge,
-    SessionLog,
-    TraceRecord,
-    TurnLedger,
-)
-from memwrite.read.dry_run import (
-    CollectedSpans,
-    DryRunEntities,
-    DryRunIndex,
-    DryRunLedger,
-    DryRunQueue,
-    DryRunSessionLog,
-    DryRunStore,
-    NoMetrics,
-)
-from memwrite.read.replay_diff import ReplayDiff, RunOutcome, Write, diff_runs
+from memwrite.ports import StageAdapters, TraceRecord, TurnLedger
+from memwrite.replay.diff import ReplayDiff, RunOutcome, Write, diff_runs
+from memwrite.replay.dry_run import DryRunAdapters
 from memwrite.stages import pipeline_stages, stage_named
 
 __all__ = [
@@ -86,18 +66,11 @@ class BatchReplayRequest(ReplayRequest):
 
 @dataclass
 class ReplayDeps:
-    """The real stores, read only through the overlays, and the models the stages call."""
+    """The ledger a replay reads the trace from, and the deployment's adapters bundle: each run
+    wraps it in dry-run overlays (`DryRunAdapters`), from which every stage builds its deps."""
 
     ledger: TurnLedger
-    session_log: SessionLog
-    entities: EntityStore
-    store: MemoryStore
-    index: MemoryIndex | None
-    embedder: Embedder  # dedupe's
-    llm: ExtractionLlm | None  # None: offline, the rule extractor only
-    verifier: CandidateVerifier | None = None
-    resolve_judge: ResolveJudge | None = None
-    dedupe_judge: DedupeJudge | None = None
+    adapters: StageAdapters
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any], path: str) -> dict[str, Any]:
@@ -131,72 +104,27 @@ def config_with(base: PipelineConfig, override: dict[str, Any]) -> PipelineConfi
 def _dry_run(
     record: TraceRecord, request: IngestRequest, config: PipelineConfig, deps: ReplayDeps
 ) -> RunOutcome:
-    """One run of the stages over the trace's inputs, against fresh overlays."""
-    # The stages' modules load on the first replay, not at the api Lambda's cold start.
-    from memwrite.conflict.stage import ConflictDeps
-    from memwrite.dedupe.stage import DedupeDeps
-    from memwrite.extract.stage import ExtractDeps
-    from memwrite.persist.stage import PersistDeps
-    from memwrite.pre_filter.rate_gate import RateGate
-    from memwrite.pre_filter.stage import IngestDeps
-    from memwrite.resolve_refs.stage import ResolveDeps
-
+    """One run of the stages over the trace's inputs, against fresh overlays: each stage's deps
+    are built by its own `build_deps` (its module loads on the first replay, not at the api
+    Lambda's cold start)."""
     hidden = frozenset(
         memory_id
         for memory_id, outcome in deps.ledger.memories_of_trace(record.tenant, record.trace_id)
         if outcome == "stored"
     )
-    spans, metrics, queue = CollectedSpans(), NoMetrics(), DryRunQueue()
+    dry = DryRunAdapters(deps.adapters, config, hidden)
     created = datetime.fromisoformat(record.created_at)
-    ingest = IngestDeps(
-        queue=queue,
-        ledger=DryRunLedger(),
-        spans=spans,
-        metrics=metrics,
-        rate_gate=RateGate(config.pre_filter.rate_map_max_entries),
-        clock=created.timestamp,  # as at the trace: its timestamps were not in the future
-    )
-    stage_named("pre_filter").run(request, tenant=record.tenant, config=config, deps=ingest)
-    store = DryRunStore(deps.store, hidden)
-    index = DryRunIndex(deps.index, hidden) if deps.index is not None else None
-    session_log = DryRunSessionLog(deps.session_log)
-    stage_deps: dict[str, Any] = {
-        "extract": ExtractDeps(
-            spans=spans,
-            metrics=metrics,
-            session_log=session_log,
-            llm=deps.llm,
-            verifier=deps.verifier,
-        ),
-        "resolve_refs": ResolveDeps(
-            entities=DryRunEntities(deps.entities),
-            session_log=session_log,
-            spans=spans,
-            metrics=metrics,
-            judge=deps.resolve_judge,
-        ),
-        "dedupe": DedupeDeps(
-            store=store,
-            embedder=deps.embedder,
-            spans=spans,
-            metrics=metrics,
-            judge=deps.dedupe_judge,
-            index=index,
-        ),
-        "conflict": ConflictDeps(store=store, spans=spans, metrics=metrics),
-        "persist": PersistDeps(
-            store=store,
-            embedder=deps.embedder,
-            spans=spans,
-            metrics=metrics,
-            judge=deps.dedupe_judge,
-            index=index,
-            clock=lambda: created,
-        ),
-    }
+    pre_filter = stage_named("pre_filter")
+    # The pre-filter runs as at the trace: its turns were not in the future then, and an
+    # undated turn is observed when the trace was made.
+    ingest = replace(pre_filter.build_deps(dry), clock=created.timestamp)
+    pre_filter.run(request, tenant=record.tenant, config=config, deps=ingest)
+    stage_deps: dict[str, Any] = {stage.name: stage.build_deps(dry) for stage in pipeline_stages()}
+    # Persist dates what it writes as at the trace, too.
+    stage_deps["persist"] = replace(stage_deps["persist"], clock=lambda: created)
     writes: list[Write] = []
-    if queue.turns:
-        for batch in ExtractInput.batches_of(list(queue.turns.values())):
+    if dry.queued.turns:
+        for batch in ExtractInput.batches_of(list(dry.queued.turns.values())):
             payload: Any = batch
             for stage in pipeline_stages():
                 payload = stage.run(payload, config, stage_deps[stage.name])
@@ -207,7 +135,9 @@ def _dry_run(
                 if item.memory_id is not None and item.outcome is not None
             )
     return RunOutcome(
-        spans=list(spans.by_item.values()), writes=writes, episodes=list(session_log.episodes)
+        spans=list(dry.collected.by_item.values()),
+        writes=writes,
+        episodes=list(dry.session.episodes),
     )
 
 

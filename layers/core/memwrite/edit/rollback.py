@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from memwrite.config import PipelineConfig
+from memwrite.decisions.fact_row import apply_state
 from memwrite.entity_facts import derive, memory_fact_key
 from memwrite.episode import EpisodeStatus
 from memwrite.errors import RollbackRefused, UnknownTrace, WriteConflict
 from memwrite.models import SpanResult, StageSpan
-from memwrite.persist.stage import apply_state
 from memwrite.ports import (
     EpisodeStore,
     MemoryIndex,

@@ -1,11 +1,12 @@
 """Overlays of the ports for a dry run (replay): reads go through to the real stores, every
 write stays in memory and is dropped with the overlay.
 
-The pipeline's own stage functions run against these unchanged, so a replay decides exactly
-as the pipeline would, and writes nothing: no ledger, trace, span, memory, entity, session
-turn, outbox row, rate-gate claim or index document. The memory store and the index also hide
-the memories the replayed trace itself stored, so its candidates meet the store as it was
-before that trace (not their own earlier writes).
+`DryRunAdapters` is the adapters bundle of one run: the stages' own `build_deps` build their
+deps from it, and the pipeline's own stage functions run against them unchanged, so a replay
+decides exactly as the pipeline would, and writes nothing: no ledger, trace, span, memory,
+entity, session turn, outbox row, rate-gate claim or index document. The memory store and the
+index also hide the memories the replayed trace itself stored, so its candidates meet the store
+as it was before that trace (not their own earlier writes).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from memwrite.config import PipelineConfig, Settings
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode
 from memwrite.errors import WriteConflict
@@ -20,13 +22,29 @@ from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import (
+    CandidateVerifier,
+    DedupeJudge,
+    Embedder,
     EnqueueResult,
     EntityStore,
+    EpisodeStore,
+    EventPublisher,
+    ExtractionLlm,
     MemoryIndex,
     MemoryStore,
+    Outbox,
+    QuestionGenerator,
+    RateStore,
+    ResolveJudge,
     SessionLog,
+    StageAdapters,
+    TenantSettingsStore,
+    TenantWebhooks,
     TracePage,
     TraceRecord,
+    TurnLedger,
+    TurnQueue,
+    WebhookQueue,
 )
 from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, VersionedMemory
@@ -34,10 +52,12 @@ from memwrite.usage import LlmUsage
 
 __all__ = [
     "CollectedSpans",
+    "DryRunAdapters",
     "DryRunEntities",
     "DryRunIndex",
     "DryRunLedger",
     "DryRunQueue",
+    "DryRunRateStore",
     "DryRunSessionLog",
     "DryRunStore",
     "NoMetrics",
@@ -87,6 +107,14 @@ class DryRunQueue:
         for turn in turns:
             self.turns.setdefault(turn.turn_id, turn)
         return EnqueueResult(sent=frozenset(turn.turn_id for turn in turns), failed={})
+
+
+class DryRunRateStore:
+    """Grants every claim and keeps none: the run's own rate gate, in the process, still
+    admits the same words once per window within the replayed request."""
+
+    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
+        return True
 
 
 class DryRunLedger:
@@ -342,3 +370,99 @@ class DryRunIndex:
 
     def count(self, tenant: str, user_id: str) -> int:
         return self._base.count(tenant, user_id)
+
+
+class DryRunAdapters:
+    """The adapters bundle (`StageAdapters`) of one dry run over the deployment's: each stage's
+    own `build_deps` builds its deps from it. Every store is an overlay of the real one (reads
+    go through, writes stay here and are dropped with the run); spans are collected for the
+    diff, metrics dropped; the model clients and embedders are the deployment's.
+
+    The episode store and the outbox are refused: no replayed stage writes through them (extract
+    keeps its episodes through the session log, which the overlay keeps here)."""
+
+    def __init__(self, base: StageAdapters, config: PipelineConfig, hidden: frozenset[str]) -> None:
+        self._base = base
+        # The run's config stands for the deployment's: what a builder sizes from the
+        # settings (the rate gate's map) is the run's, override included.
+        self._settings = base.settings.model_copy(update={"pipeline": config})
+        self.collected = CollectedSpans()
+        self._metrics = NoMetrics()
+        self.queued = DryRunQueue()
+        self._ledger = DryRunLedger()
+        self.session = DryRunSessionLog(base.session_log())
+        self._entities = DryRunEntities(base.entities())
+        self._store = DryRunStore(base.memory_store(), hidden)
+        self._index = DryRunIndex(base.search_index(), hidden)
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def spans(self) -> CollectedSpans:
+        return self.collected
+
+    @property
+    def metrics(self) -> NoMetrics:
+        return self._metrics
+
+    def ledger(self) -> TurnLedger:
+        return self._ledger
+
+    def rate_store(self) -> RateStore:
+        return DryRunRateStore()
+
+    def queue(self) -> TurnQueue:
+        return self.queued
+
+    def session_log(self) -> SessionLog:
+        return self.session
+
+    def episodes(self) -> EpisodeStore:
+        raise AssertionError("a dry run never writes episodes")
+
+    def entities(self) -> EntityStore:
+        return self._entities
+
+    def memory_store(self) -> MemoryStore:
+        return self._store
+
+    def outbox(self) -> Outbox:
+        raise AssertionError("a dry run never writes the outbox")
+
+    def tenant_settings(self) -> TenantSettingsStore | None:
+        return None  # the run's config is given, the tenant's stored settings in it
+
+    def tenant_webhooks(self) -> TenantWebhooks:
+        raise AssertionError("a dry run sends no webhook")
+
+    def event_publisher(self) -> EventPublisher | None:
+        return None  # a dry run announces nothing
+
+    def webhook_queue(self) -> WebhookQueue:
+        raise AssertionError("a dry run hands no webhook delivery over")
+
+    def extraction_llm(self) -> ExtractionLlm | None:
+        return self._base.extraction_llm()
+
+    def verifier(self) -> CandidateVerifier | None:
+        return self._base.verifier()
+
+    def resolve_judge(self) -> ResolveJudge | None:
+        return self._base.resolve_judge()
+
+    def dedupe_judge(self) -> DedupeJudge | None:
+        return self._base.dedupe_judge()
+
+    def questions(self) -> QuestionGenerator:
+        return self._base.questions()
+
+    def embedder(self) -> Embedder:
+        return self._base.embedder()
+
+    def similarity_embedder(self) -> Embedder:
+        return self._base.similarity_embedder()
+
+    def search_index(self) -> MemoryIndex:
+        return self._index

@@ -1,4 +1,5 @@
-"""The direct memory as the API takes it (`memwrite.extract.direct` makes it a candidate)."""
+"""The direct memory as the API takes it (`memwrite.extract.direct_candidate` makes it a
+candidate)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from functools import cache
 
 from memwrite.candidate import USER_ENTITY, Candidate, MemoryType, Quality
-from memwrite.direct import DirectMemory
+from memwrite.direct_memories import DirectMemory
 from memwrite.extract.rules import (
     engine,
     food_and_health,

@@ -35,15 +35,14 @@ from pydantic import (
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
+from memwrite.decisions.fact_row import apply_state
 from memwrite.entity_facts import derive, memory_fact_key
 from memwrite.errors import UnknownMemory, WriteConflict
-from memwrite.memory import MemoryUnit, expiry_announced_on_write
-from memwrite.persist.stage import EXPIRED_RETENTION_DAYS, apply_state
+from memwrite.memory import EXPIRED_RETENTION, MemoryUnit, expiry_announced_on_write
 from memwrite.ports import MemoryReader, MemoryStore
 from memwrite.store import Commit, FactRow, OutboxOp, OutboxRow
 
 __all__ = [
-    "EXPIRED_RETENTION_DAYS",
     "MAX_PATCH_ATTEMPTS",
     "MemoryPatch",
     "PatchDeps",
@@ -92,7 +91,7 @@ class PatchDeps:
 
 def _ttl(memory: MemoryUnit, expires_on: datetime | None, config: PipelineConfig) -> int | None:
     if expires_on is not None:
-        return int((expires_on + timedelta(days=EXPIRED_RETENTION_DAYS)).timestamp())
+        return int((expires_on + EXPIRED_RETENTION).timestamp())
     if memory.type is MemoryType.TASK:
         return int((memory.observed_at + timedelta(days=config.scoring.task_ttl_days)).timestamp())
     return None

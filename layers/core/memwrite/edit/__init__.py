@@ -1,0 +1,2 @@
+"""Edits a caller makes to what is stored, outside the pipeline: roll back one trace
+(`rollback`), pin a memory or give it an expiry (`patch`), erase a user everywhere (`erase`)."""
