@@ -34,7 +34,7 @@ from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, Vers
 from memwrite.usage import LlmUsage
 from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
 
-if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
+if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the pre_filter function never loads
     from memwrite.feed.change_events import ChangeEvent, WebhookDelivery
 
 __all__ = [
