@@ -78,10 +78,10 @@ from memwrite.replay import (
     replay_traces_of_user,
 )
 from memwrite.store import RollbackRecord
-from memwrite.wiring import QueryApiDeps, build_query_deps
+from memwrite.wiring import ApiFunctionDeps, build_api_function_deps
 
 logger = Logger(service="memwrite-api")
-http = HttpFunction("api", build_query_deps)
+http = HttpFunction("api", build_api_function_deps)
 app, deps = http.app, http.deps  # as every handler module names them (runner, tests)
 
 _FROM = "Traces created at or after this ISO 8601 time (naive: UTC)."
@@ -212,7 +212,7 @@ def _without_body() -> None:
     ),
 )
 def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
-    def rollback(tenant: str, current: QueryApiDeps) -> RollbackRecord:
+    def rollback(tenant: str, current: ApiFunctionDeps) -> RollbackRecord:
         _without_body()
         return rollback_trace(
             tenant,
@@ -231,7 +231,7 @@ def rollback_trace_route(trace_id: str) -> Response[dict[str, Any]]:
     responses=error_responses(ok=(HTTPStatus.OK, "The hits, best first.", SearchResults)),
 )
 def search_route(request: SearchRequest) -> Response[dict[str, Any]]:
-    def search_memories(tenant: str, current: QueryApiDeps) -> dict[str, Any]:
+    def search_memories(tenant: str, current: ApiFunctionDeps) -> dict[str, Any]:
         found = search(tenant, request, current.configs.for_request(tenant), current.query)
         ids = [memory.memory_id for memory in found.memories]
         if ids:
@@ -337,7 +337,7 @@ _EXPORT_SPILLED: OpenAPIResponse = {
     },
 )
 def export_user_route(user_id: str) -> Response[Any]:
-    def export_user(tenant: str, current: QueryApiDeps) -> Response[Any]:
+    def export_user(tenant: str, current: ApiFunctionDeps) -> Response[Any]:
         # Lambda proxy responses are buffered: a large export is stored and answered with its
         # URL.
         export = deliver_export(
@@ -359,7 +359,7 @@ def export_user_route(user_id: str) -> Response[Any]:
     ),
 )
 def import_user_route(user_id: str) -> Response[dict[str, Any]]:
-    def import_export(tenant: str, current: QueryApiDeps) -> ImportReport | Response[Any]:
+    def import_export(tenant: str, current: ApiFunctionDeps) -> ImportReport | Response[Any]:
         user = path_user(user_id)
         content_type = app.current_event.headers.get("content-type") or ""
         if content_type.split(";")[0].strip().lower() != NDJSON:
@@ -450,7 +450,7 @@ def get_settings_route() -> Response[dict[str, Any]]:
     responses=error_responses(ok=(HTTPStatus.OK, "The settings as stored.", TenantOverrides)),
 )
 def put_settings_route(settings: TenantOverrides) -> Response[dict[str, Any]]:
-    def put_settings(tenant: str, current: QueryApiDeps) -> TenantOverrides:
+    def put_settings(tenant: str, current: ApiFunctionDeps) -> TenantOverrides:
         current.configs.put(tenant, settings, datetime.now(UTC).isoformat())
         return settings
 

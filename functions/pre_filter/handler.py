@@ -28,10 +28,10 @@ from memwrite.errors import IngestLimitExceeded
 from memwrite.models import IngestRequest, IngestResponse
 from memwrite.pre_filter.direct_memories import write_direct
 from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
-from memwrite.wiring import ApiDeps, build_api_deps
+from memwrite.wiring import PreFilterFunctionDeps, build_pre_filter_function_deps
 
 logger = Logger(service="memwrite-pre-filter")
-http = HttpFunction("pre_filter", build_api_deps)
+http = HttpFunction("pre_filter", build_pre_filter_function_deps)
 app, deps = http.app, http.deps  # as every handler module names them (runner, tests)
 
 
@@ -77,7 +77,7 @@ def post_turns(
         ),
     ] = None,
 ) -> Response[dict[str, Any]]:
-    def ingest(tenant: str, current: ApiDeps) -> IngestResponse | Response[Any]:
+    def ingest(tenant: str, current: PreFilterFunctionDeps) -> IngestResponse | Response[Any]:
         config = current.configs.for_request(tenant, request.agent_id)
         limits = config.ingest
         _enforce_limits(request, limits.max_turns_per_request, limits.max_chars_per_turn)

@@ -55,12 +55,12 @@ def _require_data(data_dir: Path) -> None:
 
 def run_export(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.portability import export_lines
-    from memwrite.wiring import build_query_deps
+    from memwrite.wiring import build_api_function_deps
     from memwrite_local.runtime.embedded import local_backend
 
     _require_data(args.data_dir)
     with local_backend("sqlite", args.data_dir):
-        lines = export_lines(args.tenant, args.user, build_query_deps().portability)
+        lines = export_lines(args.tenant, args.user, build_api_function_deps().portability)
         if args.output is None:
             stdout.writelines(lines)
         else:
@@ -71,7 +71,7 @@ def run_export(args: argparse.Namespace, stdout: TextIO) -> int:
 
 def run_import(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.portability import import_user
-    from memwrite.wiring import build_query_deps
+    from memwrite.wiring import build_api_function_deps
     from memwrite_local.runtime.embedded import local_backend
     from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
@@ -80,7 +80,9 @@ def run_import(args: argparse.Namespace, stdout: TextIO) -> int:
     with local_backend("sqlite", args.data_dir):
         runner = LocalRunner()
         try:
-            report = import_user(args.tenant, args.user, text, build_query_deps().portability)
+            report = import_user(
+                args.tenant, args.user, text, build_api_function_deps().portability
+            )
         except (ImportRejected, ImportConflict) as exc:
             error = "invalid_request" if isinstance(exc, ImportRejected) else "import_conflict"
             body = {"error": error, "line": exc.line, "message": str(exc)}

@@ -67,7 +67,7 @@ def _refusal(body: dict[str, Any], as_json: bool, stdout: TextIO) -> int:
 
 def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.edit.rollback import rollback_trace
-    from memwrite.wiring import build_query_deps
+    from memwrite.wiring import build_api_function_deps
     from memwrite_local.runtime.embedded import local_backend
     from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
@@ -76,7 +76,7 @@ def run_rollback(args: argparse.Namespace, stdout: TextIO) -> int:
         raise ValueError(f"{data_dir} holds no memwrite data (no {DATABASE_FILE})")
     with local_backend("sqlite", data_dir):
         runner = LocalRunner()
-        deps = build_query_deps()
+        deps = build_api_function_deps()
         config = deps.settings.for_request(args.tenant)
         try:
             record = rollback_trace(

@@ -199,15 +199,15 @@ def bench_warm_handler() -> dict[str, Any]:
     )
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.tenants import TenantConfigs
-    from memwrite.wiring import ApiDeps
+    from memwrite.wiring import PreFilterFunctionDeps
     from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 
     turns = [t.text for t in load_locomo()[:10]]
     settings = Settings(api_keys={"bench-key": "bench"})
     calls = {"n": 0}
 
-    def fresh_deps() -> ApiDeps:
-        return ApiDeps(
+    def fresh_deps() -> PreFilterFunctionDeps:
+        return PreFilterFunctionDeps(
             settings=settings,
             configs=TenantConfigs(settings),
             ingest=IngestDeps(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from infra.stack import construct_id
 from infra.webhooks import DELIVERY_BATCH, DELIVERY_SIZE
 from memwrite.environment import LambdaEnvironment
 from memwrite.feed.delivery import MAX_ATTEMPTS, RETRY_WINDOW_SECS
@@ -17,7 +18,6 @@ from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_function_wiring import (
     ENVS,
     _actions,
-    _prefix,
     _statements,
     environment,
     our_functions,
@@ -46,7 +46,7 @@ def on_queue(synth: Synthesized, function: str, queue_id: str) -> set[str]:
     """What a function's role may do to the queue."""
     return {
         action
-        for statement in _statements(synth, _prefix(function))
+        for statement in _statements(synth, construct_id(function))
         if statement["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]}
         for action in _actions(statement)
     }
@@ -86,7 +86,7 @@ def test_the_consumer_function_takes_the_queue_in_batches_with_partial_failures(
         for m in resources(synth, "AWS::Lambda::EventSourceMapping").values()
         if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     ]
-    assert mapping["FunctionName"]["Ref"].startswith(_prefix(LANE_FUNCTION))
+    assert mapping["FunctionName"]["Ref"].startswith(construct_id(LANE_FUNCTION))
     assert mapping["BatchSize"] == DELIVERY_BATCH
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     # Each attempt waits at most 5 s: a whole batch fits in the function's timeout
@@ -123,7 +123,7 @@ def test_the_consumer_reads_webhooks_and_traces_and_writes_spans_only(
     synthesized: dict[str, Synthesized],
 ) -> None:
     synth = synthesized["dev"]
-    function = _prefix(LANE_FUNCTION)
+    function = construct_id(LANE_FUNCTION)
     assert "dynamodb:PutItem" not in _actions_on(synth, function, "TablesTenantSettings")
     assert "dynamodb:GetItem" in _actions_on(synth, function, "TablesTenantSettings")
     assert "dynamodb:PutItem" not in _actions_on(synth, function, "TablesTurns")

@@ -20,7 +20,7 @@ from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import InvalidQuery, SourceErased
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import EpisodeStore, Outbox, SessionLog, TraceRecord, TurnLedger, UserEraser
-from memwrite.wiring import build_backfill_deps, build_query_deps, build_stage_deps
+from memwrite.wiring import build_api_function_deps, build_backfill_deps, build_stage_deps
 from memwrite_local.runtime.aws import LocalAws
 
 NOW = 1_790_000_000.0
@@ -61,7 +61,7 @@ def ports(
             episodes=backfill.episodes,
             ledger=backfill.ledger,
             outbox=hype.outbox,
-            eraser=build_query_deps().query.eraser,
+            eraser=build_api_function_deps().query.eraser,
         )
 
 

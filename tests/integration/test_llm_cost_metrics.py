@@ -55,7 +55,7 @@ from memwrite.ports import MemoryStore, TraceRecord
 from memwrite.read.traces import TraceStatus, get_trace
 from memwrite.resolve_refs import stage as resolve
 from memwrite.stages import STAGES
-from memwrite.wiring import build_api_deps, build_memory_store, build_stage_deps
+from memwrite.wiring import build_memory_store, build_pre_filter_function_deps, build_stage_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests import patels as patel_case
 from tests.embedders import FixedSimilarityEmbedder
@@ -90,7 +90,7 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
     with LocalAws():
         monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
         # The traces of the turns written below (`payload_of`), recorded as ingest records them.
-        ledger = build_api_deps().ingest.ledger
+        ledger = build_pre_filter_function_deps().ingest.ledger
         for turn in ("t1", "t2", "t3", "h1"):
             record_trace(ledger, TENANT, USER, f"trace-{turn}")
         yield build_memory_store()

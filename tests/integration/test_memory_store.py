@@ -33,7 +33,7 @@ from memwrite.memory import MemoryUnit, Tier
 from memwrite.persist.stage import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
 from memwrite.store import Commit, StoreItem
-from memwrite.wiring import build_api_deps, build_memory_store
+from memwrite.wiring import build_memory_store, build_pre_filter_function_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests.sources import record_trace
 
@@ -55,7 +55,7 @@ def store(
         database.close()
         return
     with LocalAws():
-        record_trace(build_api_deps().ingest.ledger, "acme", "u", "trace-1")
+        record_trace(build_pre_filter_function_deps().ingest.ledger, "acme", "u", "trace-1")
         yield build_memory_store()
 
 

@@ -87,7 +87,7 @@ from memwrite.store import (
     VersionedMemory,
 )
 from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
-from memwrite.wiring import build_expiry_deps, build_query_deps, build_stage_deps
+from memwrite.wiring import build_api_function_deps, build_expiry_deps, build_stage_deps
 from memwrite_local.runtime.aws import LocalAws
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -135,7 +135,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
 
     # The environment LocalAws set names every table: wiring builds the stores of the read path
     # and stage 7 as the Lambdas get them.
-    query_api = build_query_deps()
+    query_api = build_api_function_deps()
     query = query_api.query
     _, hype = build_stage_deps("hype")
     return Ports(
@@ -1221,7 +1221,7 @@ def test_the_dynamodb_expiry_index_holds_the_due_memories_only_spread_over_shard
     with LocalAws() as aws:
         assert aws.resources is not None
         table = aws.resources.table_names["memories"]
-        store = build_query_deps().query.store
+        store = build_api_function_deps().query.store
         for n in range(18):
             mem = memory("ua", f"Town{n}")
             if n < 16:

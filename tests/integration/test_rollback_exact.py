@@ -25,7 +25,7 @@ from memwrite.models import SpanResult, StageSpan
 from memwrite.persist.stage import STAGE as PERSIST
 from memwrite.persist.stage import persist_candidate
 from memwrite.ports import MemoryStore, TraceRecord, TraceRollback, TurnLedger
-from memwrite.wiring import build_query_deps
+from memwrite.wiring import build_api_function_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests.integration.test_memory_store import CITIES, CONFIG, deps_for, item
 
@@ -49,7 +49,7 @@ def backend(
         database.close()
         return
     with LocalAws():
-        deps = build_query_deps()
+        deps = build_api_function_deps()
         yield Backend(deps.query.store, deps.ledger, deps.rollback.rollbacks)
 
 

@@ -22,7 +22,7 @@ from memwrite.payloads import ExtractedTurn, Extractor, ItemsPayload, PipelineIt
 from memwrite.persist import stage as persist
 from memwrite.ports import MemoryStore
 from memwrite.store import StoreItem
-from memwrite.wiring import build_api_deps, build_memory_store
+from memwrite.wiring import build_memory_store, build_pre_filter_function_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests.embedders import FixedSimilarityEmbedder
 from tests.recorded_api import RecordedApi
@@ -40,7 +40,7 @@ IN_BAND = FixedSimilarityEmbedder(0.86)
 def store() -> Iterator[MemoryStore]:
     with LocalAws():
         # The traces the turns t1..t3 come from (`payload_of`), recorded as ingest records them.
-        ledger = build_api_deps().ingest.ledger
+        ledger = build_pre_filter_function_deps().ingest.ledger
         for turn in ("t1", "t2", "t3"):
             record_trace(ledger, "acme", "u1", f"trace-{turn}")
         yield build_memory_store()

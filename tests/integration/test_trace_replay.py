@@ -18,7 +18,7 @@ import pytest
 
 from memwrite.environment import LambdaEnvironment
 from memwrite.models import LlmUsageSummary
-from memwrite.wiring import build_query_deps
+from memwrite.wiring import build_api_function_deps
 from tests.integration.conftest import Local, MakeLocal
 
 KEYS = {"k1": "t1", "k2": "t2"}
@@ -129,7 +129,7 @@ def test_a_trace_reports_its_llm_tokens_beside_calls_and_cost(api: Local, make_b
     # Given a trace whose extract span carries a model call's usage
     trace_id = _ingest(api, make_body, "I like jazz a lot.")
     usage = LlmUsageSummary(calls=1, input_tokens=1200, output_tokens=150, cost_usd=0.00195)
-    spans = build_query_deps().spans
+    spans = build_api_function_deps().spans
     extract = next(s for s in spans.spans_of("t1", trace_id) if s.stage == "extract")
     spans.put_spans([extract.model_copy(update={"llm": usage})])
 
@@ -279,7 +279,7 @@ def test_a_trace_recorded_without_inputs_cannot_be_replayed(make_local: MakeLoca
     # Given a trace recorded before traces kept their inputs
     api = make_local(api_keys=KEYS, backend="sqlite")
     trace_id = _ingest(api, make_body, *FACTS)
-    ledger = build_query_deps().ledger
+    ledger = build_api_function_deps().ledger
     record = ledger.get_trace("t1", trace_id)
     assert record is not None
     old = replace(record, trace_id="0123456789abcdef0123456789abcdef")

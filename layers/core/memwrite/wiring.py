@@ -74,11 +74,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Adapters",
-    "ApiDeps",
+    "ApiFunctionDeps",
     "DeadLetterDeps",
     "IndexSetupDeps",
-    "QueryApiDeps",
-    "build_api_deps",
+    "PreFilterFunctionDeps",
+    "build_api_function_deps",
     "build_api_key_store",
     "build_api_key_table",
     "build_backfill_deps",
@@ -90,7 +90,7 @@ __all__ = [
     "build_llm",
     "build_memory_store",
     "build_pipeline_runner",
-    "build_query_deps",
+    "build_pre_filter_function_deps",
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
@@ -101,7 +101,10 @@ _T = TypeVar("_T")
 
 
 @dataclass
-class ApiDeps:
+class PreFilterFunctionDeps:
+    """The pre_filter function's (`POST /v1/turns`, direct memories): stage 1's deps and each
+    request's config."""
+
     settings: Settings
     configs: TenantConfigs
     ingest: IngestDeps
@@ -533,11 +536,13 @@ class _SqliteAdapters(Adapters):
         return SqlitePortability(self.database)
 
 
-def build_api_deps(environ: Mapping[str, str] | None = None) -> ApiDeps:
-    """Adapters for the API Lambdas: what the ingest-placed stage declares it needs."""
+def build_pre_filter_function_deps(
+    environ: Mapping[str, str] | None = None,
+) -> PreFilterFunctionDeps:
+    """Adapters for the pre_filter function: what the ingest-placed stage declares it needs."""
     (ingest_stage,) = (s for s in STAGES if s.placement is StagePlacement.INGEST)
     adapters = Adapters.of(LambdaEnvironment.load(environ))
-    return ApiDeps(
+    return PreFilterFunctionDeps(
         settings=adapters.settings,
         configs=adapters.configs(ingest_stage),
         ingest=ingest_stage.build_deps(adapters),
@@ -657,9 +662,9 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
 
 
 @dataclass
-class QueryApiDeps:
-    """The read API: traces (ledger and spans), their replay and rollback, search, memories
-    and erasure."""
+class ApiFunctionDeps:
+    """The api function's (every route but the ingest routes): traces (ledger and spans), their
+    replay and rollback, search, memories and erasure, export and import, backfill, settings."""
 
     settings: Settings
     # Every route's request config; the settings routes read and write through it.
@@ -676,7 +681,7 @@ class QueryApiDeps:
     backfill: Callable[[], BackfillDeps]
 
 
-def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
+def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.read.query import QueryDeps
 
@@ -699,7 +704,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         metrics=adapters.metrics,
         episodes=query.episodes,
     )
-    return QueryApiDeps(
+    return ApiFunctionDeps(
         settings=adapters.settings,
         configs=adapters.configs(writes=True),
         ledger=ledger,
