@@ -35,7 +35,7 @@ from memwrite.usage import LlmUsage
 from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
 
 if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
-    from memwrite.feed.change_events import ChangeEvent, WebhookDelivery
+    from memwrite.change_events import ChangeEvent, WebhookDelivery
 
 __all__ = [
     "ApiKeyRecord",
@@ -568,8 +568,8 @@ class Outbox(Protocol):
     def mark_done(self, change: OutboxChange) -> None:
         """Mark one row done (idempotent): it leaves `pending` and
         `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone.
-        An erasure's row (`memwrite.feed.is_erasure_row`) is deleted instead: it names the
-        erased user, and nothing of them outlives the announcement."""
+        An erasure's row (`memwrite.change_events.is_erasure_row`) is deleted instead: it names
+        the erased user, and nothing of them outlives the announcement."""
 
 
 @dataclass(frozen=True)
@@ -608,8 +608,8 @@ class UserEraser(Protocol):
         Erasure rows of earlier erasures still pending (`announce`) are kept."""
 
     def announce(self, tenant: str, user_id: str, at: datetime) -> OutboxChange:
-        """Write the erasure's outbox row (`memwrite.feed.erasure_row_id(at)`, rev 1, pending):
-        stage 7 sends `user.erased` from it, then deletes it."""
+        """Write the erasure's outbox row (`memwrite.change_events.erasure_row_id(at)`, rev 1,
+        pending): stage 7 sends `user.erased` from it, then deletes it."""
 
 
 class UserPortability(Protocol):

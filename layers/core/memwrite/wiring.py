@@ -119,7 +119,6 @@ class Adapters(ABC):
 
         self.env = env
         self.metrics: MetricsSink = EmfMetrics()
-        self._embedder: Embedder | None = None
         self._kept: dict[str, Any] = {}
 
     def _once(self, name: str, build: Callable[[], _T]) -> _T:
@@ -188,9 +187,6 @@ class Adapters(ABC):
         return AnthropicDedupeJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def questions(self) -> QuestionGenerator:
-        return self._once("questions", self._questions)
-
-    def _questions(self) -> QuestionGenerator:
         if self._has_llm():
             from memwrite.adapters.anthropic.questions import AnthropicQuestions
 
@@ -201,9 +197,7 @@ class Adapters(ABC):
 
     def embedder(self) -> Embedder:
         """The index's embedder, built once (`build_embedder`)."""
-        if self._embedder is None:
-            self._embedder = build_embedder(self.env)
-        return self._embedder
+        return self._once("embedder", lambda: build_embedder(self.env))
 
     def similarity_embedder(self) -> Embedder:
         from memwrite.embedder import HashingEmbedder
@@ -514,8 +508,10 @@ class _SqliteAdapters(Adapters):
 
     def webhook_queue(self) -> WebhookQueue:
         from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
+        from memwrite.feed.delivery import MAX_ATTEMPTS
 
-        return SqliteWebhookQueue(self.database)
+        # SQS's redrive policy, played: the lane's attempts, then the dead letters.
+        return SqliteWebhookQueue(self.database, max_receives=MAX_ATTEMPTS)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.sqlite.erase import SqliteUserEraser
