@@ -1,4 +1,5 @@
-"""What the API handlers share: error -> HTTP mapping and the tenant of the current request.
+"""What the API handlers share: their routes from the route table, the one way a route
+answers (the tenant of the credential, the library call, JSON), and error -> HTTP mapping.
 
 HTTP statuses live here and only here; the library raises typed errors.
 """
@@ -7,9 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
+from functools import cache
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -17,7 +20,9 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from functions.routes import ROUTES
 from memwrite.auth.tenant import resolve_tenant
+from memwrite.config import Settings
 from memwrite.errors import (
     IdempotencyKeyReused,
     ImportConflict,
@@ -41,10 +46,12 @@ __all__ = [
     "ApiError",
     "FieldError",
     "GatewayError",
+    "HttpFunction",
     "error_responses",
     "json_response",
     "parse_json_body",
     "path_id",
+    "path_user",
     "register_error_handlers",
     "tenant_of",
 ]
@@ -150,6 +157,18 @@ def path_id(value: str, unknown: Callable[[str], MemwriteError]) -> str:
     return value
 
 
+# `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
+_USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+
+
+def path_user(value: str) -> str:
+    """A user id from the path: a 400 naming `user_id` unless 1-128 URL-safe characters (a
+    user id is the client's, not ours: a wrong one is the caller's mistake, not an unknown)."""
+    if not _USER_ID.fullmatch(value):
+        raise InvalidQuery("user_id", "1-128 URL-safe characters")
+    return value
+
+
 def json_response(
     status: HTTPStatus, body: dict[str, Any], **headers: str
 ) -> Response[dict[str, Any]]:
@@ -183,6 +202,99 @@ def tenant_of(app: APIGatewayRestResolver, api_keys: dict[str, str]) -> str:
     if authorizer is None:
         authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer")
     return resolve_tenant(authorizer, app.current_event.headers or {}, api_keys)
+
+
+class _WithSettings(Protocol):
+    settings: Settings  # its `api_keys` name the tenants when no authorizer ran (locally)
+
+
+DepsT = TypeVar("DepsT", bound=_WithSettings)
+RouteT = TypeVar("RouteT", bound=Callable[..., Any])
+# What a route's library call gives back: a model or a JSON object (answered as JSON with the
+# route's status), or a whole response (another status, headers or media type).
+Reply = BaseModel | dict[str, Any] | Response[Any]
+
+
+def _rule(path: str) -> str:
+    """A route table path as a Powertools rule: `{user_id}` -> `<user_id>`."""
+    return re.sub(r"\{(\w+)\}", r"<\1>", path)
+
+
+class HttpFunction(Generic[DepsT]):
+    """A Lambda behind API Gateway: its resolver, its deps (built on first use, kept while the
+    instance lives) and the routes `functions/routes.py` gives it.
+
+    `route` registers a typed route function at the method and path of the table row that
+    names it; `check_routes` (at the end of the handler module) fails the import if a row has
+    no route function; `answer` is every route's preamble and reply."""
+
+    def __init__(self, function: str, build_deps: Callable[[], DepsT]) -> None:
+        self.function = function
+        # Every body is parsed within the parser's limits: a hostile one is a 400, never a crash.
+        self.app = APIGatewayRestResolver(
+            enable_validation=True, json_body_deserializer=parse_json_body
+        )
+        register_error_handlers(self.app)
+        self.deps = cache(build_deps)
+        self._rows = {row.route_function: row for row in ROUTES if row.function == function}
+        self._registered: set[str] = set()
+
+    def route(
+        self,
+        *,
+        summary: str,
+        tags: list[str],
+        responses: dict[int, OpenAPIResponse],
+        description: str | None = None,
+    ) -> Callable[[RouteT], RouteT]:
+        """Registers the decorated function at its row's method and path, with its OpenAPI
+        summary, description, tags and responses."""
+
+        def register(route_function: RouteT) -> RouteT:
+            name = route_function.__name__
+            row = self._rows.get(name)
+            if row is None:
+                raise LookupError(f"no route of functions/routes.py is {self.function}.{name}")
+            self._registered.add(name)
+            register_on_app = self.app.route(
+                _rule(row.path),
+                row.method,
+                summary=summary,
+                description=description,
+                tags=tags,
+                responses=responses,
+            )
+            return register_on_app(route_function)
+
+        return register
+
+    def check_routes(self) -> None:
+        """Every row of the table this function serves has its route function."""
+        missing = sorted(self._rows.keys() - self._registered)
+        if missing:
+            raise LookupError(f"{self.function} has no route function named {missing}")
+
+    def answer(
+        self,
+        call: Callable[[str, DepsT], Reply | None],
+        *,
+        status: HTTPStatus = HTTPStatus.OK,
+        unknown: MemwriteError | None = None,
+    ) -> Response[Any]:
+        """A route's answer: `call(tenant, deps)` with the tenant of the request's credential,
+        its reply as JSON with `status` (a whole `Response` as it is). A `None` reply raises
+        `unknown`: the id the route names does not exist for this tenant (a 404)."""
+        current = self.deps()
+        tenant = tenant_of(self.app, current.settings.api_keys)
+        reply = call(tenant, current)
+        if reply is None:
+            if unknown is None:
+                raise TypeError("a route's call returned None without an `unknown` error")
+            raise unknown
+        if isinstance(reply, Response):
+            return reply
+        body = reply if isinstance(reply, dict) else reply.model_dump(mode="json")
+        return json_response(status, body)
 
 
 def register_error_handlers(app: APIGatewayRestResolver) -> None:

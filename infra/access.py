@@ -37,7 +37,7 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # The backfill route (`memwrite.backfill`) runs the pipeline stages in-process:
     # resolve_refs writes entities, hence RW there; so does the import route
     # (`memwrite.adapters.aws.dynamodb_portability`: entities put only if absent).
-    "query": {
+    "api": {
         "memories": RW,
         "entity_facts": RW,
         "entities": RW,
@@ -69,17 +69,17 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     "authorizer": {"api_keys": R},  # a key's hash -> tenant (`memwrite keys` writes it)
     "index_setup": {},  # the search index only (deploy time)
 }
-# What non-stage functions do to the search index: query searches and erases, index_setup
+# What non-stage functions do to the search index: api searches and erases, index_setup
 # creates it. These, and the stages that declare `search`, get the OPENSEARCH_* environment.
 _FUNCTION_SEARCH: dict[str, SearchAccess] = {
-    "query": SearchAccess.READ_WRITE,
+    "api": SearchAccess.READ_WRITE,
     "backfill": SearchAccess.READ,  # dedupe's and persist's look-ups
     "expire": SearchAccess.READ_WRITE,  # documents past their expiry (episodes after TTL)
     "index_setup": SearchAccess.ADMIN,
 }
-# query embeds search queries, and its replay runs the stages that call the LLM.
-_FUNCTION_EMBEDDING_CALLERS = frozenset({"query"})
-_FUNCTION_LLM_CALLERS = frozenset({"query", "backfill"})  # backfill: the stages' models
+# api embeds search queries, and its replay runs the stages that call the LLM.
+_FUNCTION_EMBEDDING_CALLERS = frozenset({"api"})
+_FUNCTION_LLM_CALLERS = frozenset({"api", "backfill"})  # backfill: the stages' models
 
 
 def search_access(stages: Sequence[StageDef]) -> dict[str, SearchAccess]:

@@ -1,10 +1,11 @@
-"""The REST API: `/v1/turns` (ingest) and the read routes (query), behind a Lambda authorizer
-that turns the `x-api-key` header into the tenant, with stage-wide throttling and access logs.
-
-`QUERY_ROUTES` are the routes `functions/query/handler.py`'s resolver serves (a test compares
-the two, so a route added there without one here fails)."""
+"""The REST API: one method per row of the route table (`functions/routes.py`), integrated
+with the function the row names (pre_filter: stage 1; api: the rest), behind a Lambda
+authorizer that turns the `x-api-key` header into the tenant unless the row is public, with
+stage-wide throttling and access logs."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_apigateway as apigw
@@ -12,33 +13,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from functions.routes import ROUTES, Auth
 from infra.config import ApiThrottling
 
-__all__ = ["GATEWAY_ERRORS", "INGEST_ROUTES", "PUBLIC_ROUTES", "QUERY_ROUTES", "MemwriteApi"]
-
-INGEST_ROUTES = (("POST", "/v1/turns"), ("POST", "/v1/users/{user_id}/memories"))
-QUERY_ROUTES = (
-    ("GET", "/v1/traces/{trace_id}"),
-    ("POST", "/v1/traces/{trace_id}/replay"),
-    ("POST", "/v1/traces/{trace_id}/rollback"),
-    ("POST", "/v1/search"),
-    ("GET", "/v1/memories/{memory_id}"),
-    ("PATCH", "/v1/memories/{memory_id}"),
-    ("GET", "/v1/memories/{memory_id}/traces"),
-    ("GET", "/v1/users/{user_id}/memories"),
-    ("DELETE", "/v1/users/{user_id}/memories"),
-    ("GET", "/v1/users/{user_id}/traces"),
-    ("POST", "/v1/users/{user_id}/replay"),
-    ("GET", "/v1/users/{user_id}/export"),
-    ("POST", "/v1/users/{user_id}/import"),
-    ("GET", "/v1/users/{user_id}/episodes"),
-    ("POST", "/v1/users/{user_id}/backfill"),
-    ("GET", "/v1/settings"),
-    ("PUT", "/v1/settings"),
-    ("GET", "/v1/openapi.json"),
-)
-# The API's own description: no key needed (`functions/openapi.py` marks it so in the document).
-PUBLIC_ROUTES = frozenset({("GET", "/v1/openapi.json")})
+__all__ = ["GATEWAY_ERRORS", "MemwriteApi"]
 
 # How long API Gateway reuses the authorizer's answer for one key; with the authorizer's own
 # cache (memwrite.auth.api_keys.KEY_CACHE_SECS) it bounds how long a revoked key keeps working.
@@ -70,8 +48,7 @@ class MemwriteApi(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        ingest: lambda_.IFunction,
-        query: lambda_.IFunction,
+        functions: Mapping[str, lambda_.IFunction],
         authorizer: lambda_.IFunction,
         throttling: ApiThrottling,
         log_retention: logs.RetentionDays,
@@ -84,8 +61,7 @@ class MemwriteApi(Construct):
         self.api = apigw.RestApi(
             self,
             "Api",
-            description="memwrite: "
-            + ", ".join(f"{method} {path}" for method, path in (*INGEST_ROUTES, *QUERY_ROUTES)),
+            description="memwrite: " + ", ".join(f"{r.method} {r.path}" for r in ROUTES),
             cloud_watch_role=True,
             cloud_watch_role_removal_policy=removal_policy,
             deploy_options=apigw.StageOptions(
@@ -121,15 +97,21 @@ class MemwriteApi(Construct):
         validator = self.api.add_request_validator(
             "Requests", validate_request_parameters=True, validate_request_body=True
         )
-        options = {"authorizer": tenant_authorizer, "request_validator": validator}
-        for routes, function in ((INGEST_ROUTES, ingest), (QUERY_ROUTES, query)):
-            integration = apigw.LambdaIntegration(function)
-            for method, path in routes:
-                resource = self.api.root.resource_for_path(path)
-                if (method, path) in PUBLIC_ROUTES:
-                    resource.add_method(method, integration, request_validator=validator)
-                    continue
-                resource.add_method(method, integration, **options)  # type: ignore[arg-type]
+        # One integration per function (`functions`: the route table's function name -> its
+        # Lambda), shared by its methods.
+        integrations = {name: apigw.LambdaIntegration(fn) for name, fn in functions.items()}
+        for route in ROUTES:
+            resource = self.api.root.resource_for_path(route.path)
+            integration = integrations[route.function]
+            if route.auth is Auth.PUBLIC:
+                resource.add_method(route.method, integration, request_validator=validator)
+            else:
+                resource.add_method(
+                    route.method,
+                    integration,
+                    authorizer=tenant_authorizer,
+                    request_validator=validator,
+                )
         for response_type, (status, code) in GATEWAY_ERRORS.items():
             headers = {"Content-Type": "'application/json'"}
             if code == "throttled":
@@ -151,11 +133,12 @@ class MemwriteApi(Construct):
                 "authorizer (the tenant comes from the key); there are no Cognito users.",
             )
         )
+        public = ", ".join(f"{r.method} {r.path}" for r in ROUTES if r.auth is Auth.PUBLIC)
         cdk.Validations.of(self).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-APIG4",
-                reason="Only GET /v1/openapi.json is public: the API's own description, "
-                "the same for every caller, served from the query function without a tenant.",
+                reason=f"Only {public} is public (functions/routes.py): the API's own "
+                "description, the same for every caller, served without reading a tenant.",
             )
         )
         cdk.Validations.of(self).acknowledge(

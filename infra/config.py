@@ -89,7 +89,7 @@ class EnvConfig(_Frozen):
     # The pipeline stage functions.
     stage_size: FunctionSize
     extract_size: FunctionSize  # the LLM call: longer, more memory for the SDK
-    # The ingest, query and authorizer functions.
+    # The API's functions (pre_filter, api) and the authorizer.
     api_size: FunctionSize
     # Session batches one execution runs at once (the Map).
     map_concurrency: int = Field(default=10, ge=1, le=40)

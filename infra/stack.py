@@ -1,11 +1,11 @@
 """One memwrite deployment: the stack composes the constructs and does the grants.
 
-Functions come from `memwrite.stages.STAGES`: the ingest-placed stage is the API's ingest
-function, each pipeline stage a task of the state machine, each stream stage a consumer of the
-outbox's DynamoDB stream (partial batch responses, an on-failure DLQ) that writes the search
-collection and hands webhook deliveries to the delivery lane (`infra/webhooks.py`: its own
-queue, DLQ and function). `stages` is a parameter so tests can add a stage and see its wiring
-appear.
+Functions come from `memwrite.stages.STAGES`: the ingest-placed stage (pre_filter) is the
+function of `POST /v1/turns`, each pipeline stage a task of the state machine, each stream
+stage a consumer of the outbox's DynamoDB stream (partial batch responses, an on-failure DLQ)
+that writes the search collection and hands webhook deliveries to the delivery lane
+(`infra/webhooks.py`: its own queue, DLQ and function). `stages` is a parameter so tests can
+add a stage and see its wiring appear.
 
 Every function's environment is what `memwrite.environment.LambdaEnvironment` reads (the
 tests validate each synthesized environment against it); the model grants follow the
@@ -28,6 +28,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from functions.routes import route_functions
 from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
 from infra.api import MemwriteApi
 from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
@@ -43,7 +44,7 @@ from memwrite.config import Settings
 from memwrite.schema import API_KEYS, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
-__all__ = ["MemwriteStack", "bedrock_model_arns"]
+__all__ = ["DEPLOYED_CONSTRUCT_IDS", "MemwriteStack", "bedrock_model_arns", "construct_id"]
 
 # Express sync executions last at most 5 minutes; the dispatcher waits for them.
 _DISPATCH_SIZE = FunctionSize(memory_mb=256, timeout_secs=330)
@@ -53,6 +54,19 @@ _INDEX_SETUP_SIZE = FunctionSize(memory_mb=256, timeout_secs=180)
 # segment ("us.", "eu.", "apac.", "global.") names a cross-region inference profile.
 _MODEL_PROVIDERS = frozenset({"anthropic", "amazon", "cohere", "meta", "mistral", "ai21"})
 _DELETE_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+
+
+# Construct ids that outlived a rename. A function's construct id makes the logical ids of the
+# function, its role, policy, log group and invoke permissions: a new id would replace them all
+# (the old log group deleted, or orphaned where data is retained). The API function was deployed
+# as "query" (its folder since renamed `functions/api/`), so it keeps that id.
+DEPLOYED_CONSTRUCT_IDS = {"api": "QueryFn"}
+
+
+def construct_id(name: str) -> str:
+    """A function's construct id: its name in CamelCase + "Fn" (`pre_filter` -> `PreFilterFn`),
+    unless it was deployed under another name."""
+    return DEPLOYED_CONSTRUCT_IDS.get(name) or "".join(p.title() for p in name.split("_")) + "Fn"
 
 
 def _grant(table: dynamodb.ITable, role: iam.IRole, access: Access) -> None:
@@ -146,8 +160,8 @@ class MemwriteStack(cdk.Stack):
             )
             self.queues.turns.grant_send_messages(self.functions[stage.name].role)
 
-        query = self._function("query", "query", config.api_size)
-        self.exports = self._exports_bucket(query)
+        api = self._function("api", "api", config.api_size)
+        self.exports = self._exports_bucket(api)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
         self._scheduled_functions()
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
@@ -196,8 +210,7 @@ class MemwriteStack(cdk.Stack):
             self.api = MemwriteApi(
                 self,
                 "Api",
-                ingest=self.functions[ingest_stages[0].name].function,
-                query=query.function,
+                functions={name: self.functions[name].function for name in route_functions()},
                 authorizer=authorizer.function,
                 throttling=config.throttling,
                 log_retention=self._retention,
@@ -225,19 +238,19 @@ class MemwriteStack(cdk.Stack):
         )
         self._acknowledge_generated_wildcards()
 
-    def _exports_bucket(self, query: MemwriteFunction) -> ExportsBucket:
-        """Where the query function puts exports too large for one response and presigns
+    def _exports_bucket(self, api: MemwriteFunction) -> ExportsBucket:
+        """Where the API function puts exports too large for one response and presigns
         their URL with its own role: it may put and get objects under the key prefix only."""
         exports = ExportsBucket(self, "Exports", retain=self.config.retain_data)
-        query.function.add_environment("EXPORTS_BUCKET", exports.bucket.bucket_name)
+        api.function.add_environment("EXPORTS_BUCKET", exports.bucket.bucket_name)
         objects = exports.bucket.arn_for_objects(f"{KEY_PREFIX}*")
-        query.role.add_to_policy(
+        api.role.add_to_policy(
             iam.PolicyStatement(actions=["s3:PutObject", "s3:GetObject"], resources=[objects])
         )
         bucket_id = self.get_logical_id(
             typing.cast(cdk.CfnElement, exports.bucket.node.default_child)
         )
-        cdk.Validations.of(query).acknowledge(
+        cdk.Validations.of(api).acknowledge(
             cdk.Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{KEY_PREFIX}*]",
                 reason="Each export is a new object under the prefix (its key names the "
@@ -285,7 +298,7 @@ class MemwriteStack(cdk.Stack):
     ) -> MemwriteFunction:
         fn = MemwriteFunction(
             self,
-            "".join(part.title() for part in name.split("_")) + "Fn",
+            construct_id(name),
             handler=handler or f"functions.{function_dir}.handler.lambda_handler",
             code=self._code,
             layer=self._layer,

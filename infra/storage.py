@@ -116,7 +116,7 @@ class Queues(Construct):
 
 
 class ExportsBucket(Construct):
-    """Where the query function puts exports too large for one response (`EXPORTS_BUCKET`):
+    """Where the API function puts exports too large for one response (`EXPORTS_BUCKET`):
     private, SSE-S3, TLS only, each object deleted after `EXPORTS_EXPIRY_DAYS`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:

@@ -130,8 +130,8 @@ def _episode_lines(runner: Any, user_id: str) -> list[str]:
 
 def _run_episode_demo(stdout: TextIO) -> int:
     """Print the outage, the episodes, a search, the backfill and what it distilled."""
+    import functions.api.handler as api_handler
     import functions.extract.handler as extract_handler
-    import functions.query.handler as query_handler
 
     conversation = json.loads(OUTAGE_CONVERSATION.read_text(encoding="utf-8"))
     user_id = conversation["user_id"]
@@ -154,7 +154,7 @@ def _run_episode_demo(stdout: TextIO) -> int:
         for hit in hits:
             stdout.write(f"  {hit['kind']:<8} {hit['score']:.3f}  {hit['text'][:70]}\n")
         model.down = False
-        backfill = query_handler.deps().backfill()
+        backfill = api_handler.deps().backfill()
         backfill.has_model = True
         backfill.stage_deps("extract").llm = model.client()
         result = runner.call("POST", f"/v1/users/{user_id}/backfill", {}).body

@@ -68,7 +68,7 @@ class LocalAws(LocalBackend):
             )
         )
         stack.enter_context(mock_aws())
-        # The embedded search index: one file the hype and query handlers share.
+        # The embedded search index: one file the hype and api handlers share.
         self._index_dir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         self.resources = self._create_resources()
         return self.handler_env()

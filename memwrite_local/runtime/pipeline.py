@@ -163,7 +163,7 @@ def run_sessions(
             memory_searches.append((query, found.body["results"]))
         episodes = _count_episodes(runner, user_id)
         if queries:
-            from functions.query.handler import ACCESS_UPDATES
+            from functions.api.handler import ACCESS_UPDATES
 
             # Searches record their retrievals on one worker thread: let it finish while this
             # state exists (after it, the updates would go to real AWS, retried at length).

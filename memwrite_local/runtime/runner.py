@@ -1,9 +1,10 @@
 """The local runner: the same handlers as on AWS, driven in-process on whichever backend the
 environment names (a `memwrite_local.runtime.backend.LocalBackend` sets it).
 
-API calls go first through the authorizer Lambda, as API Gateway sends them (a wrong credential
-is a 401 before any body is read), then become proxy events for the real handlers, with the
-tenant in the request context; `drain` then pulls the queue
+API calls are routed by the route table (`functions/routes.py`), as API Gateway routes them: a
+route that takes a key goes first through the authorizer Lambda (a wrong credential is a 401
+before any body is read), then every call becomes a proxy event for the handler of the
+function the table names, with the tenant in the request context; `drain` then pulls the queue
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
@@ -27,6 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from functions.routes import ROUTES, Auth, Route
 from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import WebhookUndelivered
 from memwrite.expiry import ExpirySweep, sweep_expiries
@@ -42,8 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_RECEIVES",
-    "PUBLIC_PATHS",
-    "ROUTES",
     "ApiResult",
     "DeliveryPass",
     "DrainReport",
@@ -57,41 +57,17 @@ RECEIVE_BATCH = 10  # one SQS receive: up to 10 messages
 # A delivery not deleted within this is delivered again (a consumer that died mid-batch).
 VISIBILITY_TIMEOUT_SECS = 30
 
-# (method, path template, handler module): what API Gateway routes to which function; a
-# `{name}` is one path segment (infra/api.py declares the same routes).
-ROUTES: tuple[tuple[str, str, str], ...] = (
-    ("POST", "/v1/turns", "functions.ingest.handler"),
-    ("POST", "/v1/users/{user_id}/memories", "functions.ingest.handler"),
-    ("GET", "/v1/traces/{trace_id}", "functions.query.handler"),
-    ("POST", "/v1/traces/{trace_id}/replay", "functions.query.handler"),
-    ("POST", "/v1/traces/{trace_id}/rollback", "functions.query.handler"),
-    ("POST", "/v1/search", "functions.query.handler"),
-    ("GET", "/v1/memories/{memory_id}", "functions.query.handler"),
-    ("PATCH", "/v1/memories/{memory_id}", "functions.query.handler"),
-    ("GET", "/v1/memories/{memory_id}/traces", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/memories", "functions.query.handler"),
-    ("DELETE", "/v1/users/{user_id}/memories", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/traces", "functions.query.handler"),
-    ("POST", "/v1/users/{user_id}/replay", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/export", "functions.query.handler"),
-    ("POST", "/v1/users/{user_id}/import", "functions.query.handler"),
-    ("GET", "/v1/users/{user_id}/episodes", "functions.query.handler"),
-    ("POST", "/v1/users/{user_id}/backfill", "functions.query.handler"),
-    ("GET", "/v1/settings", "functions.query.handler"),
-    ("PUT", "/v1/settings", "functions.query.handler"),
-    ("GET", "/v1/openapi.json", "functions.query.handler"),
+# Each route of the table (`functions/routes.py`) with its path as a pattern: a `{name}` is one
+# path segment, as API Gateway matches it.
+_ROUTE_PATTERNS = tuple(
+    (route, re.compile(re.sub(r"\{\w+\}", "[^/]+", route.path))) for route in ROUTES
 )
-# Answered without a credential, as API Gateway does (no authorizer on them).
-PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
 AUTHORIZER = "functions.authorizer.handler"
 EXPIRE = "functions.expire.handler"
-QUERY_HANDLER = "functions.query.handler"
+# Its search records retrievals on a background thread (`ACCESS_UPDATES`).
+API_HANDLER = "functions.api.handler"
 # API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
 UNAUTHENTICATED = {"error": "unauthenticated", "message": "missing or unknown credential"}
-_ROUTE_PATTERNS = tuple(
-    (method, re.compile(re.sub(r"\{\w+\}", "[^/]+", template)), module)
-    for method, template, module in ROUTES
-)
 _OUTBOX_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/memwrite-outbox/stream/local"
 STREAM_BATCH_SIZE = 100  # records per stream invocation (the event source mapping's BatchSize)
 
@@ -218,8 +194,8 @@ class LocalRunner:
     def __init__(self) -> None:
         self._consumer = build_queue_consumer()
         self._modules: dict[str, ModuleType] = {}
-        for _, _, module_name in ROUTES:
-            self._modules[module_name] = importlib.import_module(module_name)
+        for route in ROUTES:
+            self._modules[route.module] = importlib.import_module(route.module)
         self._pipeline = [
             importlib.import_module(f"functions.{stage.function_dir}.handler")
             for stage in pipeline_stages()
@@ -256,17 +232,17 @@ class LocalRunner:
             all_headers.setdefault("x-api-key", api_key)
         raw = json.dumps(body) if isinstance(body, dict) else body
         path, _, query = path.partition("?")
-        module, allowed = self._route(method, path)
-        if module is None and allowed:
+        route, allowed = self._route(method, path)
+        if route is None and allowed:
             return ApiResult(
                 405,
                 {"Allow": ", ".join(allowed)},
                 {"error": "method_not_allowed", "method": method, "allowed": allowed},
             )
-        if module is None:
+        if route is None:
             return ApiResult(404, {}, {"error": "not_found", "path": path})
         event = api_gateway_event(method, path, all_headers, raw)
-        if path not in PUBLIC_PATHS:
+        if route.auth is Auth.API_KEY:
             tenant = self._authorize(method, path, all_headers)
             if tenant is None:
                 return ApiResult(401, {}, UNAUTHENTICATED)
@@ -275,11 +251,11 @@ class LocalRunner:
             parameters = parse_qs(query, keep_blank_values=True)
             event["queryStringParameters"] = {k: v[-1] for k, v in parameters.items()}
             event["multiValueQueryStringParameters"] = parameters
-        response = module.lambda_handler(event, LocalContext())
+        response = self._modules[route.module].lambda_handler(event, LocalContext())
         if self._single_threaded_backend:
-            # moto is not thread-safe: a search's counter update (on the query handler's
+            # moto is not thread-safe: a search's counter update (on the api handler's
             # background thread) finishes before the next call can read the same items.
-            self._modules[QUERY_HANDLER].ACCESS_UPDATES.submit(lambda: None).result()
+            self._modules[API_HANDLER].ACCESS_UPDATES.submit(lambda: None).result()
         payload = response.get("body") or "{}"
         # REST (v1) proxy responses may carry headers in either field; clients see both.
         response_headers = dict(response.get("headers") or {})
@@ -304,14 +280,14 @@ class LocalRunner:
             raise
         return str(answer["context"]["tenant_id"])
 
-    def _route(self, method: str, path: str) -> tuple[ModuleType | None, list[str]]:
-        """The handler of (method, path), or None and the methods the path does take."""
+    def _route(self, method: str, path: str) -> tuple[Route | None, list[str]]:
+        """The route of (method, path), or None and the methods the path does take."""
         allowed = []
-        for route_method, pattern, module_name in _ROUTE_PATTERNS:
+        for route, pattern in _ROUTE_PATTERNS:
             if pattern.fullmatch(path):
-                if method == route_method:
-                    return self._modules[module_name], []
-                allowed.append(route_method)
+                if method == route.method:
+                    return route, []
+                allowed.append(route.method)
         return None, allowed
 
     def drain(

@@ -2,7 +2,7 @@
 serve` under load (requests/s, latency percentiles, memory at start and end).
 
 Offline: the LoCoMo-dev turns as one user per conversation and speaker, posted to the real
-ingest handler in requests of 10 (one session per LoCoMo session), the queue drained through
+pre_filter handler in requests of 10 (one session per LoCoMo session), the queue drained through
 every pipeline stage after each request, as `memwrite serve` does; wall time / turns in.
 
 Serve: `memwrite serve` in a subprocess on a fresh data directory; 8 client threads, each on

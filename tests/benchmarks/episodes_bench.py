@@ -174,8 +174,8 @@ def bench_search() -> dict[str, Any]:
 
 
 def bench_backfill() -> dict[str, Any]:
+    import functions.api.handler as api_handler
     import functions.extract.handler as extract_handler
-    import functions.query.handler as query_handler
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
     from memwrite.config import ExtractConfig
     from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
@@ -211,7 +211,7 @@ def bench_backfill() -> dict[str, Any]:
                 runner.call("POST", "/v1/turns", body)
             runner.drain()
             kept = runner.call("GET", "/v1/users/u/episodes?limit=100&status=pending").body
-            backfill = query_handler.deps().backfill()
+            backfill = api_handler.deps().backfill()
             backfill.has_model = True
             backfill.stage_deps("extract").llm = AnthropicExtractorClient(
                 ExtractConfig(),

@@ -173,15 +173,15 @@ def _import_seconds(statement: str) -> float:
 
 def bench_imports() -> dict[str, Any]:
     boto3_s = _import_seconds("import boto3")
-    handler_s = _import_seconds("import functions.ingest.handler")
+    handler_s = _import_seconds("import functions.pre_filter.handler")
     first_call_s = _import_seconds(
-        "import functions.ingest.handler, boto3; "
+        "import functions.pre_filter.handler, boto3; "
         "boto3.client('dynamodb', region_name='us-east-1'); "
         "boto3.client('sqs', region_name='us-east-1')"
     )
     return {
         "import_boto3_median_ms": round(boto3_s * 1000, 1),
-        "import_ingest_handler_median_ms": round(handler_s * 1000, 1),
+        "import_pre_filter_handler_median_ms": round(handler_s * 1000, 1),
         "ratio_handler_to_boto3": round(handler_s / boto3_s, 2),
         "handler_plus_boto3_clients_median_ms": round(first_call_s * 1000, 1),
         "goal_ratio": 1.5,
@@ -190,7 +190,7 @@ def bench_imports() -> dict[str, Any]:
 
 def bench_warm_handler() -> dict[str, Any]:
     """A 10-turn request through the real handler with in-memory adapters (no AWS calls)."""
-    from functions.ingest import handler
+    from functions.pre_filter import handler
     from memwrite.adapters.in_memory import (
         CountingMetrics,
         InMemoryQueue,
@@ -198,6 +198,7 @@ def bench_warm_handler() -> dict[str, Any]:
         InMemoryTurnLedger,
     )
     from memwrite.pre_filter.stage import IngestDeps
+    from memwrite.tenants import TenantConfigs
     from memwrite.wiring import ApiDeps
     from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 
@@ -208,6 +209,7 @@ def bench_warm_handler() -> dict[str, Any]:
     def fresh_deps() -> ApiDeps:
         return ApiDeps(
             settings=settings,
+            configs=TenantConfigs(settings),
             ingest=IngestDeps(
                 queue=InMemoryQueue(),
                 ledger=InMemoryTurnLedger(),
@@ -218,8 +220,8 @@ def bench_warm_handler() -> dict[str, Any]:
         )
 
     current = fresh_deps()
-    original_deps = handler.deps
-    handler.deps = lambda: current  # type: ignore[assignment]
+    original_deps = handler.http.deps
+    handler.http.deps = lambda: current  # type: ignore[assignment]
 
     def one_request() -> None:
         nonlocal current
@@ -244,7 +246,7 @@ def bench_warm_handler() -> dict[str, Any]:
             one_request()
             samples.append(time.perf_counter() - started)
     finally:
-        handler.deps = original_deps  # the later benches run the real handler's wiring
+        handler.http.deps = original_deps  # the later benches run the real handler's wiring
     return {
         "turns_per_request": len(turns),
         "warm_handler_median_ms": round(statistics.median(samples) * 1000, 3),

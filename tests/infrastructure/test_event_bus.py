@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from infra.stack import construct_id
 from memwrite.environment import LambdaEnvironment
 from memwrite.stages import stream_stages
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_function_wiring import (
     ENVS,
     _actions,
-    _prefix,
     _statements,
     environment,
     our_functions,
@@ -38,7 +38,9 @@ def test_only_hype_knows_the_bus_and_may_put_events_on_it_alone(
     assert publishers == {"hype"}
     for name, props in our_functions(synth).items():
         loaded = LambdaEnvironment.load(environment(synth, props))
-        put = [s for s in _statements(synth, _prefix(name)) if "events:PutEvents" in _actions(s)]
+        put = [
+            s for s in _statements(synth, construct_id(name)) if "events:PutEvents" in _actions(s)
+        ]
         if name in publishers:
             assert loaded.event_bus_name == f"resolved-{bus_id}", name
             (statement,) = put

@@ -1,17 +1,17 @@
 """The exports bucket: one per environment, private, SSE-S3, TLS only, objects deleted after a
-day, kept or destroyed with the environment's data; only the query function knows it
+day, kept or destroyed with the environment's data; only the api function knows it
 (`EXPORTS_BUCKET`) and may put and get objects, under `exports/` alone."""
 
 from __future__ import annotations
 
 import pytest
 
+from infra.stack import construct_id
 from memwrite.environment import LambdaEnvironment
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_function_wiring import (
     ENVS,
     _actions,
-    _prefix,
     _statements,
     environment,
     our_functions,
@@ -48,7 +48,7 @@ def test_one_private_encrypted_bucket_whose_objects_live_a_day(
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_only_query_knows_the_bucket_and_may_put_and_get_under_exports(
+def test_only_api_knows_the_bucket_and_may_put_and_get_under_exports(
     synthesized: dict[str, Synthesized], env: str
 ) -> None:
     synth = synthesized[env]
@@ -57,10 +57,10 @@ def test_only_query_knows_the_bucket_and_may_put_and_get_under_exports(
         loaded = LambdaEnvironment.load(environment(synth, props))
         s3 = [
             s
-            for s in _statements(synth, _prefix(name))
+            for s in _statements(synth, construct_id(name))
             if any(a.startswith("s3:") for a in _actions(s))
         ]
-        if name == "query":
+        if name == "api":
             assert loaded.exports_bucket == f"resolved-{bucket_id}"
             (statement,) = s3
             assert statement["Effect"] == "Allow"

@@ -1,5 +1,5 @@
 """What each synthesized function is given, checked against what its code reads and calls:
-its environment against `LambdaEnvironment`, the API's routes against the query resolver,
+its environment against `LambdaEnvironment`, the API's methods against the route table,
 its model, search and table grants against the deployed settings and `infra/access.py`."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from functions.routes import ROUTES, Auth
 from infra.access import EMBEDDING_CALLERS, FUNCTION_ACCESS, LLM_CALLERS, SEARCH_ACCESS
-from infra.api import INGEST_ROUTES, PUBLIC_ROUTES, QUERY_ROUTES
 from infra.config import LlmProvider, deployed_settings, settings_file
+from infra.stack import construct_id
 from memwrite.environment import LambdaEnvironment
 from memwrite.schema import API_KEYS, TABLES
 from memwrite.stages import STAGES
@@ -31,10 +32,8 @@ SETTINGS_VARIABLES = {"MEMWRITE_CONFIG", "MEMWRITE_API_KEYS"}
 
 
 def function_name(logical_id: str, handler: str) -> str:
-    """The `infra/access.py` name of a function (its folder, or its stage for ingest)."""
-    folder = handler.split(".")[1]
-    stage = next((s.name for s in STAGES if s.function_dir == folder), None)
-    return stage or folder
+    """The `infra/access.py` name of a function: its folder (a stage's is the stage's name)."""
+    return handler.split(".")[1]
 
 
 def our_functions(synth: Synthesized) -> dict[str, dict[str, Any]]:
@@ -121,22 +120,15 @@ def test_table_variables_name_the_tables_of_the_schema(
     functions = our_functions(synthesized["dev"])
     for table in TABLES:
         # The key table is named to the authorizer alone (tests/infrastructure/test_api_keys_infra)
-        props = functions["authorizer" if table is API_KEYS else "query"]
+        props = functions["authorizer" if table is API_KEYS else "api"]
         (ref,) = _table_refs(props, f"{table.logical_name.upper()}_TABLE")
         assert ref.startswith("Tables" + table.logical_name.title().replace("_", ""))
 
 
-def test_the_api_serves_every_route_of_the_query_resolver_behind_the_authorizer_but_its_document(
+def test_the_api_deploys_every_route_of_the_table_to_its_function_with_its_authorization(
     synthesized: dict[str, Synthesized],
 ) -> None:
-    from functions.query.handler import app
-
-    # Given the routes the query handler's resolver serves
-    served = {
-        (route.method, route.openapi_path) for route in [*app._static_routes, *app._dynamic_routes]
-    }
-    assert served == set(QUERY_ROUTES)
-    # Then the API has each one (and the ingest route), every one behind the authorizer
+    # Given the dev API's methods by (method, path)
     synth = synthesized["dev"]
     paths = {
         k: r["Properties"]["PathPart"]
@@ -159,14 +151,15 @@ def test_the_api_serves_every_route_of_the_query_resolver_behind_the_authorizer_
         props = method["Properties"]
         key = (props["HttpMethod"], path_of(props["ResourceId"]["Ref"]))
         deployed[key] = props
-    assert set(deployed) == {*INGEST_ROUTES, *QUERY_ROUTES}
-    for (method, path), props in deployed.items():
-        # (The OpenAPI document alone is public: the same for every caller.)
-        expected = "NONE" if (method, path) in PUBLIC_ROUTES else "CUSTOM"
-        assert props["AuthorizationType"] == expected, path
-        target = json.dumps(props["Integration"]["Uri"])
-        function = "PreFilterFn" if (method, path) in INGEST_ROUTES else "QueryFn"
-        assert function in target, (method, path)
+    # Then they are the route table's, and nothing else
+    assert set(deployed) == {(route.method, route.path) for route in ROUTES}
+    for route in ROUTES:
+        props = deployed[(route.method, route.path)]
+        # And each goes to the function its row names, behind the tenant authorizer unless
+        # the row is public
+        assert construct_id(route.function) in json.dumps(props["Integration"]["Uri"]), route
+        expected = "NONE" if route.auth is Auth.PUBLIC else "CUSTOM"
+        assert props["AuthorizationType"] == expected, route
 
 
 def _statements(synth: Synthesized, function_prefix: str) -> list[dict[str, Any]]:
@@ -184,10 +177,6 @@ def _actions(statement: dict[str, Any]) -> list[str]:
     return action if isinstance(action, list) else [action]
 
 
-def _prefix(name: str) -> str:
-    return "".join(part.title() for part in name.split("_")) + "Fn"
-
-
 @pytest.mark.parametrize("env", ENVS)
 def test_only_model_callers_may_invoke_and_only_the_deployed_models(
     synthesized: dict[str, Synthesized], env: str
@@ -199,7 +188,7 @@ def test_only_model_callers_may_invoke_and_only_the_deployed_models(
         # Given the model ARNs the function's role may invoke, as "<kind>/<model id>"
         invoked = {
             re.sub(r"^.*:(foundation-model|inference-profile)/", r"\1/", resolved(resource))
-            for statement in _statements(synth, _prefix(name))
+            for statement in _statements(synth, construct_id(name))
             if "bedrock:InvokeModel" in _actions(statement)
             for resource in _listed(statement["Resource"])
         }
@@ -237,7 +226,7 @@ def test_search_access_is_granted_to_exactly_the_functions_that_use_the_index(
     (collection_id,) = resources(synth, "AWS::OpenSearchServerless::Collection")
     for name in our_functions(synth):
         api_access = [
-            s for s in _statements(synth, _prefix(name)) if "aoss:APIAccessAll" in _actions(s)
+            s for s in _statements(synth, construct_id(name)) if "aoss:APIAccessAll" in _actions(s)
         ]
         if name in SEARCH_ACCESS:
             (statement,) = api_access
@@ -248,12 +237,12 @@ def test_search_access_is_granted_to_exactly_the_functions_that_use_the_index(
     (policy,) = resources(synth, "AWS::OpenSearchServerless::AccessPolicy").values()
     text = json.dumps(policy["Properties"]["Policy"])
     for name, access in SEARCH_ACCESS.items():
-        assert f"{_prefix(name)}Role" in text, name
+        assert f"{construct_id(name)}Role" in text, name
         assert access.value in {"read", "read_write", "admin"}
     assert "aoss:WriteDocument" in text and "aoss:CreateIndex" in text
 
 
-def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
+def test_the_api_function_deletes_exactly_the_tables_the_erase_route_touches(
     synthesized: dict[str, Synthesized],
 ) -> None:
     import inspect
@@ -275,7 +264,7 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
     def tables_allowed(action: str) -> set[str]:
         return {
             tables[resource["Fn::GetAtt"][0]]
-            for statement in _statements(synth, "QueryFn")
+            for statement in _statements(synth, construct_id("api"))
             if action in _actions(statement)
             for resource in statement["Resource"]
             if isinstance(resource, dict) and "Fn::GetAtt" in resource
@@ -293,22 +282,7 @@ def test_the_query_function_deletes_exactly_the_tables_the_erase_route_touches(
     assert tables_allowed("dynamodb:UpdateItem") == written
 
 
-def test_the_local_runner_routes_exactly_the_deployed_routes() -> None:
-    # Given the routes `memwrite serve` and the local runner dispatch
-    from functions.openapi import PUBLIC_PATHS
-    from memwrite_local.runtime.runner import PUBLIC_PATHS as LOCALLY_PUBLIC
-    from memwrite_local.runtime.runner import ROUTES
-
-    # Then they are the API's, each to the function the API integrates it with
-    assert {(method, path) for method, path, _ in ROUTES} == {*INGEST_ROUTES, *QUERY_ROUTES}
-    assert {module for method, path, module in ROUTES if (method, path) in QUERY_ROUTES} == {
-        "functions.query.handler"
-    }
-    # And the routes without a key are the same three times: API, runner, document
-    assert {path for _, path in PUBLIC_ROUTES} == LOCALLY_PUBLIC == PUBLIC_PATHS
-
-
-def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_query_only(
+def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_api_only(
     synthesized: dict[str, Synthesized],
 ) -> None:
     from infra.access import FUNCTION_ACCESS, STAGE_ACCESS
@@ -320,7 +294,7 @@ def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_
     actions = {
         name: {
             action
-            for statement in _statements(synth, _prefix(name))
+            for statement in _statements(synth, construct_id(name))
             for resource in statement["Resource"]
             if isinstance(resource, dict) and resource.get("Fn::GetAtt", [None])[0] == table
             for action in _actions(statement)
@@ -329,10 +303,10 @@ def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_
     }
     # The pre-filter (skip patterns, PII, limits), extract and the scheduled backfill
     # (instructions, topics, verifier), hype and the webhook delivery lane (the change feed's
-    # webhooks) and query (the settings routes, replay, backfill) read them; only query
+    # webhooks) and api (the settings routes, replay, backfill) read them; only api
     # writes, never a delete
     readers = {name for name, allowed in actions.items() if "dynamodb:GetItem" in allowed}
     writers = {name for name, allowed in actions.items() if "dynamodb:PutItem" in allowed}
-    assert readers == {"pre_filter", "extract", "backfill", "hype", "webhook_delivery", "query"}
-    assert writers == {"query"}
+    assert readers == {"pre_filter", "extract", "backfill", "hype", "webhook_delivery", "api"}
+    assert writers == {"api"}
     assert not any("dynamodb:DeleteItem" in allowed for allowed in actions.values())

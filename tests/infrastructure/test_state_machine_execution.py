@@ -198,7 +198,7 @@ def aws(
         monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
         for stage_dir in ("extract", "resolve_refs", "dedupe", "conflict", "persist"):
             importlib.import_module(f"functions.{stage_dir}.handler").handler.deps.cache_clear()
-        for module in ("dead_letter", "hype", "query"):
+        for module in ("dead_letter", "hype", "api"):
             importlib.import_module(f"functions.{module}.handler").deps.cache_clear()
         yield deployment, faults
 

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-import functions.ingest.handler as ingest_handler
+import functions.pre_filter.handler as pre_filter_handler
 from memwrite.adapters.aws.sqs import SqsTurnQueue
 from memwrite_local.runtime.runner import api_gateway_event
 
@@ -60,9 +60,11 @@ class RefusingSqs:
 
 @pytest.fixture
 def refusing_sqs(local, monkeypatch) -> RefusingSqs:
-    """Installs a `RefusingSqs` under the ingest function's queue adapter for this test."""
+    """Installs a `RefusingSqs` under the pre_filter function's queue adapter for this test."""
     sqs = RefusingSqs(boto3.client("sqs"))
-    monkeypatch.setattr(ingest_handler.deps().ingest, "queue", SqsTurnQueue(sqs, local.queue_url))
+    monkeypatch.setattr(
+        pre_filter_handler.deps().ingest, "queue", SqsTurnQueue(sqs, local.queue_url)
+    )
     return sqs
 
 
@@ -74,7 +76,7 @@ def _post_event(local, body: dict[str, Any]):
     """POST through the Lambda handler itself, so every response header is visible."""
     headers = {"Content-Type": "application/json", "x-api-key": local.api_key}
     event = api_gateway_event("POST", "/v1/turns", headers, json.dumps(body))
-    return local.invoke(ingest_handler, event)
+    return local.invoke(pre_filter_handler, event)
 
 
 def _ids_at(response, positions: Iterable[int]) -> set[str]:

@@ -10,8 +10,8 @@ from typing import Any
 import httpx2
 import pytest
 
+import functions.api.handler as api_handler
 import functions.extract.handler as extract_handler
-import functions.query.handler as query_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.config import ExtractConfig
 from tests.integration.conftest import Local, MakeLocal
@@ -66,7 +66,7 @@ def install_live(api: ModelApi, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def install_backfill(api: ModelApi, monkeypatch: pytest.MonkeyPatch) -> None:
-    backfill = query_handler.deps().backfill()
+    backfill = api_handler.deps().backfill()
     monkeypatch.setattr(backfill, "has_model", True)
     monkeypatch.setattr(backfill.stage_deps("extract"), "llm", api.client())
 
@@ -235,7 +235,7 @@ def test_a_backfill_out_of_time_leaves_the_rest_pending_and_the_next_call_goes_o
     api.down = False
     install_backfill(api, monkeypatch)
     # And a route whose function has no time left past its first batch
-    monkeypatch.setattr(query_handler, "BACKFILL_RESERVE_SECS", 3600.0)
+    monkeypatch.setattr(api_handler, "BACKFILL_RESERVE_SECS", 3600.0)
 
     # When the user's episodes are backfilled over HTTP
     first = backfill(local)

@@ -14,7 +14,7 @@ import boto3
 import pytest
 import requests
 
-import functions.query.handler as query_handler
+import functions.api.handler as api_handler
 from memwrite.episode import EpisodeStatus
 from memwrite.portability import delivery
 from tests.integration.conftest import Local, MakeLocal
@@ -95,7 +95,7 @@ def _without_slot(row: dict[str, Any]) -> dict[str, Any]:
 def keep_episodes(local: Local) -> None:
     """Two pending episodes, then one of them extracted by a backfill (every field set)."""
     ingest(local, EPISODE_TURNS)
-    episodes = query_handler.deps().query.episodes
+    episodes = api_handler.deps().query.episodes
     assert episodes is not None
     page = episodes.episodes_of(
         local.tenant, USER, status=None, since=None, until=None, limit=10, cursor=None, now=0
@@ -120,8 +120,8 @@ def test_export_erase_import_round_trips_exactly(local: Local) -> None:
     ingest(local, [TURNS[2]], user="someone-else")
     found = local.runner.call("POST", "/v1/search", {"user_id": USER, "query": "peanuts"})
     assert found.status == 200 and found.body["results"]
-    # The retrieval counters are written on the query handler's background thread: settled.
-    query_handler.ACCESS_UPDATES.submit(lambda: None).result()
+    # The retrieval counters are written on the api handler's background thread: settled.
+    api_handler.ACCESS_UPDATES.submit(lambda: None).result()
     before = user_tables(final_state(local))
     indexed = [row for name, rows in before.items() if name.startswith("index.") for row in rows]
     assert sum('"episode:' in row for row in indexed) == 2, "both episodes are in the index"
@@ -170,7 +170,7 @@ def test_export_erase_import_round_trips_exactly(local: Local) -> None:
     assert sorted(e["turn_id"] for e in listed.body["episodes"]) == turn_ids
 
     # And importing it again changes nothing
-    query_handler.ACCESS_UPDATES.submit(lambda: None).result()
+    api_handler.ACCESS_UPDATES.submit(lambda: None).result()
     state = final_state(local)
     again = import_(local, exported)
     assert again.status == 200
@@ -249,7 +249,7 @@ def test_import_over_a_changed_episode_is_a_409_and_writes_nothing(local: Local)
     ingest(local, EPISODE_TURNS)
     exported = export(local)
     lines = [json.loads(line) for line in exported.splitlines()]
-    episodes = query_handler.deps().query.episodes
+    episodes = api_handler.deps().query.episodes
     assert episodes is not None
     first = lines[1]["episode"]["turn"]["turn_id"]
     stored = episodes.get_episodes(local.tenant, USER, [first])[first]
@@ -300,7 +300,7 @@ def fetch_spilled(result: Any) -> bytes:
 def test_an_export_over_the_inline_limit_is_answered_303_with_the_same_bytes(
     make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given an exports bucket (on AWS: the query function's EXPORTS_BUCKET) and a user
+    # Given an exports bucket (on AWS: the api function's EXPORTS_BUCKET) and a user
     local = make_local(env={"EXPORTS_BUCKET": BUCKET})
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket=BUCKET)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-import functions.ingest.handler as ingest_handler
-import functions.query.handler as query_handler
+import functions.api.handler as api_handler
+import functions.pre_filter.handler as pre_filter_handler
 
 VALID_TURN = {"role": "user", "content": "I live in Berlin with my partner Alex."}
 
@@ -283,8 +283,8 @@ def test_tenant_comes_from_the_authorizer_without_an_api_key(local, load_api_eve
     event = load_api_event("post_turns_authorizer")
     assert "x-api-key" not in {name.lower() for name in event["headers"]}
 
-    # When API Gateway invokes the ingest function with it
-    response = local.invoke(ingest_handler, event)
+    # When API Gateway invokes the pre_filter function with it
+    response = local.invoke(pre_filter_handler, event)
 
     # Then the request is accepted and the queued survivor belongs to tenant "acme"
     assert response.status == 202
@@ -295,7 +295,7 @@ def test_tenant_comes_from_the_authorizer_without_an_api_key(local, load_api_eve
     trace_path = f"/v1/traces/{response.body['trace_id']}"
     trace_event["path"] = trace_path
     trace_event["pathParameters"] = {"trace_id": response.body["trace_id"]}
-    assert local.invoke(query_handler, trace_event).status == 200
+    assert local.invoke(api_handler, trace_event).status == 200
     assert local.get_trace(response.body["trace_id"]).status == 404
 
 
@@ -305,8 +305,8 @@ def test_authorizer_tenant_wins_over_an_api_key(local, load_api_event):
     event["headers"]["x-api-key"] = local.api_key
     event["multiValueHeaders"]["x-api-key"] = [local.api_key]
 
-    # When the ingest function handles it
-    response = local.invoke(ingest_handler, event)
+    # When the pre_filter function handles it
+    response = local.invoke(pre_filter_handler, event)
 
     # Then the credential the authorizer verified decides the tenant
     assert response.status == 202
@@ -319,8 +319,8 @@ def test_tenant_in_the_body_is_refused(local, load_api_event):
     body = json.loads(event["body"])
     event["body"] = json.dumps({**body, "tenant": "globex"})
 
-    # When the ingest function handles it
-    response = local.invoke(ingest_handler, event)
+    # When the pre_filter function handles it
+    response = local.invoke(pre_filter_handler, event)
 
     # Then the body is invalid (the tenant is not a body field) and nothing is written
     assert response.status == 400
@@ -433,8 +433,8 @@ def test_base64_encoded_body_is_decoded_or_refused(local, load_api_event, body, 
     event["body"] = body
     event["isBase64Encoded"] = True
 
-    # When the ingest function handles it
-    response = local.invoke(ingest_handler, event)
+    # When the pre_filter function handles it
+    response = local.invoke(pre_filter_handler, event)
 
     # Then valid text is processed as any body, and anything else is a 400 naming the body
     assert response.status == status

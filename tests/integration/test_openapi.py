@@ -1,5 +1,6 @@
 """The OpenAPI document: generated from the handlers, committed, served without a key, and
-complete (every route, body, response and error shape)."""
+complete (every route of the route table, body, response and error shape); and the route list
+of docs/reference/api.md, generated from the table."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ import json
 import threading
 import urllib.request
 
-from functions.openapi import DOCUMENT_PATH, PUBLIC_PATHS, openapi_document, render
-from memwrite_local.runtime.runner import ROUTES
+import pytest
+
+from functions.openapi import (
+    API_PAGE,
+    DOCUMENT_PATH,
+    openapi_document,
+    render,
+    route_list,
+    route_list_pages,
+)
+from functions.routes import ROUTES, Auth
 from memwrite_local.runtime.server import make_server
 from tests.integration.conftest import Local, MakeLocal
 
@@ -22,20 +32,40 @@ def test_the_committed_document_is_the_one_the_handlers_generate() -> None:
     assert DOCUMENT_PATH.read_text(encoding="utf-8") == generated, "stale: run `make openapi`"
 
 
-def test_every_route_is_documented_and_nothing_else() -> None:
-    # Given the document and the routes the API serves
+def test_the_committed_route_lists_are_the_generated_ones() -> None:
+    # Given the pages that list the routes, as they should be now
+    for path, generated in route_list_pages(openapi_document()).items():
+        page = path.read_text(encoding="utf-8")
+        # Then each is the committed one (else `make openapi`)
+        assert page == generated, f"{path} is stale: run `make openapi`"
+        # And every route of the table is a row, linked to its section of the API page
+        for route in ROUTES:
+            assert f"| `{route.method}` | [`{route.path}`](" in page, (path, route)
+
+
+def test_a_route_without_its_section_on_the_api_page_fails_the_generation() -> None:
+    # Given the API page without the section of `PUT /v1/settings`
+    page = API_PAGE.read_text(encoding="utf-8").replace("### `PUT /v1/settings`", "### Put")
+    # When the route list is generated / Then it names the missing section
+    with pytest.raises(ValueError, match="PUT /v1/settings"):
+        route_list(openapi_document(), page)
+
+
+def test_every_route_of_the_table_is_documented_and_nothing_else() -> None:
+    # Given the document the handlers' resolvers generate
     document = openapi_document()
     documented = {
         (method.upper(), path) for path, item in document["paths"].items() for method in item
     }
-    # Then they are the same set
-    assert documented == {(method, path) for method, path, _ in ROUTES}
+    # Then its operations are the table's routes (no route registered around the table)
+    assert documented == {(route.method, route.path) for route in ROUTES}
     assert document["openapi"].startswith("3.1")
 
 
 def test_every_operation_documents_its_body_its_success_and_its_errors_with_schemas() -> None:
     document = openapi_document()
     schemas = document["components"]["schemas"]
+    public = {(route.method, route.path) for route in ROUTES if route.auth is Auth.PUBLIC}
     for path, item in document["paths"].items():
         for method, operation in item.items():
             responses = operation["responses"]
@@ -49,7 +79,7 @@ def test_every_operation_documents_its_body_its_success_and_its_errors_with_sche
                 assert ref is None or ref.rsplit("/", 1)[1] in schemas, (method, path, status)
                 assert ref != "#/components/schemas/HTTPValidationError"
             assert any(code.startswith("2") for code in responses), (method, path)
-            if path in PUBLIC_PATHS:
+            if (method.upper(), path) in public:
                 assert operation["security"] == []
                 continue
             # And every route that takes a key documents the common refusals

@@ -158,7 +158,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
 
 
 def _written(store: TenantSettingsStore | None) -> TenantSettingsStore:
-    assert store is not None, "the query function writes tenant settings"
+    assert store is not None, "the api function writes tenant settings"
     return store
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functions.ingest.handler as ingest_handler
+import functions.pre_filter.handler as pre_filter_handler
 from memwrite_local.runtime.aws import LOCAL_API_KEY
 
 FACT = "I live in Berlin with my partner Alex and our dog Pixel."
@@ -34,7 +34,7 @@ def test_rate_gate_holds_across_lambda_instances(local, make_body):
     assert local.post_turns(make_body(FACT, session_id="s1")).body["accepted"] == 1
 
     # When a new instance (empty in-process cache) receives it from another session
-    ingest_handler.deps.cache_clear()
+    pre_filter_handler.deps.cache_clear()
     second = local.post_turns(make_body(FACT, session_id="s2"))
 
     # Then the shared DynamoDB claim still rate-limits it
@@ -49,7 +49,7 @@ def test_resending_the_same_turn_is_a_duplicate_not_rate_limited(local, make_bod
 
     # When the client re-sends the s1 turn, to this instance and to a fresh one
     same_instance = local.post_turns(make_body(FACT, session_id="s1"))
-    ingest_handler.deps.cache_clear()
+    pre_filter_handler.deps.cache_clear()
     new_instance = local.post_turns(make_body(FACT, session_id="s1"))
 
     # Then each time it is recognised as the same turn: a duplicate, never rate-limited
@@ -134,7 +134,7 @@ def test_a_turn_accepted_before_the_window_moved_on_is_still_a_duplicate(local, 
 
     # When the 09:00 turn is re-sent, to this instance and to a fresh one
     same_instance = local.post_turns(make_body(early, session_id="s1"))
-    ingest_handler.deps.cache_clear()
+    pre_filter_handler.deps.cache_clear()
     new_instance = local.post_turns(make_body(early, session_id="s1"))
 
     # Then it is a duplicate each time, not rate-limited, and its trace span says so

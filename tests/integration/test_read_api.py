@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import functions.query.handler as query_handler
+import functions.api.handler as api_handler
 from tests.integration.conftest import Local, MakeLocal
 
 USER = "dana"
@@ -162,7 +162,7 @@ def test_a_memory_comes_with_its_supersession_chain_and_retrievals_are_counted(
 ) -> None:
     ingest(local, local.api_key, MOVES)
     lisbon = search(local, local.api_key, "Lisbon").body["results"][0]
-    query_handler.ACCESS_UPDATES.submit(lambda: None).result()  # the counters' thread is done
+    api_handler.ACCESS_UPDATES.submit(lambda: None).result()  # the counters' thread is done
 
     detail = local.runner.call("GET", f"/v1/memories/{lisbon['memory_id']}")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+import functions.api.handler as api_handler
 import functions.persist.handler as persist_handler
-import functions.query.handler as query_handler
 from memwrite.errors import IndexUnavailable, StoreUnavailable
 from memwrite.payloads import ExtractInput
 from memwrite.stages import pipeline_stages
@@ -198,7 +198,7 @@ def test_an_index_failing_after_the_commit_is_a_503_that_the_retry_finishes(
     local = two_tenants
     ingest(local, [PARIS])
     moved = ingest(local, [BERLIN], session="s-2")
-    index = query_handler.deps().rollback.index
+    index = api_handler.deps().rollback.index
 
     def unavailable(tenant: str, user_id: str, memory_id: str) -> None:
         raise IndexUnavailable("the search index is down")

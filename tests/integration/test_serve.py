@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import functions.ingest.handler as ingest_handler
+import functions.pre_filter.handler as pre_filter_handler
 from memwrite.models import QueuedTurn
 from memwrite.ports import EnqueueResult
 from memwrite_local.runtime.server import LocalServer, make_server
@@ -155,7 +155,7 @@ def test_retry_after_reaches_http_clients(local, server, monkeypatch):
         def enqueue(self, turns: Sequence[QueuedTurn]) -> EnqueueResult:
             return EnqueueResult(frozenset(), {turn.turn_id: "InternalError" for turn in turns})
 
-    monkeypatch.setattr(ingest_handler.deps().ingest, "queue", RefuseAll())
+    monkeypatch.setattr(pre_filter_handler.deps().ingest, "queue", RefuseAll())
 
     # When an agent posts turns over HTTP
     posted = server.request("POST", "/v1/turns", json.dumps(BODY).encode(), _json_headers(local))

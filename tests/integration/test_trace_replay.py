@@ -1,4 +1,4 @@
-"""Traces by memory and by user, and replay: through the real query handler, on both backends.
+"""Traces by memory and by user, and replay: through the real api handler, on both backends.
 
 A replay runs the pipeline's stages on a trace's stored (masked) inputs in a dry run: the tests
 check what it reports against what the pipeline did, and that it leaves every byte of state as

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import functions.query.handler as query_handler
+import functions.api.handler as api_handler
 from memwrite.errors import StoreUnavailable
 
 KEYS = {"k1": "t1", "k2": "t2"}
@@ -126,7 +126,7 @@ def test_an_id_of_the_wrong_shape_is_the_unknown_ids_404_and_never_reaches_the_s
     local = make_local(backend=backend, api_keys=KEYS)
     # Given a store that refuses every read of a trace or memory, as DynamoDB refuses a key
     # over 2 KB (moto does not)
-    deps = query_handler.deps()
+    deps = api_handler.deps()
 
     def refused(*args, **kwargs):
         raise StoreUnavailable("DynamoDB GetItem failed: ValidationException")

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memwrite_local.runtime.runner import PUBLIC_PATHS, ROUTES
+from functions.routes import ROUTES, Auth
 from tests.reliability.served import Reply, Served
 
 EXAMPLES = 60
@@ -175,7 +175,8 @@ def test_fuzzed_trace_and_memory_ids_get_the_unknown_ids_404(
     read()
 
 
-ROUTE_PATHS = sorted({(method, template) for method, template, _ in ROUTES})
+ROUTE_PATHS = sorted({(route.method, route.path) for route in ROUTES})
+KEYED_ROUTE_PATHS = sorted({(r.method, r.path) for r in ROUTES if r.auth is Auth.API_KEY})
 SAMPLE_ID = {
     "{trace_id}": "0123456789abcdef0123456789abcdef",
     "{memory_id}": "0123456789abcdef0123456789abcdef",
@@ -205,9 +206,7 @@ def concrete(template: str) -> str:
 @pytest.mark.parametrize(
     "api_key", [None, "", "nope", "KEY-FUZZ", f"{KEY} ", f"{KEY}\x7f", "key-fuzz,key-a"]
 )
-@pytest.mark.parametrize(
-    ("method", "prefix"), [(m, p) for m, p in ROUTE_PATHS if p not in PUBLIC_PATHS]
-)
+@pytest.mark.parametrize(("method", "prefix"), KEYED_ROUTE_PATHS)
 def test_every_route_refuses_a_wrong_credential_with_a_401(
     served: Served, method: str, prefix: str, api_key: str | None
 ) -> None:
@@ -217,11 +216,11 @@ def test_every_route_refuses_a_wrong_credential_with_a_401(
 
 
 @pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS", "TRACE", "FOO"])
-@pytest.mark.parametrize("prefix", sorted({prefix for _, prefix, _ in ROUTES}))
+@pytest.mark.parametrize("prefix", sorted({route.path for route in ROUTES}))
 def test_every_route_answers_a_wrong_method_with_a_405(
     served: Served, prefix: str, method: str
 ) -> None:
-    if (method, prefix) in {(m, p) for m, p, _ in ROUTES}:
+    if (method, prefix) in ROUTE_PATHS:
         pytest.skip(f"{method} {prefix} is a route")  # PUT /v1/settings
     reply = served.request(method, concrete(prefix), b"{}", api_key=KEY)
     assert reply.status == 405, reply

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memwrite_local.runtime.runner import PUBLIC_PATHS, ROUTES
+from functions.routes import ROUTES, Auth
 from tests.reliability.final_state import FinalState
 from tests.reliability.runs import CONVERSATION, IDEMPOTENCY
 from tests.reliability.served import Reply, Served
@@ -271,7 +271,7 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
 
 def test_every_route_has_a_cross_tenant_attempt() -> None:
     # (The OpenAPI document is public and the same for every caller: no tenant to cross.)
-    routes = {(m, template) for m, template, _ in ROUTES if template not in PUBLIC_PATHS}
+    routes = {(r.method, r.path) for r in ROUTES if r.auth is Auth.API_KEY}
     missing = routes - set(ATTEMPTS)
     assert not missing, f"add a cross-tenant attempt to {__name__}.ATTEMPTS for {missing}"
 

@@ -85,6 +85,39 @@ def test_every_stage_has_its_own_handler_folder_and_library_module() -> None:
     assert STAGES[0].placement is StagePlacement.INGEST
 
 
+def stages_served(handler: Path) -> set[str]:
+    """The stages a handler module serves: those whose package it imports, or that it names to
+    `stage_handler` / `stage_named`."""
+    names = {stage.name for stage in STAGES}
+    served = {
+        module.split(".")[1]
+        for module in imported_modules(handler)
+        if module.startswith("memwrite.") and module.split(".")[1] in names
+    }
+    for node in ast.walk(ast.parse(handler.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"stage_handler", "stage_named"}
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            served.add(str(node.args[0].value))
+    return served
+
+
+def test_a_stage_has_one_name_for_its_package_and_its_lambda() -> None:
+    # Given every Lambda handler of functions/
+    handlers = sorted((REPO / "functions").glob("*/handler.py"))
+    # Then each stage's Lambda folder bears the stage's name (`memwrite.<name>`, functions/<name>/)
+    for stage in STAGES:
+        assert stage.function_dir == stage.name
+        assert REPO / "functions" / stage.name / "handler.py" in handlers, stage.name
+    # And a handler that serves a stage lives in that stage's folder, under no other name
+    for handler in handlers:
+        assert stages_served(handler) <= {handler.parent.name}, handler.parent.name
+
+
 def test_each_stage_has_one_docs_page_named_by_it_and_no_page_is_not_a_stage() -> None:
     pages = {page.stem for page in (REPO / "docs" / "stages").glob("*.md")}
     assert pages == {stage.name for stage in STAGES}
@@ -370,10 +403,10 @@ def test_every_exception_lives_in_errors() -> None:
     assert elsewhere == set()
 
 
-def test_the_ingest_lambda_loads_no_later_stage() -> None:
-    # Given a fresh interpreter / When the ingest handler and the stage list are imported
+def test_the_pre_filter_lambda_loads_no_later_stage() -> None:
+    # Given a fresh interpreter / When the pre_filter handler and the stage list are imported
     code = (
-        "import sys, functions.ingest.handler, memwrite.stages; "
+        "import sys, functions.pre_filter.handler, memwrite.stages; "
         "print(','.join(sorted(m for m in sys.modules if m.startswith('memwrite.'))))"
     )
     loaded = subprocess.run(

@@ -83,7 +83,7 @@ class LambdaEnvironment(BaseModel):
     webhook_dead_letter_url: str | None = Field(
         default=None, alias="WEBHOOK_DEAD_LETTER_URL", min_length=1
     )
-    # The query function's only: where exports too large for one response go
+    # The api function's only: where exports too large for one response go
     # (`memwrite.adapters.aws.s3_exports`); unset (locally): every export is answered inline.
     exports_bucket: str | None = Field(default=None, alias="EXPORTS_BUCKET", min_length=1)
     # Any emulator or a real account's endpoint; unset: the SDK's default for the region.

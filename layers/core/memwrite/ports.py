@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from memwrite.candidate import Candidate
+from memwrite.change_events import ChangeEvent, WebhookDelivery
 from memwrite.config import Settings, TenantOverrides, Webhook
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
@@ -33,9 +34,6 @@ from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
 from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
-
-if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the ingest function never loads
-    from memwrite.change_events import ChangeEvent, WebhookDelivery
 
 __all__ = [
     "ApiKeyRecord",

@@ -175,7 +175,7 @@ API_KEYS_BY_ID = GlobalIndex("by_key_id", partition_key="key_id")
 API_KEYS = TableSchema(logical_name="api_keys", sort_key=None, indexes=(API_KEYS_BY_ID,))
 
 # pk = tenant: its own settings (`PUT /v1/settings`) as one JSON document (`settings`) and
-# `updated_at`. Written by the query function, read by the stages that use settings.
+# `updated_at`. Written by the api function, read by the stages that use settings.
 TENANT_SETTINGS = TableSchema(logical_name="tenant_settings", sort_key=None)
 
 TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX, API_KEYS, TENANT_SETTINGS)

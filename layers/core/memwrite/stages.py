@@ -5,7 +5,7 @@ Each stage is the package `memwrite.<name>`, whose `stage` module holds its entr
 `build_deps(adapters)`, the builder of what `run` takes. Every stage after the queue is
 `run(payload, config, deps) -> payload`, typed by the models named here. A stage's package is
 imported on first use of its `run` or `build_deps`, so a Lambda loads only its own stage (the
-ingest Lambda never pays for the extractors, numpy or rapidfuzz).
+pre_filter Lambda never pays for the extractors, numpy or rapidfuzz).
 
 Each entry also declares what its Lambda may do, read by the deployment (`infra/`): the tables
 it reads and writes, the search index, the model and the embedder it calls, and the metrics
@@ -59,7 +59,6 @@ class StageDef:
     placement: StagePlacement
     input_model: type[BaseModel]
     output_model: type[BaseModel]
-    function_dir: str  # functions/<dir>/handler.py
     # table logical name (`memwrite.schema`) -> what its Lambda may do to it; required, so a
     # stage gets no access by accident
     tables: Mapping[str, Access] = field(kw_only=True, hash=False)
@@ -68,6 +67,12 @@ class StageDef:
     calls_model: bool = False  # may call an LLM: emits `llm.*` metrics, gets cost widgets
     calls_embedder: bool = False  # calls the deployed embedder (Bedrock Titan when chosen)
     malformed_metrics: tuple[str, ...] = ()  # events counting unusable model answers
+
+    @property
+    def function_dir(self) -> str:
+        """The stage's Lambda folder, `functions/<name>/`: one name for the package and its
+        Lambda."""
+        return self.name
 
     @property
     def package(self) -> str:
@@ -105,7 +110,6 @@ STAGES: tuple[StageDef, ...] = (
         StagePlacement.INGEST,
         IngestRequest,
         IngestResponse,
-        "ingest",
         entry="ingest_turns",
         # ledger, traces, rate claims, the session's question; the tenant's skip patterns,
         # PII allow list and limits (its stored settings)
@@ -116,7 +120,6 @@ STAGES: tuple[StageDef, ...] = (
         StagePlacement.PIPELINE,
         ExtractInput,
         ExtractOutput,
-        "extract",
         # The session log (read, and appended with its source trace's ConditionCheck), the
         # episodes kept in the same transaction (turns) with their outbox rows, and the
         # tenant's instructions, topics and verifier (its stored settings)
@@ -129,7 +132,6 @@ STAGES: tuple[StageDef, ...] = (
         StagePlacement.PIPELINE,
         ExtractOutput,
         ItemsPayload,
-        "resolve_refs",
         # Entities written with their source traces' ConditionChecks (the turns read grant)
         tables={"entities": RW, "turns": R, "spans": W},
         calls_model=True,  # the judge of ambiguous references
@@ -140,7 +142,6 @@ STAGES: tuple[StageDef, ...] = (
         StagePlacement.PIPELINE,
         ItemsPayload,
         ItemsPayload,
-        "dedupe",
         tables={**_STORE_READ, "spans": W},
         search=SearchAccess.READ,  # events and tasks already indexed
         calls_model=True,  # the judge of the similarity band
@@ -151,7 +152,6 @@ STAGES: tuple[StageDef, ...] = (
         StagePlacement.PIPELINE,
         ItemsPayload,
         ItemsPayload,
-        "conflict",
         tables={**_STORE_READ, "spans": W},
     ),
     StageDef(
@@ -159,7 +159,6 @@ STAGES: tuple[StageDef, ...] = (
         StagePlacement.PIPELINE,
         ItemsPayload,
         ItemsPayload,
-        "persist",
         tables={"memories": RW, "entity_facts": RW, "outbox": RW, "turns": RW, "spans": W},
         search=SearchAccess.READ,  # dedupe's look-up, after a lost race
         calls_model=True,  # the dedupe judge again, after a lost race
@@ -171,7 +170,6 @@ STAGES: tuple[StageDef, ...] = (
         StagePlacement.STREAM,
         OutboxChange,
         IndexedChange,
-        "hype",
         # Marks outbox rows done; reads episodes (turns) to index them, and the tenants'
         # webhooks (tenant_settings) to hand each row's deliveries to the webhook queue
         tables={"outbox": RW, "memories": R, "turns": R, "spans": W, "tenant_settings": R},

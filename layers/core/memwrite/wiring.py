@@ -3,7 +3,7 @@ place outside handlers that does. A stage's deps are built by its own `build_dep
 its `StageDef`) from the `Adapters` picked here.
 
 Everything a builder needs is imported inside it, when the first invocation builds its clients:
-a handler's module import pulls in only its own stage (the ingest Lambda never loads the
+a handler's module import pulls in only its own stage (the pre_filter Lambda never loads the
 extractors, numpy or boto3 at import), and tests can set the environment before anything is
 built.
 """
@@ -212,7 +212,7 @@ class Adapters(ABC):
 
     def configs(self, stage: StageDef | None = None, *, writes: bool = False) -> TenantConfigs:
         """The request configs of a function: with the tenants' stored settings when it may
-        read them (`stage` declares the table, or `writes`: the query function)."""
+        read them (`stage` declares the table, or `writes`: the api function)."""
         readable = writes or (stage is not None and TENANT_SETTINGS.logical_name in stage.tables)
         return self._configs(readable=readable)
 
@@ -235,7 +235,7 @@ class Adapters(ABC):
 
     def export_spill(self) -> ExportSpill | None:
         """Where large exports go, when the environment names an exports bucket (on AWS, the
-        query function's `EXPORTS_BUCKET`); locally there is none and exports stay inline."""
+        api function's `EXPORTS_BUCKET`); locally there is none and exports stay inline."""
         if self.env.exports_bucket is None:
             return None
         from memwrite.adapters.aws.clients import s3_client
@@ -640,7 +640,7 @@ class IndexSetupDeps:
 
 def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDeps:
     """The OpenSearch index of `OPENSEARCH_ENDPOINT`, named and dimensioned exactly as the
-    hype and query functions build it (the same environment, the same settings)."""
+    hype and api functions build it (the same environment, the same settings)."""
     env = LambdaEnvironment.load(environ)
     if not env.opensearch_endpoint:
         raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")

@@ -54,7 +54,6 @@ __all__ = [
     "MAX_RETRY_SECS",
     "RETRY_WINDOW_SECS",
     "DeliveryOutcome",
-    "WebhookDelivery",
     "WebhookDeliveryDeps",
     "attempt_delivery",
     "build_deps",

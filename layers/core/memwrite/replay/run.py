@@ -105,7 +105,7 @@ def _dry_run(
     record: TraceRecord, request: IngestRequest, config: PipelineConfig, deps: ReplayDeps
 ) -> RunOutcome:
     """One run of the stages over the trace's inputs, against fresh overlays: each stage's deps
-    are built by its own `build_deps` (its module loads on the first replay, not at the API
+    are built by its own `build_deps` (its module loads on the first replay, not at the api
     Lambda's cold start)."""
     hidden = frozenset(
         memory_id

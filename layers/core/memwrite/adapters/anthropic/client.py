@@ -1,7 +1,7 @@
 """One structured call to the Anthropic Messages API, direct or via Bedrock, for every adapter.
 
 The only module that touches `anthropic`, and only inside functions: importing the SDK costs
-about 3 s of cold start, which the ingest Lambda must never pay. The SDK retries 408, 409, 429,
+about 3 s of cold start, which the pre_filter Lambda must never pay. The SDK retries 408, 409, 429,
 5xx and connection errors itself with backoff (`max_retries`); what is left after that is
 translated here into the errors of `memwrite.extract.llm`, with the SDK error kept as the cause.
 The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`, `anthropic_verifier`,

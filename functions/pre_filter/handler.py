@@ -1,46 +1,38 @@
-"""`POST /v1/turns` (API Gateway -> Lambda): stage 1 of the funnel, survivors to SQS."""
+"""Stage 1's function: the routes `functions/routes.py` gives `pre_filter`. `POST /v1/turns`
+runs stage 1 of the funnel in the call and queues the survivors to SQS; direct memories
+(`POST /v1/users/{user_id}/memories`) are queued as turns of their own."""
 
 from __future__ import annotations
 
 import base64
 import json
-import re
-from functools import cache
 from http import HTTPStatus
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import RootModel
 
 from functions.api_common import (
     ApiError,
+    HttpFunction,
     error_responses,
     json_response,
     parse_json_body,
-    register_error_handlers,
-    tenant_of,
+    path_user,
 )
 from memwrite.direct_memories import DirectMemoriesRequest, DirectWriteAccepted
-from memwrite.errors import IngestLimitExceeded, InvalidQuery
+from memwrite.errors import IngestLimitExceeded
 from memwrite.models import IngestRequest, IngestResponse
 from memwrite.pre_filter.direct_memories import write_direct
 from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
 from memwrite.wiring import ApiDeps, build_api_deps
 
-logger = Logger(service="memwrite-ingest")
-
-
-app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
-register_error_handlers(app)
-
-
-@cache
-def deps() -> ApiDeps:
-    """Built on the first invocation (cold start) and reused while the instance lives."""
-    return build_api_deps()
+logger = Logger(service="memwrite-pre-filter")
+http = HttpFunction("pre_filter", build_api_deps)
+app, deps = http.app, http.deps  # as every handler module names them (runner, tests)
 
 
 def _enforce_limits(request: IngestRequest, max_turns: int, max_chars: int) -> None:
@@ -56,8 +48,7 @@ class IngestUnavailable(RootModel[IngestResponse | ApiError]):
     (`failed`, each with its `retry_after_secs`), or a downstream outage."""
 
 
-@app.post(
-    "/v1/turns",
+@http.route(
     summary="Ingest conversation turns",
     description="Stage 1 of the funnel; survivors are queued and the rest of the pipeline runs "
     "asynchronously: poll `GET /v1/traces/{trace_id}`. Idempotent: the same body (or the "
@@ -86,27 +77,27 @@ def post_turns(
         ),
     ] = None,
 ) -> Response[dict[str, Any]]:
-    current = deps()
-    tenant = tenant_of(app, current.settings.api_keys)
-    config = current.configs.for_request(tenant, request.agent_id)
-    _enforce_limits(request, config.ingest.max_turns_per_request, config.ingest.max_chars_per_turn)
-    result = ingest_turns(
-        request, tenant=tenant, config=config, deps=current.ingest, idempotency_key=idempotency_key
-    )
-    body = result.model_dump(mode="json")
-    if result.failed:
-        return json_response(
-            HTTPStatus.SERVICE_UNAVAILABLE, body, **{"Retry-After": str(RETRY_AFTER_SECS)}
+    def ingest(tenant: str, current: ApiDeps) -> IngestResponse | Response[Any]:
+        config = current.configs.for_request(tenant, request.agent_id)
+        limits = config.ingest
+        _enforce_limits(request, limits.max_turns_per_request, limits.max_chars_per_turn)
+        result = ingest_turns(
+            request,
+            tenant=tenant,
+            config=config,
+            deps=current.ingest,
+            idempotency_key=idempotency_key,
         )
-    return json_response(HTTPStatus.ACCEPTED, body)
+        if result.failed:
+            body = result.model_dump(mode="json")
+            retry_after = {"Retry-After": str(RETRY_AFTER_SECS)}
+            return json_response(HTTPStatus.SERVICE_UNAVAILABLE, body, **retry_after)
+        return result
+
+    return http.answer(ingest, status=HTTPStatus.ACCEPTED)
 
 
-# `memwrite.models.Identifier`'s pattern, less "/": a user id in a path is one segment.
-_USER_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
-
-
-@app.post(
-    "/v1/users/<user_id>/memories",
+@http.route(
     summary="Write memories directly (no extraction)",
     description="Each memory becomes a candidate as written, with no model call; resolve, "
     "dedupe, conflict, persist and indexing run on it as on any other, so it supersedes, "
@@ -130,19 +121,20 @@ def post_memories(
         ),
     ] = None,
 ) -> Response[dict[str, Any]]:
-    current = deps()
-    tenant = tenant_of(app, current.settings.api_keys)
-    if not _USER_ID.fullmatch(user_id):
-        raise InvalidQuery("user_id", "1-128 URL-safe characters")
-    accepted = write_direct(
-        tenant,
-        user_id,
-        request,
-        config=current.configs.for_request(tenant),
-        deps=current.ingest,
-        idempotency_key=idempotency_key,
+    return http.answer(
+        lambda tenant, current: write_direct(
+            tenant,
+            path_user(user_id),
+            request,
+            config=current.configs.for_request(tenant),
+            deps=current.ingest,
+            idempotency_key=idempotency_key,
+        ),
+        status=HTTPStatus.ACCEPTED,
     )
-    return json_response(HTTPStatus.ACCEPTED, accepted.model_dump(mode="json"))
+
+
+http.check_routes()
 
 
 def _refused(status: HTTPStatus, error: str, field: str, message: str) -> dict[str, Any]:
@@ -213,5 +205,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         return _refused(
             HTTPStatus.BAD_REQUEST, "invalid_request", "body", "not base64-encoded UTF-8 text"
         )
-    limit = deps().settings.pipeline.ingest.max_body_bytes
+    limit = http.deps().settings.pipeline.ingest.max_body_bytes
     return _body_too_large(event, limit) or _not_a_json_object(event) or app.resolve(event, context)
