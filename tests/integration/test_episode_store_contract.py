@@ -61,7 +61,7 @@ def ports(
             episodes=backfill.episodes,
             ledger=backfill.ledger,
             outbox=hype.outbox,
-            eraser=build_query_deps().query.eraser,
+            eraser=build_query_deps().erase.eraser,
         )
 
 

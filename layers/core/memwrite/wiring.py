@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.backfill import BackfillDeps
+    from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.expiry import ExpiryDeps
     from memwrite.feed.delivery import WebhookDeliveryDeps
@@ -664,6 +665,7 @@ class QueryApiDeps:
     spans: SpanStore
     query: QueryDeps
     rollback: RollbackDeps
+    erase: EraseDeps
     portability: UserPortability  # export and import
     export_spill: ExportSpill | None  # exports too large to answer inline; None: always inline
     # Built on the first replay, not at cold start: it may load the model client.
@@ -673,6 +675,7 @@ class QueryApiDeps:
 
 
 def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
+    from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.read.query import QueryDeps
 
@@ -682,7 +685,6 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         reader=adapters.memory_reader(),
         index=adapters.search_index(),
         embedder=adapters.embedder(),
-        eraser=adapters.eraser(),
         episodes=adapters.episodes(),
     )
     ledger = adapters.ledger()
@@ -702,6 +704,7 @@ def build_query_deps(environ: Mapping[str, str] | None = None) -> QueryApiDeps:
         spans=adapters.spans,
         query=query,
         rollback=rollback,
+        erase=EraseDeps(eraser=adapters.eraser(), index=query.index),
         portability=adapters.portability(),
         export_spill=adapters.export_spill(),
         replay=cache(lambda: build_replay_deps(environ)),
