@@ -1,0 +1,291 @@
+"""What each function is given: its deps, built from the environment through the backend's
+adapters (`memwrite.wiring.backends.Adapters`). A stage's deps are built by its own
+`build_deps` (named by its `StageDef`); the functions that are no stage (the API, the
+authorizer, the dispatcher, the failure path, backfill, expiry, index setup, webhook delivery)
+are built here.
+
+Everything a builder needs is imported inside it, when the first invocation builds its clients:
+a handler's module import pulls in only its own stage, and tests can set the environment before
+anything is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from memwrite.config import Settings
+from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.errors import ConfigError
+from memwrite.stages import STAGES, StagePlacement, stage_named
+from memwrite.tenants import TenantConfigs
+from memwrite.wiring.backends import Adapters, build_embedder, opensearch_index
+
+if TYPE_CHECKING:
+    from memwrite.backfill import BackfillDeps
+    from memwrite.edit.erase import EraseDeps
+    from memwrite.edit.rollback import RollbackDeps
+    from memwrite.expiry import ExpiryDeps
+    from memwrite.feed.delivery import WebhookDeliveryDeps
+    from memwrite.ports import (
+        ApiKeyStore,
+        ExportSpill,
+        MemoryStore,
+        MetricsSink,
+        PipelineRunner,
+        SearchIndexSetup,
+        SpanStore,
+        TurnConsumer,
+        TurnLedger,
+        UserPortability,
+    )
+    from memwrite.pre_filter.stage import IngestDeps
+    from memwrite.read.query import QueryDeps
+    from memwrite.replay import ReplayDeps
+
+__all__ = [
+    "ApiFunctionDeps",
+    "DeadLetterDeps",
+    "IndexSetupDeps",
+    "PreFilterFunctionDeps",
+    "build_api_function_deps",
+    "build_api_key_store",
+    "build_api_key_table",
+    "build_backfill_deps",
+    "build_dead_letter_deps",
+    "build_expiry_deps",
+    "build_index_setup",
+    "build_memory_store",
+    "build_pipeline_runner",
+    "build_pre_filter_function_deps",
+    "build_queue_consumer",
+    "build_replay_deps",
+    "build_stage_deps",
+    "build_webhook_delivery_deps",
+]
+
+
+@dataclass
+class PreFilterFunctionDeps:
+    """The pre_filter function's (`POST /v1/turns`, direct memories): stage 1's deps and each
+    request's config."""
+
+    settings: Settings
+    configs: TenantConfigs
+    ingest: IngestDeps
+
+
+def build_pre_filter_function_deps(
+    environ: Mapping[str, str] | None = None,
+) -> PreFilterFunctionDeps:
+    """Adapters for the pre_filter function: what the ingest-placed stage declares it needs."""
+    (ingest_stage,) = (s for s in STAGES if s.placement is StagePlacement.INGEST)
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return PreFilterFunctionDeps(
+        settings=adapters.settings,
+        configs=adapters.configs(ingest_stage),
+        ingest=ingest_stage.build_deps(adapters),
+    )
+
+
+def build_api_key_store(environ: Mapping[str, str] | None = None) -> ApiKeyStore | None:
+    """The authorizer's key table: the data directory's with the sqlite backend, the one
+    `API_KEYS_TABLE` names on DynamoDB (None when unset: configured keys only)."""
+    env = LambdaEnvironment.load(environ)
+    if env.backend is Backend.SQLITE:
+        from memwrite.adapters.sqlite.api_keys import SqliteApiKeyStore
+        from memwrite.adapters.sqlite.database import open_database
+
+        return SqliteApiKeyStore(open_database(env.sqlite_dir()))
+    if env.api_keys_table is None:
+        return None
+    return build_api_key_table(env.api_keys_table, env.aws_endpoint_url)
+
+
+def build_api_key_table(table_name: str, endpoint_url: str | None = None) -> ApiKeyStore:
+    """A deployed environment's key table, for `memwrite keys` (the operator's credentials)."""
+    from memwrite.adapters.aws.clients import dynamodb_client
+    from memwrite.adapters.aws.dynamodb_api_keys import DynamoApiKeyStore
+
+    return DynamoApiKeyStore(dynamodb_client(endpoint_url), table_name)
+
+
+def build_queue_consumer(environ: Mapping[str, str] | None = None) -> TurnConsumer:
+    """The consuming side of the work queue, for the local runner (on AWS: the event source)."""
+    return Adapters.of(LambdaEnvironment.load(environ)).consumer()
+
+
+def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
+    """The memory store of the environment's backend, to read what the pipeline stored."""
+    return Adapters.of(LambdaEnvironment.load(environ)).memory_store()
+
+
+@dataclass
+class IndexSetupDeps:
+    """The deploy-time index step: the index the handlers will use, and its fusion weight."""
+
+    index: SearchIndexSetup
+    index_name: str
+    bm25_weight: float
+
+
+def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDeps:
+    """The OpenSearch index of `OPENSEARCH_ENDPOINT`, named and dimensioned exactly as the
+    hype and api functions build it (the same environment, the same settings)."""
+    env = LambdaEnvironment.load(environ)
+    if not env.opensearch_endpoint:
+        raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")
+    index = opensearch_index(env, env.opensearch_endpoint, build_embedder(env).dimension)
+    return IndexSetupDeps(
+        index=index,
+        index_name=env.opensearch_index,
+        bm25_weight=env.settings.pipeline.search.bm25_weight,
+    )
+
+
+@dataclass
+class ApiFunctionDeps:
+    """The api function's (every route but the ingest routes): traces (ledger and spans), their
+    replay and rollback, search, memories and erasure, export and import, backfill, settings."""
+
+    settings: Settings
+    # Every route's request config; the settings routes read and write through it.
+    configs: TenantConfigs
+    ledger: TurnLedger
+    spans: SpanStore
+    query: QueryDeps
+    rollback: RollbackDeps
+    erase: EraseDeps
+    portability: UserPortability  # export and import
+    export_spill: ExportSpill | None  # exports too large to answer inline; None: always inline
+    # Built on the first replay, not at cold start: it may load the model client.
+    replay: Callable[[], ReplayDeps]
+    # Built on the first backfill: every pipeline stage's deps, models included.
+    backfill: Callable[[], BackfillDeps]
+
+
+def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
+    from memwrite.edit.erase import EraseDeps
+    from memwrite.edit.rollback import RollbackDeps
+    from memwrite.read.query import QueryDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    query = QueryDeps(
+        store=adapters.memory_store(),
+        reader=adapters.memory_reader(),
+        index=adapters.search_index(),
+        embedder=adapters.embedder(),
+        episodes=adapters.episodes(),
+    )
+    ledger = adapters.ledger()
+    rollback = RollbackDeps(
+        ledger=ledger,
+        spans=adapters.spans,
+        store=query.store,
+        rollbacks=adapters.rollbacks(),
+        index=query.index,
+        metrics=adapters.metrics,
+        episodes=query.episodes,
+    )
+    return ApiFunctionDeps(
+        settings=adapters.settings,
+        configs=adapters.configs(writes=True),
+        ledger=ledger,
+        spans=adapters.spans,
+        query=query,
+        rollback=rollback,
+        erase=EraseDeps(eraser=adapters.eraser(), index=query.index),
+        portability=adapters.portability(),
+        export_spill=adapters.export_spill(),
+        replay=cache(lambda: build_replay_deps(environ)),
+        backfill=cache(lambda: build_backfill_deps(environ)),
+    )
+
+
+def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDeps:
+    """A backfill runs the pipeline stages in-process: their deps, built as their Lambdas
+    build them (each once), and whether a model is configured at all."""
+    from memwrite.backfill import BackfillDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    built: dict[str, Any] = {}
+
+    def stage_deps(name: str) -> Any:
+        if name not in built:
+            built[name] = stage_named(name).build_deps(adapters)
+        return built[name]
+
+    return BackfillDeps(
+        episodes=adapters.episodes(),
+        ledger=adapters.ledger(),
+        spans=adapters.spans,
+        stage_deps=stage_deps,
+        has_model=adapters.extraction_llm() is not None,
+        # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
+        configs=adapters.configs(stage_named("extract")),
+    )
+
+
+def build_expiry_deps(environ: Mapping[str, str] | None = None) -> ExpiryDeps:
+    """The expiry sweep's: the due memories' index, the store it commits to and the search
+    index it takes expired documents out of."""
+    from memwrite.expiry import ExpiryDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return ExpiryDeps(
+        finder=adapters.expiry_finder(),
+        store=adapters.memory_store(),
+        index=adapters.search_index(),
+    )
+
+
+def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:
+    """What a replay reads the trace from, and the adapters bundle each of its dry runs wraps:
+    the stages build their deps from it as their Lambdas do (offline: the rule extractor
+    only)."""
+    from memwrite.replay import ReplayDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return ReplayDeps(ledger=adapters.ledger(), adapters=adapters)
+
+
+def build_stage_deps(
+    stage: str, environ: Mapping[str, str] | None = None
+) -> tuple[TenantConfigs, Any]:
+    """The request configs (with the tenants' stored settings when the stage declares their
+    table) and the deps a pipeline or stream stage's `run` takes, from the environment."""
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    definition = stage_named(stage)
+    return adapters.configs(definition), definition.build_deps(adapters)
+
+
+def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:
+    """The dispatcher's state machine client (it needs no table)."""
+    from memwrite.adapters.aws.clients import stepfunctions_client
+    from memwrite.adapters.aws.stepfunctions import StepFunctionsPipeline
+
+    env = LambdaEnvironment.load(environ)
+    return StepFunctionsPipeline(
+        stepfunctions_client(env.aws_endpoint_url), env.state_machine_arn()
+    )
+
+
+@dataclass
+class DeadLetterDeps:
+    spans: SpanStore
+    metrics: MetricsSink
+
+
+def build_dead_letter_deps(environ: Mapping[str, str] | None = None) -> DeadLetterDeps:
+    """The failure path's adapters: it writes spans and metrics only."""
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return DeadLetterDeps(spans=adapters.spans, metrics=adapters.metrics)
+
+
+def build_webhook_delivery_deps(environ: Mapping[str, str] | None = None) -> WebhookDeliveryDeps:
+    """The webhook delivery lane's, built by its own builder (as a stage's are)."""
+    from memwrite.feed.delivery import build_deps
+
+    return build_deps(Adapters.of(LambdaEnvironment.load(environ)))
