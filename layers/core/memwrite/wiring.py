@@ -102,9 +102,6 @@ _T = TypeVar("_T")
 
 @dataclass
 class PreFilterFunctionDeps:
-    """The pre_filter function's (`POST /v1/turns`, direct memories): stage 1's deps and each
-    request's config."""
-
     settings: Settings
     configs: TenantConfigs
     ingest: IngestDeps
