@@ -303,7 +303,7 @@ def list_memories_route(
 )
 def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
     return http.answer(
-        lambda tenant, current: erase_user(tenant, path_user(user_id), current.query)
+        lambda tenant, current: erase_user(tenant, path_user(user_id), current.erase)
     )
 
 

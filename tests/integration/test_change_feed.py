@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from memwrite.change_events import ChangeEvent, EventType
 from memwrite.errors import EventsUnpublished
-from memwrite.feed import ChangeEvent, EventType
 from memwrite.feed.delivery import LANE, MAX_RETRY_SECS
 from memwrite.wiring import Adapters
 from tests.integration.conftest import Local, MakeLocal

@@ -61,7 +61,7 @@ def ports(
             episodes=backfill.episodes,
             ledger=backfill.ledger,
             outbox=hype.outbox,
-            eraser=build_api_function_deps().query.eraser,
+            eraser=build_api_function_deps().erase.eraser,
         )
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import functions.hype.handler as hype_handler
 from memwrite.adapters.aws.dynamodb_erase import DynamoUserEraser, EraseTables
-from memwrite.feed import is_erasure_row
+from memwrite.change_events import is_erasure_row
 from memwrite.payloads import ExtractInput
 from memwrite.stages import pipeline_stages
 from memwrite.wiring import build_queue_consumer, build_stage_deps

@@ -148,7 +148,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
         store=query.store,
         reader=query.reader,
         outbox=hype.outbox,
-        eraser=query.eraser,
+        eraser=query_api.erase.eraser,
         rollbacks=query_api.rollback.rollbacks,
         tenant_settings=_written(query_api.configs.store),
         portability=query_api.portability,

@@ -17,7 +17,8 @@ import pytest
 from memwrite.adapters.aws.sqs_webhooks import SqsWebhookQueue
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
-from memwrite.feed import WebhookDelivery, event_for_change, hook_id
+from memwrite.change_events import WebhookDelivery, event_for_change
+from memwrite.feed import MAX_ATTEMPTS, hook_id
 from memwrite.payloads import OutboxChange
 from memwrite.ports import WebhookQueue
 from memwrite_local.runtime.aws import LocalAws
@@ -150,7 +151,7 @@ def test_a_delivery_handed_over_twice_keeps_its_delivery_and_event_ids(
 
 def test_the_sqlite_queue_keeps_time_by_the_callers_clock(tmp_path: Path) -> None:
     # Given a delivery whose first attempt failed at NOW, hidden for 15 minutes
-    queue = SqliteWebhookQueue(SqliteDatabase(tmp_path))
+    queue = SqliteWebhookQueue(SqliteDatabase(tmp_path), max_receives=MAX_ATTEMPTS)
     queue.enqueue([delivery()])
     [first] = queue.receive(10, 30, now=NOW)
     queue.retry_later(first, 900, now=NOW)

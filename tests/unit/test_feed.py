@@ -18,22 +18,24 @@ import httpx
 import pytest
 
 from memwrite.candidate import MemoryType
+from memwrite.change_events import (
+    EventType,
+    WebhookDelivery,
+    erasure_row_id,
+    event_for_change,
+    is_erasure_row,
+    user_erased_event,
+)
 from memwrite.feed import (
     EVENT_ID_HEADER,
     MAX_ATTEMPTS,
     RETRY_WINDOW_SECS,
     SIGNATURE_HEADER,
-    EventType,
     Webhook,
-    WebhookDelivery,
     deliveries_for,
-    erasure_row_id,
-    event_for_change,
     hook_id,
-    is_erasure_row,
     post_event,
     retry_delay,
-    user_erased_event,
 )
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.payloads import OutboxChange

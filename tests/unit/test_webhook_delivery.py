@@ -14,17 +14,15 @@ import httpx
 import pytest
 
 from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore, InMemoryTurnLedger
+from memwrite.change_events import EventType, WebhookDelivery, event_for_change
 from memwrite.errors import WebhookUndelivered
 from memwrite.feed import (
     SIGNATURE_HEADER,
     DeliveryOutcome,
-    EventType,
     Webhook,
-    WebhookDelivery,
     WebhookDeliveryDeps,
     attempt_delivery,
     deliveries_for,
-    event_for_change,
     retry_delay,
 )
 from memwrite.feed.delivery import LANE, MAX_ATTEMPTS

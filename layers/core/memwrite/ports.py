@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from memwrite.candidate import Candidate
+from memwrite.change_events import ChangeEvent, WebhookDelivery
 from memwrite.config import Settings, TenantOverrides, Webhook
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
@@ -33,9 +34,6 @@ from memwrite.reasons import Reason
 from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
 from memwrite.usage import LlmUsage
 from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
-
-if TYPE_CHECKING:  # `memwrite.feed` pulls in httpx, which the pre_filter function never loads
-    from memwrite.feed.change_events import ChangeEvent, WebhookDelivery
 
 __all__ = [
     "ApiKeyRecord",
@@ -568,8 +566,8 @@ class Outbox(Protocol):
     def mark_done(self, change: OutboxChange) -> None:
         """Mark one row done (idempotent): it leaves `pending` and
         `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone.
-        An erasure's row (`memwrite.feed.is_erasure_row`) is deleted instead: it names the
-        erased user, and nothing of them outlives the announcement."""
+        An erasure's row (`memwrite.change_events.is_erasure_row`) is deleted instead: it names
+        the erased user, and nothing of them outlives the announcement."""
 
 
 @dataclass(frozen=True)
@@ -608,8 +606,8 @@ class UserEraser(Protocol):
         Erasure rows of earlier erasures still pending (`announce`) are kept."""
 
     def announce(self, tenant: str, user_id: str, at: datetime) -> OutboxChange:
-        """Write the erasure's outbox row (`memwrite.feed.erasure_row_id(at)`, rev 1, pending):
-        stage 7 sends `user.erased` from it, then deletes it."""
+        """Write the erasure's outbox row (`memwrite.change_events.erasure_row_id(at)`, rev 1,
+        pending): stage 7 sends `user.erased` from it, then deletes it."""
 
 
 class UserPortability(Protocol):

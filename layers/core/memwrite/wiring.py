@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.backfill import BackfillDeps
+    from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.expiry import ExpiryDeps
     from memwrite.feed.delivery import WebhookDeliveryDeps
@@ -119,7 +120,6 @@ class Adapters(ABC):
 
         self.env = env
         self.metrics: MetricsSink = EmfMetrics()
-        self._embedder: Embedder | None = None
         self._kept: dict[str, Any] = {}
 
     def _once(self, name: str, build: Callable[[], _T]) -> _T:
@@ -188,9 +188,6 @@ class Adapters(ABC):
         return AnthropicDedupeJudge(self.settings.pipeline.extract, **self._llm_options())
 
     def questions(self) -> QuestionGenerator:
-        return self._once("questions", self._questions)
-
-    def _questions(self) -> QuestionGenerator:
         if self._has_llm():
             from memwrite.adapters.anthropic.questions import AnthropicQuestions
 
@@ -201,9 +198,7 @@ class Adapters(ABC):
 
     def embedder(self) -> Embedder:
         """The index's embedder, built once (`build_embedder`)."""
-        if self._embedder is None:
-            self._embedder = build_embedder(self.env)
-        return self._embedder
+        return self._once("embedder", lambda: build_embedder(self.env))
 
     def similarity_embedder(self) -> Embedder:
         from memwrite.embedder import HashingEmbedder
@@ -514,8 +509,10 @@ class _SqliteAdapters(Adapters):
 
     def webhook_queue(self) -> WebhookQueue:
         from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
+        from memwrite.feed.delivery import MAX_ATTEMPTS
 
-        return SqliteWebhookQueue(self.database)
+        # SQS's redrive policy, played: the lane's attempts, then the dead letters.
+        return SqliteWebhookQueue(self.database, max_receives=MAX_ATTEMPTS)
 
     def eraser(self) -> UserEraser:
         from memwrite.adapters.sqlite.erase import SqliteUserEraser
@@ -670,6 +667,7 @@ class ApiFunctionDeps:
     spans: SpanStore
     query: QueryDeps
     rollback: RollbackDeps
+    erase: EraseDeps
     portability: UserPortability  # export and import
     export_spill: ExportSpill | None  # exports too large to answer inline; None: always inline
     # Built on the first replay, not at cold start: it may load the model client.
@@ -679,6 +677,7 @@ class ApiFunctionDeps:
 
 
 def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
+    from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.read.query import QueryDeps
 
@@ -688,7 +687,6 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         reader=adapters.memory_reader(),
         index=adapters.search_index(),
         embedder=adapters.embedder(),
-        eraser=adapters.eraser(),
         episodes=adapters.episodes(),
     )
     ledger = adapters.ledger()
@@ -708,6 +706,7 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         spans=adapters.spans,
         query=query,
         rollback=rollback,
+        erase=EraseDeps(eraser=adapters.eraser(), index=query.index),
         portability=adapters.portability(),
         export_spill=adapters.export_spill(),
         replay=cache(lambda: build_replay_deps(environ)),

@@ -3,14 +3,15 @@ index's documents, and announce it on the change feed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
-from memwrite.read.query import QueryDeps
+from memwrite.ports import MemoryIndex, UserEraser
 
-__all__ = ["ErasureReport", "erase_user"]
+__all__ = ["EraseDeps", "ErasureReport", "erase_user"]
 
 
 class ErasureReport(BaseModel):
@@ -21,7 +22,13 @@ class ErasureReport(BaseModel):
     removed: dict[str, int]
 
 
-def erase_user(tenant: str, user_id: str, deps: QueryDeps) -> dict[str, Any]:
+@dataclass
+class EraseDeps:
+    eraser: UserEraser  # the store's items, then the announcement
+    index: MemoryIndex
+
+
+def erase_user(tenant: str, user_id: str, deps: EraseDeps) -> dict[str, Any]:
     """Remove every trace of the user: the store's items, then the index (last, so that a
     HyPE job racing the erasure cannot leave a document behind once this returns), then
     announce it: an outbox row from which stage 7 sends `user.erased` (every erasure, a repeat

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from memwrite.change_events import ChangeEvent, WebhookDelivery
 from memwrite.config import Webhook
 from memwrite.errors import WebhookUndelivered
-from memwrite.feed.change_events import ChangeEvent, WebhookDelivery
 from memwrite.feed.webhooks import AttemptResult, hook_id, post_event
 from memwrite.models import SpanResult
 from memwrite.reasons import WebhookAttempt
@@ -54,7 +54,6 @@ __all__ = [
     "MAX_RETRY_SECS",
     "RETRY_WINDOW_SECS",
     "DeliveryOutcome",
-    "WebhookDelivery",
     "WebhookDeliveryDeps",
     "attempt_delivery",
     "build_deps",

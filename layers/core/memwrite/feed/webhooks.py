@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from memwrite.change_events import ChangeEvent
 from memwrite.config import Webhook
-from memwrite.feed.change_events import ChangeEvent
 from memwrite.ids import content_hash
 
 __all__ = [

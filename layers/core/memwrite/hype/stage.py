@@ -16,9 +16,9 @@ An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn
 its content vector as a document of kind `episode` (no questions: it is the user's own words),
 or removes it when the episode is gone (erased, expired).
 
-An erasure's row (`memwrite.feed.is_erasure_row`) indexes nothing: its `user.erased` goes out
-on the feed as below (no trace to hold the attempts' spans: the user's went with them), then
-the row is deleted.
+An erasure's row (`memwrite.change_events.is_erasure_row`) indexes nothing: its `user.erased`
+goes out on the feed as below (no trace to hold the attempts' spans: the user's went with
+them), then the row is deleted.
 
 A memory's row then goes out on the change feed (`memwrite.feed`): its event onto the
 environment's EventBridge bus when there is one (`HypeDeps.publisher`; a rejected entry raises
@@ -43,16 +43,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memwrite.candidate import MemoryType
+from memwrite.change_events import ChangeEvent, event_for_change, is_erasure_row, user_erased_event
 from memwrite.config import PipelineConfig, Webhook
 from memwrite.episode import EpisodeStatus, episode_of_doc_id
 from memwrite.errors import MemwriteError
-from memwrite.feed import (
-    ChangeEvent,
-    deliveries_for,
-    event_for_change,
-    is_erasure_row,
-    user_erased_event,
-)
+from memwrite.feed import deliveries_for
 from memwrite.index import DocKind, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.models import SpanResult

@@ -42,7 +42,6 @@ from memwrite.ports import (
     MemoryIndex,
     MemoryReader,
     MemoryStore,
-    UserEraser,
 )
 
 __all__ = [
@@ -266,7 +265,6 @@ class QueryDeps:
     reader: MemoryReader
     index: MemoryIndex
     embedder: Embedder
-    eraser: UserEraser  # erasing a user (`memwrite.edit.erase`) takes the read API's deps
     episodes: EpisodeStore | None = None
 
 

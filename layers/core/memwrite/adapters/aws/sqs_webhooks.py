@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
+from memwrite.change_events import WebhookDelivery
 from memwrite.errors import ConfigError, QueueUnavailable
-from memwrite.feed.change_events import WebhookDelivery
 from memwrite.ports import WebhookMessage
 
 if TYPE_CHECKING:

@@ -4,9 +4,10 @@ embedded mode; the twin of `memwrite.adapters.aws.sqs_webhooks`.
 A message is visible once `visible_at` has passed (by the caller's clock, `now`, so tests move
 time instead of sleeping); receiving hides it for the visibility timeout and counts the
 receive; `retry_later` hides it for a backoff; a receipt deletes only the receive it came with.
-A message already received `max_receives` times is moved to the dead letters by the next
-receive instead of being delivered, as SQS's redrive policy does. A delivery already waiting is
-not queued twice (its delivery id is unique), one delivered and deleted may be queued again.
+A message already received `max_receives` times (the lane's attempts: wiring passes them, as
+the deployment sets SQS's maxReceiveCount) is moved to the dead letters by the next receive
+instead of being delivered, as SQS's redrive policy does. A delivery already waiting is not
+queued twice (its delivery id is unique), one delivered and deleted may be queued again.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import uuid
 from collections.abc import Sequence
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.feed.change_events import WebhookDelivery
-from memwrite.feed.delivery import MAX_ATTEMPTS
+from memwrite.change_events import WebhookDelivery
 from memwrite.ports import WebhookMessage
 
 __all__ = ["SqliteWebhookQueue"]
@@ -27,7 +27,7 @@ _MAX_DEAD_LETTERS_READ = 10  # as one SQS receive of the dead-letter queue
 class SqliteWebhookQueue:
     """Both ends of the `WebhookQueue`: stage 7's and the delivery worker's."""
 
-    def __init__(self, database: SqliteDatabase, max_receives: int = MAX_ATTEMPTS) -> None:
+    def __init__(self, database: SqliteDatabase, *, max_receives: int) -> None:
         self._db = database
         self._max_receives = max_receives
 
