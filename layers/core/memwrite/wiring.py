@@ -657,8 +657,7 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
 
 @dataclass
 class ApiFunctionDeps:
-    """The api function's (every route but the ingest routes): traces (ledger and spans), their
-    replay and rollback, search, memories and erasure, export and import, backfill, settings."""
+    """The api function's: what every route it serves reads and writes through."""
 
     settings: Settings
     # Every route's request config; the settings routes read and write through it.
