@@ -1,8 +1,9 @@
 """memwrite: an agent memory write pipeline for AWS serverless.
 
 The library behind every Lambda handler and the local runner (the Lambda layer). Each stage is
-one module (`ingest`, `extract`, `resolve`, `dedupe`, `conflict`, `persist`); `stages.STAGES`
-orders them, `ports` holds every Protocol the adapters implement, `errors` every exception.
+one package (`pre_filter`, `extract`, `resolve_refs`, `dedupe`, `conflict`, `persist`, `hype`);
+`stages.STAGES` orders them, `ports` holds every Protocol the adapters implement, `errors`
+every exception.
 """
 
 __all__ = ["__version__"]
