@@ -41,7 +41,7 @@ from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
 from memwrite.config import Settings
-from memwrite.schema import API_KEYS, OUTBOX, TABLES, Access, SearchAccess
+from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = ["DEPLOYED_CONSTRUCT_IDS", "MemwriteStack", "bedrock_model_arns", "construct_id"]
@@ -328,6 +328,8 @@ class MemwriteStack(cdk.Stack):
                 )
 
     def _grant_llm(self, fn: MemwriteFunction) -> None:
+        # Every model call is charged to the shared model budget first (`memwrite.budget`).
+        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_WRITE)
         extract = self.settings.pipeline.extract
         if self.config.llm_provider is LlmProvider.BEDROCK:
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.

@@ -229,9 +229,10 @@ def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -
     ]
     assert "states:StartSyncExecution" in dispatch
     assert _tables_written(synth, "DispatchFn") == set()
-    # And dedupe and conflict write only spans; persist writes the store
-    for reader in ("DedupeFn", "ConflictFn"):
-        assert {t.removeprefix("Tables")[:5] for t in _tables_written(synth, reader)} == {"Spans"}
+    # And dedupe and conflict write only spans (and dedupe, which calls the model, the model
+    # budget's shards); persist writes the store
+    for reader, written in (("DedupeFn", {"Spans", "Budge"}), ("ConflictFn", {"Spans"})):
+        assert {t.removeprefix("Tables")[:5] for t in _tables_written(synth, reader)} == written
     persisted = {
         t.removeprefix("Tables").rstrip("0123456789ABCDEF")
         for t in _tables_written(synth, "PersistFn")
