@@ -136,8 +136,9 @@ class TurnConsumer(Protocol):
     def delete(self, deliveries: Sequence[Delivery]) -> None:
         """Done with these (each by the receipt of its latest delivery, as SQS requires)."""
 
-    def release(self, deliveries: Sequence[Delivery]) -> None:
-        """Visible again now: the next receive redelivers them (a failed attempt)."""
+    def release(self, deliveries: Sequence[Delivery], delay_secs: float = 0.0) -> None:
+        """Visible again after `delay_secs` (0: now; a failed attempt, or a batch waiting for
+        the model budget), when the next receive redelivers them."""
 
     def dead_letter(self, deliveries: Sequence[Delivery], error: str) -> None:
         """Out of the queue into the dead letters, with the error that put them there."""
