@@ -60,8 +60,8 @@ __all__ = [
     "MemoryStore",
     "MetricsSink",
     "Outbox",
-    "PipelineRun",
     "PipelineRunner",
+    "PipelineStart",
     "QuestionGenerator",
     "RateStore",
     "ResolveJudge",
@@ -302,8 +302,8 @@ class EpisodeStore(Protocol):
 
     def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, user) pairs with a pending episode, sorted; of one tenant, or of all (a
-        backfill of every user: the CLI without `--user`, the AWS schedule). DynamoDB scans
-        the turns table for them."""
+        backfill of every user: the CLI without `--user`, the AWS schedule), from an index of
+        the pending episodes alone (DynamoDB: the sparse `pending_episodes` GSI)."""
 
     def expire(self, now: float) -> list[Episode]:
         """Delete the episodes whose expiry has passed by `now`, each with an outbox row so
@@ -513,16 +513,16 @@ class CandidateVerifier(Protocol):
 
 
 @dataclass(frozen=True)
-class PipelineRun:
-    """How one state machine execution ended: `error` names the failure when not succeeded."""
+class PipelineStart:
+    """Whether a state machine execution started: `error` names why not."""
 
-    succeeded: bool
+    started: bool
     error: str | None = None
 
 
 class PipelineRunner(Protocol):
-    def run(self, name: str, payload: str) -> PipelineRun:
-        """Run the pipeline state machine on `payload` (JSON) and wait for it to end."""
+    def start(self, name: str, payload: str) -> PipelineStart:
+        """Start the pipeline state machine on `payload` (JSON); waits for the start only."""
         ...
 
 
