@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.edit.ports import MemoryDeletion
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -266,6 +267,9 @@ class Adapters(ABC):
     def rollbacks(self) -> TraceRollback: ...
 
     @abstractmethod
+    def deletions(self) -> MemoryDeletion: ...
+
+    @abstractmethod
     def portability(self) -> UserPortability: ...
 
 
@@ -384,6 +388,11 @@ class _DynamoAdapters(Adapters):
 
         return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.aws.dynamodb_delete import DynamoMemoryDeletion
+
+        return DynamoMemoryDeletion(self.dynamodb, self._store_tables(), self.env.spans_table)
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.aws.dynamodb_portability import (
             DynamoPortability,
@@ -488,6 +497,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 
         return SqliteTraceRollback(self.database)
+
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.sqlite.delete import SqliteMemoryDeletion
+
+        return SqliteMemoryDeletion(self.database)
 
     def portability(self) -> UserPortability:
         from memwrite.adapters.sqlite.portability import SqlitePortability
