@@ -22,7 +22,7 @@ from memwrite.change_events import ChangeEvent, WebhookDelivery
 from memwrite.config import Settings, TenantOverrides, Webhook
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
-from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
@@ -434,9 +434,9 @@ class MemoryIndex(Protocol):
         k: int,
         *,
         filter: IndexFilter | None = None,
-        bm25_weight: float = DEFAULT_BM25_WEIGHT,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[IndexHit]:
-        """The top `k` of `bm25` and `knn` (k each) fused by `fuse_hybrid`."""
+        """The top `k` of `bm25` and `knn` (k each) fused by `fuse_hybrid` with `fusion`."""
 
     def count(self, tenant: str, user_id: str) -> int:
         """How many memories of the user are indexed."""
@@ -547,8 +547,8 @@ class QuestionGenerator(Protocol):
 class SearchIndexSetup(Protocol):
     """The deploy-time step of a search server: the index mapping and the hybrid pipeline."""
 
-    def ensure_index(self, bm25_weight: float) -> None:
-        """Create (or update) the hybrid search pipeline and create the index when absent.
+    def ensure_index(self, fusion: Fusion) -> None:
+        """Create (or update) the hybrid search pipeline of `fusion` and the index when absent.
 
         Idempotent: safe on every deploy; an existing index (and its documents) is kept.
         Raises `IndexUnavailable` when the server refuses or cannot be reached."""

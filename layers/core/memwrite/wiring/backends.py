@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
@@ -66,6 +66,7 @@ __all__ = [
     "build_embedder",
     "build_index",
     "build_llm",
+    "offline_embedder",
     "opensearch_index",
 ]
 
@@ -188,9 +189,11 @@ class Adapters(ABC):
         return self._once("embedder", lambda: build_embedder(self.env))
 
     def similarity_embedder(self) -> Embedder:
-        from memwrite.embedder import HashingEmbedder
-
-        return HashingEmbedder()
+        """Dedupe's embedder (`pipeline.dedupe.embedder`), built once."""
+        return self._once(
+            "similarity_embedder",
+            lambda: offline_embedder(self.settings.pipeline.dedupe.embedder, None),
+        )
 
     def search_index(self) -> MemoryIndex:
         return self._once("search_index", lambda: build_index(self.env, self.embedder().dimension))
@@ -563,7 +566,7 @@ def build_llm(
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
-    """The index's embedder: Titan v2 on Bedrock, or the hashing embedder offline."""
+    """The index's embedder: Titan v2 on Bedrock, or WordLlama or hashing offline."""
     search = env.settings.pipeline.search
     if search.embedder == "bedrock":
         from memwrite.adapters.aws.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
@@ -571,9 +574,19 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
         return BedrockEmbedder(
             bedrock_runtime_client(env.aws_region, env.aws_endpoint_url),
             model_id=search.bedrock_model,
-            dimension=search.embedding_dimension,
+            dimension=search.dimension,
             normalize=search.embedding_normalize,
         )
+    return offline_embedder(search.embedder, search.dimension)
+
+
+def offline_embedder(name: Literal["wordllama", "hashing"], dimension: int | None) -> Embedder:
+    """An embedder that never leaves the process: WordLlama's packaged model (at `dimension`,
+    None: its full 256) or the hashing embedder (always 384)."""
+    if name == "wordllama":
+        from memwrite.adapters.wordllama_embedder import WordLlamaEmbedder
+
+        return WordLlamaEmbedder() if dimension is None else WordLlamaEmbedder(dimension)
     from memwrite.embedder import HashingEmbedder
 
     return HashingEmbedder()
@@ -597,11 +610,13 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
 
 def opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
+    from memwrite.read.query import memory_fusion
 
     client = signed_client(endpoint, env.aws_region, env.opensearch_service)
     return OpenSearchIndex(
         client,
         env.opensearch_index,
         dimension=dimension,
+        pipeline_fusion=memory_fusion(env.settings.pipeline),
         serverless=env.opensearch_service == "aoss",
     )
