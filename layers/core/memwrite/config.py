@@ -226,6 +226,7 @@ class WebhookEvent(StrEnum):
     MEMORY_UPDATED = "memory.updated"  # merged, re-scored, pinned, restored
     MEMORY_EXPIRED = "memory.expired"  # past its expires_at
     MEMORY_ERASED = "memory.erased"  # rolled back or erased
+    MEMORY_DELETED = "memory.deleted"  # deleted by its id (DELETE /v1/memories/{memory_id})
     USER_ERASED = "user.erased"  # the user's erasure (DELETE /v1/users/{user_id})
 
 
@@ -314,10 +315,14 @@ class ExtractConfig(_Frozen):
 
 
 class DedupeConfig(_Frozen):
+    # Tier 2's similarity measure, whatever the index's embedder: the band below is calibrated
+    # on it (tests/benchmarks/dedupe_band.py). wordllama needs the `local` extra, which the
+    # Lambda layer leaves out: the AWS settings choose hashing with its own band (0.92, 0.80).
+    embedder: Literal["wordllama", "hashing"] = "wordllama"
     # Tier 2: cosine similarity at or above this merges into the existing memory.
-    dedupe_merge_threshold: float = Field(default=0.92, ge=0, le=1)
+    dedupe_merge_threshold: float = Field(default=0.81, ge=0, le=1)
     # Tier 2: below this the candidate is a new memory; in between, the LLM judge decides.
-    dedupe_distinct_threshold: float = Field(default=0.80, ge=0, le=1)
+    dedupe_distinct_threshold: float = Field(default=0.71, ge=0, le=1)
     # Nearest existing memories compared with a candidate.
     neighbours: int = 5
 
@@ -379,19 +384,52 @@ class ScoringConfig(_Frozen):
     task_ttl_days: int = Field(default=14, ge=1)
 
 
+# The dimensions each embedder can give, and the one it gives unless told.
+_EMBEDDING_DIMENSIONS: dict[str, frozenset[int]] = {
+    "wordllama": frozenset({64, 128, 256}),
+    "hashing": frozenset({384}),
+    "bedrock": frozenset({256, 512, 1024}),
+}
+_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 1024}
+
+
 class SearchConfig(_Frozen):
     # Search's default confidence floor.
     min_confidence: float = 0.4
     hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
+    # How a memory's BM25 and kNN ranks are combined: rrf (reciprocal-rank fusion) or min_max
+    # (scores min-max normalised, then averaged); OpenSearch runs the same (docs/search.md).
+    fusion: Literal["rrf", "min_max"] = "rrf"
     bm25_weight: float = Field(default=0.3, ge=0, le=1)  # the rest goes to the vectors
-    # Index embeddings: the hashing embedder offline, Titan Text Embeddings v2 on AWS. The
-    # index and every query must use the same one (and dimension).
-    embedder: Literal["hashing", "bedrock"] = "hashing"
+    # rrf: a hit's share of a list is weight / (rank_constant + rank), for memories and episodes.
+    rank_constant: int = Field(default=60, ge=1, le=10_000)
+    # Index embeddings: WordLlama offline (static token embeddings packaged in its wheel,
+    # never downloaded), hashing (word features, no meaning), Titan Text Embeddings v2 on AWS.
+    # The index and every query must use the same one (and dimension).
+    embedder: Literal["wordllama", "hashing", "bedrock"] = "wordllama"
     # The Titan model when embedder is bedrock.
     bedrock_model: str = "amazon.titan-embed-text-v2:0"
-    embedding_dimension: Literal[256, 512, 1024] = 1024  # Titan v2's sizes; hashing: 384
+    # None: the embedder's own (wordllama 256, bedrock 1024). wordllama takes 64, 128 or 256
+    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384.
+    embedding_dimension: Literal[64, 128, 256, 512, 1024] | None = None
     # Normalise Titan vectors.
     embedding_normalize: bool = True
+
+    @model_validator(mode="after")
+    def _dimension_fits_embedder(self) -> Self:
+        allowed = _EMBEDDING_DIMENSIONS[self.embedder]
+        if self.embedding_dimension is not None and self.embedding_dimension not in allowed:
+            raise ValueError(
+                f"embedding_dimension {self.embedding_dimension} does not fit embedder "
+                f"{self.embedder!r}: one of {sorted(allowed)}"
+            )
+        return self
+
+    @property
+    def dimension(self) -> int:
+        """The index's vector dimension: the one set, else the embedder's own."""
+        return self.embedding_dimension or _DEFAULT_DIMENSIONS[self.embedder]
+
     # The embedded index in a file (`memwrite serve`, the local runner): FTS5 tables its
     # connection opens before it is reopened, and users' vector partitions it keeps in memory
     # (the least recently searched is reloaded from SQLite when needed again).
@@ -411,9 +449,12 @@ class EpisodesConfig(_Frozen):
     # An episode's fused score is multiplied by this before it is ranked beside memories: a
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
-    # Episodes are the user's own words, long and unedited: exact words find them, and the
-    # offline hashing embedder only adds noise to BM25 (measured: docs/episodes.md). With
-    # Titan embeddings on AWS, lower it to blend in the content vector.
+    # How an episode's BM25 and kNN ranks are combined (as `search.fusion`, with its
+    # `rank_constant`). Episodes are the user's own words, long and unedited: BM25 finds their
+    # exact words, and WordLlama's vectors add what a query says in other words (measured:
+    # docs/episodes.md). With the hashing embedder, set bm25_weight 1.0: its vectors only add
+    # noise to BM25.
+    fusion: Literal["rrf", "min_max"] = "rrf"
     bm25_weight: float = Field(default=1.0, ge=0, le=1)
 
     @property

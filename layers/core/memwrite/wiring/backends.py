@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.budget import BudgetStore, ModelBudget
+    from memwrite.edit.ports import MemoryDeletion
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -65,6 +66,7 @@ __all__ = [
     "build_embedder",
     "build_index",
     "build_llm",
+    "offline_embedder",
     "opensearch_index",
 ]
 
@@ -187,9 +189,11 @@ class Adapters(ABC):
         return self._once("embedder", lambda: build_embedder(self.env))
 
     def similarity_embedder(self) -> Embedder:
-        from memwrite.embedder import HashingEmbedder
-
-        return HashingEmbedder()
+        """Dedupe's embedder (`pipeline.dedupe.embedder`), built once."""
+        return self._once(
+            "similarity_embedder",
+            lambda: offline_embedder(self.settings.pipeline.dedupe.embedder, None),
+        )
 
     def search_index(self) -> MemoryIndex:
         return self._once("search_index", lambda: build_index(self.env, self.embedder().dimension))
@@ -288,6 +292,9 @@ class Adapters(ABC):
 
     @abstractmethod
     def rollbacks(self) -> TraceRollback: ...
+
+    @abstractmethod
+    def deletions(self) -> MemoryDeletion: ...
 
     @abstractmethod
     def portability(self) -> UserPortability: ...
@@ -415,6 +422,11 @@ class _DynamoAdapters(Adapters):
 
         return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.aws.dynamodb_delete import DynamoMemoryDeletion
+
+        return DynamoMemoryDeletion(self.dynamodb, self._store_tables(), self.env.spans_table)
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.aws.dynamodb_portability import (
             DynamoPortability,
@@ -525,6 +537,11 @@ class _SqliteAdapters(Adapters):
 
         return SqliteTraceRollback(self.database)
 
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.sqlite.delete import SqliteMemoryDeletion
+
+        return SqliteMemoryDeletion(self.database)
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.sqlite.portability import SqlitePortability
 
@@ -549,7 +566,7 @@ def build_llm(
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
-    """The index's embedder: Titan v2 on Bedrock, or the hashing embedder offline."""
+    """The index's embedder: Titan v2 on Bedrock, or WordLlama or hashing offline."""
     search = env.settings.pipeline.search
     if search.embedder == "bedrock":
         from memwrite.adapters.aws.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
@@ -557,9 +574,19 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
         return BedrockEmbedder(
             bedrock_runtime_client(env.aws_region, env.aws_endpoint_url),
             model_id=search.bedrock_model,
-            dimension=search.embedding_dimension,
+            dimension=search.dimension,
             normalize=search.embedding_normalize,
         )
+    return offline_embedder(search.embedder, search.dimension)
+
+
+def offline_embedder(name: Literal["wordllama", "hashing"], dimension: int | None) -> Embedder:
+    """An embedder that never leaves the process: WordLlama's packaged model (at `dimension`,
+    None: its full 256) or the hashing embedder (always 384)."""
+    if name == "wordllama":
+        from memwrite.adapters.wordllama_embedder import WordLlamaEmbedder
+
+        return WordLlamaEmbedder() if dimension is None else WordLlamaEmbedder(dimension)
     from memwrite.embedder import HashingEmbedder
 
     return HashingEmbedder()
@@ -583,11 +610,13 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
 
 def opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
+    from memwrite.read.query import memory_fusion
 
     client = signed_client(endpoint, env.aws_region, env.opensearch_service)
     return OpenSearchIndex(
         client,
         env.opensearch_index,
         dimension=dimension,
+        pipeline_fusion=memory_fusion(env.settings.pipeline),
         serverless=env.opensearch_service == "aoss",
     )

@@ -123,6 +123,9 @@ CREATE TABLE IF NOT EXISTS episodes (
     doc TEXT NOT NULL, PRIMARY KEY (tenant, user_id, turn_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS episodes_by_time ON episodes (tenant, user_id, sort_key);
 CREATE INDEX IF NOT EXISTS episodes_by_expiry ON episodes (expires_at);
+-- Who has a pending episode (the backfill of every user), without reading the others.
+CREATE INDEX IF NOT EXISTS episodes_pending ON episodes (tenant, user_id)
+    WHERE status = 'pending';
 CREATE TABLE IF NOT EXISTS queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     turn_id TEXT NOT NULL UNIQUE, message_group TEXT NOT NULL, body TEXT NOT NULL,
