@@ -9,9 +9,10 @@ import pytest
 
 from infra.access import LLM_CALLERS
 from infra.stack import construct_id
+from memwrite.config import load_settings
 from memwrite.schema import BUDGET, TTL_ATTRIBUTE
 from tests.infrastructure.conftest import Synthesized
-from tests.infrastructure.test_stacks import ENVS, _actions_on, resources
+from tests.infrastructure.test_stacks import ENVS, _actions_on, definition, resources
 
 BUDGET_TABLE_PREFIX = "TablesBudget"
 
@@ -78,3 +79,26 @@ def test_turns_deferred_for_want_of_budget_raise_an_alarm(
     assert {"Name": "Stage", "Value": "extract"} in properties["Dimensions"]
     assert properties["Threshold"] == 1
     assert properties["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_a_batch_waits_for_the_budget_in_the_state_machine_long_enough_to_defer(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the deployed settings' wait for the model budget
+    settings = load_settings({"MEMWRITE_CONFIG": f"infra/settings/{env}.json"})
+    max_wait_s = settings.pipeline.model.max_wait_s
+    # When the extract task's retriers are read
+    states = definition(synthesized[env])["States"]["Batches"]["ItemProcessor"]["States"]
+    retry = states["extract"]["Retry"][0]
+    # Then BudgetWait is retried first, without jitter, for longer than max_wait_s in all: the
+    # last attempt finds the wait over and defers the batch as episodes (never the DLQ)
+    assert retry["ErrorEquals"] == ["BudgetWait"]
+    assert "JitterStrategy" not in retry or retry["JitterStrategy"] == "NONE"
+    delay, waited = float(retry["IntervalSeconds"]), 0.0
+    for _ in range(retry["MaxAttempts"] - 1):
+        waited += delay
+        delay = min(delay * retry["BackoffRate"], retry["MaxDelaySeconds"])
+    assert waited >= max_wait_s
+    # And the whole wait fits an Express execution (5 minutes) with time left for the stages
+    assert waited + delay < 300

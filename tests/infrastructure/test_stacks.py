@@ -70,8 +70,10 @@ def test_every_stage_task_retries_transient_errors_and_catches_the_rest(
     states = definition(synthesized[env])["States"]["Batches"]["ItemProcessor"]["States"]
     for stage in pipeline_stages():
         task = states[stage.name]
-        # Then Retry names every TransientError subclass and the Lambda service errors
-        (retry,) = task["Retry"]
+        # Then Retry names every TransientError subclass and the Lambda service errors (after
+        # the wait for the model budget: tests/infrastructure/test_model_budget_infra.py)
+        budget_wait, retry = task["Retry"]
+        assert budget_wait["ErrorEquals"] == ["BudgetWait"]
         assert set(retry["ErrorEquals"]) == {*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS}
         assert "WriteConflict" in retry["ErrorEquals"] and "LlmUnavailable" in retry["ErrorEquals"]
         assert retry["IntervalSeconds"] >= 1  # moto and AWS both require it
