@@ -270,8 +270,13 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     started = time.perf_counter()
     extract_config = config.extract
     turns = payload.turns
-    # SQS may deliver the same message twice in one batch: one turn id, one turn.
-    unique = {turn.turn_id: turn for turn in turns}
+    # A live batch waits for the model budget up to `model.max_wait_s` after it was accepted;
+    # past that it is deferred (DeferredBudget). A backfill never waits here.
+    waited_s = _waited_s(turns, deps.clock())
+    # SQS may deliver the same message twice in one batch: one turn id, one turn. When it was
+    # accepted is the queue's business: the session log and episodes keep the turn as said, so
+    # a redelivered or re-sent turn stores the same.
+    unique = {turn.turn_id: turn.model_copy(update={"accepted_at": None}) for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
     batch = [
         BatchTurn(
@@ -283,9 +288,6 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         )
         for t in ordered
     ]
-    # A live batch waits in the queue for the model budget up to `model.max_wait_s` after it
-    # was accepted; past that it is deferred (DeferredBudget). A backfill never waits here.
-    waited_s = _waited_s(ordered, deps.clock())
     defer_on_budget = not payload.backfill and waited_s >= config.model.max_wait_s
     direct = [turn for turn in ordered if turn.direct is not None]
     inferred = [turn for turn in batch if unique[turn.turn_id].direct is None]
