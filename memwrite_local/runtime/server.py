@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
@@ -44,6 +45,7 @@ WORKER_STOP_GRACE_SECS = 4.0
 BACKFILL_POLL_SECS = 30.0
 _READ_CHUNK = 65_536
 DOCS_PATHS = frozenset({"/docs", "/docs/"})
+_IMPORT_PATH = re.compile(r"/v1/users/[^/]+/import")
 
 
 def api_explorer_html(spec: str) -> str:
@@ -215,6 +217,8 @@ class LocalServer(ThreadingHTTPServer):
         max_body_bytes: int,
         serialize_pipeline: bool,
         socket_timeout_secs: float,
+        *,
+        max_import_bytes: int,
     ) -> None:
         # The handlers' Powertools resolvers keep the current event on a module-level object:
         # API calls take turns. moto is not thread-safe at all: then the worker waits too.
@@ -222,6 +226,8 @@ class LocalServer(ThreadingHTTPServer):
         self.runner = runner
         self.api_lock = api_lock
         self.max_body_bytes = max_body_bytes
+        # An import takes back what an export gave: its own, larger limit.
+        self.max_import_bytes = max(max_import_bytes, max_body_bytes)
         self.socket_timeout_secs = socket_timeout_secs
         guard = api_lock if serialize_pipeline else nullcontext()
         self.delivery_worker = DeliveryWorker(runner, guard)
@@ -301,6 +307,8 @@ class _ApiHandler(BaseHTTPRequestHandler):
             self._refuse(HTTPStatus.BAD_REQUEST, "Content-Length", "not a non-negative integer")
             return None
         length, limit = int(declared), self.server.max_body_bytes
+        if self.command == "POST" and _IMPORT_PATH.fullmatch(urlsplit(self.path).path):
+            limit = self.server.max_import_bytes
         if length > limit:
             self._refuse(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
@@ -385,10 +393,17 @@ def make_server(
     host: str = "127.0.0.1",
     *,
     max_body_bytes: int,
+    max_import_bytes: int | None = None,
     serialize_pipeline: bool = False,
     socket_timeout_secs: float = SOCKET_TIMEOUT_SECS,
 ) -> LocalServer:
-    """The API on (host, port) with its workers started; `server_close` stops them all."""
+    """The API on (host, port) with its workers started; `server_close` stops them all.
+    `max_import_bytes` (default: `max_body_bytes`) bounds an import's body."""
     return LocalServer(
-        (host, port), runner, max_body_bytes, serialize_pipeline, socket_timeout_secs
+        (host, port),
+        runner,
+        max_body_bytes,
+        serialize_pipeline,
+        socket_timeout_secs,
+        max_import_bytes=max_import_bytes or max_body_bytes,
     )

@@ -143,6 +143,11 @@ class IngestLimits(_Frozen):
     max_chars_per_turn: int = Field(default=16_000, ge=1)
     # A larger body: 413, checked before it is parsed.
     max_body_bytes: int = Field(default=262_144, ge=1)
+    # A larger import body (POST /v1/users/{user_id}/import, `memwrite serve`): 413. On AWS
+    # the function's 6 MB request payload caps it, above the 5 MiB an export answers inline.
+    max_import_bytes: int = Field(default=67_108_864, ge=1)
+    # A longer line of an import (HTTP or `memwrite import`): refused at once, unparsed.
+    max_import_line_bytes: int = Field(default=1_048_576, ge=1_024)
     # A turn dated later than receive time + this is refused: it would stay "current" forever.
     max_clock_skew_secs: int = Field(default=86_400, ge=0)
 
@@ -179,6 +184,27 @@ def _topic_names(names: frozenset[str] | None) -> frozenset[str] | None:
 
 MAX_INSTRUCTIONS_CHARS = 2_000
 MAX_TENANT_TOPICS = 50
+MAX_TOPIC_TERMS = 500  # per topic
+_TERM_CHARS = 64
+
+
+def _topic_terms(
+    vocabularies: dict[str, tuple[str, ...]] | None,
+) -> dict[str, tuple[str, ...]] | None:
+    """`{topic: terms}`: topic names as extraction writes them; each term one line of words."""
+    if vocabularies is None:
+        return None
+    if len(vocabularies) > MAX_TENANT_TOPICS:
+        raise ValueError(f"at most {MAX_TENANT_TOPICS} topics")
+    checked: dict[str, tuple[str, ...]] = {}
+    for name, terms in vocabularies.items():
+        if len(terms) > MAX_TOPIC_TERMS:
+            raise ValueError(f"at most {MAX_TOPIC_TERMS} terms per topic")
+        normalised = tuple(" ".join(term.split()).lower() for term in terms)
+        if any(not term or len(term) > _TERM_CHARS for term in normalised):
+            raise ValueError(f"a term is 1 to {_TERM_CHARS} characters")
+        checked[_topic_name(name)] = normalised
+    return checked
 
 
 class TopicDefinition(_Frozen):
@@ -201,11 +227,16 @@ class ExtractionOverrides(_Frozen):
     topics: tuple[TopicDefinition, ...] | None = Field(default=None, max_length=MAX_TENANT_TOPICS)
     # Only candidates of these topics are kept (else ExcludedTopic{topic}); unset: all.
     include_topics: frozenset[str] | None = None
-    # Candidates of these topics are dropped: ExcludedTopic{topic}.
+    # Candidates of these topics are dropped: ExcludedTopic{topic}; offline, so are the turns
+    # their vocabulary marks (never kept as episodes); a change removes what is stored of them.
     exclude_topics: frozenset[str] | None = None
+    # Words and phrases (base form; inflections match too) that mark a turn as of a topic,
+    # beside the built-in vocabulary: {"health": ["dialysis", "stoma bag"]}.
+    topic_terms: dict[str, tuple[str, ...]] | None = None
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
     _sets = field_serializer("include_topics", "exclude_topics")(_sorted)
+    _terms = field_validator("topic_terms")(_topic_terms)
 
     @field_validator("topics")
     @classmethod
@@ -299,10 +330,14 @@ class ExtractConfig(_Frozen):
     topics: tuple[TopicDefinition, ...] = ()
     # Only candidates of these topics are kept; unset: all (ExcludedTopic{topic}).
     include_topics: frozenset[str] | None = None
-    # Candidates of these topics are dropped (ExcludedTopic{topic}).
+    # Candidates of these topics are dropped (ExcludedTopic{topic}); offline, so are the turns
+    # their vocabulary marks (never kept as episodes).
     exclude_topics: frozenset[str] = frozenset()
+    # Terms that mark a turn as of a topic, beside the built-in vocabulary (memwrite.topics).
+    topic_terms: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
+    _terms = field_validator("topic_terms")(_topic_terms)
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
             # USD per million (input, output) tokens, list prices, by undated model name;

@@ -42,8 +42,10 @@ from memwrite.ids import new_trace_id
 from memwrite.models import SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
+from memwrite.reasons import ExcludedTopic
 from memwrite.stages import pipeline_stages
 from memwrite.tenants.configs import TenantConfigs
+from memwrite.topics import withheld_turn, withhold_words
 
 __all__ = [
     "BackfillDeps",
@@ -238,6 +240,7 @@ def backfill_user(
             if item.memory_id is not None and item.outcome is not None:
                 produced.setdefault(item.turn_id, []).append(item.memory_id)
         reasons = _reject_reasons(tenant, trace_id, deps)
+        excluded = _excluded_turns(tenant, trace_id, config, deps)
         finished: list[Episode] = []
         for episode in batch:
             if episode.turn_id in deferred:
@@ -245,6 +248,11 @@ def backfill_user(
                 continue
             ids = sorted(set(produced.get(episode.turn_id, [])))
             memory_ids.extend(ids)
+            if episode.turn_id in excluded:
+                # The model put it under an excluded topic: its words go, the episode expires.
+                topic = excluded[episode.turn_id]
+                finished.append(_withheld(episode, topic, ids, trace_id, deps.clock()))
+                continue
             finished.append(
                 episode.model_copy(
                     update={
@@ -257,6 +265,13 @@ def backfill_user(
             )
         # Batch by batch: a failure later leaves what is done marked, the rest pending.
         deps.episodes.update_episodes(finished)
+        if excluded:
+            # The words the pre-filter recorded for the live turn go too (its trace's inputs).
+            withheld = [e.turn for e in batch if e.turn_id in excluded]
+            withhold_words(withheld, excluded, deps.ledger, deps.clock())
+            # Deleted now where the store sweeps (SQLite, its index document with it); on
+            # DynamoDB by its TTL, and no read returns it meanwhile.
+            deps.episodes.expire(deps.clock())
         done.extend(finished)
     return BackfillResult(
         user_id=user_id,
@@ -267,6 +282,35 @@ def backfill_user(
         remaining=remaining,
         memory_ids=sorted(set(memory_ids)),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+
+
+def _excluded_turns(
+    tenant: str, trace_id: str, config: PipelineConfig, deps: BackfillDeps
+) -> dict[str, str]:
+    """turn id -> the excluded topic extraction found in it (docs/design.md §2)."""
+    found: dict[str, str] = {}
+    for span in deps.spans.spans_of(tenant, trace_id):
+        reason = span.reason
+        if isinstance(reason, ExcludedTopic) and reason.topic in config.extract.exclude_topics:
+            found[span.item_id.split(":", 1)[0]] = reason.topic
+    return found
+
+
+def _withheld(
+    episode: Episode, topic: str, memory_ids: list[str], trace_id: str, now: float
+) -> Episode:
+    """The episode of an excluded topic: its words replaced, expired at once (its candidates
+    of other topics, if any, were stored as memories)."""
+    return episode.model_copy(
+        update={
+            "turn": withheld_turn(episode.turn, topic),
+            "status": EpisodeStatus.EXTRACTED,
+            "memory_ids": memory_ids,
+            "outcome": "ExcludedTopic",
+            "backfill_trace_id": trace_id,
+            "expires_at": int(now) - 1,
+        }
     )
 
 
