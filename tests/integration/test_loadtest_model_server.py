@@ -54,23 +54,31 @@ def test_an_answer_is_a_recorded_extraction_metered_by_the_request(clock: Virtua
 
 
 def test_max_tokens_is_charged_at_the_start_and_refunded_at_the_end(clock: VirtualClock) -> None:
-    # Given 10,000 output tokens a minute
-    for server, client in _serve(clock, limits=ModelLimits(output_tokens_per_minute=10_000)):
-        # When calls each reserve 4,000 output tokens but use a few hundred
-        for _ in range(5):
+    # Given 10,000 output tokens a minute, each call lasting 3 simulated seconds
+    limits = ModelLimits(output_tokens_per_minute=10_000)
+    for server, client in _serve(clock, limits=limits, burst_floor=0, call_latency_s=3):
+        # When two calls at once each reserve 4,000 output tokens, a third is refused
+        client.messages.create(**_params(max_tokens=4_000))
+        client.messages.create(**_params(max_tokens=4_000))
+        with pytest.raises(anthropic.RateLimitError):
             client.messages.create(**_params(max_tokens=4_000))
-        # Then they all pass (the unused reservation comes back) ...
-        assert server.meter.rate_limited == 0
-        # ... but one reserving more than is left is refused with a 429 and a retry-after
+        # Then once they have ended, what they did not use is back: more calls pass ...
+        clock.advance_to(clock.now + 3)
+        for _ in range(2):
+            client.messages.create(**_params(max_tokens=4_000))
+            clock.advance_to(clock.now + 3)
+        assert server.meter.rate_limited == 1
+        # ... but with one in flight, one reserving more than is left gets a 429 and a retry-after
+        client.messages.create(**_params(max_tokens=4_000))
         with pytest.raises(anthropic.RateLimitError) as refused:
             client.messages.create(**_params(max_tokens=9_900))
         retry_after = int(refused.value.response.headers["retry-after"])
         assert 1 <= retry_after <= 60
-        assert server.meter.rate_limited == 1
+        assert server.meter.rate_limited == 2
         # And after that long on the clock it passes
         clock.advance_to(clock.now + retry_after)
         client.messages.create(**_params(max_tokens=9_900))
-        assert server.meter.model_calls == 7
+        assert server.meter.model_calls == 8
 
 
 def test_requests_per_minute_refill_with_the_clock(clock: VirtualClock) -> None:
