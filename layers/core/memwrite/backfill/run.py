@@ -12,7 +12,9 @@ no-op. A turn the model fails on again stays `pending`.
 
 A call may be given a time budget (the HTTP route: what its Lambda has left, less a reserve):
 once it is spent no further batch starts, the result counts the episodes left `remaining`
-(still pending), and the next call goes on from there.
+(still pending), and the next call goes on from there. Its model calls are charged to the
+backfill lane of the model budget (`memwrite.budget`: spare capacity only); once the budget
+has no room, no further batch starts either, and the rest is `remaining` too.
 """
 
 from __future__ import annotations
@@ -26,9 +28,16 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config import PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
-from memwrite.errors import InvalidQuery, MemwriteError, ModelRequired, UnknownUser
+from memwrite.errors import (
+    BudgetExhausted,
+    InvalidQuery,
+    MemwriteError,
+    ModelRequired,
+    UnknownUser,
+)
 from memwrite.ids import new_trace_id
 from memwrite.models import SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
@@ -201,18 +210,28 @@ def backfill_user(
     done: list[Episode] = []
     memory_ids: list[str] = []
     still_pending = remaining = 0
+    no_room = False
     for index, batch in enumerate(_batches(pending)):
         spent = time.perf_counter() - started
-        if index > 0 and budget_secs is not None and spent >= budget_secs:
+        if no_room or (index > 0 and budget_secs is not None and spent >= budget_secs):
             remaining += len(batch)
             continue
         turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
         payload: Any = ExtractInput(turns=turns, backfill=True)
         deferred: set[str] = set()
-        for stage in pipeline_stages():
-            payload = stage.run(payload, config, deps.stage_deps(stage.name))
-            if isinstance(payload, ExtractOutput):
-                deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
+        try:
+            with calling_for(caller_of(tenant, config.model, Lane.BACKFILL)):
+                for stage in pipeline_stages():
+                    payload = stage.run(payload, config, deps.stage_deps(stage.name))
+                    if isinstance(payload, ExtractOutput):
+                        deferred = {
+                            t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED
+                        }
+        except BudgetExhausted:
+            # Extraction raises it before writing anything: the batch stays pending as is.
+            no_room = True
+            remaining += len(batch)
+            continue
         assert isinstance(payload, ItemsPayload)
         produced: dict[str, list[str]] = {}
         for item in payload.items:
