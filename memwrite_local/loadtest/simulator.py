@@ -17,6 +17,7 @@ backfill unless one is scheduled (off by default).
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -114,24 +115,29 @@ def _api_keys(tenants: Sequence[str]) -> dict[str, str]:
 
 
 def _settings(options: LoadOptions, limits: ModelLimits | None) -> dict[str, Any]:
-    """The deployment's settings file: the model budget and backfill lane, where this build
-    has them (their sections in `PipelineConfig`)."""
+    """The deployment's settings file: the model budget (`pipeline.model`, off with
+    `--no-budget`, which also restores the extraction's limits from before it) and the
+    backfill lane (`pipeline.backfill.mode`, where this build has it)."""
     from memwrite.config import PipelineConfig
 
     pipeline: dict[str, Any] = {}
-    if options.no_budget:  # the extraction's limits from before the budget (issue 29)
-        pipeline["extract"] = {"max_output_tokens": 8_192, "max_retries": 3}
     if "backfill" in PipelineConfig.model_fields:
         pipeline["backfill"] = {"mode": options.backfill_mode.value}
-    if "model" in PipelineConfig.model_fields:
-        model: dict[str, Any] = {"budget_enabled": not options.no_budget}
-        if limits is not None:
-            model["limits"] = {
-                "requests_per_minute": limits.requests_per_minute,
-                "input_tokens_per_minute": limits.input_tokens_per_minute,
-                "output_tokens_per_minute": limits.output_tokens_per_minute,
-            }
-        pipeline["model"] = model
+    if options.no_budget:
+        pipeline["extract"] = {"max_output_tokens": 8_192, "max_retries": 3}
+        pipeline["model"] = {"budget_enabled": False}
+        return {"pipeline": pipeline}
+    model: dict[str, Any] = {"budget_enabled": True}
+    if limits is not None and limits.requests_per_minute is not None:
+        per_minute = {
+            "requests_per_minute": limits.requests_per_minute,
+            "input_tokens_per_minute": limits.input_tokens_per_minute,
+            "output_tokens_per_minute": limits.output_tokens_per_minute,
+        }
+        # The budget knows the account's limits as they are: whole numbers, at least 1.
+        known = {name: max(1, math.ceil(value or 1)) for name, value in per_minute.items()}
+        model["limits"] = {"*": known}
+    pipeline["model"] = model
     return {"pipeline": pipeline}
 
 

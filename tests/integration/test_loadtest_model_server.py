@@ -99,7 +99,7 @@ def test_an_outage_answers_529_and_the_sdk_retries_it(clock: VirtualClock) -> No
     # Given an outage from now for ten minutes, and a client retrying twice (sleeps not slept)
     start = clock.now
     with (
-        clock.installed(["anthropic._base_client"]),
+        clock.installed(),
         serving(FakeModelServer(clock=clock.time, outage=(start, start + 600))) as server,
     ):
         client = anthropic.Anthropic(api_key="sk-fake", base_url=server.url, max_retries=2)
