@@ -24,6 +24,7 @@ __all__ = [
     "API_KEYS",
     "API_KEYS_BY_ID",
     "API_KEYS_LISTING",
+    "BUDGET",
     "ENTITIES",
     "ENTITY_FACTS",
     "EXPIRY_DUE",
@@ -221,7 +222,25 @@ def key_listing_shard_of(key_id: str) -> str:
 # `updated_at`. Written by the api function, read by the stages that use settings.
 TENANT_SETTINGS = TableSchema(logical_name="tenant_settings", sort_key=None)
 
-TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX, API_KEYS, TENANT_SETTINGS)
+# pk = one shard of one model-budget bucket (`memwrite.budget`): `model#provider/model#n` or
+# `tenant#tenant#provider/model#n`, n < `pipeline.model.shards`, each holding its part of the
+# limits so that no one item takes every call's conditional write. Attributes: the levels
+# (`r`, `i`, `o`), `at`, the AIMD `f`, `blocked` (retry-after), `decreased`, a version `v`
+# every write is conditioned on, and a TTL (an idle bucket's item goes; absent is full).
+# Written by every function that calls the model.
+BUDGET = TableSchema(logical_name="budget", sort_key=None, ttl_attribute=TTL_ATTRIBUTE)
+
+TABLES = (
+    TURNS,
+    SPANS,
+    MEMORIES,
+    ENTITY_FACTS,
+    ENTITIES,
+    OUTBOX,
+    API_KEYS,
+    TENANT_SETTINGS,
+    BUDGET,
+)
 
 
 class Access(StrEnum):

@@ -157,6 +157,11 @@ CREATE TABLE IF NOT EXISTS api_keys (
 -- schema version 2.
 CREATE TABLE IF NOT EXISTS tenant_settings (
     tenant TEXT PRIMARY KEY, settings TEXT NOT NULL, updated_at TEXT NOT NULL) WITHOUT ROWID;
+-- The model budget's bucket shards (memwrite.budget), also added within schema version 2.
+CREATE TABLE IF NOT EXISTS budget_buckets (
+    key TEXT PRIMARY KEY, version INTEGER NOT NULL, requests REAL NOT NULL,
+    input_tokens REAL NOT NULL, output_tokens REAL NOT NULL, updated_at REAL NOT NULL,
+    factor REAL NOT NULL, blocked_until REAL NOT NULL, decreased_at REAL NOT NULL) WITHOUT ROWID;
 """
 
 

@@ -115,10 +115,11 @@ class SqliteEpisodeStore:
         with self._db.transaction() as connection:
             for episode in episodes:
                 connection.execute(
-                    "UPDATE episodes SET status = ?, doc = ? "
+                    "UPDATE episodes SET status = ?, expires_at = ?, doc = ? "
                     "WHERE tenant = ? AND user_id = ? AND turn_id = ?",
                     (
                         episode.status.value,
+                        episode.expires_at,
                         episode.model_dump_json(),
                         episode.tenant,
                         episode.user_id,
