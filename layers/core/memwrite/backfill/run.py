@@ -40,8 +40,13 @@ __all__ = [
     "BackfillDeps",
     "BackfillRequest",
     "BackfillResult",
+    "Distilled",
     "backfill_pending",
     "backfill_user",
+    "distil_episodes",
+    "extraction_batches",
+    "open_trace",
+    "pending_episodes",
 ]
 
 _log = logging.getLogger(__name__)
@@ -110,9 +115,10 @@ class BackfillDeps:
     clock: Callable[[], float] = field(default=time.time)
 
 
-def _pending(
+def pending_episodes(
     tenant: str, user_id: str, request: BackfillRequest, deps: BackfillDeps
 ) -> list[Episode]:
+    """The user's pending episodes in [since, until], in observation order."""
     found: list[Episode] = []
     cursor: str | None = None
     while True:
@@ -132,7 +138,7 @@ def _pending(
         cursor = page.next_cursor
 
 
-def _batches(episodes: list[Episode]) -> list[list[Episode]]:
+def extraction_batches(episodes: list[Episode]) -> list[list[Episode]]:
     """Consecutive episodes that arrived together (session and request) form one batch."""
     batches: list[list[Episode]] = []
     for episode in episodes:
@@ -173,7 +179,7 @@ def backfill_user(
         raise UnknownUser(user_id)
     if not deps.has_model:
         raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
-    pending = _pending(tenant, user_id, request, deps)
+    pending = pending_episodes(tenant, user_id, request, deps)
     if not pending:
         return BackfillResult(
             user_id=user_id,
@@ -185,60 +191,21 @@ def backfill_user(
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
     trace_id = new_trace_id()
-    first = pending[0].turn
-    deps.ledger.put_trace(
-        TraceRecord(
-            trace_id=trace_id,
-            tenant=tenant,
-            user_id=user_id,
-            session_id=first.session_id,
-            agent_id=first.agent_id,
-            source=first.source.value,
-            created_at=datetime.fromtimestamp(deps.clock(), UTC).isoformat(),
-            turn_ids=tuple(episode.turn_id for episode in pending),
-        )
-    )
+    open_trace(trace_id, pending, deps)
     done: list[Episode] = []
     memory_ids: list[str] = []
     still_pending = remaining = 0
-    for index, batch in enumerate(_batches(pending)):
+    for index, batch in enumerate(extraction_batches(pending)):
         spent = time.perf_counter() - started
         if index > 0 and budget_secs is not None and spent >= budget_secs:
             remaining += len(batch)
             continue
-        turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
-        payload: Any = ExtractInput(turns=turns, backfill=True)
-        deferred: set[str] = set()
-        for stage in pipeline_stages():
-            payload = stage.run(payload, config, deps.stage_deps(stage.name))
-            if isinstance(payload, ExtractOutput):
-                deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
-        assert isinstance(payload, ItemsPayload)
-        produced: dict[str, list[str]] = {}
-        for item in payload.items:
-            if item.memory_id is not None and item.outcome is not None:
-                produced.setdefault(item.turn_id, []).append(item.memory_id)
-        reasons = _reject_reasons(tenant, trace_id, deps)
-        finished: list[Episode] = []
-        for episode in batch:
-            if episode.turn_id in deferred:
-                still_pending += 1
-                continue
-            ids = sorted(set(produced.get(episode.turn_id, [])))
-            memory_ids.extend(ids)
-            finished.append(
-                episode.model_copy(
-                    update={
-                        "status": EpisodeStatus.EXTRACTED,
-                        "memory_ids": ids,
-                        "outcome": None if ids else reasons.get(episode.turn_id, "NoCandidates"),
-                        "backfill_trace_id": trace_id,
-                    }
-                )
-            )
+        distilled = distil_episodes(batch, trace_id, config, deps.stage_deps, deps.spans)
+        still_pending += len(distilled.deferred)
+        memory_ids.extend(distilled.memory_ids)
         # Batch by batch: a failure later leaves what is done marked, the rest pending.
-        deps.episodes.update_episodes(finished)
-        done.extend(finished)
+        deps.episodes.update_episodes(distilled.finished)
+        done.extend(distilled.finished)
     return BackfillResult(
         user_id=user_id,
         trace_id=trace_id,
@@ -251,10 +218,83 @@ def backfill_user(
     )
 
 
-def _reject_reasons(tenant: str, trace_id: str, deps: BackfillDeps) -> dict[str, str]:
+def open_trace(trace_id: str, episodes: list[Episode], deps: BackfillDeps) -> None:
+    """The trace a backfill of one user's episodes runs under (spans, cost, rollback)."""
+    first = episodes[0].turn
+    deps.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=first.tenant,
+            user_id=first.user_id,
+            session_id=first.session_id,
+            agent_id=first.agent_id,
+            source=first.source.value,
+            created_at=datetime.fromtimestamp(deps.clock(), UTC).isoformat(),
+            turn_ids=tuple(episode.turn_id for episode in episodes),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Distilled:
+    finished: list[Episode]  # now `extracted`, each linked to its memories (or its outcome)
+    deferred: list[Episode]  # the model failed on them again: as they were
+    memory_ids: list[str]
+
+
+def distil_episodes(
+    batch: list[Episode],
+    trace_id: str,
+    config: PipelineConfig,
+    stage_deps: Callable[[str], Any],
+    spans: SpanStore,
+) -> Distilled:
+    """One extraction batch of episodes (`extraction_batches`) through every pipeline stage,
+    as the live pipeline runs its turns, under `trace_id`; nothing is written to the episodes
+    (the caller does). The batch lane runs the same with its answers as the model."""
+    tenant = batch[0].tenant
+    turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
+    payload: Any = ExtractInput(turns=turns, backfill=True)
+    deferred: set[str] = set()
+    for stage in pipeline_stages():
+        payload = stage.run(payload, config, stage_deps(stage.name))
+        if isinstance(payload, ExtractOutput):
+            deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
+    assert isinstance(payload, ItemsPayload)
+    produced: dict[str, list[str]] = {}
+    for item in payload.items:
+        if item.memory_id is not None and item.outcome is not None:
+            produced.setdefault(item.turn_id, []).append(item.memory_id)
+    reasons = _reject_reasons(tenant, trace_id, spans)
+    finished: list[Episode] = []
+    memory_ids: list[str] = []
+    for episode in batch:
+        if episode.turn_id in deferred:
+            continue
+        ids = sorted(set(produced.get(episode.turn_id, [])))
+        memory_ids.extend(ids)
+        finished.append(
+            episode.model_copy(
+                update={
+                    "status": EpisodeStatus.EXTRACTED,
+                    "batch_id": None,
+                    "memory_ids": ids,
+                    "outcome": None if ids else reasons.get(episode.turn_id, "NoCandidates"),
+                    "backfill_trace_id": trace_id,
+                }
+            )
+        )
+    return Distilled(
+        finished=finished,
+        deferred=[episode for episode in batch if episode.turn_id in deferred],
+        memory_ids=memory_ids,
+    )
+
+
+def _reject_reasons(tenant: str, trace_id: str, spans: SpanStore) -> dict[str, str]:
     """turn id -> the type of the last rejection on its items (why it produced nothing)."""
     reasons: dict[str, str] = {}
-    for span in deps.spans.spans_of(tenant, trace_id):
+    for span in spans.spans_of(tenant, trace_id):
         if span.result is SpanResult.REJECT and span.reason is not None:
             turn_id = span.item_id.split(":", 1)[0]
             reasons[turn_id] = span.reason.type

@@ -10,16 +10,17 @@ from memwrite.candidate import Candidate
 from memwrite.config import ExtractConfig
 from memwrite.errors import ExtractionFailed, LlmRequestRejected, LlmUnavailable
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
-from memwrite.extract.llm import extract_with_llm, merge_candidates
-from memwrite.extract.rules import extract_with_rules
+from memwrite.extract.llm import extract_with_llm, extraction_prompts, merge_candidates
+from memwrite.extract.rules import RuleExtraction, extract_with_rules
 from memwrite.extract.verifier import verify_extraction
 from memwrite.payloads import Extractor
 from memwrite.ports import CandidateVerifier, ExtractionLlm
+from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import ExcludedTopic, QualityDiscard, Reason, Ungrounded
 from memwrite.usage import LlmUsage
 
-__all__ = ["excluded_topic", "extract_candidates"]
+__all__ = ["excluded_topic", "extract_candidates", "model_prompts"]
 
 
 def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic | None:
@@ -49,6 +50,29 @@ def _triage(
     return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected))
 
 
+def _rule_readings(turns: Sequence[BatchTurn]) -> dict[str, RuleExtraction]:
+    return {
+        turn.turn_id: extract_with_rules(
+            turn.text,
+            role=turn.role.value,
+            observed_at=turn.timestamp,
+            source_turn_id=turn.turn_id,
+        )
+        for turn in turns
+    }
+
+
+def model_prompts(
+    turns: Sequence[BatchTurn], context: Sequence[SessionTurn], config: ExtractConfig
+) -> list[RenderedPrompt]:
+    """The model requests `extract_candidates` makes for this batch when the model answers
+    (none when the rules handle every turn): the batch lane submits these."""
+    if all(found.fully_covered for found in _rule_readings(turns).values()):
+        return []
+    inp = ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context))
+    return extraction_prompts(inp, config)
+
+
 def extract_candidates(
     turns: Sequence[BatchTurn],
     context: Sequence[SessionTurn],
@@ -65,15 +89,7 @@ def extract_candidates(
     With `defer_on_model_failure` (episodes kept), a model that fails after its retries
     defers the turns it was needed for (`model_error`) instead of raising, and a deferred
     turn's rule candidates are dropped: the turn is kept whole, as an episode."""
-    rules = {
-        turn.turn_id: extract_with_rules(
-            turn.text,
-            role=turn.role.value,
-            observed_at=turn.timestamp,
-            source_turn_id=turn.turn_id,
-        )
-        for turn in turns
-    }
+    rules = _rule_readings(turns)
     needs_llm = any(not found.fully_covered for found in rules.values())
     llm_candidates: dict[str, list[Candidate]] = {}
     calls: tuple[LlmUsage, ...] = ()

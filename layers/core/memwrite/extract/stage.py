@@ -33,6 +33,7 @@ from memwrite.errors import (
 from memwrite.extract.candidates import extract_candidates
 from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
+from memwrite.extract.requests import batch_turns, session_context
 from memwrite.ids import content_hash
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import (
@@ -45,7 +46,6 @@ from memwrite.models import (
 )
 from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOutput
 from memwrite.ports import CandidateVerifier, ExtractionLlm, MetricsSink, SessionLog, SpanStore
-from memwrite.prompts.extract import BatchTurn, SessionTurn
 from memwrite.reasons import (
     DeferredModelFailed,
     DeferredNoLLM,
@@ -130,21 +130,6 @@ def _turn_verdict(
     return SpanResult.PASS, None
 
 
-def _context(
-    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog, now: float
-) -> list[SessionTurn]:
-    first = turns[0]
-    earlier = log.recent(
-        first.tenant,
-        first.user_id,
-        first.session_id,
-        session_sort_key(first),
-        config.max_source_turns,
-        now=now,
-    )
-    return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
-
-
 def _episode_of(
     turn: QueuedTurn,
     extraction: TurnExtraction,
@@ -216,16 +201,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     # SQS may deliver the same message twice in one batch: one turn id, one turn.
     unique = {turn.turn_id: turn for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
-    batch = [
-        BatchTurn(
-            turn_id=t.turn_id,
-            role=t.role,
-            text=t.text,
-            timestamp=t.observed_at,
-            in_reply_to=t.context,
-        )
-        for t in ordered
-    ]
+    batch = batch_turns(ordered)
     keep_episodes = config.episodes.keep != "off"
     direct = [turn for turn in ordered if turn.direct is not None]
     inferred = [turn for turn in batch if unique[turn.turn_id].direct is None]
@@ -244,7 +220,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         if inferred:
             extraction = extract_candidates(
                 inferred,
-                _context(ordered, extract_config, deps.session_log, deps.clock()),
+                session_context(ordered, extract_config, deps.session_log, deps.clock()),
                 extract_config,
                 deps.llm,
                 on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),

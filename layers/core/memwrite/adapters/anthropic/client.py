@@ -27,7 +27,7 @@ from memwrite.usage import LlmUsage, report_usage
 
 if TYPE_CHECKING:
     import httpx2
-    from anthropic import Anthropic, AnthropicBedrock
+    from anthropic import Anthropic, AnthropicBedrock, AnthropicError
     from anthropic.types import (
         AssistantMessageParam,
         Message,
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
         OutputConfigParam,
         UserMessageParam,
     )
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
-__all__ = ["ClientOptions", "StructuredClient"]
+__all__ = ["ClientOptions", "StructuredClient", "api_error"]
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
 
@@ -126,43 +127,54 @@ class StructuredClient(Generic[_ResultT]):
         """
         import anthropic
 
-        model = model or self._model
-        # `model` may differ from the configured one: an unpriced one must fail before the call.
-        price_per_mtok(model, self._prices)
-        params = [_message_param(message) for message in messages]
+        params = self.request(system, messages, model=model)
         try:
-            response = self._client.messages.create(
-                model=model,
-                max_tokens=self._max_tokens,
-                system=system,
-                messages=params,
-                output_config=self._output_config,
-            )
-        except anthropic.APIStatusError as exc:
-            if exc.status_code in _TRANSIENT_STATUSES or exc.status_code >= 500:
-                raise LlmUnavailable(f"model API returned {exc.status_code}") from exc
-            raise LlmRequestRejected(
-                f"model API rejected the request with {exc.status_code}", exc.status_code
-            ) from exc
-        except anthropic.APIConnectionError as exc:  # timeouts included
-            raise LlmUnavailable(f"model API unreachable: {type(exc).__name__}") from exc
-        except anthropic.AnthropicError as exc:  # client-side: credentials, configuration
-            raise LlmRequestRejected(f"model call not made: {type(exc).__name__}") from exc
-        usage = LlmUsage(
-            model=response.model,
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
-            cost_usd=cost_usd(
-                model, response.usage.input_tokens, response.usage.output_tokens, self._prices
-            ),
-        )
+            response = self._client.messages.create(**params)
+        except anthropic.AnthropicError as exc:
+            raise api_error(exc) from exc
         try:
-            result = self._parse(response, usage)
+            result, usage = self.answer(response, model=params["model"])
         except MalformedLlmOutput as exc:
             report_usage(exc.usage)
             raise
         report_usage(usage)
         return result, usage
+
+    @property
+    def sdk(self) -> Anthropic | AnthropicBedrock:
+        """The SDK client itself (the batch lane's Message Batches calls go through it)."""
+        return self._client
+
+    def request(
+        self, system: str, messages: Sequence[PromptMessage], *, model: str | None = None
+    ) -> MessageCreateParamsNonStreaming:
+        """The Messages API request `call` sends: a live call and a batched one are the same
+        request (`memwrite.adapters.anthropic.batches`, `memwrite.adapters.aws.bedrock_batches`)."""
+        model = model or self._model
+        # `model` may differ from the configured one: an unpriced one must fail before the call.
+        price_per_mtok(model, self._prices)
+        return {
+            "model": model,
+            "max_tokens": self._max_tokens,
+            "system": system,
+            "messages": [_message_param(message) for message in messages],
+            "output_config": self._output_config,
+        }
+
+    def answer(
+        self, response: Message, *, model: str, price_factor: float = 1.0
+    ) -> tuple[_ResultT, LlmUsage]:
+        """A Messages API answer to a request for `model`, validated, with what it cost
+        (`price_factor` of the list price: a batched call's discount). Raises
+        `MalformedLlmOutput` (with the usage)."""
+        tokens_in, tokens_out = response.usage.input_tokens, response.usage.output_tokens
+        usage = LlmUsage(
+            model=response.model,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost_usd=cost_usd(model, tokens_in, tokens_out, self._prices) * price_factor,
+        )
+        return self._parse(response, usage), usage
 
     def _parse(self, response: Message, usage: LlmUsage) -> _ResultT:
         """The validated answer; else `MalformedLlmOutput` with `usage` marked malformed."""
@@ -178,6 +190,22 @@ class StructuredClient(Generic[_ResultT]):
                 f"first at {where}: {errors[0]['type']}",
                 replace(usage, malformed=True),
             ) from exc
+
+
+def api_error(exc: AnthropicError) -> LlmUnavailable | LlmRequestRejected:
+    """What an SDK error means once the SDK's own retries are spent: try later, or never."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APIStatusError):
+        if exc.status_code in _TRANSIENT_STATUSES or exc.status_code >= 500:
+            return LlmUnavailable(f"model API returned {exc.status_code}")
+        return LlmRequestRejected(
+            f"model API rejected the request with {exc.status_code}", exc.status_code
+        )
+    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
+        return LlmUnavailable(f"model API unreachable: {type(exc).__name__}")
+    # Client-side: credentials, configuration.
+    return LlmRequestRejected(f"model call not made: {type(exc).__name__}")
 
 
 def _message_param(message: PromptMessage) -> MessageParam:

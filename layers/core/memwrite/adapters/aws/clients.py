@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions.client import SFNClient
 
 __all__ = [
+    "bedrock_client",
     "dynamodb_client",
     "events_client",
     "s3_client",
@@ -29,6 +30,11 @@ _SYNC_EXECUTION_CONFIG = _CONFIG.merge(Config(read_timeout=310))
 
 def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
     return {"config": _CONFIG, **({"endpoint_url": endpoint_url} if endpoint_url else {})}
+
+
+def bedrock_client(region: str, endpoint_url: str | None = None) -> Any:
+    """Bedrock's control plane (batch inference jobs; no stubs installed)."""
+    return boto3.client("bedrock", region_name=region, **_kwargs(endpoint_url))
 
 
 def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
