@@ -224,6 +224,7 @@ class WebhookEvent(StrEnum):
     MEMORY_UPDATED = "memory.updated"  # merged, re-scored, pinned, restored
     MEMORY_EXPIRED = "memory.expired"  # past its expires_at
     MEMORY_ERASED = "memory.erased"  # rolled back or erased
+    MEMORY_DELETED = "memory.deleted"  # deleted by its id (DELETE /v1/memories/{memory_id})
     USER_ERASED = "user.erased"  # the user's erasure (DELETE /v1/users/{user_id})
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "JudgeError",
     "LateArrival",
     "MatchedSkipPattern",
+    "MemoryDeleted",
     "NoCandidates",
     "NonConversationalTurn",
     "PinnedMemory",
@@ -312,6 +313,15 @@ class RolledBack(_Reason):
     restored: int
 
 
+class MemoryDeleted(_Reason):
+    """One memory of the trace was deleted by its id (`DELETE /v1/memories/{memory_id}`) and
+    the memories it had ended restored."""
+
+    type: Literal["MemoryDeleted"] = "MemoryDeleted"
+    memory_id: str
+    restored: int
+
+
 class TraceRolledBack(_Reason):
     """The candidate's trace was rolled back while a retry of its turn was pending: nothing is
     stored, so the rollback stays whole."""
@@ -364,6 +374,7 @@ Reason = Annotated[
     | PinnedMemory
     | Contradiction
     | RolledBack
+    | MemoryDeleted
     | StoreError
     | IndexingError
     | WebhookAttempt

@@ -310,7 +310,9 @@ def search(
             [*results, *episodes],
             key=lambda hit: (-hit.score, hit.kind != DocKind.MEMORY, hit.source_turn_id),
         )
-    return SearchResponse(results=results[: request.k])
+    # A fused score of 0 matched nothing that counts (a kNN-only hit where BM25 weighs 1, the
+    # last of a min-max list): it does not fill the list up to k.
+    return SearchResponse(results=[hit for hit in results if hit.score > 0][: request.k])
 
 
 def _search_memories(

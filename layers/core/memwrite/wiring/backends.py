@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.backfill.ports import EpisodeBatches, ModelBatches
+    from memwrite.edit.ports import MemoryDeletion
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -297,6 +298,9 @@ class Adapters(ABC):
     def rollbacks(self) -> TraceRollback: ...
 
     @abstractmethod
+    def deletions(self) -> MemoryDeletion: ...
+
+    @abstractmethod
     def portability(self) -> UserPortability: ...
 
 
@@ -420,6 +424,11 @@ class _DynamoAdapters(Adapters):
 
         return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.aws.dynamodb_delete import DynamoMemoryDeletion
+
+        return DynamoMemoryDeletion(self.dynamodb, self._store_tables(), self.env.spans_table)
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.aws.dynamodb_portability import (
             DynamoPortability,
@@ -529,6 +538,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 
         return SqliteTraceRollback(self.database)
+
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.sqlite.delete import SqliteMemoryDeletion
+
+        return SqliteMemoryDeletion(self.database)
 
     def portability(self) -> UserPortability:
         from memwrite.adapters.sqlite.portability import SqlitePortability

@@ -25,6 +25,7 @@ from memwrite.wiring.backends import Adapters, build_embedder, opensearch_index
 
 if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps, BatchDeps
+    from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.expiry import ExpiryDeps
@@ -149,7 +150,8 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
 @dataclass
 class ApiFunctionDeps:
     """The api function's (every route but the ingest routes): traces (ledger and spans), their
-    replay and rollback, search, memories and erasure, export and import, backfill, settings."""
+    replay and rollback, search, memories (deletion included) and erasure, export and import,
+    backfill, settings."""
 
     settings: Settings
     # Every route's request config; the settings routes read and write through it.
@@ -158,6 +160,7 @@ class ApiFunctionDeps:
     spans: SpanStore
     query: QueryDeps
     rollback: RollbackDeps
+    delete: DeleteDeps
     erase: EraseDeps
     portability: UserPortability  # export and import
     export_spill: ExportSpill | None  # exports too large to answer inline; None: always inline
@@ -168,6 +171,7 @@ class ApiFunctionDeps:
 
 
 def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
+    from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.read.query import QueryDeps
@@ -197,6 +201,13 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         spans=adapters.spans,
         query=query,
         rollback=rollback,
+        delete=DeleteDeps(
+            store=query.store,
+            reader=query.reader,
+            deletions=adapters.deletions(),
+            index=query.index,
+            metrics=adapters.metrics,
+        ),
         erase=EraseDeps(eraser=adapters.eraser(), index=query.index),
         portability=adapters.portability(),
         export_spill=adapters.export_spill(),
