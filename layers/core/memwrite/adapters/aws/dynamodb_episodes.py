@@ -209,6 +209,11 @@ class DynamoEpisodeStore:
                 **{":pending": {"S": EpisodeStatus.PENDING.value}},
             ):
                 marked.append(in_batch)
+                continue
+            try:
+                self._client.delete_item(TableName=self._table, Key={PK: pk, SK: {"S": member}})
+            except ClientError as exc:
+                raise unavailable(exc, "DeleteItem") from exc
         return marked
 
     def _query(self, **kwargs: Any) -> list[dict[str, Any]]:
@@ -274,7 +279,7 @@ class DynamoEpisodeStore:
         )
 
     def episodes_in_batches(self) -> int:
-        # Members counted, not read: one that a live backfill took meanwhile still counts.
+        # Members counted, not read (a member whose episode was erased meanwhile still counts).
         total = 0
         for batch_id in self.open_batches():
             kwargs: dict[str, Any] = {
