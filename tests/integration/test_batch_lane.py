@@ -14,6 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
+import functions.backfill.handler as backfill_handler
 import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.batches import AnthropicMessageBatches
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
@@ -21,6 +22,7 @@ from memwrite.backfill import BatchDeps, BatchRound, run_batch_round
 from memwrite.backfill.batch import apply_batch
 from memwrite.config import ExtractConfig
 from memwrite.wiring import build_batch_deps
+from memwrite_local.runtime.runner import LocalContext
 from tests.integration.conftest import Local, MakeLocal
 from tests.integration.test_episodes_outage import ANSWERS, ingest_all, memory_state
 from tests.recorded_api import haiku_cost, recorded
@@ -267,3 +269,25 @@ def test_an_errored_request_puts_only_its_episode_back_to_pending(
     assert statuses(local) == [("pending", None), ("extracted", None)]
     assert [m.text for m in local.memories("dana") if "Porto" in m.text] != []
     assert lane.store.open_batches() == []
+
+
+def test_the_scheduled_backfill_runs_a_round_of_the_batch_lane_in_batch_mode(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given pending episodes, and a deployment whose backfill runs in batch mode
+    local = make_local(backend="sqlite", config=BATCH_CONFIG)
+    outage(local, monkeypatch)
+    api = BatchesApi()
+    lane = api.lane()
+    monkeypatch.setattr(backfill_handler, "batch_deps", lambda: lane)
+
+    # When the schedule invokes the backfill function, then again once the batch has ended
+    first = backfill_handler.lambda_handler({}, LocalContext())
+    api.end()
+    second = backfill_handler.lambda_handler({}, LocalContext())
+    local.runner.drain()
+
+    # Then the first run submitted the episodes and the second applied them
+    assert (first["submitted_episodes"], first["episodes_in_batches"]) == (2, 2)
+    assert (second["applied_batches"], second["extracted"]) == (first["submitted_batches"], 2)
+    assert statuses(local) == [("extracted", None), ("extracted", None)]
