@@ -266,11 +266,10 @@ def _apply_user(
     done.trace_ids.append(trace_id)
     for group in extraction_batches(episodes):
         stage_deps = _with_answers(deps.backfill, answers)
-        distilled = distil_episodes(group, trace_id, config, stage_deps, deps.backfill.spans)
-        back = _back_to_pending(distilled.deferred)
-        deps.backfill.episodes.update_episodes([*distilled.finished, *back])
+        # Written there: `extracted`, or `pending` again where its request got no answer.
+        distilled = distil_episodes(group, trace_id, config, deps.backfill, stage_deps)
         done.extracted += len(distilled.finished)
-        done.returned_to_pending += len(back)
+        done.returned_to_pending += len(distilled.deferred)
         done.memory_ids.extend(distilled.memory_ids)
     deps.metrics.event(METRICS_STAGE, "batch.applied_episodes", len(episodes))
 

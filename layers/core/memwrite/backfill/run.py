@@ -12,7 +12,9 @@ no-op. A turn the model fails on again stays `pending`.
 
 A call may be given a time budget (the HTTP route: what its Lambda has left, less a reserve):
 once it is spent no further batch starts, the result counts the episodes left `remaining`
-(still pending), and the next call goes on from there.
+(still pending), and the next call goes on from there. Its model calls are charged to the
+backfill lane of the model budget (`memwrite.budget`: spare capacity only); once the budget
+has no room, no further batch starts either, and the rest is `remaining` too.
 """
 
 from __future__ import annotations
@@ -26,15 +28,24 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config import PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
-from memwrite.errors import InvalidQuery, MemwriteError, ModelRequired, UnknownUser
+from memwrite.errors import (
+    BudgetExhausted,
+    InvalidQuery,
+    MemwriteError,
+    ModelRequired,
+    UnknownUser,
+)
 from memwrite.ids import new_trace_id
 from memwrite.models import SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
+from memwrite.reasons import ExcludedTopic
 from memwrite.stages import pipeline_stages
 from memwrite.tenants.configs import TenantConfigs
+from memwrite.topics import withheld_turn, withhold_words
 
 __all__ = [
     "BackfillDeps",
@@ -195,16 +206,21 @@ def backfill_user(
     done: list[Episode] = []
     memory_ids: list[str] = []
     still_pending = remaining = 0
+    no_room = False
     for index, batch in enumerate(extraction_batches(pending)):
         spent = time.perf_counter() - started
-        if index > 0 and budget_secs is not None and spent >= budget_secs:
+        if no_room or (index > 0 and budget_secs is not None and spent >= budget_secs):
             remaining += len(batch)
             continue
-        distilled = distil_episodes(batch, trace_id, config, deps.stage_deps, deps.spans)
+        try:
+            distilled = distil_episodes(batch, trace_id, config, deps, deps.stage_deps)
+        except BudgetExhausted:
+            # Extraction raises it before writing anything: the batch stays pending as is.
+            no_room = True
+            remaining += len(batch)
+            continue
         still_pending += len(distilled.deferred)
         memory_ids.extend(distilled.memory_ids)
-        # Batch by batch: a failure later leaves what is done marked, the rest pending.
-        deps.episodes.update_episodes(distilled.finished)
         done.extend(distilled.finished)
     return BackfillResult(
         user_id=user_id,
@@ -238,7 +254,7 @@ def open_trace(trace_id: str, episodes: list[Episode], deps: BackfillDeps) -> No
 @dataclass(frozen=True)
 class Distilled:
     finished: list[Episode]  # now `extracted`, each linked to its memories (or its outcome)
-    deferred: list[Episode]  # the model failed on them again: as they were
+    deferred: list[Episode]  # the model failed on them again: `pending` (again)
     memory_ids: list[str]
 
 
@@ -246,33 +262,48 @@ def distil_episodes(
     batch: list[Episode],
     trace_id: str,
     config: PipelineConfig,
+    deps: BackfillDeps,
     stage_deps: Callable[[str], Any],
-    spans: SpanStore,
 ) -> Distilled:
     """One extraction batch of episodes (`extraction_batches`) through every pipeline stage,
-    as the live pipeline runs its turns, under `trace_id`; nothing is written to the episodes
-    (the caller does). The batch lane runs the same with its answers as the model."""
+    as the live pipeline runs its turns, under `trace_id` and on the model budget's backfill
+    lane; then the episodes written: `extracted`, or `pending` (again) where the model failed.
+    `stage_deps` gives each stage its deps (the batch lane's extract stage answers from its
+    batch). Raises `BudgetExhausted` before writing anything."""
     tenant = batch[0].tenant
     turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
     payload: Any = ExtractInput(turns=turns, backfill=True)
     deferred: set[str] = set()
-    for stage in pipeline_stages():
-        payload = stage.run(payload, config, stage_deps(stage.name))
-        if isinstance(payload, ExtractOutput):
-            deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
+    with calling_for(caller_of(tenant, config.model, Lane.BACKFILL)):
+        for stage in pipeline_stages():
+            payload = stage.run(payload, config, stage_deps(stage.name))
+            if isinstance(payload, ExtractOutput):
+                deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
     assert isinstance(payload, ItemsPayload)
     produced: dict[str, list[str]] = {}
     for item in payload.items:
         if item.memory_id is not None and item.outcome is not None:
             produced.setdefault(item.turn_id, []).append(item.memory_id)
-    reasons = _reject_reasons(tenant, trace_id, spans)
+    reasons = _reject_reasons(tenant, trace_id, deps)
+    excluded = _excluded_turns(tenant, trace_id, config, deps)
     finished: list[Episode] = []
+    again: list[Episode] = []
+    reset: list[Episode] = []  # deferred, and not pending before (in a provider batch)
     memory_ids: list[str] = []
     for episode in batch:
         if episode.turn_id in deferred:
+            pending = episode.model_copy(update={"status": EpisodeStatus.PENDING, "batch_id": None})
+            again.append(pending)
+            if episode.status is not EpisodeStatus.PENDING:
+                reset.append(pending)
             continue
         ids = sorted(set(produced.get(episode.turn_id, [])))
         memory_ids.extend(ids)
+        if episode.turn_id in excluded:
+            # The model put it under an excluded topic: its words go, the episode expires.
+            topic = excluded[episode.turn_id]
+            finished.append(_withheld(episode, topic, ids, trace_id, deps.clock()))
+            continue
         finished.append(
             episode.model_copy(
                 update={
@@ -284,17 +315,51 @@ def distil_episodes(
                 }
             )
         )
-    return Distilled(
-        finished=finished,
-        deferred=[episode for episode in batch if episode.turn_id in deferred],
-        memory_ids=memory_ids,
+    # Batch by batch: a failure later leaves what is done marked, the rest pending.
+    deps.episodes.update_episodes([*finished, *reset])
+    if excluded:
+        # The words the pre-filter recorded for the live turn go too (its trace's inputs).
+        withheld = [e.turn for e in batch if e.turn_id in excluded]
+        withhold_words(withheld, excluded, deps.ledger, deps.clock())
+        # Deleted now where the store sweeps (SQLite, its index document with it); on
+        # DynamoDB by its TTL, and no read returns it meanwhile.
+        deps.episodes.expire(deps.clock())
+    return Distilled(finished=finished, deferred=again, memory_ids=memory_ids)
+
+
+def _excluded_turns(
+    tenant: str, trace_id: str, config: PipelineConfig, deps: BackfillDeps
+) -> dict[str, str]:
+    """turn id -> the excluded topic extraction found in it (docs/design.md §2)."""
+    found: dict[str, str] = {}
+    for span in deps.spans.spans_of(tenant, trace_id):
+        reason = span.reason
+        if isinstance(reason, ExcludedTopic) and reason.topic in config.extract.exclude_topics:
+            found[span.item_id.split(":", 1)[0]] = reason.topic
+    return found
+
+
+def _withheld(
+    episode: Episode, topic: str, memory_ids: list[str], trace_id: str, now: float
+) -> Episode:
+    """The episode of an excluded topic: its words replaced, expired at once (its candidates
+    of other topics, if any, were stored as memories)."""
+    return episode.model_copy(
+        update={
+            "turn": withheld_turn(episode.turn, topic),
+            "status": EpisodeStatus.EXTRACTED,
+            "memory_ids": memory_ids,
+            "outcome": "ExcludedTopic",
+            "backfill_trace_id": trace_id,
+            "expires_at": int(now) - 1,
+        }
     )
 
 
-def _reject_reasons(tenant: str, trace_id: str, spans: SpanStore) -> dict[str, str]:
+def _reject_reasons(tenant: str, trace_id: str, deps: BackfillDeps) -> dict[str, str]:
     """turn id -> the type of the last rejection on its items (why it produced nothing)."""
     reasons: dict[str, str] = {}
-    for span in spans.spans_of(tenant, trace_id):
+    for span in deps.spans.spans_of(tenant, trace_id):
         if span.result is SpanResult.REJECT and span.reason is not None:
             turn_id = span.item_id.split(":", 1)[0]
             reasons[turn_id] = span.reason.type

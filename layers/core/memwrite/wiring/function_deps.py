@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.expiry import ExpiryDeps
     from memwrite.feed.delivery import WebhookDeliveryDeps
+    from memwrite.index import Fusion
     from memwrite.ports import (
         ApiKeyStore,
         ExportSpill,
@@ -126,11 +127,11 @@ def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
 
 @dataclass
 class IndexSetupDeps:
-    """The deploy-time index step: the index the handlers will use, and its fusion weight."""
+    """The deploy-time index step: the index the handlers will use, and memories' fusion."""
 
     index: SearchIndexSetup
     index_name: str
-    bm25_weight: float
+    fusion: Fusion
 
 
 def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDeps:
@@ -139,11 +140,13 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
     env = LambdaEnvironment.load(environ)
     if not env.opensearch_endpoint:
         raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")
+    from memwrite.read.query import memory_fusion
+
     index = opensearch_index(env, env.opensearch_endpoint, build_embedder(env).dimension)
     return IndexSetupDeps(
         index=index,
         index_name=env.opensearch_index,
-        bm25_weight=env.settings.pipeline.search.bm25_weight,
+        fusion=memory_fusion(env.settings.pipeline),
     )
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions.client import SFNClient
 
 __all__ = [
+    "apigateway_client",
     "bedrock_client",
     "dynamodb_client",
     "events_client",
@@ -24,8 +25,6 @@ __all__ = [
 ]
 
 _CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5)
-# StartSyncExecution holds the connection until the execution ends (Express: at most 5 min).
-_SYNC_EXECUTION_CONFIG = _CONFIG.merge(Config(read_timeout=310))
 
 
 def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
@@ -35,6 +34,11 @@ def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
 def bedrock_client(region: str, endpoint_url: str | None = None) -> Any:
     """Bedrock's control plane (batch inference jobs; no stubs installed)."""
     return boto3.client("bedrock", region_name=region, **_kwargs(endpoint_url))
+
+
+def apigateway_client(endpoint_url: str | None = None) -> Any:
+    """API Gateway's control plane (no stubs installed), for `memwrite keys plan`."""
+    return boto3.client("apigateway", **_kwargs(endpoint_url))
 
 
 def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
@@ -58,7 +62,4 @@ def sqs_client(endpoint_url: str | None = None) -> SQSClient:
 
 
 def stepfunctions_client(endpoint_url: str | None = None) -> SFNClient:
-    kwargs: dict[str, Any] = {"config": _SYNC_EXECUTION_CONFIG}
-    if endpoint_url:
-        kwargs["endpoint_url"] = endpoint_url
-    return boto3.client("stepfunctions", **kwargs)
+    return boto3.client("stepfunctions", **_kwargs(endpoint_url))

@@ -129,6 +129,9 @@ CREATE TABLE IF NOT EXISTS episode_batches (
     batch_id TEXT NOT NULL, tenant TEXT NOT NULL, user_id TEXT NOT NULL, turn_id TEXT NOT NULL,
     submitted_at REAL NOT NULL,
     PRIMARY KEY (batch_id, tenant, user_id, turn_id)) WITHOUT ROWID;
+-- Who has a pending episode (the backfill of every user), without reading the others.
+CREATE INDEX IF NOT EXISTS episodes_pending ON episodes (tenant, user_id)
+    WHERE status = 'pending';
 CREATE TABLE IF NOT EXISTS queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     turn_id TEXT NOT NULL UNIQUE, message_group TEXT NOT NULL, body TEXT NOT NULL,
@@ -160,6 +163,11 @@ CREATE TABLE IF NOT EXISTS api_keys (
 -- schema version 2.
 CREATE TABLE IF NOT EXISTS tenant_settings (
     tenant TEXT PRIMARY KEY, settings TEXT NOT NULL, updated_at TEXT NOT NULL) WITHOUT ROWID;
+-- The model budget's bucket shards (memwrite.budget), also added within schema version 2.
+CREATE TABLE IF NOT EXISTS budget_buckets (
+    key TEXT PRIMARY KEY, version INTEGER NOT NULL, requests REAL NOT NULL,
+    input_tokens REAL NOT NULL, output_tokens REAL NOT NULL, updated_at REAL NOT NULL,
+    factor REAL NOT NULL, blocked_until REAL NOT NULL, decreased_at REAL NOT NULL) WITHOUT ROWID;
 """
 
 
