@@ -1,13 +1,16 @@
 """The pipeline state machine, generated from `memwrite.stages.STAGES`.
 
-Execution input `{"batches": [ExtractInput, ...]}` (the dispatcher's). A Map runs each batch
-through one Lambda task per pipeline stage, in the list's order; the iteration state is
-`{"batch": <the ExtractInput>, "payload": <the last stage's output>}`, so a failure path still
-has the turns to dead-letter. Each task retries transient errors (the library's
-`TransientError` subclasses by name, Lambda service errors, throttling, timeouts) with
-backoff, and catches everything else to the failure path: an error span per turn
-(`functions/dead_letter`), then the batch to the pipeline DLQ. Every iteration ends in a
-small status object, so the Map's output stays small.
+Execution input `{"batches": [ExtractInput, ...]}` (the dispatcher's, started asynchronously:
+no function waits for a run). A Map runs each batch through one Lambda task per pipeline
+stage, in the list's order; the iteration state is `{"batch": <the ExtractInput>, "payload":
+<the last stage's output>}`, so a failure path still has the turns to dead-letter. Each task
+retries transient errors (the library's `TransientError` subclasses by name, Lambda service
+errors, throttling, timeouts) with backoff, and catches everything else to the failure path:
+an error span per turn (`functions/dead_letter`), then the batch to the pipeline DLQ. Should
+the Map itself fail (the failure path of an iteration failing after its retries), its Catch
+sends every batch of the execution to the pipeline DLQ: the machine routes its own failures,
+since nobody waits on it. Every iteration ends in a small status object, so the Map's output
+stays small.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from memwrite import errors
 from memwrite.stages import StageDef
 
 __all__ = [
+    "EXPRESS_WAIT_LIMIT_SECS",
     "LAMBDA_TRANSIENT_ERRORS",
+    "BudgetRetry",
     "PipelineStateMachine",
     "RetryPolicy",
     "transient_error_names",
@@ -54,6 +59,37 @@ def transient_error_names() -> list[str]:
     return sorted(found)
 
 
+# An Express execution lasts at most 5 minutes: a batch's wait for the model budget (the
+# state machine's Retry below) must leave the stages time to run after it.
+EXPRESS_WAIT_LIMIT_SECS = 240.0
+
+
+class BudgetRetry:
+    """The Retry of a batch waiting for the model budget (`BudgetWait`, docs/budget.md): on
+    AWS the wait happens here, since nobody holds the queue message (asynchronous starts).
+    Delays grow from `interval_secs` by half each time up to `max_delay_secs`, with no jitter
+    (the budget spreads the callers), for as many attempts as cover `max_wait_secs`: the
+    attempt after that finds the wait over, and extraction defers the batch as episodes
+    (`DeferredBudget`) rather than failing it."""
+
+    BACKOFF_RATE = 1.5
+
+    def __init__(self, *, max_wait_secs: float, interval_secs: float, max_delay_secs: int = 30):
+        if max_wait_secs > EXPRESS_WAIT_LIMIT_SECS:
+            raise ValueError(
+                f"pipeline.model.max_wait_s {max_wait_secs} s: an Express execution lasts at "
+                f"most 5 minutes, so at most {EXPRESS_WAIT_LIMIT_SECS:.0f} s on AWS"
+            )
+        self.interval = cdk.Duration.seconds(max(1, round(interval_secs)))
+        self.max_delay = cdk.Duration.seconds(max_delay_secs)
+        waited, delay, attempts = 0.0, float(self.interval.to_seconds()), 0
+        while waited < max_wait_secs:
+            waited += delay
+            delay = min(delay * self.BACKOFF_RATE, max_delay_secs)
+            attempts += 1
+        self.max_attempts = attempts + 1  # the last one finds the wait over and defers
+
+
 class RetryPolicy:
     def __init__(self, *, interval_secs: int, max_attempts: int) -> None:
         self.interval = cdk.Duration.seconds(interval_secs)
@@ -71,6 +107,7 @@ class PipelineStateMachine(Construct):
         dead_letter_function: lambda_.IFunction,
         pipeline_dlq: sqs.IQueue,
         retry: RetryPolicy,
+        budget_retry: BudgetRetry,
         map_concurrency: int,
         log_level: sfn.LogLevel,
         log_retention: logs.RetentionDays,
@@ -92,6 +129,15 @@ class PipelineStateMachine(Construct):
                 input_path="$.batch" if index == 0 else "$.payload",
                 result_path="$.payload",
                 retry_on_service_exceptions=False,  # one Retry, below, covers them
+            )
+            # First: a retrier matches by the first that names the error.
+            task.add_retry(
+                errors=[errors.BudgetWait.__name__],
+                interval=budget_retry.interval,
+                max_attempts=budget_retry.max_attempts,
+                backoff_rate=BudgetRetry.BACKOFF_RATE,
+                max_delay=budget_retry.max_delay,
+                jitter_strategy=sfn.JitterType.NONE,
             )
             task.add_retry(
                 errors=[*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS],
@@ -132,6 +178,11 @@ class PipelineStateMachine(Construct):
             max_concurrency=map_concurrency,
         )
         batches.item_processor(chain)
+        batches.add_catch(
+            self._execution_failure_path(pipeline_dlq, retry),
+            errors=[sfn.Errors.ALL],
+            result_path="$.failure",
+        )
         self.log_group = logs.LogGroup(
             self, "Logs", retention=log_retention, removal_policy=removal_policy
         )
@@ -140,7 +191,7 @@ class PipelineStateMachine(Construct):
             "StateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(batches),
             state_machine_type=sfn.StateMachineType.EXPRESS,
-            # An Express sync execution may run 5 minutes; the dispatcher waits that long.
+            # Express's longest run (started asynchronously: nobody waits for it).
             timeout=cdk.Duration.minutes(5),
             tracing_enabled=True,
             logs=sfn.LogOptions(
@@ -186,8 +237,8 @@ class PipelineStateMachine(Construct):
             result_path=sfn.JsonPath.DISCARD,
         )
         for task in (record, send):
-            # Retried on anything: should the failure path itself fail, the execution fails
-            # and the dispatcher hands the turns back to SQS (redrive to the turns DLQ).
+            # Retried on anything: should the failure path itself fail, the Map fails and its
+            # Catch sends the execution's batches to the DLQ (`_execution_failure_path`).
             task.add_retry(
                 errors=[sfn.Errors.ALL],
                 interval=retry.interval,
@@ -205,3 +256,33 @@ class PipelineStateMachine(Construct):
             },
         )
         return record.next(send).next(done)
+
+    def _execution_failure_path(self, dlq: sqs.IQueue, retry: RetryPolicy) -> sfn.IChainable:
+        """The Map failed as a whole: every batch of the execution, with the error, to the
+        pipeline DLQ (one message: `{"batches": [...], "failure": {...}}`)."""
+        send = tasks.SqsSendMessage(
+            self,
+            "Send execution to DLQ",
+            queue=dlq,
+            message_body=sfn.TaskInput.from_object(
+                {
+                    "stage": "execution",
+                    "batches": sfn.JsonPath.object_at("$.batches"),
+                    "failure": sfn.JsonPath.object_at("$.failure"),
+                }
+            ),
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        send.add_retry(
+            errors=[sfn.Errors.ALL],
+            interval=retry.interval,
+            max_attempts=retry.max_attempts,
+            backoff_rate=2,
+        )
+        return send.next(
+            sfn.Pass(
+                self,
+                "Execution dead-lettered",
+                parameters={"status": "dead_lettered", "error.$": "$.failure.Error"},
+            )
+        )

@@ -3,7 +3,8 @@
 Built on the standard library's `ThreadingHTTPServer` (one thread per connection, so a slow
 client stalls only its own thread, and a socket timeout ends it). A request returns after
 stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages
-and stage 7, and a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued.
+and stage 7, a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued, and a
+`BackfillWorker` runs the pending episodes on the model budget's spare capacity.
 Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
 API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
@@ -39,8 +41,11 @@ SOCKET_TIMEOUT_SECS = 10.0  # a client silent this long mid-request is cut off (
 WORKER_POLL_SECS = 1.0  # the worker also looks on its own, for redeliveries after a timeout
 # How long a stop waits for the batch in hand (a slow model call may hold it far longer).
 WORKER_STOP_GRACE_SECS = 4.0
+# The continuous backfill looks for pending episodes this often (and once at start).
+BACKFILL_POLL_SECS = 30.0
 _READ_CHUNK = 65_536
 DOCS_PATHS = frozenset({"/docs", "/docs/"})
+_IMPORT_PATH = re.compile(r"/v1/users/[^/]+/import")
 
 
 def api_explorer_html(spec: str) -> str:
@@ -186,6 +191,21 @@ class QueueWorker(PollingWorker):
             self._deliveries.notify()
 
 
+class BackfillWorker(PollingWorker):
+    """The continuous backfill: every `BACKFILL_POLL_SECS`, each user's pending episodes go
+    through the stages in `observed_at` order on the model budget's spare capacity (its
+    backfill lane, below the reserve kept for live turns). When the budget has no spare room
+    the pass stops and the episodes stay pending for the next one."""
+
+    name = "memwrite-backfill-worker"
+
+    def _work(self) -> None:
+        results = self._runner.backfill_pending()
+        extracted = sum(result.extracted for result in results)
+        if extracted:
+            logger.info("backfill extracted %d pending episodes", extracted)
+
+
 class LocalServer(ThreadingHTTPServer):
     daemon_threads = True  # a hung client thread never blocks shutdown
     block_on_close = False
@@ -197,6 +217,8 @@ class LocalServer(ThreadingHTTPServer):
         max_body_bytes: int,
         serialize_pipeline: bool,
         socket_timeout_secs: float,
+        *,
+        max_import_bytes: int,
     ) -> None:
         # The handlers' Powertools resolvers keep the current event on a module-level object:
         # API calls take turns. moto is not thread-safe at all: then the worker waits too.
@@ -204,19 +226,26 @@ class LocalServer(ThreadingHTTPServer):
         self.runner = runner
         self.api_lock = api_lock
         self.max_body_bytes = max_body_bytes
+        # An import takes back what an export gave: its own, larger limit.
+        self.max_import_bytes = max(max_import_bytes, max_body_bytes)
         self.socket_timeout_secs = socket_timeout_secs
         guard = api_lock if serialize_pipeline else nullcontext()
         self.delivery_worker = DeliveryWorker(runner, guard)
         self.worker = QueueWorker(runner, guard, deliveries=self.delivery_worker)
+        self.backfill_worker = BackfillWorker(runner, guard, poll_secs=BACKFILL_POLL_SECS)
         super().__init__(address, _ApiHandler)
         self.delivery_worker.start()
         self.worker.start()
+        self.backfill_worker.start()
 
     def server_close(self) -> None:
         super().server_close()
-        self.delivery_worker.request_stop()  # both wind down at once, not one after the other
+        # All wind down at once, not one after the other.
+        self.delivery_worker.request_stop()
+        self.backfill_worker.request_stop()
         self.worker.stop()
         self.delivery_worker.stop()
+        self.backfill_worker.stop()
 
 
 class _ApiHandler(BaseHTTPRequestHandler):
@@ -278,6 +307,8 @@ class _ApiHandler(BaseHTTPRequestHandler):
             self._refuse(HTTPStatus.BAD_REQUEST, "Content-Length", "not a non-negative integer")
             return None
         length, limit = int(declared), self.server.max_body_bytes
+        if self.command == "POST" and _IMPORT_PATH.fullmatch(urlsplit(self.path).path):
+            limit = self.server.max_import_bytes
         if length > limit:
             self._refuse(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
@@ -362,10 +393,17 @@ def make_server(
     host: str = "127.0.0.1",
     *,
     max_body_bytes: int,
+    max_import_bytes: int | None = None,
     serialize_pipeline: bool = False,
     socket_timeout_secs: float = SOCKET_TIMEOUT_SECS,
 ) -> LocalServer:
-    """The API on (host, port) with its workers started; `server_close` stops them all."""
+    """The API on (host, port) with its workers started; `server_close` stops them all.
+    `max_import_bytes` (default: `max_body_bytes`) bounds an import's body."""
     return LocalServer(
-        (host, port), runner, max_body_bytes, serialize_pipeline, socket_timeout_secs
+        (host, port),
+        runner,
+        max_body_bytes,
+        serialize_pipeline,
+        socket_timeout_secs,
+        max_import_bytes=max_import_bytes or max_body_bytes,
     )

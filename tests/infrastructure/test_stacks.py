@@ -70,8 +70,10 @@ def test_every_stage_task_retries_transient_errors_and_catches_the_rest(
     states = definition(synthesized[env])["States"]["Batches"]["ItemProcessor"]["States"]
     for stage in pipeline_stages():
         task = states[stage.name]
-        # Then Retry names every TransientError subclass and the Lambda service errors
-        (retry,) = task["Retry"]
+        # Then Retry names every TransientError subclass and the Lambda service errors (after
+        # the wait for the model budget: tests/infrastructure/test_model_budget_infra.py)
+        budget_wait, retry = task["Retry"]
+        assert budget_wait["ErrorEquals"] == ["BudgetWait"]
         assert set(retry["ErrorEquals"]) == {*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS}
         assert "WriteConflict" in retry["ErrorEquals"] and "LlmUnavailable" in retry["ErrorEquals"]
         assert retry["IntervalSeconds"] >= 1  # moto and AWS both require it
@@ -227,11 +229,13 @@ def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -
         for s in _role_statements(synth, "DispatchFn")
         for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     ]
-    assert "states:StartSyncExecution" in dispatch
+    assert "states:StartExecution" in dispatch
+    assert "states:StartSyncExecution" not in dispatch  # it waits for no run
     assert _tables_written(synth, "DispatchFn") == set()
-    # And dedupe and conflict write only spans; persist writes the store
-    for reader in ("DedupeFn", "ConflictFn"):
-        assert {t.removeprefix("Tables")[:5] for t in _tables_written(synth, reader)} == {"Spans"}
+    # And dedupe and conflict write only spans (and dedupe, which calls the model, the model
+    # budget's shards); persist writes the store
+    for reader, written in (("DedupeFn", {"Spans", "Budge"}), ("ConflictFn", {"Spans"})):
+        assert {t.removeprefix("Tables")[:5] for t in _tables_written(synth, reader)} == written
     persisted = {
         t.removeprefix("Tables").rstrip("0123456789ABCDEF")
         for t in _tables_written(synth, "PersistFn")
@@ -485,14 +489,15 @@ def schedule_of(synth: Synthesized, function_prefix: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_the_backfill_schedule_is_off_until_the_model_is_configured(
+def test_the_backfill_schedule_is_on_by_default(
     synthesized: dict[str, Synthesized], env: str
 ) -> None:
-    # Given a synthesized environment (none says its model is configured yet)
+    # Given a synthesized environment (none turns the backfill off)
     synth = synthesized[env]
-    # Then one EventBridge schedule invokes the backfill function, disabled, without retries
+    # Then one EventBridge schedule invokes the backfill function, enabled, without retries
     properties = schedule_of(synth, "BackfillFn")
-    assert properties["State"] == "DISABLED"
+    assert synth.config.backfill_schedule_enabled
+    assert properties["State"] == "ENABLED"
     assert properties["ScheduleExpression"] == synth.config.backfill_schedule
     assert properties["Target"]["Arn"]["Fn::GetAtt"][0].startswith("BackfillFn")
     assert properties["Target"]["RetryPolicy"] == {"MaximumRetryAttempts": 0}

@@ -37,6 +37,9 @@ __all__ = [
     "ExtractionOverrides",
     "FirewallAction",
     "IngestLimits",
+    "ModelBudgetOverrides",
+    "ModelConfig",
+    "ModelLimits",
     "PipelineConfig",
     "PreFilterConfig",
     "ScoringConfig",
@@ -140,6 +143,11 @@ class IngestLimits(_Frozen):
     max_chars_per_turn: int = Field(default=16_000, ge=1)
     # A larger body: 413, checked before it is parsed.
     max_body_bytes: int = Field(default=262_144, ge=1)
+    # A larger import body (POST /v1/users/{user_id}/import, `memwrite serve`): 413. On AWS
+    # the function's 6 MB request payload caps it, above the 5 MiB an export answers inline.
+    max_import_bytes: int = Field(default=67_108_864, ge=1)
+    # A longer line of an import (HTTP or `memwrite import`): refused at once, unparsed.
+    max_import_line_bytes: int = Field(default=1_048_576, ge=1_024)
     # A turn dated later than receive time + this is refused: it would stay "current" forever.
     max_clock_skew_secs: int = Field(default=86_400, ge=0)
 
@@ -176,6 +184,27 @@ def _topic_names(names: frozenset[str] | None) -> frozenset[str] | None:
 
 MAX_INSTRUCTIONS_CHARS = 2_000
 MAX_TENANT_TOPICS = 50
+MAX_TOPIC_TERMS = 500  # per topic
+_TERM_CHARS = 64
+
+
+def _topic_terms(
+    vocabularies: dict[str, tuple[str, ...]] | None,
+) -> dict[str, tuple[str, ...]] | None:
+    """`{topic: terms}`: topic names as extraction writes them; each term one line of words."""
+    if vocabularies is None:
+        return None
+    if len(vocabularies) > MAX_TENANT_TOPICS:
+        raise ValueError(f"at most {MAX_TENANT_TOPICS} topics")
+    checked: dict[str, tuple[str, ...]] = {}
+    for name, terms in vocabularies.items():
+        if len(terms) > MAX_TOPIC_TERMS:
+            raise ValueError(f"at most {MAX_TOPIC_TERMS} terms per topic")
+        normalised = tuple(" ".join(term.split()).lower() for term in terms)
+        if any(not term or len(term) > _TERM_CHARS for term in normalised):
+            raise ValueError(f"a term is 1 to {_TERM_CHARS} characters")
+        checked[_topic_name(name)] = normalised
+    return checked
 
 
 class TopicDefinition(_Frozen):
@@ -198,11 +227,16 @@ class ExtractionOverrides(_Frozen):
     topics: tuple[TopicDefinition, ...] | None = Field(default=None, max_length=MAX_TENANT_TOPICS)
     # Only candidates of these topics are kept (else ExcludedTopic{topic}); unset: all.
     include_topics: frozenset[str] | None = None
-    # Candidates of these topics are dropped: ExcludedTopic{topic}.
+    # Candidates of these topics are dropped: ExcludedTopic{topic}; offline, so are the turns
+    # their vocabulary marks (never kept as episodes); a change removes what is stored of them.
     exclude_topics: frozenset[str] | None = None
+    # Words and phrases (base form; inflections match too) that mark a turn as of a topic,
+    # beside the built-in vocabulary: {"health": ["dialysis", "stoma bag"]}.
+    topic_terms: dict[str, tuple[str, ...]] | None = None
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
     _sets = field_serializer("include_topics", "exclude_topics")(_sorted)
+    _terms = field_validator("topic_terms")(_topic_terms)
 
     @field_validator("topics")
     @classmethod
@@ -258,10 +292,16 @@ class ExtractConfig(_Frozen):
     # A model with an entry in prices_per_mtok (an unpriced model fails at start-up).
     model: str = "claude-haiku-4-5"
     aws_region: str | None = None  # Bedrock only; default: the Lambda's region
-    max_output_tokens: int = Field(default=8_192, ge=256)  # a rich 10-turn batch needs room
+    # Output limit of an extraction call, charged to the model budget when the call starts.
+    # Measured: the p99 (nearest rank) of the output_tokens of the recorded extraction answers
+    # (the extract answers of tests/recorded/anthropic and the run of tests/recorded/runs, 13
+    # that ended on end_turn) is 590; 2,048 leaves 3.5 times that for a rich 10-turn batch. A
+    # truncated answer is asked again once with twice this (docs/budget.md).
+    max_output_tokens: int = Field(default=2_048, ge=256)
     # Per model call.
     timeout_secs: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=3, ge=0)  # the SDK's own backoff on 429/5xx/timeouts
+    # The SDK's own retries (429/5xx/timeouts): one; past it the queue does the waiting.
+    max_retries: int = Field(default=1, ge=0)
     # Prompt context: the user's active entities.
     max_entities: int = Field(default=30, ge=0)
     # Prompt context: the user's most recent memories.
@@ -290,10 +330,14 @@ class ExtractConfig(_Frozen):
     topics: tuple[TopicDefinition, ...] = ()
     # Only candidates of these topics are kept; unset: all (ExcludedTopic{topic}).
     include_topics: frozenset[str] | None = None
-    # Candidates of these topics are dropped (ExcludedTopic{topic}).
+    # Candidates of these topics are dropped (ExcludedTopic{topic}); offline, so are the turns
+    # their vocabulary marks (never kept as episodes).
     exclude_topics: frozenset[str] = frozenset()
+    # Terms that mark a turn as of a topic, beside the built-in vocabulary (memwrite.topics).
+    topic_terms: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
+    _terms = field_validator("topic_terms")(_topic_terms)
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
             # USD per million (input, output) tokens, list prices, by undated model name;
@@ -453,6 +497,99 @@ class EpisodesConfig(_Frozen):
         return self.retention_days * 86_400
 
 
+class ModelLimits(_Frozen):
+    """A model's rate limits per minute, as the provider enforces them (a token bucket each)."""
+
+    requests_per_minute: int = Field(ge=1)
+    input_tokens_per_minute: int = Field(ge=1)
+    output_tokens_per_minute: int = Field(ge=1)
+
+
+def _limits_keys(limits: dict[str, ModelLimits] | None) -> dict[str, ModelLimits] | None:
+    """Keys are `provider/model` ("anthropic/claude-haiku-4-5") or `*` (any other model)."""
+    for key in limits or {}:
+        provider, sep, model = key.partition("/")
+        if key != "*" and (not sep or provider not in ("anthropic", "bedrock") or not model):
+            raise ValueError(
+                f"{key!r}: a limits key is 'anthropic/<model>', 'bedrock/<model>' or *"
+            )
+    return limits
+
+
+class ModelBudgetOverrides(_Frozen):
+    """A tenant's part of the model budget (tenant settings `model_budget`)."""
+
+    # Its weighted fair share: a tenant of weight w is guaranteed w * model.tenant_share of
+    # each model limit; past it, it borrows only capacity others are not using.
+    weight: float = Field(default=1.0, gt=0, le=100)
+    # Its own limits (by `provider/model` or `*`), on top of its share; unset: its share only.
+    limits: dict[str, ModelLimits] | None = None
+
+    _keys = field_validator("limits")(_limits_keys)
+
+
+# Anthropic's published limits of a large (tier 4) account for a Haiku-class model.
+_TIER4_HAIKU = ModelLimits(
+    requests_per_minute=4_000,
+    input_tokens_per_minute=4_000_000,
+    output_tokens_per_minute=800_000,
+)
+
+
+class ModelConfig(_Frozen):
+    """`pipeline.model`: the model budget shared by every worker (docs/budget.md).
+
+    Token buckets per (provider, model) and per tenant for requests, input and output tokens
+    per minute; a call is charged its input tokens and max_tokens when it starts and refunded
+    to its real usage when it ends. Live turns wait in the queue for room up to `max_wait_s`.
+    """
+
+    # Off: no bucket is charged (the SDK's retries and the queue are then the only limits).
+    budget_enabled: bool = True
+    # The account's limits, by `provider/model`; `*` for any model not listed.
+    limits: dict[str, ModelLimits] = Field(
+        default_factory=lambda: {"anthropic/claude-haiku-4-5": _TIER4_HAIKU, "*": _TIER4_HAIKU}
+    )
+    # How long a live turn may wait for room, from when it was accepted; then it becomes a
+    # pending episode (DeferredBudget{waited_s}). Locally it waits in the queue; on AWS in the
+    # state machine's Retry, so at most 240 (an Express execution lasts 5 minutes).
+    max_wait_s: float = Field(default=120.0, ge=0, le=43_200)
+    # Shortest wait in the queue between two tries (each try is one receive of the message).
+    min_retry_delay_s: float = Field(default=5.0, ge=0, le=900)
+    # The fraction of each model limit a tenant of weight 1 is guaranteed.
+    tenant_share: float = Field(default=0.1, gt=0, le=1)
+    # A live call past its tenant's share is admitted only while the model's bucket holds more
+    # than this fraction of its capacity: what is left is kept for tenants within their share.
+    borrow_floor: float = Field(default=0.2, ge=0, lt=1)
+    # Backfill takes only spare capacity: above this fraction (the reserve kept for live calls).
+    backfill_floor: float = Field(default=0.5, ge=0, lt=1)
+    # Each bucket is split into up to this many items so that no one item is hot on DynamoDB
+    # (a shard holds at least 100 requests a minute: small limits use fewer).
+    shards: int = Field(default=8, ge=1, le=64)
+    # On a 429/529 the budget's limits drop to this fraction of what they were (at most once
+    # per `aimd_cooldown_s`), down to `aimd_min_factor`; they recover additively by
+    # `aimd_recovery_per_minute` of the limit each minute.
+    aimd_decrease: float = Field(default=0.5, gt=0, lt=1)
+    aimd_min_factor: float = Field(default=0.05, gt=0, le=1)
+    aimd_recovery_per_minute: float = Field(default=0.1, gt=0, le=1)
+    aimd_cooldown_s: float = Field(default=5.0, ge=0)
+    # The request's tenant's weight and own limits (`model_budget` of its settings; set by
+    # `Settings.for_request`, not in a config file).
+    tenant_weight: float = Field(default=1.0, gt=0, le=100)
+    tenant_limits: dict[str, ModelLimits] | None = None
+
+    _keys = field_validator("limits", "tenant_limits")(_limits_keys)
+
+    def limits_for(self, provider: str, model: str) -> ModelLimits:
+        """The limits of one model: its own entry, else `*`, else the tier-4 Haiku limits."""
+        return self.limits.get(f"{provider}/{model}") or self.limits.get("*") or _TIER4_HAIKU
+
+    def tenant_limits_for(self, provider: str, model: str) -> ModelLimits | None:
+        """The tenant's own limits of one model, if it has any."""
+        own = self.tenant_limits or {}
+        return own.get(f"{provider}/{model}") or own.get("*")
+
+
 # Keys a config once had, by the key that replaced them: still read, with a DeprecationWarning.
 RENAMED_KEYS: dict[str, str] = {"prefilter": "pre_filter"}  # the stage's package name
 
@@ -485,6 +622,7 @@ class PipelineConfig(_Frozen):
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
     episodes: EpisodesConfig = EpisodesConfig()
+    model: ModelConfig = ModelConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -519,6 +657,8 @@ class TenantOverrides(_Frozen):
     allowed_pii: frozenset[SecretKind] | None = None
     # Steering of extraction: instructions, own topics, topics kept or dropped.
     extraction: ExtractionOverrides | None = None
+    # Its weight in the model budget's fair share and its own limits (docs/budget.md).
+    model_budget: ModelBudgetOverrides | None = None
     # The tenant's change-feed endpoints (at most 10).
     webhooks: tuple[Webhook, ...] | None = Field(default=None, max_length=MAX_WEBHOOKS)
     # Per-agent overrides, by agent_id.
@@ -612,7 +752,17 @@ class Settings(_Frozen):
                     if (value := getattr(overrides.extraction, name)) is not None
                 }
             )
-        return self.pipeline.model_copy(update={"pre_filter": pre_filter, "extract": extract})
+        model = self.pipeline.model
+        if overrides.model_budget is not None:
+            model = model.model_copy(
+                update={
+                    "tenant_weight": overrides.model_budget.weight,
+                    "tenant_limits": overrides.model_budget.limits,
+                }
+            )
+        return self.pipeline.model_copy(
+            update={"pre_filter": pre_filter, "extract": extract, "model": model}
+        )
 
     def verifier_wanted(self) -> bool:
         """Whether any tenant (or the deployment) has the verifier on: only then build it."""

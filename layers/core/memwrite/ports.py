@@ -60,8 +60,8 @@ __all__ = [
     "MemoryStore",
     "MetricsSink",
     "Outbox",
-    "PipelineRun",
     "PipelineRunner",
+    "PipelineStart",
     "QuestionGenerator",
     "RateStore",
     "ResolveJudge",
@@ -136,8 +136,9 @@ class TurnConsumer(Protocol):
     def delete(self, deliveries: Sequence[Delivery]) -> None:
         """Done with these (each by the receipt of its latest delivery, as SQS requires)."""
 
-    def release(self, deliveries: Sequence[Delivery]) -> None:
-        """Visible again now: the next receive redelivers them (a failed attempt)."""
+    def release(self, deliveries: Sequence[Delivery], delay_secs: float = 0.0) -> None:
+        """Visible again after `delay_secs` (0: now; a failed attempt, or a batch waiting for
+        the model budget), when the next receive redelivers them."""
 
     def dead_letter(self, deliveries: Sequence[Delivery], error: str) -> None:
         """Out of the queue into the dead letters, with the error that put them there."""
@@ -204,6 +205,9 @@ class TurnLedger(Protocol):
 
     def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
         """The trace's turns in request order; [] for a trace recorded without them."""
+
+    def replace_inputs(self, tenant: str, trace_id: str, inputs: Sequence[TraceInput]) -> None:
+        """Rewrite a recorded trace's inputs, same count (an excluded topic's turn withheld)."""
 
     def traces_of_user(
         self,
@@ -301,8 +305,8 @@ class EpisodeStore(Protocol):
 
     def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, user) pairs with a pending episode, sorted; of one tenant, or of all (a
-        backfill of every user: the CLI without `--user`, the AWS schedule). DynamoDB scans
-        the turns table for them."""
+        backfill of every user: the CLI without `--user`, the AWS schedule), from an index of
+        the pending episodes alone (DynamoDB: the sparse `pending_episodes` GSI)."""
 
     def expire(self, now: float) -> list[Episode]:
         """Delete the episodes whose expiry has passed by `now`, each with an outbox row so
@@ -512,16 +516,16 @@ class CandidateVerifier(Protocol):
 
 
 @dataclass(frozen=True)
-class PipelineRun:
-    """How one state machine execution ended: `error` names the failure when not succeeded."""
+class PipelineStart:
+    """Whether a state machine execution started: `error` names why not."""
 
-    succeeded: bool
+    started: bool
     error: str | None = None
 
 
 class PipelineRunner(Protocol):
-    def run(self, name: str, payload: str) -> PipelineRun:
-        """Run the pipeline state machine on `payload` (JSON) and wait for it to end."""
+    def start(self, name: str, payload: str) -> PipelineStart:
+        """Start the pipeline state machine on `payload` (JSON); waits for the start only."""
         ...
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "AssistantTurn",
     "Contradiction",
     "DeadLettered",
+    "DeferredBudget",
     "DeferredModelFailed",
     "DeferredNoLLM",
     "DuplicateConfirmed",
@@ -201,6 +202,15 @@ class DeferredModelFailed(_Reason):
     error: str
 
 
+class DeferredBudget(_Reason):
+    """The model budget stayed empty for `model.max_wait_s` after the turn was accepted
+    (`waited_s`: how long it waited in the queue): kept as a pending episode for backfill,
+    which runs on the budget's spare capacity (docs/design.md §18)."""
+
+    type: Literal["DeferredBudget"] = "DeferredBudget"
+    waited_s: float
+
+
 class Unverified(_Reason):
     """The verifier re-read the source turns and dropped the candidate: `check` failed."""
 
@@ -364,6 +374,7 @@ Reason = Annotated[
     | Ungrounded
     | DeferredNoLLM
     | DeferredModelFailed
+    | DeferredBudget
     | Unverified
     | ExtractionError
     | DeadLettered

@@ -12,7 +12,9 @@ no-op. A turn the model fails on again stays `pending`.
 
 A call may be given a time budget (the HTTP route: what its Lambda has left, less a reserve):
 once it is spent no further batch starts, the result counts the episodes left `remaining`
-(still pending), and the next call goes on from there.
+(still pending), and the next call goes on from there. Its model calls are charged to the
+backfill lane of the model budget (`memwrite.budget`: spare capacity only); once the budget
+has no room, no further batch starts either, and the rest is `remaining` too.
 """
 
 from __future__ import annotations
@@ -26,15 +28,24 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config import PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
-from memwrite.errors import InvalidQuery, MemwriteError, ModelRequired, UnknownUser
+from memwrite.errors import (
+    BudgetExhausted,
+    InvalidQuery,
+    MemwriteError,
+    ModelRequired,
+    UnknownUser,
+)
 from memwrite.ids import new_trace_id
 from memwrite.models import SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
+from memwrite.reasons import ExcludedTopic
 from memwrite.stages import pipeline_stages
 from memwrite.tenants.configs import TenantConfigs
+from memwrite.topics import withheld_turn, withhold_words
 
 __all__ = [
     "BackfillDeps",
@@ -201,24 +212,35 @@ def backfill_user(
     done: list[Episode] = []
     memory_ids: list[str] = []
     still_pending = remaining = 0
+    no_room = False
     for index, batch in enumerate(_batches(pending)):
         spent = time.perf_counter() - started
-        if index > 0 and budget_secs is not None and spent >= budget_secs:
+        if no_room or (index > 0 and budget_secs is not None and spent >= budget_secs):
             remaining += len(batch)
             continue
         turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
         payload: Any = ExtractInput(turns=turns, backfill=True)
         deferred: set[str] = set()
-        for stage in pipeline_stages():
-            payload = stage.run(payload, config, deps.stage_deps(stage.name))
-            if isinstance(payload, ExtractOutput):
-                deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
+        try:
+            with calling_for(caller_of(tenant, config.model, Lane.BACKFILL)):
+                for stage in pipeline_stages():
+                    payload = stage.run(payload, config, deps.stage_deps(stage.name))
+                    if isinstance(payload, ExtractOutput):
+                        deferred = {
+                            t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED
+                        }
+        except BudgetExhausted:
+            # Extraction raises it before writing anything: the batch stays pending as is.
+            no_room = True
+            remaining += len(batch)
+            continue
         assert isinstance(payload, ItemsPayload)
         produced: dict[str, list[str]] = {}
         for item in payload.items:
             if item.memory_id is not None and item.outcome is not None:
                 produced.setdefault(item.turn_id, []).append(item.memory_id)
         reasons = _reject_reasons(tenant, trace_id, deps)
+        excluded = _excluded_turns(tenant, trace_id, config, deps)
         finished: list[Episode] = []
         for episode in batch:
             if episode.turn_id in deferred:
@@ -226,6 +248,11 @@ def backfill_user(
                 continue
             ids = sorted(set(produced.get(episode.turn_id, [])))
             memory_ids.extend(ids)
+            if episode.turn_id in excluded:
+                # The model put it under an excluded topic: its words go, the episode expires.
+                topic = excluded[episode.turn_id]
+                finished.append(_withheld(episode, topic, ids, trace_id, deps.clock()))
+                continue
             finished.append(
                 episode.model_copy(
                     update={
@@ -238,6 +265,13 @@ def backfill_user(
             )
         # Batch by batch: a failure later leaves what is done marked, the rest pending.
         deps.episodes.update_episodes(finished)
+        if excluded:
+            # The words the pre-filter recorded for the live turn go too (its trace's inputs).
+            withheld = [e.turn for e in batch if e.turn_id in excluded]
+            withhold_words(withheld, excluded, deps.ledger, deps.clock())
+            # Deleted now where the store sweeps (SQLite, its index document with it); on
+            # DynamoDB by its TTL, and no read returns it meanwhile.
+            deps.episodes.expire(deps.clock())
         done.extend(finished)
     return BackfillResult(
         user_id=user_id,
@@ -248,6 +282,35 @@ def backfill_user(
         remaining=remaining,
         memory_ids=sorted(set(memory_ids)),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+
+
+def _excluded_turns(
+    tenant: str, trace_id: str, config: PipelineConfig, deps: BackfillDeps
+) -> dict[str, str]:
+    """turn id -> the excluded topic extraction found in it (docs/design.md §2)."""
+    found: dict[str, str] = {}
+    for span in deps.spans.spans_of(tenant, trace_id):
+        reason = span.reason
+        if isinstance(reason, ExcludedTopic) and reason.topic in config.extract.exclude_topics:
+            found[span.item_id.split(":", 1)[0]] = reason.topic
+    return found
+
+
+def _withheld(
+    episode: Episode, topic: str, memory_ids: list[str], trace_id: str, now: float
+) -> Episode:
+    """The episode of an excluded topic: its words replaced, expired at once (its candidates
+    of other topics, if any, were stored as memories)."""
+    return episode.model_copy(
+        update={
+            "turn": withheld_turn(episode.turn, topic),
+            "status": EpisodeStatus.EXTRACTED,
+            "memory_ids": memory_ids,
+            "outcome": "ExcludedTopic",
+            "backfill_trace_id": trace_id,
+            "expires_at": int(now) - 1,
+        }
     )
 
 

@@ -8,7 +8,13 @@ from collections.abc import Callable, Sequence
 
 from memwrite.candidate import Candidate
 from memwrite.config import ExtractConfig
-from memwrite.errors import ExtractionFailed, LlmRequestRejected, LlmUnavailable
+from memwrite.errors import (
+    BudgetExhausted,
+    ExtractionFailed,
+    LlmRequestRejected,
+    LlmUnavailable,
+    TruncatedLlmOutput,
+)
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.llm import extract_with_llm, merge_candidates
 from memwrite.extract.rules import extract_with_rules
@@ -17,9 +23,21 @@ from memwrite.payloads import Extractor
 from memwrite.ports import CandidateVerifier, ExtractionLlm
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import ExcludedTopic, QualityDiscard, Reason, Ungrounded
+from memwrite.topics import marked_topic
 from memwrite.usage import LlmUsage
 
-__all__ = ["excluded_topic", "extract_candidates"]
+__all__ = [
+    "BUDGET_ERROR",
+    "TRUNCATED_ERROR",
+    "excluded_by_vocabulary",
+    "excluded_topic",
+    "extract_candidates",
+]
+
+# `BatchExtraction.model_error` of a batch deferred for want of budget, and of one whose
+# answer stayed cut off at max_tokens (DeferredModelFailed{error="max_tokens"}).
+BUDGET_ERROR = BudgetExhausted.__name__
+TRUNCATED_ERROR = "max_tokens"
 
 
 def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic | None:
@@ -32,21 +50,43 @@ def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic
     return None
 
 
+def excluded_by_vocabulary(text: str, config: ExtractConfig) -> ExcludedTopic | None:
+    """The excluded topic whose vocabulary marks a turn no model read (docs/design.md §2):
+    the turn is dropped whole, never kept as an episode."""
+    if not config.exclude_topics:
+        return None
+    topic = marked_topic(text, config.exclude_topics, config.topic_terms)
+    return None if topic is None else ExcludedTopic(topic=topic)
+
+
 def _triage(
-    turn_id: str, extractor: Extractor, candidates: Sequence[Candidate], config: ExtractConfig
+    turn_id: str,
+    extractor: Extractor,
+    candidates: Sequence[Candidate],
+    config: ExtractConfig,
+    vocabulary: ExcludedTopic | None = None,
 ) -> TurnExtraction:
+    """`vocabulary`: the turn's excluded topic by its words (no model read it): every
+    candidate goes with it."""
     kept: list[Candidate] = []
     rejected: list[tuple[Candidate, Reason]] = []
+    excluded_turn = vocabulary
     for candidate in candidates:
-        if excluded := excluded_topic(candidate, config):
+        if vocabulary is not None:
+            rejected.append((candidate, vocabulary))
+        elif excluded := excluded_topic(candidate, config):
             rejected.append((candidate, excluded))
+            if candidate.topic in config.exclude_topics:
+                # The model (or a rule) put part of the turn under an excluded topic: its
+                # words are kept nowhere; its candidates of other topics go on.
+                excluded_turn = excluded_turn or excluded
         elif candidate.quality.verdict == "discard":
             rejected.append((candidate, QualityDiscard(reason=candidate.quality.reason)))
         elif not candidate.grounded:
             rejected.append((candidate, Ungrounded()))
         else:
             kept.append(candidate)
-    return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected))
+    return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected), excluded_turn)
 
 
 def extract_candidates(
@@ -58,13 +98,16 @@ def extract_candidates(
     on_json_fail: Callable[[], None],
     verifier: CandidateVerifier | None = None,
     defer_on_model_failure: bool = False,
+    defer_on_budget: bool = False,
 ) -> BatchExtraction:
     """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set;
     then the verifier, when `config.verifier` has it on and one is wired.
 
     With `defer_on_model_failure` (episodes kept), a model that fails after its retries
     defers the turns it was needed for (`model_error`) instead of raising, and a deferred
-    turn's rule candidates are dropped: the turn is kept whole, as an episode."""
+    turn's rule candidates are dropped: the turn is kept whole, as an episode. An empty model
+    budget (`BudgetExhausted`) propagates, for the batch to wait in the queue, unless
+    `defer_on_budget` (it waited long enough): then it defers like a failure (`BUDGET_ERROR`)."""
     rules = {
         turn.turn_id: extract_with_rules(
             turn.text,
@@ -88,12 +131,15 @@ def extract_candidates(
                 llm,
                 on_json_fail=on_json_fail,
             )
-        except (LlmUnavailable, LlmRequestRejected, ExtractionFailed) as exc:
-            if not defer_on_model_failure:
+        except (LlmUnavailable, LlmRequestRejected, ExtractionFailed, TruncatedLlmOutput) as exc:
+            waits = isinstance(exc, BudgetExhausted) and not defer_on_budget
+            if not defer_on_model_failure or waits:
                 raise
             # The SDK's own retries (and the malformed-answer retry) are spent: the turns wait
             # as episodes for a backfill, rather than the batch for a manual DLQ redrive.
-            model_error = type(exc).__name__
+            model_error = (
+                TRUNCATED_ERROR if isinstance(exc, TruncatedLlmOutput) else type(exc).__name__
+            )
             calls = exc.calls if isinstance(exc, ExtractionFailed) else ()
         else:
             calls = result.calls
@@ -108,13 +154,20 @@ def extract_candidates(
             extractor = Extractor.DEFERRED
         else:
             extractor = Extractor.LLM
+        # No model read the turn: the excluded topics' vocabularies decide for it.
+        vocabulary = (
+            None
+            if extractor is Extractor.LLM
+            # The question a short answer answered is kept with it: it counts too.
+            else excluded_by_vocabulary(f"{turn.in_reply_to or ''}\n{turn.text}", config)
+        )
         if extractor is Extractor.DEFERRED and defer_on_model_failure:
-            # Kept whole as an episode: a partial reading of the turn is never stored.
-            extractions.append(TurnExtraction(turn.turn_id, extractor, ()))
+            # Kept whole as an episode (unless excluded): a partial reading is never stored.
+            extractions.append(TurnExtraction(turn.turn_id, extractor, (), excluded=vocabulary))
             continue
         # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
         merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
-        extractions.append(_triage(turn.turn_id, extractor, merged, config))
+        extractions.append(_triage(turn.turn_id, extractor, merged, config, vocabulary))
     return verify_extraction(
         BatchExtraction(tuple(extractions), calls, model_error), turns, config.verifier, verifier
     )

@@ -20,17 +20,15 @@ logged (the log's append checks its trace) and goes no further: `UserErased`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
-from memwrite.errors import (
-    SourceErased,
-)
-from memwrite.extract.candidates import extract_candidates
+from memwrite.errors import BudgetExhausted, BudgetWait, SourceErased
+from memwrite.extract.candidates import BUDGET_ERROR, extract_candidates
 from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.ids import content_hash
@@ -44,9 +42,17 @@ from memwrite.models import (
     session_sort_key,
 )
 from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOutput
-from memwrite.ports import CandidateVerifier, ExtractionLlm, MetricsSink, SessionLog, SpanStore
+from memwrite.ports import (
+    CandidateVerifier,
+    ExtractionLlm,
+    MetricsSink,
+    SessionLog,
+    SpanStore,
+    TurnLedger,
+)
 from memwrite.prompts.extract import BatchTurn, SessionTurn
 from memwrite.reasons import (
+    DeferredBudget,
     DeferredModelFailed,
     DeferredNoLLM,
     ExtractionError,
@@ -55,6 +61,7 @@ from memwrite.reasons import (
     UserErased,
 )
 from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
+from memwrite.topics import withheld_turn, withhold_words
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
@@ -76,6 +83,8 @@ class ExtractDeps:
     session_log: SessionLog
     llm: ExtractionLlm | None
     verifier: CandidateVerifier | None = None
+    # A trace's recorded inputs: an excluded topic's turn is withheld there too.
+    ledger: TurnLedger | None = None
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -84,6 +93,7 @@ def build_deps(adapters: StageAdapters) -> ExtractDeps:
         spans=adapters.spans,
         metrics=adapters.metrics,
         session_log=adapters.session_log(),
+        ledger=adapters.ledger(),
         llm=adapters.extraction_llm(),
         verifier=adapters.verifier(),
     )
@@ -115,13 +125,74 @@ def _span(
     )
 
 
+def _deferred_reason(model_error: str | None, waited_s: float) -> Reason | None:
+    """Why a batch the model was needed for was deferred: no budget after `max_wait_s`
+    (`DeferredBudget`), or the model failing (`DeferredModelFailed`); None: it was not."""
+    if model_error is None:
+        return None
+    if model_error == BUDGET_ERROR:
+        return DeferredBudget(waited_s=round(waited_s, 3))
+    return DeferredModelFailed(error=model_error)
+
+
+def _waited_s(turns: Sequence[QueuedTurn], now: float) -> float:
+    """How long the batch has waited since its earliest turn was accepted (0 when unknown)."""
+    accepted = [turn.accepted_at.timestamp() for turn in turns if turn.accepted_at is not None]
+    return max(0.0, now - min(accepted)) if accepted else 0.0
+
+
+def _extract_batch(
+    inferred: Sequence[BatchTurn],
+    ordered: Sequence[QueuedTurn],
+    config: PipelineConfig,
+    deps: ExtractDeps,
+    defer_on_budget: bool,
+) -> BatchExtraction | BudgetExhausted:
+    """The batch's extraction, or the empty budget it must wait for (nothing written yet)."""
+    if not inferred:
+        return BatchExtraction(())
+    try:
+        return extract_candidates(
+            inferred,
+            _context(ordered, config.extract, deps.session_log, deps.clock()),
+            config.extract,
+            deps.llm,
+            on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
+            verifier=deps.verifier,
+            defer_on_model_failure=config.episodes.keep != "off",
+            defer_on_budget=defer_on_budget,
+        )
+    except BudgetExhausted as exc:
+        return exc
+
+
+def _wait_for_budget(
+    no_budget: BudgetExhausted,
+    payload: ExtractInput,
+    config: PipelineConfig,
+    waited_s: float,
+    metrics: MetricsSink,
+) -> NoReturn:
+    """The batch goes back to the queue until the budget expects room (at least
+    `min_retry_delay_s`, at most what is left of `max_wait_s`); a backfill just stops."""
+    if payload.backfill:
+        raise no_budget  # its episodes stay pending for the next run
+    metrics.event(STAGE, "budget.waits", len(payload.turns))
+    remaining = config.model.max_wait_s - waited_s
+    delay = min(max(no_budget.retry_after_s, config.model.min_retry_delay_s), remaining)
+    raise BudgetWait(delay, waited_s) from no_budget
+
+
 def _turn_verdict(
-    extraction: TurnExtraction, model_error: str | None
+    extraction: TurnExtraction, deferred: Reason | None
 ) -> tuple[SpanResult, Reason | None]:
+    if extraction.excluded is not None and not extraction.candidates:
+        # Of an excluded topic: dropped whole, its words kept nowhere.
+        return SpanResult.REJECT, extraction.excluded
     if extraction.extractor is Extractor.DEFERRED:
-        if model_error is not None:
+        if deferred is not None:
             # Visible: an error span, and the turn waits as an episode (never a silent drop).
-            return SpanResult.ERROR, DeferredModelFailed(error=model_error)
+            return SpanResult.ERROR, deferred
         # Offline: kept as an episode (episodes off: whatever the rules found goes on).
         result = SpanResult.PASS if extraction.candidates else SpanResult.REJECT
         return result, DeferredNoLLM()
@@ -148,18 +219,23 @@ def _context(
 def _episode_of(
     turn: QueuedTurn,
     extraction: TurnExtraction,
-    model_error: str | None,
+    why: Reason | None,
     config: EpisodesConfig,
     now: float,
 ) -> Episode | None:
     """The episode a turn is kept as, if any: a user turn extraction deferred (`keep =
     deferred`), or any user turn (`all`; those extracted now are born `extracted`)."""
-    if config.keep == "off" or turn.role is not Role.USER or turn.direct is not None:
+    if (
+        config.keep == "off"
+        or turn.role is not Role.USER
+        or turn.direct is not None
+        or extraction.excluded is not None
+    ):
         return None
     deferred = extraction.extractor is Extractor.DEFERRED
     if not deferred and config.keep != "all":
         return None
-    reason = DeferredModelFailed(error=model_error) if model_error else DeferredNoLLM()
+    reason = why or DeferredNoLLM()
     return Episode(
         turn=turn,
         status=EpisodeStatus.PENDING if deferred else EpisodeStatus.EXTRACTED,
@@ -174,15 +250,21 @@ def _log_turns(
     log: SessionLog,
     now: float,
     episodes: dict[str, Episode] | None = None,
+    *,
+    excluded: Mapping[str, str] | None = None,
 ) -> frozenset[str]:
     """Append the batch's turns to the session log, each with its episode (if kept) in the
-    same commit; returns the ids of the turns whose user was erased meanwhile (their trace is
-    marked or gone): none of those is logged."""
+    same commit, those of an excluded topic (`excluded`: turn id -> topic) as a placeholder
+    (over their words, for a backfill); returns the ids of the turns whose user was erased
+    meanwhile (their trace is marked or gone): none of those is logged."""
     erased: set[str] = set()
     kept = episodes or {}
+    withheld = excluded or {}
     for turn in turns:
         if turn.trace_id in erased:
             continue
+        if turn.turn_id in withheld:
+            turn = withheld_turn(turn, withheld[turn.turn_id])  # noqa: PLW2901
         try:
             log.append(
                 turn,
@@ -226,7 +308,10 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         )
         for t in ordered
     ]
-    keep_episodes = config.episodes.keep != "off"
+    # A live batch waits in the queue for the model budget up to `model.max_wait_s` after it
+    # was accepted; past that it is deferred (DeferredBudget). A backfill never waits here.
+    waited_s = _waited_s(ordered, deps.clock())
+    defer_on_budget = not payload.backfill and waited_s >= config.model.max_wait_s
     direct = [turn for turn in ordered if turn.direct is not None]
     inferred = [turn for turn in batch if unique[turn.turn_id].direct is None]
     with failure_recorded(
@@ -240,39 +325,37 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
             turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms
         ),
     ) as paid:
-        extraction = BatchExtraction(())
-        if inferred:
-            extraction = extract_candidates(
-                inferred,
-                _context(ordered, extract_config, deps.session_log, deps.clock()),
-                extract_config,
-                deps.llm,
-                on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
-                verifier=deps.verifier,
-                defer_on_model_failure=keep_episodes,
-            )
+        extracted = _extract_batch(inferred, ordered, config, deps, defer_on_budget)
+    if isinstance(extracted, BudgetExhausted):
+        _wait_for_budget(extracted, payload, config, waited_s, deps.metrics)
+    extraction = extracted
     if direct:
         extraction = _with_direct(extraction, direct, ordered)
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
     now = deps.clock()
+    deferred = _deferred_reason(extraction.model_error, waited_s)
     if extraction.model_error is not None:
         # What the failed calls cost is paid all the same (a malformed answer, say).
         extraction = replace(extraction, llm_calls=tuple(paid))
-        deps.metrics.event(STAGE, "extraction.deferred_model_failed", len(ordered))
+        event = (
+            "extraction.deferred_budget"
+            if isinstance(deferred, DeferredBudget)
+            else "extraction.deferred_model_failed"
+        )
+        deps.metrics.event(STAGE, event, len(ordered))
     # A backfill re-runs episodes that exist already: it keeps no new ones.
     episodes = {
         turn.turn_id: episode
         for turn, turn_extraction in zip(ordered, extraction.turns, strict=True)
         if not payload.backfill
-        and (
-            episode := _episode_of(
-                turn, turn_extraction, extraction.model_error, config.episodes, now
-            )
-        )
+        and (episode := _episode_of(turn, turn_extraction, deferred, config.episodes, now))
         is not None
     }
-    erased = _log_turns(ordered, extract_config, deps.session_log, now, episodes)
+    excluded = {t.turn_id: t.excluded.topic for t in extraction.turns if t.excluded is not None}
+    if excluded and deps.ledger is not None:
+        withhold_words([unique[turn_id] for turn_id in excluded], excluded, deps.ledger, now)
+    erased = _log_turns(ordered, extract_config, deps.session_log, now, episodes, excluded=excluded)
     if episodes:
         deps.metrics.event(STAGE, "episodes.kept", len(episodes) - len(erased & episodes.keys()))
     latency_ms = (time.perf_counter() - started) * 1000
@@ -282,7 +365,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     usage = usage_summary(extraction.llm_calls)
     any_llm_turn = any(t.extractor is Extractor.LLM for t in extraction.turns)
     for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
-        result, reason = _turn_verdict(turn_extraction, extraction.model_error)
+        result, reason = _turn_verdict(turn_extraction, deferred)
         if turn.turn_id in erased:
             result, reason = SpanResult.REJECT, UserErased()
         charged = usage if turn_extraction.extractor is Extractor.LLM or not any_llm_turn else None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.budget import BudgetStore, ModelBudget
     from memwrite.edit.ports import MemoryDeletion
     from memwrite.ports import (
         CandidateVerifier,
@@ -109,13 +110,36 @@ class Adapters(ABC):
         return self._once(
             "extraction_llm",
             lambda: build_llm(
-                self.settings.pipeline.extract, self.env.api_key(), self.env.llm_record_dir
+                self.settings.pipeline.extract,
+                self.env.api_key(),
+                self.env.llm_record_dir,
+                budget=self.model_budget(),
             ),
         )
 
     def _llm_options(self) -> ClientOptions:
-        """What every model adapter is given: the key, and where to record (if anywhere)."""
-        return {"api_key": self.env.api_key(), "record_dir": self.env.llm_record_dir}
+        """What every model adapter is given: the key, where to record (if anywhere) and the
+        model budget its calls are charged to."""
+        return {
+            "api_key": self.env.api_key(),
+            "record_dir": self.env.llm_record_dir,
+            "budget": self.model_budget(),
+        }
+
+    def model_budget(self) -> ModelBudget | None:
+        """The model budget every model client of this bundle charges (`pipeline.model`),
+        built once; None when it is turned off or has no store (DynamoDB without
+        `BUDGET_TABLE`)."""
+        return self._once("model_budget", self._model_budget)
+
+    def _model_budget(self) -> ModelBudget | None:
+        config = self.settings.pipeline.model
+        store = self.budget_store() if config.budget_enabled else None
+        if store is None:
+            return None
+        from memwrite.budget import ModelBudget
+
+        return ModelBudget(config, store)
 
     def verifier(self) -> CandidateVerifier | None:
         """Built when some tenant (or the deployment) turns the verifier on and a model is
@@ -220,6 +244,9 @@ class Adapters(ABC):
     @abstractmethod
     def tenant_settings(self) -> TenantSettingsStore | None: ...
 
+    @abstractmethod
+    def budget_store(self) -> BudgetStore | None: ...
+
     @property
     @abstractmethod
     def spans(self) -> SpanStore: ...
@@ -294,6 +321,13 @@ class _DynamoAdapters(Adapters):
         from memwrite.adapters.aws.dynamodb_tenant_settings import DynamoTenantSettingsStore
 
         return DynamoTenantSettingsStore(self.dynamodb, self.env.tenant_settings_table)
+
+    def budget_store(self) -> BudgetStore | None:
+        if self.env.budget_table is None:
+            return None
+        from memwrite.adapters.aws.dynamodb_budget import DynamoBudgetStore
+
+        return DynamoBudgetStore(self.dynamodb, self.env.budget_table)
 
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
@@ -430,6 +464,11 @@ class _SqliteAdapters(Adapters):
 
         return SqliteTenantSettingsStore(self.database)
 
+    def budget_store(self) -> BudgetStore:
+        from memwrite.adapters.sqlite.budget import SqliteBudgetStore
+
+        return SqliteBudgetStore(self.database)
+
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
 
@@ -510,15 +549,20 @@ class _SqliteAdapters(Adapters):
 
 
 def build_llm(
-    config: ExtractConfig, api_key: str | None, record_dir: Path | None = None
+    config: ExtractConfig,
+    api_key: str | None,
+    record_dir: Path | None = None,
+    *,
+    budget: ModelBudget | None = None,
 ) -> ExtractionLlm | None:
     """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY.
-    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`)."""
+    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`); with
+    `budget`, every call is charged to it first."""
     if config.provider != "bedrock" and not api_key:
         return None
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 
-    return AnthropicExtractorClient(config, api_key=api_key, record_dir=record_dir)
+    return AnthropicExtractorClient(config, api_key=api_key, record_dir=record_dir, budget=budget)
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:

@@ -115,10 +115,11 @@ class SqliteEpisodeStore:
         with self._db.transaction() as connection:
             for episode in episodes:
                 connection.execute(
-                    "UPDATE episodes SET status = ?, doc = ? "
+                    "UPDATE episodes SET status = ?, expires_at = ?, doc = ? "
                     "WHERE tenant = ? AND user_id = ? AND turn_id = ?",
                     (
                         episode.status.value,
+                        episode.expires_at,
                         episode.model_dump_json(),
                         episode.tenant,
                         episode.user_id,
@@ -128,6 +129,7 @@ class SqliteEpisodeStore:
 
     def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
         with self._db.connection() as connection:
+            # Read through the partial index `episodes_pending` (the pending rows alone).
             rows = connection.execute(
                 "SELECT DISTINCT tenant, user_id FROM episodes WHERE status = ? "
                 "AND (? IS NULL OR tenant = ?) ORDER BY tenant, user_id",
