@@ -484,12 +484,12 @@ class EpisodesConfig(_Frozen):
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
     # How an episode's BM25 and kNN ranks are combined (as `search.fusion`, with its
-    # `rank_constant`). Episodes are the user's own words, long and unedited: BM25 finds their
-    # exact words, and WordLlama's vectors add what a query says in other words (measured:
-    # docs/episodes.md). With the hashing embedder, set bm25_weight 1.0: its vectors only add
-    # noise to BM25.
+    # `rank_constant`).
     fusion: Literal["rrf", "min_max"] = "rrf"
-    bm25_weight: float = Field(default=1.0, ge=0, le=1)
+    # Episodes are the user's own words, long and unedited: BM25's order leads, and the
+    # vectors break its near-ties and add what BM25 missed after its hits (measured with
+    # WordLlama: docs/search.md). With the hashing embedder, 1.0: its vectors only add noise.
+    bm25_weight: float = Field(default=0.95, ge=0, le=1)
 
     @property
     def retention_secs(self) -> int:

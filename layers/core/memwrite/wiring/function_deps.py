@@ -21,7 +21,7 @@ from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 from memwrite.stages import STAGES, StagePlacement, stage_named
 from memwrite.tenants import TenantConfigs
-from memwrite.wiring.backends import Adapters, build_embedder, opensearch_index
+from memwrite.wiring.backends import Adapters, opensearch_index
 
 if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps, BatchDeps
@@ -142,7 +142,7 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
         raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")
     from memwrite.read.query import memory_fusion
 
-    index = opensearch_index(env, env.opensearch_endpoint, build_embedder(env).dimension)
+    index = opensearch_index(env, env.opensearch_endpoint, env.settings.pipeline.search.dimension)
     return IndexSetupDeps(
         index=index,
         index_name=env.opensearch_index,
