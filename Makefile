@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,server,local,client,mcp,infra]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,server,local,client,mcp,langgraph,strands,openai-agents,infra]"
 	touch $(STAMP)
 
 demo: install
