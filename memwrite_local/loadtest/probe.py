@@ -36,6 +36,11 @@ class Probe:
             ).fetchone()
         return row is not None
 
+    def has_episodes_in_batches(self) -> bool:
+        with self._db.connection() as connection:
+            row = connection.execute(f"SELECT 1 FROM episodes WHERE {_IN_BATCH} LIMIT 1").fetchone()
+        return row is not None
+
     def outcomes(self, accepted: Iterable[str]) -> Outcomes:
         with self._db.connection() as connection:
             episodes = {

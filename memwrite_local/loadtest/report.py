@@ -16,8 +16,6 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = ["LaneCost", "LoadReport", "Outcomes", "percentile", "render_text"]
 
-BATCH_DISCOUNT = 0.5  # the Message Batches API's price: half the list price
-
 
 class LaneCost(BaseModel):
     model_config = ConfigDict(extra="forbid")

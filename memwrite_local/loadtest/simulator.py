@@ -30,13 +30,7 @@ from typing import Any
 from memwrite_local.loadtest.clock import VirtualClock
 from memwrite_local.loadtest.model_server import FakeModelServer, Meter, ModelLimits, serving
 from memwrite_local.loadtest.probe import Probe
-from memwrite_local.loadtest.report import (
-    BATCH_DISCOUNT,
-    LaneCost,
-    LoadReport,
-    Outcomes,
-    percentile,
-)
+from memwrite_local.loadtest.report import LaneCost, LoadReport, Outcomes, percentile
 from memwrite_local.loadtest.traffic import (
     OUTAGE_START,
     PEAK_FACTOR,
@@ -117,12 +111,8 @@ def _api_keys(tenants: Sequence[str]) -> dict[str, str]:
 def _settings(options: LoadOptions, limits: ModelLimits | None) -> dict[str, Any]:
     """The deployment's settings file: the model budget (`pipeline.model`, off with
     `--no-budget`, which also restores the extraction's limits from before it) and the
-    backfill lane (`pipeline.backfill.mode`, where this build has it)."""
-    from memwrite.config import PipelineConfig
-
-    pipeline: dict[str, Any] = {}
-    if "backfill" in PipelineConfig.model_fields:
-        pipeline["backfill"] = {"mode": options.backfill_mode.value}
+    backfill lane (`pipeline.backfill.mode`)."""
+    pipeline: dict[str, Any] = {"backfill": {"mode": options.backfill_mode.value}}
     if options.no_budget:
         pipeline["extract"] = {"max_output_tokens": 8_192, "max_retries": 3}
         pipeline["model"] = {"budget_enabled": False}
@@ -150,13 +140,13 @@ class _Simulation:
         requests: Sequence[Request],
         limits: ModelLimits,
         outage: tuple[float, float] | None,
-        scheduled_backfill: bool,
+        backfill: bool,
     ) -> None:
         self.options = options
         self.requests = requests
         self.limits = limits
         self.outage = outage
-        self.scheduled_backfill = scheduled_backfill
+        self.backfill = backfill
         self.tally = _Tally()
         self.start = _midnight(time.time()) - START_DAYS_AGO * 86_400
         self.clock = VirtualClock(now=self.start)
@@ -193,7 +183,11 @@ class _Simulation:
         with LocalSqlite(state, env):
             runner = LocalRunner()
             probe = Probe(state)
-            backfill = _ScheduledBackfill(self.clock) if self.scheduled_backfill else None
+            backfill: _ScheduledBackfill | _BatchLane | None = None
+            if self.backfill and self.options.backfill_mode is BackfillMode.BATCH:
+                backfill = _BatchLane(self.clock)
+            elif self.backfill:
+                backfill = _ScheduledBackfill(self.clock)
             tally, clock = self.tally, self.clock
             in_flight: set[str] = set()
             ends_at = self.start + self.options.duration_s
@@ -278,6 +272,33 @@ class _ScheduledBackfill:
         return probe.has_pending_episodes()
 
 
+class _BatchLane:
+    """The batch lane (`pipeline.backfill.mode = batch`): a round every
+    `pipeline.backfill.poll_secs`, as `memwrite serve`'s batch worker and the AWS schedule run
+    it (`memwrite.backfill.run_batch_round`): ended batches applied, pending episodes submitted
+    to the Message Batches API."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        from memwrite.config import load_settings
+        from memwrite.wiring import build_batch_deps
+
+        self.clock = clock
+        self.deps = build_batch_deps()
+        self.period = load_settings().pipeline.backfill.poll_secs
+        self.next_at = clock.now + self.period
+
+    def tick(self, runner: Any, probe: Probe) -> bool:
+        """A round when due; whether episodes are pending or in a batch (work left)."""
+        from memwrite.backfill import run_batch_round
+        from memwrite_local.runtime.runner import DrainReport
+
+        if self.clock.now >= self.next_at:
+            self.next_at = self.clock.now + self.period
+            run_batch_round(self.deps.backfill.configs.for_request, self.deps)
+            runner.index_outbox(DrainReport())
+        return probe.has_pending_episodes() or probe.has_episodes_in_batches()
+
+
 def _midnight(moment: float) -> float:
     return moment - moment % 86_400
 
@@ -342,12 +363,14 @@ def _fairness(
     return p99_during / p99_calm
 
 
-def _prices() -> tuple[float, float]:
+def _prices() -> tuple[float, float, float]:
+    """(input, output) USD per million tokens at list price, and the batch price factor."""
     from memwrite.config import load_settings
     from memwrite.pricing import price_per_mtok
 
-    extract = load_settings().pipeline.extract
-    return price_per_mtok(extract.model, extract.prices_per_mtok)
+    pipeline = load_settings().pipeline
+    prices = price_per_mtok(pipeline.extract.model, pipeline.extract.prices_per_mtok)
+    return (*prices, pipeline.backfill.batch_price_factor)
 
 
 def run_load(options: LoadOptions) -> LoadRun:
@@ -368,18 +391,17 @@ def run_load(options: LoadOptions) -> LoadRun:
     if options.outage_minutes > 0:
         first = OUTAGE_START * options.duration_s
         outage = (first, first + options.outage_minutes * 60)
-    scheduled = not options.no_budget and options.backfill_mode is BackfillMode.LIVE
-    simulation = _Simulation(options, requests, limits, outage, scheduled)
+    simulation = _Simulation(options, requests, limits, outage, not options.no_budget)
     simulation.run()
     tally, meter, outcomes = simulation.tally, simulation.meter, simulation.outcomes
     assert outcomes is not None  # set by run()
     latency = _latencies(tally, outcomes)
     turns = max(tally.turns_in, 1)
-    input_price, output_price = _prices()
+    input_price, output_price, batch_factor = _prices()
     live_usd = (meter.input_tokens * input_price + meter.output_tokens * output_price) / 1e6
     batch_usd = (
         (meter.batch_input_tokens * input_price + meter.batch_output_tokens * output_price)
-        * BATCH_DISCOUNT
+        * batch_factor
         / 1e6
     )
     report = LoadReport(

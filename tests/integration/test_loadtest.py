@@ -2,7 +2,8 @@
 
 The sample conversations (`events/conversations/`) stand in for the evaluation data, as in a
 fresh clone; the limits are half the demand and the model is out for five of the twenty
-simulated minutes, so the 429 and 529 paths of the real pipeline are both taken.
+simulated minutes, so the 429 and 529 paths of the real pipeline are both taken; what the live
+lane deferred goes through the Message Batches API (the batch lane).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def _loadtest(*extra: str, tmp_path: Path) -> dict[str, Any]:
         *("loadtest", "--turns-per-day", "7200", "--scale", "1", "--duration-minutes", "20"),
         *("--tenants", "3", "--burst-tenant-factor", "4", "--budget-fraction", "0.5"),
         *("--outage-minutes", "5", "--seed", "7", "--data", str(tmp_path / "no-data")),
+        *("--backfill-mode", "batch"),
         *("--json", *extra),
     ]
     with redirect_stdout(stdout):
@@ -60,3 +62,6 @@ def test_a_short_run_reports_every_field_and_loses_no_turn(tmp_path: Path) -> No
     assert report["model_calls_per_turn"] > 0
     assert report["turns_lost"] == 0
     assert report["deferred_without_reason"] == 0
+    # And every episode went through a batch before the run ended
+    assert report["episodes_pending_at_end"] == 0
+    assert report["episodes_in_batches_at_end"] == 0

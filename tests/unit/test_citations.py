@@ -38,6 +38,7 @@ NOT_IN_THE_REPOSITORY = {
     "run.json": "the file a recorded run writes into its directory",
     "OUT.jsonl": "the output file a benchmark is told to write",
     "results.json": "benchmark output, written by `make bench`",
+    "loadtest.json": "the load runs' reports, written by `make loadtest`",
 }
 
 _EXTENSIONS = "md|py|json|jsonl|toml|ya?ml|ts|sh|txt|cfg|ini"
