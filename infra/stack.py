@@ -31,18 +31,19 @@ from constructs import Construct
 from functions.routes import route_functions
 from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
 from infra.api import MemwriteApi
+from infra.batch_jobs import BedrockBatchJobs
 from infra.config import EnvConfig, FunctionSize, LlmProvider, ModelLimits, deployed_settings
 from infra.lambdas import MemwriteFunction
 from infra.layer import handler_code, layer_code
 from infra.monitoring import Monitoring
-from infra.pipeline import PipelineStateMachine, RetryPolicy
+from infra.pipeline import BudgetRetry, PipelineStateMachine, RetryPolicy
 from infra.scaling import TURN_BATCH, turn_queue_concurrency, webhook_lane_concurrency
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
 from memwrite.config import Settings
-from memwrite.schema import API_KEYS, OUTBOX, TABLES, Access, SearchAccess
+from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = ["DEPLOYED_CONSTRUCT_IDS", "MemwriteStack", "bedrock_model_arns", "construct_id"]
@@ -193,6 +194,10 @@ class MemwriteStack(cdk.Stack):
             retry=RetryPolicy(
                 interval_secs=config.retry_interval_secs, max_attempts=config.retry_attempts
             ),
+            budget_retry=BudgetRetry(
+                max_wait_secs=self.settings.pipeline.model.max_wait_s,
+                interval_secs=self.settings.pipeline.model.min_retry_delay_s,
+            ),
             map_concurrency=config.map_concurrency,
             log_level=sfn.LogLevel[config.state_machine_log_level],
             log_retention=self._retention,
@@ -278,6 +283,14 @@ class MemwriteStack(cdk.Stack):
         always on."""
         config = self.config
         backfill = self._function("backfill", "backfill", config.extract_size)
+        if config.llm_provider is LlmProvider.BEDROCK:
+            # The batch lane's jobs (`pipeline.backfill.mode = batch`), run as their own role.
+            jobs = BedrockBatchJobs(self, "BatchJobs", retain=config.retain_data)
+            model = self.settings.pipeline.extract.model
+            jobs.grant_submit(
+                backfill, bedrock_model_arns(model, self.partition, self.region, self.account)
+            )
+            self._invoke_models_as(jobs.role, jobs.role, model, "Batch jobs of Claude")
         enabled = config.backfill_schedule_enabled
         self._schedule("Backfill", backfill, config.backfill_schedule, enabled=enabled)
         expire = self._function("expire", "expire", config.stage_size)
@@ -324,15 +337,19 @@ class MemwriteStack(cdk.Stack):
         return fn
 
     def _invoke_models(self, fn: MemwriteFunction, model_id: str, why: str) -> None:
+        self._invoke_models_as(fn.role, fn, model_id, why)
+
+    def _invoke_models_as(self, role: iam.IRole, scope: Construct, model_id: str, why: str) -> None:
+        """`role` may invoke one model (`scope`: where its cdk-nag acknowledgment goes)."""
         resources = bedrock_model_arns(model_id, self.partition, self.region, self.account)
-        fn.role.add_to_policy(
+        role.add_to_principal_policy(
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources)
         )
         for resource in bedrock_model_arns(
             model_id, "<AWS::Partition>", "<AWS::Region>", "<AWS::AccountId>"
         ):
             if "bedrock:*:" in resource:
-                cdk.Validations.of(fn).acknowledge(
+                cdk.Validations.of(scope).acknowledge(
                     cdk.Acknowledgment(
                         id=f"AwsSolutions-IAM5[Resource::{resource}]",
                         reason=f"{why}: one model; a cross-region inference profile routes "
@@ -341,6 +358,8 @@ class MemwriteStack(cdk.Stack):
                 )
 
     def _grant_llm(self, fn: MemwriteFunction) -> None:
+        # Every model call is charged to the shared model budget first (`memwrite.budget`).
+        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_WRITE)
         extract = self.settings.pipeline.extract
         if self.config.llm_provider is LlmProvider.BEDROCK:
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.

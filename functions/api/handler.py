@@ -43,6 +43,7 @@ from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.memory import EXPIRED_RETENTION_DAYS
 from memwrite.portability import (
     INLINE_EXPORT_LIMIT,
+    ImportGuards,
     ImportReport,
     SpilledExportView,
     deliver_export,
@@ -396,7 +397,9 @@ def import_user_route(user_id: str) -> Response[dict[str, Any]]:
                     "errors": [{"field": "Content-Type", "message": f"expected {NDJSON}"}],
                 },
             )
-        return import_user(tenant, user, app.current_event.body or "", current.portability)
+        guards = ImportGuards.of(current.configs.for_request(tenant))
+        body = app.current_event.body or ""
+        return import_user(tenant, user, body, current.portability, guards)
 
     return http.answer(import_export)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.errors import ImportConflict, ImportRejected
@@ -48,6 +49,10 @@ def add_portability_parsers(commands: Any) -> None:
         )
 
 
+def _open_binary(args: argparse.Namespace) -> BinaryIO:
+    return Path(args.file).open("rb")
+
+
 def _require_data(data_dir: Path) -> None:
     if not (data_dir / DATABASE_FILE).is_file():
         raise ValueError(f"{data_dir} holds no memwrite data (no {DATABASE_FILE})")
@@ -70,19 +75,21 @@ def run_export(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def run_import(args: argparse.Namespace, stdout: TextIO) -> int:
-    from memwrite.portability import import_user
+    from memwrite.portability import ImportGuards, import_user, read_lines
     from memwrite.wiring import build_api_function_deps
     from memwrite_local.runtime.embedded import local_backend
     from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     # A fresh directory is fine: an import is also how a user moves to another store.
-    with local_backend("sqlite", args.data_dir):
+    with local_backend("sqlite", args.data_dir), ExitStack() as files:
         runner = LocalRunner()
+        deps = build_api_function_deps()
+        guards = ImportGuards.of(deps.configs.for_request(args.tenant))
+        # Line by line, each refused once it passes the limit: memory stays bounded.
+        stream = sys.stdin.buffer if args.file == "-" else files.enter_context(_open_binary(args))
         try:
-            report = import_user(
-                args.tenant, args.user, text, build_api_function_deps().portability
-            )
+            lines = read_lines(stream, guards.max_line_bytes)
+            report = import_user(args.tenant, args.user, lines, deps.portability, guards)
         except (ImportRejected, ImportConflict) as exc:
             error = "invalid_request" if isinstance(exc, ImportRejected) else "import_conflict"
             body = {"error": error, "line": exc.line, "message": str(exc)}

@@ -40,11 +40,13 @@ def run_serve(port: int, backend: str, data_dir: Path, stdout: TextIO) -> int:
     from memwrite_local.runtime.runner import LocalRunner
     from memwrite_local.runtime.server import make_server
 
+    limits = load_settings().pipeline.ingest
     with local_backend(backend, data_dir) as local:
         server = make_server(
             LocalRunner(),
             port,
-            max_body_bytes=load_settings().pipeline.ingest.max_body_bytes,
+            max_body_bytes=limits.max_body_bytes,
+            max_import_bytes=limits.max_import_bytes,
             serialize_pipeline=backend == "moto",
         )
         host, bound = str(server.server_address[0]), int(server.server_address[1])

@@ -3,7 +3,10 @@
 Built on the standard library's `ThreadingHTTPServer` (one thread per connection, so a slow
 client stalls only its own thread, and a socket timeout ends it). A request returns after
 stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages
-and stage 7, and a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued.
+and stage 7, a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued, and a
+`BackfillWorker` runs the pending episodes on the model budget's spare capacity; with
+`pipeline.backfill.mode = batch` a `BatchWorker` runs a round of the batch lane every
+`backfill.poll_secs` instead (as the scheduled backfill function does on AWS).
 Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
 API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
 """
@@ -12,19 +15,25 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
+from functools import cached_property
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from memwrite_local.runtime.runner import LocalRunner
 
+if TYPE_CHECKING:
+    from memwrite.backfill import BatchDeps
+
 __all__ = [
     "DOCS_PATHS",
+    "BatchWorker",
     "DeliveryWorker",
     "LocalServer",
     "PollingWorker",
@@ -39,8 +48,11 @@ SOCKET_TIMEOUT_SECS = 10.0  # a client silent this long mid-request is cut off (
 WORKER_POLL_SECS = 1.0  # the worker also looks on its own, for redeliveries after a timeout
 # How long a stop waits for the batch in hand (a slow model call may hold it far longer).
 WORKER_STOP_GRACE_SECS = 4.0
+# The continuous backfill looks for pending episodes this often (and once at start).
+BACKFILL_POLL_SECS = 30.0
 _READ_CHUNK = 65_536
 DOCS_PATHS = frozenset({"/docs", "/docs/"})
+_IMPORT_PATH = re.compile(r"/v1/users/[^/]+/import")
 
 
 def api_explorer_html(spec: str) -> str:
@@ -186,6 +198,64 @@ class QueueWorker(PollingWorker):
             self._deliveries.notify()
 
 
+class BackfillWorker(PollingWorker):
+    """The continuous backfill: every `BACKFILL_POLL_SECS`, each user's pending episodes go
+    through the stages in `observed_at` order on the model budget's spare capacity (its
+    backfill lane, below the reserve kept for live turns). When the budget has no spare room
+    the pass stops and the episodes stay pending for the next one."""
+
+    name = "memwrite-backfill-worker"
+
+    def _work(self) -> None:
+        results = self._runner.backfill_pending()
+        extracted = sum(result.extracted for result in results)
+        if extracted:
+            logger.info("backfill extracted %d pending episodes", extracted)
+
+
+class BatchWorker(PollingWorker):
+    """The batch lane's rounds (`memwrite.backfill.batch`): the open provider batches polled
+    and the ended ones applied (then indexed), what is pending submitted."""
+
+    name = "memwrite-batch-worker"
+
+    @cached_property
+    def _lane(self) -> BatchDeps:
+        from memwrite.wiring import build_batch_deps
+
+        return build_batch_deps()
+
+    def _work(self) -> None:
+        from memwrite.backfill import run_batch_round
+        from memwrite.errors import ModelRequired
+        from memwrite_local.runtime.runner import DrainReport
+
+        lane = self._lane
+        try:
+            done = run_batch_round(lane.backfill.configs.for_request, lane)
+        except ModelRequired as exc:
+            logger.warning("batch backfill skipped: %s", exc)
+            return
+        self._runner.index_outbox(DrainReport())
+        logger.info(
+            "batch round: %d batches applied (%d episodes extracted, %d back to pending), "
+            "%d submitted, %d episodes in batches",
+            len(done.applied_batches),
+            done.extracted,
+            done.returned_to_pending,
+            len(done.submitted_batches),
+            done.episodes_in_batches,
+        )
+
+
+def _batch_poll_secs() -> float | None:
+    """`backfill.poll_secs` when the deployment's backfill runs in batch mode, else None."""
+    from memwrite.environment import LambdaEnvironment
+
+    backfill = LambdaEnvironment.load().settings.pipeline.backfill
+    return backfill.poll_secs if backfill.mode == "batch" else None
+
+
 class LocalServer(ThreadingHTTPServer):
     daemon_threads = True  # a hung client thread never blocks shutdown
     block_on_close = False
@@ -197,6 +267,8 @@ class LocalServer(ThreadingHTTPServer):
         max_body_bytes: int,
         serialize_pipeline: bool,
         socket_timeout_secs: float,
+        *,
+        max_import_bytes: int,
     ) -> None:
         # The handlers' Powertools resolvers keep the current event on a module-level object:
         # API calls take turns. moto is not thread-safe at all: then the worker waits too.
@@ -204,19 +276,32 @@ class LocalServer(ThreadingHTTPServer):
         self.runner = runner
         self.api_lock = api_lock
         self.max_body_bytes = max_body_bytes
+        # An import takes back what an export gave: its own, larger limit.
+        self.max_import_bytes = max(max_import_bytes, max_body_bytes)
         self.socket_timeout_secs = socket_timeout_secs
         guard = api_lock if serialize_pipeline else nullcontext()
         self.delivery_worker = DeliveryWorker(runner, guard)
         self.worker = QueueWorker(runner, guard, deliveries=self.delivery_worker)
+        # The backfill runs live on the budget's spare capacity, or through the batch lane.
+        poll_secs = _batch_poll_secs()
+        self.backfill_worker: PollingWorker = (
+            BackfillWorker(runner, guard, poll_secs=BACKFILL_POLL_SECS)
+            if poll_secs is None
+            else BatchWorker(runner, guard, poll_secs)
+        )
         super().__init__(address, _ApiHandler)
         self.delivery_worker.start()
         self.worker.start()
+        self.backfill_worker.start()
 
     def server_close(self) -> None:
         super().server_close()
-        self.delivery_worker.request_stop()  # both wind down at once, not one after the other
+        # All wind down at once, not one after the other.
+        self.delivery_worker.request_stop()
+        self.backfill_worker.request_stop()
         self.worker.stop()
         self.delivery_worker.stop()
+        self.backfill_worker.stop()
 
 
 class _ApiHandler(BaseHTTPRequestHandler):
@@ -278,6 +363,8 @@ class _ApiHandler(BaseHTTPRequestHandler):
             self._refuse(HTTPStatus.BAD_REQUEST, "Content-Length", "not a non-negative integer")
             return None
         length, limit = int(declared), self.server.max_body_bytes
+        if self.command == "POST" and _IMPORT_PATH.fullmatch(urlsplit(self.path).path):
+            limit = self.server.max_import_bytes
         if length > limit:
             self._refuse(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
@@ -362,10 +449,17 @@ def make_server(
     host: str = "127.0.0.1",
     *,
     max_body_bytes: int,
+    max_import_bytes: int | None = None,
     serialize_pipeline: bool = False,
     socket_timeout_secs: float = SOCKET_TIMEOUT_SECS,
 ) -> LocalServer:
-    """The API on (host, port) with its workers started; `server_close` stops them all."""
+    """The API on (host, port) with its workers started; `server_close` stops them all.
+    `max_import_bytes` (default: `max_body_bytes`) bounds an import's body."""
     return LocalServer(
-        (host, port), runner, max_body_bytes, serialize_pipeline, socket_timeout_secs
+        (host, port),
+        runner,
+        max_body_bytes,
+        serialize_pipeline,
+        socket_timeout_secs,
+        max_import_bytes=max_import_bytes or max_body_bytes,
     )

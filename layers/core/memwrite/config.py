@@ -31,6 +31,7 @@ from memwrite.reasons import PII_KINDS, SecretKind
 __all__ = [
     "RENAMED_KEYS",
     "AgentOverrides",
+    "BackfillConfig",
     "DedupeConfig",
     "EpisodesConfig",
     "ExtractConfig",
@@ -143,6 +144,11 @@ class IngestLimits(_Frozen):
     max_chars_per_turn: int = Field(default=16_000, ge=1)
     # A larger body: 413, checked before it is parsed.
     max_body_bytes: int = Field(default=262_144, ge=1)
+    # A larger import body (POST /v1/users/{user_id}/import, `memwrite serve`): 413. On AWS
+    # the function's 6 MB request payload caps it, above the 5 MiB an export answers inline.
+    max_import_bytes: int = Field(default=67_108_864, ge=1)
+    # A longer line of an import (HTTP or `memwrite import`): refused at once, unparsed.
+    max_import_line_bytes: int = Field(default=1_048_576, ge=1_024)
     # A turn dated later than receive time + this is refused: it would stay "current" forever.
     max_clock_skew_secs: int = Field(default=86_400, ge=0)
 
@@ -179,6 +185,27 @@ def _topic_names(names: frozenset[str] | None) -> frozenset[str] | None:
 
 MAX_INSTRUCTIONS_CHARS = 2_000
 MAX_TENANT_TOPICS = 50
+MAX_TOPIC_TERMS = 500  # per topic
+_TERM_CHARS = 64
+
+
+def _topic_terms(
+    vocabularies: dict[str, tuple[str, ...]] | None,
+) -> dict[str, tuple[str, ...]] | None:
+    """`{topic: terms}`: topic names as extraction writes them; each term one line of words."""
+    if vocabularies is None:
+        return None
+    if len(vocabularies) > MAX_TENANT_TOPICS:
+        raise ValueError(f"at most {MAX_TENANT_TOPICS} topics")
+    checked: dict[str, tuple[str, ...]] = {}
+    for name, terms in vocabularies.items():
+        if len(terms) > MAX_TOPIC_TERMS:
+            raise ValueError(f"at most {MAX_TOPIC_TERMS} terms per topic")
+        normalised = tuple(" ".join(term.split()).lower() for term in terms)
+        if any(not term or len(term) > _TERM_CHARS for term in normalised):
+            raise ValueError(f"a term is 1 to {_TERM_CHARS} characters")
+        checked[_topic_name(name)] = normalised
+    return checked
 
 
 class TopicDefinition(_Frozen):
@@ -201,11 +228,16 @@ class ExtractionOverrides(_Frozen):
     topics: tuple[TopicDefinition, ...] | None = Field(default=None, max_length=MAX_TENANT_TOPICS)
     # Only candidates of these topics are kept (else ExcludedTopic{topic}); unset: all.
     include_topics: frozenset[str] | None = None
-    # Candidates of these topics are dropped: ExcludedTopic{topic}.
+    # Candidates of these topics are dropped: ExcludedTopic{topic}; offline, so are the turns
+    # their vocabulary marks (never kept as episodes); a change removes what is stored of them.
     exclude_topics: frozenset[str] | None = None
+    # Words and phrases (base form; inflections match too) that mark a turn as of a topic,
+    # beside the built-in vocabulary: {"health": ["dialysis", "stoma bag"]}.
+    topic_terms: dict[str, tuple[str, ...]] | None = None
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
     _sets = field_serializer("include_topics", "exclude_topics")(_sorted)
+    _terms = field_validator("topic_terms")(_topic_terms)
 
     @field_validator("topics")
     @classmethod
@@ -299,10 +331,14 @@ class ExtractConfig(_Frozen):
     topics: tuple[TopicDefinition, ...] = ()
     # Only candidates of these topics are kept; unset: all (ExcludedTopic{topic}).
     include_topics: frozenset[str] | None = None
-    # Candidates of these topics are dropped (ExcludedTopic{topic}).
+    # Candidates of these topics are dropped (ExcludedTopic{topic}); offline, so are the turns
+    # their vocabulary marks (never kept as episodes).
     exclude_topics: frozenset[str] = frozenset()
+    # Terms that mark a turn as of a topic, beside the built-in vocabulary (memwrite.topics).
+    topic_terms: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
+    _terms = field_validator("topic_terms")(_topic_terms)
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
             # USD per million (input, output) tokens, list prices, by undated model name;
@@ -450,16 +486,39 @@ class EpisodesConfig(_Frozen):
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
     # How an episode's BM25 and kNN ranks are combined (as `search.fusion`, with its
-    # `rank_constant`). Episodes are the user's own words, long and unedited: BM25 finds their
-    # exact words, and WordLlama's vectors add what a query says in other words (measured:
-    # docs/episodes.md). With the hashing embedder, set bm25_weight 1.0: its vectors only add
-    # noise to BM25.
+    # `rank_constant`).
     fusion: Literal["rrf", "min_max"] = "rrf"
-    bm25_weight: float = Field(default=1.0, ge=0, le=1)
+    # Episodes are the user's own words, long and unedited: BM25's order leads, and the
+    # vectors break its near-ties and add what BM25 missed after its hits (measured with
+    # WordLlama: docs/search.md). With the hashing embedder, 1.0: its vectors only add noise.
+    bm25_weight: float = Field(default=0.95, ge=0, le=1)
 
     @property
     def retention_secs(self) -> int:
         return self.retention_days * 86_400
+
+
+class BackfillConfig(_Frozen):
+    """`pipeline.backfill` (docs/episodes.md): how pending episodes reach the model. `live`
+    sends each batch's extraction as a live turn's; `batch` submits them to the provider's
+    batch API (the Message Batches API, or Bedrock batch inference through S3) at
+    `batch_price_factor` of the list price, and applies each answer when its batch has ended
+    (docs/design.md §10)."""
+
+    mode: Literal["live", "batch"] = "live"
+    # Extraction requests in one submitted batch (the Message Batches API takes 100,000,
+    # Bedrock's default quota 50,000 records per job); more pending episodes: more batches.
+    max_batch_requests: int = Field(default=10_000, ge=1, le=100_000)
+    # Bedrock's quota of records a job needs at least (100 by default): fewer pending requests
+    # wait for the next round. The Message Batches API takes a batch of one.
+    bedrock_min_records: int = Field(default=100, ge=1)
+    # What a batched call costs, as a fraction of `extract.prices_per_mtok` (both providers
+    # bill batches at half the on-demand price).
+    batch_price_factor: float = Field(default=0.5, gt=0, le=1)
+    # How often `memwrite serve`'s batch worker polls the open batches and submits new ones.
+    poll_secs: float = Field(default=60.0, gt=0)
+    # Bedrock batch jobs that have not ended after this many hours are stopped (24 to 168).
+    bedrock_timeout_hours: int = Field(default=24, ge=24, le=168)
 
 
 class ModelLimits(_Frozen):
@@ -515,9 +574,10 @@ class ModelConfig(_Frozen):
     limits: dict[str, ModelLimits] = Field(
         default_factory=lambda: {"anthropic/claude-haiku-4-5": _TIER4_HAIKU, "*": _TIER4_HAIKU}
     )
-    # How long a live turn may wait in the queue for room, from when it was accepted; then it
-    # becomes a pending episode (DeferredBudget{waited_s}).
-    max_wait_s: float = Field(default=300.0, ge=0, le=43_200)
+    # How long a live turn may wait for room, from when it was accepted; then it becomes a
+    # pending episode (DeferredBudget{waited_s}). Locally it waits in the queue; on AWS in the
+    # state machine's Retry, so at most 240 (an Express execution lasts 5 minutes).
+    max_wait_s: float = Field(default=120.0, ge=0, le=43_200)
     # Shortest wait in the queue between two tries (each try is one receive of the message).
     min_retry_delay_s: float = Field(default=5.0, ge=0, le=900)
     # The fraction of each model limit a tenant of weight 1 is guaranteed.
@@ -586,6 +646,7 @@ class PipelineConfig(_Frozen):
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
     episodes: EpisodesConfig = EpisodesConfig()
+    backfill: BackfillConfig = BackfillConfig()
     model: ModelConfig = ModelConfig()
 
     @model_validator(mode="before")

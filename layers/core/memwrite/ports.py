@@ -206,6 +206,9 @@ class TurnLedger(Protocol):
     def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
         """The trace's turns in request order; [] for a trace recorded without them."""
 
+    def replace_inputs(self, tenant: str, trace_id: str, inputs: Sequence[TraceInput]) -> None:
+        """Rewrite a recorded trace's inputs, same count (an excluded topic's turn withheld)."""
+
     def traces_of_user(
         self,
         tenant: str,

@@ -81,6 +81,10 @@ class InMemoryTurnLedger:
     def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
         return list(self.inputs.get((tenant, trace_id), []))
 
+    def replace_inputs(self, tenant: str, trace_id: str, inputs: Sequence[TraceInput]) -> None:
+        if (tenant, trace_id) in self.inputs:
+            self.inputs[(tenant, trace_id)] = list(inputs)
+
     def traces_of_user(
         self,
         tenant: str,

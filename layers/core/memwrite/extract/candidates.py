@@ -16,16 +16,25 @@ from memwrite.errors import (
     TruncatedLlmOutput,
 )
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
-from memwrite.extract.llm import extract_with_llm, merge_candidates
-from memwrite.extract.rules import extract_with_rules
+from memwrite.extract.llm import extract_with_llm, extraction_prompts, merge_candidates
+from memwrite.extract.rules import RuleExtraction, extract_with_rules
 from memwrite.extract.verifier import verify_extraction
 from memwrite.payloads import Extractor
 from memwrite.ports import CandidateVerifier, ExtractionLlm
+from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import ExcludedTopic, QualityDiscard, Reason, Ungrounded
+from memwrite.topics import marked_topic
 from memwrite.usage import LlmUsage
 
-__all__ = ["BUDGET_ERROR", "TRUNCATED_ERROR", "excluded_topic", "extract_candidates"]
+__all__ = [
+    "BUDGET_ERROR",
+    "TRUNCATED_ERROR",
+    "excluded_by_vocabulary",
+    "excluded_topic",
+    "extract_candidates",
+    "model_prompts",
+]
 
 # `BatchExtraction.model_error` of a batch deferred for want of budget, and of one whose
 # answer stayed cut off at max_tokens (DeferredModelFailed{error="max_tokens"}).
@@ -43,21 +52,66 @@ def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic
     return None
 
 
+def excluded_by_vocabulary(text: str, config: ExtractConfig) -> ExcludedTopic | None:
+    """The excluded topic whose vocabulary marks a turn no model read (docs/design.md §2):
+    the turn is dropped whole, never kept as an episode."""
+    if not config.exclude_topics:
+        return None
+    topic = marked_topic(text, config.exclude_topics, config.topic_terms)
+    return None if topic is None else ExcludedTopic(topic=topic)
+
+
 def _triage(
-    turn_id: str, extractor: Extractor, candidates: Sequence[Candidate], config: ExtractConfig
+    turn_id: str,
+    extractor: Extractor,
+    candidates: Sequence[Candidate],
+    config: ExtractConfig,
+    vocabulary: ExcludedTopic | None = None,
 ) -> TurnExtraction:
+    """`vocabulary`: the turn's excluded topic by its words (no model read it): every
+    candidate goes with it."""
     kept: list[Candidate] = []
     rejected: list[tuple[Candidate, Reason]] = []
+    excluded_turn = vocabulary
     for candidate in candidates:
-        if excluded := excluded_topic(candidate, config):
+        if vocabulary is not None:
+            rejected.append((candidate, vocabulary))
+        elif excluded := excluded_topic(candidate, config):
             rejected.append((candidate, excluded))
+            if candidate.topic in config.exclude_topics:
+                # The model (or a rule) put part of the turn under an excluded topic: its
+                # words are kept nowhere; its candidates of other topics go on.
+                excluded_turn = excluded_turn or excluded
         elif candidate.quality.verdict == "discard":
             rejected.append((candidate, QualityDiscard(reason=candidate.quality.reason)))
         elif not candidate.grounded:
             rejected.append((candidate, Ungrounded()))
         else:
             kept.append(candidate)
-    return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected))
+    return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected), excluded_turn)
+
+
+def _rule_readings(turns: Sequence[BatchTurn]) -> dict[str, RuleExtraction]:
+    return {
+        turn.turn_id: extract_with_rules(
+            turn.text,
+            role=turn.role.value,
+            observed_at=turn.timestamp,
+            source_turn_id=turn.turn_id,
+        )
+        for turn in turns
+    }
+
+
+def model_prompts(
+    turns: Sequence[BatchTurn], context: Sequence[SessionTurn], config: ExtractConfig
+) -> list[RenderedPrompt]:
+    """The model requests `extract_candidates` makes for this batch when the model answers
+    (none when the rules handle every turn): the batch lane submits these."""
+    if all(found.fully_covered for found in _rule_readings(turns).values()):
+        return []
+    inp = ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context))
+    return extraction_prompts(inp, config)
 
 
 def extract_candidates(
@@ -79,15 +133,7 @@ def extract_candidates(
     turn's rule candidates are dropped: the turn is kept whole, as an episode. An empty model
     budget (`BudgetExhausted`) propagates, for the batch to wait in the queue, unless
     `defer_on_budget` (it waited long enough): then it defers like a failure (`BUDGET_ERROR`)."""
-    rules = {
-        turn.turn_id: extract_with_rules(
-            turn.text,
-            role=turn.role.value,
-            observed_at=turn.timestamp,
-            source_turn_id=turn.turn_id,
-        )
-        for turn in turns
-    }
+    rules = _rule_readings(turns)
     needs_llm = any(not found.fully_covered for found in rules.values())
     llm_candidates: dict[str, list[Candidate]] = {}
     calls: tuple[LlmUsage, ...] = ()
@@ -125,13 +171,20 @@ def extract_candidates(
             extractor = Extractor.DEFERRED
         else:
             extractor = Extractor.LLM
+        # No model read the turn: the excluded topics' vocabularies decide for it.
+        vocabulary = (
+            None
+            if extractor is Extractor.LLM
+            # The question a short answer answered is kept with it: it counts too.
+            else excluded_by_vocabulary(f"{turn.in_reply_to or ''}\n{turn.text}", config)
+        )
         if extractor is Extractor.DEFERRED and defer_on_model_failure:
-            # Kept whole as an episode: a partial reading of the turn is never stored.
-            extractions.append(TurnExtraction(turn.turn_id, extractor, ()))
+            # Kept whole as an episode (unless excluded): a partial reading is never stored.
+            extractions.append(TurnExtraction(turn.turn_id, extractor, (), excluded=vocabulary))
             continue
         # The rules' candidates are exact; the LLM fills in the rest (same key: higher confidence).
         merged = merge_candidates([found.candidates, llm_candidates.get(turn.turn_id, [])])
-        extractions.append(_triage(turn.turn_id, extractor, merged, config))
+        extractions.append(_triage(turn.turn_id, extractor, merged, config, vocabulary))
     return verify_extraction(
         BatchExtraction(tuple(extractions), calls, model_error), turns, config.verifier, verifier
     )

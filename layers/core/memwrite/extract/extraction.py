@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from memwrite.candidate import Candidate
 from memwrite.payloads import Extractor
-from memwrite.reasons import Reason
+from memwrite.reasons import ExcludedTopic, Reason
 from memwrite.usage import LlmUsage
 
 __all__ = ["BatchExtraction", "TurnExtraction"]
@@ -15,12 +15,15 @@ __all__ = ["BatchExtraction", "TurnExtraction"]
 
 @dataclass(frozen=True)
 class TurnExtraction:
-    """One turn's share of a batch: which extractor handled it, what it kept and rejected."""
+    """One turn's share of a batch: which extractor handled it, what it kept and rejected.
+    `excluded`: the turn is of an excluded topic, so its words are kept nowhere (no episode,
+    no session-log entry); its candidates of other topics, if any, go on."""
 
     turn_id: str
     extractor: Extractor
     candidates: tuple[Candidate, ...]
     rejected: tuple[tuple[Candidate, Reason], ...] = ()
+    excluded: ExcludedTopic | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ logged (the log's append checks its trace) and goes no further: `UserErased`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NoReturn
 
@@ -31,6 +31,7 @@ from memwrite.errors import BudgetExhausted, BudgetWait, SourceErased
 from memwrite.extract.candidates import BUDGET_ERROR, extract_candidates
 from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
+from memwrite.extract.requests import batch_turns, session_context
 from memwrite.ids import content_hash
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import (
@@ -42,8 +43,15 @@ from memwrite.models import (
     session_sort_key,
 )
 from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOutput
-from memwrite.ports import CandidateVerifier, ExtractionLlm, MetricsSink, SessionLog, SpanStore
-from memwrite.prompts.extract import BatchTurn, SessionTurn
+from memwrite.ports import (
+    CandidateVerifier,
+    ExtractionLlm,
+    MetricsSink,
+    SessionLog,
+    SpanStore,
+    TurnLedger,
+)
+from memwrite.prompts.extract import BatchTurn
 from memwrite.reasons import (
     DeferredBudget,
     DeferredModelFailed,
@@ -54,6 +62,7 @@ from memwrite.reasons import (
     UserErased,
 )
 from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
+from memwrite.topics import withheld_turn, withhold_words
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
@@ -75,6 +84,8 @@ class ExtractDeps:
     session_log: SessionLog
     llm: ExtractionLlm | None
     verifier: CandidateVerifier | None = None
+    # A trace's recorded inputs: an excluded topic's turn is withheld there too.
+    ledger: TurnLedger | None = None
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -83,6 +94,7 @@ def build_deps(adapters: StageAdapters) -> ExtractDeps:
         spans=adapters.spans,
         metrics=adapters.metrics,
         session_log=adapters.session_log(),
+        ledger=adapters.ledger(),
         llm=adapters.extraction_llm(),
         verifier=adapters.verifier(),
     )
@@ -143,7 +155,7 @@ def _extract_batch(
     try:
         return extract_candidates(
             inferred,
-            _context(ordered, config.extract, deps.session_log, deps.clock()),
+            session_context(ordered, config.extract, deps.session_log, deps.clock()),
             config.extract,
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
@@ -175,6 +187,9 @@ def _wait_for_budget(
 def _turn_verdict(
     extraction: TurnExtraction, deferred: Reason | None
 ) -> tuple[SpanResult, Reason | None]:
+    if extraction.excluded is not None and not extraction.candidates:
+        # Of an excluded topic: dropped whole, its words kept nowhere.
+        return SpanResult.REJECT, extraction.excluded
     if extraction.extractor is Extractor.DEFERRED:
         if deferred is not None:
             # Visible: an error span, and the turn waits as an episode (never a silent drop).
@@ -187,21 +202,6 @@ def _turn_verdict(
     return SpanResult.PASS, None
 
 
-def _context(
-    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog, now: float
-) -> list[SessionTurn]:
-    first = turns[0]
-    earlier = log.recent(
-        first.tenant,
-        first.user_id,
-        first.session_id,
-        session_sort_key(first),
-        config.max_source_turns,
-        now=now,
-    )
-    return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
-
-
 def _episode_of(
     turn: QueuedTurn,
     extraction: TurnExtraction,
@@ -211,7 +211,12 @@ def _episode_of(
 ) -> Episode | None:
     """The episode a turn is kept as, if any: a user turn extraction deferred (`keep =
     deferred`), or any user turn (`all`; those extracted now are born `extracted`)."""
-    if config.keep == "off" or turn.role is not Role.USER or turn.direct is not None:
+    if (
+        config.keep == "off"
+        or turn.role is not Role.USER
+        or turn.direct is not None
+        or extraction.excluded is not None
+    ):
         return None
     deferred = extraction.extractor is Extractor.DEFERRED
     if not deferred and config.keep != "all":
@@ -231,15 +236,21 @@ def _log_turns(
     log: SessionLog,
     now: float,
     episodes: dict[str, Episode] | None = None,
+    *,
+    excluded: Mapping[str, str] | None = None,
 ) -> frozenset[str]:
     """Append the batch's turns to the session log, each with its episode (if kept) in the
-    same commit; returns the ids of the turns whose user was erased meanwhile (their trace is
-    marked or gone): none of those is logged."""
+    same commit, those of an excluded topic (`excluded`: turn id -> topic) as a placeholder
+    (over their words, for a backfill); returns the ids of the turns whose user was erased
+    meanwhile (their trace is marked or gone): none of those is logged."""
     erased: set[str] = set()
     kept = episodes or {}
+    withheld = excluded or {}
     for turn in turns:
         if turn.trace_id in erased:
             continue
+        if turn.turn_id in withheld:
+            turn = withheld_turn(turn, withheld[turn.turn_id])  # noqa: PLW2901
         try:
             log.append(
                 turn,
@@ -273,16 +284,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     # SQS may deliver the same message twice in one batch: one turn id, one turn.
     unique = {turn.turn_id: turn for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
-    batch = [
-        BatchTurn(
-            turn_id=t.turn_id,
-            role=t.role,
-            text=t.text,
-            timestamp=t.observed_at,
-            in_reply_to=t.context,
-        )
-        for t in ordered
-    ]
+    batch = batch_turns(ordered)
     # A live batch waits in the queue for the model budget up to `model.max_wait_s` after it
     # was accepted; past that it is deferred (DeferredBudget). A backfill never waits here.
     waited_s = _waited_s(ordered, deps.clock())
@@ -327,7 +329,10 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         and (episode := _episode_of(turn, turn_extraction, deferred, config.episodes, now))
         is not None
     }
-    erased = _log_turns(ordered, extract_config, deps.session_log, now, episodes)
+    excluded = {t.turn_id: t.excluded.topic for t in extraction.turns if t.excluded is not None}
+    if excluded and deps.ledger is not None:
+        withhold_words([unique[turn_id] for turn_id in excluded], excluded, deps.ledger, now)
+    erased = _log_turns(ordered, extract_config, deps.session_log, now, episodes, excluded=excluded)
     if episodes:
         deps.metrics.event(STAGE, "episodes.kept", len(episodes) - len(erased & episodes.keys()))
     latency_ms = (time.perf_counter() - started) * 1000

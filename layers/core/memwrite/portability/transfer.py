@@ -9,10 +9,11 @@ back the same store, and a repeated import changes nothing.
 
 Import in three steps, nothing written until the first two pass:
 
-1. parse: every line is checked (JSON, its kind's model, the tenant and user of the request, no
-   id twice, every `superseded_by`, link and entity_facts observation naming a memory of the
-   file, every row's key the one its memories observe); the first fault is an
-   `ImportRejected` naming the line and the field;
+1. parse: every line is checked (its size, JSON, its kind's model, the API's guards: the
+   secrets firewall and the fields' bounds, `memwrite.portability.guards`; the tenant and user
+   of the request, no id twice, every `superseded_by`, link and entity_facts observation
+   naming a memory of the file, every row's key the one its memories observe); the first
+   fault is an `ImportRejected` naming the line and the field;
 2. compare with the store: an item already there and equal is left alone (that is what makes a
    repeat a no-op); already there and different is an `ImportConflict`;
 3. write the rest in units, each one transaction (`UserPortability.restore`): the entities
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,6 +51,7 @@ from memwrite.portability.format import (
 from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory
 
 if TYPE_CHECKING:
+    from memwrite.portability.guards import ImportGuards
     from memwrite.ports import UserPortability
 
 __all__ = [
@@ -142,18 +144,22 @@ def _check_owner(number: int, prefix: str, tenant: str, user_id: str, item: Any)
         raise ImportRejected(number, f"{prefix}.user_id", f"not the user {user_id} of the path")
 
 
-def parse_import(tenant: str, user_id: str, text: str) -> ParsedImport:
-    """The lines of an import, checked one by one and against each other; raise
-    `ImportRejected` (line, field) at the first fault."""
+def parse_import(
+    tenant: str, user_id: str, text: str | Iterable[str], guards: ImportGuards
+) -> ParsedImport:
+    """The lines of an import (a text, or its lines one by one), checked one by one, by the
+    API's `guards`, and against each other; raise `ImportRejected` (line, field) at the first
+    fault."""
     parsed = ParsedImport()
     # Lines end at "\n" only: `str.splitlines` would also split at U+2028 and the like, which
     # a line's JSON holds unescaped (the export writes `ensure_ascii=False`).
-    lines = text.split("\n")
-    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
-    if not numbered:
-        raise ImportRejected(1, "line", "empty: an import starts with the export's header line")
+    lines = text.split("\n") if isinstance(text, str) else text
+    numbered = ((n, line) for n, line in enumerate(lines, start=1) if line.strip())
+    position = -1
     for position, (number, line) in enumerate(numbered):
+        guards.check_size(number, line)
         record = _parse_line(number, line)
+        guards.check(number, record)
         if isinstance(record, HeaderLine):
             if position != 0:
                 raise ImportRejected(number, "kind", "a header only as the first line")
@@ -189,6 +195,8 @@ def parse_import(tenant: str, user_id: str, text: str) -> ParsedImport:
                 record.last_accessed,
             )
             parsed.memories[memory.memory_id] = (number, stored)
+    if position < 0:
+        raise ImportRejected(1, "line", "empty: an import starts with the export's header line")
     _check_references(parsed)
     return parsed
 
@@ -337,9 +345,15 @@ def _chain_units(
     return units
 
 
-def import_user(tenant: str, user_id: str, text: str, store: UserPortability) -> ImportReport:
+def import_user(
+    tenant: str,
+    user_id: str,
+    text: str | Iterable[str],
+    store: UserPortability,
+    guards: ImportGuards,
+) -> ImportReport:
     """Restore an export of the user (see the module's docstring for what is atomic)."""
-    parsed = parse_import(tenant, user_id, text)
+    parsed = parse_import(tenant, user_id, text, guards)
     todo, unchanged = _pending(parsed, store, tenant, user_id)
     for first_line, unit in _units(todo, tenant, user_id):
         try:

@@ -448,6 +448,12 @@ _TENANT_TOPICS_RULE = """\
 Besides your own topic labels you may assign one of the tenant's topics in <tenant_topics> \
 (its name exactly) when its description fits the memory."""
 
+_EXCLUDED_TOPICS_RULE = """\
+The tenant excludes the topics in <excluded_topics>. Give a memory about one of them that \
+topic's name exactly as its topic, whatever else it touches (for "health": conditions, \
+symptoms, medication, therapy, injuries, medical appointments and results, of the user or \
+anyone they mention); such memories are dropped, so never file them under another label."""
+
 
 def _fenced(text: str) -> str:
     """Text inside a tagged block, unable to close it or open another ("<" escaped)."""
@@ -455,8 +461,8 @@ def _fenced(text: str) -> str:
 
 
 def tenant_section(config: ExtractConfig) -> str:
-    """The tenant's steering (`extraction.instructions`, `extraction.topics`), appended to the
-    system prompt only when set: the default prompt is the same text for every tenant."""
+    """The tenant's steering (`extraction.instructions`, `topics`, `exclude_topics`), appended
+    to the system prompt only when set: the default prompt is the same text for every tenant."""
     parts: list[str] = []
     if config.instructions and config.instructions.strip():
         parts += [
@@ -470,6 +476,9 @@ def tenant_section(config: ExtractConfig) -> str:
             for topic in config.topics
         ]
         parts += [_TENANT_TOPICS_RULE, _section("tenant_topics", lines)]
+    if config.exclude_topics:
+        names = [to_prompt_json(_fenced(name)) for name in sorted(config.exclude_topics)]
+        parts += [_EXCLUDED_TOPICS_RULE, _section("excluded_topics", names)]
     return "\n\n".join(parts)
 
 

@@ -136,6 +136,9 @@ class DryRunLedger:
     def trace_inputs(self, tenant: str, trace_id: str) -> list[TraceInput]:
         return []
 
+    def replace_inputs(self, tenant: str, trace_id: str, inputs: Sequence[TraceInput]) -> None:
+        return None
+
     def traces_of_user(
         self,
         tenant: str,

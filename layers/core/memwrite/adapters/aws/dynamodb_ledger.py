@@ -219,8 +219,7 @@ class DynamoTurnLedger:
                 taken.add(tid)
         return taken
 
-    def put_trace(self, trace: TraceRecord, inputs: Sequence[TraceInput] = ()) -> None:
-        pk = trace_pk(trace.tenant, trace.trace_id)
+    def _put_inputs(self, pk: str, inputs: Sequence[TraceInput]) -> None:
         batch_write(
             self._client,
             self._table,
@@ -237,6 +236,13 @@ class DynamoTurnLedger:
                 for position, turn in enumerate(inputs)
             ],
         )
+
+    def replace_inputs(self, tenant: str, trace_id: str, inputs: Sequence[TraceInput]) -> None:
+        self._put_inputs(trace_pk(tenant, trace_id), inputs)
+
+    def put_trace(self, trace: TraceRecord, inputs: Sequence[TraceInput] = ()) -> None:
+        pk = trace_pk(trace.tenant, trace.trace_id)
+        self._put_inputs(pk, inputs)
         item: dict[str, Any] = {
             PK: {"S": pk},
             SK: {"S": TRACE_SK},

@@ -121,6 +121,14 @@ class SqliteTurnLedger:
         doc = self._trace_doc(tenant, trace_id) or {}
         return [TraceInput.model_validate(turn) for turn in doc.get("inputs", [])]
 
+    def replace_inputs(self, tenant: str, trace_id: str, inputs: Sequence[TraceInput]) -> None:
+        with self._db.connection() as connection:
+            connection.execute(
+                "UPDATE traces SET doc = json_set(doc, '$.inputs', json(?))"
+                " WHERE tenant = ? AND trace_id = ?",
+                (json.dumps([turn.model_dump(mode="json") for turn in inputs]), tenant, trace_id),
+            )
+
     def traces_of_user(
         self,
         tenant: str,
