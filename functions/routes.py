@@ -54,6 +54,7 @@ ROUTES: tuple[Route, ...] = (
     # Direct memories are queued as turns of their own: the ingest path, stage 1's function.
     Route("POST", "/v1/users/{user_id}/memories", "pre_filter", "post_memories"),
     Route("PATCH", "/v1/memories/{memory_id}", "api", "patch_memory_route"),
+    Route("DELETE", "/v1/memories/{memory_id}", "api", "delete_memory_route"),
     Route("GET", "/v1/users/{user_id}/memories", "api", "list_memories_route"),
     Route("DELETE", "/v1/users/{user_id}/memories", "api", "erase_user_route"),
     Route("GET", "/v1/users/{user_id}/export", "api", "export_user_route"),

@@ -15,6 +15,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.stages import StagePlacement, stage_named
 from memwrite.tenants import TenantConfigs
 from memwrite.wiring import build_stage_deps
@@ -44,7 +45,11 @@ class StageHandler:
         configs, deps = self.deps()
         payload: Any = self.stage.input_model.model_validate(event)
         # Every stage's input names its tenant; a tenant may override the pipeline's config.
-        output = self.stage.run(payload, configs.for_request(payload.tenant), deps)
+        config = configs.for_request(payload.tenant)
+        # Its model calls are charged to the tenant's part of the model budget.
+        lane = Lane.BACKFILL if getattr(payload, "backfill", False) else Lane.LIVE
+        with calling_for(caller_of(payload.tenant, config.model, lane)):
+            output = self.stage.run(payload, config, deps)
         result: dict[str, Any] = output.model_dump(mode="json")
         return result
 

@@ -33,7 +33,8 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
     # erase route (`memwrite.adapters.aws.dynamodb_erase`: exactly these six tables, and its mark
     # on the user's trace rows, which stops persist committing them) and the rollback route
     # (`memwrite.adapters.aws.dynamodb_rollback`: memories, entity_facts and outbox rows put and
-    # deleted in one transaction, its record in turns, its span) and the tenant's settings.
+    # deleted in one transaction, its record in turns, its span), the delete route (the same
+    # tables: `memwrite.adapters.aws.dynamodb_delete`) and the tenant's settings.
     # The backfill route (`memwrite.backfill`) runs the pipeline stages in-process:
     # resolve_refs writes entities, hence RW there; so does the import route
     # (`memwrite.adapters.aws.dynamodb_portability`: entities put only if absent).

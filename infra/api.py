@@ -1,7 +1,13 @@
 """The REST API: one method per row of the route table (`functions/routes.py`), integrated
 with the function the row names (pre_filter: stage 1; api: the rest), behind a Lambda
 authorizer that turns the `x-api-key` header into the tenant unless the row is public, with
-stage-wide throttling and access logs."""
+access logs.
+
+Limits are per tenant: the authorizer answers each tenant's usage key (`usageIdentifierKey`,
+`memwrite.auth.tenant.usage_key`; the API's key source is AUTHORIZER, so a caller can never
+name one), and API Gateway throttles and counts each key by the usage plan it is on (one per
+`EnvConfig.api_plans` entry; `memwrite keys plan` puts a tenant on one). The stage's own
+throttling is the whole API's ceiling, every tenant together."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from functions.routes import ROUTES, Auth
-from infra.config import ApiThrottling
+from infra.config import ApiPlan, ApiThrottling
 
 __all__ = ["GATEWAY_ERRORS", "MemwriteApi"]
 
@@ -31,6 +37,8 @@ GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[str | None, str]] = {
     apigw.ResponseType.ACCESS_DENIED: ("403", "forbidden"),
     apigw.ResponseType.THROTTLED: ("429", "throttled"),
     apigw.ResponseType.QUOTA_EXCEEDED: ("429", "throttled"),
+    # A tenant whose usage key is on no plan yet (`memwrite keys plan`).
+    apigw.ResponseType.INVALID_API_KEY: ("403", "forbidden"),
     apigw.ResponseType.REQUEST_TOO_LARGE: ("413", "payload_too_large"),
     apigw.ResponseType.UNSUPPORTED_MEDIA_TYPE: ("415", "unsupported_media_type"),
     apigw.ResponseType.BAD_REQUEST_PARAMETERS: ("400", "invalid_request"),
@@ -51,6 +59,7 @@ class MemwriteApi(Construct):
         functions: Mapping[str, lambda_.IFunction],
         authorizer: lambda_.IFunction,
         throttling: ApiThrottling,
+        plans: Mapping[str, ApiPlan],
         log_retention: logs.RetentionDays,
         removal_policy: cdk.RemovalPolicy,
     ) -> None:
@@ -64,6 +73,8 @@ class MemwriteApi(Construct):
             description="memwrite: " + ", ".join(f"{r.method} {r.path}" for r in ROUTES),
             cloud_watch_role=True,
             cloud_watch_role_removal_policy=removal_policy,
+            # The usage key comes from the authorizer's answer, never from a header.
+            api_key_source_type=apigw.ApiKeySourceType.AUTHORIZER,
             deploy_options=apigw.StageOptions(
                 stage_name="v1",
                 throttling_rate_limit=throttling.rate_per_sec,
@@ -110,8 +121,33 @@ class MemwriteApi(Construct):
                     route.method,
                     integration,
                     authorizer=tenant_authorizer,
+                    api_key_required=True,  # counted against the tenant's usage plan
                     request_validator=validator,
                 )
+        self.plans = {
+            name: self.api.add_usage_plan(
+                f"Plan{name.title().replace('_', '')}",
+                name=f"{cdk.Stack.of(self).stack_name}-{name}",
+                description=f"memwrite tenants on the {name!r} plan (memwrite keys plan)",
+                throttle=apigw.ThrottleSettings(
+                    rate_limit=plan.rate_per_sec, burst_limit=plan.burst
+                ),
+                quota=apigw.QuotaSettings(limit=plan.requests_per_day, period=apigw.Period.DAY)
+                if plan.requests_per_day
+                else None,
+                api_stages=[
+                    apigw.UsagePlanPerApiStage(api=self.api, stage=self.api.deployment_stage)
+                ],
+            )
+            for name, plan in plans.items()
+        }
+        for name, usage_plan in self.plans.items():
+            cdk.CfnOutput(
+                self,
+                f"UsagePlan{name.title().replace('_', '')}",
+                value=usage_plan.usage_plan_id,
+                description=f"the {name!r} plan: memwrite keys plan --usage-plan <this>",
+            )
         for response_type, (status, code) in GATEWAY_ERRORS.items():
             headers = {"Content-Type": "'application/json'"}
             if code == "throttled":
@@ -144,8 +180,9 @@ class MemwriteApi(Construct):
         cdk.Validations.of(self).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-APIG3",
-                reason="No WAF yet: stage throttling and the authorizer's cached key check "
-                "bound abuse; add a WAF web ACL per environment when the API is public.",
+                reason="No WAF yet: per-tenant usage plans, the stage's ceiling and the "
+                "authorizer's cached key check bound abuse; add a WAF web ACL per environment "
+                "when the API is public.",
             )
         )
         cdk.Validations.of(self).acknowledge(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memwrite.config import Settings, load_settings
 from memwrite.errors import ConfigError
@@ -14,10 +14,12 @@ from memwrite.errors import ConfigError
 __all__ = [
     "ENVIRONMENTS",
     "AlarmThresholds",
+    "ApiPlan",
     "ApiThrottling",
     "EnvConfig",
     "FunctionSize",
     "LlmProvider",
+    "ModelLimits",
     "SearchConfig",
     "config_for",
     "deployed_settings",
@@ -58,12 +60,39 @@ class SearchConfig(_Frozen):
 
 
 class ApiThrottling(_Frozen):
-    """The API stage's limits (every method); API Gateway answers 429 above them."""
+    """The whole API's ceiling (the stage, every tenant together); API Gateway answers 429
+    above it. Each tenant's own limits are its usage plan's (`ApiPlan`)."""
 
     # Steady requests per second, all methods.
     rate_per_sec: float = Field(gt=0)
     # Burst above the steady rate.
     burst: int = Field(gt=0)
+
+
+class ApiPlan(_Frozen):
+    """One API Gateway usage plan: the limits of each tenant on it, counted per tenant (the
+    authorizer names the tenant's usage key). A tenant is put on a plan with `memwrite keys
+    plan` (docs/scale.md)."""
+
+    # Steady requests per second of one tenant, all methods.
+    rate_per_sec: float = Field(gt=0)
+    # Burst above the steady rate.
+    burst: int = Field(gt=0)
+    # Requests per day of one tenant (None: no daily quota).
+    requests_per_day: int | None = Field(default=None, gt=0)
+
+
+class ModelLimits(_Frozen):
+    """The model limits (per minute) this environment's extraction may use: its account's
+    limits for `pipeline.extract.model`, or its share of them. The turn queue's
+    `MaximumConcurrency` is derived from them (`infra/scaling.py`)."""
+
+    # Model requests per minute.
+    requests_per_minute: int = Field(gt=0)
+    # Input tokens per minute.
+    input_tokens_per_minute: int = Field(gt=0)
+    # Output tokens per minute (a call is charged its max_tokens when it starts).
+    output_tokens_per_minute: int = Field(gt=0)
 
 
 class AlarmThresholds(_Frozen):
@@ -103,15 +132,21 @@ class EnvConfig(_Frozen):
     llm_provider: LlmProvider
     # Secrets Manager secret of ANTHROPIC_API_KEY (anthropic only).
     anthropic_secret_name: str = "memwrite/anthropic-api-key"
-    # API stage throttling (429 above it).
+    # The whole API's ceiling, every tenant together (429 above it).
     throttling: ApiThrottling
+    # Usage plans by name: each tenant's own request rate and daily quota.
+    api_plans: dict[str, ApiPlan]
+    # The plan `memwrite keys plan` puts a tenant on unless told otherwise.
+    default_api_plan: str = "standard"
+    # The model limits the pipeline may use (the turn queue's MaximumConcurrency follows).
+    model_limits: ModelLimits
     # Alarm thresholds.
     alarms: AlarmThresholds = AlarmThresholds()
     alarm_email: str | None = None  # subscribed to the alarm topic when set
-    # The backfill of pending episodes (EventBridge Scheduler -> the backfill function). Off
-    # until the model is configured (its key in Secrets Manager, or Bedrock access granted):
-    # on before that, every run would answer "model required".
-    backfill_schedule_enabled: bool = False
+    # The backfill of pending episodes (EventBridge Scheduler -> the backfill function). On:
+    # a turn the model could not take becomes an episode, and this is what distils it. A run
+    # finds the users with pending episodes through the sparse `pending_episodes` index.
+    backfill_schedule_enabled: bool = True
     backfill_schedule: str = "rate(1 hour)"
     # The expiry sweep (EventBridge Scheduler -> the expire function): how soon after a user
     # expiry passes its memory.expired goes out. Always on: a run with nothing due is one
@@ -123,6 +158,15 @@ class EnvConfig(_Frozen):
     @property
     def stack_name(self) -> str:
         return f"memwrite-{self.name}"
+
+    @model_validator(mode="after")
+    def _default_plan_exists(self) -> Self:
+        if self.default_api_plan not in self.api_plans:
+            raise ValueError(
+                f"default_api_plan {self.default_api_plan!r} is not one of api_plans "
+                f"({', '.join(sorted(self.api_plans))})"
+            )
+        return self
 
 
 # dev states every setting; staging and prod state only where they differ from it (`_derive`
@@ -138,6 +182,11 @@ _DEV = EnvConfig(
     map_concurrency=4,
     llm_provider=LlmProvider.ANTHROPIC,
     throttling=ApiThrottling(rate_per_sec=10, burst=20),
+    api_plans={"standard": ApiPlan(rate_per_sec=5, burst=10, requests_per_day=50_000)},
+    # A small Anthropic account's Haiku-class limits (docs/scale.md).
+    model_limits=ModelLimits(
+        requests_per_minute=50, input_tokens_per_minute=50_000, output_tokens_per_minute=10_000
+    ),
     search=SearchConfig(collection_name="memwrite-dev", standby_replicas=False),
 )
 
@@ -156,6 +205,12 @@ _STAGING = _derive(
     map_concurrency=10,
     llm_provider=LlmProvider.BEDROCK,
     throttling=ApiThrottling(rate_per_sec=50, burst=100),
+    api_plans={"standard": ApiPlan(rate_per_sec=20, burst=40)},
+    model_limits=ModelLimits(
+        requests_per_minute=1_000,
+        input_tokens_per_minute=1_000_000,
+        output_tokens_per_minute=200_000,
+    ),
     search=SearchConfig(collection_name="memwrite-staging"),
 )
 
@@ -165,7 +220,18 @@ _PROD = _derive(
     retain_data=True,
     log_retention="THREE_MONTHS",
     stage_size=FunctionSize(memory_mb=1024, timeout_secs=60),
-    throttling=ApiThrottling(rate_per_sec=200, burst=400),
+    # The API's ceiling; each tenant gets its plan's share of it.
+    throttling=ApiThrottling(rate_per_sec=2_000, burst=4_000),
+    api_plans={
+        "standard": ApiPlan(rate_per_sec=100, burst=200),
+        "large": ApiPlan(rate_per_sec=1_000, burst=2_000),
+    },
+    # A large Anthropic account's Haiku-class limits (docs/scale.md).
+    model_limits=ModelLimits(
+        requests_per_minute=4_000,
+        input_tokens_per_minute=4_000_000,
+        output_tokens_per_minute=800_000,
+    ),
     alarms=AlarmThresholds(stage_error_rate_pct=2.0, outbox_lag_secs=120),
     search=SearchConfig(collection_name="memwrite-prod"),
 )

@@ -1,13 +1,16 @@
 """The pipeline state machine, generated from `memwrite.stages.STAGES`.
 
-Execution input `{"batches": [ExtractInput, ...]}` (the dispatcher's). A Map runs each batch
-through one Lambda task per pipeline stage, in the list's order; the iteration state is
-`{"batch": <the ExtractInput>, "payload": <the last stage's output>}`, so a failure path still
-has the turns to dead-letter. Each task retries transient errors (the library's
-`TransientError` subclasses by name, Lambda service errors, throttling, timeouts) with
-backoff, and catches everything else to the failure path: an error span per turn
-(`functions/dead_letter`), then the batch to the pipeline DLQ. Every iteration ends in a
-small status object, so the Map's output stays small.
+Execution input `{"batches": [ExtractInput, ...]}` (the dispatcher's, started asynchronously:
+no function waits for a run). A Map runs each batch through one Lambda task per pipeline
+stage, in the list's order; the iteration state is `{"batch": <the ExtractInput>, "payload":
+<the last stage's output>}`, so a failure path still has the turns to dead-letter. Each task
+retries transient errors (the library's `TransientError` subclasses by name, Lambda service
+errors, throttling, timeouts) with backoff, and catches everything else to the failure path:
+an error span per turn (`functions/dead_letter`), then the batch to the pipeline DLQ. Should
+the Map itself fail (the failure path of an iteration failing after its retries), its Catch
+sends every batch of the execution to the pipeline DLQ: the machine routes its own failures,
+since nobody waits on it. Every iteration ends in a small status object, so the Map's output
+stays small.
 """
 
 from __future__ import annotations
@@ -132,6 +135,11 @@ class PipelineStateMachine(Construct):
             max_concurrency=map_concurrency,
         )
         batches.item_processor(chain)
+        batches.add_catch(
+            self._execution_failure_path(pipeline_dlq, retry),
+            errors=[sfn.Errors.ALL],
+            result_path="$.failure",
+        )
         self.log_group = logs.LogGroup(
             self, "Logs", retention=log_retention, removal_policy=removal_policy
         )
@@ -140,7 +148,7 @@ class PipelineStateMachine(Construct):
             "StateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(batches),
             state_machine_type=sfn.StateMachineType.EXPRESS,
-            # An Express sync execution may run 5 minutes; the dispatcher waits that long.
+            # Express's longest run (started asynchronously: nobody waits for it).
             timeout=cdk.Duration.minutes(5),
             tracing_enabled=True,
             logs=sfn.LogOptions(
@@ -186,8 +194,8 @@ class PipelineStateMachine(Construct):
             result_path=sfn.JsonPath.DISCARD,
         )
         for task in (record, send):
-            # Retried on anything: should the failure path itself fail, the execution fails
-            # and the dispatcher hands the turns back to SQS (redrive to the turns DLQ).
+            # Retried on anything: should the failure path itself fail, the Map fails and its
+            # Catch sends the execution's batches to the DLQ (`_execution_failure_path`).
             task.add_retry(
                 errors=[sfn.Errors.ALL],
                 interval=retry.interval,
@@ -205,3 +213,33 @@ class PipelineStateMachine(Construct):
             },
         )
         return record.next(send).next(done)
+
+    def _execution_failure_path(self, dlq: sqs.IQueue, retry: RetryPolicy) -> sfn.IChainable:
+        """The Map failed as a whole: every batch of the execution, with the error, to the
+        pipeline DLQ (one message: `{"batches": [...], "failure": {...}}`)."""
+        send = tasks.SqsSendMessage(
+            self,
+            "Send execution to DLQ",
+            queue=dlq,
+            message_body=sfn.TaskInput.from_object(
+                {
+                    "stage": "execution",
+                    "batches": sfn.JsonPath.object_at("$.batches"),
+                    "failure": sfn.JsonPath.object_at("$.failure"),
+                }
+            ),
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        send.add_retry(
+            errors=[sfn.Errors.ALL],
+            interval=retry.interval,
+            max_attempts=retry.max_attempts,
+            backoff_rate=2,
+        )
+        return send.next(
+            sfn.Pass(
+                self,
+                "Execution dead-lettered",
+                parameters={"status": "dead_lettered", "error.$": "$.failure.Error"},
+            )
+        )

@@ -31,11 +31,12 @@ from constructs import Construct
 from functions.routes import route_functions
 from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
 from infra.api import MemwriteApi
-from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
+from infra.config import EnvConfig, FunctionSize, LlmProvider, ModelLimits, deployed_settings
 from infra.lambdas import MemwriteFunction
 from infra.layer import handler_code, layer_code
 from infra.monitoring import Monitoring
 from infra.pipeline import PipelineStateMachine, RetryPolicy
+from infra.scaling import TURN_BATCH, turn_queue_concurrency, webhook_lane_concurrency
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
@@ -46,8 +47,8 @@ from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = ["DEPLOYED_CONSTRUCT_IDS", "MemwriteStack", "bedrock_model_arns", "construct_id"]
 
-# Express sync executions last at most 5 minutes; the dispatcher waits for them.
-_DISPATCH_SIZE = FunctionSize(memory_mb=256, timeout_secs=330)
+# The dispatcher starts executions and returns: it waits for none of them.
+_DISPATCH_SIZE = FunctionSize(memory_mb=256, timeout_secs=30)
 # The index step retries while a new collection's data access policy applies.
 _INDEX_SETUP_SIZE = FunctionSize(memory_mb=256, timeout_secs=180)
 # Bedrock model ids starting with a model provider are foundation models; any other first
@@ -198,11 +199,14 @@ class MemwriteStack(cdk.Stack):
             removal_policy=removal,
         )
         machine = self.pipeline.state_machine
-        machine.grant_start_sync_execution(dispatch.role)
+        machine.grant_start_execution(dispatch.role)
         dispatch.function.add_environment("PIPELINE_STATE_MACHINE_ARN", machine.state_machine_arn)
         dispatch.function.add_event_source(
             sources.SqsEventSource(
-                self.queues.turns, batch_size=10, report_batch_item_failures=True
+                self.queues.turns,
+                batch_size=TURN_BATCH,
+                report_batch_item_failures=True,
+                max_concurrency=turn_queue_concurrency(*self._model_limits()),
             )
         )
 
@@ -213,6 +217,7 @@ class MemwriteStack(cdk.Stack):
                 functions={name: self.functions[name].function for name in route_functions()},
                 authorizer=authorizer.function,
                 throttling=config.throttling,
+                plans=config.api_plans,
                 log_retention=self._retention,
                 removal_policy=removal,
             )
@@ -238,6 +243,14 @@ class MemwriteStack(cdk.Stack):
         )
         self._acknowledge_generated_wildcards()
 
+    def _model_limits(self) -> tuple[ModelLimits, int]:
+        """The model limits the intake is derived from, and the max_tokens each call reserves.
+
+        The limits are the environment's `model_limits` (infra config). When the model budget's
+        `pipeline.model.limits` is in the deployed settings, its entry for the extraction's
+        (provider, model) is the value to return here instead: one number, in one place."""
+        return self.config.model_limits, self.settings.pipeline.extract.max_output_tokens
+
     def _exports_bucket(self, api: MemwriteFunction) -> ExportsBucket:
         """Where the API function puts exports too large for one response and presigns
         their URL with its own role: it may put and get objects under the key prefix only."""
@@ -260,9 +273,9 @@ class MemwriteStack(cdk.Stack):
         return exports
 
     def _scheduled_functions(self) -> None:
-        """The functions EventBridge Scheduler runs: the backfill of pending episodes, its
-        schedule DISABLED until the environment says the model is configured
-        (`backfill_schedule_enabled`), and the expiry sweep, always on."""
+        """The functions EventBridge Scheduler runs: the backfill of pending episodes (on unless
+        the environment turns it off, `backfill_schedule_enabled`) and the expiry sweep,
+        always on."""
         config = self.config
         backfill = self._function("backfill", "backfill", config.extract_size)
         enabled = config.backfill_schedule_enabled
@@ -397,7 +410,13 @@ class MemwriteStack(cdk.Stack):
         its own function makes the HTTP calls (docs/change-feed.md)."""
         consumer = self._function("webhook_delivery", "webhook_delivery", DELIVERY_SIZE)
         producers = [self.functions[stage.name] for stage in stream]
-        return WebhookLane(self, "WebhookLane", consumer=consumer, producers=producers)
+        return WebhookLane(
+            self,
+            "WebhookLane",
+            consumer=consumer,
+            producers=producers,
+            max_concurrency=webhook_lane_concurrency(*self._model_limits()),
+        )
 
     def _change_feed_bus(self, stream: Sequence[StageDef]) -> events.EventBus:
         """The environment's change-feed bus: the stream stage (hype) puts each memory row's

@@ -56,7 +56,9 @@ class Tables(Construct):
                 index_name=index.name,
                 partition_key=_string_key(index.partition_key),
                 sort_key=_string_key(index.sort_key) if index.sort_key else None,
-                projection_type=dynamodb.ProjectionType.ALL,
+                projection_type=dynamodb.ProjectionType.KEYS_ONLY
+                if index.keys_only
+                else dynamodb.ProjectionType.ALL,
             )
         return table
 
@@ -73,6 +75,10 @@ def _queue(scope: Construct, construct_id: str, **kwargs: object) -> sqs.Queue:
 
 class Queues(Construct):
     """The turn queue (FIFO: per-user order where the queue allows it) and the DLQs.
+
+    The turn queue is a high-throughput FIFO queue: deduplication and the throughput quota
+    apply per message group (`message_group_id`: tenant and user), not to the whole queue
+    (300 sends a second without batching), so it scales with the number of users.
 
     - `turns_dlq`: turns whose executions kept failing as a whole (SQS redrive).
     - `pipeline_dlq`: batches a stage gave up on (the state machine's Catch), with the stage and
@@ -96,6 +102,9 @@ class Queues(Construct):
             "Turns",
             fifo=True,
             content_based_deduplication=False,  # the ingest API sends the turn id
+            # High throughput: a turn id is unique within its user's group already.
+            deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP,
+            fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
             visibility_timeout=visibility_timeout,
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.turns_dlq, max_receive_count=max_receives

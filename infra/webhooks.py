@@ -42,6 +42,7 @@ class WebhookLane(Construct):
         *,
         consumer: MemwriteFunction,
         producers: Sequence[MemwriteFunction],
+        max_concurrency: int,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dlq = sqs.Queue(
@@ -65,7 +66,11 @@ class WebhookLane(Construct):
         consumer.function.add_environment("WEBHOOK_QUEUE_URL", self.queue.queue_url)
         consumer.function.add_event_source(
             sources.SqsEventSource(
-                self.queue, batch_size=DELIVERY_BATCH, report_batch_item_failures=True
+                self.queue,
+                batch_size=DELIVERY_BATCH,
+                report_batch_item_failures=True,
+                # At the rate memories are written (`infra/scaling.py`): a burst waits here.
+                max_concurrency=max_concurrency,
             )
         )
         for producer in producers:

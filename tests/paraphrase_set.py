@@ -1,5 +1,6 @@
-"""A hand-made search set where the query never uses the memory's words: recall@5 of hybrid
-search with and without HyPE question vectors (tests/unit/test_hype.py, `make bench`).
+"""A hand-made search set where the query never uses the memory's words: recall@k of hybrid
+search with and without HyPE question vectors, by embedder and fusion (tests/unit/test_hype.py,
+`make bench`).
 
 One user's memories as (type, entity, attribute, value, text); each query names the memory it
 should find. Written for this project.
@@ -13,11 +14,12 @@ from datetime import UTC, datetime
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.adapters.template_questions import TemplateQuestions
 from memwrite.candidate import MemoryType
-from memwrite.embedder import HashingEmbedder
 from memwrite.hype.stage import document_of
 from memwrite.ids import content_hash
-from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter
+from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter
 from memwrite.memory import MemoryUnit, Tier
+from memwrite.ports import Embedder
+from memwrite.wiring.backends import offline_embedder
 
 F, P, INS = MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION
 MEMORIES: list[tuple[MemoryType, str, str, str, str]] = [
@@ -86,9 +88,16 @@ def memory_unit(
     )
 
 
-def recall_at_5(with_questions: bool) -> float:
-    """Share of queries whose memory is in the top 5 of hybrid search (the query API's)."""
-    embedder = HashingEmbedder()
+def recall_at(
+    k: int,
+    *,
+    with_questions: bool,
+    embedder: Embedder | None = None,
+    fusion: Fusion = DEFAULT_FUSION,
+) -> float:
+    """Share of queries whose memory is in the top `k` of hybrid search (the query API's),
+    with the embedded default's embedder unless another is given."""
+    embedder = embedder or offline_embedder("wordllama", None)
     index = EmbeddedIndex(dimension=embedder.dimension)
     questions = TemplateQuestions()
     for entry in MEMORIES:
@@ -105,9 +114,9 @@ def recall_at_5(with_questions: bool) -> float:
             "dana",
             query,
             embedder.embed([query])[0],
-            5,
+            k,
             filter=IndexFilter(min_confidence=0.4),
-            bm25_weight=DEFAULT_BM25_WEIGHT,
+            fusion=fusion,
         )
         found += by_text[expected] in {hit.memory_id for hit in hits}
     return found / len(QUERIES)

@@ -1,5 +1,5 @@
 """The API function: every route `functions/routes.py` gives `api` (all but the ingest
-routes): traces, their replay and rollback, search, memories (read, pin, expire, erase),
+routes): traces, their replay and rollback, search, memories (read, pin, expire, delete, erase),
 export and import, episodes and their backfill, the tenant's settings, the OpenAPI document.
 
 The tenant is the credential's; every route passes it down, so a user id of another tenant
@@ -34,6 +34,7 @@ from functions.api_common import (
 )
 from memwrite.backfill import BackfillRequest, BackfillResult, backfill_user
 from memwrite.config import TenantOverrides
+from memwrite.edit.delete import delete_memory
 from memwrite.edit.erase import ErasureReport, erase_user
 from memwrite.edit.patch import MemoryPatch, PatchDeps, patch_memory
 from memwrite.edit.rollback import rollback_trace
@@ -78,7 +79,7 @@ from memwrite.replay import (
     replay_trace,
     replay_traces_of_user,
 )
-from memwrite.store import RollbackRecord
+from memwrite.store import DeletionRecord, RollbackRecord
 from memwrite.wiring import ApiFunctionDeps, build_api_function_deps
 
 logger = Logger(service="memwrite-api")
@@ -278,6 +279,31 @@ def patch_memory_route(memory_id: str, patch: MemoryPatch) -> Response[dict[str,
             )
         )
     )
+
+
+@http.route(
+    summary="Delete one memory; what it superseded is current again",
+    description="Removes the memory from the store and the index, whoever stored or merged "
+    "into it, and announces it on the change feed (`memory.deleted`). Its observation leaves "
+    "its entity_facts row and the row is derived again, so a memory it had ended is current "
+    "again (`restored`). The trace that stored it gets a span of stage `delete`. Another "
+    "tenant's id, or one deleted already, is a 404.",
+    tags=["memories"],
+    responses=error_responses(
+        404, ok=(HTTPStatus.OK, "What was deleted and restored.", DeletionRecord)
+    ),
+)
+def delete_memory_route(memory_id: str) -> Response[dict[str, Any]]:
+    def delete(tenant: str, current: ApiFunctionDeps) -> DeletionRecord:
+        _without_body()
+        return delete_memory(
+            tenant,
+            path_id(memory_id, UnknownMemory),
+            current.configs.for_request(tenant),
+            current.delete,
+        )
+
+    return http.answer(delete)
 
 
 @http.route(

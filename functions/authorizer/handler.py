@@ -1,5 +1,7 @@
 """API Gateway REQUEST authorizer: the `x-api-key` header -> the tenant, put into the request
-context (`tenant_id`) where the API handlers read it; unknown or missing key -> 401.
+context (`tenant_id`) where the API handlers read it, and the tenant's usage key
+(`usageIdentifierKey`) that API Gateway throttles and counts by the tenant's usage plan;
+unknown or missing key -> 401.
 
 The key's SHA-256 is looked up in the key table (`API_KEYS_TABLE` on AWS, the data directory's
 locally; `memwrite keys` creates and revokes them), after the configured keys of the local mode
@@ -17,7 +19,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memwrite.auth.api_keys import KeyResolver
-from memwrite.auth.tenant import API_KEY_HEADER
+from memwrite.auth.tenant import API_KEY_HEADER, usage_key
 from memwrite.config import load_settings
 from memwrite.wiring import build_api_key_store
 
@@ -50,4 +52,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             ],
         },
         "context": {"tenant_id": tenant},
+        "usageIdentifierKey": usage_key(tenant),
     }

@@ -1,5 +1,6 @@
 """Dispatcher: the turn queue's SQS batch -> pipeline state machine executions (one Map over
-per-session extract inputs each); the messages of a failed execution go back to the queue."""
+per-session extract inputs each), started asynchronously; the messages of an execution that
+could not be started go back to the queue."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from memwrite.budget import caller_of, calling_for
 from memwrite.payloads import IndexedChange, OutboxChange
 from memwrite.stages import stage_named
 from memwrite.tenants import TenantConfigs
@@ -45,7 +46,10 @@ def index_record(record: DynamoDBRecord) -> IndexedChange | None:
     image = record.dynamodb.new_image if record.dynamodb else None
     change = OutboxChange.from_row(image or {})
     configs, stage_deps = deps()
-    result: IndexedChange = STAGE.run(change, configs.for_request(change.tenant), stage_deps)
+    config = configs.for_request(change.tenant)
+    # HyPE's calls are charged to the tenant's part of the model budget.
+    with calling_for(caller_of(change.tenant, config.model)):
+        result: IndexedChange = STAGE.run(change, config, stage_deps)
     # Ids and timings only: the memory's text never reaches the logs.
     logger.debug("indexed", extra=result.model_dump(mode="json", exclude={"questions"}))
     return result

@@ -38,7 +38,7 @@ def on_event(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     setup = build_index_setup()
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            setup.index.ensure_index(setup.bm25_weight)
+            setup.index.ensure_index(setup.fusion)
             break
         except IndexUnavailable:
             if attempt == ATTEMPTS:

@@ -18,9 +18,11 @@ from memwrite_local.cli.search import render_hits
 from memwrite_local.runtime.funnel import render_funnel
 
 __all__ = [
+    "EPISODE_JSON_FIELDS",
     "MEMORY_JSON_FIELDS",
     "add_ingest_parser",
     "load_conversation",
+    "render_episodes",
     "render_memories",
     "run_ingest",
 ]
@@ -54,8 +56,28 @@ MEMORY_JSON_FIELDS = frozenset(
 )
 
 
+# What `ingest --json` prints of each episode (a kept turn; the episodes API returns more).
+EPISODE_JSON_FIELDS = frozenset(
+    {"turn_id", "text", "observed_at", "status", "deferred_reason", "memory_ids"}
+)
+
+
 def _memory_json(memory: MemoryUnit) -> dict[str, Any]:
     return memory.model_dump(mode="json", include=set(MEMORY_JSON_FIELDS))
+
+
+def _episode_json(episode: dict[str, Any]) -> dict[str, Any]:
+    """An episode of the episodes or search API, as `ingest --json` prints it."""
+    return {field: episode[field] for field in sorted(EPISODE_JSON_FIELDS)}
+
+
+def render_episodes(episodes: list[dict[str, Any]]) -> str:
+    """One line per kept turn: its id, status, why it was kept, its words."""
+    lines = [
+        f"  {e['turn_id'][:8]} {e['status']:<9} {e['deferred_reason']['type']:<20} {e['text']}"
+        for e in episodes
+    ]
+    return "\n".join(lines) or "  (none)"
 
 
 def render_memories(memories: list[MemoryUnit]) -> str:
@@ -89,9 +111,13 @@ def load_conversation(path: Path) -> dict[str, Any]:
 
 
 def _search_result_json(result: dict[str, Any]) -> dict[str, Any]:
-    """A search hit as `ingest --json` prints it: the memory JSON, plus score and matched."""
-    memory = {field: result[field] for field in sorted(MEMORY_JSON_FIELDS)}
-    return {**memory, "score": result["score"], "matched": result["matched"]}
+    """A search hit as `ingest --json` prints it: its kind, the memory or episode JSON, plus
+    score and matched."""
+    if result["kind"] == "episode":
+        item = _episode_json(result)
+    else:
+        item = {field: result[field] for field in sorted(MEMORY_JSON_FIELDS)}
+    return {"kind": result["kind"], **item, "score": result["score"], "matched": result["matched"]}
 
 
 def run_ingest(
@@ -117,6 +143,7 @@ def run_ingest(
         payload = {
             "funnel": run.funnel.model_dump(mode="json"),
             "memories": [_memory_json(memory) for memory in run.memories],
+            "episodes": [_episode_json(episode) for episode in run.episodes],
             "llm_calls": run.trace["llm_calls"],
             "cost_usd": run.trace["cost_usd"],
             "trace_ids": run.trace["trace_ids"],
@@ -132,6 +159,8 @@ def run_ingest(
     else:
         stdout.write(render_funnel(run.funnel) + "\n\nmemories\n")
         stdout.write(render_memories(run.memories) + "\n")
+        stdout.write("\nepisodes (kept turns, searchable, distilled by `memwrite backfill`)\n")
+        stdout.write(render_episodes(run.episodes) + "\n")
         for query, results in run.searches:
             stdout.write(f"\nsearch {query!r}\n")
             stdout.write(render_hits(results) + "\n")

@@ -1,10 +1,15 @@
-"""`memwrite keys create --tenant T | list | revoke ID`: the API keys of a deployment.
+"""`memwrite keys create --tenant T | list | revoke ID | plan`: the API keys of a deployment.
 
 Against a deployed environment (`--table`, the stack's `ApiKeysTable` output, written with your
 AWS credentials; `AWS_ENDPOINT_URL` is honoured) or a local data directory (`--data-dir`, what
 `memwrite serve` reads). Only a hash of each key is stored: `create` prints the key once, and
 `list` and `revoke` work with its public id. A revoked key stops working within a minute on AWS
 (the authorizer's and API Gateway's caches, 30 s each), within 30 s on `memwrite serve`.
+
+`plan --usage-plan ID [--tenant T]` (a deployed environment only) puts a tenant, or every
+tenant of the key table, on a usage plan of the API (the stack's `UsagePlan<Name>` outputs):
+the plan's rate, burst and daily quota then apply to that tenant's requests, counted per tenant.
+A tenant on no plan is refused (403) by API Gateway: put each new tenant on one.
 Exit status 0 on success, 1 when `revoke` finds no such key, 2 on bad usage.
 """
 
@@ -40,7 +45,10 @@ def add_keys_parser(commands: Any) -> None:
     listing.add_argument("--tenant", help="only this tenant's keys")
     revoke = actions.add_parser("revoke", help="delete a key by its id")
     revoke.add_argument("key_id")
-    for action in (create, listing, revoke):
+    plan = actions.add_parser("plan", help="put a tenant (or every tenant) on a usage plan")
+    plan.add_argument("--usage-plan", required=True, help="the plan's id (a stack output)")
+    plan.add_argument("--tenant", help="this tenant only (default: every tenant with a key)")
+    for action in (create, listing, revoke, plan):
         where = action.add_mutually_exclusive_group()
         where.add_argument(
             "--table",
@@ -75,10 +83,30 @@ def _public(record: ApiKeyRecord) -> dict[str, str]:
     return {k: v for k, v in asdict(record).items() if k != "key_hash"}
 
 
+def _plan(args: argparse.Namespace, store: ApiKeyStore, stdout: TextIO) -> int:
+    from memwrite.adapters.aws.apigateway_plans import ApiGatewayUsagePlans
+    from memwrite.adapters.aws.clients import apigateway_client
+    from memwrite.auth.tenant import usage_key
+
+    if not args.table or args.data_dir is not None:
+        stdout.write("usage plans are a deployed environment's: pass --table\n")
+        return 2
+    plans = ApiGatewayUsagePlans(apigateway_client(os.environ.get("AWS_ENDPOINT_URL")))
+    tenants = [args.tenant] if args.tenant else sorted({r.tenant for r in store.list_keys()})
+    placed = {t: plans.assign(t, usage_key(t), args.usage_plan) for t in tenants}
+    if args.json:
+        stdout.write(json.dumps({"usage_plan": args.usage_plan, "tenants": placed}) + "\n")
+    else:
+        stdout.write("".join(f"{t} on {args.usage_plan} (key {k})\n" for t, k in placed.items()))
+    return 0
+
+
 def run_keys(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.auth.api_keys import create_key
 
     store = _store(args)
+    if args.keys_action == "plan":
+        return _plan(args, store, stdout)
     if args.keys_action == "create":
         issued = create_key(store, args.tenant)
         if args.json:

@@ -32,10 +32,18 @@ def add_search_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def render_hits(results: list[dict[str, Any]]) -> str:
-    lines = [
-        f"  {hit['score']:.3f} {hit['memory_id'][:8]} {hit['text']}  ({', '.join(hit['matched'])})"
-        for hit in results
-    ]
+    """One line per hit, memory or episode (`kind`): score, kind, id, text, what matched; an
+    episode also shows its status (`pending` until a model distils it)."""
+    lines = []
+    for hit in results:
+        if hit["kind"] == "episode":
+            ident, status = hit["turn_id"], f" {hit['status']}"
+        else:
+            ident, status = hit["memory_id"], ""
+        matched = ", ".join(hit["matched"])
+        lines.append(
+            f"  {hit['score']:.3f} {hit['kind']:<7} {ident[:8]} {hit['text']}  ({matched}){status}"
+        )
     return "\n".join(lines) or "  (nothing found)"
 
 

@@ -246,7 +246,7 @@ def _score_run(
     tally.memories += len(run.memories)
     tally.active += sum(memory.active for memory in run.memories)
     tally.supersessions += sum(memory.superseded_by is not None for memory in run.memories)
-    tally.episodes += run.episodes
+    tally.episodes += len(run.episodes)
     for question, (_, results) in zip(questions, run.searches, strict=True):
         ranked = [ref_of.get(result["source_turn_id"]) for result in results]
         tally.hits.update(k for k in ks if recall_at_k(ranked, question.evidence, k))

@@ -49,9 +49,10 @@ class LocalRun:
     funnel: Funnel
     failed: dict[str, str] = field(default_factory=dict)
     searches: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
-    # The same queries with `kinds: ["memory"]`, and the episodes the run kept.
+    # The same queries with `kinds: ["memory"]`, and the user's episodes (as the episodes API
+    # returns them, oldest first).
     memory_searches: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
-    episodes: int = 0
+    episodes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def api_sized_requests(
@@ -127,7 +128,7 @@ def run_sessions(
     failed: dict[str, str] = {}
     searches: list[tuple[str, list[dict[str, Any]]]] = []
     memory_searches: list[tuple[str, list[dict[str, Any]]]] = []
-    episodes = 0
+    episodes: list[dict[str, Any]] = []
     with ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memwrite-")))
@@ -161,7 +162,7 @@ def run_sessions(
             if found.status != 200:
                 raise IngestFailed(found.status, found.body)
             memory_searches.append((query, found.body["results"]))
-        episodes = _count_episodes(runner, user_id)
+        episodes = _list_episodes(runner, user_id)
         if queries:
             from functions.api.handler import ACCESS_UPDATES
 
@@ -179,12 +180,13 @@ def run_sessions(
     return LocalRun(trace, spans, memories, funnel, failed, searches, memory_searches, episodes)
 
 
-def _count_episodes(runner: Any, user_id: str) -> int:
-    """How many episodes (any status) the user has, through the episodes API."""
-    count, cursor = 0, ""
+def _list_episodes(runner: Any, user_id: str) -> list[dict[str, Any]]:
+    """The user's episodes (any status), oldest first, through the episodes API."""
+    episodes: list[dict[str, Any]] = []
+    cursor = ""
     while True:
         page = runner.call("GET", f"/v1/users/{user_id}/episodes?limit=100{cursor}").body
-        count += len(page["episodes"])
+        episodes.extend(page["episodes"])
         if not page["next_cursor"]:
-            return count
+            return episodes
         cursor = f"&cursor={page['next_cursor']}"

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs
 
 from functions.routes import ROUTES, Auth, Route
 from memwrite.environment import Backend, LambdaEnvironment
-from memwrite.errors import WebhookUndelivered
+from memwrite.errors import BudgetWait, WebhookUndelivered
 from memwrite.expiry import ExpirySweep, sweep_expiries
 from memwrite.feed.delivery import DeliveryOutcome, attempt_delivery
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
@@ -110,6 +110,8 @@ class DrainReport:
 
     completed_batches: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    # Turns put back in the queue to wait for the model budget (`BudgetWait`): not failures.
+    budget_waits: int = 0
     expiries_announced: int = 0  # by the expiry sweep: each a `memory.expired` row
     indexed: list[IndexedChange] = field(default_factory=list)
     index_failed: dict[str, str] = field(default_factory=dict)
@@ -371,9 +373,17 @@ class LocalRunner:
         passed user expiries it gave a `memory.expired` row, for `index_outbox` to deliver."""
         return sweep_expiries(datetime.now(UTC), self._expire.deps())
 
-    def _settle(self, deliveries: list[Delivery], error: str | None, report: DrainReport) -> None:
+    def _settle(
+        self, deliveries: list[Delivery], error: str | BudgetWait | None, report: DrainReport
+    ) -> None:
         if error is None:
             self._consumer.delete(deliveries)
+            return
+        if isinstance(error, BudgetWait):
+            # Waiting for the model budget is no failure: hidden for the delay, then tried
+            # again (extract defers it once `model.max_wait_s` has passed).
+            self._consumer.release(deliveries, error.delay_s)
+            report.budget_waits += len(deliveries)
             return
         retry = [d for d in deliveries if d.receive_count < MAX_RECEIVES]
         self._consumer.release(retry)
@@ -381,12 +391,14 @@ class LocalRunner:
         self._consumer.dead_letter(exhausted, error)
         report.failed.update(dict.fromkeys((d.turn.turn_id for d in exhausted), error))
 
-    def _run_stages(self, batch: ExtractInput, report: DrainReport) -> str | None:
+    def _run_stages(self, batch: ExtractInput, report: DrainReport) -> str | BudgetWait | None:
         """Each stage's output is the next one's input, as in the state machine."""
         payload: dict[str, Any] = batch.model_dump(mode="json")
         try:
             for handler_module in self._pipeline:
                 payload = handler_module.lambda_handler(payload, LocalContext())
+        except BudgetWait as wait:
+            return wait
         except Exception as exc:  # the Lambda runtime's boundary: any failure is a failed task
             return f"{type(exc).__name__}: {exc}"
         report.completed_batches += 1

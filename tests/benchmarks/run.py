@@ -2,8 +2,9 @@
 extraction cost (rule coverage, LLM calls per turn) on the real conversations, DynamoDB calls
 per candidate by store size, the embedded index's query time at 1k/10k/100k memories, search
 recall and read-your-writes, and the embedded mode (offline pipeline per turn on SQLite vs
-moto, `memwrite serve` under load), and episodes (write cost, search beside 10k of them,
-backfill throughput).
+moto, `memwrite serve` under load), episodes (write cost, search beside 10k of them,
+backfill throughput), the offline embedders (load time, memory, embedding cost) and dedupe's
+cosine band per embedder (precision and recall of merges).
 
 One section alone: `python -m tests.benchmarks.run --only embedded --serve-seconds 10`.
 
@@ -36,7 +37,9 @@ from memwrite.models import Role
 from memwrite.pre_filter.checks import pre_filter_turn
 from memwrite.pre_filter.rate_gate import RateGate
 from tests.benchmarks import (
+    dedupe_band,
     embedded_bench,
+    embedder_bench,
     episodes_bench,
     extract_bench,
     index_bench,
@@ -61,6 +64,8 @@ SECTIONS = (
     "search",
     "embedded",
     "episodes",
+    "embedder",
+    "dedupe_band",
 )
 
 
@@ -281,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
         "search": search_bench.run,
         "embedded": lambda: embedded_bench.run(args.serve_seconds, args.offline_turns),
         "episodes": episodes_bench.run,
+        "embedder": embedder_bench.run,
+        "dedupe_band": dedupe_band.run,
     }
     results: dict[str, Any] = {
         "measured_at": datetime.now(UTC).isoformat(),

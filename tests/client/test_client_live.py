@@ -168,6 +168,32 @@ def test_another_tenant_sees_nothing(serve: ServeProcess) -> None:
             other.trace(ack.trace_id)
 
 
+def test_delete_one_memory_sync_and_async_another_tenant_gets_404(serve: ServeProcess) -> None:
+    dana = user()
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        ack = mw.add(user_id=dana, session_id="s-1", turns=TURNS)
+        stored = sorted(set(mw.wait(ack.trace_id, timeout=30).outcome.memory_ids))
+        first, second = stored[0], stored[1]
+        # When another tenant deletes one: 404, and it stays
+        with MemwriteClient(serve.base_url, api_key=OTHER_KEY) as other, pytest.raises(NotFound):
+            other.delete_memory(first)
+        assert mw.get_memory(first).memory_id == first
+        # When the tenant deletes it (sync), then another one (async)
+        record = mw.delete_memory(first)
+
+        async def delete_async() -> str:
+            async with AsyncMemwriteClient(serve.base_url, api_key=API_KEY) as amw:
+                return (await amw.delete_memory(second)).memory_id
+
+        deleted_async = asyncio.run(delete_async())
+        # Then both are gone, the rest of the request stays, and a repeat is a 404
+        assert (record.memory_id, record.user_id, record.trace_id) == (first, dana, ack.trace_id)
+        assert deleted_async == second
+        assert {m.memory_id for m in mw.memories(dana)} == set(stored) - {first, second}
+        with pytest.raises(NotFound):
+            mw.delete_memory(first)
+
+
 def test_an_unreachable_server_raises_after_the_retries() -> None:
     retry = RetryPolicy(attempts=2, base_delay=0.01)
     unreachable = MemwriteClient("http://127.0.0.1:9", api_key=API_KEY, retry=retry)

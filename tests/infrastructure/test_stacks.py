@@ -227,7 +227,8 @@ def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -
         for s in _role_statements(synth, "DispatchFn")
         for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     ]
-    assert "states:StartSyncExecution" in dispatch
+    assert "states:StartExecution" in dispatch
+    assert "states:StartSyncExecution" not in dispatch  # it waits for no run
     assert _tables_written(synth, "DispatchFn") == set()
     # And dedupe and conflict write only spans; persist writes the store
     for reader in ("DedupeFn", "ConflictFn"):
@@ -481,14 +482,15 @@ def schedule_of(synth: Synthesized, function_prefix: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_the_backfill_schedule_is_off_until_the_model_is_configured(
+def test_the_backfill_schedule_is_on_by_default(
     synthesized: dict[str, Synthesized], env: str
 ) -> None:
-    # Given a synthesized environment (none says its model is configured yet)
+    # Given a synthesized environment (none turns the backfill off)
     synth = synthesized[env]
-    # Then one EventBridge schedule invokes the backfill function, disabled, without retries
+    # Then one EventBridge schedule invokes the backfill function, enabled, without retries
     properties = schedule_of(synth, "BackfillFn")
-    assert properties["State"] == "DISABLED"
+    assert synth.config.backfill_schedule_enabled
+    assert properties["State"] == "ENABLED"
     assert properties["ScheduleExpression"] == synth.config.backfill_schedule
     assert properties["Target"]["Arn"]["Fn::GetAtt"][0].startswith("BackfillFn")
     assert properties["Target"]["RetryPolicy"] == {"MaximumRetryAttempts": 0}

@@ -158,7 +158,7 @@ def aws(
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # offline: the rule extractor
-    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)  # the hashing embedder, not Titan
+    monkeypatch.delenv("MEMWRITE_CONFIG", raising=False)  # the offline embedder, not Titan
     for variable in ("OPENSEARCH_ENDPOINT", "OPENSEARCH_SERVICE"):
         monkeypatch.delenv(variable, raising=False)
     # The embedded index in one file, shared by dedupe, persist, hype and query as the
@@ -239,8 +239,8 @@ def test_memory_row_reaches_the_search_index(aws: tuple[Aws, list[Fault]]) -> No
     OpenSearch cannot run here (no server, no Docker; moto has no data plane), so the index is
     the embedded one (`memwrite.adapters.sqlite.embedded_index`: SQLite FTS5 + vectors, the same
     `MemoryIndex` contract the OpenSearch adapter's tests hold it to) in one file shared by
-    every function, and the embedder is the hashing one instead of Titan (moto's Bedrock
-    returns empty bodies). Everything else is the deployed code and the deployed definition.
+    every function, and the embedder is the offline one (WordLlama) instead of Titan (moto's
+    Bedrock returns empty bodies). Everything else is the deployed code and the deployed definition.
     """
     deployment, _ = aws
     # Given a turn the deployed state machine turned into a memory row and an outbox row

@@ -93,3 +93,18 @@ def test_a_revoked_key_names_no_tenant(store: ApiKeyStore) -> None:
     assert store.list_keys() == [kept]
     assert store.tenant_of(kept.key_hash) == "acme"
     assert store.revoke(revoked.key_id) is None
+
+
+def test_a_tenant_sharing_a_prefix_with_another_lists_its_own_keys_only(
+    store: ApiKeyStore,
+) -> None:
+    # Given keys of "acme" and of "acme#eu" (tenants may hold "#"), over several days
+    acme = [record("acme", day) for day in (3, 1, 2)]
+    other = record("acme#eu", 1)
+    for stored in [*acme, other]:
+        store.add(stored)
+    # When acme's keys are listed
+    listed = store.list_keys("acme")
+    # Then exactly acme's, oldest first; and every key when no tenant is named
+    assert listed == sorted(acme, key=lambda r: r.created_at)
+    assert {r.key_id for r in store.list_keys()} >= {r.key_id for r in [*acme, other]}

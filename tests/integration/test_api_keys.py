@@ -111,3 +111,48 @@ def test_a_tenant_must_be_an_identifier(tmp_path: Path) -> None:
     result = run_memwrite("keys", "create", "--tenant", "no spaces", "--data-dir", str(tmp_path))
     assert result.returncode == 2
     assert "tenant" in result.stderr
+
+
+def test_keys_plan_puts_each_tenant_on_a_usage_plan_the_authorizer_names(
+    make_local: MakeLocal, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a deployed environment (moto) with keys of two tenants and two usage plans
+    local = make_local(backend="moto")
+    assert local.aws.resources is not None
+    table = local.aws.resources.table_names["api_keys"]
+    for tenant in ("acme", "globex"):
+        _keys(capsys, "create", "--tenant", tenant, "--table", table)
+    gateway = boto3.client("apigateway")
+    standard, large = (gateway.create_usage_plan(name=name)["id"] for name in ("std", "large"))
+    # When every tenant goes on the standard plan, then globex alone on the large one
+    status, placed = _keys(capsys, "plan", "--usage-plan", standard, "--table", table)
+    assert status == 0 and set(placed["tenants"]) == {"acme", "globex"}
+    _keys(capsys, "plan", "--usage-plan", large, "--tenant", "globex", "--table", table)
+    # Then each tenant's usage key is on one plan: acme's standard, globex's large
+    for tenant, plan in (("acme", standard), ("globex", large)):
+        on = gateway.get_usage_plans(keyId=placed["tenants"][tenant])["items"]
+        assert [p["id"] for p in on] == [plan]
+    # And the authorizer answers that key for a request of the tenant (what the plan counts)
+    (key,) = [
+        k["value"]
+        for k in gateway.get_api_keys(includeValues=True)["items"]
+        if k["id"] == placed["tenants"]["acme"]
+    ]
+    _, created = _keys(capsys, "create", "--tenant", "acme", "--table", table)
+    authorizer.resolver.cache_clear()
+    answer = authorizer.lambda_handler(
+        {
+            "headers": {"x-api-key": created["key"]},
+            "methodArn": "arn:aws:execute-api:us-east-1:123456789012:api/v1/POST/v1/turns",
+        },
+        _Context(),
+    )
+    assert answer["usageIdentifierKey"] == key
+    assert answer["context"] == {"tenant_id": "acme"}
+
+
+class _Context:
+    function_name = "authorizer"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:authorizer"
+    aws_request_id = "request"

@@ -497,3 +497,96 @@ def test_export_and_import_move_a_user_to_another_data_dir(tmp_path: Path) -> No
     )
     assert refused.returncode == 1
     assert json.loads(refused.stdout)["error"] == "invalid_request"
+
+
+# One turn the rules store (a memory) and one they keep whole (an episode), with words only
+# the episode holds ("Linear") and words only the memory holds ("Berlin").
+_MEMORY_AND_EPISODE = {
+    "user_id": "dana",
+    "session_id": "s-1",
+    "turns": [
+        {"role": "user", "content": "I live in Berlin.", "timestamp": "2026-03-01T09:00:00Z"},
+        {
+            "role": "user",
+            "content": "By the way my team is switching from Jira to Linear next month.",
+            "timestamp": "2026-03-01T09:01:00Z",
+        },
+    ],
+}
+
+
+def test_ingest_lists_and_finds_both_memories_and_episodes(tmp_path: Path) -> None:
+    # Given a conversation with one memory and one episode
+    path = tmp_path / "talk.json"
+    path.write_text(json.dumps(_MEMORY_AND_EPISODE), encoding="utf-8")
+    queries = ("--query", "which tools is the team switching to?", "--query", "Berlin")
+
+    # When it is ingested with a query that finds the episode and one that finds the memory
+    printed = _memwrite("ingest", str(path), *queries)
+    as_json = _ingest_json(str(path), *queries)
+
+    # Then the text lists the kept episode and prints both kinds of hit, each with its kind
+    assert printed.returncode == 0, printed.stderr
+    assert "Traceback" not in printed.stderr
+    episodes_section = printed.stdout.split("\nepisodes")[1]
+    assert "pending" in episodes_section and "switching from Jira to Linear" in episodes_section
+    hits = [line.split() for line in printed.stdout.splitlines() if line.startswith("  0.")]
+    assert {hit[1] for hit in hits} == {"memory", "episode"}
+    # And the JSON lists the episode it kept beside the memory
+    assert [m["value"] for m in as_json["memories"]] == ["Berlin"]
+    [episode] = as_json["episodes"]
+    assert (episode["status"], episode["deferred_reason"]["type"]) == ("pending", "DeferredNoLLM")
+    assert "Linear" in episode["text"]
+    # And each query's results say their kind, with the fields of that kind
+    tools, berlin = (q["results"] for q in as_json["queries"])
+    assert tools[0]["kind"] == "episode" and tools[0]["turn_id"] == episode["turn_id"]
+    assert berlin[0]["kind"] == "memory" and berlin[0]["value"] == "Berlin"
+    # And no hit has a score of 0 (nothing that matched only by chance fills the list)
+    assert all(hit["score"] > 0 for q in as_json["queries"] for hit in q["results"])
+
+
+def test_search_prints_memories_and_episodes_from_serve(tmp_path: Path) -> None:
+    # Given `memwrite serve` that has run a conversation with one memory and one episode
+    with running_serve(tmp_path / "data") as server:
+        posted = _call(server.base_url, "POST", "/v1/turns", _MEMORY_AND_EPISODE)
+        path = f"/v1/traces/{posted['trace_id']}"
+        deadline = time.monotonic() + TIMEOUT_SECS
+        while _call(server.base_url, "GET", path)["status"] != "complete":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+        # When `memwrite search` asks for each, as text and as JSON
+        def search(query: str, *extra: str) -> subprocess.CompletedProcess[str]:
+            return _memwrite("search", query, "--user", "dana", "--url", server.base_url, *extra)
+
+        episode_text, memory_text = search("Jira to Linear"), search("Berlin")
+        episode_json = json.loads(search("Jira to Linear", "--json").stdout)["results"]
+        memory_json = json.loads(search("Berlin", "--json").stdout)["results"]
+
+    # Then each prints without failing, its kind first
+    assert episode_text.returncode == memory_text.returncode == 0, episode_text.stderr
+    assert episode_text.stdout.split()[1:3] == ["episode", posted["turn_ids"][1][:8]]
+    assert episode_text.stdout.splitlines()[0].endswith("pending")
+    assert memory_text.stdout.split()[1] == "memory"
+    # And the JSON is the API's: an episode with its turn and status, a memory with its triple
+    assert (episode_json[0]["kind"], episode_json[0]["status"]) == ("episode", "pending")
+    assert (memory_json[0]["kind"], memory_json[0]["value"]) == ("memory", "Berlin")
+
+
+def test_import_refuses_a_line_over_the_limit_at_once(tmp_path: Path) -> None:
+    # Given an export whose second line is 10 MB (ten times the documented 1 MiB line limit)
+    header = {"kind": "header", "format": "memwrite.export.v1", "tenant": "local", "user_id": "d"}
+    big = tmp_path / "big.ndjson"
+    big.write_text(
+        json.dumps(header) + "\n" + '{"kind": "episode", "x": "' + "a" * 10_000_000 + '"}\n',
+        encoding="utf-8",
+    )
+    # When it is imported
+    imported = _memwrite(
+        "import", str(big), "--user", "d", "--json", "--data-dir", str(tmp_path / "data")
+    )
+    # Then the line is refused, named, before anything is parsed or written
+    assert imported.returncode == 1, imported.stderr
+    refused = json.loads(imported.stdout)
+    assert (refused["error"], refused["line"]) == ("invalid_request", 2)
+    assert "over 1048576 bytes" in refused["message"]

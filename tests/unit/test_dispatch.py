@@ -6,7 +6,7 @@ import json
 
 from memwrite.dispatch import dispatch, plan_executions
 from memwrite.models import QueuedTurn
-from memwrite.ports import PipelineRun
+from memwrite.ports import PipelineStart
 from tests.queued import queued_turn
 
 
@@ -19,9 +19,9 @@ class RecordingPipeline:
         self.failing = failing
         self.payloads: list[dict[str, object]] = []
 
-    def run(self, name: str, payload: str) -> PipelineRun:
+    def start(self, name: str, payload: str) -> PipelineStart:
         self.payloads.append(json.loads(payload))
-        return PipelineRun(succeeded=name not in self.failing)
+        return PipelineStart(started=name not in self.failing)
 
 
 def test_one_execution_holds_one_extract_input_per_session() -> None:
@@ -45,13 +45,13 @@ def test_batches_over_the_size_budget_are_split_across_executions() -> None:
     assert all(len(e.payload().encode()) <= 1_200 + 32 for e in executions)
 
 
-def test_messages_of_a_failed_execution_are_handed_back() -> None:
+def test_messages_of_an_execution_that_did_not_start_are_handed_back() -> None:
     # Given a batch of two sessions (one execution)
     messages = [("m1", queued("s1", "a")), ("m2", queued("s2", "b"))]
     (execution,) = plan_executions(messages)
-    # When the execution succeeds, nothing is handed back
+    # When the execution starts, nothing is handed back
     assert dispatch(messages, RecordingPipeline(failing=set())) == []
-    # When it fails, every message of it goes back to the queue for a redelivery
+    # When it cannot start, every message of it goes back to the queue for a redelivery
     pipeline = RecordingPipeline(failing={execution.name})
     assert dispatch(messages, pipeline) == ["m1", "m2"]
     assert pipeline.payloads == [json.loads(execution.payload())]

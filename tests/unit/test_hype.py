@@ -18,7 +18,7 @@ from memwrite.adapters.template_questions import TemplateQuestions
 from memwrite.candidate import MemoryType
 from memwrite.config import ExtractConfig
 from memwrite.errors import EmbedderUnavailable
-from tests.paraphrase_set import memory_unit, recall_at_5
+from tests.paraphrase_set import memory_unit, recall_at
 from tests.recorded_api import RecordedApi
 
 LISBON = memory_unit(MemoryType.FACT, "user", "lives_in", "Lisbon", "The user lives in Lisbon.")
@@ -75,7 +75,8 @@ def test_template_questions_are_deterministic_and_never_contain_the_value() -> N
 
 def test_question_vectors_raise_recall_on_paraphrased_queries() -> None:
     # Given queries that share no content word with the memory they look for
-    without, with_questions = recall_at_5(False), recall_at_5(True)
+    without = recall_at(5, with_questions=False)
+    with_questions = recall_at(5, with_questions=True)
     # Then HyPE questions find more of them (the numbers are in the README, from make bench)
     assert with_questions > without
 

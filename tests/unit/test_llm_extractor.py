@@ -34,6 +34,7 @@ from memwrite.errors import (
     MalformedLlmOutput,
     PermanentError,
     TransientError,
+    TruncatedLlmOutput,
 )
 from memwrite.extract.llm import (
     cap_by_wording,
@@ -330,20 +331,37 @@ def test_merge_keeps_a_correction_found_by_either_pass_of_the_same_turn() -> Non
     assert merged == [model.model_copy(update={"correction": True}), elsewhere]
 
 
-def test_malformed_output_is_counted_and_retried_once() -> None:
+def test_a_truncated_answer_is_asked_again_once_with_twice_the_room() -> None:
     # Given the first answer is cut off at max_tokens and the second is valid
     api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_valid"))
     fails = JsonFailCounter()
     # When the batch is extracted
     out = extract_with_llm(batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=fails)
-    # Then the failure is counted once, the retry's candidates are returned
-    assert fails.count == 1
-    assert len(api.requests) == 2
+    # Then the second request had twice the output limit, and its candidates are returned
+    assert [r["max_tokens"] for r in api.requests] == [
+        CONFIG.max_output_tokens,
+        2 * CONFIG.max_output_tokens,
+    ]
     assert len(out.candidates) == 2
-    # And both calls are paid for and accounted
-    assert len(out.calls) == 2
+    # And it is no malformed answer: the room was too small, the model was not wrong
+    assert fails.count == 0
+    # And both requests are paid for and accounted (as the one call they make)
     assert out.input_tokens == usage_of("extract_truncated")[0] + usage_of("extract_valid")[0]
     assert out.cost_usd == pytest.approx(haiku_cost("extract_truncated", "extract_valid"))
+
+
+def test_an_answer_truncated_twice_fails_as_truncated_without_a_third_request() -> None:
+    # Given the model's answers are cut off at max_tokens every time
+    api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_truncated"))
+    # When the batch is extracted
+    with pytest.raises(TruncatedLlmOutput) as raised:
+        extract_with_llm(batch(LISBON_TURN), CONFIG, client_for(api), on_json_fail=lambda: None)
+    # Then two requests were made, not the malformed-answer retry on top
+    assert len(api.requests) == 2
+    # And both are paid for in the error
+    assert raised.value.usage.cost_usd == pytest.approx(
+        haiku_cost("extract_truncated", "extract_truncated")
+    )
 
 
 @pytest.mark.parametrize("answer", ["extract_unknown_ref", "extract_missing_ref"])
@@ -365,8 +383,8 @@ def test_a_candidate_without_a_known_ref_is_malformed_and_retried(answer: str) -
 
 
 def test_malformed_twice_fails_the_batch_visibly() -> None:
-    # Given the model answers badly twice: truncated JSON, then a value absent from its text
-    api = FakeMessagesApi(Reply("extract_truncated"), Reply("extract_value_not_in_text"))
+    # Given the model answers badly twice: an unknown ref, then a value absent from its text
+    api = FakeMessagesApi(Reply("extract_unknown_ref"), Reply("extract_value_not_in_text"))
     fails = JsonFailCounter()
     # When a two-turn batch is extracted
     with pytest.raises(ExtractionFailed) as raised:
@@ -387,7 +405,7 @@ def test_malformed_twice_fails_the_batch_visibly() -> None:
     assert str(error).startswith("batch of 2 turns starting turn-1: ")
     # And the cost of both calls is still reported, and the cause chain is kept
     assert sum(c.cost_usd for c in error.calls) == pytest.approx(
-        haiku_cost("extract_truncated", "extract_value_not_in_text")
+        haiku_cost("extract_unknown_ref", "extract_value_not_in_text")
     )
     assert isinstance(error.__cause__, MalformedLlmOutput)
     assert isinstance(error.__cause__.__cause__, ValidationError)
@@ -718,9 +736,9 @@ def test_windows_of_context_only_are_not_sent() -> None:
 
 
 def test_a_detail_window_that_stays_malformed_fails_the_batch() -> None:
-    # Given a valid full pass but detail windows that always answer with truncated JSON
+    # Given a valid full pass but detail windows that always answer with an unknown ref
     config = ExtractConfig(detail_chunk_chars=10_000)
-    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_truncated"))
+    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_unknown_ref"))
     fails = JsonFailCounter()
     # When a long conversation is extracted (one window)
     with pytest.raises(ExtractionFailed) as raised:

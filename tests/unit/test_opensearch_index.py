@@ -16,7 +16,17 @@ from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_clien
 from memwrite.candidate import MemoryType
 from memwrite.embedder import HashingEmbedder
 from memwrite.errors import IndexUnavailable
-from memwrite.index import BM25_STOPWORDS, DocKind, IndexFilter, MatchSource, MemoryDoc
+from memwrite.index import (
+    BM25_STOPWORDS,
+    DocKind,
+    Fusion,
+    FusionMethod,
+    IndexFilter,
+    IndexHit,
+    MatchSource,
+    MemoryDoc,
+    fuse_hybrid,
+)
 from memwrite.memory import Tier
 from tests.fake_opensearch import FakeOpenSearch, serving
 
@@ -70,7 +80,7 @@ def test_creation_puts_the_pipeline_and_creates_the_index_with_its_mapping(
     fake: FakeOpenSearch,
 ) -> None:
     fake.replies[("HEAD", "/memories")] = (404, {})
-    index_on(fake).ensure_index(bm25_weight=0.3)
+    index_on(fake).ensure_index(Fusion(FusionMethod.MIN_MAX, bm25_weight=0.3))
 
     pipeline, _, create = fake.requests
     assert (pipeline.method, pipeline.path) == ("PUT", "/_search/pipeline/memories-hybrid")
@@ -223,6 +233,52 @@ def test_hybrid_sends_bm25_and_knn_through_the_pipeline_and_reads_why_each_hit_m
     assert [(h.memory_id, h.matched) for h in hits] == [
         ("m1", frozenset({MatchSource.BM25, MatchSource.QUESTION})),
         ("m2", frozenset({MatchSource.CONTENT})),
+    ]
+
+
+def test_rrf_is_the_score_ranker_pipeline_and_scores_as_the_embedded_fusion(
+    fake: FakeOpenSearch,
+) -> None:
+    # Given the default fusion (RRF, BM25 weight 0.3), and OpenSearch's answer to it: for m1
+    # first in both lists, 0.3/61 + 0.7/61; for m2 second by kNN only, 0.7/62
+    fusion = Fusion()
+    fake.replies[("POST", "/memories/_search")] = (
+        200,
+        {
+            "hits": {
+                "hits": [
+                    {"_score": 1 / 61, "_source": {"memory_id": "m1"}},
+                    {"_score": 0.7 / 62, "_source": {"memory_id": "m2"}},
+                ]
+            }
+        },
+    )
+    # When the index sets up its pipeline and queries with it, then with another fusion
+    index = index_on(fake)
+    index.ensure_index(fusion)
+    vector = EMBEDDER.embed(["Where is she based?"])[0]
+    hits = index.hybrid("t1", "dana", "based", vector, 5, fusion=fusion)
+    stored_query = fake.requests[-1]
+    index.hybrid("t1", "dana", "based", vector, 5, fusion=Fusion(bm25_weight=1.0))
+    # Then the stored pipeline is the score-ranker's RRF with the weights, BM25's first
+    stored = json.loads(fake.requests[0].body)["phase_results_processors"][0]
+    assert stored["score-ranker-processor"]["combination"] == {
+        "technique": "rrf",
+        "rank_constant": 60,
+        "parameters": {"weights": [0.3, 0.7]},
+    }
+    assert "search_pipeline=memories-hybrid" in stored_query.path
+    # And the other fusion's pipeline goes in its request, not the stored one
+    other = fake.requests[-1]
+    assert "search_pipeline=" not in other.path
+    inline = json.loads(other.body)["search_pipeline"]["phase_results_processors"][0]
+    assert inline["score-ranker-processor"]["combination"]["parameters"]["weights"] == [1.0, 0.0]
+    # And the scores are those the embedded index's fusion gives the same ranks
+    expected = fuse_hybrid(
+        [IndexHit("m1", 9.0)], [IndexHit("m1", 0.9), IndexHit("m2", 0.8)], 5, fusion
+    )
+    assert [(h.memory_id, h.score) for h in hits] == [
+        (h.memory_id, pytest.approx(h.score)) for h in expected
     ]
 
 

@@ -15,6 +15,11 @@ documents are gone (`erasure:<time>`, rev 1, no trace: the user's traces went wi
 event's id is a function of that row and its time is the erasure's. Stage 7 deletes the row once
 the event is handed over, so nothing naming the user outlives the erasure's announcement.
 
+`memory.deleted` has an outbox row of its own too, written in the deletion's commit
+(`deleted:<memory id>@<time>`, rev 1, the trace that stored the memory): the memory's own rows
+went with it, and a memory id stored again later must find its rows' keys free. Its event names
+the memory and is at the deletion's time.
+
 An event goes to each subscribed webhook as a `WebhookDelivery`, the message the delivery lane
 (`memwrite.feed.delivery`) queues: its id too is a function of the row (and the webhook).
 """
@@ -31,19 +36,25 @@ from memwrite.memory import MemoryUnit
 from memwrite.payloads import OutboxChange
 
 __all__ = [
+    "DELETION_ROW_PREFIX",
     "ERASURE_ROW_PREFIX",
     "ChangeEvent",
     "EventType",
     "WebhookDelivery",
+    "deleted_memory_of",
+    "deletion_row_id",
     "erasure_row_id",
     "event_for_change",
     "is_erasure_row",
+    "memory_deleted_event",
     "user_erased_event",
 ]
 
 # An erasure's outbox row is keyed `erasure:<time>`: memory ids are hex and episode rows
 # `episode:<turn id>`, so the kinds never collide; one row per erasure of the user.
 ERASURE_ROW_PREFIX = "erasure:"
+# A deletion's row is keyed `deleted:<memory id>@<time>`: apart from the memory's own rows.
+DELETION_ROW_PREFIX = "deleted:"
 
 
 # One list of event types: the one tenants subscribe to (`Webhook.events`).
@@ -91,6 +102,19 @@ def is_erasure_row(row_id: str) -> bool:
     return row_id.startswith(ERASURE_ROW_PREFIX)
 
 
+def deletion_row_id(memory_id: str, at: datetime) -> str:
+    """The outbox row id of the deletion of `memory_id` at `at` (UTC, to the microsecond)."""
+    return f"{DELETION_ROW_PREFIX}{memory_id}@{at.astimezone(UTC).isoformat()}"
+
+
+def deleted_memory_of(row_id: str) -> tuple[str, datetime] | None:
+    """The memory id and time of a deletion's row; None for any other row."""
+    if not row_id.startswith(DELETION_ROW_PREFIX):
+        return None
+    memory_id, _, at = row_id.removeprefix(DELETION_ROW_PREFIX).partition("@")
+    return memory_id, datetime.fromisoformat(at)
+
+
 def _event_id(change: OutboxChange) -> str:
     return content_hash("event", change.tenant, change.user_id, change.memory_id, str(change.rev))
 
@@ -133,5 +157,22 @@ def user_erased_event(change: OutboxChange) -> ChangeEvent:
         user_id=change.user_id,
         memory_id=None,
         trace_id=None,
+        at=at,
+    )
+
+
+def memory_deleted_event(change: OutboxChange) -> ChangeEvent:
+    """The event of a deletion's row (`deleted_memory_of`): the memory, at the deletion's time."""
+    deleted = deleted_memory_of(change.memory_id)
+    if deleted is None:
+        raise ValueError(f"{change.memory_id} is not a deletion's row")
+    memory_id, at = deleted
+    return ChangeEvent(
+        event_id=_event_id(change),
+        type=EventType.MEMORY_DELETED,
+        tenant=change.tenant,
+        user_id=change.user_id,
+        memory_id=memory_id,
+        trace_id=change.trace_id,
         at=at,
     )

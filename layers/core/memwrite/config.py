@@ -37,6 +37,9 @@ __all__ = [
     "ExtractionOverrides",
     "FirewallAction",
     "IngestLimits",
+    "ModelBudgetOverrides",
+    "ModelConfig",
+    "ModelLimits",
     "PipelineConfig",
     "PreFilterConfig",
     "ScoringConfig",
@@ -254,6 +257,7 @@ class WebhookEvent(StrEnum):
     MEMORY_UPDATED = "memory.updated"  # merged, re-scored, pinned, restored
     MEMORY_EXPIRED = "memory.expired"  # past its expires_at
     MEMORY_ERASED = "memory.erased"  # rolled back or erased
+    MEMORY_DELETED = "memory.deleted"  # deleted by its id (DELETE /v1/memories/{memory_id})
     USER_ERASED = "user.erased"  # the user's erasure (DELETE /v1/users/{user_id})
 
 
@@ -288,10 +292,16 @@ class ExtractConfig(_Frozen):
     # A model with an entry in prices_per_mtok (an unpriced model fails at start-up).
     model: str = "claude-haiku-4-5"
     aws_region: str | None = None  # Bedrock only; default: the Lambda's region
-    max_output_tokens: int = Field(default=8_192, ge=256)  # a rich 10-turn batch needs room
+    # Output limit of an extraction call, charged to the model budget when the call starts.
+    # Measured: the p99 (nearest rank) of the output_tokens of the recorded extraction answers
+    # (the extract answers of tests/recorded/anthropic and the run of tests/recorded/runs, 13
+    # that ended on end_turn) is 590; 2,048 leaves 3.5 times that for a rich 10-turn batch. A
+    # truncated answer is asked again once with twice this (docs/budget.md).
+    max_output_tokens: int = Field(default=2_048, ge=256)
     # Per model call.
     timeout_secs: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=3, ge=0)  # the SDK's own backoff on 429/5xx/timeouts
+    # The SDK's own retries (429/5xx/timeouts): one; past it the queue does the waiting.
+    max_retries: int = Field(default=1, ge=0)
     # Prompt context: the user's active entities.
     max_entities: int = Field(default=30, ge=0)
     # Prompt context: the user's most recent memories.
@@ -340,10 +350,14 @@ class ExtractConfig(_Frozen):
 
 
 class DedupeConfig(_Frozen):
+    # Tier 2's similarity measure, whatever the index's embedder: the band below is calibrated
+    # on it (tests/benchmarks/dedupe_band.py). wordllama needs the `local` extra, which the
+    # Lambda layer leaves out: the AWS settings choose hashing with its own band (0.92, 0.80).
+    embedder: Literal["wordllama", "hashing"] = "wordllama"
     # Tier 2: cosine similarity at or above this merges into the existing memory.
-    dedupe_merge_threshold: float = Field(default=0.92, ge=0, le=1)
+    dedupe_merge_threshold: float = Field(default=0.81, ge=0, le=1)
     # Tier 2: below this the candidate is a new memory; in between, the LLM judge decides.
-    dedupe_distinct_threshold: float = Field(default=0.80, ge=0, le=1)
+    dedupe_distinct_threshold: float = Field(default=0.71, ge=0, le=1)
     # Nearest existing memories compared with a candidate.
     neighbours: int = 5
 
@@ -405,19 +419,52 @@ class ScoringConfig(_Frozen):
     task_ttl_days: int = Field(default=14, ge=1)
 
 
+# The dimensions each embedder can give, and the one it gives unless told.
+_EMBEDDING_DIMENSIONS: dict[str, frozenset[int]] = {
+    "wordllama": frozenset({64, 128, 256}),
+    "hashing": frozenset({384}),
+    "bedrock": frozenset({256, 512, 1024}),
+}
+_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 1024}
+
+
 class SearchConfig(_Frozen):
     # Search's default confidence floor.
     min_confidence: float = 0.4
     hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
+    # How a memory's BM25 and kNN ranks are combined: rrf (reciprocal-rank fusion) or min_max
+    # (scores min-max normalised, then averaged); OpenSearch runs the same (docs/search.md).
+    fusion: Literal["rrf", "min_max"] = "rrf"
     bm25_weight: float = Field(default=0.3, ge=0, le=1)  # the rest goes to the vectors
-    # Index embeddings: the hashing embedder offline, Titan Text Embeddings v2 on AWS. The
-    # index and every query must use the same one (and dimension).
-    embedder: Literal["hashing", "bedrock"] = "hashing"
+    # rrf: a hit's share of a list is weight / (rank_constant + rank), for memories and episodes.
+    rank_constant: int = Field(default=60, ge=1, le=10_000)
+    # Index embeddings: WordLlama offline (static token embeddings packaged in its wheel,
+    # never downloaded), hashing (word features, no meaning), Titan Text Embeddings v2 on AWS.
+    # The index and every query must use the same one (and dimension).
+    embedder: Literal["wordllama", "hashing", "bedrock"] = "wordllama"
     # The Titan model when embedder is bedrock.
     bedrock_model: str = "amazon.titan-embed-text-v2:0"
-    embedding_dimension: Literal[256, 512, 1024] = 1024  # Titan v2's sizes; hashing: 384
+    # None: the embedder's own (wordllama 256, bedrock 1024). wordllama takes 64, 128 or 256
+    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384.
+    embedding_dimension: Literal[64, 128, 256, 512, 1024] | None = None
     # Normalise Titan vectors.
     embedding_normalize: bool = True
+
+    @model_validator(mode="after")
+    def _dimension_fits_embedder(self) -> Self:
+        allowed = _EMBEDDING_DIMENSIONS[self.embedder]
+        if self.embedding_dimension is not None and self.embedding_dimension not in allowed:
+            raise ValueError(
+                f"embedding_dimension {self.embedding_dimension} does not fit embedder "
+                f"{self.embedder!r}: one of {sorted(allowed)}"
+            )
+        return self
+
+    @property
+    def dimension(self) -> int:
+        """The index's vector dimension: the one set, else the embedder's own."""
+        return self.embedding_dimension or _DEFAULT_DIMENSIONS[self.embedder]
+
     # The embedded index in a file (`memwrite serve`, the local runner): FTS5 tables its
     # connection opens before it is reopened, and users' vector partitions it keeps in memory
     # (the least recently searched is reloaded from SQLite when needed again).
@@ -437,14 +484,109 @@ class EpisodesConfig(_Frozen):
     # An episode's fused score is multiplied by this before it is ranked beside memories: a
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
-    # Episodes are the user's own words, long and unedited: exact words find them, and the
-    # offline hashing embedder only adds noise to BM25 (measured: docs/episodes.md). With
-    # Titan embeddings on AWS, lower it to blend in the content vector.
+    # How an episode's BM25 and kNN ranks are combined (as `search.fusion`, with its
+    # `rank_constant`). Episodes are the user's own words, long and unedited: BM25 finds their
+    # exact words, and WordLlama's vectors add what a query says in other words (measured:
+    # docs/episodes.md). With the hashing embedder, set bm25_weight 1.0: its vectors only add
+    # noise to BM25.
+    fusion: Literal["rrf", "min_max"] = "rrf"
     bm25_weight: float = Field(default=1.0, ge=0, le=1)
 
     @property
     def retention_secs(self) -> int:
         return self.retention_days * 86_400
+
+
+class ModelLimits(_Frozen):
+    """A model's rate limits per minute, as the provider enforces them (a token bucket each)."""
+
+    requests_per_minute: int = Field(ge=1)
+    input_tokens_per_minute: int = Field(ge=1)
+    output_tokens_per_minute: int = Field(ge=1)
+
+
+def _limits_keys(limits: dict[str, ModelLimits] | None) -> dict[str, ModelLimits] | None:
+    """Keys are `provider/model` ("anthropic/claude-haiku-4-5") or `*` (any other model)."""
+    for key in limits or {}:
+        provider, sep, model = key.partition("/")
+        if key != "*" and (not sep or provider not in ("anthropic", "bedrock") or not model):
+            raise ValueError(
+                f"{key!r}: a limits key is 'anthropic/<model>', 'bedrock/<model>' or *"
+            )
+    return limits
+
+
+class ModelBudgetOverrides(_Frozen):
+    """A tenant's part of the model budget (tenant settings `model_budget`)."""
+
+    # Its weighted fair share: a tenant of weight w is guaranteed w * model.tenant_share of
+    # each model limit; past it, it borrows only capacity others are not using.
+    weight: float = Field(default=1.0, gt=0, le=100)
+    # Its own limits (by `provider/model` or `*`), on top of its share; unset: its share only.
+    limits: dict[str, ModelLimits] | None = None
+
+    _keys = field_validator("limits")(_limits_keys)
+
+
+# Anthropic's published limits of a large (tier 4) account for a Haiku-class model.
+_TIER4_HAIKU = ModelLimits(
+    requests_per_minute=4_000,
+    input_tokens_per_minute=4_000_000,
+    output_tokens_per_minute=800_000,
+)
+
+
+class ModelConfig(_Frozen):
+    """`pipeline.model`: the model budget shared by every worker (docs/budget.md).
+
+    Token buckets per (provider, model) and per tenant for requests, input and output tokens
+    per minute; a call is charged its input tokens and max_tokens when it starts and refunded
+    to its real usage when it ends. Live turns wait in the queue for room up to `max_wait_s`.
+    """
+
+    # Off: no bucket is charged (the SDK's retries and the queue are then the only limits).
+    budget_enabled: bool = True
+    # The account's limits, by `provider/model`; `*` for any model not listed.
+    limits: dict[str, ModelLimits] = Field(
+        default_factory=lambda: {"anthropic/claude-haiku-4-5": _TIER4_HAIKU, "*": _TIER4_HAIKU}
+    )
+    # How long a live turn may wait in the queue for room, from when it was accepted; then it
+    # becomes a pending episode (DeferredBudget{waited_s}).
+    max_wait_s: float = Field(default=300.0, ge=0, le=43_200)
+    # Shortest wait in the queue between two tries (each try is one receive of the message).
+    min_retry_delay_s: float = Field(default=5.0, ge=0, le=900)
+    # The fraction of each model limit a tenant of weight 1 is guaranteed.
+    tenant_share: float = Field(default=0.1, gt=0, le=1)
+    # A live call past its tenant's share is admitted only while the model's bucket holds more
+    # than this fraction of its capacity: what is left is kept for tenants within their share.
+    borrow_floor: float = Field(default=0.2, ge=0, lt=1)
+    # Backfill takes only spare capacity: above this fraction (the reserve kept for live calls).
+    backfill_floor: float = Field(default=0.5, ge=0, lt=1)
+    # Each bucket is split into up to this many items so that no one item is hot on DynamoDB
+    # (a shard holds at least 100 requests a minute: small limits use fewer).
+    shards: int = Field(default=8, ge=1, le=64)
+    # On a 429/529 the budget's limits drop to this fraction of what they were (at most once
+    # per `aimd_cooldown_s`), down to `aimd_min_factor`; they recover additively by
+    # `aimd_recovery_per_minute` of the limit each minute.
+    aimd_decrease: float = Field(default=0.5, gt=0, lt=1)
+    aimd_min_factor: float = Field(default=0.05, gt=0, le=1)
+    aimd_recovery_per_minute: float = Field(default=0.1, gt=0, le=1)
+    aimd_cooldown_s: float = Field(default=5.0, ge=0)
+    # The request's tenant's weight and own limits (`model_budget` of its settings; set by
+    # `Settings.for_request`, not in a config file).
+    tenant_weight: float = Field(default=1.0, gt=0, le=100)
+    tenant_limits: dict[str, ModelLimits] | None = None
+
+    _keys = field_validator("limits", "tenant_limits")(_limits_keys)
+
+    def limits_for(self, provider: str, model: str) -> ModelLimits:
+        """The limits of one model: its own entry, else `*`, else the tier-4 Haiku limits."""
+        return self.limits.get(f"{provider}/{model}") or self.limits.get("*") or _TIER4_HAIKU
+
+    def tenant_limits_for(self, provider: str, model: str) -> ModelLimits | None:
+        """The tenant's own limits of one model, if it has any."""
+        own = self.tenant_limits or {}
+        return own.get(f"{provider}/{model}") or own.get("*")
 
 
 # Keys a config once had, by the key that replaced them: still read, with a DeprecationWarning.
@@ -479,6 +621,7 @@ class PipelineConfig(_Frozen):
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
     episodes: EpisodesConfig = EpisodesConfig()
+    model: ModelConfig = ModelConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -513,6 +656,8 @@ class TenantOverrides(_Frozen):
     allowed_pii: frozenset[SecretKind] | None = None
     # Steering of extraction: instructions, own topics, topics kept or dropped.
     extraction: ExtractionOverrides | None = None
+    # Its weight in the model budget's fair share and its own limits (docs/budget.md).
+    model_budget: ModelBudgetOverrides | None = None
     # The tenant's change-feed endpoints (at most 10).
     webhooks: tuple[Webhook, ...] | None = Field(default=None, max_length=MAX_WEBHOOKS)
     # Per-agent overrides, by agent_id.
@@ -606,7 +751,17 @@ class Settings(_Frozen):
                     if (value := getattr(overrides.extraction, name)) is not None
                 }
             )
-        return self.pipeline.model_copy(update={"pre_filter": pre_filter, "extract": extract})
+        model = self.pipeline.model
+        if overrides.model_budget is not None:
+            model = model.model_copy(
+                update={
+                    "tenant_weight": overrides.model_budget.weight,
+                    "tenant_limits": overrides.model_budget.limits,
+                }
+            )
+        return self.pipeline.model_copy(
+            update={"pre_filter": pre_filter, "extract": extract, "model": model}
+        )
 
     def verifier_wanted(self) -> bool:
         """Whether any tenant (or the deployment) has the verifier on: only then build it."""

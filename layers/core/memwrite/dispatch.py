@@ -2,9 +2,11 @@
 
 One SQS batch becomes as few executions as the state size allows, each a Map over per-session
 extract inputs (`ExtractInput.batches_of`): one extract task, and so one LLM call, per session
-rather than per turn. An execution that does not succeed fails its messages back to SQS, which
-redelivers them and, after `maxReceiveCount`, dead-letters them; the stages are idempotent, so
-a redelivered batch changes nothing it already did.
+rather than per turn. Executions are started asynchronously (no function waits for a run): once
+started, the state machine routes its own failures (error spans, the pipeline DLQ). A start that
+fails hands its messages back to SQS, which redelivers them and, after `maxReceiveCount`,
+dead-letters them; the stages are idempotent, so a redelivered batch (or Express's
+at-least-once start running one twice) changes nothing it already did.
 """
 
 from __future__ import annotations
@@ -87,9 +89,9 @@ def plan_executions(
 
 
 def dispatch(messages: Sequence[tuple[str, QueuedTurn]], pipeline: PipelineRunner) -> list[str]:
-    """Run the pipeline on one SQS batch; returns the ids of the messages to redeliver."""
+    """Start the pipeline on one SQS batch; returns the ids of the messages to redeliver."""
     failed: list[str] = []
     for execution in plan_executions(messages):
-        if not pipeline.run(execution.name, execution.payload()).succeeded:
+        if not pipeline.start(execution.name, execution.payload()).started:
             failed.extend(execution.message_ids)
     return failed

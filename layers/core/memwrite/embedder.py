@@ -1,12 +1,12 @@
-"""`HashingEmbedder`: the offline text embedder (the port is `memwrite.ports.Embedder`).
+"""`HashingEmbedder`: a lexical text embedder in numpy alone (the port is
+`memwrite.ports.Embedder`).
 
-It embeds for the search index when `search.embedder` is `hashing` (locally and in tests; on
-AWS the deployed settings choose Titan on Bedrock, `memwrite.adapters.aws.bedrock_embedder`),
-and it is dedupe's similarity measure on every backend (`Adapters.similarity_embedder` in
-`memwrite.wiring`), with no model download and no network. It is feature hashing (the
-"hashing trick") of word unigrams, word bigrams and character trigrams: lexical, not semantic,
-but deterministic across processes and machines and strong enough for dedupe, which compares
-restatements of one fact ("lives in Berlin" / "lives in Berlin, Germany").
+It embeds for the search index when `search.embedder` is `hashing` (the embedded default is
+WordLlama, `memwrite.adapters.wordllama_embedder`; AWS uses Titan on Bedrock), and it is
+dedupe's similarity measure when `dedupe.embedder` is `hashing`, as on AWS, whose Lambda layer
+does not carry WordLlama. It is feature hashing (the "hashing trick") of word unigrams, word
+bigrams and character trigrams: lexical, not semantic, but deterministic across processes and
+machines, with no model file at all.
 
 numpy by hand rather than scikit-learn's `HashingVectorizer`: scikit-learn would add scipy and
 ~150 MB to a Lambda layer for a few dozen lines, and its sparse output would still need

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApiKeyExists",
+    "BudgetExhausted",
+    "BudgetWait",
     "ConfigError",
     "EmbedderUnavailable",
     "EventsUnpublished",
@@ -40,6 +42,7 @@ __all__ = [
     "TimestampInFuture",
     "TraceWithoutInputs",
     "TransientError",
+    "TruncatedLlmOutput",
     "Unauthenticated",
     "UnknownMemory",
     "UnknownTrace",
@@ -163,6 +166,26 @@ class LlmUnavailable(TransientError):
     """The model API throttled, failed or timed out after the SDK's own retries."""
 
 
+class BudgetExhausted(LlmUnavailable):
+    """The model budget has no room for the call now (`memwrite.budget`): no request was
+    sent; room is expected in `retry_after_s`. A judge treats it as the model unavailable;
+    extraction makes its batch wait in the queue (`BudgetWait`) or defers it."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class BudgetWait(TransientError):
+    """A live batch waits in the turn queue for the model budget: its messages are made
+    visible again after `delay_s` (nothing of the batch was written)."""
+
+    def __init__(self, delay_s: float, waited_s: float) -> None:
+        super().__init__(f"model budget empty: retry in {delay_s:.1f} s (waited {waited_s:.1f} s)")
+        self.delay_s = delay_s
+        self.waited_s = waited_s
+
+
 class LlmRequestRejected(PermanentError):
     """The model API refused the request itself (bad request, auth); a retry cannot help."""
 
@@ -177,6 +200,10 @@ class MalformedLlmOutput(PermanentError):
     def __init__(self, message: str, usage: LlmUsage) -> None:
         super().__init__(message)
         self.usage = usage
+
+
+class TruncatedLlmOutput(MalformedLlmOutput):
+    """The answer stopped at max_tokens, and again when asked once more with more room."""
 
 
 class ExtractionFailed(PermanentError):

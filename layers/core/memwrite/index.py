@@ -7,8 +7,17 @@ on AWS; both pass `tests/unit/test_index_contract.py` (OpenSearch against a real
 
 Scores: `knn` returns cosine similarity (higher is closer), `bm25` a BM25 score whose scale is
 the backend's own (compare ranks, not values, across backends), `hybrid` the fused score in
-[0, 1] computed by `fuse_hybrid`, which is OpenSearch's normalization-processor with
-`min_max` normalisation and a weighted `arithmetic_mean` combination (docs/design.md §12).
+[0, 1] computed by `fuse_hybrid` (docs/design.md §12), one of OpenSearch's two hybrid
+processors by `Fusion.method`:
+
+- `rrf`, the score-ranker-processor: each list adds weight / (rank_constant + rank), ranks
+  from 1; only the order of a list counts, not its scores' scale. Divided by the best possible
+  sum, 1 / (rank_constant + 1), so that first in both lists is 1.0.
+- `min_max`, the normalization-processor with `min_max` normalisation and a weighted
+  `arithmetic_mean` combination.
+
+The weights are `bm25_weight` and `1 - bm25_weight` either way (OpenSearch requires weights
+that sum to 1).
 """
 
 from __future__ import annotations
@@ -26,7 +35,11 @@ from memwrite.memory import Tier
 __all__ = [
     "BM25_STOPWORDS",
     "DEFAULT_BM25_WEIGHT",
+    "DEFAULT_FUSION",
+    "DEFAULT_RANK_CONSTANT",
     "DocKind",
+    "Fusion",
+    "FusionMethod",
     "IndexFilter",
     "IndexHit",
     "MatchSource",
@@ -39,6 +52,7 @@ Vector = npt.NDArray[np.float32]
 """One embedding: shape (dimension,), float32."""
 
 DEFAULT_BM25_WEIGHT = 0.3
+DEFAULT_RANK_CONSTANT = 60  # RRF's k, as in Cormack et al. (2009) and OpenSearch's default
 # Words `bm25` leaves out of queries (with single letters, such as the "s" of "user's"):
 # Lucene's English stop words, question words, and "user", which memory texts use in nearly
 # every sentence. They add almost nothing to a BM25 score but make it read most postings.
@@ -123,6 +137,40 @@ class IndexFilter:
     """Epoch seconds: only documents without `expires_at`, or expiring after it."""
 
 
+class FusionMethod(StrEnum):
+    """How `hybrid` combines its BM25 and kNN lists (see the module docstring)."""
+
+    RRF = "rrf"
+    MIN_MAX = "min_max"
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """One way of fusing BM25 and kNN hits: `pipeline.search` for memories, `pipeline.episodes`
+    for episodes."""
+
+    method: FusionMethod = FusionMethod.RRF
+    bm25_weight: float = DEFAULT_BM25_WEIGHT  # the vectors get the rest
+    rank_constant: int = DEFAULT_RANK_CONSTANT  # rrf only
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.bm25_weight <= 1.0:
+            raise ValueError(f"bm25_weight must be within [0, 1], got {self.bm25_weight}")
+        if self.rank_constant < 1:
+            raise ValueError(f"rank_constant must be at least 1, got {self.rank_constant}")
+
+
+DEFAULT_FUSION = Fusion()
+
+
+def _reciprocal_ranks(hits: Sequence[IndexHit], rank_constant: int) -> dict[str, float]:
+    """Each hit's share of RRF, scaled so that rank 1 gives 1.0."""
+    return {
+        hit.memory_id: (rank_constant + 1) / (rank_constant + rank)
+        for rank, hit in enumerate(hits, start=1)
+    }
+
+
 def _min_max(hits: Sequence[IndexHit]) -> dict[str, float]:
     if not hits:
         return {}
@@ -137,24 +185,23 @@ def fuse_hybrid(
     bm25_hits: Sequence[IndexHit],
     knn_hits: Sequence[IndexHit],
     k: int,
-    bm25_weight: float = DEFAULT_BM25_WEIGHT,
+    fusion: Fusion = DEFAULT_FUSION,
 ) -> list[IndexHit]:
-    """Min-max normalise each list, then take the weighted mean (absent from a list = 0).
-
-    The weights are `bm25_weight` and `1 - bm25_weight`, as OpenSearch requires weights that
-    sum to 1. Ties are broken by memory id so that every backend returns the same order.
-    """
-    if not 0.0 <= bm25_weight <= 1.0:
-        raise ValueError(f"bm25_weight must be within [0, 1], got {bm25_weight}")
-    lexical, semantic = _min_max(bm25_hits), _min_max(knn_hits)
+    """The top `k` of both lists (each best first), fused by `fusion`; absent from a list
+    counts 0. Ties are broken by memory id so that every backend returns the same order."""
+    if fusion.method is FusionMethod.RRF:
+        lexical = _reciprocal_ranks(bm25_hits, fusion.rank_constant)
+        semantic = _reciprocal_ranks(knn_hits, fusion.rank_constant)
+    else:
+        lexical, semantic = _min_max(bm25_hits), _min_max(knn_hits)
+    weight = fusion.bm25_weight
     matched: dict[str, frozenset[MatchSource]] = {}
     for hit in (*bm25_hits, *knn_hits):
         matched[hit.memory_id] = matched.get(hit.memory_id, frozenset()) | hit.matched
     fused = [
         IndexHit(
             memory_id,
-            bm25_weight * lexical.get(memory_id, 0.0)
-            + (1.0 - bm25_weight) * semantic.get(memory_id, 0.0),
+            weight * lexical.get(memory_id, 0.0) + (1.0 - weight) * semantic.get(memory_id, 0.0),
             matched[memory_id],
         )
         for memory_id in lexical.keys() | semantic.keys()

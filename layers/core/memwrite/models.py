@@ -163,6 +163,11 @@ class QueuedTurn(BaseModel):
     direct: DirectMemory | None = Field(
         default=None, description="A memory written as is: extract makes no call for it."
     )
+    accepted_at: datetime | None = Field(
+        default=None,
+        description="When POST /v1/turns accepted it: how long it waits for the model budget "
+        "counts from here (pipeline.model.max_wait_s).",
+    )
 
 
 def session_sort_key(turn: QueuedTurn) -> str:

@@ -22,7 +22,7 @@ from memwrite.change_events import ChangeEvent, WebhookDelivery
 from memwrite.config import Settings, TenantOverrides, Webhook
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
-from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
@@ -60,8 +60,8 @@ __all__ = [
     "MemoryStore",
     "MetricsSink",
     "Outbox",
-    "PipelineRun",
     "PipelineRunner",
+    "PipelineStart",
     "QuestionGenerator",
     "RateStore",
     "ResolveJudge",
@@ -136,8 +136,9 @@ class TurnConsumer(Protocol):
     def delete(self, deliveries: Sequence[Delivery]) -> None:
         """Done with these (each by the receipt of its latest delivery, as SQS requires)."""
 
-    def release(self, deliveries: Sequence[Delivery]) -> None:
-        """Visible again now: the next receive redelivers them (a failed attempt)."""
+    def release(self, deliveries: Sequence[Delivery], delay_secs: float = 0.0) -> None:
+        """Visible again after `delay_secs` (0: now; a failed attempt, or a batch waiting for
+        the model budget), when the next receive redelivers them."""
 
     def dead_letter(self, deliveries: Sequence[Delivery], error: str) -> None:
         """Out of the queue into the dead letters, with the error that put them there."""
@@ -304,8 +305,8 @@ class EpisodeStore(Protocol):
 
     def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, user) pairs with a pending episode, sorted; of one tenant, or of all (a
-        backfill of every user: the CLI without `--user`, the AWS schedule). DynamoDB scans
-        the turns table for them."""
+        backfill of every user: the CLI without `--user`, the AWS schedule), from an index of
+        the pending episodes alone (DynamoDB: the sparse `pending_episodes` GSI)."""
 
     def expire(self, now: float) -> list[Episode]:
         """Delete the episodes whose expiry has passed by `now`, each with an outbox row so
@@ -436,9 +437,9 @@ class MemoryIndex(Protocol):
         k: int,
         *,
         filter: IndexFilter | None = None,
-        bm25_weight: float = DEFAULT_BM25_WEIGHT,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[IndexHit]:
-        """The top `k` of `bm25` and `knn` (k each) fused by `fuse_hybrid`."""
+        """The top `k` of `bm25` and `knn` (k each) fused by `fuse_hybrid` with `fusion`."""
 
     def count(self, tenant: str, user_id: str) -> int:
         """How many memories of the user are indexed."""
@@ -515,16 +516,16 @@ class CandidateVerifier(Protocol):
 
 
 @dataclass(frozen=True)
-class PipelineRun:
-    """How one state machine execution ended: `error` names the failure when not succeeded."""
+class PipelineStart:
+    """Whether a state machine execution started: `error` names why not."""
 
-    succeeded: bool
+    started: bool
     error: str | None = None
 
 
 class PipelineRunner(Protocol):
-    def run(self, name: str, payload: str) -> PipelineRun:
-        """Run the pipeline state machine on `payload` (JSON) and wait for it to end."""
+    def start(self, name: str, payload: str) -> PipelineStart:
+        """Start the pipeline state machine on `payload` (JSON); waits for the start only."""
         ...
 
 
@@ -549,8 +550,8 @@ class QuestionGenerator(Protocol):
 class SearchIndexSetup(Protocol):
     """The deploy-time step of a search server: the index mapping and the hybrid pipeline."""
 
-    def ensure_index(self, bm25_weight: float) -> None:
-        """Create (or update) the hybrid search pipeline and create the index when absent.
+    def ensure_index(self, fusion: Fusion) -> None:
+        """Create (or update) the hybrid search pipeline of `fusion` and the index when absent.
 
         Idempotent: safe on every deploy; an existing index (and its documents) is kept.
         Raises `IndexUnavailable` when the server refuses or cannot be reached."""

@@ -17,6 +17,7 @@ __all__ = [
     "AssistantTurn",
     "Contradiction",
     "DeadLettered",
+    "DeferredBudget",
     "DeferredModelFailed",
     "DeferredNoLLM",
     "DuplicateConfirmed",
@@ -28,6 +29,7 @@ __all__ = [
     "JudgeError",
     "LateArrival",
     "MatchedSkipPattern",
+    "MemoryDeleted",
     "NoCandidates",
     "NonConversationalTurn",
     "PinnedMemory",
@@ -200,6 +202,15 @@ class DeferredModelFailed(_Reason):
     error: str
 
 
+class DeferredBudget(_Reason):
+    """The model budget stayed empty for `model.max_wait_s` after the turn was accepted
+    (`waited_s`: how long it waited in the queue): kept as a pending episode for backfill,
+    which runs on the budget's spare capacity (docs/design.md §18)."""
+
+    type: Literal["DeferredBudget"] = "DeferredBudget"
+    waited_s: float
+
+
 class Unverified(_Reason):
     """The verifier re-read the source turns and dropped the candidate: `check` failed."""
 
@@ -312,6 +323,15 @@ class RolledBack(_Reason):
     restored: int
 
 
+class MemoryDeleted(_Reason):
+    """One memory of the trace was deleted by its id (`DELETE /v1/memories/{memory_id}`) and
+    the memories it had ended restored."""
+
+    type: Literal["MemoryDeleted"] = "MemoryDeleted"
+    memory_id: str
+    restored: int
+
+
 class TraceRolledBack(_Reason):
     """The candidate's trace was rolled back while a retry of its turn was pending: nothing is
     stored, so the rollback stays whole."""
@@ -354,6 +374,7 @@ Reason = Annotated[
     | Ungrounded
     | DeferredNoLLM
     | DeferredModelFailed
+    | DeferredBudget
     | Unverified
     | ExtractionError
     | DeadLettered
@@ -364,6 +385,7 @@ Reason = Annotated[
     | PinnedMemory
     | Contradiction
     | RolledBack
+    | MemoryDeleted
     | StoreError
     | IndexingError
     | WebhookAttempt

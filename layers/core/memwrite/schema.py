@@ -3,10 +3,12 @@
 Keys are generic (`pk`, `sk`) with typed prefixes so one table can hold a few related item
 kinds and stay readable: the turns table holds the ledger (`TURN#`), traces (`TRACE#`) and
 rate-gate claims (`RATE#`) and each session's redacted turns as extraction saw them
-(`SESSION#`, the LLM's context). Its one index, `lookup`, is sparse and overloaded: a trace
+(`SESSION#`, the LLM's context). Its index `lookup` is sparse and overloaded: a trace
 item is listed under its user (`USERTRACES#tenant#user`, sorted by `created_at#trace_id`) and a
-trace's memory outcome under its memory (`MEMTRACES#tenant#memory_id`): one index, so adding it
-to a deployed table is one update (DynamoDB builds one new index per update).
+trace's memory outcome under its memory (`MEMTRACES#tenant#memory_id`). Its index
+`pending_episodes` is sparse: it lists the pending episodes alone, so the scheduled backfill
+finds who has one without reading the table. (DynamoDB builds one new index per update: a
+deployed table gains one index per deploy.)
 """
 
 from __future__ import annotations
@@ -21,17 +23,23 @@ from memwrite.ids import content_hash
 __all__ = [
     "API_KEYS",
     "API_KEYS_BY_ID",
+    "API_KEYS_LISTING",
+    "BUDGET",
     "ENTITIES",
     "ENTITY_FACTS",
     "EXPIRY_DUE",
     "EXPIRY_SHARD",
     "EXPIRY_SHARDS",
+    "KEY_LISTING_SHARDS",
     "MEMORIES",
     "MEMORIES_BY_ID",
     "MEMORIES_EXPIRY_DUE",
     "OUTBOX",
     "OUTBOX_PENDING",
     "PARTITION_KEY",
+    "PENDING_SHARD",
+    "PENDING_SHARDS",
+    "PENDING_USER",
     "SORT_KEY",
     "SPANS",
     "SPANS_BY_USER",
@@ -40,6 +48,7 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "TURNS",
     "TURNS_LOOKUP",
+    "TURNS_PENDING_EPISODES",
     "Access",
     "GlobalIndex",
     "SearchAccess",
@@ -47,7 +56,9 @@ __all__ = [
     "TableSchema",
     "expiry_due_sort",
     "expiry_shard_of",
+    "key_listing_shard_of",
     "outbox_sort_key",
+    "pending_shard_of",
 ]
 
 
@@ -67,6 +78,7 @@ class GlobalIndex:
     name: str
     partition_key: str
     sort_key: str | None = None
+    keys_only: bool = False  # project the keys alone (a listing needs nothing more)
 
 
 @dataclass(frozen=True)
@@ -98,7 +110,7 @@ class TableSchema:
                 {
                     "IndexName": index.name,
                     "KeySchema": index_keys,
-                    "Projection": {"ProjectionType": "ALL"},
+                    "Projection": {"ProjectionType": "KEYS_ONLY" if index.keys_only else "ALL"},
                 }
             )
         kwargs: dict[str, Any] = {
@@ -121,7 +133,27 @@ class TableSchema:
 
 LOOKUP_KEY, LOOKUP_SORT = "lookup_key", "lookup_sort"
 TURNS_LOOKUP = GlobalIndex("lookup", partition_key=LOOKUP_KEY, sort_key=LOOKUP_SORT)
-TURNS = TableSchema(logical_name="turns", ttl_attribute=TTL_ATTRIBUTE, indexes=(TURNS_LOOKUP,))
+# `pending_episodes`: the episodes still pending (docs/design.md §10), under their user
+# (`tenant#user_id`). Sparse: the attributes exist only while the episode is pending, so the
+# scheduled backfill reads who has work, never the table. Spread over `PENDING_SHARDS` fixed
+# partitions (by user) so no one key takes every deferred turn of an outage.
+PENDING_SHARDS = tuple(f"PENDING#{n}" for n in range(4))
+PENDING_SHARD, PENDING_USER = "pending_shard", "pending_user"
+TURNS_PENDING_EPISODES = GlobalIndex(
+    "pending_episodes", partition_key=PENDING_SHARD, sort_key=PENDING_USER, keys_only=True
+)
+TURNS = TableSchema(
+    logical_name="turns",
+    ttl_attribute=TTL_ATTRIBUTE,
+    indexes=(TURNS_LOOKUP, TURNS_PENDING_EPISODES),
+)
+
+
+def pending_shard_of(tenant: str, user_id: str) -> str:
+    """The `pending_episodes` partition of a user's episodes: one of `PENDING_SHARDS`."""
+    return PENDING_SHARDS[int(content_hash("pending", tenant, user_id), 16) % len(PENDING_SHARDS)]
+
+
 SPAN_USER_KEY, SPAN_AT = "user_key", "at"  # a user's spans over time
 SPANS_BY_USER = GlobalIndex("by_user", partition_key=SPAN_USER_KEY, sort_key=SPAN_AT)
 SPANS = TableSchema(logical_name="spans", indexes=(SPANS_BY_USER,))
@@ -170,15 +202,45 @@ def outbox_sort_key(memory_id: str, rev: int) -> str:
 
 # pk = SHA-256 of an API key (hex), never the key: `key_id` (public, for `memwrite keys list |
 # revoke`), `tenant`, `created_at`. Read by the authorizer only; the CLI writes it with the
-# operator's credentials. `by_key_id` finds a key's item from its id (revoke).
+# operator's credentials. `by_key_id` finds a key's item from its id (revoke); `listing` lists
+# the keys (`memwrite keys list`) by tenant, a query per shard (`KEY_LISTING_SHARDS`, by key
+# id), never a scan.
 API_KEYS_BY_ID = GlobalIndex("by_key_id", partition_key="key_id")
-API_KEYS = TableSchema(logical_name="api_keys", sort_key=None, indexes=(API_KEYS_BY_ID,))
+KEY_LISTING_SHARDS = tuple(f"KEYS#{n}" for n in range(4))
+API_KEYS_LISTING = GlobalIndex("listing", partition_key="listing_shard", sort_key="listing_sort")
+API_KEYS = TableSchema(
+    logical_name="api_keys", sort_key=None, indexes=(API_KEYS_BY_ID, API_KEYS_LISTING)
+)
+
+
+def key_listing_shard_of(key_id: str) -> str:
+    """The `listing` partition of a key: one of `KEY_LISTING_SHARDS`, fixed by its id."""
+    return KEY_LISTING_SHARDS[int(content_hash("keys", key_id), 16) % len(KEY_LISTING_SHARDS)]
+
 
 # pk = tenant: its own settings (`PUT /v1/settings`) as one JSON document (`settings`) and
 # `updated_at`. Written by the api function, read by the stages that use settings.
 TENANT_SETTINGS = TableSchema(logical_name="tenant_settings", sort_key=None)
 
-TABLES = (TURNS, SPANS, MEMORIES, ENTITY_FACTS, ENTITIES, OUTBOX, API_KEYS, TENANT_SETTINGS)
+# pk = one shard of one model-budget bucket (`memwrite.budget`): `model#provider/model#n` or
+# `tenant#tenant#provider/model#n`, n < `pipeline.model.shards`, each holding its part of the
+# limits so that no one item takes every call's conditional write. Attributes: the levels
+# (`r`, `i`, `o`), `at`, the AIMD `f`, `blocked` (retry-after), `decreased`, a version `v`
+# every write is conditioned on, and a TTL (an idle bucket's item goes; absent is full).
+# Written by every function that calls the model.
+BUDGET = TableSchema(logical_name="budget", sort_key=None, ttl_attribute=TTL_ATTRIBUTE)
+
+TABLES = (
+    TURNS,
+    SPANS,
+    MEMORIES,
+    ENTITY_FACTS,
+    ENTITIES,
+    OUTBOX,
+    API_KEYS,
+    TENANT_SETTINGS,
+    BUDGET,
+)
 
 
 class Access(StrEnum):

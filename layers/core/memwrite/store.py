@@ -1,5 +1,5 @@
 """The memory store's records: what dedupe, conflict and persist read, the one atomic commit
-persist writes, and the one a trace's rollback writes."""
+persist writes, the one a trace's rollback writes and the one a memory's deletion writes."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from memwrite.payloads import ItemsPayload, PipelineItem
 
 __all__ = [
     "Commit",
+    "DeletionCommit",
+    "DeletionRecord",
     "FactRow",
     "LedgerEntry",
     "OutboxOp",
@@ -135,6 +137,42 @@ class RollbackCommit:
         each row; the trace's check, the record and the span."""
         removed = sum(2 + versioned.rev for versioned in self.removed)
         return removed + len(self.changed) + len(self.outbox) + len(self.fact_rows) + 3
+
+
+class DeletionRecord(BaseModel):
+    """`DELETE /v1/memories/{memory_id}`: the memory deleted, and what that changed around it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_id: str
+    user_id: str
+    trace_id: str  # the trace that stored it: the deletion's span joins it
+    deleted_at: datetime
+    restored: list[str]  # memories it had ended (superseded), active again
+    updated: list[str]  # other memories of its row re-derived (links, tier, confidence)
+
+
+@dataclass
+class DeletionCommit:
+    """Everything one memory's deletion changes, written all-or-nothing.
+
+    `removed` is deleted on the rev that was read (with its retrieval counter and its outbox
+    rows); `changed` are whole-item puts on the rev read, each with an outbox row; `fact_row`
+    (under `fact_key`) is written on its version (an empty row is deleted); `announcement` is
+    the deletion's own outbox row (`memwrite.change_events.deletion_row_id`: stage 7 takes the
+    document out and sends `memory.deleted`); `span` (stage `delete`) joins the memory's trace.
+    """
+
+    tenant: str
+    user_id: str
+    removed: VersionedMemory
+    changed: list[tuple[MemoryUnit, int]]
+    fact_key: str | None
+    fact_row: FactRow | None  # the new row; its version is the one read
+    outbox: list[OutboxRow]
+    announcement: OutboxRow
+    record: DeletionRecord
+    span: StageSpan
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from memwrite.adapters.page_cursor import (
@@ -16,6 +17,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
+from memwrite.budget.ports import BucketRecord
 from memwrite.config import TenantOverrides
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode
@@ -27,6 +29,7 @@ from memwrite.usage import LlmUsage
 
 __all__ = [
     "CountingMetrics",
+    "InMemoryBudgetStore",
     "InMemoryEntityStore",
     "InMemoryQueue",
     "InMemorySessionLog",
@@ -259,3 +262,26 @@ class InMemoryTenantSettingsStore:
 
     def put(self, tenant: str, settings: TenantOverrides, updated_at: str) -> None:
         self.documents[tenant] = settings.model_dump_json(exclude_none=True)
+
+
+class InMemoryBudgetStore:
+    """`BudgetStore` in a dict: the unit tests' buckets (one process, so no real contention;
+    `conflicts` makes the next saves lose, as to another worker)."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, BucketRecord] = {}
+        self.conflicts = 0
+
+    def load(self, keys: Sequence[str]) -> list[BucketRecord | None]:
+        return [self.records.get(key) for key in keys]
+
+    def save(self, records: Sequence[BucketRecord]) -> bool:
+        if self.conflicts:
+            self.conflicts -= 1
+            return False
+        stored = [self.records.get(record.key) for record in records]
+        if any((s.version if s else 0) != r.version for s, r in zip(stored, records, strict=True)):
+            return False
+        for record in records:
+            self.records[record.key] = replace(record, version=record.version + 1)
+        return True

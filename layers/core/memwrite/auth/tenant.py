@@ -10,10 +10,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from memwrite.errors import Unauthenticated
+from memwrite.ids import content_hash
 
-__all__ = ["API_KEY_HEADER", "resolve_tenant"]
+__all__ = ["API_KEY_HEADER", "USAGE_KEY_PREFIX", "resolve_tenant", "usage_key"]
 
 API_KEY_HEADER = "x-api-key"
+USAGE_KEY_PREFIX = "memwrite-tenant-"
+
+
+def usage_key(tenant: str) -> str:
+    """The tenant's API Gateway usage key: what its usage plan counts and throttles.
+
+    Derived from the tenant, so every API key of a tenant shares one quota and the authorizer
+    needs no lookup. It is not a secret: the API takes usage keys from the authorizer's answer
+    only (key source AUTHORIZER), never from a caller. 48 characters (API Gateway wants 20+).
+    """
+    return USAGE_KEY_PREFIX + content_hash("usage", tenant)
 
 
 def resolve_tenant(

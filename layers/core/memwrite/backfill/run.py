@@ -12,7 +12,9 @@ no-op. A turn the model fails on again stays `pending`.
 
 A call may be given a time budget (the HTTP route: what its Lambda has left, less a reserve):
 once it is spent no further batch starts, the result counts the episodes left `remaining`
-(still pending), and the next call goes on from there.
+(still pending), and the next call goes on from there. Its model calls are charged to the
+backfill lane of the model budget (`memwrite.budget`: spare capacity only); once the budget
+has no room, no further batch starts either, and the rest is `remaining` too.
 """
 
 from __future__ import annotations
@@ -26,9 +28,16 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config import PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
-from memwrite.errors import InvalidQuery, MemwriteError, ModelRequired, UnknownUser
+from memwrite.errors import (
+    BudgetExhausted,
+    InvalidQuery,
+    MemwriteError,
+    ModelRequired,
+    UnknownUser,
+)
 from memwrite.ids import new_trace_id
 from memwrite.models import SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
@@ -203,23 +212,29 @@ def backfill_user(
     done: list[Episode] = []
     memory_ids: list[str] = []
     still_pending = remaining = 0
+    no_room = False
     for index, batch in enumerate(_batches(pending)):
         spent = time.perf_counter() - started
-        if index > 0 and budget_secs is not None and spent >= budget_secs:
+        if no_room or (index > 0 and budget_secs is not None and spent >= budget_secs):
             remaining += len(batch)
             continue
         turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
         payload: Any = ExtractInput(turns=turns, backfill=True)
         deferred: set[str] = set()
-        for stage in pipeline_stages():
-            payload = stage.run(payload, config, deps.stage_deps(stage.name))
-            if isinstance(payload, ExtractOutput):
-                deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
-        assert isinstance(payload, ItemsPayload)
-        produced: dict[str, list[str]] = {}
-        for item in payload.items:
-            if item.memory_id is not None and item.outcome is not None:
-                produced.setdefault(item.turn_id, []).append(item.memory_id)
+        try:
+            with calling_for(caller_of(tenant, config.model, Lane.BACKFILL)):
+                for stage in pipeline_stages():
+                    payload = stage.run(payload, config, deps.stage_deps(stage.name))
+                    if isinstance(payload, ExtractOutput):
+                        deferred = {
+                            t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED
+                        }
+        except BudgetExhausted:
+            # Extraction raises it before writing anything: the batch stays pending as is.
+            no_room = True
+            remaining += len(batch)
+            continue
+        produced = _produced(payload)
         reasons = _reject_reasons(tenant, trace_id, deps)
         excluded = _excluded_turns(tenant, trace_id, config, deps)
         finished: list[Episode] = []
@@ -233,26 +248,12 @@ def backfill_user(
                 # The model put it under an excluded topic: its words go, the episode expires.
                 topic = excluded[episode.turn_id]
                 finished.append(_withheld(episode, topic, ids, trace_id, deps.clock()))
-                continue
-            finished.append(
-                episode.model_copy(
-                    update={
-                        "status": EpisodeStatus.EXTRACTED,
-                        "memory_ids": ids,
-                        "outcome": None if ids else reasons.get(episode.turn_id, "NoCandidates"),
-                        "backfill_trace_id": trace_id,
-                    }
-                )
-            )
+            else:
+                outcome = None if ids else reasons.get(episode.turn_id, "NoCandidates")
+                finished.append(_extracted(episode, ids, outcome, trace_id))
         # Batch by batch: a failure later leaves what is done marked, the rest pending.
         deps.episodes.update_episodes(finished)
-        if excluded:
-            # The words the pre-filter recorded for the live turn go too (its trace's inputs).
-            withheld = [e.turn for e in batch if e.turn_id in excluded]
-            withhold_words(withheld, excluded, deps.ledger, deps.clock())
-            # Deleted now where the store sweeps (SQLite, its index document with it); on
-            # DynamoDB by its TTL, and no read returns it meanwhile.
-            deps.episodes.expire(deps.clock())
+        _forget_excluded(batch, excluded, deps)
         done.extend(finished)
     return BackfillResult(
         user_id=user_id,
@@ -264,6 +265,41 @@ def backfill_user(
         memory_ids=sorted(set(memory_ids)),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
     )
+
+
+def _produced(payload: Any) -> dict[str, list[str]]:
+    """turn id -> the memories the pipeline stored or merged from it."""
+    assert isinstance(payload, ItemsPayload)
+    produced: dict[str, list[str]] = {}
+    for item in payload.items:
+        if item.memory_id is not None and item.outcome is not None:
+            produced.setdefault(item.turn_id, []).append(item.memory_id)
+    return produced
+
+
+def _extracted(
+    episode: Episode, memory_ids: list[str], outcome: str | None, trace_id: str
+) -> Episode:
+    return episode.model_copy(
+        update={
+            "status": EpisodeStatus.EXTRACTED,
+            "memory_ids": memory_ids,
+            "outcome": outcome,
+            "backfill_trace_id": trace_id,
+        }
+    )
+
+
+def _forget_excluded(batch: list[Episode], excluded: dict[str, str], deps: BackfillDeps) -> None:
+    """After their episodes were withheld: the words the pre-filter recorded for the live
+    turns go too (their traces' inputs), and the episodes are deleted now where the store
+    sweeps (SQLite, the index document with it); on DynamoDB by its TTL, and no read returns
+    them meanwhile."""
+    if not excluded:
+        return
+    withheld = [episode.turn for episode in batch if episode.turn_id in excluded]
+    withhold_words(withheld, excluded, deps.ledger, deps.clock())
+    deps.episodes.expire(deps.clock())
 
 
 def _excluded_turns(

@@ -33,6 +33,7 @@ from memwrite.client.errors import (
 )
 from memwrite.client.models import (
     BatchReplay,
+    DeletionRecord,
     DirectWriteAck,
     ErasureReport,
     FieldError,
@@ -54,6 +55,7 @@ from memwrite.client.sync_client import MemwriteClient
 __all__ = [
     "AsyncMemwriteClient",
     "BatchReplay",
+    "DeletionRecord",
     "DirectWriteAck",
     "ErasureReport",
     "FieldError",

@@ -25,6 +25,7 @@ from memwrite.client.calls import (
 from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
 from memwrite.client.models import (
     BatchReplay,
+    DeletionRecord,
     DirectWriteAck,
     ErasureReport,
     ImportReport,
@@ -206,6 +207,10 @@ class AsyncMemwriteClient:
     ) -> Memory:
         """Pin or unpin a memory, or set (None: remove) its expiry; `...` leaves a field."""
         return await self.send(calls.patch_memory(memory_id, pinned=pinned, expires_at=expires_at))
+
+    async def delete_memory(self, memory_id: str) -> DeletionRecord:
+        """Delete one memory; what it had superseded is current again (`restored`)."""
+        return await self.send(calls.delete_memory(memory_id))
 
     async def memory_traces(self, memory_id: str) -> MemoryTraces:
         """The traces that stored or merged into a memory (why it exists)."""

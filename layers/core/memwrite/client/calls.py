@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from memwrite.client.errors import error_for
 from memwrite.client.models import (
     BatchReplay,
+    DeletionRecord,
     DirectWriteAck,
     ErasureReport,
     ImportReport,
@@ -190,6 +191,12 @@ class _Calls:
         if not isinstance(expires_at, EllipsisType):
             body["expires_at"] = _iso(expires_at)
         return Call("PATCH", f"/v1/memories/{_segment(memory_id)}", Memory, body)
+
+    @staticmethod
+    def delete_memory(memory_id: str) -> Call[DeletionRecord]:
+        # Not repeatable: a second delete of the same memory is a 404, not a no-op.
+        path = f"/v1/memories/{_segment(memory_id)}"
+        return Call("DELETE", path, DeletionRecord, repeatable=False)
 
     @staticmethod
     def memory_traces(memory_id: str) -> Call[MemoryTraces]:

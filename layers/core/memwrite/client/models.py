@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "BatchReplay",
+    "DeletionRecord",
     "ErasureReport",
     "FieldError",
     "ImportReport",
@@ -120,6 +121,18 @@ class RollbackRecord(_Answer):
     rolled_back_at: datetime
     requested_via: str
     removed: list[str]
+    restored: list[str]
+    updated: list[str]
+
+
+class DeletionRecord(_Answer):
+    """`DELETE /v1/memories/{memory_id}`: the memory deleted and what it had superseded,
+    current again (`restored`)."""
+
+    memory_id: str
+    user_id: str
+    trace_id: str
+    deleted_at: datetime
     restored: list[str]
     updated: list[str]
 

@@ -8,7 +8,13 @@ from collections.abc import Callable, Sequence
 
 from memwrite.candidate import Candidate
 from memwrite.config import ExtractConfig
-from memwrite.errors import ExtractionFailed, LlmRequestRejected, LlmUnavailable
+from memwrite.errors import (
+    BudgetExhausted,
+    ExtractionFailed,
+    LlmRequestRejected,
+    LlmUnavailable,
+    TruncatedLlmOutput,
+)
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.llm import extract_with_llm, merge_candidates
 from memwrite.extract.rules import extract_with_rules
@@ -20,7 +26,18 @@ from memwrite.reasons import ExcludedTopic, QualityDiscard, Reason, Ungrounded
 from memwrite.topics import marked_topic
 from memwrite.usage import LlmUsage
 
-__all__ = ["excluded_by_vocabulary", "excluded_topic", "extract_candidates"]
+__all__ = [
+    "BUDGET_ERROR",
+    "TRUNCATED_ERROR",
+    "excluded_by_vocabulary",
+    "excluded_topic",
+    "extract_candidates",
+]
+
+# `BatchExtraction.model_error` of a batch deferred for want of budget, and of one whose
+# answer stayed cut off at max_tokens (DeferredModelFailed{error="max_tokens"}).
+BUDGET_ERROR = BudgetExhausted.__name__
+TRUNCATED_ERROR = "max_tokens"
 
 
 def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic | None:
@@ -81,13 +98,16 @@ def extract_candidates(
     on_json_fail: Callable[[], None],
     verifier: CandidateVerifier | None = None,
     defer_on_model_failure: bool = False,
+    defer_on_budget: bool = False,
 ) -> BatchExtraction:
     """Rules on every turn; one LLM batch when some turn is beyond them and an LLM is set;
     then the verifier, when `config.verifier` has it on and one is wired.
 
     With `defer_on_model_failure` (episodes kept), a model that fails after its retries
     defers the turns it was needed for (`model_error`) instead of raising, and a deferred
-    turn's rule candidates are dropped: the turn is kept whole, as an episode."""
+    turn's rule candidates are dropped: the turn is kept whole, as an episode. An empty model
+    budget (`BudgetExhausted`) propagates, for the batch to wait in the queue, unless
+    `defer_on_budget` (it waited long enough): then it defers like a failure (`BUDGET_ERROR`)."""
     rules = {
         turn.turn_id: extract_with_rules(
             turn.text,
@@ -111,12 +131,15 @@ def extract_candidates(
                 llm,
                 on_json_fail=on_json_fail,
             )
-        except (LlmUnavailable, LlmRequestRejected, ExtractionFailed) as exc:
-            if not defer_on_model_failure:
+        except (LlmUnavailable, LlmRequestRejected, ExtractionFailed, TruncatedLlmOutput) as exc:
+            waits = isinstance(exc, BudgetExhausted) and not defer_on_budget
+            if not defer_on_model_failure or waits:
                 raise
             # The SDK's own retries (and the malformed-answer retry) are spent: the turns wait
             # as episodes for a backfill, rather than the batch for a manual DLQ redrive.
-            model_error = type(exc).__name__
+            model_error = (
+                TRUNCATED_ERROR if isinstance(exc, TruncatedLlmOutput) else type(exc).__name__
+            )
             calls = exc.calls if isinstance(exc, ExtractionFailed) else ()
         else:
             calls = result.calls

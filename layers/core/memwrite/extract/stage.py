@@ -22,15 +22,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
-from memwrite.errors import (
-    SourceErased,
-)
-from memwrite.extract.candidates import extract_candidates
+from memwrite.errors import BudgetExhausted, BudgetWait, SourceErased
+from memwrite.extract.candidates import BUDGET_ERROR, extract_candidates
 from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.ids import content_hash
@@ -54,8 +52,10 @@ from memwrite.ports import (
 )
 from memwrite.prompts.extract import BatchTurn, SessionTurn
 from memwrite.reasons import (
+    DeferredBudget,
     DeferredModelFailed,
     DeferredNoLLM,
+    ExcludedTopic,
     ExtractionError,
     NoCandidates,
     Reason,
@@ -126,16 +126,74 @@ def _span(
     )
 
 
+def _deferred_reason(model_error: str | None, waited_s: float) -> Reason | None:
+    """Why a batch the model was needed for was deferred: no budget after `max_wait_s`
+    (`DeferredBudget`), or the model failing (`DeferredModelFailed`); None: it was not."""
+    if model_error is None:
+        return None
+    if model_error == BUDGET_ERROR:
+        return DeferredBudget(waited_s=round(waited_s, 3))
+    return DeferredModelFailed(error=model_error)
+
+
+def _waited_s(turns: Sequence[QueuedTurn], now: float) -> float:
+    """How long the batch has waited since its earliest turn was accepted (0 when unknown)."""
+    accepted = [turn.accepted_at.timestamp() for turn in turns if turn.accepted_at is not None]
+    return max(0.0, now - min(accepted)) if accepted else 0.0
+
+
+def _extract_batch(
+    inferred: Sequence[BatchTurn],
+    ordered: Sequence[QueuedTurn],
+    config: PipelineConfig,
+    deps: ExtractDeps,
+    defer_on_budget: bool,
+) -> BatchExtraction | BudgetExhausted:
+    """The batch's extraction, or the empty budget it must wait for (nothing written yet)."""
+    if not inferred:
+        return BatchExtraction(())
+    try:
+        return extract_candidates(
+            inferred,
+            _context(ordered, config.extract, deps.session_log, deps.clock()),
+            config.extract,
+            deps.llm,
+            on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
+            verifier=deps.verifier,
+            defer_on_model_failure=config.episodes.keep != "off",
+            defer_on_budget=defer_on_budget,
+        )
+    except BudgetExhausted as exc:
+        return exc
+
+
+def _wait_for_budget(
+    no_budget: BudgetExhausted,
+    payload: ExtractInput,
+    config: PipelineConfig,
+    waited_s: float,
+    metrics: MetricsSink,
+) -> NoReturn:
+    """The batch goes back to the queue until the budget expects room (at least
+    `min_retry_delay_s`, at most what is left of `max_wait_s`); a backfill just stops."""
+    if payload.backfill:
+        raise no_budget  # its episodes stay pending for the next run
+    metrics.event(STAGE, "budget.waits", len(payload.turns))
+    remaining = config.model.max_wait_s - waited_s
+    delay = min(max(no_budget.retry_after_s, config.model.min_retry_delay_s), remaining)
+    raise BudgetWait(delay, waited_s) from no_budget
+
+
 def _turn_verdict(
-    extraction: TurnExtraction, model_error: str | None
+    extraction: TurnExtraction, deferred: Reason | None
 ) -> tuple[SpanResult, Reason | None]:
     if extraction.excluded is not None and not extraction.candidates:
         # Of an excluded topic: dropped whole, its words kept nowhere.
         return SpanResult.REJECT, extraction.excluded
     if extraction.extractor is Extractor.DEFERRED:
-        if model_error is not None:
+        if deferred is not None:
             # Visible: an error span, and the turn waits as an episode (never a silent drop).
-            return SpanResult.ERROR, DeferredModelFailed(error=model_error)
+            return SpanResult.ERROR, deferred
         # Offline: kept as an episode (episodes off: whatever the rules found goes on).
         result = SpanResult.PASS if extraction.candidates else SpanResult.REJECT
         return result, DeferredNoLLM()
@@ -162,7 +220,7 @@ def _context(
 def _episode_of(
     turn: QueuedTurn,
     extraction: TurnExtraction,
-    model_error: str | None,
+    why: Reason | None,
     config: EpisodesConfig,
     now: float,
 ) -> Episode | None:
@@ -178,7 +236,7 @@ def _episode_of(
     deferred = extraction.extractor is Extractor.DEFERRED
     if not deferred and config.keep != "all":
         return None
-    reason = DeferredModelFailed(error=model_error) if model_error else DeferredNoLLM()
+    reason = why or DeferredNoLLM()
     return Episode(
         turn=turn,
         status=EpisodeStatus.PENDING if deferred else EpisodeStatus.EXTRACTED,
@@ -221,14 +279,24 @@ def _log_turns(
 
 
 def _with_direct(
-    extraction: BatchExtraction, direct: Sequence[QueuedTurn], ordered: Sequence[QueuedTurn]
+    extraction: BatchExtraction,
+    direct: Sequence[QueuedTurn],
+    ordered: Sequence[QueuedTurn],
+    config: ExtractConfig,
 ) -> BatchExtraction:
     """The batch's extraction with its direct memories in place, each the candidate it is as
-    written (no rules, no model); in the order of `ordered`."""
+    written (no rules, no model), unless of an excluded topic; in the order of `ordered`."""
     found = {turn.turn_id: turn for turn in extraction.turns}
     for turn in direct:
         assert turn.direct is not None
         candidate = candidate_of(turn.direct, turn.turn_id, turn.observed_at)
+        if candidate.topic in config.exclude_topics:
+            # Written as is, yet never kept: an excluded topic is stored in no form.
+            excluded = ExcludedTopic(topic=candidate.topic)
+            found[turn.turn_id] = TurnExtraction(
+                turn.turn_id, Extractor.DIRECT, (), ((candidate, excluded),), excluded
+            )
+            continue
         found[turn.turn_id] = TurnExtraction(turn.turn_id, Extractor.DIRECT, (candidate,))
     return replace(extraction, turns=tuple(found[turn.turn_id] for turn in ordered))
 
@@ -251,7 +319,10 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         )
         for t in ordered
     ]
-    keep_episodes = config.episodes.keep != "off"
+    # A live batch waits in the queue for the model budget up to `model.max_wait_s` after it
+    # was accepted; past that it is deferred (DeferredBudget). A backfill never waits here.
+    waited_s = _waited_s(ordered, deps.clock())
+    defer_on_budget = not payload.backfill and waited_s >= config.model.max_wait_s
     direct = [turn for turn in ordered if turn.direct is not None]
     inferred = [turn for turn in batch if unique[turn.turn_id].direct is None]
     with failure_recorded(
@@ -265,36 +336,31 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
             turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms
         ),
     ) as paid:
-        extraction = BatchExtraction(())
-        if inferred:
-            extraction = extract_candidates(
-                inferred,
-                _context(ordered, extract_config, deps.session_log, deps.clock()),
-                extract_config,
-                deps.llm,
-                on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
-                verifier=deps.verifier,
-                defer_on_model_failure=keep_episodes,
-            )
+        extracted = _extract_batch(inferred, ordered, config, deps, defer_on_budget)
+    if isinstance(extracted, BudgetExhausted):
+        _wait_for_budget(extracted, payload, config, waited_s, deps.metrics)
+    extraction = extracted
     if direct:
-        extraction = _with_direct(extraction, direct, ordered)
+        extraction = _with_direct(extraction, direct, ordered, extract_config)
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
     now = deps.clock()
+    deferred = _deferred_reason(extraction.model_error, waited_s)
     if extraction.model_error is not None:
         # What the failed calls cost is paid all the same (a malformed answer, say).
         extraction = replace(extraction, llm_calls=tuple(paid))
-        deps.metrics.event(STAGE, "extraction.deferred_model_failed", len(ordered))
+        event = (
+            "extraction.deferred_budget"
+            if isinstance(deferred, DeferredBudget)
+            else "extraction.deferred_model_failed"
+        )
+        deps.metrics.event(STAGE, event, len(ordered))
     # A backfill re-runs episodes that exist already: it keeps no new ones.
     episodes = {
         turn.turn_id: episode
         for turn, turn_extraction in zip(ordered, extraction.turns, strict=True)
         if not payload.backfill
-        and (
-            episode := _episode_of(
-                turn, turn_extraction, extraction.model_error, config.episodes, now
-            )
-        )
+        and (episode := _episode_of(turn, turn_extraction, deferred, config.episodes, now))
         is not None
     }
     excluded = {t.turn_id: t.excluded.topic for t in extraction.turns if t.excluded is not None}
@@ -310,7 +376,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     usage = usage_summary(extraction.llm_calls)
     any_llm_turn = any(t.extractor is Extractor.LLM for t in extraction.turns)
     for turn, turn_extraction in zip(ordered, extraction.turns, strict=True):
-        result, reason = _turn_verdict(turn_extraction, extraction.model_error)
+        result, reason = _turn_verdict(turn_extraction, deferred)
         if turn.turn_id in erased:
             result, reason = SpanResult.REJECT, UserErased()
         charged = usage if turn_extraction.extractor is Extractor.LLM or not any_llm_turn else None

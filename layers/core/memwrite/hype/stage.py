@@ -16,6 +16,11 @@ An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn
 its content vector as a document of kind `episode` (no questions: it is the user's own words),
 or removes it when the episode is gone (erased, expired).
 
+A deletion's row (`memwrite.change_events.deleted_memory_of`, `DELETE
+/v1/memories/{memory_id}`) deletes the memory's document unless the memory is back in the store
+(stored again since: its own rows index it) and sends `memory.deleted`; its span joins the
+trace that stored the memory.
+
 An erasure's row (`memwrite.change_events.is_erasure_row`) indexes nothing: its `user.erased`
 goes out on the feed as below (no trace to hold the attempts' spans: the user's went with
 them), then the row is deleted.
@@ -43,7 +48,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memwrite.candidate import MemoryType
-from memwrite.change_events import ChangeEvent, event_for_change, is_erasure_row, user_erased_event
+from memwrite.change_events import (
+    ChangeEvent,
+    deleted_memory_of,
+    event_for_change,
+    is_erasure_row,
+    memory_deleted_event,
+    user_erased_event,
+)
 from memwrite.config import PipelineConfig, Webhook
 from memwrite.episode import EpisodeStatus, episode_of_doc_id
 from memwrite.errors import MemwriteError
@@ -204,7 +216,9 @@ def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> Indexe
     _record(change, deps, result=verdict, reason=None, calls=calls, started=started)
     deps.metrics.count(STAGE, result.action.value, None)
     deps.metrics.llm_usage(STAGE, calls)
-    if feed is not None:
+    if feed is not None and deleted_memory_of(change.memory_id) is not None:
+        _send(memory_deleted_event(change), change, deps)
+    elif feed is not None:
         _send(event_for_change(change, feed.memory, _now()), change, deps)
     # Done last: a crash or an undelivered event before this leaves the row pending.
     deps.outbox.mark_done(change)
@@ -237,6 +251,12 @@ def _index(
     turn_id = episode_of_doc_id(change.memory_id)
     if turn_id is not None:
         return _index_episode(change, turn_id, deps), (), None
+    deleted = deleted_memory_of(change.memory_id)
+    if deleted is not None:
+        memory_id = deleted[0]
+        if not deps.store.get_memories(change.tenant, change.user_id, [memory_id]):
+            deps.index.delete(change.tenant, change.user_id, memory_id)
+        return IndexedChange(memory_id=memory_id, action=IndexAction.REMOVED), (), _FeedChange(None)
     stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
     current = stored.get(change.memory_id)
     calls: tuple[LlmUsage, ...] = ()

@@ -5,6 +5,10 @@ another user): the user and the API key come from the server's settings (flags o
 `MEMWRITE_URL`, `MEMWRITE_API_KEY`, `MEMWRITE_USER`) or, over streamable HTTP, from the
 connection's `x-api-key` and `x-memwrite-user` headers. A memory id given to `forget` or `why`
 is checked to be that user's before anything is done with it.
+
+Every failure reaches the client as the SDK's `ToolError` with a message the model can act on
+(no statement, an unknown memory, no user, a wrong key, the API down); `memwrite mcp` refuses
+to start on stdio without a user.
 """
 
 from __future__ import annotations
@@ -13,20 +17,34 @@ import argparse
 import os
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from pydantic import BaseModel, Field
 
-from memwrite.client import AsyncMemwriteClient, NotFound, TraceNotFinished
+from memwrite.client import (
+    AsyncMemwriteClient,
+    IngestAck,
+    MemwriteApiError,
+    MemwriteClientError,
+    NotFound,
+    ServiceUnreachable,
+    Trace,
+    TraceNotFinished,
+    Unauthenticated,
+)
 
 __all__ = ["McpSettings", "build_server", "main"]
 
 API_KEY_HEADER = "x-api-key"
 USER_HEADER = "x-memwrite-user"
 WAIT_SECS = 20.0
+NO_USER = "no user configured: set MEMWRITE_USER (or --user), or the x-memwrite-user header"
 INSTRUCTIONS = """\
 Long-term memory of the user you are talking with. `remember` what they tell you that will
 matter later (facts about them, preferences, instructions, decisions); `recall` before
@@ -54,30 +72,46 @@ class McpSettings:
 
 
 class TurnIn(BaseModel):
-    role: Literal["user", "assistant"]
-    content: str = Field(min_length=1)
+    role: Literal["user", "assistant"] = Field(description="Who said it: user or assistant.")
+    content: str = Field(min_length=1, description="What was said, word for word.")
 
 
 class Remembered(BaseModel):
+    summary: str = Field(
+        description="What happened, in words: stored, already known, kept as an episode (and "
+        "why), or not remembered (and why)"
+    )
     trace_id: str
     status: str = Field(description="complete, failed, or in_progress if still running")
-    stored: int
-    merged: int
+    stored: int = Field(description="new memories")
+    merged: int = Field(description="memories already known, heard again (corroborated)")
     memory_ids: list[str]
+    episodes: int = Field(
+        description="turns kept as episodes: the user's own words, found by recall now, "
+        "distilled into memories once a model is available"
+    )
+    duplicates: int = Field(description="turns sent before word for word: nothing new")
 
 
 class Recalled(BaseModel):
-    memory_id: str
+    kind: Literal["memory", "episode"] = Field(
+        description="memory: a distilled memory; episode: the user's own words kept as said, "
+        "not distilled yet (no memory_id: `why` and `forget` take memories only)"
+    )
+    memory_id: str | None = Field(description="a memory's id; None for an episode")
     text: str
-    type: str
-    confidence: float
+    type: str | None = Field(description="a memory's type (fact, preference, ...)")
+    confidence: float | None = Field(description="a memory's confidence, 0 to 1")
     score: float
     observed_at: str
 
 
 class Forgotten(BaseModel):
     removed: list[str] = Field(description="memory ids removed")
-    restored: list[str] = Field(default_factory=list, description="older memories active again")
+    restored: list[str] = Field(
+        default_factory=list,
+        description="older memories the removed one had superseded, current again",
+    )
     erased_user: bool = False
 
 
@@ -105,129 +139,219 @@ def _whose(ctx: Context | None, settings: McpSettings) -> tuple[str | None, str]
     api_key = headers.get(API_KEY_HEADER) or settings.api_key
     user_id = headers.get(USER_HEADER) or settings.user_id
     if not user_id:
-        raise ValueError(
-            "no user configured: set MEMWRITE_USER (or --user), or the x-memwrite-user header"
-        )
+        raise ToolError(NO_USER)
     return api_key, user_id
+
+
+@contextmanager
+def _told(url: str) -> Iterator[None]:
+    """Every failure of a tool as the SDK's `ToolError`, whose message reaches the model (any
+    other exception reaches it only as "Error executing tool X")."""
+    try:
+        yield
+    except ToolError:
+        raise
+    except Unauthenticated as exc:
+        raise ToolError(
+            f"the memwrite API at {url} refused the API key ({exc.status}): set "
+            "MEMWRITE_API_KEY (or the x-api-key header) to a key of this deployment"
+        ) from exc
+    except ServiceUnreachable as exc:
+        raise ToolError(
+            f"the memwrite API at {url} cannot be reached ({exc}); is `memwrite serve` "
+            "running, or MEMWRITE_URL right?"
+        ) from exc
+    except MemwriteApiError as exc:
+        raise ToolError(f"the memwrite API answered {exc.status} {exc.code}: {exc}") from exc
+    except MemwriteClientError as exc:
+        raise ToolError(str(exc)) from exc
 
 
 async def _own_memory(mw: AsyncMemwriteClient, memory_id: str, user_id: str) -> None:
     """Refuse a memory of another user exactly as an unknown one."""
+    unknown = ToolError(f"no memory {memory_id} (recall gives the ids of the user's memories)")
     try:
         memory = await mw.get_memory(memory_id)
     except NotFound:
-        raise ValueError(f"no memory {memory_id}") from None
+        raise unknown from None
     if memory.user_id != user_id:
-        raise ValueError(f"no memory {memory_id}")
+        raise unknown
+
+
+def _reason(reason: dict[str, Any]) -> str:
+    """A span's typed reason in words: its type and its values."""
+    values = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "type")
+    return f"{reason.get('type', 'unknown')}" + (f" ({values})" if values else "")
+
+
+def _deferred(reason: dict[str, Any]) -> str:
+    kind = reason.get("type", "")
+    if kind == "DeferredNoLLM":
+        return "no model is configured to distil it; the rules could not read it whole"
+    if kind == "DeferredModelFailed":
+        return f"the model failed ({reason.get('error', 'error')})"
+    return _reason(reason)
+
+
+def _remembered(ack: IngestAck, trace: Trace) -> Remembered:
+    """What the trace did, said so that the model can tell the user."""
+    episodes = [
+        s for s in trace.spans if s.reason and str(s.reason.get("type")).startswith("Deferred")
+    ]
+    dropped = [
+        _reason(s.reason)
+        for s in trace.spans
+        if s.result == "reject"
+        and s.reason
+        and s not in episodes
+        and s.reason.get("type") != "DuplicateTurn"
+    ]
+    outcome, parts = trace.outcome, []
+    if outcome.stored:
+        parts.append(f"stored {outcome.stored} new memor{'y' if outcome.stored == 1 else 'ies'}")
+    if outcome.merged:
+        parts.append(f"already known: merged into {outcome.merged} existing memories (heard again)")
+    if ack.duplicates:
+        parts.append(f"already known: {len(ack.duplicates)} turn(s) sent before word for word")
+    for span in episodes:
+        assert span.reason is not None
+        parts.append(
+            f"kept as an episode because {_deferred(span.reason)}: the user's words are "
+            "searchable with recall now and become memories once a model is available"
+        )
+    parts.extend(f"not remembered: {why}" for why in dropped)
+    if trace.status == "in_progress":
+        parts.append("still in progress: recall may find more shortly")
+    return Remembered(
+        summary="; ".join(parts) or "nothing was remembered",
+        trace_id=ack.trace_id,
+        status=trace.status,
+        stored=outcome.stored,
+        merged=outcome.merged,
+        memory_ids=outcome.memory_ids,
+        episodes=len(episodes),
+        duplicates=len(ack.duplicates),
+    )
+
+
+Statement = Annotated[
+    str | None,
+    Field(
+        description="One thing the user said, in their words (e.g. 'I moved to Lisbon'). "
+        "Give this or `turns`."
+    ),
+]
+Turns = Annotated[
+    list[TurnIn] | None,
+    Field(description="Conversation turns to learn from, oldest first. Give this or `statement`."),
+]
+Query = Annotated[str, Field(description="A question or keywords about the user.")]
+TopK = Annotated[int, Field(description="How many results at most (1 to 50).")]
+MemoryId = Annotated[str, Field(description="A memory's id, as recall returns it.")]
+OptionalMemoryId = Annotated[
+    str | None,
+    Field(description="The id of the memory to forget, as recall returns it."),
+]
+Everything = Annotated[
+    bool,
+    Field(description="True: erase every memory of the user. Only when the user asks for it."),
+]
+# `remember` needs one of its two arguments: the schema says so (JSON Schema `anyOf`).
+ONE_OF_STATEMENT_OR_TURNS = [{"required": ["statement"]}, {"required": ["turns"]}]
 
 
 def build_server(settings: McpSettings) -> MCPServer:
-    server = MCPServer("memwrite", instructions=INSTRUCTIONS)
-
     def client(api_key: str | None) -> AsyncMemwriteClient:
         return AsyncMemwriteClient(settings.url, api_key=api_key)
 
-    @server.tool()
     async def remember(
-        statement: str | None = None,
-        turns: list[TurnIn] | None = None,
-        ctx: Context | None = None,
+        statement: Statement = None, turns: Turns = None, ctx: Context | None = None
     ) -> Remembered:
         """Store what the user said: one `statement` in their words, or conversation `turns`
-        (role user or assistant). Waits for the pipeline (up to 20 s) and reports what was
-        stored or merged into existing memories."""
-        api_key, user_id = _whose(ctx, settings)
-        sent = [t.model_dump() for t in turns or []]
-        if statement:
-            sent.append({"role": "user", "content": statement})
-        if not sent:
-            raise ValueError("give a statement or some turns")
-        async with client(api_key) as mw:
-            ack = await mw.add(user_id=user_id, session_id=settings.session_id, turns=sent)
-            try:
-                trace = await mw.wait(ack.trace_id, timeout=WAIT_SECS)
-            except TraceNotFinished as late:
-                trace = late.trace
-        return Remembered(
-            trace_id=ack.trace_id,
-            status=trace.status,
-            stored=trace.outcome.stored,
-            merged=trace.outcome.merged,
-            memory_ids=trace.outcome.memory_ids,
-        )
+        (role user or assistant); one of the two is required. Waits for the pipeline (up to
+        20 s) and says what happened: stored, already known, kept as an episode, or why not."""
+        with _told(settings.url):
+            api_key, user_id = _whose(ctx, settings)
+            sent = [t.model_dump() for t in turns or []]
+            if statement:
+                sent.append({"role": "user", "content": statement})
+            if not sent:
+                raise ToolError("give a statement (the user's words) or some turns")
+            async with client(api_key) as mw:
+                ack = await mw.add(user_id=user_id, session_id=settings.session_id, turns=sent)
+                try:
+                    trace = await mw.wait(ack.trace_id, timeout=WAIT_SECS)
+                except TraceNotFinished as late:
+                    trace = late.trace
+            return _remembered(ack, trace)
 
-    @server.tool()
-    async def recall(query: str, k: int = 5, ctx: Context | None = None) -> list[Recalled]:
-        """The user's memories that best answer `query` (a question or keywords), best
-        first."""
-        api_key, user_id = _whose(ctx, settings)
-        async with client(api_key) as mw:
-            # Memories only: the other tools (why, forget) take a memory's id; episodes (kept
-            # turns not distilled yet) are the HTTP API's (`kinds`).
-            hits = await mw.search(
-                user_id=user_id, query=query, k=max(1, min(k, 50)), kinds=["memory"]
-            )
-        return [
-            Recalled(
-                memory_id=hit.memory_id or "",
-                text=hit.text,
-                type=hit.type or "",
-                confidence=hit.confidence or 0.0,
-                score=hit.score,
-                observed_at=hit.observed_at.isoformat(),
-            )
-            for hit in hits
-        ]
+    async def recall(query: Query, k: TopK = 5, ctx: Context | None = None) -> list[Recalled]:
+        """What the user said before that best answers `query`, best first: memories, and
+        episodes (their own words, kept as said until a model distils them)."""
+        with _told(settings.url):
+            api_key, user_id = _whose(ctx, settings)
+            async with client(api_key) as mw:
+                hits = await mw.search(user_id=user_id, query=query, k=max(1, min(k, 50)))
+            return [
+                Recalled(
+                    kind="episode" if hit.kind == "episode" else "memory",
+                    memory_id=hit.memory_id,
+                    text=hit.text,
+                    type=hit.type,
+                    confidence=hit.confidence,
+                    score=hit.score,
+                    observed_at=hit.observed_at.isoformat(),
+                )
+                for hit in hits
+            ]
 
-    @server.tool()
     async def forget(
-        memory_id: str | None = None, everything: bool = False, ctx: Context | None = None
+        memory_id: OptionalMemoryId = None,
+        everything: Everything = False,
+        ctx: Context | None = None,
     ) -> Forgotten:
-        """Forget one memory (`memory_id`: the request that stored it is rolled back, so what
-        that same request stored goes too, and what it had superseded comes back), or, with
-        `everything=true` and only when the user asks for it, every memory of the user."""
-        api_key, user_id = _whose(ctx, settings)
-        async with client(api_key) as mw:
-            if everything:
-                erased = await mw.erase_user(user_id)
-                return Forgotten(removed=[], erased_user=erased.erased)
-            if not memory_id:
-                raise ValueError("give a memory_id, or everything=true")
-            await _own_memory(mw, memory_id, user_id)
-            why = await mw.memory_traces(memory_id)
-            storing = [t.trace_id for t in why.traces if "stored" in t.memory_outcomes]
-            removed: list[str] = []
-            restored: list[str] = []
-            for trace_id in storing[:1]:
-                record = await mw.rollback(trace_id)
-                removed, restored = record.removed, record.restored
-        return Forgotten(removed=removed, restored=restored)
+        """Forget one memory (`memory_id`): it is deleted, and an older memory it had
+        superseded is current again. Or, with `everything=true` and only when the user asks for
+        it, every memory of the user."""
+        with _told(settings.url):
+            api_key, user_id = _whose(ctx, settings)
+            async with client(api_key) as mw:
+                if everything:
+                    erased = await mw.erase_user(user_id)
+                    return Forgotten(removed=[], erased_user=erased.erased)
+                if not memory_id:
+                    raise ToolError("give a memory_id (recall gives them), or everything=true")
+                await _own_memory(mw, memory_id, user_id)
+                record = await mw.delete_memory(memory_id)
+            return Forgotten(removed=[record.memory_id], restored=record.restored)
 
-    @server.tool()
-    async def why(memory_id: str, ctx: Context | None = None) -> list[TraceSummary]:
+    async def why(memory_id: MemoryId, ctx: Context | None = None) -> list[TraceSummary]:
         """Where a memory came from: each request (trace) that stored or merged into it,
         oldest first, with what each pipeline stage decided."""
-        api_key, user_id = _whose(ctx, settings)
-        async with client(api_key) as mw:
-            await _own_memory(mw, memory_id, user_id)
-            found = await mw.memory_traces(memory_id)
-        return [
-            TraceSummary(
-                trace_id=trace.trace_id,
-                created_at=trace.created_at,
-                session_id=trace.session_id,
-                status=trace.status,
-                outcome=trace.memory_outcomes,
-                stages=[
-                    f"{span.stage}: {span.result}"
-                    + (f" ({span.reason.get('type', '')})" if span.reason else "")
-                    for span in trace.spans
-                ],
-            )
-            for trace in found.traces
-        ]
+        with _told(settings.url):
+            api_key, user_id = _whose(ctx, settings)
+            async with client(api_key) as mw:
+                await _own_memory(mw, memory_id, user_id)
+                found = await mw.memory_traces(memory_id)
+            return [
+                TraceSummary(
+                    trace_id=trace.trace_id,
+                    created_at=trace.created_at,
+                    session_id=trace.session_id,
+                    status=trace.status,
+                    outcome=trace.memory_outcomes,
+                    stages=[
+                        f"{span.stage}: {span.result}"
+                        + (f" ({span.reason.get('type', '')})" if span.reason else "")
+                        for span in trace.spans
+                    ],
+                )
+                for trace in found.traces
+            ]
 
-    return server
+    tools = [Tool.from_function(fn) for fn in (remember, recall, forget, why)]
+    tools[0].parameters["anyOf"] = ONE_OF_STATEMENT_OR_TURNS
+    return MCPServer("memwrite", instructions=INSTRUCTIONS, tools=tools)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -251,6 +375,11 @@ def run(args: argparse.Namespace) -> int:
     """The API key is never a flag (it would show in `ps`): MEMWRITE_API_KEY, or per HTTP
     connection its x-api-key header."""
     api_key = os.environ.get("MEMWRITE_API_KEY")
+    if not args.user and not args.http:
+        # stdio serves one user: without one every tool would fail. Over HTTP each connection
+        # may name its own (x-memwrite-user).
+        print(f"memwrite mcp: {NO_USER}", file=sys.stderr)
+        return 2
     settings = McpSettings(url=args.url, api_key=api_key, user_id=args.user)
     server = build_server(settings)
     if args.http:

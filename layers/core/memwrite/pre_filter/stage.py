@@ -204,6 +204,7 @@ def ingest_turns(
             observed_at=item.turn.timestamp or now,
             source=request.source,
             context=item.decision.context,
+            accepted_at=now,
         )
         for tid, item in survivors.items()
         if tid not in duplicates

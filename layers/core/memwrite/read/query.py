@@ -29,6 +29,8 @@ from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.index import (
     BM25_STOPWORDS,
     DocKind,
+    Fusion,
+    FusionMethod,
     IndexFilter,
     IndexHit,
     MatchSource,
@@ -61,9 +63,11 @@ __all__ = [
     "SearchResponse",
     "SearchResultView",
     "SearchResults",
+    "episode_fusion",
     "list_episodes",
     "list_memories",
     "memory_detail",
+    "memory_fusion",
     "memory_json",
     "search",
 ]
@@ -282,6 +286,18 @@ def _filter_of(request: SearchRequest, config: PipelineConfig) -> IndexFilter:
     )
 
 
+def memory_fusion(config: PipelineConfig) -> Fusion:
+    """How memories' BM25 and kNN lists are fused (`pipeline.search`)."""
+    search = config.search
+    return Fusion(FusionMethod(search.fusion), search.bm25_weight, search.rank_constant)
+
+
+def episode_fusion(config: PipelineConfig) -> Fusion:
+    """How episodes' lists are fused (`pipeline.episodes`, `search.rank_constant`)."""
+    episodes = config.episodes
+    return Fusion(FusionMethod(episodes.fusion), episodes.bm25_weight, config.search.rank_constant)
+
+
 def _passes(memory: MemoryUnit, filter: IndexFilter) -> bool:
     return (
         (filter.types is None or memory.type in filter.types)
@@ -308,7 +324,9 @@ def search(
             [*results, *episodes],
             key=lambda hit: (-hit.score, hit.kind != DocKind.MEMORY, hit.source_turn_id),
         )
-    return SearchResponse(results=results[: request.k])
+    # A fused score of 0 matched nothing that counts (a kNN-only hit where BM25 weighs 1, the
+    # last of a min-max list): it does not fill the list up to k.
+    return SearchResponse(results=[hit for hit in results if hit.score > 0][: request.k])
 
 
 def _search_memories(
@@ -321,7 +339,14 @@ def _search_memories(
             for memory in deps.store.memories_of(tenant, request.user_id)
             if _believed_at(memory, request.as_of) and _passes(memory, filter)
         ]
-        hits = _rank_in_process(request.query, vector, memories, request.k, deps.embedder)
+        hits = _rank_in_process(
+            request.query,
+            vector,
+            memories,
+            request.k,
+            embedder=deps.embedder,
+            fusion=memory_fusion(config),
+        )
         by_id = {memory.memory_id: memory for memory in memories}
     else:
         hits = deps.index.hybrid(
@@ -331,7 +356,7 @@ def _search_memories(
             vector,
             request.k * _SLACK,
             filter=filter,
-            bm25_weight=config.search.bm25_weight,
+            fusion=memory_fusion(config),
         )
         stored = deps.store.get_memories(tenant, request.user_id, [hit.memory_id for hit in hits])
         now = datetime.now(UTC)
@@ -369,7 +394,7 @@ def _search_episodes(  # noqa: PLR0917 (private: its one caller passes them in o
         request.k * _SLACK,
         # Past their retention before their item is gone (TTL, later): not even fetched.
         filter=IndexFilter(kinds=frozenset({DocKind.EPISODE}), live_at=now),
-        bm25_weight=config.episodes.bm25_weight,
+        fusion=episode_fusion(config),
     )
     turn_ids = {hit.memory_id: episode_of_doc_id(hit.memory_id) for hit in hits}
     stored = deps.episodes.get_episodes(
@@ -412,7 +437,9 @@ def _rank_in_process(
     vector: Any,
     memories: Sequence[MemoryUnit],
     k: int,
+    *,
     embedder: Embedder,
+    fusion: Fusion,
 ) -> list[IndexHit]:
     """`as_of` reads past states, which the index no longer holds: rank the user's memories
     of that time here, with word overlap for the lexical side and the embedder for kNN."""
@@ -428,11 +455,11 @@ def _rank_in_process(
         IndexHit(m.memory_id, float(vectors[i] @ vector), frozenset({MatchSource.CONTENT}))
         for i, m in enumerate(memories)
     ]
-    return fuse_hybrid(
-        [hit for hit in lexical if hit.score > 0],
-        sorted((hit for hit in semantic if hit.score > 0), key=lambda h: -h.score)[:k],
-        k,
-    )
+
+    def best_first(hits: list[IndexHit]) -> list[IndexHit]:  # as the index ranks: k each
+        return sorted((hit for hit in hits if hit.score > 0), key=lambda h: -h.score)[:k]
+
+    return fuse_hybrid(best_first(lexical), best_first(semantic), k, fusion)
 
 
 class MemoryDetail(BaseModel):

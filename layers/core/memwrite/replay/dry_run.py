@@ -18,7 +18,7 @@ from memwrite.config import PipelineConfig, Settings
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode
 from memwrite.errors import WriteConflict
-from memwrite.index import DEFAULT_BM25_WEIGHT, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import (
@@ -358,7 +358,7 @@ class DryRunIndex:
         k: int,
         *,
         filter: IndexFilter | None = None,
-        bm25_weight: float = DEFAULT_BM25_WEIGHT,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[IndexHit]:
         hits = self._base.hybrid(
             tenant,
@@ -367,7 +367,7 @@ class DryRunIndex:
             vector,
             k + len(self._hidden),
             filter=filter,
-            bm25_weight=bm25_weight,
+            fusion=fusion,
         )
         return self._visible(hits, k)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.budget import BudgetStore, ModelBudget
+    from memwrite.edit.ports import MemoryDeletion
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -64,6 +66,7 @@ __all__ = [
     "build_embedder",
     "build_index",
     "build_llm",
+    "offline_embedder",
     "opensearch_index",
 ]
 
@@ -107,13 +110,36 @@ class Adapters(ABC):
         return self._once(
             "extraction_llm",
             lambda: build_llm(
-                self.settings.pipeline.extract, self.env.api_key(), self.env.llm_record_dir
+                self.settings.pipeline.extract,
+                self.env.api_key(),
+                self.env.llm_record_dir,
+                budget=self.model_budget(),
             ),
         )
 
     def _llm_options(self) -> ClientOptions:
-        """What every model adapter is given: the key, and where to record (if anywhere)."""
-        return {"api_key": self.env.api_key(), "record_dir": self.env.llm_record_dir}
+        """What every model adapter is given: the key, where to record (if anywhere) and the
+        model budget its calls are charged to."""
+        return {
+            "api_key": self.env.api_key(),
+            "record_dir": self.env.llm_record_dir,
+            "budget": self.model_budget(),
+        }
+
+    def model_budget(self) -> ModelBudget | None:
+        """The model budget every model client of this bundle charges (`pipeline.model`),
+        built once; None when it is turned off or has no store (DynamoDB without
+        `BUDGET_TABLE`)."""
+        return self._once("model_budget", self._model_budget)
+
+    def _model_budget(self) -> ModelBudget | None:
+        config = self.settings.pipeline.model
+        store = self.budget_store() if config.budget_enabled else None
+        if store is None:
+            return None
+        from memwrite.budget import ModelBudget
+
+        return ModelBudget(config, store)
 
     def verifier(self) -> CandidateVerifier | None:
         """Built when some tenant (or the deployment) turns the verifier on and a model is
@@ -163,9 +189,11 @@ class Adapters(ABC):
         return self._once("embedder", lambda: build_embedder(self.env))
 
     def similarity_embedder(self) -> Embedder:
-        from memwrite.embedder import HashingEmbedder
-
-        return HashingEmbedder()
+        """Dedupe's embedder (`pipeline.dedupe.embedder`), built once."""
+        return self._once(
+            "similarity_embedder",
+            lambda: offline_embedder(self.settings.pipeline.dedupe.embedder, None),
+        )
 
     def search_index(self) -> MemoryIndex:
         return self._once("search_index", lambda: build_index(self.env, self.embedder().dimension))
@@ -216,6 +244,9 @@ class Adapters(ABC):
     @abstractmethod
     def tenant_settings(self) -> TenantSettingsStore | None: ...
 
+    @abstractmethod
+    def budget_store(self) -> BudgetStore | None: ...
+
     @property
     @abstractmethod
     def spans(self) -> SpanStore: ...
@@ -263,6 +294,9 @@ class Adapters(ABC):
     def rollbacks(self) -> TraceRollback: ...
 
     @abstractmethod
+    def deletions(self) -> MemoryDeletion: ...
+
+    @abstractmethod
     def portability(self) -> UserPortability: ...
 
 
@@ -287,6 +321,13 @@ class _DynamoAdapters(Adapters):
         from memwrite.adapters.aws.dynamodb_tenant_settings import DynamoTenantSettingsStore
 
         return DynamoTenantSettingsStore(self.dynamodb, self.env.tenant_settings_table)
+
+    def budget_store(self) -> BudgetStore | None:
+        if self.env.budget_table is None:
+            return None
+        from memwrite.adapters.aws.dynamodb_budget import DynamoBudgetStore
+
+        return DynamoBudgetStore(self.dynamodb, self.env.budget_table)
 
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
@@ -381,6 +422,11 @@ class _DynamoAdapters(Adapters):
 
         return DynamoTraceRollback(self.dynamodb, self._store_tables(), self.env.spans_table)
 
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.aws.dynamodb_delete import DynamoMemoryDeletion
+
+        return DynamoMemoryDeletion(self.dynamodb, self._store_tables(), self.env.spans_table)
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.aws.dynamodb_portability import (
             DynamoPortability,
@@ -417,6 +463,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
 
         return SqliteTenantSettingsStore(self.database)
+
+    def budget_store(self) -> BudgetStore:
+        from memwrite.adapters.sqlite.budget import SqliteBudgetStore
+
+        return SqliteBudgetStore(self.database)
 
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
@@ -486,6 +537,11 @@ class _SqliteAdapters(Adapters):
 
         return SqliteTraceRollback(self.database)
 
+    def deletions(self) -> MemoryDeletion:
+        from memwrite.adapters.sqlite.delete import SqliteMemoryDeletion
+
+        return SqliteMemoryDeletion(self.database)
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.sqlite.portability import SqlitePortability
 
@@ -493,19 +549,24 @@ class _SqliteAdapters(Adapters):
 
 
 def build_llm(
-    config: ExtractConfig, api_key: str | None, record_dir: Path | None = None
+    config: ExtractConfig,
+    api_key: str | None,
+    record_dir: Path | None = None,
+    *,
+    budget: ModelBudget | None = None,
 ) -> ExtractionLlm | None:
     """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY.
-    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`)."""
+    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`); with
+    `budget`, every call is charged to it first."""
     if config.provider != "bedrock" and not api_key:
         return None
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 
-    return AnthropicExtractorClient(config, api_key=api_key, record_dir=record_dir)
+    return AnthropicExtractorClient(config, api_key=api_key, record_dir=record_dir, budget=budget)
 
 
 def build_embedder(env: LambdaEnvironment) -> Embedder:
-    """The index's embedder: Titan v2 on Bedrock, or the hashing embedder offline."""
+    """The index's embedder: Titan v2 on Bedrock, or WordLlama or hashing offline."""
     search = env.settings.pipeline.search
     if search.embedder == "bedrock":
         from memwrite.adapters.aws.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
@@ -513,9 +574,19 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
         return BedrockEmbedder(
             bedrock_runtime_client(env.aws_region, env.aws_endpoint_url),
             model_id=search.bedrock_model,
-            dimension=search.embedding_dimension,
+            dimension=search.dimension,
             normalize=search.embedding_normalize,
         )
+    return offline_embedder(search.embedder, search.dimension)
+
+
+def offline_embedder(name: Literal["wordllama", "hashing"], dimension: int | None) -> Embedder:
+    """An embedder that never leaves the process: WordLlama's packaged model (at `dimension`,
+    None: its full 256) or the hashing embedder (always 384)."""
+    if name == "wordllama":
+        from memwrite.adapters.wordllama_embedder import WordLlamaEmbedder
+
+        return WordLlamaEmbedder() if dimension is None else WordLlamaEmbedder(dimension)
     from memwrite.embedder import HashingEmbedder
 
     return HashingEmbedder()
@@ -539,11 +610,13 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
 
 def opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
+    from memwrite.read.query import memory_fusion
 
     client = signed_client(endpoint, env.aws_region, env.opensearch_service)
     return OpenSearchIndex(
         client,
         env.opensearch_index,
         dimension=dimension,
+        pipeline_fusion=memory_fusion(env.settings.pipeline),
         serverless=env.opensearch_service == "aoss",
     )

@@ -25,10 +25,12 @@ from memwrite.wiring.backends import Adapters, build_embedder, opensearch_index
 
 if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps
+    from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.expiry import ExpiryDeps
     from memwrite.feed.delivery import WebhookDeliveryDeps
+    from memwrite.index import Fusion
     from memwrite.ports import (
         ApiKeyStore,
         ExportSpill,
@@ -124,11 +126,11 @@ def build_memory_store(environ: Mapping[str, str] | None = None) -> MemoryStore:
 
 @dataclass
 class IndexSetupDeps:
-    """The deploy-time index step: the index the handlers will use, and its fusion weight."""
+    """The deploy-time index step: the index the handlers will use, and memories' fusion."""
 
     index: SearchIndexSetup
     index_name: str
-    bm25_weight: float
+    fusion: Fusion
 
 
 def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDeps:
@@ -137,18 +139,21 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
     env = LambdaEnvironment.load(environ)
     if not env.opensearch_endpoint:
         raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")
+    from memwrite.read.query import memory_fusion
+
     index = opensearch_index(env, env.opensearch_endpoint, build_embedder(env).dimension)
     return IndexSetupDeps(
         index=index,
         index_name=env.opensearch_index,
-        bm25_weight=env.settings.pipeline.search.bm25_weight,
+        fusion=memory_fusion(env.settings.pipeline),
     )
 
 
 @dataclass
 class ApiFunctionDeps:
     """The api function's (every route but the ingest routes): traces (ledger and spans), their
-    replay and rollback, search, memories and erasure, export and import, backfill, settings."""
+    replay and rollback, search, memories (deletion included) and erasure, export and import,
+    backfill, settings."""
 
     settings: Settings
     # Every route's request config; the settings routes read and write through it.
@@ -157,6 +162,7 @@ class ApiFunctionDeps:
     spans: SpanStore
     query: QueryDeps
     rollback: RollbackDeps
+    delete: DeleteDeps
     erase: EraseDeps
     portability: UserPortability  # export and import
     export_spill: ExportSpill | None  # exports too large to answer inline; None: always inline
@@ -167,6 +173,7 @@ class ApiFunctionDeps:
 
 
 def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
+    from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
     from memwrite.read.query import QueryDeps
@@ -196,6 +203,13 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         spans=adapters.spans,
         query=query,
         rollback=rollback,
+        delete=DeleteDeps(
+            store=query.store,
+            reader=query.reader,
+            deletions=adapters.deletions(),
+            index=query.index,
+            metrics=adapters.metrics,
+        ),
         erase=EraseDeps(eraser=adapters.eraser(), index=query.index),
         portability=adapters.portability(),
         export_spill=adapters.export_spill(),

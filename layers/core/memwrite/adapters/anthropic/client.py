@@ -2,8 +2,15 @@
 
 The only module that touches `anthropic`, and only inside functions: importing the SDK costs
 about 3 s of cold start, which the pre_filter Lambda must never pay. The SDK retries 408, 409, 429,
-5xx and connection errors itself with backoff (`max_retries`); what is left after that is
-translated here into the errors of `memwrite.extract.llm`, with the SDK error kept as the cause.
+5xx and connection errors itself with backoff (`max_retries`, one by default: the queue does the
+waiting); what is left after that is translated here into the errors of `memwrite.errors`, with
+the SDK error kept as the cause.
+
+Every call goes through the model budget first (`memwrite.budget`, when one is given): charged
+its estimated input tokens and max_tokens, refunded to its real usage when the answer comes; no
+room is `BudgetExhausted` (no request sent), and a 429/529 lowers the budget's limits and
+honours the answer's `retry-after`. An extraction answer cut off at max_tokens is asked
+again once with twice the room (bounded); cut off again, it is `TruncatedLlmOutput`.
 The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`, `anthropic_verifier`,
 `anthropic_questions`) each hold one `StructuredClient`, built from `ExtractConfig`, their
 answer's schema and output limit and the caller's `ClientOptions`; they add only their port's
@@ -12,6 +19,7 @@ shape. With `record_dir`, every exchange is also written there (`recording`), fo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,15 +27,22 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ValidationError
 
+from memwrite.budget import Caller, Grant, ModelBudget, current_caller
 from memwrite.config import ExtractConfig
-from memwrite.errors import LlmRequestRejected, LlmUnavailable, MalformedLlmOutput
+from memwrite.errors import (
+    BudgetExhausted,
+    LlmRequestRejected,
+    LlmUnavailable,
+    MalformedLlmOutput,
+    TruncatedLlmOutput,
+)
 from memwrite.pricing import cost_usd, price_per_mtok
 from memwrite.prompts import PromptMessage
 from memwrite.usage import LlmUsage, report_usage
 
 if TYPE_CHECKING:
     import httpx2
-    from anthropic import Anthropic, AnthropicBedrock
+    from anthropic import Anthropic, AnthropicBedrock, APIStatusError
     from anthropic.types import (
         AssistantMessageParam,
         Message,
@@ -36,12 +51,23 @@ if TYPE_CHECKING:
         UserMessageParam,
     )
 
-__all__ = ["ClientOptions", "StructuredClient"]
+__all__ = ["MAX_GROWN_OUTPUT_TOKENS", "ClientOptions", "StructuredClient"]
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
 
 # The statuses the SDK itself retries: still failing after its retries means "try later".
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
+# Rate limited (429) and overloaded (529): the budget's limits drop (AIMD).
+_THROTTLE_STATUSES = frozenset({429, 529})
+# Without a `retry-after`, a throttled model admits nothing for this long.
+_DEFAULT_RETRY_AFTER_S = 5.0
+# A truncated answer is asked again once with twice its max_tokens, at most this many.
+MAX_GROWN_OUTPUT_TOKENS = 16_384
+# Characters per input token when estimating a request before it is sent (English prose and
+# JSON run at about 4; fewer over-estimates, and the refund corrects it).
+_CHARS_PER_TOKEN = 3.5
+# Charged to calls made outside any request (a tenant-less caller: tools, tests).
+_NO_TENANT = Caller("-")
 
 
 class ClientOptions(TypedDict, total=False):
@@ -54,6 +80,8 @@ class ClientOptions(TypedDict, total=False):
     max_retries: int | None  # None: `ExtractConfig.max_retries`
     # Every exchange written there (`MEMWRITE_LLM_RECORD`, `recording.record_exchanges`).
     record_dir: Path | None
+    # The shared model budget every call is charged to (None: not budgeted).
+    budget: ModelBudget | None
 
 
 class StructuredClient(Generic[_ResultT]):
@@ -69,9 +97,12 @@ class StructuredClient(Generic[_ResultT]):
         output_model: type[_ResultT],
         *,
         max_tokens: int,
+        grow_on_truncation: bool = False,
         **options: Unpack[ClientOptions],
     ) -> None:
-        """Limits come from `config`, the output limit is the adapter's, `options` say where."""
+        """Limits come from `config`, the output limit is the adapter's, `options` say where.
+        With `grow_on_truncation`, an answer cut off at `max_tokens` is asked again once with
+        twice the room (extraction, whose answers vary most in size)."""
         # An unpriced model fails at start-up, not after a paid call.
         price_per_mtok(config.model, config.prices_per_mtok)
         import anthropic
@@ -113,7 +144,12 @@ class StructuredClient(Generic[_ResultT]):
         self._output_model = output_model
         self._prices = config.prices_per_mtok
         self._model = config.model
+        self._provider = config.provider
         self._max_tokens = max_tokens
+        self._grow_on_truncation = grow_on_truncation
+        self._budget = options.get("budget")
+        # The schema is sent with every request: its size counts in the input estimate.
+        self._schema_chars = len(str(self._output_config))
 
     def call(
         self, system: str, messages: Sequence[PromptMessage], *, model: str | None = None
@@ -124,30 +160,74 @@ class StructuredClient(Generic[_ResultT]):
         `MalformedLlmOutput`, which carries the usage because an invalid answer is still paid.
         Every answered call is also reported to the run's meter (`memwrite.usage.metered`).
         """
-        import anthropic
-
         model = model or self._model
         # `model` may differ from the configured one: an unpriced one must fail before the call.
         price_per_mtok(model, self._prices)
         params = [_message_param(message) for message in messages]
+        chars = len(system) + sum(len(m["content"]) for m in messages) + self._schema_chars
+        estimate = math.ceil(chars / _CHARS_PER_TOKEN)
+        max_tokens = self._max_tokens
+        response, usage = self._create(model, system, params, estimate, max_tokens)
+        earlier: LlmUsage | None = None  # a truncated first answer's, when asked again
+        if response.stop_reason == "max_tokens" and self._grow_on_truncation:
+            # Cut off: invalid JSON, and paid for. Asked once more with twice the room.
+            earlier = replace(usage, malformed=True)
+            report_usage(earlier)
+            max_tokens = min(2 * max_tokens, max(max_tokens, MAX_GROWN_OUTPUT_TOKENS))
+            response, usage = self._create(model, system, params, estimate, max_tokens)
+            if response.stop_reason == "max_tokens":
+                truncated = replace(usage, malformed=True)
+                report_usage(truncated)
+                raise TruncatedLlmOutput(
+                    f"stop_reason=max_tokens twice, the second time at {max_tokens}",
+                    _combined(earlier, truncated),
+                )
+        try:
+            result = self._parse(response, usage)
+        except MalformedLlmOutput as exc:
+            report_usage(exc.usage)
+            if earlier is not None:
+                exc.usage = _combined(earlier, exc.usage)
+            raise
+        report_usage(usage)
+        return result, usage if earlier is None else _combined(earlier, usage)
+
+    def _create(
+        self,
+        model: str,
+        system: str,
+        params: list[MessageParam],
+        estimate: int,
+        max_tokens: int,
+    ) -> tuple[Message, LlmUsage]:
+        """One request, charged to the budget first and refunded to its usage after."""
+        import anthropic
+
+        grant = self._admit(model, estimate, max_tokens)
         try:
             response = self._client.messages.create(
                 model=model,
-                max_tokens=self._max_tokens,
+                max_tokens=max_tokens,
                 system=system,
                 messages=params,
                 output_config=self._output_config,
             )
         except anthropic.APIStatusError as exc:
+            self._settle(grant, 0, 0)
+            if exc.status_code in _THROTTLE_STATUSES and self._budget is not None:
+                self._budget.throttled(self._provider, model, _retry_after(exc))
             if exc.status_code in _TRANSIENT_STATUSES or exc.status_code >= 500:
                 raise LlmUnavailable(f"model API returned {exc.status_code}") from exc
             raise LlmRequestRejected(
                 f"model API rejected the request with {exc.status_code}", exc.status_code
             ) from exc
         except anthropic.APIConnectionError as exc:  # timeouts included
+            self._settle(grant, 0, 0)
             raise LlmUnavailable(f"model API unreachable: {type(exc).__name__}") from exc
         except anthropic.AnthropicError as exc:  # client-side: credentials, configuration
+            self._settle(grant, 0, 0)
             raise LlmRequestRejected(f"model call not made: {type(exc).__name__}") from exc
+        self._settle(grant, response.usage.input_tokens, response.usage.output_tokens)
         usage = LlmUsage(
             model=response.model,
             input_tokens=response.usage.input_tokens,
@@ -156,13 +236,24 @@ class StructuredClient(Generic[_ResultT]):
                 model, response.usage.input_tokens, response.usage.output_tokens, self._prices
             ),
         )
-        try:
-            result = self._parse(response, usage)
-        except MalformedLlmOutput as exc:
-            report_usage(exc.usage)
-            raise
-        report_usage(usage)
-        return result, usage
+        return response, usage
+
+    def _admit(self, model: str, estimate: int, max_tokens: int) -> Grant | None:
+        if self._budget is None:
+            return None
+        caller = current_caller() or _NO_TENANT
+        admission = self._budget.acquire(self._provider, model, estimate, max_tokens, caller)
+        if admission.grant is None:
+            raise BudgetExhausted(
+                f"model budget for {self._provider}/{model} has no room "
+                f"(lane {caller.lane.value}): retry in {admission.wait_s:.1f} s",
+                admission.wait_s,
+            )
+        return admission.grant
+
+    def _settle(self, grant: Grant | None, input_tokens: int, output_tokens: int) -> None:
+        if grant is not None and self._budget is not None:
+            self._budget.settle(grant, input_tokens, output_tokens)
 
     def _parse(self, response: Message, usage: LlmUsage) -> _ResultT:
         """The validated answer; else `MalformedLlmOutput` with `usage` marked malformed."""
@@ -178,6 +269,27 @@ class StructuredClient(Generic[_ResultT]):
                 f"first at {where}: {errors[0]['type']}",
                 replace(usage, malformed=True),
             ) from exc
+
+
+def _combined(first: LlmUsage, second: LlmUsage) -> LlmUsage:
+    """A call asked twice as one usage: both requests' tokens and cost, the second's verdict."""
+    return replace(
+        second,
+        input_tokens=first.input_tokens + second.input_tokens,
+        output_tokens=first.output_tokens + second.output_tokens,
+        cost_usd=first.cost_usd + second.cost_usd,
+    )
+
+
+def _retry_after(exc: APIStatusError) -> float:
+    """The answer's `retry-after-ms` or `retry-after` (seconds), else a default."""
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name, "")) * scale)
+        except ValueError:
+            continue
+    return _DEFAULT_RETRY_AFTER_S
 
 
 def _message_param(message: PromptMessage) -> MessageParam:

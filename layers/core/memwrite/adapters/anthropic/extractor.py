@@ -2,7 +2,7 @@
 
 The SDK call, its lazy import (no cold start at import), the error translation and the usage
 accounting are `memwrite.adapters.anthropic.client`'s; this adapter adds the answer's schema
-(`ExtractionResult`) and the configured output limit.
+(`ExtractionResult`) and the configured output limit, which a cut-off answer doubles once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ class AnthropicExtractorClient:
 
     def __init__(self, config: ExtractConfig, **options: Unpack[ClientOptions]) -> None:
         self._client = StructuredClient(
-            config, ExtractionResult, max_tokens=config.max_output_tokens, **options
+            config,
+            ExtractionResult,
+            max_tokens=config.max_output_tokens,
+            grow_on_truncation=True,  # a cut-off answer is asked again with more room
+            **options,
         )
 
     def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions.client import SFNClient
 
 __all__ = [
+    "apigateway_client",
     "dynamodb_client",
     "events_client",
     "s3_client",
@@ -23,12 +24,15 @@ __all__ = [
 ]
 
 _CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5)
-# StartSyncExecution holds the connection until the execution ends (Express: at most 5 min).
-_SYNC_EXECUTION_CONFIG = _CONFIG.merge(Config(read_timeout=310))
 
 
 def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
     return {"config": _CONFIG, **({"endpoint_url": endpoint_url} if endpoint_url else {})}
+
+
+def apigateway_client(endpoint_url: str | None = None) -> Any:
+    """API Gateway's control plane (no stubs installed), for `memwrite keys plan`."""
+    return boto3.client("apigateway", **_kwargs(endpoint_url))
 
 
 def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
@@ -52,7 +56,4 @@ def sqs_client(endpoint_url: str | None = None) -> SQSClient:
 
 
 def stepfunctions_client(endpoint_url: str | None = None) -> SFNClient:
-    kwargs: dict[str, Any] = {"config": _SYNC_EXECUTION_CONFIG}
-    if endpoint_url:
-        kwargs["endpoint_url"] = endpoint_url
-    return boto3.client("stepfunctions", **kwargs)
+    return boto3.client("stepfunctions", **_kwargs(endpoint_url))

@@ -9,7 +9,13 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.aws.dynamodb_calls import unavailable
 from memwrite.errors import ApiKeyExists
 from memwrite.ports import ApiKeyRecord
-from memwrite.schema import API_KEYS_BY_ID, PARTITION_KEY
+from memwrite.schema import (
+    API_KEYS_BY_ID,
+    API_KEYS_LISTING,
+    KEY_LISTING_SHARDS,
+    PARTITION_KEY,
+    key_listing_shard_of,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -17,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["DynamoApiKeyStore"]
 
 _KEY_ID = API_KEYS_BY_ID.partition_key
+_SHARD, _LISTED = API_KEYS_LISTING.partition_key, API_KEYS_LISTING.sort_key or ""
 
 
 def _record(item: dict[str, Any]) -> ApiKeyRecord:
@@ -47,6 +54,8 @@ class DynamoApiKeyStore:
                     _KEY_ID: {"S": record.key_id},
                     "tenant": {"S": record.tenant},
                     "created_at": {"S": record.created_at},
+                    _SHARD: {"S": key_listing_shard_of(record.key_id)},
+                    _LISTED: {"S": f"{record.tenant}#{record.created_at}#{record.key_id}"},
                 },
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
@@ -70,17 +79,30 @@ class DynamoApiKeyStore:
         return item["tenant"]["S"] if item else None
 
     def list_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        """A query per shard of the `listing` index (of `tenant`'s keys only when given)."""
         records: list[ApiKeyRecord] = []
-        kwargs: dict[str, Any] = {"TableName": self._table}
-        while True:
-            try:
-                response = self._client.scan(**kwargs)
-            except ClientError as exc:
-                raise unavailable(exc, "Scan") from exc
-            records.extend(_record(item) for item in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for shard in KEY_LISTING_SHARDS:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": API_KEYS_LISTING.name,
+                "KeyConditionExpression": "#shard = :shard",
+                "ExpressionAttributeNames": {"#shard": _SHARD},
+                "ExpressionAttributeValues": {":shard": {"S": shard}},
+            }
+            if tenant is not None:
+                kwargs["KeyConditionExpression"] += " AND begins_with(#listed, :tenant)"
+                kwargs["ExpressionAttributeNames"]["#listed"] = _LISTED
+                kwargs["ExpressionAttributeValues"][":tenant"] = {"S": f"{tenant}#"}
+            while True:
+                try:
+                    response = self._client.query(**kwargs)
+                except ClientError as exc:
+                    raise unavailable(exc, "Query") from exc
+                records.extend(_record(item) for item in response.get("Items", []))
+                if "LastEvaluatedKey" not in response:
+                    break
+                kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        # A tenant holding "#" shares a prefix with another: keep the exact tenant's.
         chosen = [r for r in records if tenant is None or r.tenant == tenant]
         return sorted(chosen, key=lambda r: (r.created_at, r.key_id))
 

@@ -20,8 +20,12 @@ from memwrite.schema import (
     LOOKUP_KEY,
     LOOKUP_SORT,
     PARTITION_KEY,
+    PENDING_SHARD,
+    PENDING_SHARDS,
+    PENDING_USER,
     SORT_KEY,
     TURNS_LOOKUP,
+    TURNS_PENDING_EPISODES,
 )
 
 if TYPE_CHECKING:
@@ -120,30 +124,35 @@ class DynamoEpisodeStore:
                     raise unavailable(exc, "PutItem") from exc
 
     def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
-        prefix = "EPISODE#" if tenant is None else episode_pk(tenant, "")
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "FilterExpression": "begins_with(#pk, :prefix) AND #status = :pending",
-            "ExpressionAttributeNames": {"#pk": PK, "#status": "status"},
-            "ExpressionAttributeValues": {
-                ":prefix": {"S": prefix},
-                ":pending": {"S": EpisodeStatus.PENDING.value},
-            },
-            "ProjectionExpression": "#pk",
-        }
+        """From the sparse `pending_episodes` index: one query per shard, reading the keys of
+        pending episodes alone (of `tenant`'s users only when given), never the table."""
         users: set[tuple[str, str]] = set()
-        while True:
-            try:
-                response = self._client.scan(**kwargs)
-            except ClientError as exc:
-                raise unavailable(exc, "Scan") from exc
-            for item in response.get("Items", []):
-                # EPISODE#tenant#user: ids never hold "#"
-                _, found_tenant, user_id = item[PK]["S"].split("#", 2)
-                users.add((found_tenant, user_id))
-            if "LastEvaluatedKey" not in response:
-                return sorted(users)
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for shard in PENDING_SHARDS:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": TURNS_PENDING_EPISODES.name,
+                "KeyConditionExpression": "#shard = :shard",
+                "ExpressionAttributeNames": {"#shard": PENDING_SHARD},
+                "ExpressionAttributeValues": {":shard": {"S": shard}},
+            }
+            if tenant is not None:
+                kwargs["KeyConditionExpression"] += " AND begins_with(#user, :tenant)"
+                kwargs["ExpressionAttributeNames"]["#user"] = PENDING_USER
+                kwargs["ExpressionAttributeValues"][":tenant"] = {"S": f"{tenant}#"}
+            while True:
+                try:
+                    response = self._client.query(**kwargs)
+                except ClientError as exc:
+                    raise unavailable(exc, "Query") from exc
+                for item in response.get("Items", []):
+                    # tenant#user_id: user ids never hold "#", tenants may.
+                    found_tenant, _, user_id = item[PENDING_USER]["S"].rpartition("#")
+                    if tenant is None or found_tenant == tenant:
+                        users.add((found_tenant, user_id))
+                if "LastEvaluatedKey" not in response:
+                    break
+                kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return sorted(users)
 
     def expire(self, now: float) -> list[Episode]:
         # The table's TTL deletes expired episodes; reads already treat them as expired.

@@ -28,7 +28,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
-from memwrite.episode import Episode, episode_doc_id
+from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import ConfigError, SourceErased, StoreUnavailable
 from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
@@ -37,12 +37,15 @@ from memwrite.schema import (
     LOOKUP_SORT,
     OUTBOX_PENDING,
     PARTITION_KEY,
+    PENDING_SHARD,
+    PENDING_USER,
     SORT_KEY,
     SPAN_AT,
     SPAN_USER_KEY,
     TTL_ATTRIBUTE,
     TURNS_LOOKUP,
     outbox_sort_key,
+    pending_shard_of,
 )
 
 if TYPE_CHECKING:
@@ -534,7 +537,7 @@ def episode_lookup_key(tenant: str, user_id: str) -> str:
 
 
 def episode_item(episode: Episode) -> dict[str, Any]:
-    return {
+    item = {
         PK: {"S": episode_pk(episode.tenant, episode.user_id)},
         SK: {"S": episode.turn_id},
         LOOKUP_KEY: {"S": episode_lookup_key(episode.tenant, episode.user_id)},
@@ -543,6 +546,12 @@ def episode_item(episode: Episode) -> dict[str, Any]:
         "doc": {"S": episode.model_dump_json()},
         TTL_ATTRIBUTE: {"N": str(episode.expires_at)},
     }
+    if episode.status is EpisodeStatus.PENDING:
+        # Listed in the sparse `pending_episodes` index until it is extracted (a put without
+        # them, `update_episodes`, takes it out).
+        item[PENDING_SHARD] = {"S": pending_shard_of(episode.tenant, episode.user_id)}
+        item[PENDING_USER] = {"S": f"{episode.tenant}#{episode.user_id}"}
+    return item
 
 
 def episode_puts(turns_table: str, outbox_table: str, episode: Episode) -> list[dict[str, Any]]:

@@ -11,12 +11,14 @@ One index holds every tenant's memories; every query filters on `tenant` and `us
   `vector` per HyPE question): kNN scores a memory by the best of the two (`dis_max`).
 
 Lucene's cosine score is (1 + cos) / 2; `knn` turns it back into the cosine the port
-promises. `hybrid` runs OpenSearch's `hybrid` query through a search pipeline with the
-normalization processor (min_max, weighted arithmetic_mean): the same fusion as
-`memwrite.index.fuse_hybrid`. Sub-queries are named (`bm25`, `content`, `question`), and each
-hit's `matched_queries` says why it matched.
+promises. `hybrid` runs OpenSearch's `hybrid` query through a search pipeline that fuses as
+`memwrite.index.fuse_hybrid` does: the score-ranker-processor (rrf, OpenSearch 2.19+; its
+scores are scaled by rank_constant + 1 here, as the embedded index scales them) or the
+normalization-processor (min_max, weighted arithmetic_mean). Sub-queries are named (`bm25`,
+`content`, `question`), and each hit's `matched_queries` says why it matched.
 
-`ensure_index` creates the index and the pipeline when absent (deploy time, idempotent).
+`ensure_index` creates the index and the pipeline of memories' fusion when absent (deploy
+time, idempotent); a query with another fusion (episodes') defines its pipeline in the request.
 Writes use `refresh=wait_for` on a managed domain so that a memory is searchable when the
 call returns (Serverless refreshes on its own schedule and refuses the parameter).
 Transport failures become `IndexUnavailable` (transient: the stream record is retried).
@@ -35,13 +37,16 @@ import numpy as np
 from memwrite.errors import IndexUnavailable
 from memwrite.index import (
     BM25_STOPWORDS,
-    DEFAULT_BM25_WEIGHT,
+    DEFAULT_FUSION,
     DocKind,
+    Fusion,
+    FusionMethod,
     IndexFilter,
     IndexHit,
     MatchSource,
     MemoryDoc,
     Vector,
+    fuse_hybrid,
 )
 
 __all__ = ["OpenSearchIndex", "index_body", "pipeline_body", "signed_client"]
@@ -93,21 +98,26 @@ def index_body(dimension: int) -> dict[str, Any]:
     }
 
 
-def pipeline_body(bm25_weight: float) -> dict[str, Any]:
-    """The hybrid search pipeline: min_max normalisation, weighted arithmetic mean."""
+def pipeline_body(fusion: Fusion) -> dict[str, Any]:
+    """The hybrid search pipeline of `fusion`: reciprocal-rank fusion, or min_max
+    normalisation and a weighted arithmetic mean; BM25's weight first, as its query is."""
+    weights = {"weights": [fusion.bm25_weight, 1.0 - fusion.bm25_weight]}
+    processor: dict[str, Any]
+    if fusion.method is FusionMethod.RRF:
+        combination = {"technique": "rrf", "rank_constant": fusion.rank_constant}
+        processor = {
+            "score-ranker-processor": {"combination": {**combination, "parameters": weights}}
+        }
+    else:
+        processor = {
+            "normalization-processor": {
+                "normalization": {"technique": "min_max"},
+                "combination": {"technique": "arithmetic_mean", "parameters": weights},
+            }
+        }
     return {
         "description": "memwrite hybrid: BM25 + kNN (content and HyPE questions)",
-        "phase_results_processors": [
-            {
-                "normalization-processor": {
-                    "normalization": {"technique": "min_max"},
-                    "combination": {
-                        "technique": "arithmetic_mean",
-                        "parameters": {"weights": [bm25_weight, 1.0 - bm25_weight]},
-                    },
-                }
-            }
-        ],
+        "phase_results_processors": [processor],
     }
 
 
@@ -150,20 +160,22 @@ class OpenSearchIndex:
         *,
         dimension: int,
         pipeline_name: str | None = None,
+        pipeline_fusion: Fusion = DEFAULT_FUSION,
         serverless: bool = False,
     ) -> None:
         self._client = client
         self._index = index_name
         self._dimension = dimension
         self._pipeline = pipeline_name or f"{index_name}-hybrid"
+        self._pipeline_fusion = pipeline_fusion  # what `ensure_index` stores as the pipeline
         self._refresh: dict[str, str] = {} if serverless else {"refresh": "wait_for"}
 
-    def ensure_index(self, bm25_weight: float = DEFAULT_BM25_WEIGHT) -> None:
-        """Create the search pipeline and the index if absent (else add the fields it lacks);
-        safe to run on every deploy."""
+    def ensure_index(self, fusion: Fusion = DEFAULT_FUSION) -> None:
+        """Create the search pipeline of `fusion` (the `pipeline_fusion` the queries assume)
+        and the index if absent (else add the fields it lacks); safe to run on every deploy."""
         with _translated("create"):
             self._client.transport.perform_request(
-                "PUT", f"/_search/pipeline/{self._pipeline}", body=pipeline_body(bm25_weight)
+                "PUT", f"/_search/pipeline/{self._pipeline}", body=pipeline_body(fusion)
             )
             if not self._client.indices.exists(index=self._index):
                 self._client.indices.create(
@@ -391,11 +403,12 @@ class OpenSearchIndex:
         k: int,
         *,
         filter: IndexFilter | None = None,
-        bm25_weight: float = DEFAULT_BM25_WEIGHT,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[IndexHit]:
         _check_k(k)
         if not np.any(np.asarray(vector)):
-            return self.bm25(tenant, user_id, query, k, filter=filter)
+            lexical = self.bm25(tenant, user_id, query, k, filter=filter)
+            return fuse_hybrid(lexical, [], k, fusion)  # scored as the fusion scores it
         body: dict[str, Any] = {
             "size": k,
             "query": {
@@ -407,11 +420,13 @@ class OpenSearchIndex:
                 }
             },
         }
-        if bm25_weight == DEFAULT_BM25_WEIGHT:
+        if fusion == self._pipeline_fusion:
             hits = self._search(body, search_pipeline=self._pipeline)
-        else:  # another weighting: the same pipeline, defined in the request
-            hits = self._search({**body, "search_pipeline": pipeline_body(bm25_weight)})
-        return [IndexHit(mid, s, m) for mid, s, m in hits]
+        else:  # another fusion: its pipeline, defined in the request
+            hits = self._search({**body, "search_pipeline": pipeline_body(fusion)})
+        # RRF sums weight / (rank_constant + rank): scaled as `fuse_hybrid` scales it.
+        scale = fusion.rank_constant + 1 if fusion.method is FusionMethod.RRF else 1
+        return [IndexHit(mid, s * scale, m) for mid, s, m in hits]
 
     def count(self, tenant: str, user_id: str) -> int:
         with _translated("count"):

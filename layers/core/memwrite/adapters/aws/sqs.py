@@ -7,6 +7,7 @@ content-addressed turn id, so two concurrent requests carrying the same turn enq
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -128,11 +129,15 @@ class SqsTurnConsumer:
                     QueueUrl=self._queue_url, ReceiptHandle=delivery.receipt
                 )
 
-    def release(self, deliveries: Sequence[Delivery]) -> None:
+    def release(self, deliveries: Sequence[Delivery], delay_secs: float = 0.0) -> None:
+        # SQS counts visibility in whole seconds, at most 12 hours.
+        timeout = min(43_200, math.ceil(delay_secs))
         for delivery in deliveries:
             with _queue_call("ChangeMessageVisibility"):
                 self._client.change_message_visibility(
-                    QueueUrl=self._queue_url, ReceiptHandle=delivery.receipt, VisibilityTimeout=0
+                    QueueUrl=self._queue_url,
+                    ReceiptHandle=delivery.receipt,
+                    VisibilityTimeout=timeout,
                 )
 
     def dead_letter(self, deliveries: Sequence[Delivery], error: str) -> None:

@@ -1,4 +1,9 @@
-"""`PipelineRunner` on Step Functions: a synchronous Express execution (StartSyncExecution)."""
+"""`PipelineRunner` on Step Functions: an asynchronous Express execution (StartExecution).
+
+Nothing waits for the run: the state machine routes its own failures (error spans, the
+pipeline DLQ). A start that fails (throttled, unreachable) is reported, and the dispatcher
+hands its messages back to SQS for a redelivery.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memwrite.ports import PipelineRun
+from memwrite.ports import PipelineStart
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions.client import SFNClient
@@ -19,14 +24,10 @@ class StepFunctionsPipeline:
         self._client = client
         self._arn = state_machine_arn
 
-    def run(self, name: str, payload: str) -> PipelineRun:
+    def start(self, name: str, payload: str) -> PipelineStart:
         try:
-            result = self._client.start_sync_execution(
-                stateMachineArn=self._arn, name=name, input=payload
-            )
+            self._client.start_execution(stateMachineArn=self._arn, name=name, input=payload)
         except (ClientError, BotoCoreError) as exc:
             # Throttled or unreachable: the messages go back to the queue for a redelivery.
-            return PipelineRun(succeeded=False, error=type(exc).__name__)
-        if result["status"] == "SUCCEEDED":
-            return PipelineRun(succeeded=True)
-        return PipelineRun(succeeded=False, error=result.get("error") or result["status"])
+            return PipelineStart(started=False, error=type(exc).__name__)
+        return PipelineStart(started=True)

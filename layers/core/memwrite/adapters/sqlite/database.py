@@ -123,6 +123,9 @@ CREATE TABLE IF NOT EXISTS episodes (
     doc TEXT NOT NULL, PRIMARY KEY (tenant, user_id, turn_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS episodes_by_time ON episodes (tenant, user_id, sort_key);
 CREATE INDEX IF NOT EXISTS episodes_by_expiry ON episodes (expires_at);
+-- Who has a pending episode (the backfill of every user), without reading the others.
+CREATE INDEX IF NOT EXISTS episodes_pending ON episodes (tenant, user_id)
+    WHERE status = 'pending';
 CREATE TABLE IF NOT EXISTS queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     turn_id TEXT NOT NULL UNIQUE, message_group TEXT NOT NULL, body TEXT NOT NULL,
@@ -154,6 +157,11 @@ CREATE TABLE IF NOT EXISTS api_keys (
 -- schema version 2.
 CREATE TABLE IF NOT EXISTS tenant_settings (
     tenant TEXT PRIMARY KEY, settings TEXT NOT NULL, updated_at TEXT NOT NULL) WITHOUT ROWID;
+-- The model budget's bucket shards (memwrite.budget), also added within schema version 2.
+CREATE TABLE IF NOT EXISTS budget_buckets (
+    key TEXT PRIMARY KEY, version INTEGER NOT NULL, requests REAL NOT NULL,
+    input_tokens REAL NOT NULL, output_tokens REAL NOT NULL, updated_at REAL NOT NULL,
+    factor REAL NOT NULL, blocked_until REAL NOT NULL, decreased_at REAL NOT NULL) WITHOUT ROWID;
 """
 
 

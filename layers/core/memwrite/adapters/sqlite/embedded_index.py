@@ -55,8 +55,9 @@ from memwrite.candidate import MemoryType
 from memwrite.embedder import DEFAULT_DIMENSION
 from memwrite.index import (
     BM25_STOPWORDS,
-    DEFAULT_BM25_WEIGHT,
+    DEFAULT_FUSION,
     DocKind,
+    Fusion,
     IndexFilter,
     IndexHit,
     MatchSource,
@@ -331,11 +332,11 @@ class EmbeddedIndex:
         k: int,
         *,
         filter: IndexFilter | None = None,
-        bm25_weight: float = DEFAULT_BM25_WEIGHT,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[IndexHit]:
         lexical = self.bm25(tenant, user_id, query, k, filter=filter)
         semantic = self.knn(tenant, user_id, vector, k, filter=filter)
-        return fuse_hybrid(lexical, semantic, k, bm25_weight)
+        return fuse_hybrid(lexical, semantic, k, fusion)
 
     @property
     def resident_partitions(self) -> int:

@@ -129,6 +129,7 @@ class SqliteEpisodeStore:
 
     def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
         with self._db.connection() as connection:
+            # Read through the partial index `episodes_pending` (the pending rows alone).
             rows = connection.execute(
                 "SELECT DISTINCT tenant, user_id FROM episodes WHERE status = ? "
                 "AND (? IS NULL OR tenant = ?) ORDER BY tenant, user_id",

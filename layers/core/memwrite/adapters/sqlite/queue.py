@@ -76,11 +76,12 @@ class SqliteTurnQueue:
                 "DELETE FROM queue WHERE receipt = ?", [(d.receipt,) for d in deliveries]
             )
 
-    def release(self, deliveries: Sequence[Delivery]) -> None:
+    def release(self, deliveries: Sequence[Delivery], delay_secs: float = 0.0) -> None:
+        visible_at = time.time() + delay_secs if delay_secs > 0 else 0
         with self._db.transaction() as connection:
             connection.executemany(
-                "UPDATE queue SET visible_at = 0 WHERE receipt = ?",
-                [(d.receipt,) for d in deliveries],
+                "UPDATE queue SET visible_at = ? WHERE receipt = ?",
+                [(visible_at, d.receipt) for d in deliveries],
             )
 
     def dead_letter(self, deliveries: Sequence[Delivery], error: str) -> None:

@@ -19,7 +19,8 @@ matches a clause body. Each topic module (`identity`, `family`, `food_and_health
 builders side by side; `engine` holds what a rule is and the shared claim helpers,
 `vocabulary` the shared word lists and regex fragments, `corrections` which claims the user
 states as explicit corrections ("Correction: ...", "I misspoke", "X, not Y"), the candidates
-that replace even a pinned memory.
+that replace even a pinned memory, `times` the time phrase that ends a claim of change ("I
+moved to Berlin last week") and the date it names.
 """
 
 from memwrite.extract.rules.extractor import RuleExtraction, extract_with_rules

@@ -21,6 +21,7 @@ from memwrite.extract.rules.instructions import (
     instruction_claim,
 )
 from memwrite.extract.rules.table import match_rules
+from memwrite.extract.rules.times import CHANGE_VERB_RE, TRAILING_TIME_RE
 from memwrite.extract.rules.vocabulary import (
     APOS,
     BE_SIMPLE,
@@ -225,6 +226,8 @@ class Outcome:
     # This clause had no subject and was read with the one before's.
     carried_subject: bool = False
     correction: bool = False  # a cue opened the clause: "I meant my ..."
+    # The time phrase that ends a claim of change ("I moved to Berlin last week"), or "".
+    when: str = ""
 
 
 def split_clauses(text: str) -> list[Clause]:
@@ -368,7 +371,7 @@ def analyse_clause(
     if found is None and _NEGATION_PRESENT_RE.search(body):
         ctx, body, found, unclear_negation = _read_negation(body, ctx)
 
-    claims, rest = _continue_claims(body, found, ctx) if found else ((), body)
+    claims, rest, when = _read_claims(body, found, ctx, guard=guard)
     appositions = _appositions(rest, ctx)
     claims = (*claims, *appositions)
     rest = _RELATION_APPOSITION_RE.sub(" ", rest) if appositions else rest
@@ -395,7 +398,24 @@ def analyse_clause(
         prefixes,
         carried_subject,
         correction=correction is not None,
+        when=when,
     )
+
+
+def _read_claims(
+    body: str, found: Found | None, ctx: Context, *, guard: str | None
+) -> tuple[tuple[Claim, ...], str, str]:
+    """The claims of a body, the words left unread, and the time phrase that ends a claim of
+    change, or "". "I moved to Berlin last week": the time says when the change began and
+    leaves nothing unread; after a claim that is no change ("I live in Berlin last week") or a
+    guarded one it stays unread."""
+    if found is None:
+        return (), body, ""
+    claims, rest = _continue_claims(body, found, ctx)
+    time = TRAILING_TIME_RE.fullmatch(rest) if claims and guard is None else None
+    if time is None or not CHANGE_VERB_RE.search(body, 0, len(body) - len(rest)):
+        return claims, rest, ""
+    return claims, "", time.group("phrase")
 
 
 def _read_negation(body: str, ctx: Context) -> tuple[Context, str, Found | None, bool]:

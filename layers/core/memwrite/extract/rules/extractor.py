@@ -24,6 +24,7 @@ from memwrite.extract.rules.clauses import (
 )
 from memwrite.extract.rules.corrections import corrections
 from memwrite.extract.rules.engine import Claim, bounded_value
+from memwrite.extract.rules.times import resolve_time
 from memwrite.extract.rules.vocabulary import NAME_TOKEN
 from memwrite.scoring import WordingCue, wording_confidence, wording_cues
 
@@ -69,8 +70,9 @@ def extract_with_rules(
 ) -> RuleExtraction:
     """Extract the simple claims of one turn; pure and deterministic.
 
-    observed_at is accepted for parity with the LLM extractor; rule claims are timeless facts
-    (no events), so it never becomes a valid_at.
+    observed_at, the turn's time, resolves a trailing time phrase of a change ("I moved to
+    Berlin last week") into the memory's text; rule claims are facts (no events), so it never
+    becomes a valid_at.
     """
     if role != "user":
         # Assistant text restates or guesses; only the user's own words are evidence here.
@@ -141,10 +143,11 @@ def extract_with_rules(
         guard = outcome.guard or turn_guard
         question = "?" if clause.terminator == "?" else ""
         cues = wording_cues(f"{claim_free.get(clause.sentence, '')} {wording}{question}")
+        since = resolve_time(outcome.when, observed_at) if outcome.when else None
         for index, claim in enumerate(outcome.claims):
             correction = (position, index) in corrected.marked
             candidate = _to_candidate(
-                claim, clause, guard, cues, source_turn_id, correction=correction
+                claim, clause, guard, cues, source_turn_id, correction=correction, since=since
             )
             if candidate is None:
                 fully_covered = False
@@ -207,7 +210,9 @@ def _to_candidate(
     source_turn_id: str | None,
     *,
     correction: bool,
+    since: str | None,
 ) -> Candidate | None:
+    """The claim as a candidate; `since` is the time its change began, for its text."""
     if claim.attribute != "instruction" and not bounded_value(claim.value):
         return None  # cut mid-phrase or chat in the value: not sure, so not a memory
     if claim.attribute == "instruction":
@@ -224,7 +229,7 @@ def _to_candidate(
         confidence, quality = CONFIDENCE_EXPLICIT, Quality(verdict="keep", reason=REASON_EXPLICIT)
     try:
         return Candidate(
-            text=claim.text,
+            text=f"{claim.text.removesuffix('.')} (since {since})." if since else claim.text,
             type=claim.spec.type,
             topic=claim.spec.topic,
             entity=claim.entity,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from memwrite.extract.rules.times import TIME_STOPS
+
 
 def word_set(words: str) -> frozenset[str]:
     return frozenset(words.split())
@@ -109,7 +111,7 @@ PLACE_STOPS = (
     r"|remotely|it|that|to|or|every|all|again|already|also|still|both|nowadays|temporarily"
     r"|permanently|alone|together|a|an|is|was|are|were|has|have|had|will|would|can|could"
     r"|i|my|our|his|her|their|btw|lol|haha|full\s+time|part\s+time|/s|originally|yet|then|nor"
-    rf"|{CHAT_FILLER}"
+    rf"|{TIME_STOPS}|{CHAT_FILLER}"
 )
 # Words that end a liked thing, an allergen or a food: "I love jazz because ..." -> "jazz".
 THING_STOPS = (
@@ -119,7 +121,7 @@ THING_STOPS = (
     r"|than|i|you|he|she|they|we|it|these\s+days|right|every|sometimes|anyway|is|was|are"
     r"|were|has|have|had|will|would|can|could|btw|by\s+the\s+way|lol|haha|tbh|thanks|thank"
     r"|from\s+now\s+on|these|those|ever|/s|like|yet|then|nor"
-    rf"|{CHAT_FILLER}"
+    rf"|{TIME_STOPS}|{CHAT_FILLER}"
 )
 PREFER_STOPS = rf"{THING_STOPS}|over|to|rather|instead"
 TOOL_STOPS = rf"{THING_STOPS}|to|in|daily|instead|from"

@@ -1,0 +1,111 @@
+"""The token-bucket arithmetic of the model budget, pure: values in, values out.
+
+A bucket holds one minute of its limits (requests, input tokens, output tokens), refills
+continuously at the limit's rate, and is split into shards that each hold an equal part. The
+AIMD `factor` scales the limits: a 429/529 multiplies it down, time adds back to it. A call is
+admitted when every dimension holds more than `floor` of the capacity plus the call's cost (a
+call larger than what the floor leaves needs the shard full above the floor, then drives it
+into debt: a large call is never refused forever).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from memwrite.budget.ports import BucketRecord
+
+__all__ = [
+    "Levels",
+    "Tuning",
+    "admit_wait",
+    "charge",
+    "decrease",
+    "refill",
+    "refund",
+]
+
+Levels = tuple[float, float, float]  # requests, input tokens, output tokens
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The AIMD constants (`ModelConfig.aimd_*`)."""
+
+    decrease: float = 0.5
+    min_factor: float = 0.05
+    recovery_per_minute: float = 0.1
+    cooldown_s: float = 5.0
+
+
+def _capacity(capacity: Levels, factor: float) -> Levels:
+    return (capacity[0] * factor, capacity[1] * factor, capacity[2] * factor)
+
+
+def refill(record: BucketRecord, capacity: Levels, now: float, tuning: Tuning) -> BucketRecord:
+    """`record` as of `now`: its factor recovered additively, each level refilled at its
+    (scaled) rate up to its (scaled) capacity."""
+    elapsed = max(0.0, now - record.updated_at)
+    factor = min(1.0, record.factor + tuning.recovery_per_minute * elapsed / 60)
+    scaled = _capacity(capacity, factor)
+    levels = tuple(
+        min(cap, level + cap * elapsed / 60)
+        for level, cap in zip(record.levels, scaled, strict=True)
+    )
+    return replace(record, levels=(levels[0], levels[1], levels[2]), factor=factor, updated_at=now)
+
+
+def admit_wait(
+    record: BucketRecord, capacity: Levels, cost: Levels, floor: float, now: float
+) -> float:
+    """0 when the refilled `record` admits `cost` above `floor` of its capacity, else the
+    seconds until it would (`retry-after` included)."""
+    wait = max(0.0, record.blocked_until - now)
+    for level, cap, need in zip(
+        record.levels, _capacity(capacity, record.factor), cost, strict=True
+    ):
+        if need <= 0:
+            continue
+        reserve = floor * cap
+        required = reserve + min(need, cap - reserve)
+        if level < required:
+            rate = cap / 60
+            wait = max(wait, (required - level) / rate if rate > 0 else math.inf)
+    return wait
+
+
+def charge(record: BucketRecord, cost: Levels) -> BucketRecord:
+    levels = tuple(level - spent for level, spent in zip(record.levels, cost, strict=True))
+    return replace(record, levels=(levels[0], levels[1], levels[2]))
+
+
+def refund(record: BucketRecord, capacity: Levels, back: Levels) -> BucketRecord:
+    """Give back what a call was charged beyond its real usage (`back` may be negative when
+    the call used more than its estimate), never beyond the capacity."""
+    scaled = _capacity(capacity, record.factor)
+    levels = tuple(
+        min(cap, level + given)
+        for level, cap, given in zip(record.levels, scaled, back, strict=True)
+    )
+    return replace(record, levels=(levels[0], levels[1], levels[2]))
+
+
+def decrease(
+    record: BucketRecord, capacity: Levels, now: float, retry_after_s: float, tuning: Tuning
+) -> BucketRecord:
+    """A 429/529: the factor multiplied down (once per cooldown: every worker that saw the
+    same throttle reports it), the levels cut to the new capacity, and no call admitted
+    before `retry_after_s` has passed."""
+    blocked = max(record.blocked_until, now + retry_after_s)
+    if now - record.decreased_at < tuning.cooldown_s:
+        return replace(record, blocked_until=blocked)
+    factor = max(tuning.min_factor, record.factor * tuning.decrease)
+    scaled = _capacity(capacity, factor)
+    levels = tuple(min(level, cap) for level, cap in zip(record.levels, scaled, strict=True))
+    return replace(
+        record,
+        levels=(levels[0], levels[1], levels[2]),
+        factor=factor,
+        blocked_until=blocked,
+        decreased_at=now,
+    )

@@ -1,0 +1,192 @@
+"""The model budget's buckets (`memwrite.budget`), driven by a fake clock: a call is charged
+its input estimate and max_tokens, refunded to its usage, refilled over time; a 429 lowers the
+limits and honours retry-after, time restores them; one tenant's burst leaves the others their
+share; backfill takes only spare capacity."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from memwrite.adapters.in_memory import InMemoryBudgetStore
+from memwrite.budget import Caller, Lane, ModelBudget
+from memwrite.config import ModelConfig, ModelLimits
+
+PROVIDER, MODEL = "anthropic", "claude-haiku-4-5"
+# Small limits, one shard (fewer than 100 requests a minute), so the arithmetic reads plainly.
+LIMITS = ModelLimits(
+    requests_per_minute=60, input_tokens_per_minute=60_000, output_tokens_per_minute=6_000
+)
+DANA = Caller("dana-co")
+ALEX = Caller("alex-co")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def budget(clock: Clock, **changes: object) -> tuple[ModelBudget, InMemoryBudgetStore]:
+    config = ModelConfig.model_validate(
+        {"limits": {f"{PROVIDER}/{MODEL}": LIMITS}, "tenant_share": 1.0, **changes}
+    )
+    store = InMemoryBudgetStore()
+    return ModelBudget(config, store, now=clock, rng=random.Random(7)), store
+
+
+def take(b: ModelBudget, caller: Caller = DANA, inp: int = 1_000, out: int = 1_000) -> float:
+    """0 when admitted, else the seconds the budget says to wait."""
+    admission = b.acquire(PROVIDER, MODEL, inp, out, caller)
+    return 0.0 if admission.grant is not None else admission.wait_s
+
+
+def test_a_call_is_charged_its_max_tokens_and_refunded_to_its_usage() -> None:
+    # Given a budget of 6,000 output tokens a minute
+    clock = Clock()
+    b, _ = budget(clock)
+    # When six calls of max_tokens 1,000 start
+    grants = [b.acquire(PROVIDER, MODEL, 1_000, 1_000, DANA).grant for _ in range(6)]
+    # Then a seventh finds no room, and is told how long until one second of refill fits it
+    assert all(grants)
+    assert take(b) == pytest.approx(10.0)
+    # When the six end having written 100 tokens each
+    for grant in grants:
+        assert grant is not None
+        b.settle(grant, 1_000, 100)
+    # Then what they did not use is back: five more calls fit at once
+    assert [take(b) for _ in range(5)] == [0.0] * 5
+
+
+def test_the_buckets_refill_with_time_up_to_one_minute_of_limit() -> None:
+    # Given an empty output bucket
+    clock = Clock()
+    b, _ = budget(clock)
+    while take(b) == 0:
+        pass
+    # When 20 s pass (a third of a minute: 2,000 output tokens)
+    clock.now += 20
+    # Then two calls fit, the third waits
+    assert [take(b), take(b)] == [0.0, 0.0]
+    assert take(b) > 0
+    # And after an hour idle the bucket holds one minute's worth, no more
+    clock.now += 3_600
+    admitted = 0
+    while take(b) == 0:
+        admitted += 1
+    assert admitted == 6
+
+
+def test_a_429_halves_the_limits_honours_retry_after_then_recovers_additively() -> None:
+    # Given a full budget
+    clock = Clock()
+    b, _ = budget(clock, aimd_recovery_per_minute=0.1)
+    # When the provider answers 429 with retry-after 30 s
+    b.throttled(PROVIDER, MODEL, 30.0)
+    # Then nothing is admitted for 30 s
+    assert take(b) == pytest.approx(30.0)
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.factor == pytest.approx(0.5)
+    # And a second 429 reported by another worker at once does not halve it again
+    b.throttled(PROVIDER, MODEL, 1.0)
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.factor == pytest.approx(0.5)
+    # When 30 s pass: the factor has recovered by 0.05 (additive), so the full bucket holds
+    # 0.55 * 6,000 output tokens: three calls of 1,000
+    clock.now += 30
+    assert [take(b) for _ in range(4)][:3] == [0.0, 0.0, 0.0]
+    assert take(b) > 0
+    # And five minutes later the limits are whole again
+    clock.now += 300
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.factor == 1.0
+
+
+def test_a_tenants_burst_takes_only_what_others_leave_above_the_floor() -> None:
+    # Given two tenants each guaranteed half the model (weight 1, tenant_share 0.5) and a
+    # borrower allowed down to half of the model's bucket
+    clock = Clock()
+    b, _ = budget(clock, tenant_share=0.5, borrow_floor=0.5)
+    # When one tenant bursts: its own half, then borrowing until the floor
+    burst = 0
+    while take(b, DANA) == 0:
+        burst += 1
+    # Then it got its share (3 calls) and nothing beyond what would dig into the floor
+    assert burst == 3
+    # And the other tenant still gets its whole share at once
+    assert [take(b, ALEX) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert take(b, ALEX) > 0
+
+
+def test_a_tenant_borrows_capacity_nobody_else_uses() -> None:
+    # Given a tenant guaranteed a tenth of the model and a low borrow floor
+    clock = Clock()
+    b, _ = budget(clock, tenant_share=0.1, borrow_floor=0.0)
+    # When it is alone: it takes the whole model's bucket, beyond its share
+    admitted = 0
+    while take(b, DANA) == 0:
+        admitted += 1
+    assert admitted == 6
+
+
+def test_a_heavier_tenant_is_guaranteed_more() -> None:
+    # Given weights 1 and 2 at a sixth of the model each, and no borrowing
+    clock = Clock()
+    b, _ = budget(clock, tenant_share=1 / 6, borrow_floor=0.99)
+    heavy = Caller("heavy-co", weight=2.0)
+    # Then the light one gets one call of 1,000 output tokens, the heavy one two
+    assert [take(b, DANA), take(b, DANA)][1] > 0
+    assert [take(b, heavy), take(b, heavy)] == [0.0, 0.0]
+    assert take(b, heavy) > 0
+
+
+def test_a_tenants_own_limits_replace_its_share() -> None:
+    # Given a tenant with its own limit of 2,000 output tokens a minute and no borrowing
+    clock = Clock()
+    b, _ = budget(clock, tenant_share=0.01, borrow_floor=0.99)
+    own = ModelLimits(
+        requests_per_minute=60, input_tokens_per_minute=60_000, output_tokens_per_minute=2_000
+    )
+    caller = Caller("own-co", own_limits={"*": own})
+    # Then it gets two calls of 1,000
+    assert [take(b, caller), take(b, caller)] == [0.0, 0.0]
+    assert take(b, caller) > 0
+
+
+def test_backfill_takes_only_spare_capacity_above_the_live_reserve() -> None:
+    # Given a budget that keeps half of the model for live calls
+    clock = Clock()
+    b, _ = budget(clock, backfill_floor=0.5)
+    backfill = Caller("dana-co", lane=Lane.BACKFILL)
+    # When a backfill drains what it may
+    taken = 0
+    while take(b, backfill) == 0:
+        taken += 1
+    # Then it stopped at half, and live calls still find the other half
+    assert taken == 3
+    assert [take(b, DANA) for _ in range(3)] == [0.0, 0.0, 0.0]
+
+
+def test_a_call_larger_than_the_bucket_goes_when_the_bucket_is_full() -> None:
+    # Given a call asking for more output tokens than a minute of the limit
+    clock = Clock()
+    b, _ = budget(clock)
+    # Then a full bucket admits it (into debt), rather than refusing it for ever
+    assert take(b, out=10_000) == 0.0
+    # And the next call waits until the debt is paid back: 4,000 + 1,000 at 100 a second
+    assert take(b) == pytest.approx(50.0)
+
+
+def test_a_write_lost_to_another_worker_is_read_again_and_retried() -> None:
+    # Given a store whose next two conditional writes lose to another worker
+    clock = Clock()
+    b, store = budget(clock)
+    store.conflicts = 2
+    # When a call is admitted
+    assert take(b) == 0.0
+    # Then it was charged exactly once
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.levels[2] == pytest.approx(5_000)
