@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export POWERTOOLS_TRACE_DISABLED := true
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install demo test test-unit test-integration test-eval eval bench lint format docs config-docs docs-serve openapi clean
+.PHONY: install demo test test-unit test-integration test-eval eval bench loadtest lint format docs config-docs docs-serve openapi clean
 
 install: $(STAMP)
 
@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,server,local,client,mcp,infra]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,server,local,client,mcp,langgraph,strands,openai-agents,infra]"
 	touch $(STAMP)
 
 demo: install
@@ -42,6 +42,10 @@ eval: install
 BENCH_ARGS ?=
 bench: install
 	$(BIN)/python -m tests.benchmarks.run $(BENCH_ARGS)
+
+# The standard load runs (docs/loadtest.md), with and without the model budget, live and batch.
+loadtest: install
+	$(BIN)/python -m memwrite_local.loadtest.standard --out bench/loadtest.json --data $(EVAL_DATA)
 
 # The OpenAPI document (functions/openapi.json), regenerated from the handlers; commit it.
 # A test fails while it differs from what the handlers generate.

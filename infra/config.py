@@ -100,6 +100,8 @@ class AlarmThresholds(_Frozen):
     stage_error_rate_pct: float = 5.0  # Lambda errors / invocations per stage over 5 min
     outbox_lag_secs: int = 300  # age of the oldest outbox record the indexer has not taken
     prefilter_rate_band_stddevs: float = 3.0  # pre-filter rejection-rate anomaly band width
+    # Turns deferred for want of model budget (DeferredBudget) in 5 minutes.
+    deferred_budget_turns: int = 1
     # 5-minute periods an alarm condition must hold.
     evaluation_periods: int = 3
 

@@ -150,6 +150,14 @@ class Monitoring(Construct):
                 description="Messages are waiting in a dead-letter queue.",
             )
         self._prefilter_rate_alarm(thresholds)
+        self._alarm(
+            "DeferredBudget",
+            _stage_metric("extract", "extraction.deferred_budget"),
+            threshold=thresholds.deferred_budget_turns,
+            evaluation_periods=1,
+            description="Live turns waited pipeline.model.max_wait_s for the model budget and "
+            "were deferred as episodes (DeferredBudget): demand is above the model's limits.",
+        )
         if webhook_queue is not None and webhook_dead_letter_queue is not None:
             self._webhook_lane(webhook_queue, webhook_dead_letter_queue, thresholds)
 

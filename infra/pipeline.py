@@ -29,7 +29,9 @@ from memwrite import errors
 from memwrite.stages import StageDef
 
 __all__ = [
+    "EXPRESS_WAIT_LIMIT_SECS",
     "LAMBDA_TRANSIENT_ERRORS",
+    "BudgetRetry",
     "PipelineStateMachine",
     "RetryPolicy",
     "transient_error_names",
@@ -57,6 +59,37 @@ def transient_error_names() -> list[str]:
     return sorted(found)
 
 
+# An Express execution lasts at most 5 minutes: a batch's wait for the model budget (the
+# state machine's Retry below) must leave the stages time to run after it.
+EXPRESS_WAIT_LIMIT_SECS = 240.0
+
+
+class BudgetRetry:
+    """The Retry of a batch waiting for the model budget (`BudgetWait`, docs/budget.md): on
+    AWS the wait happens here, since nobody holds the queue message (asynchronous starts).
+    Delays grow from `interval_secs` by half each time up to `max_delay_secs`, with no jitter
+    (the budget spreads the callers), for as many attempts as cover `max_wait_secs`: the
+    attempt after that finds the wait over, and extraction defers the batch as episodes
+    (`DeferredBudget`) rather than failing it."""
+
+    BACKOFF_RATE = 1.5
+
+    def __init__(self, *, max_wait_secs: float, interval_secs: float, max_delay_secs: int = 30):
+        if max_wait_secs > EXPRESS_WAIT_LIMIT_SECS:
+            raise ValueError(
+                f"pipeline.model.max_wait_s {max_wait_secs} s: an Express execution lasts at "
+                f"most 5 minutes, so at most {EXPRESS_WAIT_LIMIT_SECS:.0f} s on AWS"
+            )
+        self.interval = cdk.Duration.seconds(max(1, round(interval_secs)))
+        self.max_delay = cdk.Duration.seconds(max_delay_secs)
+        waited, delay, attempts = 0.0, float(self.interval.to_seconds()), 0
+        while waited < max_wait_secs:
+            waited += delay
+            delay = min(delay * self.BACKOFF_RATE, max_delay_secs)
+            attempts += 1
+        self.max_attempts = attempts + 1  # the last one finds the wait over and defers
+
+
 class RetryPolicy:
     def __init__(self, *, interval_secs: int, max_attempts: int) -> None:
         self.interval = cdk.Duration.seconds(interval_secs)
@@ -74,6 +107,7 @@ class PipelineStateMachine(Construct):
         dead_letter_function: lambda_.IFunction,
         pipeline_dlq: sqs.IQueue,
         retry: RetryPolicy,
+        budget_retry: BudgetRetry,
         map_concurrency: int,
         log_level: sfn.LogLevel,
         log_retention: logs.RetentionDays,
@@ -95,6 +129,15 @@ class PipelineStateMachine(Construct):
                 input_path="$.batch" if index == 0 else "$.payload",
                 result_path="$.payload",
                 retry_on_service_exceptions=False,  # one Retry, below, covers them
+            )
+            # First: a retrier matches by the first that names the error.
+            task.add_retry(
+                errors=[errors.BudgetWait.__name__],
+                interval=budget_retry.interval,
+                max_attempts=budget_retry.max_attempts,
+                backoff_rate=BudgetRetry.BACKOFF_RATE,
+                max_delay=budget_retry.max_delay,
+                jitter_strategy=sfn.JitterType.NONE,
             )
             task.add_retry(
                 errors=[*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS],

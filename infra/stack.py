@@ -35,14 +35,14 @@ from infra.config import EnvConfig, FunctionSize, LlmProvider, ModelLimits, depl
 from infra.lambdas import MemwriteFunction
 from infra.layer import handler_code, layer_code
 from infra.monitoring import Monitoring
-from infra.pipeline import PipelineStateMachine, RetryPolicy
+from infra.pipeline import BudgetRetry, PipelineStateMachine, RetryPolicy
 from infra.scaling import TURN_BATCH, turn_queue_concurrency, webhook_lane_concurrency
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
 from memwrite.config import Settings
-from memwrite.schema import API_KEYS, OUTBOX, TABLES, Access, SearchAccess
+from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = ["DEPLOYED_CONSTRUCT_IDS", "MemwriteStack", "bedrock_model_arns", "construct_id"]
@@ -193,6 +193,10 @@ class MemwriteStack(cdk.Stack):
             retry=RetryPolicy(
                 interval_secs=config.retry_interval_secs, max_attempts=config.retry_attempts
             ),
+            budget_retry=BudgetRetry(
+                max_wait_secs=self.settings.pipeline.model.max_wait_s,
+                interval_secs=self.settings.pipeline.model.min_retry_delay_s,
+            ),
             map_concurrency=config.map_concurrency,
             log_level=sfn.LogLevel[config.state_machine_log_level],
             log_retention=self._retention,
@@ -341,6 +345,8 @@ class MemwriteStack(cdk.Stack):
                 )
 
     def _grant_llm(self, fn: MemwriteFunction) -> None:
+        # Every model call is charged to the shared model budget first (`memwrite.budget`).
+        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_WRITE)
         extract = self.settings.pipeline.extract
         if self.config.llm_provider is LlmProvider.BEDROCK:
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.

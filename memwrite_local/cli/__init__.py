@@ -19,6 +19,7 @@ from memwrite_local.cli.expire import add_expire_parser, run_expire
 from memwrite_local.cli.extract import add_extract_parser, run_extract
 from memwrite_local.cli.ingest import add_ingest_parser, run_ingest
 from memwrite_local.cli.keys import add_keys_parser, run_keys
+from memwrite_local.cli.loadtest import add_loadtest_parser, run_loadtest
 from memwrite_local.cli.portability import add_portability_parsers, run_export, run_import
 from memwrite_local.cli.prefilter import add_prefilter_parser, run_prefilter
 from memwrite_local.cli.rollback import add_rollback_parser, run_rollback
@@ -31,7 +32,7 @@ __all__ = ["main"]
 
 _DESCRIPTION = (
     "`memwrite` command line: prefilter, extract, ingest, demo, serve, search, mcp, trace, "
-    "replay, rollback, export, import, backfill, expire, eval, keys."
+    "replay, rollback, export, import, backfill, expire, eval, keys, loadtest."
 )
 
 
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     add_backfill_parser(commands)
     add_expire_parser(commands)
     add_keys_parser(commands)
+    add_loadtest_parser(commands)
     return parser
 
 
@@ -112,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_expire(args, sys.stdout)
         if args.command == "keys":
             return run_keys(args, sys.stdout)
+        if args.command == "loadtest":
+            return run_loadtest(args, sys.stdout, sys.stderr)
         return run_serve(args.port, args.backend, args.data_dir, sys.stdout)
     except (OSError, ValueError, MemwriteError) as exc:  # ValidationError and JSON errors too
         sys.stderr.write(f"memwrite: {exc}\n")

@@ -8,10 +8,11 @@ function the table names, with the tenant in the request context; `drain` then p
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
-Functions does. Each drain first runs the expiry sweep (the AWS schedule's function), so the
-rows it commits reach stage 7 in the same drain, and ends with one pass of the webhook delivery
-lane (`deliver_webhooks`: on AWS its own queue and function), unless told not to (`memwrite
-serve` runs the lane on a worker of its own).
+Functions does. `backfill_pending` is one pass of the continuous backfill (`memwrite serve`
+runs it on a worker of its own). Each drain first runs the expiry sweep (the AWS schedule's
+function), so the rows it commits reach stage 7 in the same drain, and ends with one pass of
+the webhook delivery lane (`deliver_webhooks`: on AWS its own queue and function), unless
+told not to (`memwrite serve` runs the lane on a worker of its own).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from functions.routes import ROUTES, Auth, Route
+from memwrite.backfill import BackfillResult, backfill_pending
 from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import BudgetWait, WebhookUndelivered
 from memwrite.expiry import ExpirySweep, sweep_expiries
@@ -64,6 +66,7 @@ _ROUTE_PATTERNS = tuple(
 )
 AUTHORIZER = "functions.authorizer.handler"
 EXPIRE = "functions.expire.handler"
+BACKFILL = "functions.backfill.handler"
 # Its search records retrievals on a background thread (`ACCESS_UPDATES`).
 API_HANDLER = "functions.api.handler"
 # API Gateway's answer when the authorizer refuses, shaped as the handlers' own 401.
@@ -211,6 +214,8 @@ class LocalRunner:
         self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
         self._expire = importlib.import_module(EXPIRE)
         self._expire.deps.cache_clear()
+        self._backfill = importlib.import_module(BACKFILL)
+        self._backfill.deps.cache_clear()
         self._deliveries = build_webhook_delivery_deps()
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
@@ -366,6 +371,17 @@ class LocalRunner:
                 finished.append(message)
             queue.delete(finished)
         return done
+
+    def backfill_pending(self) -> list[BackfillResult]:
+        """One pass of the continuous backfill (the library call of the backfill function,
+        with its deps): every user's pending episodes, in `observed_at` order, on the model
+        budget's spare capacity (its backfill lane); none offline, where no model could
+        extract them."""
+        deps = self._backfill.deps()
+        if not deps.has_model:
+            return []
+        results: list[BackfillResult] = backfill_pending(deps.configs.for_request, deps)
+        return results
 
     def sweep_expiries(self) -> ExpirySweep:
         """One expiry sweep, as the schedule's function runs it on AWS (with its deps; the

@@ -3,7 +3,8 @@
 Built on the standard library's `ThreadingHTTPServer` (one thread per connection, so a slow
 client stalls only its own thread, and a socket timeout ends it). A request returns after
 stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages
-and stage 7, and a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued.
+and stage 7, a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued, and a
+`BackfillWorker` runs the pending episodes on the model budget's spare capacity.
 Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
 API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
 """
@@ -40,6 +41,8 @@ SOCKET_TIMEOUT_SECS = 10.0  # a client silent this long mid-request is cut off (
 WORKER_POLL_SECS = 1.0  # the worker also looks on its own, for redeliveries after a timeout
 # How long a stop waits for the batch in hand (a slow model call may hold it far longer).
 WORKER_STOP_GRACE_SECS = 4.0
+# The continuous backfill looks for pending episodes this often (and once at start).
+BACKFILL_POLL_SECS = 30.0
 _READ_CHUNK = 65_536
 DOCS_PATHS = frozenset({"/docs", "/docs/"})
 _IMPORT_PATH = re.compile(r"/v1/users/[^/]+/import")
@@ -188,6 +191,21 @@ class QueueWorker(PollingWorker):
             self._deliveries.notify()
 
 
+class BackfillWorker(PollingWorker):
+    """The continuous backfill: every `BACKFILL_POLL_SECS`, each user's pending episodes go
+    through the stages in `observed_at` order on the model budget's spare capacity (its
+    backfill lane, below the reserve kept for live turns). When the budget has no spare room
+    the pass stops and the episodes stay pending for the next one."""
+
+    name = "memwrite-backfill-worker"
+
+    def _work(self) -> None:
+        results = self._runner.backfill_pending()
+        extracted = sum(result.extracted for result in results)
+        if extracted:
+            logger.info("backfill extracted %d pending episodes", extracted)
+
+
 class LocalServer(ThreadingHTTPServer):
     daemon_threads = True  # a hung client thread never blocks shutdown
     block_on_close = False
@@ -214,15 +232,20 @@ class LocalServer(ThreadingHTTPServer):
         guard = api_lock if serialize_pipeline else nullcontext()
         self.delivery_worker = DeliveryWorker(runner, guard)
         self.worker = QueueWorker(runner, guard, deliveries=self.delivery_worker)
+        self.backfill_worker = BackfillWorker(runner, guard, poll_secs=BACKFILL_POLL_SECS)
         super().__init__(address, _ApiHandler)
         self.delivery_worker.start()
         self.worker.start()
+        self.backfill_worker.start()
 
     def server_close(self) -> None:
         super().server_close()
-        self.delivery_worker.request_stop()  # both wind down at once, not one after the other
+        # All wind down at once, not one after the other.
+        self.delivery_worker.request_stop()
+        self.backfill_worker.request_stop()
         self.worker.stop()
         self.delivery_worker.stop()
+        self.backfill_worker.stop()
 
 
 class _ApiHandler(BaseHTTPRequestHandler):

@@ -70,8 +70,10 @@ def test_every_stage_task_retries_transient_errors_and_catches_the_rest(
     states = definition(synthesized[env])["States"]["Batches"]["ItemProcessor"]["States"]
     for stage in pipeline_stages():
         task = states[stage.name]
-        # Then Retry names every TransientError subclass and the Lambda service errors
-        (retry,) = task["Retry"]
+        # Then Retry names every TransientError subclass and the Lambda service errors (after
+        # the wait for the model budget: tests/infrastructure/test_model_budget_infra.py)
+        budget_wait, retry = task["Retry"]
+        assert budget_wait["ErrorEquals"] == ["BudgetWait"]
         assert set(retry["ErrorEquals"]) == {*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS}
         assert "WriteConflict" in retry["ErrorEquals"] and "LlmUnavailable" in retry["ErrorEquals"]
         assert retry["IntervalSeconds"] >= 1  # moto and AWS both require it
@@ -230,9 +232,10 @@ def test_roles_follow_the_declared_access(synthesized: dict[str, Synthesized]) -
     assert "states:StartExecution" in dispatch
     assert "states:StartSyncExecution" not in dispatch  # it waits for no run
     assert _tables_written(synth, "DispatchFn") == set()
-    # And dedupe and conflict write only spans; persist writes the store
-    for reader in ("DedupeFn", "ConflictFn"):
-        assert {t.removeprefix("Tables")[:5] for t in _tables_written(synth, reader)} == {"Spans"}
+    # And dedupe and conflict write only spans (and dedupe, which calls the model, the model
+    # budget's shards); persist writes the store
+    for reader, written in (("DedupeFn", {"Spans", "Budge"}), ("ConflictFn", {"Spans"})):
+        assert {t.removeprefix("Tables")[:5] for t in _tables_written(synth, reader)} == written
     persisted = {
         t.removeprefix("Tables").rstrip("0123456789ABCDEF")
         for t in _tables_written(synth, "PersistFn")

@@ -116,6 +116,7 @@ ID_ROUTES = [
     ("POST", "/v1/traces/{}/rollback"),
     ("GET", "/v1/memories/{}"),
     ("GET", "/v1/memories/{}/traces"),
+    ("DELETE", "/v1/memories/{}"),
     ("GET", "/v1/users/{}/memories"),
     ("DELETE", "/v1/users/{}/memories"),
 ]
@@ -152,6 +153,7 @@ KNOWN_ID_ROUTES = [
     ("POST", "/v1/traces/{}/rollback", "trace_id"),
     ("GET", "/v1/memories/{}", "memory_id"),
     ("GET", "/v1/memories/{}/traces", "memory_id"),
+    ("DELETE", "/v1/memories/{}", "memory_id"),
 ]
 
 

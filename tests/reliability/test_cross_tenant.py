@@ -131,6 +131,14 @@ def patch_memory(served: Served, a: TenantA) -> None:
         same_as_unknown(reply, unknown, memory_id)
 
 
+def delete_memory(served: Served, a: TenantA) -> None:
+    # A's memory deleted by B: B cannot tell it from a memory that does not exist
+    unknown = served.request("DELETE", f"/v1/memories/{UNKNOWN_ID}", api_key=B)
+    for memory_id in [wrong for known in a.memory_ids for wrong in near_misses(known)]:
+        reply = served.request("DELETE", f"/v1/memories/{memory_id}", api_key=B)
+        same_as_unknown(reply, unknown, memory_id)
+
+
 def post_memories(served: Served, a: TenantA) -> None:
     # B writing to "its" user of A's user id: B's own memory; A's user sees nothing of it
     body = {"memories": [{"type": "fact", "attribute": "lives_in", "value": "Oslo"}]}
@@ -257,6 +265,7 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("GET", "/v1/memories/{memory_id}"): read_memory,
     ("GET", "/v1/memories/{memory_id}/traces"): read_memory_traces,
     ("PATCH", "/v1/memories/{memory_id}"): patch_memory,
+    ("DELETE", "/v1/memories/{memory_id}"): delete_memory,
     ("GET", "/v1/users/{user_id}/memories"): list_memories,
     ("GET", "/v1/users/{user_id}/traces"): list_traces,
     ("POST", "/v1/users/{user_id}/replay"): replay_user,

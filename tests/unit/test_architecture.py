@@ -323,6 +323,7 @@ FEATURE_PACKAGES = {stage.name for stage in STAGES} | {
     "edit",
     "expiry",
     "feed",
+    "integrations",
     "mcp_server",
     "portability",
     "read",
@@ -469,6 +470,31 @@ def test_the_client_imports_only_httpx_pydantic_and_the_standard_library() -> No
                 or top in sys.stdlib_module_names
                 or top == "__future__"
             ), f"{path.name} imports {module}"
+
+
+# Each integration is its own extra: the client, pydantic and its one framework.
+INTEGRATION_FRAMEWORKS = {
+    "tools": set(),
+    "langgraph": {"langgraph"},
+    "strands": {"strands"},
+    "openai_agents": {"agents"},
+}
+
+
+def test_each_integration_imports_the_client_and_its_own_framework_only() -> None:
+    # Given every module of `memwrite.integrations`
+    modules = {path.stem for path in (LIBRARY / "integrations").glob("*.py")} - {"__init__"}
+    assert modules == set(INTEGRATION_FRAMEWORKS)
+    for name, frameworks in INTEGRATION_FRAMEWORKS.items():
+        for module in imported_modules(LIBRARY / "integrations" / f"{name}.py"):
+            top = module.split(".")[0]
+            # Then each import is the client, the shared tools, pydantic, its framework or
+            # the standard library: installing one extra is enough to import it
+            assert (
+                module.startswith(("memwrite.client", "memwrite.integrations.tools"))
+                or top in frameworks | {"pydantic", "__future__"}
+                or top in sys.stdlib_module_names
+            ), f"integrations/{name}.py imports {module}"
 
 
 def test_importing_the_client_loads_no_server_dependency() -> None:

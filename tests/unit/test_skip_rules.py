@@ -19,7 +19,8 @@ _WORDS = (
     "we", "love", "that", "thats", "cool", "coool", "great", "you", "your", "was", "were", "it",
     "this", "good", "luck", "take", "care", "have", "a", "nice", "weekend", "let", "me",
     "re-read", "last", "message", "open", "settings", "as", "an", "AI", "kids", "swamped",
-    "painting", "work", "Lisbon", "moved", "to", "adoption", "agencies", "2019",
+    "painting", "work", "Lisbon", "moved", "to", "adoption", "agencies", "2019", "<3", "xD",
+    "hope", "all", "is", "well", "works", "for", "chat",
 )  # fmt: skip
 _ENDINGS = ("", ".", "!", "!!", "...", " :)")
 

@@ -550,9 +550,10 @@ class ModelConfig(_Frozen):
     limits: dict[str, ModelLimits] = Field(
         default_factory=lambda: {"anthropic/claude-haiku-4-5": _TIER4_HAIKU, "*": _TIER4_HAIKU}
     )
-    # How long a live turn may wait in the queue for room, from when it was accepted; then it
-    # becomes a pending episode (DeferredBudget{waited_s}).
-    max_wait_s: float = Field(default=300.0, ge=0, le=43_200)
+    # How long a live turn may wait for room, from when it was accepted; then it becomes a
+    # pending episode (DeferredBudget{waited_s}). Locally it waits in the queue; on AWS in the
+    # state machine's Retry, so at most 240 (an Express execution lasts 5 minutes).
+    max_wait_s: float = Field(default=120.0, ge=0, le=43_200)
     # Shortest wait in the queue between two tries (each try is one receive of the message).
     min_retry_delay_s: float = Field(default=5.0, ge=0, le=900)
     # The fraction of each model limit a tenant of weight 1 is guaranteed.

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,21 +29,19 @@ from pydantic import BaseModel, Field
 
 from memwrite.client import (
     AsyncMemwriteClient,
-    IngestAck,
     MemwriteApiError,
     MemwriteClientError,
     NotFound,
     ServiceUnreachable,
-    Trace,
     TraceNotFinished,
     Unauthenticated,
 )
+from memwrite.integrations.tools import WAIT_SECS, Remembered, remembered
 
 __all__ = ["McpSettings", "build_server", "main"]
 
 API_KEY_HEADER = "x-api-key"
 USER_HEADER = "x-memwrite-user"
-WAIT_SECS = 20.0
 NO_USER = "no user configured: set MEMWRITE_USER (or --user), or the x-memwrite-user header"
 INSTRUCTIONS = """\
 Long-term memory of the user you are talking with. `remember` what they tell you that will
@@ -74,23 +72,6 @@ class McpSettings:
 class TurnIn(BaseModel):
     role: Literal["user", "assistant"] = Field(description="Who said it: user or assistant.")
     content: str = Field(min_length=1, description="What was said, word for word.")
-
-
-class Remembered(BaseModel):
-    summary: str = Field(
-        description="What happened, in words: stored, already known, kept as an episode (and "
-        "why), or not remembered (and why)"
-    )
-    trace_id: str
-    status: str = Field(description="complete, failed, or in_progress if still running")
-    stored: int = Field(description="new memories")
-    merged: int = Field(description="memories already known, heard again (corroborated)")
-    memory_ids: list[str]
-    episodes: int = Field(
-        description="turns kept as episodes: the user's own words, found by recall now, "
-        "distilled into memories once a model is available"
-    )
-    duplicates: int = Field(description="turns sent before word for word: nothing new")
 
 
 class Recalled(BaseModel):
@@ -178,62 +159,6 @@ async def _own_memory(mw: AsyncMemwriteClient, memory_id: str, user_id: str) -> 
         raise unknown
 
 
-def _reason(reason: dict[str, Any]) -> str:
-    """A span's typed reason in words: its type and its values."""
-    values = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "type")
-    return f"{reason.get('type', 'unknown')}" + (f" ({values})" if values else "")
-
-
-def _deferred(reason: dict[str, Any]) -> str:
-    kind = reason.get("type", "")
-    if kind == "DeferredNoLLM":
-        return "no model is configured to distil it; the rules could not read it whole"
-    if kind == "DeferredModelFailed":
-        return f"the model failed ({reason.get('error', 'error')})"
-    return _reason(reason)
-
-
-def _remembered(ack: IngestAck, trace: Trace) -> Remembered:
-    """What the trace did, said so that the model can tell the user."""
-    episodes = [
-        s for s in trace.spans if s.reason and str(s.reason.get("type")).startswith("Deferred")
-    ]
-    dropped = [
-        _reason(s.reason)
-        for s in trace.spans
-        if s.result == "reject"
-        and s.reason
-        and s not in episodes
-        and s.reason.get("type") != "DuplicateTurn"
-    ]
-    outcome, parts = trace.outcome, []
-    if outcome.stored:
-        parts.append(f"stored {outcome.stored} new memor{'y' if outcome.stored == 1 else 'ies'}")
-    if outcome.merged:
-        parts.append(f"already known: merged into {outcome.merged} existing memories (heard again)")
-    if ack.duplicates:
-        parts.append(f"already known: {len(ack.duplicates)} turn(s) sent before word for word")
-    for span in episodes:
-        assert span.reason is not None
-        parts.append(
-            f"kept as an episode because {_deferred(span.reason)}: the user's words are "
-            "searchable with recall now and become memories once a model is available"
-        )
-    parts.extend(f"not remembered: {why}" for why in dropped)
-    if trace.status == "in_progress":
-        parts.append("still in progress: recall may find more shortly")
-    return Remembered(
-        summary="; ".join(parts) or "nothing was remembered",
-        trace_id=ack.trace_id,
-        status=trace.status,
-        stored=outcome.stored,
-        merged=outcome.merged,
-        memory_ids=outcome.memory_ids,
-        episodes=len(episodes),
-        duplicates=len(ack.duplicates),
-    )
-
-
 Statement = Annotated[
     str | None,
     Field(
@@ -283,7 +208,7 @@ def build_server(settings: McpSettings) -> MCPServer:
                     trace = await mw.wait(ack.trace_id, timeout=WAIT_SECS)
                 except TraceNotFinished as late:
                     trace = late.trace
-            return _remembered(ack, trace)
+            return remembered(ack, trace)
 
     async def recall(query: Query, k: TopK = 5, ctx: Context | None = None) -> list[Recalled]:
         """What the user said before that best answers `query`, best first: memories, and

@@ -9,7 +9,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["ENCOURAGEMENT_PHRASES", "FAREWELL_PHRASES", "GREETING_ACK_PHRASES", "WISH"]
+__all__ = [
+    "ENCOURAGEMENT_PHRASES",
+    "FAREWELL_PHRASES",
+    "GREETING_ACK_PHRASES",
+    "SEE_YOU",
+    "THANKS",
+    "WELL_WISH",
+    "WISH",
+]
 
 # Whole phrases, matched longest first so "thank you" wins over "thank".
 GREETING_ACK_PHRASES: Final[tuple[str, ...]] = (
@@ -167,6 +175,30 @@ GREETING_ACK_PHRASES: Final[tuple[str, ...]] = (
     "thanks for asking",
     "thanks for sharing",
     "thank you for sharing",
+    # Agreement that settles a plan of the other's, and greetings that only greet.
+    "works for me",
+    "that works",
+    "that works for me",
+    "fine by me",
+    "fine with me",
+    "sounds like a plan",
+    "deal",
+    "that's exactly what i needed",
+    "exactly what i needed",
+    "just what i needed",
+    "hi again",
+    "hey again",
+    "hello again",
+    "morning all",
+    "morning everyone",
+    "evening all",
+    "evening everyone",
+    "hello everyone",
+    "hello all",
+    "just wanted to say hi",
+    "wanted to say hi",
+    "just saying hi",
+    "just checking in",
     # Greetings and thanks in other languages (the seeds name Vietnamese).
     "xin chào",
     "chào",
@@ -292,6 +324,23 @@ FAREWELL_PHRASES: Final[tuple[str, ...]] = (
     "it was great chatting",
     "was great catching up",
     "great catching up",
+    "and",
+    "talk tomorrow",
+    "talk to you tomorrow",
+    "chat tomorrow",
+    "heading out",
+    "i'm heading out",
+    "gotta head out",
+    "off to bed",
+    "back to the grind",
+    "back to work",
+    "i'll keep you posted",
+    "i'll keep ya posted",
+    "will keep you posted",
+    "keep you posted",
+    "feel free to reach out",
+    "feel free to reach out any time",
+    "feel free to reach out anytime",
     "tạm biệt",
     "hẹn gặp lại",
     "chúc ngủ ngon",
@@ -314,6 +363,31 @@ WISH: Final = re.compile(
     r"(?:day|night|evening|morning|afternoon|weekend|week|one|time|trip|flight|holiday|"
     r"holidays|vacation|meal|dinner|lunch|party|rest of (?:your|the) (?:day|week|evening)"
     r"|friday|saturday|sunday|birthday|new year|holidays)"
+)
+# "thanks for the chat", "thank you so much for your help": thanks for the talk itself.
+THANKS: Final = re.compile(
+    r"(?:many |big )?(?:thanks|thank you|thx|ty)(?: (?:so|very) much| a lot| a ton| again)?"
+    r"(?: for (?:the |your |all the |all your )?(?:chat|chatting|talk|talking|listening|help"
+    r"|time|advice|tips?|info|support|patience|kind words|push|reminder|suggestions?|ideas?"
+    r"|input|everything))?"
+    r"|(?:really |truly )?appreciate (?:it|that|the kind words|your time|the chat)"
+)
+# "hope all is well", "hope you had a nice weekend": a wish for the other's well-being.
+WELL_WISH: Final = re.compile(
+    r"(?:i )?(?:hope|hoping) (?:that )?(?:all is|all's|everything is|everything's|everyone is"
+    r"|everyone's|things are|you are|you're|ur|you've been|you have been|you had|you slept"
+    r"|you all are|you guys are|your (?:day|week|weekend|morning|evening|trip|holiday"
+    r"|vacation)(?: is| was| has been)?)"
+    r"(?: (?:doing|going|been|having))?"
+    r" (?:well|good|great|ok|okay|fine|alright|a (?:good|great|nice|lovely|wonderful|relaxing"
+    r"|fun) (?:day|week|weekend|one|time|morning|evening|night|trip|holiday|vacation))"
+    r"(?: (?:too|as well|with you|on your end))?"
+)
+# "see you at the party", "see you then": a farewell that names where they will meet next.
+SEE_YOU: Final = re.compile(
+    r"see (?:you|ya)(?: (?:there|then|soon|tomorrow|at the (?:event|party|game|show|gym"
+    r"|meeting|wedding|concert|class|office|studio|game)|on (?:the )?(?:weekend|monday|tuesday"
+    r"|wednesday|thursday|friday|saturday|sunday)|next (?:week|time)))?"
 )
 ENCOURAGEMENT_PHRASES: Final[tuple[str, ...]] = (
     "keep it up",
@@ -400,6 +474,9 @@ ENCOURAGEMENT_PHRASES: Final[tuple[str, ...]] = (
     "you're the best",
     "can't wait to hear about it",
     "can't wait to see it",
+    "can't wait to see you",
+    "your kind words mean a lot",
+    "appreciate the kind words",
     "can't wait to see them",
     "can't wait",
     "your help means a lot",

@@ -18,6 +18,9 @@ from memwrite.pre_filter.skip_phrases import (
     ENCOURAGEMENT_PHRASES,
     FAREWELL_PHRASES,
     GREETING_ACK_PHRASES,
+    SEE_YOU,
+    THANKS,
+    WELL_WISH,
     WISH,
 )
 from memwrite.segment import Segment, SegmentKind
@@ -36,7 +39,7 @@ __all__ = [
 
 def _pattern_words(pattern: re.Pattern[str]) -> frozenset[str]:
     """The words a phrase pattern like `WISH` can match (its `an?` spells "a" too)."""
-    return frozenset(re.findall(r"[a-z]+", pattern.pattern)) | {"a"}
+    return frozenset(re.findall(r"[a-z]+(?:'[a-z]+)?", pattern.pattern)) | {"a"}
 
 
 class _PhraseRule:
@@ -66,24 +69,31 @@ class _PhraseRule:
         # Cheap rejection first: two words outside the vocabulary cannot match (one is a name).
         if len([low for low in lowered if low not in self._vocabulary]) > 1:
             return False
+        # Every word a phrase's, a capitalised one too ("Hope you had a nice weekend").
+        if self._sequence.fullmatch(" ".join(lowered) + " ") is not None:
+            return True
         # One capitalised name may follow a greeting: "Hey Mel!", "Thanks, Priya".
         names = [
             w
             for w, low in zip(words, lowered, strict=True)
             if low not in self._words and _CAPITALISED.match(w)
         ]
-        if not names:
-            rest = " ".join(lowered)
-        elif len(names) > 1:
+        if len(names) != 1:
             return False
-        else:
-            rest = " ".join(low for w, low in zip(words, lowered, strict=True) if w not in names)
+        rest = " ".join(low for w, low in zip(words, lowered, strict=True) if w not in names)
         return bool(rest) and self._sequence.fullmatch(rest + " ") is not None
 
 
-_GREETING_ACK = _PhraseRule(GREETING_ACK_PHRASES)
-_FAREWELL = _PhraseRule(FAREWELL_PHRASES, GREETING_ACK_PHRASES, extra=WISH)
-_ENCOURAGEMENT = _PhraseRule(ENCOURAGEMENT_PHRASES, GREETING_ACK_PHRASES)
+# Thanks for the talk and wishes for the other's well-being are greetings; a farewell may
+# also wish them a good time or name where they meet next.
+_GREETINGS = re.compile(f"{THANKS.pattern}|{WELL_WISH.pattern}")
+_GREETING_ACK = _PhraseRule(GREETING_ACK_PHRASES, extra=_GREETINGS)
+_FAREWELL = _PhraseRule(
+    FAREWELL_PHRASES,
+    GREETING_ACK_PHRASES,
+    extra=re.compile(f"{WISH.pattern}|{SEE_YOU.pattern}|{_GREETINGS.pattern}"),
+)
+_ENCOURAGEMENT = _PhraseRule(ENCOURAGEMENT_PHRASES, GREETING_ACK_PHRASES, extra=_GREETINGS)
 # A sentence with two words outside all three vocabularies matches none of the phrase rules.
 _PHRASE_WORDS = _GREETING_ACK.vocabulary | _FAREWELL.vocabulary | _ENCOURAGEMENT.vocabulary
 
@@ -305,6 +315,8 @@ _FORM_WORDS = (
     | _SECOND_PERSON
     | _vocabulary("was were")
     | _pattern_words(WISH)
+    | _pattern_words(SEE_YOU)
+    | _pattern_words(_GREETINGS)
     | frozenset(_APOSTROPHE_FREE)
 )
 _MAX_UNKNOWN_FORM_WORDS = 2  # a name, and one noun after an evaluative opener ("Cool setup!")
@@ -443,8 +455,23 @@ def _is_short_meta_request(text: str, max_chars: int) -> bool:
     return len(text) <= max_chars and _SHORT_META_OPENERS.match(text) is not None
 
 
+# Emoticons typed with a letter or digit ("<3", ":D", "xD"): a reaction like an emoji.
+_EMOTICON = re.compile(r"</?3+|(?<!\w)[:;=][-'^]?[DdPpOo3]+(?!\w)|(?<!\w)[xX][dD]+(?!\w)")
+
+
+_TRAILING_EMOTICONS = re.compile(rf"(?:\s*(?:{_EMOTICON.pattern}))+$")
+_EMOTICON_ENDS = frozenset("3DdPpOo")
+
+
+def _without_emoticons(bare: str) -> str:
+    """ "Appreciate the kind words <3" -> "Appreciate the kind words"."""
+    if bare[-1:] not in _EMOTICON_ENDS:
+        return bare
+    return _TRAILING_EMOTICONS.sub("", bare).rstrip(_TRAILING_CHARS) or bare
+
+
 def _is_reaction(text: str) -> bool:
-    return _ALPHANUMERIC.search(text) is None
+    return _ALPHANUMERIC.search(_EMOTICON.sub("", text)) is None
 
 
 # `_META_TALK` then `_UI_COMMAND` in one case-sensitive pattern for lower-cased ASCII text,
@@ -478,7 +505,7 @@ def _builtin_rule(segment: Segment, short_meta_max_chars: int) -> str | None:
     if segment.kind is SegmentKind.CODE:
         return "code_block"
     text = segment.text
-    bare = text.rstrip(_TRAILING_CHARS)
+    bare = _without_emoticons(text.rstrip(_TRAILING_CHARS))
     short_form = len(text) <= _MAX_FORM_CHARS
     # `words` stays empty when no rule made of words can match: they all fail on it.
     tokens, words, lowered = _rule_words(bare) if short_form else _NO_WORDS
@@ -584,13 +611,18 @@ def plainly_kept(text: str, short_meta_max_chars: int) -> bool:
     if len(text) <= short_meta_max_chars or "?" in text or not text.isascii():
         return False
     if len(text) > _MAX_FORM_CHARS:
-        return _ALPHANUMERIC.search(text) is not None
+        return not _is_reaction(text)
     lowered = text.lower()
     unknown = 0
     for chunk in lowered.split():
         # Between spaces and without its punctuation, an alphanumeric chunk is one `_WORD`.
         word = chunk.strip(_NON_WORD_PUNCTUATION)
-        if word not in _FORM_WORDS and word.isalnum() and not _CHAT_SPELLING.search(word):
+        if (
+            word not in _FORM_WORDS
+            and word.isalnum()
+            and not _CHAT_SPELLING.search(word)
+            and not _EMOTICON.fullmatch(chunk)
+        ):
             unknown += 1
             if unknown == _NO_WORD_RULE_UNKNOWN_WORDS:
                 break

@@ -49,6 +49,55 @@ _BASE_FORM_VERBS: Final = word_set(
 )
 _RELATION_WORD_RE = re.compile(rf"(?i:{RELATIONS})s?")
 
+# Activities that are no thing without their object or company: "likes to play" (play what?),
+# "loves hanging out" (with whom?). Alone, or cut before "with ...", they defer.
+_NEEDS_COMPLEMENT: Final = word_set(
+    """play playing make making do doing watch watching try trying build building collect
+    collecting get getting have having take taking see seeing find finding use using go going
+    hang hanging spend spending meet meeting visit visiting listen listening look looking help
+    helping keep keeping give giving share sharing put putting bring bringing start starting
+    chill chilling relax relaxing"""
+)
+_SOCIAL_PHRASES: Final = frozenset(
+    {
+        "hang out", "hanging out", "go out", "going out", "spend time", "spending time",
+        "get together", "getting together", "chill out", "chilling out", "catch up",
+        "catching up", "hang around", "hanging around",
+    }
+)  # fmt: skip
+# Words in -ing that are things, not activities: "wedding planning" is one thing.
+_ING_NOUNS: Final = word_set(
+    "wedding morning evening building clothing pudding ceiling string spring thing king ring "
+    "wing sibling dumpling stuffing icing frosting bedding"
+)
+_GERUND_RE = re.compile(r"[a-z]{2,}ing")
+# "painting and reading novels": the "and" that joins two activities, not a thing's name.
+_AND_GERUND_RE = re.compile(r"\s+(?i:and)\s+(?=[a-z]{2,}ing(?![\w'’-]))")
+
+
+def _is_gerund(word: str) -> bool:
+    return _GERUND_RE.fullmatch(word) is not None and word not in _ING_NOUNS
+
+
+def _activities(item: str) -> list[str]:
+    """ "painting and reading novels" -> two activities; "fish and chips" stays one thing."""
+    words = item.split()
+    if not words or not _is_gerund(words[0]):
+        return [item]
+    return [part for part in _AND_GERUND_RE.split(item) if part]
+
+
+def _whole_activity(value: str) -> bool:
+    """Not a verb without its object or company ("play", "hanging out"), and not two
+    activities typed as one ("hiking biking")."""
+    lowered = value.lower()
+    if lowered in _NEEDS_COMPLEMENT or lowered in _SOCIAL_PHRASES:
+        return False
+    words = lowered.split()
+    glued = len(words) > 1 and _is_gerund(words[0]) and _is_gerund(words[1])
+    return not glued
+
+
 _FAVORITE_SPEC: Final = Spec(
     "favorite",
     MemoryType.PREFERENCE,
@@ -126,7 +175,11 @@ def _preference_builder(spec: Spec) -> Builder:
         base_form = m.group("verb").split(maxsplit=1)[0].lower() in _BASE_FORM_VERBS
         if base_form and not (m.group("me") or m.group("we")):
             return None
-        items = split_items(m.group("value"), LIST_SPLIT_RE)
+        items = [
+            activity
+            for item in split_items(m.group("value"), LIST_SPLIT_RE)
+            for activity in _activities(item)
+        ]
         if not items:
             return None
         verb = _third_person_verb(m.group("verb"), spec.attribute)
@@ -135,7 +188,9 @@ def _preference_builder(spec: Spec) -> Builder:
         for item in items:
             value, owner = possessive(item)
             durable = durable_thing(m, value) if item is items[-1] else thing_ok(value)
-            if not durable or (owner and _RELATION_WORD_RE.fullmatch(value)):
+            if not durable or not _whole_activity(value):
+                return None
+            if owner and _RELATION_WORD_RE.fullmatch(value):
                 # "I love my wife" is affection, not a preference worth a memory.
                 return None
             claims.append(

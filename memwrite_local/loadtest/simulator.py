@@ -1,0 +1,419 @@
+"""`memwrite loadtest`: the real pipeline under a day of scaled traffic, against model limits.
+
+What runs is the embedded backend as `memwrite serve` runs it: the ingest API's handler
+(stage 1) for every request, the SQLite turn queue, every pipeline stage's handler, the
+outbox consumer and the store, with the configuration a deployment would set. Only the model
+is fake (`model_server`: a real HTTP server with a real account's per-minute limits, reached by
+the real `anthropic` client) and the time is simulated (`clock`): the simulator moves it a
+tick at a time, sends the tick's requests, then drains the queue as its consumers would.
+
+Limits follow the traffic down (`--scale`): a short calibration run without limits measures
+what the pipeline asks of the model per turn; the peak demand per minute is that times the
+day's peak rate (`traffic.PEAK_FACTOR`), and the account's limits are `--budget-fraction` of
+it. `--no-budget` is the pipeline as it was before the model budget: no budget, and no
+backfill unless one is scheduled (off by default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from memwrite_local.loadtest.clock import VirtualClock
+from memwrite_local.loadtest.model_server import FakeModelServer, Meter, ModelLimits, serving
+from memwrite_local.loadtest.probe import Probe
+from memwrite_local.loadtest.report import (
+    BATCH_DISCOUNT,
+    LaneCost,
+    LoadReport,
+    Outcomes,
+    percentile,
+)
+from memwrite_local.loadtest.traffic import (
+    OUTAGE_START,
+    PEAK_FACTOR,
+    Request,
+    TrafficPlan,
+    generate,
+    load_scripts,
+)
+
+__all__ = ["BackfillMode", "LoadOptions", "LoadRun", "run_load"]
+
+TICK_S = 10.0  # simulated seconds per step: latencies are measured to this resolution
+BACKFILL_EVERY_S = 300.0  # the scheduled backfill's period, in simulated time
+DRAIN_GRACE_S = 2 * 3600.0  # after the traffic: how long the lanes may take to settle
+CALIBRATION_SHARE = 0.02  # of the run's requests, replayed without limits to measure demand
+CALIBRATION_REQUESTS = (30, 300)  # at least, at most
+# A simulated day starts at midnight UTC this long ago: every timestamp is in the past.
+START_DAYS_AGO = 3
+OUTAGE_RECOVERY_S = 60.0  # turns arriving this soon after an outage are not "calm" either
+
+
+class BackfillMode(StrEnum):
+    LIVE = "live"
+    BATCH = "batch"
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    turns_per_day: float = 100_000_000
+    scale: float = 0.001
+    budget_fraction: float = 1.0
+    tenants: int = 20
+    burst_tenant_factor: float = 1.0
+    outage_minutes: float = 0.0
+    duration_minutes: float = 1_440.0
+    backfill_mode: BackfillMode = BackfillMode.LIVE
+    no_budget: bool = False
+    seed: int = 0
+    data: Path | None = None  # the evaluation data (`../shared/data`); None: the samples
+    progress: Callable[[str], None] | None = None  # told every simulated hour
+
+    @property
+    def duration_s(self) -> float:
+        return self.duration_minutes * 60
+
+
+@dataclass(frozen=True)
+class PerTurn:
+    """What one turn asks of the model, on average."""
+
+    calls: float
+    input_tokens: float
+    output_tokens: float
+
+
+@dataclass
+class LoadRun:
+    report: LoadReport
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Tally:
+    """What the simulator saw while the run went (the store tells the rest at the end)."""
+
+    turns_in: int = 0
+    refused: int = 0  # requests the ingest API answered with an error (turns not accepted)
+    arrived: dict[str, float] = field(default_factory=dict)  # accepted turn -> arrival
+    tenant: dict[str, str] = field(default_factory=dict)
+    settled: dict[str, float] = field(default_factory=dict)  # -> when it left the queue
+    max_queue_depth: int = 0
+
+
+def _api_keys(tenants: Sequence[str]) -> dict[str, str]:
+    return {tenant: f"loadtest-key-{tenant}" for tenant in tenants}
+
+
+def _settings(options: LoadOptions, limits: ModelLimits | None) -> dict[str, Any]:
+    """The deployment's settings file: the model budget (`pipeline.model`, off with
+    `--no-budget`, which also restores the extraction's limits from before it) and the
+    backfill lane (`pipeline.backfill.mode`, where this build has it)."""
+    from memwrite.config import PipelineConfig
+
+    pipeline: dict[str, Any] = {}
+    if "backfill" in PipelineConfig.model_fields:
+        pipeline["backfill"] = {"mode": options.backfill_mode.value}
+    if options.no_budget:
+        pipeline["extract"] = {"max_output_tokens": 8_192, "max_retries": 3}
+        pipeline["model"] = {"budget_enabled": False}
+        return {"pipeline": pipeline}
+    model: dict[str, Any] = {"budget_enabled": True}
+    if limits is not None and limits.requests_per_minute is not None:
+        per_minute = {
+            "requests_per_minute": limits.requests_per_minute,
+            "input_tokens_per_minute": limits.input_tokens_per_minute,
+            "output_tokens_per_minute": limits.output_tokens_per_minute,
+        }
+        # The budget knows the account's limits as they are: whole numbers, at least 1.
+        known = {name: max(1, math.ceil(value or 1)) for name, value in per_minute.items()}
+        model["limits"] = {"*": known}
+    pipeline["model"] = model
+    return {"pipeline": pipeline}
+
+
+class _Simulation:
+    """One run of `requests` through a fresh embedded backend against a fake model."""
+
+    def __init__(
+        self,
+        options: LoadOptions,
+        requests: Sequence[Request],
+        limits: ModelLimits,
+        outage: tuple[float, float] | None,
+        scheduled_backfill: bool,
+    ) -> None:
+        self.options = options
+        self.requests = requests
+        self.limits = limits
+        self.outage = outage
+        self.scheduled_backfill = scheduled_backfill
+        self.tally = _Tally()
+        self.start = _midnight(time.time()) - START_DAYS_AGO * 86_400
+        self.clock = VirtualClock(now=self.start)
+        self.meter = Meter()
+        self.outcomes: Outcomes | None = None
+
+    def run(self) -> None:
+        tenants = sorted({request.tenant for request in self.requests})
+        keys = _api_keys(tenants)
+        outage = None
+        if self.outage is not None:
+            outage = (self.start + self.outage[0], self.start + self.outage[1])
+        with ExitStack() as stack:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mw-load-")))
+            server = stack.enter_context(
+                serving(FakeModelServer(clock=self.clock.time, limits=self.limits, outage=outage))
+            )
+            self.meter = server.meter
+            settings = data_dir / "settings.json"
+            settings.write_text(json.dumps(_settings(self.options, self.limits)), "utf-8")
+            env = {
+                "ANTHROPIC_API_KEY": "sk-ant-loadtest",
+                "ANTHROPIC_BASE_URL": server.url,
+                "MEMWRITE_CONFIG": str(settings),
+                "MEMWRITE_API_KEYS": ",".join(f"{k}={t}" for t, k in keys.items()),
+            }
+            stack.enter_context(self.clock.installed())
+            self._drive(data_dir / "state", env, keys)
+
+    def _drive(self, state: Path, env: dict[str, str], keys: dict[str, str]) -> None:
+        from memwrite_local.runtime.embedded import LocalSqlite
+        from memwrite_local.runtime.runner import DrainReport, LocalRunner
+
+        with LocalSqlite(state, env):
+            runner = LocalRunner()
+            probe = Probe(state)
+            backfill = _ScheduledBackfill(self.clock) if self.scheduled_backfill else None
+            tally, clock = self.tally, self.clock
+            in_flight: set[str] = set()
+            ends_at = self.start + self.options.duration_s
+            position = 0
+            next_hour = self.start + 3600
+            while True:
+                clock.advance_to(clock.now + TICK_S)
+                if self.options.progress is not None and clock.now >= next_hour:
+                    next_hour += 3600
+                    self.options.progress(
+                        f"{(clock.now - self.start) / 3600:.0f} h simulated: "
+                        f"{position}/{len(self.requests)} requests, {len(tally.arrived)} turns "
+                        f"accepted, {len(in_flight)} queued, {self.meter.model_calls} model "
+                        f"calls, {time.process_time():.0f} s CPU"
+                    )
+                while position < len(self.requests) and (
+                    self.start + self.requests[position].at <= clock.now
+                ):
+                    in_flight |= self._send(runner, self.requests[position], keys)
+                    position += 1
+                if in_flight:
+                    queued = probe.queued()
+                    tally.max_queue_depth = max(tally.max_queue_depth, len(queued))
+                    runner.drain(deliver_webhooks=False)
+                    queued = probe.queued()
+                    for turn_id in in_flight - queued:
+                        tally.settled[turn_id] = clock.now
+                    in_flight &= queued
+                backfilling = backfill is not None and backfill.tick(runner, probe)
+                if position == len(self.requests) and not in_flight and not backfilling:
+                    break
+                if clock.now > ends_at + DRAIN_GRACE_S:
+                    break
+                if not in_flight and not backfilling and position < len(self.requests):
+                    # Nothing to do until the next request: skip the empty ticks.
+                    upcoming = self.start + self.requests[position].at
+                    clock.advance_to(upcoming - TICK_S)
+            runner.index_outbox(DrainReport())
+            self.outcomes = probe.outcomes(tally.arrived)
+
+    def _send(self, runner: Any, request: Request, keys: dict[str, str]) -> set[str]:
+        """`POST /v1/turns`: the turns it accepted (queued), with their arrival time."""
+        tally = self.tally
+        tally.turns_in += len(request.turns)
+        answer = runner.call(
+            "POST", "/v1/turns", request.body(self.start), api_key=keys[request.tenant]
+        )
+        if answer.status >= 400:
+            tally.refused += 1
+            return set()
+        skipped = {item["turn_id"] for item in answer.body["skipped"]}
+        failed = {item["turn_id"] for item in answer.body.get("failed", [])}
+        repeated = set(answer.body.get("duplicates", []))
+        accepted = set(answer.body["turn_ids"]) - skipped - failed - repeated - set(tally.arrived)
+        for turn_id in accepted:
+            tally.arrived[turn_id] = self.start + request.at
+            tally.tenant[turn_id] = request.tenant
+        return accepted
+
+
+class _ScheduledBackfill:
+    """The backfill of every user with pending episodes, every `BACKFILL_EVERY_S`: the AWS
+    schedule's job (`memwrite.backfill.backfill_pending`), on the simulated clock."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        from memwrite.wiring import build_backfill_deps
+
+        self.clock = clock
+        self.deps = replace(build_backfill_deps(), clock=clock.time)
+        self.next_at = clock.now + BACKFILL_EVERY_S
+
+    def tick(self, runner: Any, probe: Probe) -> bool:
+        """Run when due; whether episodes are still pending (the lane has work left)."""
+        from memwrite.backfill import backfill_pending
+        from memwrite_local.runtime.runner import DrainReport
+
+        if self.clock.now < self.next_at:
+            return probe.has_pending_episodes()
+        self.next_at = self.clock.now + BACKFILL_EVERY_S
+        backfill_pending(self.deps.configs.for_request, self.deps)
+        runner.index_outbox(DrainReport())
+        return probe.has_pending_episodes()
+
+
+def _midnight(moment: float) -> float:
+    return moment - moment % 86_400
+
+
+def _per_turn(meter: Meter, turns: int) -> PerTurn:
+    turns = max(turns, 1)
+    return PerTurn(
+        calls=meter.model_calls / turns,
+        input_tokens=meter.input_tokens / turns,
+        output_tokens=meter.output_tokens / turns,
+    )
+
+
+def limits_for(per_turn: PerTurn, turns_per_day: float, fraction: float) -> ModelLimits:
+    """`fraction` of the peak demand per minute of `turns_per_day` (already scaled)."""
+    peak_turns_per_minute = turns_per_day / 1_440 * PEAK_FACTOR
+    return ModelLimits(
+        requests_per_minute=fraction * per_turn.calls * peak_turns_per_minute,
+        input_tokens_per_minute=fraction * per_turn.input_tokens * peak_turns_per_minute,
+        output_tokens_per_minute=fraction * per_turn.output_tokens * peak_turns_per_minute,
+    )
+
+
+def _calibrate(options: LoadOptions, requests: Sequence[Request]) -> PerTurn:
+    low, high = CALIBRATION_REQUESTS
+    count = min(len(requests), max(low, min(high, round(len(requests) * CALIBRATION_SHARE))))
+    sample = _Simulation(
+        replace(options, progress=None), requests[:count], ModelLimits(), None, False
+    )
+    sample.run()
+    return _per_turn(sample.meter, sample.tally.turns_in)
+
+
+def _latencies(tally: _Tally, outcomes: Outcomes) -> dict[str, float]:
+    """Turn -> seconds from arrival to leaving the live lane done: a memory written or a
+    decision that there is none (turns the live lane deferred are the backfill's)."""
+    return {
+        turn_id: settled - tally.arrived[turn_id]
+        for turn_id, settled in tally.settled.items()
+        if turn_id not in outcomes.episode_turns and turn_id not in outcomes.lost
+    }
+
+
+def _fairness(
+    simulation: _Simulation, plan: TrafficPlan, latency: dict[str, float]
+) -> float | None:
+    """The other tenants' p99 during the burst over their p99 outside it (and the outage)."""
+    burst_tenant = "t00"
+    burst, outage = plan.burst, simulation.outage  # seconds into the run
+    during, calm = [], []
+    for turn_id, seconds in latency.items():
+        if simulation.tally.tenant[turn_id] == burst_tenant:
+            continue
+        arrived = simulation.tally.arrived[turn_id] - simulation.start
+        if burst[0] <= arrived < burst[1]:
+            during.append(seconds)
+        elif outage is None or not outage[0] <= arrived < outage[1] + OUTAGE_RECOVERY_S:
+            calm.append(seconds)
+    p99_during, p99_calm = percentile(during, 0.99), percentile(calm, 0.99)
+    if p99_during is None or not p99_calm:
+        return None
+    return p99_during / p99_calm
+
+
+def _prices() -> tuple[float, float]:
+    from memwrite.config import load_settings
+    from memwrite.pricing import price_per_mtok
+
+    extract = load_settings().pipeline.extract
+    return price_per_mtok(extract.model, extract.prices_per_mtok)
+
+
+def run_load(options: LoadOptions) -> LoadRun:
+    """The run `options` describe, and its report."""
+    began, cpu_began = time.perf_counter(), time.process_time()
+    scripts, source = load_scripts(options.data)
+    plan = TrafficPlan(
+        turns_per_day=options.turns_per_day * options.scale,
+        duration_s=options.duration_s,
+        tenants=options.tenants,
+        burst_factor=options.burst_tenant_factor,
+        seed=options.seed,
+    )
+    requests = generate(plan, scripts)
+    demand = _calibrate(options, requests)
+    limits = limits_for(demand, plan.turns_per_day, options.budget_fraction)
+    outage = None
+    if options.outage_minutes > 0:
+        first = OUTAGE_START * options.duration_s
+        outage = (first, first + options.outage_minutes * 60)
+    scheduled = not options.no_budget and options.backfill_mode is BackfillMode.LIVE
+    simulation = _Simulation(options, requests, limits, outage, scheduled)
+    simulation.run()
+    tally, meter, outcomes = simulation.tally, simulation.meter, simulation.outcomes
+    assert outcomes is not None  # set by run()
+    latency = _latencies(tally, outcomes)
+    turns = max(tally.turns_in, 1)
+    input_price, output_price = _prices()
+    live_usd = (meter.input_tokens * input_price + meter.output_tokens * output_price) / 1e6
+    batch_usd = (
+        (meter.batch_input_tokens * input_price + meter.batch_output_tokens * output_price)
+        * BATCH_DISCOUNT
+        / 1e6
+    )
+    report = LoadReport(
+        turns_in=tally.turns_in,
+        turns_lost=len(outcomes.lost),
+        deferred_without_reason=outcomes.deferred_without_reason,
+        episodes_pending_at_end=outcomes.episodes_pending,
+        episodes_in_batches_at_end=outcomes.episodes_in_batches,
+        p50_turn_to_memory_s=percentile(list(latency.values()), 0.50),
+        p99_turn_to_memory_s=percentile(list(latency.values()), 0.99),
+        rate_limited_ratio=meter.rate_limited / max(meter.model_calls, 1),
+        fairness_ratio=_fairness(simulation, plan, latency),
+        max_queue_depth=tally.max_queue_depth,
+        model_calls_per_turn=(meter.model_calls + meter.batch_requests) / turns,
+        input_tokens_per_turn=(meter.input_tokens + meter.batch_input_tokens) / turns,
+        output_tokens_per_turn=(meter.output_tokens + meter.batch_output_tokens) / turns,
+        cost_per_million_turns_usd=LaneCost(
+            live=live_usd / turns * 1e6, batch=batch_usd / turns * 1e6
+        ),
+        wall_s=round(time.perf_counter() - began, 1),
+    )
+    cpu_s = time.process_time() - cpu_began
+    notes = [
+        f"traffic: {len(requests)} requests from {source}; {len(tally.arrived)} turns accepted "
+        f"({outcomes.memory} memory, {outcomes.episode} episode, {outcomes.dropped} dropped "
+        f"with a reason); {tally.refused} requests refused",
+        f"demand per turn (calibration): {demand.calls:.3f} calls, "
+        f"{demand.input_tokens:.0f} input, {demand.output_tokens:.0f} output tokens",
+        f"limits per minute: {limits.requests_per_minute:.1f} requests, "
+        f"{limits.input_tokens_per_minute:.0f} input, "
+        f"{limits.output_tokens_per_minute:.0f} output tokens",
+        f"model: {meter.model_calls} calls, {meter.rate_limited} answered 429, "
+        f"{meter.overloaded} answered 529; {meter.batches} batches of "
+        f"{meter.batch_requests} requests",
+        f"CPU: {cpu_s:.0f} s in this process (the wall time counts other processes too)",
+    ]
+    return LoadRun(report, notes)

@@ -1,0 +1,137 @@
+"""The load simulator's fake model server, through the real `anthropic` client over HTTP:
+its per-minute buckets (max_tokens charged at the start), 429 with retry-after, 529 during an
+outage, token metering and the Message Batches API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from memwrite_local.loadtest.clock import VirtualClock
+from memwrite_local.loadtest.model_server import FakeModelServer, ModelLimits, serving
+
+EXTRACT_SCHEMA = {
+    "type": "object",
+    "properties": {"candidates": {"type": "array", "items": {"type": "object"}}},
+}
+
+
+def _params(max_tokens: int = 1_000, text: str = "I moved to Lisbon.") -> dict[str, Any]:
+    return {
+        "model": "claude-haiku-4-5",
+        "max_tokens": max_tokens,
+        "system": "Extract memories.",
+        "messages": [{"role": "user", "content": text}],
+        "output_config": {"format": {"type": "json_schema", "schema": EXTRACT_SCHEMA}},
+    }
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(now=1_800_000_000.0)
+
+
+def _serve(clock: VirtualClock, **options: Any) -> Iterator[tuple[FakeModelServer, Any]]:
+    with serving(FakeModelServer(clock=clock.time, **options)) as server:
+        client = anthropic.Anthropic(api_key="sk-fake", base_url=server.url, max_retries=0)
+        yield server, client
+
+
+def test_an_answer_is_a_recorded_extraction_metered_by_the_request(clock: VirtualClock) -> None:
+    # Given a server without limits
+    for server, client in _serve(clock):
+        # When the real client asks for an extraction
+        message = client.messages.create(**_params())
+        # Then the answer is a recorded extraction and the meter holds its tokens
+        assert message.content[0].type == "text"
+        assert '"candidates"' in message.content[0].text
+        assert server.meter.model_calls == 1
+        assert server.meter.input_tokens == message.usage.input_tokens > 0
+        assert server.meter.output_tokens == message.usage.output_tokens > 0
+
+
+def test_max_tokens_is_charged_at_the_start_and_refunded_at_the_end(clock: VirtualClock) -> None:
+    # Given 10,000 output tokens a minute, each call lasting 3 simulated seconds
+    limits = ModelLimits(output_tokens_per_minute=10_000)
+    for server, client in _serve(clock, limits=limits, burst_floor=0, call_latency_s=3):
+        # When two calls at once each reserve 4,000 output tokens, a third is refused
+        client.messages.create(**_params(max_tokens=4_000))
+        client.messages.create(**_params(max_tokens=4_000))
+        with pytest.raises(anthropic.RateLimitError):
+            client.messages.create(**_params(max_tokens=4_000))
+        # Then once they have ended, what they did not use is back: more calls pass ...
+        clock.advance_to(clock.now + 3)
+        for _ in range(2):
+            client.messages.create(**_params(max_tokens=4_000))
+            clock.advance_to(clock.now + 3)
+        assert server.meter.rate_limited == 1
+        # ... but with one in flight, one reserving more than is left gets a 429 and a retry-after
+        client.messages.create(**_params(max_tokens=4_000))
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            client.messages.create(**_params(max_tokens=9_900))
+        retry_after = int(refused.value.response.headers["retry-after"])
+        assert 1 <= retry_after <= 60
+        assert server.meter.rate_limited == 2
+        # And after that long on the clock it passes
+        clock.advance_to(clock.now + retry_after)
+        client.messages.create(**_params(max_tokens=9_900))
+        assert server.meter.model_calls == 8
+
+
+def test_requests_per_minute_refill_with_the_clock(clock: VirtualClock) -> None:
+    # Given 2 requests a minute
+    for server, client in _serve(clock, limits=ModelLimits(requests_per_minute=2)):
+        client.messages.create(**_params())
+        client.messages.create(**_params())
+        # When a third comes in the same second, it is refused
+        with pytest.raises(anthropic.RateLimitError):
+            client.messages.create(**_params())
+        # Then half a minute later one more fits
+        clock.advance_to(clock.now + 30)
+        client.messages.create(**_params())
+        assert (server.meter.model_calls, server.meter.rate_limited) == (4, 1)
+
+
+def test_an_outage_answers_529_and_the_sdk_retries_it(clock: VirtualClock) -> None:
+    # Given an outage from now for ten minutes, and a client retrying twice (sleeps not slept)
+    start = clock.now
+    with (
+        clock.installed(),
+        serving(FakeModelServer(clock=clock.time, outage=(start, start + 600))) as server,
+    ):
+        client = anthropic.Anthropic(api_key="sk-fake", base_url=server.url, max_retries=2)
+        # When a call is made during it
+        with pytest.raises(anthropic.InternalServerError) as failed:
+            client.messages.create(**_params())
+        # Then every attempt was a 529 overloaded_error
+        assert failed.value.status_code == 529
+        assert server.meter.overloaded == server.meter.model_calls == 3
+        # And after it the same call is answered
+        clock.advance_to(start + 600)
+        assert client.messages.create(**_params()).usage.output_tokens > 0
+
+
+def test_message_batches_end_after_their_latency_with_every_result(clock: VirtualClock) -> None:
+    # Given a server whose batches take ten minutes, with no room for live calls
+    limits = ModelLimits(requests_per_minute=0.001)
+    for server, client in _serve(clock, limits=limits, batch_latency_s=600):
+        requests = [{"custom_id": f"ep-{n}", "params": _params(text=f"turn {n}")} for n in range(3)]
+        # When a batch is created, it is in progress
+        batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        assert batch.processing_status == "in_progress"
+        assert batch.request_counts.processing == 3
+        # Then ten minutes later it has ended and its results are the recorded answers
+        clock.advance_to(clock.now + 600)
+        ended = client.messages.batches.retrieve(batch.id)
+        assert ended.processing_status == "ended"
+        assert ended.request_counts.succeeded == 3
+        results = list(client.messages.batches.results(batch.id))
+        assert sorted(r.custom_id for r in results) == ["ep-0", "ep-1", "ep-2"]
+        assert all(r.result.type == "succeeded" for r in results)
+        # And batch tokens are metered apart, drawing nothing from the live buckets
+        assert server.meter.batch_requests == 3
+        assert server.meter.batch_input_tokens > 0
+        assert server.meter.model_calls == 0
