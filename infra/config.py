@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from memwrite.config import Settings, load_settings
 from memwrite.errors import ConfigError
@@ -137,9 +137,7 @@ class EnvConfig(_Frozen):
     # The whole API's ceiling, every tenant together (429 above it).
     throttling: ApiThrottling
     # Usage plans by name: each tenant's own request rate and daily quota.
-    api_plans: dict[str, ApiPlan]
-    # The plan `memwrite keys plan` puts a tenant on unless told otherwise.
-    default_api_plan: str = "standard"
+    api_plans: dict[str, ApiPlan] = Field(min_length=1)
     # The model limits the pipeline may use (the turn queue's MaximumConcurrency follows).
     model_limits: ModelLimits
     # Alarm thresholds.
@@ -160,15 +158,6 @@ class EnvConfig(_Frozen):
     @property
     def stack_name(self) -> str:
         return f"memwrite-{self.name}"
-
-    @model_validator(mode="after")
-    def _default_plan_exists(self) -> Self:
-        if self.default_api_plan not in self.api_plans:
-            raise ValueError(
-                f"default_api_plan {self.default_api_plan!r} is not one of api_plans "
-                f"({', '.join(sorted(self.api_plans))})"
-            )
-        return self
 
 
 # dev states every setting; staging and prod state only where they differ from it (`_derive`

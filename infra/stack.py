@@ -31,6 +31,7 @@ from constructs import Construct
 from functions.routes import route_functions
 from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
 from infra.api import MemwriteApi
+from infra.batch_jobs import BedrockBatchJobs
 from infra.config import EnvConfig, FunctionSize, LlmProvider, ModelLimits, deployed_settings
 from infra.lambdas import MemwriteFunction
 from infra.layer import handler_code, layer_code
@@ -282,6 +283,14 @@ class MemwriteStack(cdk.Stack):
         always on."""
         config = self.config
         backfill = self._function("backfill", "backfill", config.extract_size)
+        if config.llm_provider is LlmProvider.BEDROCK:
+            # The batch lane's jobs (`pipeline.backfill.mode = batch`), run as their own role.
+            jobs = BedrockBatchJobs(self, "BatchJobs", retain=config.retain_data)
+            model = self.settings.pipeline.extract.model
+            jobs.grant_submit(
+                backfill, bedrock_model_arns(model, self.partition, self.region, self.account)
+            )
+            self._invoke_models_as(jobs.role, jobs.role, model, "Batch jobs of Claude")
         enabled = config.backfill_schedule_enabled
         self._schedule("Backfill", backfill, config.backfill_schedule, enabled=enabled)
         expire = self._function("expire", "expire", config.stage_size)
@@ -328,15 +337,19 @@ class MemwriteStack(cdk.Stack):
         return fn
 
     def _invoke_models(self, fn: MemwriteFunction, model_id: str, why: str) -> None:
+        self._invoke_models_as(fn.role, fn, model_id, why)
+
+    def _invoke_models_as(self, role: iam.IRole, scope: Construct, model_id: str, why: str) -> None:
+        """`role` may invoke one model (`scope`: where its cdk-nag acknowledgment goes)."""
         resources = bedrock_model_arns(model_id, self.partition, self.region, self.account)
-        fn.role.add_to_policy(
+        role.add_to_principal_policy(
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources)
         )
         for resource in bedrock_model_arns(
             model_id, "<AWS::Partition>", "<AWS::Region>", "<AWS::AccountId>"
         ):
             if "bedrock:*:" in resource:
-                cdk.Validations.of(fn).acknowledge(
+                cdk.Validations.of(scope).acknowledge(
                     cdk.Acknowledgment(
                         id=f"AwsSolutions-IAM5[Resource::{resource}]",
                         reason=f"{why}: one model; a cross-region inference profile routes "

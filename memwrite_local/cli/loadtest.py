@@ -124,7 +124,7 @@ def run_loadtest(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
         no_budget=args.no_budget,
         seed=args.seed,
         data=args.data,
-        progress=lambda line: stderr.write(f"loadtest: {line}\n"),
+        progress=lambda line: print(f"loadtest: {line}", file=stderr, flush=True),
     )
     run = run_load(options)
     if args.json:

@@ -61,14 +61,14 @@ class VirtualClock:
     def installed(self) -> Iterator[VirtualClock]:
         """The process on this clock while the block runs."""
         sleepers = [importlib.import_module(name) for name in SLEEPERS]
-        saved = [module.time for module in sleepers]
+        saved = [getattr(module, "time") for module in sleepers]  # noqa: B009
         with time_machine.travel(self.now, tick=False) as traveller:
             self._traveller = traveller
             for module in sleepers:
-                module.time = _Sleeper(self)
+                setattr(module, "time", _Sleeper(self))  # noqa: B010
             try:
                 yield self
             finally:
                 self._traveller = None
                 for module, original in zip(sleepers, saved, strict=True):
-                    module.time = original
+                    setattr(module, "time", original)  # noqa: B010

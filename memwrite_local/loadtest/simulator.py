@@ -262,7 +262,7 @@ class _ScheduledBackfill:
         from memwrite.wiring import build_backfill_deps
 
         self.clock = clock
-        self.deps = replace(build_backfill_deps(), clock=clock.time)
+        self.deps = build_backfill_deps()
         self.next_at = clock.now + BACKFILL_EVERY_S
 
     def tick(self, runner: Any, probe: Probe) -> bool:

@@ -4,7 +4,9 @@ Built on the standard library's `ThreadingHTTPServer` (one thread per connection
 client stalls only its own thread, and a socket timeout ends it). A request returns after
 stage 1, as on AWS; one background `QueueWorker` drains the queue through the pipeline stages
 and stage 7, a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued, and a
-`BackfillWorker` runs the pending episodes on the model budget's spare capacity.
+`BackfillWorker` runs the pending episodes on the model budget's spare capacity; with
+`pipeline.backfill.mode = batch` a `BatchWorker` runs a round of the batch lane every
+`backfill.poll_secs` instead (as the scheduled backfill function does on AWS).
 Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
 API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
 """
@@ -17,16 +19,21 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
+from functools import cached_property
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from memwrite_local.runtime.runner import LocalRunner
 
+if TYPE_CHECKING:
+    from memwrite.backfill import BatchDeps
+
 __all__ = [
     "DOCS_PATHS",
+    "BatchWorker",
     "DeliveryWorker",
     "LocalServer",
     "PollingWorker",
@@ -206,6 +213,49 @@ class BackfillWorker(PollingWorker):
             logger.info("backfill extracted %d pending episodes", extracted)
 
 
+class BatchWorker(PollingWorker):
+    """The batch lane's rounds (`memwrite.backfill.batch`): the open provider batches polled
+    and the ended ones applied (then indexed), what is pending submitted."""
+
+    name = "memwrite-batch-worker"
+
+    @cached_property
+    def _lane(self) -> BatchDeps:
+        from memwrite.wiring import build_batch_deps
+
+        return build_batch_deps()
+
+    def _work(self) -> None:
+        from memwrite.backfill import run_batch_round
+        from memwrite.errors import ModelRequired
+        from memwrite_local.runtime.runner import DrainReport
+
+        lane = self._lane
+        try:
+            done = run_batch_round(lane.backfill.configs.for_request, lane)
+        except ModelRequired as exc:
+            logger.warning("batch backfill skipped: %s", exc)
+            return
+        self._runner.index_outbox(DrainReport())
+        logger.info(
+            "batch round: %d batches applied (%d episodes extracted, %d back to pending), "
+            "%d submitted, %d episodes in batches",
+            len(done.applied_batches),
+            done.extracted,
+            done.returned_to_pending,
+            len(done.submitted_batches),
+            done.episodes_in_batches,
+        )
+
+
+def _batch_poll_secs() -> float | None:
+    """`backfill.poll_secs` when the deployment's backfill runs in batch mode, else None."""
+    from memwrite.environment import LambdaEnvironment
+
+    backfill = LambdaEnvironment.load().settings.pipeline.backfill
+    return backfill.poll_secs if backfill.mode == "batch" else None
+
+
 class LocalServer(ThreadingHTTPServer):
     daemon_threads = True  # a hung client thread never blocks shutdown
     block_on_close = False
@@ -232,7 +282,13 @@ class LocalServer(ThreadingHTTPServer):
         guard = api_lock if serialize_pipeline else nullcontext()
         self.delivery_worker = DeliveryWorker(runner, guard)
         self.worker = QueueWorker(runner, guard, deliveries=self.delivery_worker)
-        self.backfill_worker = BackfillWorker(runner, guard, poll_secs=BACKFILL_POLL_SECS)
+        # The backfill runs live on the budget's spare capacity, or through the batch lane.
+        poll_secs = _batch_poll_secs()
+        self.backfill_worker: PollingWorker = (
+            BackfillWorker(runner, guard, poll_secs=BACKFILL_POLL_SECS)
+            if poll_secs is None
+            else BatchWorker(runner, guard, poll_secs)
+        )
         super().__init__(address, _ApiHandler)
         self.delivery_worker.start()
         self.worker.start()

@@ -53,6 +53,8 @@ def resolved(value: Any) -> str:
         return f"resolved-{value['Ref']}"
     if "Fn::GetAtt" in value:
         target, attribute = value["Fn::GetAtt"]
+        if attribute == "Arn":  # a role the function passes on (BATCH_ROLE_ARN)
+            return f"resolved-{target}"
         assert attribute == "CollectionEndpoint", value
         return f"https://{target.lower()}.us-east-1.aoss.amazonaws.com"
     if "Fn::Join" in value:

@@ -12,6 +12,7 @@ from functions.routes import ROUTES, Auth
 from infra.config import ModelLimits
 from infra.scaling import turn_queue_concurrency, webhook_lane_concurrency
 from memwrite.config import load_settings
+from memwrite.schema import API_KEYS_LISTING, TURNS_PENDING_EPISODES
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import definition, resources
 
@@ -185,3 +186,22 @@ def test_each_tenant_has_its_own_quota_through_a_usage_plan(
         for r in resources(synth, "AWS::ApiGateway::GatewayResponse").values()
     }
     assert responses["INVALID_API_KEY"]["StatusCode"] == "403"
+
+
+@pytest.mark.parametrize("env", ["prod"])
+def test_the_backfill_and_the_key_listing_read_sparse_indexes(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the deployed tables' indexes
+    indexes = {
+        index["IndexName"]: index
+        for table in resources(synthesized[env], "AWS::DynamoDB::Table").values()
+        for index in table["Properties"].get("GlobalSecondaryIndexes", [])
+    }
+    # Then the pending episodes are listed by shard and user, keys only (what the backfill reads)
+    pending = indexes[TURNS_PENDING_EPISODES.name]
+    assert [k["AttributeName"] for k in pending["KeySchema"]] == ["pending_shard", "pending_user"]
+    assert pending["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    # And the API keys by shard and tenant (what `memwrite keys list` reads)
+    listing = indexes[API_KEYS_LISTING.name]
+    assert [k["AttributeName"] for k in listing["KeySchema"]] == ["listing_shard", "listing_sort"]

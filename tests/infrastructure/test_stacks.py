@@ -440,6 +440,8 @@ def test_deployed_settings_match_the_environment(
     config = synthesized[env].config
     settings = load_settings({"MEMWRITE_CONFIG": str(REPO / "infra" / "settings" / f"{env}.json")})
     assert settings.pipeline.search.embedder == "bedrock"  # Titan v2 on AWS
+    # The layer has no WordLlama (the `local` extra): dedupe compares with the hashing embedder
+    assert settings.pipeline.dedupe.embedder == "hashing"
     assert settings.pipeline.extract.provider == config.llm_provider.value
 
 
@@ -468,7 +470,9 @@ def test_the_layer_holds_the_library_and_runtime_dependencies_only() -> None:
     requirements = layer_requirements()
     assert any(r.startswith("pydantic==") for r in requirements)
     assert not any(r.split("==")[0] in LOCAL_ONLY_DEPENDENCIES for r in requirements)
-    assert not any(r.startswith(("moto", "aws-cdk-lib", "pytest")) for r in requirements)
+    assert not any(
+        r.startswith(("moto", "aws-cdk-lib", "pytest", "wordllama")) for r in requirements
+    )
     # The `server` extra is what the functions run on; the client and MCP extras are not
     assert any(r.startswith(("boto3==", "aws-lambda-powertools[")) for r in requirements)
     assert not any(r.startswith(("httpx", "mcp")) for r in requirements)

@@ -308,3 +308,49 @@ def test_a_permanent_failure_is_dead_lettered_with_nothing_half_written(
     # And nothing of the memory was written
     assert deployment.memory_values() == []
     assert deployment.items("outbox") == []
+
+
+def _quick_retries(state: dict[str, Any]) -> None:
+    """Every Retry of `state` and the states below it down to one attempt a second later."""
+    for retry in state.get("Retry", []):
+        retry.update(IntervalSeconds=1, MaxAttempts=1)
+    for inner in state.get("ItemProcessor", {}).get("States", {}).values():
+        _quick_retries(inner)
+
+
+def test_a_failure_path_that_fails_sends_the_whole_execution_to_the_dlq(
+    aws: tuple[Aws, list[Fault]],
+) -> None:
+    deployment, faults = aws
+    # Given the deployed definition (its retries shortened, moto really waits them) and a
+    # batch whose persist fails for good while the failure path's span writer fails too
+    definition = json.loads(
+        deployment.sfn.describe_state_machine(stateMachineArn=deployment.arn)["definition"]
+    )
+    for state in definition["States"].values():
+        _quick_retries(state)
+    deployment.arn = deployment.sfn.create_state_machine(
+        name="pipeline-quick",
+        definition=json.dumps(definition),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+        type="EXPRESS",
+    )["stateMachineArn"]
+    faults.append(
+        lambda module, n: (
+            StageInputError("bad payload")
+            if module in {"functions.persist.handler", "functions.dead_letter.handler"}
+            else None
+        )
+    )
+    # When the batch runs (no function waits for it: the state machine alone must keep it)
+    result = deployment.execute([turn("I live in Faro.", "e" * 32)], "map-failed")
+    # Then the Map's Catch took the execution's failure path
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"])["status"] == "dead_lettered"
+    # And every batch of the execution is in the pipeline DLQ with its turns, for a redrive
+    (message,) = deployment.dead_lettered()
+    assert message["stage"] == "execution"
+    assert [t["turn_id"] for b in message["batches"] for t in b["turns"]] == ["e" * 32]
+    assert message["failure"]["Error"]
+    # And nothing of the memory was written
+    assert deployment.memory_values() == []

@@ -200,6 +200,9 @@ def test_backfill_command_distils_nothing_offline_and_names_what_is_missing(
         str(data_dir), stdin="",
     )  # fmt: skip
     assert (bad.returncode, bad.stdout.split(":")[:2]) == (1, ["invalid_request", " until"])
+    # And the batch lane refuses the same way, submitting nothing
+    batch = _offline("backfill", "--mode", "batch", "--data-dir", str(data_dir), stdin="")
+    assert (batch.returncode, batch.stdout.split(":")[0]) == (1, "model_required")
 
 
 def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:

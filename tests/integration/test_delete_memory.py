@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+import functions.api.handler as api_handler
+from memwrite.errors import IndexUnavailable
 from tests.integration.conftest import Local, MakeLocal
 from tests.integration.webhook_receiver import Receiver
 
@@ -138,3 +140,32 @@ def test_a_deleted_memory_said_again_is_stored_and_indexed_anew(two_tenants: Loc
     # Then it is stored and searchable again
     assert set(memories(local)) == {"Paris"}
     assert found(local, "Where does the user live?") == ["The user lives in Paris."]
+
+
+def test_an_index_down_at_the_deletion_is_finished_by_stage_7(
+    two_tenants: Local, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = two_tenants
+    ingest(local, [PARIS])
+    moved = ingest(local, [BERLIN], session="s-2")
+    berlin = memories(local)["Berlin"]["memory_id"]
+    index = api_handler.deps().delete.index
+
+    def unavailable(tenant: str, user_id: str, memory_id: str) -> None:
+        raise IndexUnavailable("the search index is down")
+
+    # When the index fails right after the store committed the deletion
+    with monkeypatch.context() as patched:
+        patched.setattr(index, "delete", unavailable)
+        response = delete(local, berlin)
+
+    # Then the deletion is done (a retry would find nothing), search already leaves Berlin out
+    assert response.status == 200, response.body
+    assert set(memories(local)) == {"Paris"}
+    assert not any("Berlin" in text for text in found(local, "Berlin"))
+    assert [hit.memory_id for hit in index.bm25("tenant-a", USER, "Berlin", 5)] == [berlin]
+    # And stage 7 takes the document out from the deletion's outbox row
+    local.runner.drain()
+    assert index.bm25("tenant-a", USER, "Berlin", 5) == []
+    assert indexed(local) == 1
+    assert local.get_trace(moved, api_key="key-a").body["status"] == "complete"

@@ -1,5 +1,6 @@
-"""The `EpisodeStore` contract (and `SessionLog.append`'s episode), run against the DynamoDB
-(moto) and the SQLite adapters: one suite, the same answers."""
+"""The `EpisodeStore` contract (and `SessionLog.append`'s episode, and the batch lane's
+`EpisodeBatches`), run against the DynamoDB (moto) and the SQLite adapters: one suite, the
+same answers."""
 
 from __future__ import annotations
 
@@ -16,11 +17,17 @@ from memwrite.adapters.sqlite.episodes import SqliteEpisodeStore
 from memwrite.adapters.sqlite.erase import SqliteUserEraser
 from memwrite.adapters.sqlite.ledger import SqliteSessionLog, SqliteTurnLedger
 from memwrite.adapters.sqlite.outbox import SqliteOutbox
+from memwrite.backfill.ports import EpisodeBatches
 from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import InvalidQuery, SourceErased
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import EpisodeStore, Outbox, SessionLog, TraceRecord, TurnLedger, UserEraser
-from memwrite.wiring import build_api_function_deps, build_backfill_deps, build_stage_deps
+from memwrite.wiring import (
+    build_api_function_deps,
+    build_backfill_deps,
+    build_batch_deps,
+    build_stage_deps,
+)
 from memwrite_local.runtime.aws import LocalAws
 
 NOW = 1_790_000_000.0
@@ -35,6 +42,7 @@ class EpisodePorts:
     ledger: TurnLedger
     outbox: Outbox
     eraser: UserEraser
+    batches: EpisodeBatches
 
 
 @pytest.fixture(scope="module", params=["moto", "sqlite"])
@@ -49,6 +57,7 @@ def ports(
             ledger=SqliteTurnLedger(database),
             outbox=SqliteOutbox(database),
             eraser=SqliteUserEraser(database),
+            batches=SqliteEpisodeStore(database),
         )
         return
     with LocalAws():
@@ -62,6 +71,7 @@ def ports(
             ledger=backfill.ledger,
             outbox=hype.outbox,
             eraser=build_api_function_deps().erase.eraser,
+            batches=build_batch_deps().store,
         )
 
 
@@ -225,3 +235,47 @@ def test_pending_users_lists_who_has_a_pending_episode(ports: EpisodePorts) -> N
     # Then dana and ana, sorted; and the same pairs among all tenants'
     assert of_tenant == [(tenant, "ana"), (tenant, "dana")]
     assert [pair for pair in everywhere if pair[0] == tenant] == of_tenant
+
+
+def test_a_batch_holds_the_episodes_it_took_pending_until_it_is_closed(
+    ports: EpisodePorts,
+) -> None:
+    # Given three pending episodes of dana, one of them taken by a live backfill meanwhile
+    tenant = f"tenant-{next(_ids)}"
+    trace = _trace(ports, tenant, "dana")
+    episodes = [_episode(tenant, "dana", trace, minute) for minute in (0, 1, 2)]
+    for episode in episodes:
+        _keep(ports, episode)
+    taken = episodes[2].model_copy(update={"status": EpisodeStatus.EXTRACTED})
+    ports.episodes.update_episodes([taken])
+    before = ports.batches.episodes_in_batches()
+    batch_id = f"msgbatch_{next(_ids)}"
+
+    # When all three are added to a batch
+    marked = ports.batches.add_to_batch(batch_id, episodes)
+
+    # Then the two still pending are in it, the batch is open, and they are no longer pending
+    assert [e.turn_id for e in marked] == [e.turn_id for e in episodes[:2]]
+    assert all(e.status is EpisodeStatus.IN_BATCH and e.batch_id == batch_id for e in marked)
+    assert batch_id in ports.batches.open_batches()
+    in_batch = ports.batches.batch_episodes(batch_id)
+    assert sorted(e.turn_id for e in in_batch) == sorted(e.turn_id for e in marked)
+    assert ports.batches.episodes_in_batches() == before + 2
+    assert ports.episodes.pending_users(tenant) == []
+    listed = _page(ports, tenant, "dana", status=EpisodeStatus.IN_BATCH)
+    assert [e.batch_id for e in listed] == [batch_id, batch_id]
+
+    # When one is applied (extracted) and the other goes back to pending, then it is closed
+    ports.episodes.update_episodes(
+        [
+            marked[0].model_copy(update={"status": EpisodeStatus.EXTRACTED, "batch_id": None}),
+            marked[1].model_copy(update={"status": EpisodeStatus.PENDING, "batch_id": None}),
+        ]
+    )
+    assert ports.batches.batch_episodes(batch_id) == []
+    ports.batches.close_batch(batch_id)
+
+    # Then the batch is gone, and the pending one is pending again
+    assert batch_id not in ports.batches.open_batches()
+    assert ports.batches.episodes_in_batches() == before
+    assert ports.episodes.pending_users(tenant) == [(tenant, "dana")]

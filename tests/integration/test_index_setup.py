@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import functions.index_setup.handler as index_setup
-from memwrite.embedder import HashingEmbedder
+from memwrite.config import SearchConfig
 from memwrite.errors import IndexUnavailable
 from memwrite.schema import TABLES
 from memwrite_local.runtime.runner import LocalContext
@@ -46,7 +46,7 @@ def test_create_puts_the_hybrid_pipeline_and_the_index_the_adapter_queries(
     assert (exists.method, exists.path) == ("HEAD", "/memories")
     assert (create.method, create.path.split("?")[0]) == ("PUT", "/memories")
     vector = json.loads(create.body)["mappings"]["properties"]["content_vector"]
-    assert vector["dimension"] == HashingEmbedder().dimension  # the deployed embedder's
+    assert vector["dimension"] == SearchConfig().dimension  # the configured embedder's
     assert response["PhysicalResourceId"] == "memories"
     assert "aoss" in pipeline.headers["Authorization"]
 

@@ -120,7 +120,7 @@ def test_message_batches_end_after_their_latency_with_every_result(clock: Virtua
     for server, client in _serve(clock, limits=limits, batch_latency_s=600):
         requests = [{"custom_id": f"ep-{n}", "params": _params(text=f"turn {n}")} for n in range(3)]
         # When a batch is created, it is in progress
-        batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        batch = client.messages.batches.create(requests=requests)
         assert batch.processing_status == "in_progress"
         assert batch.request_counts.processing == 3
         # Then ten minutes later it has ended and its results are the recorded answers

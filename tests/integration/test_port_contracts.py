@@ -27,6 +27,7 @@ from memwrite.adapters.aws.dynamodb_ledger import (
 from memwrite.adapters.aws.dynamodb_store import DynamoEntityStore
 from memwrite.adapters.aws.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.adapters.sqlite.database import SqliteDatabase
+from memwrite.adapters.sqlite.delete import SqliteMemoryDeletion
 from memwrite.adapters.sqlite.erase import SqliteUserEraser
 from memwrite.adapters.sqlite.expiry import DUE_QUERY, SqliteExpiryFinder
 from memwrite.adapters.sqlite.ledger import (
@@ -41,7 +42,9 @@ from memwrite.adapters.sqlite.queue import SqliteTurnQueue
 from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite.store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
+from memwrite.change_events import deleted_memory_of, deletion_row_id
 from memwrite.config import TenantOverrides
+from memwrite.edit.ports import MemoryDeletion
 from memwrite.entities import Entity, EntityKind, VersionedEntity
 from memwrite.entity_facts import FactObservation
 from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
@@ -74,10 +77,12 @@ from memwrite.ports import (
     UserEraser,
     UserPortability,
 )
-from memwrite.reasons import TooShort
+from memwrite.reasons import MemoryDeleted, TooShort
 from memwrite.schema import EXPIRY_SHARDS, MEMORIES_EXPIRY_DUE
 from memwrite.store import (
     Commit,
+    DeletionCommit,
+    DeletionRecord,
     FactRow,
     LedgerEntry,
     OutboxOp,
@@ -111,6 +116,7 @@ class Ports:
     outbox: Outbox
     eraser: UserEraser
     rollbacks: TraceRollback
+    deletions: MemoryDeletion
     tenant_settings: TenantSettingsStore
     portability: UserPortability
     expiry: ExpiryFinder
@@ -150,6 +156,7 @@ def _moto_ports(aws: LocalAws) -> Ports:
         outbox=hype.outbox,
         eraser=query_api.erase.eraser,
         rollbacks=query_api.rollback.rollbacks,
+        deletions=query_api.delete.deletions,
         tenant_settings=_written(query_api.configs.store),
         portability=query_api.portability,
         expiry=build_expiry_deps().finder,
@@ -181,6 +188,7 @@ def _sqlite_ports(directory: Path) -> Ports:
         outbox=SqliteOutbox(database),
         eraser=SqliteUserEraser(database),
         rollbacks=SqliteTraceRollback(database),
+        deletions=SqliteMemoryDeletion(database),
         tenant_settings=SqliteTenantSettingsStore(database),
         portability=SqlitePortability(database),
         expiry=SqliteExpiryFinder(database),
@@ -1325,3 +1333,110 @@ def test_restore_writes_episodes_if_absent_with_their_outbox_rows(ports: Ports) 
     with pytest.raises(WriteConflict):
         ports.portability.restore(RestoreUnit("acme", user, episodes=[episode]))
     assert ports.portability.snapshot("acme", user) == UserSnapshot(episodes=[episode])
+
+
+# --- MemoryDeletion (memwrite.edit.ports) -------------------------------------------------
+
+
+def lisbon_deleted(user: str, ended: MemoryUnit, lisbon: MemoryUnit) -> DeletionCommit:
+    """Lisbon (rev 1) deleted: Berlin (rev 2) current again, the row at version 2."""
+    berlin = ended.model_copy(update={"superseded_by": None, "valid_until": None})
+    at = T0 + timedelta(days=1)
+    deleted = span("acme", lisbon.trace_id, "delete", lisbon.memory_id, 60)
+    return DeletionCommit(
+        tenant="acme",
+        user_id=user,
+        removed=VersionedMemory(lisbon, 1),
+        changed=[(berlin, 2)],
+        fact_key="e-user#lives_in",
+        fact_row=fact_row(ended, version=2),
+        outbox=[OutboxRow(berlin.memory_id, OutboxOp.UPSERT, lisbon.trace_id)],
+        announcement=OutboxRow(
+            deletion_row_id(lisbon.memory_id, at), OutboxOp.DELETE, lisbon.trace_id
+        ),
+        record=DeletionRecord(
+            memory_id=lisbon.memory_id,
+            user_id=user,
+            trace_id=lisbon.trace_id,
+            deleted_at=at,
+            restored=[berlin.memory_id],
+            updated=[],
+        ),
+        span=deleted.model_copy(
+            update={
+                "user_id": user,
+                "result": SpanResult.TRANSFORM,
+                "reason": MemoryDeleted(memory_id=lisbon.memory_id, restored=1),
+            }
+        ),
+    )
+
+
+def test_a_deletion_removes_restores_and_announces_itself(ports: Ports) -> None:
+    user = fresh("user")
+    ended, lisbon = berlin_then_lisbon(ports, user)
+    deletion = lisbon_deleted(user, ended, lisbon)
+    # When Lisbon is deleted
+    ports.deletions.apply_deletion(deletion)
+    # Then Lisbon and every outbox row of it are gone, Berlin is current at its next rev
+    stored = ports.store.get_memories("acme", user, [ended.memory_id, lisbon.memory_id])
+    assert list(stored) == [ended.memory_id]
+    assert stored[ended.memory_id] == VersionedMemory(deletion.changed[0][0], 3)
+    assert ports.reader.memory_by_id("acme", lisbon.memory_id) is None
+    pending = pending_of(ports, user)
+    assert [(c.memory_id, c.rev) for c in pending if c.memory_id == lisbon.memory_id] == []
+    # And the deletion's own row is pending for stage 7, on Lisbon's trace
+    [announced] = [c for c in pending if deleted_memory_of(c.memory_id) is not None]
+    assert deleted_memory_of(announced.memory_id) == (lisbon.memory_id, T0 + timedelta(days=1))
+    assert (announced.rev, announced.trace_id) == (1, lisbon.trace_id)
+    # And the row holds Berlin only, one version on; the span is on the trace
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in") == fact_row(ended, version=3)
+    assert deletion.span in ports.spans.spans_of("acme", lisbon.trace_id)
+    # And Berlin's pending memory rows are read as memories, the announcement is not
+    assert {m.memory_id for m in ports.store.pending_memories("acme", user, 10)} == {
+        ended.memory_id
+    }
+
+
+def test_a_deletion_with_one_stale_condition_applies_nothing(ports: Ports) -> None:
+    user = fresh("user")
+    ended, lisbon = berlin_then_lisbon(ports, user)
+    before = (ports.store.memories_of("acme", user), pending_of(ports, user))
+    deletion = lisbon_deleted(user, ended, lisbon)
+    stale_row = fact_row(ended, version=1)
+    for stale in (
+        replace(deletion, removed=VersionedMemory(lisbon, 2)),
+        replace(deletion, changed=[(deletion.changed[0][0], 1)]),
+        replace(deletion, fact_row=stale_row),
+    ):
+        with pytest.raises(WriteConflict):
+            ports.deletions.apply_deletion(stale)
+    assert (ports.store.memories_of("acme", user), pending_of(ports, user)) == before
+    assert ports.store.get_fact_row("acme", user, "e-user#lives_in").version == 2
+    assert deletion.span not in ports.spans.spans_of("acme", lisbon.trace_id)
+
+
+def test_a_memory_of_many_revisions_goes_with_every_outbox_row(ports: Ports) -> None:
+    # Given a memory written 120 times (more outbox rows than one DynamoDB transaction holds)
+    user = fresh("user")
+    source_trace(ports, user)
+    oslo = memory(user, "Oslo")
+    ports.store.commit(commit_of(user, (oslo, None)))
+    for rev in range(1, 120):
+        changed = oslo.model_copy(update={"confidence": 0.5 + rev / 1000})
+        ports.store.commit(commit_of(user, (changed, rev)))
+    current = ports.store.get_memories("acme", user, [oslo.memory_id])[oslo.memory_id]
+    assert current.rev == 120
+    # When it is deleted (an event-like memory: no row to write)
+    deletion = replace(
+        lisbon_deleted(user, oslo, oslo),
+        removed=current,
+        changed=[],
+        fact_key=None,
+        fact_row=None,
+        outbox=[],
+    )
+    ports.deletions.apply_deletion(deletion)
+    # Then the memory and all 120 of its outbox rows are gone; only the announcement waits
+    assert ports.store.get_memories("acme", user, [oslo.memory_id]) == {}
+    assert [deleted_memory_of(c.memory_id) is not None for c in pending_of(ports, user)] == [True]

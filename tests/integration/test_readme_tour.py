@@ -25,10 +25,19 @@ _VARIABLE_RE = re.compile(
 _MARK = "@@readme-block@@"
 
 
-def _tour_blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    tour = text[text.index("## A five-minute tour") : text.index("## HTTP API")]
-    return _BLOCK_RE.findall(tour)
+GETTING_STARTED = REPO_ROOT / "docs" / "getting-started.md"
+
+
+def _tour_blocks(path: Path = README) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    tour = text[text.index("## A five-minute tour") :]
+    return _BLOCK_RE.findall(tour[: tour.index("\n## ", 1)])
+
+
+def test_the_getting_started_guide_gives_the_same_tour() -> None:
+    # Given the tour in the README and in the getting started guide
+    # When / Then their commands and what they print are the same
+    assert _tour_blocks(GETTING_STARTED) == _tour_blocks()
 
 
 def _expected(block: str) -> list[str]:

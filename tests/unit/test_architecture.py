@@ -337,8 +337,12 @@ ADAPTERS = "adapters"
 
 
 def layer_of(module: str) -> str:
-    """The layer of a library module (`memwrite.<top>...`)."""
+    """The layer of a library module (`memwrite.<top>...`). A package's own `ports` module
+    (the Protocols of a capability, `memwrite.backfill.ports`) is domain, as `memwrite.ports`
+    is: adapters implement it."""
     top = module.split(".")[1] if "." in module else ""
+    if module.split(".")[2:] == ["ports"]:
+        return "domain"
     if top in {"wiring", ADAPTERS}:
         return top
     if not top or not (LIBRARY / top).is_dir() or top in DOMAIN_PACKAGES:

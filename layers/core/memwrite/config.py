@@ -31,6 +31,7 @@ from memwrite.reasons import PII_KINDS, SecretKind
 __all__ = [
     "RENAMED_KEYS",
     "AgentOverrides",
+    "BackfillConfig",
     "DedupeConfig",
     "EpisodesConfig",
     "ExtractConfig",
@@ -484,16 +485,39 @@ class EpisodesConfig(_Frozen):
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
     # How an episode's BM25 and kNN ranks are combined (as `search.fusion`, with its
-    # `rank_constant`). Episodes are the user's own words, long and unedited: BM25 finds their
-    # exact words, and WordLlama's vectors add what a query says in other words (measured:
-    # docs/episodes.md). With the hashing embedder, set bm25_weight 1.0: its vectors only add
-    # noise to BM25.
+    # `rank_constant`).
     fusion: Literal["rrf", "min_max"] = "rrf"
-    bm25_weight: float = Field(default=1.0, ge=0, le=1)
+    # Episodes are the user's own words, long and unedited: BM25's order leads, and the
+    # vectors break its near-ties and add what BM25 missed after its hits (measured with
+    # WordLlama: docs/search.md). With the hashing embedder, 1.0: its vectors only add noise.
+    bm25_weight: float = Field(default=0.95, ge=0, le=1)
 
     @property
     def retention_secs(self) -> int:
         return self.retention_days * 86_400
+
+
+class BackfillConfig(_Frozen):
+    """`pipeline.backfill` (docs/episodes.md): how pending episodes reach the model. `live`
+    sends each batch's extraction as a live turn's; `batch` submits them to the provider's
+    batch API (the Message Batches API, or Bedrock batch inference through S3) at
+    `batch_price_factor` of the list price, and applies each answer when its batch has ended
+    (docs/design.md §10)."""
+
+    mode: Literal["live", "batch"] = "live"
+    # Extraction requests in one submitted batch (the Message Batches API takes 100,000,
+    # Bedrock's default quota 50,000 records per job); more pending episodes: more batches.
+    max_batch_requests: int = Field(default=10_000, ge=1, le=100_000)
+    # Bedrock's quota of records a job needs at least (100 by default): fewer pending requests
+    # wait for the next round. The Message Batches API takes a batch of one.
+    bedrock_min_records: int = Field(default=100, ge=1)
+    # What a batched call costs, as a fraction of `extract.prices_per_mtok` (both providers
+    # bill batches at half the on-demand price).
+    batch_price_factor: float = Field(default=0.5, gt=0, le=1)
+    # How often `memwrite serve`'s batch worker polls the open batches and submits new ones.
+    poll_secs: float = Field(default=60.0, gt=0)
+    # Bedrock batch jobs that have not ended after this many hours are stopped (24 to 168).
+    bedrock_timeout_hours: int = Field(default=24, ge=24, le=168)
 
 
 class ModelLimits(_Frozen):
@@ -621,6 +645,7 @@ class PipelineConfig(_Frozen):
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
     episodes: EpisodesConfig = EpisodesConfig()
+    backfill: BackfillConfig = BackfillConfig()
     model: ModelConfig = ModelConfig()
 
     @model_validator(mode="before")

@@ -89,6 +89,11 @@ class LambdaEnvironment(BaseModel):
     # The api function's only: where exports too large for one response go
     # (`memwrite.adapters.aws.s3_exports`); unset (locally): every export is answered inline.
     exports_bucket: str | None = Field(default=None, alias="EXPORTS_BUCKET", min_length=1)
+    # The backfill function's, with Bedrock in batch mode (`memwrite.adapters.aws.
+    # bedrock_batches`): the bucket batch jobs read their input from and write their output
+    # to, and the service role Bedrock runs them as.
+    batch_bucket_name: str | None = Field(default=None, alias="BATCH_BUCKET", min_length=1)
+    batch_role: str | None = Field(default=None, alias="BATCH_ROLE_ARN", min_length=1)
     # Any emulator or a real account's endpoint; unset: the SDK's default for the region.
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).
@@ -152,6 +157,16 @@ class LambdaEnvironment(BaseModel):
         if not self.webhook_queue_url:
             raise ConfigError("environment variable WEBHOOK_QUEUE_URL is not set")
         return self.webhook_queue_url
+
+    def batch_bucket(self) -> str:
+        if not self.batch_bucket_name:
+            raise ConfigError("environment variable BATCH_BUCKET is not set")
+        return self.batch_bucket_name
+
+    def batch_role_arn(self) -> str:
+        if not self.batch_role:
+            raise ConfigError("environment variable BATCH_ROLE_ARN is not set")
+        return self.batch_role
 
     def queue_url(self) -> str:
         if not self.turn_queue_url:

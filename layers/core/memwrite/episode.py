@@ -38,6 +38,7 @@ def episode_of_doc_id(doc_id: str) -> str | None:
 
 class EpisodeStatus(StrEnum):
     PENDING = "pending"  # kept, waiting for a model (backfill)
+    IN_BATCH = "in_batch"  # its extraction submitted in a provider batch (`batch_id`)
     EXTRACTED = "extracted"  # run through extraction: `memory_ids` (or none, with `outcome`)
     EXPIRED = "expired"  # past `episodes.retention_days`: out of every query, then deleted
 
@@ -57,6 +58,9 @@ class Episode(BaseModel):
     memory_ids: list[str] = Field(default_factory=list)
     outcome: str | None = None  # why an extracted episode produced no memory (a reason type)
     backfill_trace_id: str | None = None
+    # The provider batch its extraction is in, while `in_batch` (the batch lane,
+    # docs/design.md §10).
+    batch_id: str | None = None
 
     @property
     def tenant(self) -> str:
@@ -101,6 +105,7 @@ class Episode(BaseModel):
             "memory_ids": list(self.memory_ids),
             "outcome": self.outcome,
             "backfill_trace_id": self.backfill_trace_id,
+            "batch_id": self.batch_id,
             "expires_at": datetime.fromtimestamp(self.expires_at, UTC).isoformat(),
         }
 

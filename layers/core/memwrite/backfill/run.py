@@ -51,8 +51,13 @@ __all__ = [
     "BackfillDeps",
     "BackfillRequest",
     "BackfillResult",
+    "Distilled",
     "backfill_pending",
     "backfill_user",
+    "distil_episodes",
+    "extraction_batches",
+    "open_trace",
+    "pending_episodes",
 ]
 
 _log = logging.getLogger(__name__)
@@ -121,9 +126,10 @@ class BackfillDeps:
     clock: Callable[[], float] = field(default=time.time)
 
 
-def _pending(
+def pending_episodes(
     tenant: str, user_id: str, request: BackfillRequest, deps: BackfillDeps
 ) -> list[Episode]:
+    """The user's pending episodes in [since, until], in observation order."""
     found: list[Episode] = []
     cursor: str | None = None
     while True:
@@ -143,7 +149,7 @@ def _pending(
         cursor = page.next_cursor
 
 
-def _batches(episodes: list[Episode]) -> list[list[Episode]]:
+def extraction_batches(episodes: list[Episode]) -> list[list[Episode]]:
     """Consecutive episodes that arrived together (session and request) form one batch."""
     batches: list[list[Episode]] = []
     for episode in episodes:
@@ -184,7 +190,7 @@ def backfill_user(
         raise UnknownUser(user_id)
     if not deps.has_model:
         raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
-    pending = _pending(tenant, user_id, request, deps)
+    pending = pending_episodes(tenant, user_id, request, deps)
     if not pending:
         return BackfillResult(
             user_id=user_id,
@@ -196,65 +202,26 @@ def backfill_user(
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
     trace_id = new_trace_id()
-    first = pending[0].turn
-    deps.ledger.put_trace(
-        TraceRecord(
-            trace_id=trace_id,
-            tenant=tenant,
-            user_id=user_id,
-            session_id=first.session_id,
-            agent_id=first.agent_id,
-            source=first.source.value,
-            created_at=datetime.fromtimestamp(deps.clock(), UTC).isoformat(),
-            turn_ids=tuple(episode.turn_id for episode in pending),
-        )
-    )
+    open_trace(trace_id, pending, deps)
     done: list[Episode] = []
     memory_ids: list[str] = []
     still_pending = remaining = 0
     no_room = False
-    for index, batch in enumerate(_batches(pending)):
+    for index, batch in enumerate(extraction_batches(pending)):
         spent = time.perf_counter() - started
         if no_room or (index > 0 and budget_secs is not None and spent >= budget_secs):
             remaining += len(batch)
             continue
-        turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
-        payload: Any = ExtractInput(turns=turns, backfill=True)
-        deferred: set[str] = set()
         try:
-            with calling_for(caller_of(tenant, config.model, Lane.BACKFILL)):
-                for stage in pipeline_stages():
-                    payload = stage.run(payload, config, deps.stage_deps(stage.name))
-                    if isinstance(payload, ExtractOutput):
-                        deferred = {
-                            t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED
-                        }
+            distilled = distil_episodes(batch, trace_id, config, deps, deps.stage_deps)
         except BudgetExhausted:
             # Extraction raises it before writing anything: the batch stays pending as is.
             no_room = True
             remaining += len(batch)
             continue
-        produced = _produced(payload)
-        reasons = _reject_reasons(tenant, trace_id, deps)
-        excluded = _excluded_turns(tenant, trace_id, config, deps)
-        finished: list[Episode] = []
-        for episode in batch:
-            if episode.turn_id in deferred:
-                still_pending += 1
-                continue
-            ids = sorted(set(produced.get(episode.turn_id, [])))
-            memory_ids.extend(ids)
-            if episode.turn_id in excluded:
-                # The model put it under an excluded topic: its words go, the episode expires.
-                topic = excluded[episode.turn_id]
-                finished.append(_withheld(episode, topic, ids, trace_id, deps.clock()))
-            else:
-                outcome = None if ids else reasons.get(episode.turn_id, "NoCandidates")
-                finished.append(_extracted(episode, ids, outcome, trace_id))
-        # Batch by batch: a failure later leaves what is done marked, the rest pending.
-        deps.episodes.update_episodes(finished)
-        _forget_excluded(batch, excluded, deps)
-        done.extend(finished)
+        still_pending += len(distilled.deferred)
+        memory_ids.extend(distilled.memory_ids)
+        done.extend(distilled.finished)
     return BackfillResult(
         user_id=user_id,
         trace_id=trace_id,
@@ -267,39 +234,97 @@ def backfill_user(
     )
 
 
-def _produced(payload: Any) -> dict[str, list[str]]:
-    """turn id -> the memories the pipeline stored or merged from it."""
+def open_trace(trace_id: str, episodes: list[Episode], deps: BackfillDeps) -> None:
+    """The trace a backfill of one user's episodes runs under (spans, cost, rollback)."""
+    first = episodes[0].turn
+    deps.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=first.tenant,
+            user_id=first.user_id,
+            session_id=first.session_id,
+            agent_id=first.agent_id,
+            source=first.source.value,
+            created_at=datetime.fromtimestamp(deps.clock(), UTC).isoformat(),
+            turn_ids=tuple(episode.turn_id for episode in episodes),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Distilled:
+    finished: list[Episode]  # now `extracted`, each linked to its memories (or its outcome)
+    deferred: list[Episode]  # the model failed on them again: `pending` (again)
+    memory_ids: list[str]
+
+
+def distil_episodes(
+    batch: list[Episode],
+    trace_id: str,
+    config: PipelineConfig,
+    deps: BackfillDeps,
+    stage_deps: Callable[[str], Any],
+) -> Distilled:
+    """One extraction batch of episodes (`extraction_batches`) through every pipeline stage,
+    as the live pipeline runs its turns, under `trace_id` and on the model budget's backfill
+    lane; then the episodes written: `extracted`, or `pending` (again) where the model failed.
+    `stage_deps` gives each stage its deps (the batch lane's extract stage answers from its
+    batch). Raises `BudgetExhausted` before writing anything."""
+    tenant = batch[0].tenant
+    turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
+    payload: Any = ExtractInput(turns=turns, backfill=True)
+    deferred: set[str] = set()
+    with calling_for(caller_of(tenant, config.model, Lane.BACKFILL)):
+        for stage in pipeline_stages():
+            payload = stage.run(payload, config, stage_deps(stage.name))
+            if isinstance(payload, ExtractOutput):
+                deferred = {t.turn_id for t in payload.turns if t.extractor is Extractor.DEFERRED}
     assert isinstance(payload, ItemsPayload)
     produced: dict[str, list[str]] = {}
     for item in payload.items:
         if item.memory_id is not None and item.outcome is not None:
             produced.setdefault(item.turn_id, []).append(item.memory_id)
-    return produced
-
-
-def _extracted(
-    episode: Episode, memory_ids: list[str], outcome: str | None, trace_id: str
-) -> Episode:
-    return episode.model_copy(
-        update={
-            "status": EpisodeStatus.EXTRACTED,
-            "memory_ids": memory_ids,
-            "outcome": outcome,
-            "backfill_trace_id": trace_id,
-        }
-    )
-
-
-def _forget_excluded(batch: list[Episode], excluded: dict[str, str], deps: BackfillDeps) -> None:
-    """After their episodes were withheld: the words the pre-filter recorded for the live
-    turns go too (their traces' inputs), and the episodes are deleted now where the store
-    sweeps (SQLite, the index document with it); on DynamoDB by its TTL, and no read returns
-    them meanwhile."""
-    if not excluded:
-        return
-    withheld = [episode.turn for episode in batch if episode.turn_id in excluded]
-    withhold_words(withheld, excluded, deps.ledger, deps.clock())
-    deps.episodes.expire(deps.clock())
+    reasons = _reject_reasons(tenant, trace_id, deps)
+    excluded = _excluded_turns(tenant, trace_id, config, deps)
+    finished: list[Episode] = []
+    again: list[Episode] = []
+    reset: list[Episode] = []  # deferred, and not pending before (in a provider batch)
+    memory_ids: list[str] = []
+    for episode in batch:
+        if episode.turn_id in deferred:
+            pending = episode.model_copy(update={"status": EpisodeStatus.PENDING, "batch_id": None})
+            again.append(pending)
+            if episode.status is not EpisodeStatus.PENDING:
+                reset.append(pending)
+            continue
+        ids = sorted(set(produced.get(episode.turn_id, [])))
+        memory_ids.extend(ids)
+        if episode.turn_id in excluded:
+            # The model put it under an excluded topic: its words go, the episode expires.
+            topic = excluded[episode.turn_id]
+            finished.append(_withheld(episode, topic, ids, trace_id, deps.clock()))
+            continue
+        finished.append(
+            episode.model_copy(
+                update={
+                    "status": EpisodeStatus.EXTRACTED,
+                    "batch_id": None,
+                    "memory_ids": ids,
+                    "outcome": None if ids else reasons.get(episode.turn_id, "NoCandidates"),
+                    "backfill_trace_id": trace_id,
+                }
+            )
+        )
+    # Batch by batch: a failure later leaves what is done marked, the rest pending.
+    deps.episodes.update_episodes([*finished, *reset])
+    if excluded:
+        # The words the pre-filter recorded for the live turn go too (its trace's inputs).
+        withheld = [e.turn for e in batch if e.turn_id in excluded]
+        withhold_words(withheld, excluded, deps.ledger, deps.clock())
+        # Deleted now where the store sweeps (SQLite, its index document with it); on
+        # DynamoDB by its TTL, and no read returns it meanwhile.
+        deps.episodes.expire(deps.clock())
+    return Distilled(finished=finished, deferred=again, memory_ids=memory_ids)
 
 
 def _excluded_turns(

@@ -16,11 +16,12 @@ from memwrite.errors import (
     TruncatedLlmOutput,
 )
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
-from memwrite.extract.llm import extract_with_llm, merge_candidates
-from memwrite.extract.rules import extract_with_rules
+from memwrite.extract.llm import extract_with_llm, extraction_prompts, merge_candidates
+from memwrite.extract.rules import RuleExtraction, extract_with_rules
 from memwrite.extract.verifier import verify_extraction
 from memwrite.payloads import Extractor
 from memwrite.ports import CandidateVerifier, ExtractionLlm
+from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import ExcludedTopic, QualityDiscard, Reason, Ungrounded
 from memwrite.topics import marked_topic
@@ -32,6 +33,7 @@ __all__ = [
     "excluded_by_vocabulary",
     "excluded_topic",
     "extract_candidates",
+    "model_prompts",
 ]
 
 # `BatchExtraction.model_error` of a batch deferred for want of budget, and of one whose
@@ -89,6 +91,29 @@ def _triage(
     return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected), excluded_turn)
 
 
+def _rule_readings(turns: Sequence[BatchTurn]) -> dict[str, RuleExtraction]:
+    return {
+        turn.turn_id: extract_with_rules(
+            turn.text,
+            role=turn.role.value,
+            observed_at=turn.timestamp,
+            source_turn_id=turn.turn_id,
+        )
+        for turn in turns
+    }
+
+
+def model_prompts(
+    turns: Sequence[BatchTurn], context: Sequence[SessionTurn], config: ExtractConfig
+) -> list[RenderedPrompt]:
+    """The model requests `extract_candidates` makes for this batch when the model answers
+    (none when the rules handle every turn): the batch lane submits these."""
+    if all(found.fully_covered for found in _rule_readings(turns).values()):
+        return []
+    inp = ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context))
+    return extraction_prompts(inp, config)
+
+
 def extract_candidates(
     turns: Sequence[BatchTurn],
     context: Sequence[SessionTurn],
@@ -108,15 +133,7 @@ def extract_candidates(
     turn's rule candidates are dropped: the turn is kept whole, as an episode. An empty model
     budget (`BudgetExhausted`) propagates, for the batch to wait in the queue, unless
     `defer_on_budget` (it waited long enough): then it defers like a failure (`BUDGET_ERROR`)."""
-    rules = {
-        turn.turn_id: extract_with_rules(
-            turn.text,
-            role=turn.role.value,
-            observed_at=turn.timestamp,
-            source_turn_id=turn.turn_id,
-        )
-        for turn in turns
-    }
+    rules = _rule_readings(turns)
     needs_llm = any(not found.fully_covered for found in rules.values())
     llm_candidates: dict[str, list[Candidate]] = {}
     calls: tuple[LlmUsage, ...] = ()

@@ -46,6 +46,7 @@ __all__ = [
     "count_llm_calls",
     "detail_windows",
     "extract_with_llm",
+    "extraction_prompts",
     "merge_candidates",
 ]
 
@@ -206,6 +207,13 @@ def count_llm_calls(inp: ExtractPromptInput, config: ExtractConfig) -> int:
     return 1 + len(_conversation_windows(inp, config))
 
 
+def extraction_prompts(inp: ExtractPromptInput, config: ExtractConfig) -> list[RenderedPrompt]:
+    """The prompts `extract_with_llm` sends for a batch, the full pass first: what the batch
+    lane submits (`memwrite.backfill.batch`) is exactly what a live extraction asks."""
+    windows = _conversation_windows(inp, config)
+    return [render(inp, config), *(render_detail(inp, window, config) for window in windows)]
+
+
 def _answer(
     llm: ExtractionLlm,
     model: str,
@@ -312,13 +320,7 @@ def extract_with_llm(
     after one retry raises `ExtractionFailed`; `LlmUnavailable` and `LlmRequestRejected`
     propagate as raised.
     """
-    windows = _conversation_windows(inp, config)
-    outcomes = _run_passes(
-        llm,
-        [render(inp, config), *(render_detail(inp, window, config) for window in windows)],
-        turn_refs(inp),
-        config,
-    )
+    outcomes = _run_passes(llm, extraction_prompts(inp, config), turn_refs(inp), config)
     malformed = sum(outcome.malformed for outcome in outcomes)
     for _ in range(malformed):
         on_json_fail()

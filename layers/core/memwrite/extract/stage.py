@@ -31,6 +31,7 @@ from memwrite.errors import BudgetExhausted, BudgetWait, SourceErased
 from memwrite.extract.candidates import BUDGET_ERROR, extract_candidates
 from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
+from memwrite.extract.requests import batch_turns, session_context
 from memwrite.ids import content_hash
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import (
@@ -50,7 +51,7 @@ from memwrite.ports import (
     SpanStore,
     TurnLedger,
 )
-from memwrite.prompts.extract import BatchTurn, SessionTurn
+from memwrite.prompts.extract import BatchTurn
 from memwrite.reasons import (
     DeferredBudget,
     DeferredModelFailed,
@@ -155,7 +156,7 @@ def _extract_batch(
     try:
         return extract_candidates(
             inferred,
-            _context(ordered, config.extract, deps.session_log, deps.clock()),
+            session_context(ordered, config.extract, deps.session_log, deps.clock()),
             config.extract,
             deps.llm,
             on_json_fail=lambda: deps.metrics.event(STAGE, "extraction_json_fail"),
@@ -200,21 +201,6 @@ def _turn_verdict(
     if not extraction.candidates:
         return SpanResult.REJECT, NoCandidates(extractor=extraction.extractor.value)
     return SpanResult.PASS, None
-
-
-def _context(
-    turns: Sequence[QueuedTurn], config: ExtractConfig, log: SessionLog, now: float
-) -> list[SessionTurn]:
-    first = turns[0]
-    earlier = log.recent(
-        first.tenant,
-        first.user_id,
-        first.session_id,
-        session_sort_key(first),
-        config.max_source_turns,
-        now=now,
-    )
-    return [SessionTurn(role=t.role, text=t.text, timestamp=t.observed_at) for t in earlier]
 
 
 def _episode_of(
@@ -309,16 +295,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     # SQS may deliver the same message twice in one batch: one turn id, one turn.
     unique = {turn.turn_id: turn for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
-    batch = [
-        BatchTurn(
-            turn_id=t.turn_id,
-            role=t.role,
-            text=t.text,
-            timestamp=t.observed_at,
-            in_reply_to=t.context,
-        )
-        for t in ordered
-    ]
+    batch = batch_turns(ordered)
     # A live batch waits in the queue for the model budget up to `model.max_wait_s` after it
     # was accepted; past that it is deferred (DeferredBudget). A backfill never waits here.
     waited_s = _waited_s(ordered, deps.clock())

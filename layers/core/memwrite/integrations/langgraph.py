@@ -13,8 +13,9 @@ The mapping (docs/integrations/langgraph.md has the table):
 - **put**: a direct memory (`POST /v1/users/{user_id}/memories`): type `value["type"]`
   (default `fact`), the attribute of the key, `value["text"]` as its text and value. An
   attribute memwrite does not know is single-valued: a later put of the key supersedes the
-  earlier one. `ttl` (minutes) becomes the memory's `expires_at`. It waits for the pipeline
-  (up to `wait_secs`), so a search right after finds it. `value=None` deletes.
+  earlier one (a known many-valued one, such as `likes`, keeps both; `get` returns the
+  newest). `ttl` (minutes) becomes the memory's `expires_at`. It waits for the pipeline (up
+  to `wait_secs`), so a search right after finds it. `value=None` deletes.
 - **get**: the user's current memory (not superseded) of that attribute about the user.
 - **search**: `query` is memwrite's hybrid search (memories only); no query lists the user's
   current memories. `filter` matches the returned values' fields exactly.

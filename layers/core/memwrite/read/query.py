@@ -127,7 +127,8 @@ class SearchResultView(MemoryView):
 
 class EpisodeView(BaseModel):
     """An episode as the API returns it: a kept turn's own (masked) words, waiting for a model
-    (`pending`), distilled (`extracted`, with `memory_ids`) or `expired` (docs/episodes.md)."""
+    (`pending`), in a provider batch (`in_batch`, with `batch_id`), distilled (`extracted`,
+    with `memory_ids`) or `expired` (docs/episodes.md)."""
 
     kind: Literal["episode"]
     turn_id: str
@@ -143,6 +144,7 @@ class EpisodeView(BaseModel):
     memory_ids: list[str]
     outcome: str | None
     backfill_trace_id: str | None
+    batch_id: str | None
     expires_at: datetime
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
+    from memwrite.backfill.ports import EpisodeBatches, ModelBatches
     from memwrite.budget import BudgetStore, ModelBudget
     from memwrite.edit.ports import MemoryDeletion
     from memwrite.ports import (
@@ -234,6 +235,39 @@ class Adapters(ABC):
 
         return S3ExportSpill(s3_client(self.env.aws_endpoint_url), self.env.exports_bucket)
 
+    def model_batches(self) -> ModelBatches | None:
+        """The batch lane's provider (`pipeline.backfill.mode = batch`): the Message Batches
+        API, or Bedrock batch inference through the environment's batch bucket when the
+        provider is Bedrock; None offline."""
+        return self._once("model_batches", self._model_batches)
+
+    def _model_batches(self) -> ModelBatches | None:
+        if not self._has_llm():
+            return None
+        extract = self.settings.pipeline.extract
+        backfill = self.settings.pipeline.backfill
+        if extract.provider == "anthropic":
+            from memwrite.adapters.anthropic.batches import AnthropicMessageBatches
+
+            return AnthropicMessageBatches(
+                extract, price_factor=backfill.batch_price_factor, **self._llm_options()
+            )
+        from memwrite.adapters.aws.bedrock_batches import BedrockBatchInference, BedrockJobs
+        from memwrite.adapters.aws.clients import bedrock_client, s3_client
+
+        endpoint = self.env.aws_endpoint_url
+        jobs = BedrockJobs(
+            bedrock=bedrock_client(extract.aws_region or self.env.aws_region, endpoint),
+            s3=s3_client(endpoint),
+            bucket=self.env.batch_bucket(),
+            role_arn=self.env.batch_role_arn(),
+        )
+        return BedrockBatchInference(extract, backfill, jobs)
+
+    @abstractmethod
+    def episode_batches(self) -> EpisodeBatches:
+        """Which episodes are in which provider batch: the episode store's other side."""
+
     def _configs(self, *, readable: bool) -> TenantConfigs:
         store = self.tenant_settings() if readable else None
         cache_secs = self.env.settings_cache_secs
@@ -358,6 +392,11 @@ class _DynamoAdapters(Adapters):
         return DynamoSessionLog(self.dynamodb, self.env.turns_table, self.env.outbox_table or None)
 
     def episodes(self) -> EpisodeStore:
+        from memwrite.adapters.aws.dynamodb_episodes import DynamoEpisodeStore
+
+        return DynamoEpisodeStore(self.dynamodb, self.env.turns_table)
+
+    def episode_batches(self) -> EpisodeBatches:
         from memwrite.adapters.aws.dynamodb_episodes import DynamoEpisodeStore
 
         return DynamoEpisodeStore(self.dynamodb, self.env.turns_table)
@@ -493,6 +532,11 @@ class _SqliteAdapters(Adapters):
         return SqliteSessionLog(self.database)
 
     def episodes(self) -> EpisodeStore:
+        from memwrite.adapters.sqlite.episodes import SqliteEpisodeStore
+
+        return SqliteEpisodeStore(self.database)
+
+    def episode_batches(self) -> EpisodeBatches:
         from memwrite.adapters.sqlite.episodes import SqliteEpisodeStore
 
         return SqliteEpisodeStore(self.database)

@@ -21,10 +21,10 @@ from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 from memwrite.stages import STAGES, StagePlacement, stage_named
 from memwrite.tenants import TenantConfigs
-from memwrite.wiring.backends import Adapters, build_embedder, opensearch_index
+from memwrite.wiring.backends import Adapters, opensearch_index
 
 if TYPE_CHECKING:
-    from memwrite.backfill import BackfillDeps
+    from memwrite.backfill import BackfillDeps, BatchDeps
     from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
@@ -56,6 +56,7 @@ __all__ = [
     "build_api_key_store",
     "build_api_key_table",
     "build_backfill_deps",
+    "build_batch_deps",
     "build_dead_letter_deps",
     "build_expiry_deps",
     "build_index_setup",
@@ -141,7 +142,7 @@ def build_index_setup(environ: Mapping[str, str] | None = None) -> IndexSetupDep
         raise ConfigError("environment variable OPENSEARCH_ENDPOINT is not set")
     from memwrite.read.query import memory_fusion
 
-    index = opensearch_index(env, env.opensearch_endpoint, build_embedder(env).dimension)
+    index = opensearch_index(env, env.opensearch_endpoint, env.settings.pipeline.search.dimension)
     return IndexSetupDeps(
         index=index,
         index_name=env.opensearch_index,
@@ -239,6 +240,23 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         has_model=adapters.extraction_llm() is not None,
         # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
         configs=adapters.configs(stage_named("extract")),
+    )
+
+
+def build_batch_deps(environ: Mapping[str, str] | None = None) -> BatchDeps:
+    """The batch lane's (`pipeline.backfill.mode = batch`): the backfill's deps, the
+    provider's batch API (None offline: a round refuses, `ModelRequired`, as a live backfill
+    does) and the episode store's batch side."""
+    from memwrite.backfill import BatchDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    return BatchDeps(
+        backfill=build_backfill_deps(environ),
+        batches=adapters.model_batches(),
+        store=adapters.episode_batches(),
+        session_log=adapters.session_log(),
+        metrics=adapters.metrics,
+        max_requests=adapters.settings.pipeline.backfill.max_batch_requests,
     )
 
 

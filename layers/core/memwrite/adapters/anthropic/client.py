@@ -42,7 +42,7 @@ from memwrite.usage import LlmUsage, report_usage
 
 if TYPE_CHECKING:
     import httpx2
-    from anthropic import Anthropic, AnthropicBedrock, APIStatusError
+    from anthropic import Anthropic, AnthropicBedrock, AnthropicError, APIStatusError
     from anthropic.types import (
         AssistantMessageParam,
         Message,
@@ -50,8 +50,9 @@ if TYPE_CHECKING:
         OutputConfigParam,
         UserMessageParam,
     )
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
-__all__ = ["MAX_GROWN_OUTPUT_TOKENS", "ClientOptions", "StructuredClient"]
+__all__ = ["MAX_GROWN_OUTPUT_TOKENS", "ClientOptions", "StructuredClient", "api_error"]
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
 
@@ -206,37 +207,65 @@ class StructuredClient(Generic[_ResultT]):
         grant = self._admit(model, estimate, max_tokens)
         try:
             response = self._client.messages.create(
-                model=model,
-                max_tokens=max_tokens,
-                system=system,
-                messages=params,
-                output_config=self._output_config,
+                **self._params(model, system, params, max_tokens)
             )
-        except anthropic.APIStatusError as exc:
+        except anthropic.AnthropicError as exc:
             self._settle(grant, 0, 0)
-            if exc.status_code in _THROTTLE_STATUSES and self._budget is not None:
+            throttled = isinstance(exc, anthropic.APIStatusError) and (
+                exc.status_code in _THROTTLE_STATUSES
+            )
+            if throttled and self._budget is not None:
+                assert isinstance(exc, anthropic.APIStatusError)
                 self._budget.throttled(self._provider, model, _retry_after(exc))
-            if exc.status_code in _TRANSIENT_STATUSES or exc.status_code >= 500:
-                raise LlmUnavailable(f"model API returned {exc.status_code}") from exc
-            raise LlmRequestRejected(
-                f"model API rejected the request with {exc.status_code}", exc.status_code
-            ) from exc
-        except anthropic.APIConnectionError as exc:  # timeouts included
-            self._settle(grant, 0, 0)
-            raise LlmUnavailable(f"model API unreachable: {type(exc).__name__}") from exc
-        except anthropic.AnthropicError as exc:  # client-side: credentials, configuration
-            self._settle(grant, 0, 0)
-            raise LlmRequestRejected(f"model call not made: {type(exc).__name__}") from exc
+            raise api_error(exc) from exc
         self._settle(grant, response.usage.input_tokens, response.usage.output_tokens)
-        usage = LlmUsage(
+        return response, self._usage(response, model, 1.0)
+
+    def _params(
+        self, model: str, system: str, params: list[MessageParam], max_tokens: int
+    ) -> MessageCreateParamsNonStreaming:
+        return {
+            "model": model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": params,
+            "output_config": self._output_config,
+        }
+
+    def _usage(self, response: Message, model: str, price_factor: float) -> LlmUsage:
+        tokens_in, tokens_out = response.usage.input_tokens, response.usage.output_tokens
+        return LlmUsage(
             model=response.model,
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
-            cost_usd=cost_usd(
-                model, response.usage.input_tokens, response.usage.output_tokens, self._prices
-            ),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost_usd=cost_usd(model, tokens_in, tokens_out, self._prices) * price_factor,
         )
-        return response, usage
+
+    @property
+    def sdk(self) -> Anthropic | AnthropicBedrock:
+        """The SDK client itself (the batch lane's Message Batches calls go through it)."""
+        return self._client
+
+    def request(
+        self, system: str, messages: Sequence[PromptMessage], *, model: str | None = None
+    ) -> MessageCreateParamsNonStreaming:
+        """The Messages API request `call` sends first: a batched request is the same
+        (`memwrite.adapters.anthropic.batches`, `memwrite.adapters.aws.bedrock_batches`)."""
+        model = model or self._model
+        # `model` may differ from the configured one: an unpriced one must fail before the call.
+        price_per_mtok(model, self._prices)
+        params = [_message_param(message) for message in messages]
+        return self._params(model, system, params, self._max_tokens)
+
+    def answer(
+        self, response: Message, *, model: str, price_factor: float = 1.0
+    ) -> tuple[_ResultT, LlmUsage]:
+        """A Messages API answer to a request for `model`, validated, with what it cost
+        (`price_factor` of the list price: a batched call's discount). Raises
+        `MalformedLlmOutput` (with the usage); a truncated answer is malformed too (the batch
+        lane asks no second time)."""
+        usage = self._usage(response, model, price_factor)
+        return self._parse(response, usage), usage
 
     def _admit(self, model: str, estimate: int, max_tokens: int) -> Grant | None:
         if self._budget is None:
@@ -269,6 +298,22 @@ class StructuredClient(Generic[_ResultT]):
                 f"first at {where}: {errors[0]['type']}",
                 replace(usage, malformed=True),
             ) from exc
+
+
+def api_error(exc: AnthropicError) -> LlmUnavailable | LlmRequestRejected:
+    """What an SDK error means once the SDK's own retries are spent: try later, or never."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APIStatusError):
+        if exc.status_code in _TRANSIENT_STATUSES or exc.status_code >= 500:
+            return LlmUnavailable(f"model API returned {exc.status_code}")
+        return LlmRequestRejected(
+            f"model API rejected the request with {exc.status_code}", exc.status_code
+        )
+    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
+        return LlmUnavailable(f"model API unreachable: {type(exc).__name__}")
+    # Client-side: credentials, configuration.
+    return LlmRequestRejected(f"model call not made: {type(exc).__name__}")
 
 
 def _combined(first: LlmUsage, second: LlmUsage) -> LlmUsage:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "apigateway_client",
+    "bedrock_client",
     "dynamodb_client",
     "events_client",
     "s3_client",
@@ -28,6 +29,11 @@ _CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeou
 
 def _kwargs(endpoint_url: str | None) -> dict[str, Any]:
     return {"config": _CONFIG, **({"endpoint_url": endpoint_url} if endpoint_url else {})}
+
+
+def bedrock_client(region: str, endpoint_url: str | None = None) -> Any:
+    """Bedrock's control plane (batch inference jobs; no stubs installed)."""
+    return boto3.client("bedrock", region_name=region, **_kwargs(endpoint_url))
 
 
 def apigateway_client(endpoint_url: str | None = None) -> Any:

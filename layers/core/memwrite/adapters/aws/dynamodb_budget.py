@@ -106,12 +106,11 @@ class DynamoBudgetStore:
                     TableName=self._table, Item=_item(record), **_condition(record)
                 )
             else:
-                self._client.transact_write_items(
-                    TransactItems=[
-                        {"Put": {"TableName": self._table, "Item": _item(r), **_condition(r)}}
-                        for r in records
-                    ]
-                )
+                puts: list[dict[str, Any]] = [
+                    {"Put": {"TableName": self._table, "Item": _item(r), **_condition(r)}}
+                    for r in records
+                ]
+                self._client.transact_write_items(TransactItems=puts)  # type: ignore[arg-type]
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in _LOST:
                 return False

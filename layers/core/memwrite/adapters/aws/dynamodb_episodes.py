@@ -2,17 +2,23 @@
 turn id), listed in observation order through the table's overloaded `lookup` index
 (`USEREPISODES#tenant#user`, `observed_at#turn_id`). `expires_at` is the table's TTL
 attribute: DynamoDB deletes an expired episode by itself (lazily; reads treat it as expired
-at once). `episode_puts` are the items `DynamoSessionLog.append` adds to its transaction."""
+at once). `episode_puts` are the items `DynamoSessionLog.append` adds to its transaction.
+
+The batch lane (`memwrite.backfill.ports.EpisodeBatches`) keeps, per provider batch, one item
+per episode in it (`EPISODEBATCH#<batch id>`, `MEMBER#tenant#user#turn`) and a marker
+(`#batch`) that the `lookup` index lists under `OPENEPISODEBATCHES` until the batch is closed:
+no scan finds the open batches, and every item has a TTL past any batch's life."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.adapters.aws.dynamodb_calls import unavailable
+from memwrite.adapters.aws.dynamodb_calls import batch_write, unavailable
 from memwrite.adapters.aws.dynamodb_ledger import episode_item, episode_lookup_key, episode_pk
 from memwrite.adapters.page_cursor import decode_trace_cursor, encode_trace_cursor, time_bounds
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
@@ -24,6 +30,7 @@ from memwrite.schema import (
     PENDING_SHARDS,
     PENDING_USER,
     SORT_KEY,
+    TTL_ATTRIBUTE,
     TURNS_LOOKUP,
     TURNS_PENDING_EPISODES,
 )
@@ -35,6 +42,14 @@ __all__ = ["DynamoEpisodeStore"]
 
 PK, SK = PARTITION_KEY, SORT_KEY
 _BATCH_GET_LIMIT = 100
+_OPEN_BATCHES = "OPENEPISODEBATCHES"
+_MARKER, _MEMBER = "#batch", "MEMBER#"
+# Past the longest batch (Bedrock's 168 hours) with room to apply it: then DynamoDB deletes.
+_BATCH_ITEM_TTL_SECS = 8 * 86_400
+
+
+def _batch_pk(batch_id: str) -> str:
+    return f"EPISODEBATCH#{batch_id}"
 
 
 class DynamoEpisodeStore:
@@ -157,3 +172,141 @@ class DynamoEpisodeStore:
     def expire(self, now: float) -> list[Episode]:
         # The table's TTL deletes expired episodes; reads already treat them as expired.
         return []
+
+    def _put(self, item: dict[str, Any], condition: str | None = None, **values: Any) -> bool:
+        """PutItem; False when `condition` (over `:values`) does not hold."""
+        kwargs: dict[str, Any] = {"TableName": self._table, "Item": item}
+        if condition is not None:
+            kwargs["ConditionExpression"] = condition
+            kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+            kwargs["ExpressionAttributeValues"] = values
+        try:
+            self._client.put_item(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise unavailable(exc, "PutItem") from exc
+        return True
+
+    def add_to_batch(self, batch_id: str, episodes: Sequence[Episode]) -> list[Episode]:
+        now = time.time()
+        expires = {"N": str(int(now) + _BATCH_ITEM_TTL_SECS)}
+        stamp = datetime.fromtimestamp(now, UTC).isoformat()
+        pk = {"S": _batch_pk(batch_id)}
+        self._put(
+            {
+                PK: pk,
+                SK: {"S": _MARKER},
+                LOOKUP_KEY: {"S": _OPEN_BATCHES},
+                LOOKUP_SORT: {"S": f"{stamp}#{batch_id}"},
+                "batch_id": {"S": batch_id},
+                TTL_ATTRIBUTE: expires,
+            }
+        )
+        marked: list[Episode] = []
+        for episode in episodes:
+            # The member first: an episode is never in a batch that cannot find it.
+            member = f"{_MEMBER}{episode.tenant}#{episode.user_id}#{episode.turn_id}"
+            self._put({PK: pk, SK: {"S": member}, TTL_ATTRIBUTE: expires})
+            in_batch = episode.model_copy(
+                update={"status": EpisodeStatus.IN_BATCH, "batch_id": batch_id}
+            )
+            # Only a pending one: a live backfill may have taken it meanwhile.
+            if self._put(
+                episode_item(in_batch),
+                "#status = :pending",
+                **{":pending": {"S": EpisodeStatus.PENDING.value}},
+            ):
+                marked.append(in_batch)
+                continue
+            try:
+                self._client.delete_item(TableName=self._table, Key={PK: pk, SK: {"S": member}})
+            except ClientError as exc:
+                raise unavailable(exc, "DeleteItem") from exc
+        return marked
+
+    def _query(self, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs["TableName"] = self._table
+        while True:
+            try:
+                response = self._client.query(**kwargs)
+            except ClientError as exc:
+                raise unavailable(exc, "Query") from exc
+            items.extend(response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return items
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def open_batches(self) -> list[str]:
+        items = self._query(
+            IndexName=TURNS_LOOKUP.name,
+            KeyConditionExpression=f"{LOOKUP_KEY} = :key",
+            ExpressionAttributeValues={":key": {"S": _OPEN_BATCHES}},
+        )
+        return [item["batch_id"]["S"] for item in items]
+
+    def _members(self, batch_id: str) -> list[tuple[str, str, str]]:
+        items = self._query(
+            KeyConditionExpression=f"{PK} = :pk AND begins_with({SK}, :member)",
+            ExpressionAttributeValues={
+                ":pk": {"S": _batch_pk(batch_id)},
+                ":member": {"S": _MEMBER},
+            },
+            ProjectionExpression=SK,
+        )
+        members = []
+        for item in items:
+            # MEMBER#tenant#user#turn: ids never hold "#"
+            _, tenant, user_id, turn_id = item[SK]["S"].split("#", 3)
+            members.append((tenant, user_id, turn_id))
+        return members
+
+    def batch_episodes(self, batch_id: str) -> list[Episode]:
+        users: dict[tuple[str, str], list[str]] = {}
+        for tenant, user_id, turn_id in self._members(batch_id):
+            users.setdefault((tenant, user_id), []).append(turn_id)
+        found: list[Episode] = []
+        for (tenant, user_id), turn_ids in users.items():
+            found.extend(self.get_episodes(tenant, user_id, turn_ids).values())
+        return [
+            episode
+            for episode in found
+            if episode.status is EpisodeStatus.IN_BATCH and episode.batch_id == batch_id
+        ]
+
+    def close_batch(self, batch_id: str) -> None:
+        pk = {"S": _batch_pk(batch_id)}
+        # The marker last: until it is gone the batch is listed, and closing can be redone.
+        members = [
+            {"DeleteRequest": {"Key": {PK: pk, SK: {"S": f"{_MEMBER}{'#'.join(member)}"}}}}
+            for member in self._members(batch_id)
+        ]
+        batch_write(self._client, self._table, members)
+        batch_write(
+            self._client, self._table, [{"DeleteRequest": {"Key": {PK: pk, SK: {"S": _MARKER}}}}]
+        )
+
+    def episodes_in_batches(self) -> int:
+        # Members counted, not read (a member whose episode was erased meanwhile still counts).
+        total = 0
+        for batch_id in self.open_batches():
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "KeyConditionExpression": f"{PK} = :pk AND begins_with({SK}, :member)",
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": _batch_pk(batch_id)},
+                    ":member": {"S": _MEMBER},
+                },
+                "Select": "COUNT",
+            }
+            while True:
+                try:
+                    response = self._client.query(**kwargs)
+                except ClientError as exc:
+                    raise unavailable(exc, "Query") from exc
+                total += response.get("Count", 0)
+                if "LastEvaluatedKey" not in response:
+                    break
+                kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return total

@@ -123,6 +123,12 @@ CREATE TABLE IF NOT EXISTS episodes (
     doc TEXT NOT NULL, PRIMARY KEY (tenant, user_id, turn_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS episodes_by_time ON episodes (tenant, user_id, sort_key);
 CREATE INDEX IF NOT EXISTS episodes_by_expiry ON episodes (expires_at);
+-- The batch lane (`memwrite.backfill.batch`): which episodes went into which provider batch,
+-- until the batch is closed. A new table, so files written before it gain it on open.
+CREATE TABLE IF NOT EXISTS episode_batches (
+    batch_id TEXT NOT NULL, tenant TEXT NOT NULL, user_id TEXT NOT NULL, turn_id TEXT NOT NULL,
+    submitted_at REAL NOT NULL,
+    PRIMARY KEY (batch_id, tenant, user_id, turn_id)) WITHOUT ROWID;
 -- Who has a pending episode (the backfill of every user), without reading the others.
 CREATE INDEX IF NOT EXISTS episodes_pending ON episodes (tenant, user_id)
     WHERE status = 'pending';

@@ -1,11 +1,13 @@
 """SQLite episodes: the twin of the DynamoDB episode items (`dynamodb_episodes.py`). The row
 is written with the session log's turn and an outbox row in one transaction
 (`SqliteSessionLog.append`); the outbox row (`episode:<turn id>`, op `episode`) makes stage 7
-index it."""
+index it. The batch lane's membership rows (`episode_batches`) say which episodes went into
+which provider batch (`memwrite.backfill.ports.EpisodeBatches`)."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -140,6 +142,68 @@ class SqliteEpisodeStore:
     def expire(self, now: float) -> list[Episode]:
         with self._db.transaction() as connection:
             return expire_episodes(connection, now)
+
+    def add_to_batch(self, batch_id: str, episodes: Sequence[Episode]) -> list[Episode]:
+        marked: list[Episode] = []
+        now = time.time()
+        with self._db.transaction() as connection:
+            for episode in episodes:
+                in_batch = episode.model_copy(
+                    update={"status": EpisodeStatus.IN_BATCH, "batch_id": batch_id}
+                )
+                # Only a pending one: a live backfill may have taken it meanwhile.
+                cursor = connection.execute(
+                    "UPDATE episodes SET status = ?, doc = ? "
+                    "WHERE tenant = ? AND user_id = ? AND turn_id = ? AND status = ?",
+                    (
+                        in_batch.status.value,
+                        in_batch.model_dump_json(),
+                        episode.tenant,
+                        episode.user_id,
+                        episode.turn_id,
+                        EpisodeStatus.PENDING.value,
+                    ),
+                )
+                if cursor.rowcount == 0:
+                    continue
+                connection.execute(
+                    "INSERT OR IGNORE INTO episode_batches "
+                    "(batch_id, tenant, user_id, turn_id, submitted_at) VALUES (?, ?, ?, ?, ?)",
+                    (batch_id, episode.tenant, episode.user_id, episode.turn_id, now),
+                )
+                marked.append(in_batch)
+        return marked
+
+    def open_batches(self) -> list[str]:
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT batch_id FROM episode_batches GROUP BY batch_id "
+                "ORDER BY MIN(submitted_at), batch_id"
+            ).fetchall()
+        return [batch_id for (batch_id,) in rows]
+
+    def batch_episodes(self, batch_id: str) -> list[Episode]:
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT e.doc FROM episode_batches AS b JOIN episodes AS e "
+                "USING (tenant, user_id, turn_id) WHERE b.batch_id = ? AND e.status = ?",
+                (batch_id, EpisodeStatus.IN_BATCH.value),
+            ).fetchall()
+        found = [Episode.model_validate_json(doc) for (doc,) in rows]
+        return [episode for episode in found if episode.batch_id == batch_id]
+
+    def close_batch(self, batch_id: str) -> None:
+        with self._db.transaction() as connection:
+            connection.execute("DELETE FROM episode_batches WHERE batch_id = ?", (batch_id,))
+
+    def episodes_in_batches(self) -> int:
+        with self._db.connection() as connection:
+            row = connection.execute(
+                "SELECT COUNT(*) FROM episode_batches AS b JOIN episodes AS e "
+                "USING (tenant, user_id, turn_id) WHERE e.status = ?",
+                (EpisodeStatus.IN_BATCH.value,),
+            ).fetchone()
+        return int(row[0])
 
 
 def expire_episodes(connection: sqlite3.Connection, now: float) -> list[Episode]:

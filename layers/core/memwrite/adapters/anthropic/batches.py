@@ -1,0 +1,103 @@
+"""The batch lane over the Message Batches API (`memwrite.backfill.ports.ModelBatches`).
+
+`client.messages.batches.create` takes the requests, each the very Messages API request a live
+extraction sends (`StructuredClient.request`: model, max_tokens, system, messages and the
+structured output format) under its `custom_id`; `retrieve` says when processing has `ended`;
+`results` streams the JSONL of per-request results: `succeeded` (the message, validated as a
+live answer is and priced at `price_factor` of the list price), `errored`, `expired` or
+`canceled`. An expired or canceled batch still ends: its requests come back as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Unpack
+
+from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient, api_error
+from memwrite.backfill.ports import BatchAnswer, BatchRequest, BatchState
+from memwrite.config import ExtractConfig
+from memwrite.errors import MalformedLlmOutput
+from memwrite.ports import LlmCall
+from memwrite.prompts.extract import ExtractionResult
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic
+    from anthropic.types.messages import MessageBatchIndividualResponse
+    from anthropic.types.messages.batch_create_params import Request
+
+__all__ = ["AnthropicMessageBatches"]
+
+
+class AnthropicMessageBatches:
+    """`ModelBatches` over the Anthropic API's Message Batches (the provider `anthropic`)."""
+
+    def __init__(
+        self, config: ExtractConfig, *, price_factor: float, **options: Unpack[ClientOptions]
+    ) -> None:
+        self._client = StructuredClient(
+            config, ExtractionResult, max_tokens=config.max_output_tokens, **options
+        )
+        self._price_factor = price_factor
+
+    @property
+    def min_requests(self) -> int:
+        return 1
+
+    def _sdk(self) -> Anthropic:
+        import anthropic
+
+        sdk = self._client.sdk
+        assert isinstance(sdk, anthropic.Anthropic), "Message Batches: the Anthropic API only"
+        return sdk
+
+    def submit(self, model: str, requests: Sequence[BatchRequest]) -> str:
+        import anthropic
+
+        params: list[Request] = [
+            {
+                "custom_id": request.custom_id,
+                "params": self._client.request(
+                    request.prompt.system, request.prompt.messages, model=request.model
+                ),
+            }
+            for request in requests
+        ]
+        try:
+            batch = self._sdk().messages.batches.create(requests=params)
+        except anthropic.AnthropicError as exc:
+            raise api_error(exc) from exc
+        return batch.id
+
+    def state(self, batch_id: str) -> BatchState:
+        import anthropic
+
+        try:
+            batch = self._sdk().messages.batches.retrieve(batch_id)
+        except anthropic.AnthropicError as exc:
+            raise api_error(exc) from exc
+        # "canceling" is still in progress; an expired or canceled batch ends as well.
+        return BatchState.ENDED if batch.processing_status == "ended" else BatchState.IN_PROGRESS
+
+    def answers(self, batch_id: str) -> list[BatchAnswer]:
+        import anthropic
+
+        try:
+            return [self._answer(line) for line in self._sdk().messages.batches.results(batch_id)]
+        except anthropic.AnthropicError as exc:
+            raise api_error(exc) from exc
+
+    def _answer(self, line: MessageBatchIndividualResponse) -> BatchAnswer:
+        result = line.result
+        if result.type == "errored":
+            error = f"errored: {result.error.error.type}"
+            return BatchAnswer(custom_id=line.custom_id, call=None, error=error)
+        if result.type != "succeeded":  # expired, canceled
+            return BatchAnswer(custom_id=line.custom_id, call=None, error=result.type)
+        message = result.message
+        try:
+            parsed, usage = self._client.answer(
+                message, model=message.model, price_factor=self._price_factor
+            )
+        except MalformedLlmOutput as exc:
+            return BatchAnswer(line.custom_id, None, error=type(exc).__name__, usage=exc.usage)
+        return BatchAnswer(custom_id=line.custom_id, call=LlmCall(result=parsed, usage=usage))

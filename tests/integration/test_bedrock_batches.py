@@ -1,0 +1,244 @@
+"""The batch lane on Bedrock batch inference: boto3's "bedrock" client under botocore's Stubber
+(CreateModelInvocationJob, GetModelInvocationJob with the API's own shapes), S3 on moto. The
+input is one JSONL object of `{recordId, modelInput}` lines, each the InvokeModel body of the
+live request; the output `.jsonl.out` lines carry `modelOutput` or `error`; a job that expired
+puts its episodes back to pending."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+from moto import mock_aws
+
+from memwrite.adapters.aws.bedrock_batches import BedrockBatchInference, BedrockJobs
+from memwrite.backfill import BatchDeps, BatchRound, run_batch_round
+from memwrite.backfill.batch import apply_batch
+from memwrite.config import BackfillConfig, ExtractConfig
+from memwrite.errors import LlmRequestRejected
+from memwrite.wiring import build_batch_deps
+from tests.integration.conftest import Local, MakeLocal
+from tests.integration.test_batch_lane import BATCH_CONFIG, outage, statuses
+from tests.integration.test_episodes_outage import ANSWERS, memory_state
+from tests.recorded_api import recorded
+
+BUCKET = "memwrite-batch"
+ROLE = "arn:aws:iam::123456789012:role/memwrite-batch"
+JOB = "arn:aws:bedrock:us-east-1:123456789012:model-invocation-job/abc123xyz"
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        yield
+
+
+class FakeBedrock:
+    """A stubbed "bedrock" client and the S3 side of its jobs (moto)."""
+
+    def __init__(self, *, min_records: int = 1) -> None:
+        self.client = boto3.client("bedrock", region_name="us-east-1")
+        self.stub = Stubber(self.client)
+        self.stub.activate()
+        self.s3 = boto3.client("s3", region_name="us-east-1")
+        self.lane_batches = BedrockBatchInference(
+            ExtractConfig(),
+            BackfillConfig(bedrock_min_records=min_records),
+            BedrockJobs(bedrock=self.client, s3=self.s3, bucket=BUCKET, role_arn=ROLE),
+        )
+
+    def expect_create(self) -> None:
+        self.stub.add_response(
+            "create_model_invocation_job",
+            {"jobArn": JOB},
+            {
+                "jobName": ANY,
+                "clientRequestToken": ANY,
+                "roleArn": ROLE,
+                "modelId": "claude-haiku-4-5",
+                "inputDataConfig": ANY,
+                "outputDataConfig": ANY,
+                "timeoutDurationInHours": 24,
+            },
+        )
+
+    def expect_get(self, status: str, times: int = 1) -> None:
+        for _ in range(times):
+            self.stub.add_response(
+                "get_model_invocation_job",
+                {
+                    "jobArn": JOB,
+                    "jobName": "memwrite-job",
+                    "modelId": "claude-haiku-4-5",
+                    "roleArn": ROLE,
+                    "status": status,
+                    "submitTime": datetime(2026, 11, 27, tzinfo=UTC),
+                    "inputDataConfig": {
+                        "s3InputDataConfig": {
+                            "s3Uri": f"s3://{BUCKET}/batch/input/memwrite-job.jsonl"
+                        }
+                    },
+                    "outputDataConfig": {
+                        "s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/batch/output/memwrite-job/"}
+                    },
+                },
+                {"jobIdentifier": JOB},
+            )
+
+    def input_records(self) -> list[dict[str, Any]]:
+        [entry] = self.s3.list_objects_v2(Bucket=BUCKET, Prefix="batch/input/")["Contents"]
+        body = self.s3.get_object(Bucket=BUCKET, Key=entry["Key"])["Body"].read()
+        return [json.loads(line) for line in body.decode().splitlines()]
+
+    def write_output(self, records: list[dict[str, Any]]) -> None:
+        """What Bedrock writes when the job is done: `<job id>/<input file>.out`, a manifest."""
+        lines = "\n".join(json.dumps(record) for record in records)
+        prefix = "batch/output/memwrite-job/abc123xyz/"
+        self.s3.put_object(Bucket=BUCKET, Key=f"{prefix}memwrite-job.jsonl.out", Body=lines)
+        manifest = json.dumps({"totalRecordCount": len(records)})
+        self.s3.put_object(Bucket=BUCKET, Key=f"{prefix}manifest.json.out", Body=manifest)
+
+    def lane(self) -> BatchDeps:
+        lane = build_batch_deps()
+        lane.backfill.has_model = True
+        lane.batches = self.lane_batches
+        return lane
+
+
+def bedrock_round(lane: BatchDeps, local: Local) -> BatchRound:
+    done = run_batch_round(lane.backfill.configs.for_request, lane)
+    local.runner.drain()
+    return done
+
+
+def test_a_job_reads_the_live_requests_from_s3_and_its_output_is_applied(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch, aws: None
+) -> None:
+    # Given dana's turns kept as pending episodes through an outage
+    local = make_local(backend="sqlite", config=BATCH_CONFIG)
+    live = outage(local, monkeypatch)
+    bedrock = FakeBedrock()
+    lane = bedrock.lane()
+
+    # When a round submits them
+    bedrock.expect_create()
+    first = bedrock_round(lane, local)
+
+    # Then a job runs over one JSONL input: each record the live request as an InvokeModel body
+    assert first.submitted_batches == [JOB]
+    records = bedrock.input_records()
+    expected_bodies = [
+        {k: v for k, v in body.items() if k != "model"}
+        | {"anthropic_version": "bedrock-2023-05-31"}
+        for body in live.bodies
+    ]
+    assert [record["modelInput"] for record in records] == expected_bodies
+    assert statuses(local) == [("in_batch", JOB), ("in_batch", JOB)]
+
+    # When the job is still in progress, then has completed with its output in S3
+    bedrock.expect_get("InProgress")
+    assert bedrock_round(lane, local).applied_batches == []
+    bedrock.write_output(
+        [
+            {**record, "modelOutput": recorded(ANSWERS[index])}
+            for index, record in enumerate(records)
+        ]
+    )
+    bedrock.expect_get("Completed", times=2)
+    done = bedrock_round(lane, local)
+
+    # Then both episodes are extracted into the memories a live run stores
+    assert (done.applied_batches, done.extracted, done.returned_to_pending) == ([JOB], 2, 0)
+    assert statuses(local) == [("extracted", None), ("extracted", None)]
+    assert [text for text, *_ in memory_state(local, "dana") if "Porto" in text] != []
+    bedrock.stub.assert_no_pending_responses()
+
+
+def test_an_expired_job_puts_its_episodes_back_to_pending(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch, aws: None
+) -> None:
+    # Given two episodes in a Bedrock job
+    local = make_local(backend="sqlite", config=BATCH_CONFIG)
+    outage(local, monkeypatch)
+    bedrock = FakeBedrock()
+    lane = bedrock.lane()
+    bedrock.expect_create()
+    bedrock_round(lane, local)
+
+    # When the job expired before it ran, and the next round's submission is refused
+    bedrock.expect_get("Expired")
+    bedrock.stub.add_client_error(
+        "create_model_invocation_job", "ServiceQuotaExceededException", http_status_code=400
+    )
+    with pytest.raises(LlmRequestRejected, match="ServiceQuotaExceededException"):
+        bedrock_round(lane, local)
+
+    # Then its episodes are pending again (no memory written), waiting for a later round
+    assert statuses(local) == [("pending", None), ("pending", None)]
+    assert local.memories("dana") == []
+    assert lane.store.open_batches() == []
+
+
+def test_an_errored_record_puts_only_its_episode_back_to_pending(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch, aws: None
+) -> None:
+    # Given two episodes in a Bedrock job whose first record errored
+    local = make_local(backend="sqlite", config=BATCH_CONFIG)
+    outage(local, monkeypatch)
+    bedrock = FakeBedrock()
+    lane = bedrock.lane()
+    bedrock.expect_create()
+    bedrock_round(lane, local)
+    first, second = bedrock.input_records()
+    bedrock.write_output(
+        [
+            {**first, "error": {"errorCode": 400, "errorMessage": "bad request"}},
+            {**second, "modelOutput": recorded(ANSWERS[1])},
+        ]
+    )
+
+    # When the completed job is read
+    bedrock.expect_get("Completed", times=3)
+    answers = bedrock.lane_batches.answers(JOB)
+    assert [answer.error for answer in answers] == ["errored: 400", None]
+    # Then the answer is priced at half the list price
+    assert answers[1].call is not None
+    usage = recorded(ANSWERS[1])["usage"]
+    full = (usage["input_tokens"] * 1.0 + usage["output_tokens"] * 5.0) / 1e6
+    assert answers[1].call.usage.cost_usd == pytest.approx(full / 2)
+
+    # And when the job's results are applied
+    done = BatchRound()
+    apply_batch(JOB, lane.backfill.configs.for_request, lane, done)
+    assert (done.extracted, done.returned_to_pending) == (1, 1)
+    assert statuses(local)[0] == ("pending", None)
+
+
+def test_fewer_records_than_bedrock_takes_wait_pending(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch, aws: None
+) -> None:
+    # Given two pending episodes and Bedrock's default minimum of 100 records per job
+    local = make_local(backend="sqlite", config=BATCH_CONFIG)
+    outage(local, monkeypatch)
+    bedrock = FakeBedrock(min_records=100)
+    lane = bedrock.lane()
+
+    # When a round runs
+    done = bedrock_round(lane, local)
+
+    # Then no job is created and both wait, pending, for a later round
+    assert (done.submitted_batches, done.waiting_episodes) == ([], 2)
+    assert statuses(local) == [("pending", None), ("pending", None)]
+    bedrock.stub.assert_no_pending_responses()
