@@ -183,8 +183,7 @@ def _topic_names(names: frozenset[str] | None) -> frozenset[str] | None:
 
 MAX_INSTRUCTIONS_CHARS = 2_000
 MAX_TENANT_TOPICS = 50
-MAX_TOPIC_TERMS = 500  # per topic
-_TERM_CHARS = 64
+MAX_TOPIC_TERMS, _TERM_CHARS = 500, 64  # terms per topic, characters per term
 
 
 def _topic_terms(

@@ -56,6 +56,7 @@ from memwrite.reasons import (
     DeferredBudget,
     DeferredModelFailed,
     DeferredNoLLM,
+    ExcludedTopic,
     ExtractionError,
     NoCandidates,
     Reason,
@@ -264,14 +265,24 @@ def _log_turns(
 
 
 def _with_direct(
-    extraction: BatchExtraction, direct: Sequence[QueuedTurn], ordered: Sequence[QueuedTurn]
+    extraction: BatchExtraction,
+    direct: Sequence[QueuedTurn],
+    ordered: Sequence[QueuedTurn],
+    config: ExtractConfig,
 ) -> BatchExtraction:
     """The batch's extraction with its direct memories in place, each the candidate it is as
-    written (no rules, no model); in the order of `ordered`."""
+    written (no rules, no model), unless of an excluded topic; in the order of `ordered`."""
     found = {turn.turn_id: turn for turn in extraction.turns}
     for turn in direct:
         assert turn.direct is not None
         candidate = candidate_of(turn.direct, turn.turn_id, turn.observed_at)
+        if candidate.topic in config.exclude_topics:
+            # Written as is, yet never kept: an excluded topic is stored in no form.
+            excluded = ExcludedTopic(topic=candidate.topic)
+            found[turn.turn_id] = TurnExtraction(
+                turn.turn_id, Extractor.DIRECT, (), ((candidate, excluded),), excluded
+            )
+            continue
         found[turn.turn_id] = TurnExtraction(turn.turn_id, Extractor.DIRECT, (candidate,))
     return replace(extraction, turns=tuple(found[turn.turn_id] for turn in ordered))
 
@@ -309,7 +320,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         _wait_for_budget(extracted, payload, config, waited_s, deps.metrics)
     extraction = extracted
     if direct:
-        extraction = _with_direct(extraction, direct, ordered)
+        extraction = _with_direct(extraction, direct, ordered, extract_config)
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
     now = deps.clock()
