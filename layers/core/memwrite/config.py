@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -27,6 +26,7 @@ from pydantic import (
 from memwrite.config_keys import renamed_keys
 from memwrite.egress import loopback_allowed, url_refusal
 from memwrite.errors import ConfigError
+from memwrite.linear_regex import compile_linear
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
@@ -70,16 +70,14 @@ class UserSkipPattern(_Frozen):
 
     # Named in the rejection reason: UserRule{name}.
     name: str = Field(min_length=1, max_length=64)
-    # A regular expression matched against a whole sentence, any case.
+    # A regular expression matched against a whole sentence, any case, on RE2 (linear time:
+    # no backreferences or lookaround).
     pattern: str = Field(min_length=1, max_length=500)
 
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        compile_linear(value)  # ValueError naming what RE2 refuses
         return value
 
 
