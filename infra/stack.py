@@ -25,6 +25,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -365,12 +366,14 @@ class MemwriteStack(cdk.Stack):
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.
             self._invoke_models(fn, extract.model, "Claude through Bedrock")
             return
-        # The key reaches the function as a CloudFormation dynamic reference: the secret's
-        # value is resolved at deploy time, never written into the template.
-        fn.function.add_environment(
-            "ANTHROPIC_API_KEY",
-            cdk.SecretValue.secrets_manager(self.config.anthropic_secret_name).unsafe_unwrap(),
-        )
+        # The function reads the key at run time (`memwrite.adapters.aws.secrets`): its
+        # environment holds the secret's name only, and only the model's callers may read it.
+        name = self.config.anthropic_secret_name
+        secret = self.node.try_find_child(
+            "AnthropicSecret"
+        ) or secretsmanager.Secret.from_secret_name_v2(self, "AnthropicSecret", name)
+        typing.cast(secretsmanager.ISecret, secret).grant_read(fn.role)
+        fn.function.add_environment("ANTHROPIC_API_KEY_SECRET", name)
 
     def _grant_embedder(self, fn: MemwriteFunction) -> None:
         search = self.settings.pipeline.search

@@ -101,11 +101,11 @@ def test_every_function_environment_is_what_lambda_environment_reads(
         else:
             assert loaded.opensearch_endpoint is None, name
         wants_key = name in LLM_CALLERS and synth.config.llm_provider is LlmProvider.ANTHROPIC
-        assert (loaded.anthropic_api_key is not None) == wants_key, name
-        if wants_key:  # a dynamic reference, resolved at deploy: never the key itself
-            assert loaded.api_key() == (
-                f"{{{{resolve:secretsmanager:{synth.config.anthropic_secret_name}:SecretString:::}}}}"
-            )
+        # The secret's name only, read at run time: never the key, never a resolved reference
+        assert loaded.anthropic_api_key is None, name
+        assert (loaded.anthropic_api_key_secret is not None) == wants_key, name
+        if wants_key:
+            assert loaded.anthropic_api_key_secret == synth.config.anthropic_secret_name
 
 
 def _table_refs(props: dict[str, Any], prefix: str) -> set[str]:
@@ -215,7 +215,9 @@ def test_hype_invokes_titan_and_with_bedrock_the_claude_model_it_writes_question
 ) -> None:
     dev = json.dumps(_statements(synthesized["dev"], "HypeFn"))
     assert "foundation-model/amazon.titan-embed-text-v2:0" in dev
-    assert "anthropic" not in dev  # dev calls Claude with an API key, not through Bedrock
+    # dev calls Claude with an API key (its secret readable), not through Bedrock
+    assert "anthropic.claude" not in dev and "inference-profile" not in dev
+    assert "secretsmanager:GetSecretValue" in dev
     staging = json.dumps(_statements(synthesized["staging"], "HypeFn"))
     assert "inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0" in staging
 

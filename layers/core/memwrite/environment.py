@@ -98,6 +98,11 @@ class LambdaEnvironment(BaseModel):
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    # On AWS: the name of the Secrets Manager secret holding that key, read at run time by the
+    # functions that call the model (`memwrite.adapters.aws.secrets`); never the value.
+    anthropic_api_key_secret: str | None = Field(
+        default=None, alias="ANTHROPIC_API_KEY_SECRET", min_length=1
+    )
     # Every model request and answer written to this directory, as the tests replay them
     # (`memwrite.adapters.anthropic.recording`); unset: nothing is recorded.
     llm_record_dir: Path | None = Field(default=None, alias="MEMWRITE_LLM_RECORD")

@@ -103,16 +103,25 @@ class Adapters(ABC):
     def settings(self) -> Settings:
         return self.env.settings
 
+    def _api_key(self) -> str | None:
+        """The model's API key: from Secrets Manager at run time on AWS (the environment names
+        the secret), else the local environment's `ANTHROPIC_API_KEY`."""
+        if self.env.anthropic_api_key_secret:
+            from memwrite.adapters.aws.secrets import read_secret
+
+            return read_secret(self.env.anthropic_api_key_secret)
+        return self.env.api_key()
+
     def _has_llm(self) -> bool:
         """Bedrock needs only IAM; the Anthropic API needs a key (without one: offline)."""
-        return self.settings.pipeline.extract.provider == "bedrock" or bool(self.env.api_key())
+        return self.settings.pipeline.extract.provider == "bedrock" or bool(self._api_key())
 
     def extraction_llm(self) -> ExtractionLlm | None:
         return self._once(
             "extraction_llm",
             lambda: build_llm(
                 self.settings.pipeline.extract,
-                self.env.api_key(),
+                self._api_key(),
                 self.env.llm_record_dir,
                 budget=self.model_budget(),
             ),
@@ -122,7 +131,7 @@ class Adapters(ABC):
         """What every model adapter is given: the key, where to record (if anywhere) and the
         model budget its calls are charged to."""
         return {
-            "api_key": self.env.api_key(),
+            "api_key": self._api_key(),
             "record_dir": self.env.llm_record_dir,
             "budget": self.model_budget(),
         }
