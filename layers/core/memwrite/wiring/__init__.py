@@ -24,6 +24,7 @@ from memwrite.wiring.function_deps import (
     build_queue_consumer,
     build_replay_deps,
     build_stage_deps,
+    build_topic_sweep_deps,
     build_webhook_delivery_deps,
 )
 
@@ -50,5 +51,6 @@ __all__ = [
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
+    "build_topic_sweep_deps",
     "build_webhook_delivery_deps",
 ]
