@@ -5,15 +5,23 @@ docs/layout.md)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
+
+from pydantic import BaseModel
 
 from memwrite.episode import Episode
 from memwrite.store import DeletionCommit
 
-if TYPE_CHECKING:
-    from memwrite.edit.topic_sweep import TopicSweep
+__all__ = ["TOPIC_SWEEP_EVENT", "MemoryDeletion", "TopicSweep", "TopicSweepStore", "TopicSweeps"]
 
-__all__ = ["MemoryDeletion", "TopicSweepStore", "TopicSweeps"]
+TOPIC_SWEEP_EVENT = "topic_sweep"  # the expire function's event key for a sweep
+
+
+class TopicSweep(BaseModel):
+    """The job: remove what `tenant` has stored under `topics` (`memwrite.edit.topic_sweep`)."""
+
+    tenant: str
+    topics: frozenset[str]
 
 
 class MemoryDeletion(Protocol):

@@ -11,7 +11,7 @@ out of the index (as for an expired episode); the documents are also deleted rig
 
 It runs in the background (`TopicSweeps`: on AWS an asynchronous invocation of the expire
 function, locally in the request), never on a request's critical path on DynamoDB: it reads
-the tenant's users (`TopicSweepStore.users_of`, a keys-only scan there: docs/settings.md says
+the tenant's users (`TopicSweepStore.users_of`, a keys-only scan there: docs/reference/api.md says
 the cost), then per user one query of memories and pages of episodes.
 """
 
@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from memwrite.config import PipelineConfig
 from memwrite.edit.delete import DeleteDeps, delete_memory
-from memwrite.edit.ports import TopicSweepStore
+from memwrite.edit.ports import TOPIC_SWEEP_EVENT, TopicSweep, TopicSweepStore
 from memwrite.episode import Episode, episode_doc_id
 from memwrite.errors import IndexUnavailable, UnknownMemory
 from memwrite.ports import EpisodeStore
@@ -47,14 +47,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 EPISODE_PAGE = 200  # episodes read per query while sweeping one user
-TOPIC_SWEEP_EVENT = "topic_sweep"  # the expire function's event key for a sweep
-
-
-class TopicSweep(BaseModel):
-    """The job: remove what `tenant` has stored under `topics`."""
-
-    tenant: str
-    topics: frozenset[str]
 
 
 class TopicSweepReport(BaseModel):

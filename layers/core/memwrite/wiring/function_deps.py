@@ -174,7 +174,7 @@ class ApiFunctionDeps:
     replay: Callable[[], ReplayDeps]
     # Built on the first backfill: every pipeline stage's deps, models included.
     backfill: Callable[[], BackfillDeps]
-    # Where a settings change that excludes a topic hands its sweep (docs/settings.md).
+    # Where a settings change that excludes a topic hands its sweep (docs/reference/api.md).
     topic_sweeps: TopicSweeps
 
 

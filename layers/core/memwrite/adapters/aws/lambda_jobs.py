@@ -10,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from memwrite.edit.topic_sweep import TOPIC_SWEEP_EVENT, TopicSweep
+from memwrite.edit.ports import TOPIC_SWEEP_EVENT, TopicSweep
 from memwrite.errors import StoreUnavailable
 
 __all__ = ["LambdaTopicSweeps"]
