@@ -8,7 +8,7 @@ import { MockLanguageModelV3 } from "ai/test";
 import { MemwriteClient } from "memwrite";
 import { memwriteTools } from "memwrite/ai";
 
-import { apiKey, baseUrl, newUser } from "./env.mjs";
+import { apiKey, baseUrl, newUser, searchUntil } from "./env.mjs";
 
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
@@ -42,6 +42,7 @@ test("a model remembers, recalls and forgets a user's memory through generateTex
   assert.equal(remembered.type, "tool-result");
   assert.match(remembered.output, /stored 1 new memory|kept as an episode/);
 
+  await searchUntil(client, { userId: dana, query: "tea", k: 1 }, (found) => found.length > 0);
   const recalled = await run(tools, "recall", { query: "what does she drink in the morning?" });
   assert.match(recalled.output, /tea/);
   const id = /\[([^\]]+)\]/.exec(recalled.output)?.[1];
@@ -58,7 +59,8 @@ test("forget refuses another user's memory id, and the model is told why", async
   const owner = newUser();
   const ack = await client.add({ userId: owner, sessionId: "s", turns: [{ role: "user", content: "I prefer tea over coffee." }] });
   await client.wait(ack.traceId);
-  const [hit] = await client.search({ userId: owner, query: "tea", k: 1, kinds: ["memory"] });
+  const query = { userId: owner, query: "tea", k: 1, kinds: ["memory"] };
+  const [hit] = await searchUntil(client, query, (found) => found.length > 0);
   assert.ok(hit);
   const stranger = await run(memwriteTools({ client, userId: newUser() }), "forget", { memoryId: hit.memoryId });
   assert.equal(stranger.type, "tool-error");

@@ -15,7 +15,7 @@ import {
   verifyWebhookSignature,
 } from "memwrite";
 
-import { apiKey, baseUrl, newUser } from "./env.mjs";
+import { apiKey, baseUrl, newUser, searchUntil } from "./env.mjs";
 
 const TURNS = [
   { role: "user", content: "I live in Berlin with my partner Alex and our dog Pixel." },
@@ -32,7 +32,11 @@ test("an agent adds turns, waits for their trace and finds them by search", asyn
   const trace = await mw.wait(ack.traceId);
   assert.equal(trace.status, "complete");
   assert.ok(trace.outcome.stored >= 1);
-  const hits = await mw.search({ userId: dana, query: "where does she live?", k: 5 });
+  const hits = await searchUntil(
+    mw,
+    { userId: dana, query: "where does she live?", k: 5 },
+    (found) => found.some((hit) => hit.text.includes("Berlin")),
+  );
   assert.ok(Array.isArray(hits) && hits.length > 0);
   assert.ok(hits.some((hit) => hit.text.includes("Berlin")), JSON.stringify(hits));
   for (const hit of hits) assert.ok(["memory", "episode"].includes(hit.kind));
@@ -43,7 +47,8 @@ test("memories read back, are listed, explained by their traces and deleted one 
   const dana = newUser();
   const ack = await mw.add({ userId: dana, sessionId: "s-1", turns: TURNS });
   await mw.wait(ack.traceId);
-  const [hit] = await mw.search({ userId: dana, query: "nurse tea coffee", k: 5, kinds: ["memory"] });
+  const query = { userId: dana, query: "nurse tea coffee", k: 5, kinds: ["memory"] };
+  const [hit] = await searchUntil(mw, query, (found) => found.length > 0);
   assert.ok(hit && hit.kind === "memory");
   const memory = await mw.getMemory(hit.memoryId);
   assert.equal(memory.memoryId, hit.memoryId);
