@@ -19,7 +19,6 @@ __all__ = [
     "EnvConfig",
     "FunctionSize",
     "LlmProvider",
-    "ModelLimits",
     "SearchConfig",
     "config_for",
     "deployed_settings",
@@ -82,19 +81,6 @@ class ApiPlan(_Frozen):
     requests_per_day: int | None = Field(default=None, gt=0)
 
 
-class ModelLimits(_Frozen):
-    """The model limits (per minute) this environment's extraction may use: its account's
-    limits for `pipeline.extract.model`, or its share of them. The turn queue's
-    `MaximumConcurrency` is derived from them (`infra/scaling.py`)."""
-
-    # Model requests per minute.
-    requests_per_minute: int = Field(gt=0)
-    # Input tokens per minute.
-    input_tokens_per_minute: int = Field(gt=0)
-    # Output tokens per minute (a call is charged its max_tokens when it starts).
-    output_tokens_per_minute: int = Field(gt=0)
-
-
 class AlarmThresholds(_Frozen):
     dlq_messages: int = 1  # any dead-lettered turn pages someone
     stage_error_rate_pct: float = 5.0  # Lambda errors / invocations per stage over 5 min
@@ -138,8 +124,6 @@ class EnvConfig(_Frozen):
     throttling: ApiThrottling
     # Usage plans by name: each tenant's own request rate and daily quota.
     api_plans: dict[str, ApiPlan] = Field(min_length=1)
-    # The model limits the pipeline may use (the turn queue's MaximumConcurrency follows).
-    model_limits: ModelLimits
     # Alarm thresholds.
     alarms: AlarmThresholds = AlarmThresholds()
     alarm_email: str | None = None  # subscribed to the alarm topic when set
@@ -174,10 +158,6 @@ _DEV = EnvConfig(
     llm_provider=LlmProvider.ANTHROPIC,
     throttling=ApiThrottling(rate_per_sec=10, burst=20),
     api_plans={"standard": ApiPlan(rate_per_sec=5, burst=10, requests_per_day=50_000)},
-    # A small Anthropic account's Haiku-class limits (docs/scale.md).
-    model_limits=ModelLimits(
-        requests_per_minute=50, input_tokens_per_minute=50_000, output_tokens_per_minute=10_000
-    ),
     search=SearchConfig(collection_name="memwrite-dev", standby_replicas=False),
 )
 
@@ -197,11 +177,6 @@ _STAGING = _derive(
     llm_provider=LlmProvider.BEDROCK,
     throttling=ApiThrottling(rate_per_sec=50, burst=100),
     api_plans={"standard": ApiPlan(rate_per_sec=20, burst=40)},
-    model_limits=ModelLimits(
-        requests_per_minute=1_000,
-        input_tokens_per_minute=1_000_000,
-        output_tokens_per_minute=200_000,
-    ),
     search=SearchConfig(collection_name="memwrite-staging"),
 )
 
@@ -218,11 +193,6 @@ _PROD = _derive(
         "large": ApiPlan(rate_per_sec=1_000, burst=2_000),
     },
     # A large Anthropic account's Haiku-class limits (docs/scale.md).
-    model_limits=ModelLimits(
-        requests_per_minute=4_000,
-        input_tokens_per_minute=4_000_000,
-        output_tokens_per_minute=800_000,
-    ),
     alarms=AlarmThresholds(stage_error_rate_pct=2.0, outbox_lag_secs=120),
     search=SearchConfig(collection_name="memwrite-prod"),
 )

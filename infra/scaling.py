@@ -1,4 +1,5 @@
-"""How much the deployment takes in, derived from the model limits (docs/scale.md).
+"""How much the deployment takes in, derived from the model budget's limits (`pipeline.model.
+limits` for the extraction's provider and model, as deployed; docs/scale.md).
 
 The model is the narrowest resource: everything else (API Gateway, SQS, Lambda, DynamoDB)
 scales by configuration, the model's per-minute limits do not. So the rate at which the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from infra.config import ModelLimits
+from memwrite.config import ModelLimits
 
 __all__ = [
     "EXTRACT_CALLS_PER_TURN",

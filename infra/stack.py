@@ -32,7 +32,7 @@ from functions.routes import route_functions
 from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
 from infra.api import MemwriteApi
 from infra.batch_jobs import BedrockBatchJobs
-from infra.config import EnvConfig, FunctionSize, LlmProvider, ModelLimits, deployed_settings
+from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
 from infra.lambdas import MemwriteFunction
 from infra.layer import handler_code, layer_code
 from infra.monitoring import Monitoring
@@ -42,7 +42,7 @@ from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
-from memwrite.config import Settings
+from memwrite.config import ModelLimits, Settings
 from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
@@ -249,12 +249,12 @@ class MemwriteStack(cdk.Stack):
         self._acknowledge_generated_wildcards()
 
     def _model_limits(self) -> tuple[ModelLimits, int]:
-        """The model limits the intake is derived from, and the max_tokens each call reserves.
-
-        The limits are the environment's `model_limits` (infra config). When the model budget's
-        `pipeline.model.limits` is in the deployed settings, its entry for the extraction's
-        (provider, model) is the value to return here instead: one number, in one place."""
-        return self.config.model_limits, self.settings.pipeline.extract.max_output_tokens
+        """The model limits the intake is derived from (the model budget's, for the
+        extraction's provider and model, as deployed) and the max_tokens each call reserves."""
+        pipeline = self.settings.pipeline
+        extract = pipeline.extract
+        limits = pipeline.model.limits_for(extract.provider, extract.model)
+        return limits, extract.max_output_tokens
 
     def _exports_bucket(self, api: MemwriteFunction) -> ExportsBucket:
         """Where the API function puts exports too large for one response and presigns

@@ -30,7 +30,6 @@ from pydantic_core import PydanticUndefined
 
 from infra.config import ENVIRONMENTS, EnvConfig
 from memwrite.config import (
-    RENAMED_KEYS,
     AgentOverrides,
     ExtractionOverrides,
     PipelineConfig,
@@ -40,6 +39,7 @@ from memwrite.config import (
     UserSkipPattern,
     Webhook,
 )
+from memwrite.config_keys import RENAMED_KEYS
 
 __all__ = ["PAGE", "main", "render"]
 

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from functions.routes import ROUTES, Auth
-from infra.config import ModelLimits
 from infra.scaling import turn_queue_concurrency, webhook_lane_concurrency
-from memwrite.config import load_settings
+from memwrite.config import ModelLimits, Settings, load_settings
 from memwrite.schema import API_KEYS_LISTING, TURNS_PENDING_EPISODES
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import definition, resources
@@ -40,9 +39,8 @@ def _event_source_of(synth: Synthesized, queue_prefix: str) -> dict[str, Any]:
     return mapping
 
 
-def _max_output_tokens(env: str) -> int:
-    settings = load_settings({"MEMWRITE_CONFIG": f"infra/settings/{env}.json"})
-    return settings.pipeline.extract.max_output_tokens
+def _deployed(env: str) -> Settings:
+    return load_settings({"MEMWRITE_CONFIG": f"infra/settings/{env}.json"})
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -62,9 +60,12 @@ def test_the_turn_queue_is_high_throughput_fifo(
 def test_both_queue_event_sources_take_in_what_the_model_limits_sustain(
     synthesized: dict[str, Synthesized], env: str
 ) -> None:
-    # Given an environment's model limits and the max_tokens its settings reserve per call
+    # Given the model budget's limits an environment deploys for its extraction model, and
+    # the max_tokens each call reserves
     synth = synthesized[env]
-    limits, max_tokens = synth.config.model_limits, _max_output_tokens(env)
+    pipeline = _deployed(env).pipeline
+    limits = pipeline.model.limits_for(pipeline.extract.provider, pipeline.extract.model)
+    max_tokens = pipeline.extract.max_output_tokens
     # Then the turn queue's event source is capped at the concurrency derived from them
     turns = _event_source_of(synth, "QueuesTurns")
     assert turns["ScalingConfig"] == {

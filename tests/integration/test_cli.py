@@ -574,3 +574,22 @@ def test_search_prints_memories_and_episodes_from_serve(tmp_path: Path) -> None:
     # And the JSON is the API's: an episode with its turn and status, a memory with its triple
     assert (episode_json[0]["kind"], episode_json[0]["status"]) == ("episode", "pending")
     assert (memory_json[0]["kind"], memory_json[0]["value"]) == ("memory", "Berlin")
+
+
+def test_import_refuses_a_line_over_the_limit_at_once(tmp_path: Path) -> None:
+    # Given an export whose second line is 10 MB (ten times the documented 1 MiB line limit)
+    header = {"kind": "header", "format": "memwrite.export.v1", "tenant": "local", "user_id": "d"}
+    big = tmp_path / "big.ndjson"
+    big.write_text(
+        json.dumps(header) + "\n" + '{"kind": "episode", "x": "' + "a" * 10_000_000 + '"}\n',
+        encoding="utf-8",
+    )
+    # When it is imported
+    imported = _memwrite(
+        "import", str(big), "--user", "d", "--json", "--data-dir", str(tmp_path / "data")
+    )
+    # Then the line is refused, named, before anything is parsed or written
+    assert imported.returncode == 1, imported.stderr
+    refused = json.loads(imported.stdout)
+    assert (refused["error"], refused["line"]) == ("invalid_request", 2)
+    assert "over 1048576 bytes" in refused["message"]

@@ -138,3 +138,22 @@ def _episode_texts_of(local: Local) -> list[dict[str, Any]]:
     listed = local.runner.call("GET", f"/v1/users/{USER}/episodes", api_key=local.api_key)
     assert listed.status == 200, listed.body
     return list(listed.body["episodes"])
+
+
+def test_a_direct_memory_of_an_excluded_topic_is_not_stored(local: Local) -> None:
+    # Given a tenant that excludes location
+    body = {"extraction": {"exclude_topics": ["location"]}}
+    assert local.runner.call("PUT", "/v1/settings", body, api_key=local.api_key).status == 200
+    # When an agent writes a location memory directly
+    memory = {"type": "fact", "attribute": "lives_in", "value": "Lisbon"}
+    written = local.runner.call(
+        "POST", f"/v1/users/{USER}/memories", {"memories": [memory]}, api_key=local.api_key
+    )
+    assert written.status == 202, written.body
+    assert local.runner.drain().failed == {}
+    # Then nothing is stored, and the trace says why
+    assert local.memories(USER) == []
+    reasons = [s["reason"] for s in local.get_trace(written.body["trace_id"]).body["spans"]]
+    assert {"type": "ExcludedTopic", "topic": "location"} in reasons
+    stored = local.stored_text().lower()
+    assert "lisbon" not in stored, stored[stored.find("lisbon") - 300 : stored.find("lisbon") + 50]

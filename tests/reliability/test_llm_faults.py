@@ -59,8 +59,8 @@ FAULTS = {
     "429": Fault("error_rate_limited", 429),
     "500": Fault("error_api", 500),
     "timeout": Fault(None),
-    # Cut off at max_tokens: invalid JSON (retried once by the extractor, then permanent).
-    "malformed": Fault("extract_truncated", error="ExtractionFailed"),
+    # A candidate naming no turn of the batch (retried once by the extractor, then permanent).
+    "malformed": Fault("extract_unknown_ref", error="ExtractionFailed"),
 }
 
 
@@ -177,7 +177,7 @@ def test_a_lasting_fault_keeps_the_turn_as_a_pending_episode_visibly(
     billed = api.requests if fault.billed else 0
     assert (trace["llm_calls"], trace["cost_usd"]) == (
         billed,
-        pytest.approx(billed * haiku_cost("extract_truncated")),
+        pytest.approx(billed * haiku_cost("extract_unknown_ref")),
     )
     # And no memory was half-written: the only document indexed is the episode's
     state = final_state(local)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import warnings
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -25,11 +24,11 @@ from pydantic import (
     model_validator,
 )
 
+from memwrite.config_keys import renamed_keys
 from memwrite.errors import ConfigError
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
-    "RENAMED_KEYS",
     "AgentOverrides",
     "BackfillConfig",
     "DedupeConfig",
@@ -53,7 +52,6 @@ __all__ = [
     "Webhook",
     "WebhookEvent",
     "load_settings",
-    "renamed_keys",
 ]
 
 
@@ -185,8 +183,7 @@ def _topic_names(names: frozenset[str] | None) -> frozenset[str] | None:
 
 MAX_INSTRUCTIONS_CHARS = 2_000
 MAX_TENANT_TOPICS = 50
-MAX_TOPIC_TERMS = 500  # per topic
-_TERM_CHARS = 64
+MAX_TOPIC_TERMS, _TERM_CHARS = 500, 64  # terms per topic, characters per term
 
 
 def _topic_terms(
@@ -612,30 +609,6 @@ class ModelConfig(_Frozen):
         """The tenant's own limits of one model, if it has any."""
         own = self.tenant_limits or {}
         return own.get(f"{provider}/{model}") or own.get("*")
-
-
-# Keys a config once had, by the key that replaced them: still read, with a DeprecationWarning.
-RENAMED_KEYS: dict[str, str] = {"prefilter": "pre_filter"}  # the stage's package name
-
-
-def renamed_keys(data: Any) -> Any:
-    """`data` (a `pipeline` section as JSON) with every old key under its new name, each one
-    found warned about; both names at once is a `ValueError`: which one was meant is unclear."""
-    if not isinstance(data, dict) or not data.keys() & RENAMED_KEYS.keys():
-        return data
-    renamed = dict(data)
-    for old, new in RENAMED_KEYS.items():
-        if old not in renamed:
-            continue
-        if new in renamed:
-            raise ValueError(f"both {old!r} and {new!r} are set: keep {new!r} alone")
-        warnings.warn(
-            f"the pipeline config key {old!r} is deprecated: name it {new!r}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        renamed[new] = renamed.pop(old)
-    return renamed
 
 
 class PipelineConfig(_Frozen):

@@ -204,7 +204,7 @@ def marked_topic(
 
 def withheld_turn(turn: QueuedTurn, topic: str) -> QueuedTurn:
     """The turn with its words (and the question it answered) replaced by a placeholder."""
-    return turn.model_copy(update={"text": f"[EXCLUDED:{topic}]", "context": None})
+    return turn.model_copy(update={"text": f"[EXCLUDED:{topic}]", "context": None, "direct": None})
 
 
 def _sentences(text: str) -> list[str]:

@@ -84,8 +84,9 @@ class WordLlamaEmbedder:
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
-        pooled = np.asarray(
-            self._model.embed(list(texts), norm=False, batch_size=_BATCH), dtype=np.float32
-        )
+        # Texts of like length batched together: each batch is padded to its longest text.
+        order = np.argsort([len(text) for text in texts], kind="stable")
+        pooled = np.empty((len(texts), self._dimension), dtype=np.float32)
+        pooled[order] = self._model.embed([texts[i] for i in order], norm=False, batch_size=_BATCH)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return np.asarray(pooled / np.where(norms == 0.0, 1.0, norms), dtype=np.float32)

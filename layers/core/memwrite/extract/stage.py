@@ -56,6 +56,7 @@ from memwrite.reasons import (
     DeferredBudget,
     DeferredModelFailed,
     DeferredNoLLM,
+    ExcludedTopic,
     ExtractionError,
     NoCandidates,
     Reason,
@@ -264,14 +265,24 @@ def _log_turns(
 
 
 def _with_direct(
-    extraction: BatchExtraction, direct: Sequence[QueuedTurn], ordered: Sequence[QueuedTurn]
+    extraction: BatchExtraction,
+    direct: Sequence[QueuedTurn],
+    ordered: Sequence[QueuedTurn],
+    config: ExtractConfig,
 ) -> BatchExtraction:
     """The batch's extraction with its direct memories in place, each the candidate it is as
-    written (no rules, no model); in the order of `ordered`."""
+    written (no rules, no model), unless of an excluded topic; in the order of `ordered`."""
     found = {turn.turn_id: turn for turn in extraction.turns}
     for turn in direct:
         assert turn.direct is not None
         candidate = candidate_of(turn.direct, turn.turn_id, turn.observed_at)
+        if candidate.topic in config.exclude_topics:
+            # Written as is, yet never kept: an excluded topic is stored in no form.
+            excluded = ExcludedTopic(topic=candidate.topic)
+            found[turn.turn_id] = TurnExtraction(
+                turn.turn_id, Extractor.DIRECT, (), ((candidate, excluded),), excluded
+            )
+            continue
         found[turn.turn_id] = TurnExtraction(turn.turn_id, Extractor.DIRECT, (candidate,))
     return replace(extraction, turns=tuple(found[turn.turn_id] for turn in ordered))
 
@@ -281,13 +292,15 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     started = time.perf_counter()
     extract_config = config.extract
     turns = payload.turns
-    # SQS may deliver the same message twice in one batch: one turn id, one turn.
-    unique = {turn.turn_id: turn for turn in turns}
+    # A live batch waits for the model budget up to `model.max_wait_s` after it was accepted;
+    # past that it is deferred (DeferredBudget). A backfill never waits here.
+    waited_s = _waited_s(turns, deps.clock())
+    # SQS may deliver the same message twice in one batch: one turn id, one turn. When it was
+    # accepted is the queue's business: the session log and episodes keep the turn as said, so
+    # a redelivered or re-sent turn stores the same.
+    unique = {turn.turn_id: turn.model_copy(update={"accepted_at": None}) for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
     batch = batch_turns(ordered)
-    # A live batch waits in the queue for the model budget up to `model.max_wait_s` after it
-    # was accepted; past that it is deferred (DeferredBudget). A backfill never waits here.
-    waited_s = _waited_s(ordered, deps.clock())
     defer_on_budget = not payload.backfill and waited_s >= config.model.max_wait_s
     direct = [turn for turn in ordered if turn.direct is not None]
     inferred = [turn for turn in batch if unique[turn.turn_id].direct is None]
@@ -307,7 +320,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
         _wait_for_budget(extracted, payload, config, waited_s, deps.metrics)
     extraction = extracted
     if direct:
-        extraction = _with_direct(extraction, direct, ordered)
+        extraction = _with_direct(extraction, direct, ordered, extract_config)
     # Before the spans: a turn whose user was erased while it was in flight is not logged,
     # and goes no further (`UserErased`); only its spans (ids, no text) are written.
     now = deps.clock()

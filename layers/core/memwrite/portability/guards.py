@@ -6,14 +6,15 @@ secrets firewall as `POST /v1/turns`: a secret, or PII the tenant does not allow
 line (`ImportRejected` naming the line, the field and the kind), since the API would never have
 stored it. Every field gets the bounds the API's writes have: a memory's scores in [0, 1], its
 text, value, attribute and topic as long as a direct write's, an episode's words as long as a
-turn's (`pipeline.ingest.max_chars_per_turn`). A line longer than `max_import_line_bytes` is
-refused as soon as it is read, before it is parsed.
+turn's (`pipeline.ingest.max_chars_per_turn`). A memory of a topic the tenant excludes, or an
+episode that topic's vocabulary marks, is refused too: it would never have been kept. A line
+longer than `max_import_line_bytes` is refused as soon as it is read, before it is parsed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import IO, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -30,6 +31,7 @@ from memwrite.portability.format import (
 )
 from memwrite.pre_filter.firewall import normalise, scan
 from memwrite.reasons import SecretKind
+from memwrite.topics import marked_topic
 
 __all__ = ["ImportGuards", "read_lines"]
 
@@ -65,6 +67,8 @@ class ImportGuards:
     allowed_pii: frozenset[SecretKind]
     max_chars_per_turn: int
     max_line_bytes: int
+    exclude_topics: frozenset[str] = frozenset()
+    topic_terms: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: PipelineConfig) -> ImportGuards:
@@ -73,6 +77,8 @@ class ImportGuards:
             allowed_pii=config.pre_filter.allowed_pii,
             max_chars_per_turn=config.ingest.max_chars_per_turn,
             max_line_bytes=config.ingest.max_import_line_bytes,
+            exclude_topics=config.extract.exclude_topics,
+            topic_terms=config.extract.topic_terms,
         )
 
     def check_size(self, number: int, line: str) -> None:
@@ -83,7 +89,14 @@ class ImportGuards:
         """Refuse the line (`ImportRejected`) that the API would not have stored."""
         if isinstance(record, MemoryLine):
             self._bounds(number, record)
+            if record.memory.topic in self.exclude_topics:
+                raise ImportRejected(number, "memory.topic", "a topic the tenant excludes")
         elif isinstance(record, EpisodeLine):
+            turn = record.episode.turn
+            words = f"{turn.context or ''}\n{turn.text}"
+            if topic := marked_topic(words, self.exclude_topics, self.topic_terms):
+                where = f"of a topic the tenant excludes ({topic})"
+                raise ImportRejected(number, "episode.turn.text", where)
             for field, text in _texts(record):
                 if len(text) > self.max_chars_per_turn:
                     where = f"at most {self.max_chars_per_turn} characters"

@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memwrite.config import PipelineConfig, Settings, renamed_keys
+from memwrite.config import PipelineConfig, Settings
+from memwrite.config_keys import renamed_keys
 from memwrite.errors import InvalidQuery, TraceWithoutInputs
 from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import IngestRequest, IngestTurn, Source
