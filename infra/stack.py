@@ -358,8 +358,9 @@ class MemwriteStack(cdk.Stack):
                 )
 
     def _grant_llm(self, fn: MemwriteFunction) -> None:
-        # Every model call is charged to the shared model budget first (`memwrite.budget`).
-        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_WRITE)
+        # Every model call is charged to the shared model budget first (`memwrite.budget`):
+        # its shards are read and put whole under a version condition, never deleted.
+        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_PUT)
         extract = self.settings.pipeline.extract
         if self.config.llm_provider is LlmProvider.BEDROCK:
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.
