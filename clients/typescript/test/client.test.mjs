@@ -145,3 +145,35 @@ test("a webhook's X-Memwrite-Signature is verified against the raw body", () => 
   assert.ok(!verifyWebhookSignature("s3cret", `${body} `, signature));
   assert.ok(!verifyWebhookSignature("s3cret", body, undefined));
 });
+
+test("a large export's 303 is followed to its URL without the API key", async () => {
+  const seen = [];
+  const fake = async (request) => {
+    seen.push([request.url, request.headers.get("x-api-key")]);
+    if (request.url.startsWith(baseUrl)) {
+      const location = "https://bucket.example/export.jsonl?X-Amz-Signature=abc";
+      return new Response(JSON.stringify({ expires_in: 3600 }), { status: 303, headers: { Location: location } });
+    }
+    return new Response('{"kind":"header"}\n', { status: 200 });
+  };
+  const mw = new MemwriteClient({ baseUrl, apiKey, fetch: fake });
+  assert.equal(await mw.exportUser("dana"), '{"kind":"header"}\n');
+  assert.deepEqual(seen, [
+    [`${baseUrl}/v1/users/dana/export`, apiKey],
+    ["https://bucket.example/export.jsonl?X-Amz-Signature=abc", null],
+  ]);
+});
+
+test("a delete is not repeated once it may have reached the server", async () => {
+  let sent = 0;
+  const reset = async () => {
+    sent += 1;
+    throw new TypeError("fetch failed", { cause: Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }) });
+  };
+  const mw = new MemwriteClient({ baseUrl, apiKey, fetch: reset, retry: { baseDelayMs: 1 } });
+  await assert.rejects(mw.deleteMemory("m-1"), ServiceUnreachable);
+  assert.equal(sent, 1);
+  sent = 0;
+  await assert.rejects(mw.getMemory("m-1"), ServiceUnreachable); // a read is retried
+  assert.equal(sent, 4);
+});
