@@ -48,8 +48,8 @@ def sweep_deps() -> tuple[TenantConfigs, TopicSweepDeps]:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if TOPIC_SWEEP_EVENT in event:
         sweep = TopicSweep.model_validate(event[TOPIC_SWEEP_EVENT])
-        configs, deps = sweep_deps()
-        return sweep_topics(sweep, configs.for_request(sweep.tenant), deps).model_dump()
+        configs, sweeping = sweep_deps()
+        return sweep_topics(sweep, configs.for_request(sweep.tenant), sweeping).model_dump()
     summary = {"announced": 0, "conflicts": 0, "stale": 0}
     while True:
         report = sweep_expiries(datetime.now(UTC), deps())

@@ -306,10 +306,18 @@ def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_
     }
     # The pre-filter (skip patterns, PII, limits), extract and the scheduled backfill
     # (instructions, topics, verifier), hype and the webhook delivery lane (the change feed's
-    # webhooks) and api (the settings routes, replay, backfill) read them; only api
-    # writes, never a delete
+    # webhooks), api (the settings routes, replay, backfill) and expire (a topic sweep: the
+    # tenant's own topic terms) read them; only api writes, never a delete
     readers = {name for name, allowed in actions.items() if "dynamodb:GetItem" in allowed}
     writers = {name for name, allowed in actions.items() if "dynamodb:PutItem" in allowed}
-    assert readers == {"pre_filter", "extract", "backfill", "hype", "webhook_delivery", "api"}
+    assert readers == {
+        "pre_filter",
+        "extract",
+        "backfill",
+        "hype",
+        "webhook_delivery",
+        "api",
+        "expire",
+    }
     assert writers == {"api"}
     assert not any("dynamodb:DeleteItem" in allowed for allowed in actions.values())

@@ -6,7 +6,7 @@ vocabulary marks (their index documents with them), and leaves every other topic
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -99,7 +99,7 @@ def test_the_expire_function_runs_a_sweep_it_is_handed(local: Local) -> None:
     # When the expire function is invoked with a sweep (as the api function does on AWS)
     event = {TOPIC_SWEEP_EVENT: {"tenant": "local", "topics": ["health"]}}
     expire_handler.sweep_deps.cache_clear()
-    report = expire_handler.lambda_handler(event, local.runner_context())
+    report = expire_handler.lambda_handler(event, cast(Any, local.runner_context()))
     local.runner.drain()
 
     # Then it reports what it removed, and the episode is gone while Paris stays

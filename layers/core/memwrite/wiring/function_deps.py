@@ -212,7 +212,7 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         metrics=adapters.metrics,
     )
     sweep_deps = TopicSweepDeps(
-        sweeps=adapters.topic_sweep_store(), episodes=query.episodes, delete=delete
+        sweeps=adapters.topic_sweep_store(), episodes=adapters.episodes(), delete=delete
     )
     return ApiFunctionDeps(
         settings=adapters.settings,
