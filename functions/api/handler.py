@@ -38,6 +38,7 @@ from memwrite.edit.delete import delete_memory
 from memwrite.edit.erase import ErasureReport, erase_user
 from memwrite.edit.patch import MemoryPatch, PatchDeps, patch_memory
 from memwrite.edit.rollback import rollback_trace
+from memwrite.edit.topic_sweep import TopicSweep, added_topics
 from memwrite.episode import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.feed.webhooks import host_refusal
@@ -481,7 +482,12 @@ def put_settings_route(settings: TenantOverrides) -> Response[dict[str, Any]]:
             refused = host_refusal(hook)  # DNS now; each delivery checks again
             if refused is not None:
                 raise InvalidQuery(f"webhooks[{at}].url", refused)
+        before = current.configs.for_request(tenant).extract.exclude_topics
         current.configs.put(tenant, settings, datetime.now(UTC).isoformat())
+        # A topic excluded now: what is stored under it goes (a background sweep on AWS).
+        added = added_topics(before, current.configs.for_request(tenant).extract.exclude_topics)
+        if added:
+            current.topic_sweeps.start(TopicSweep(tenant=tenant, topics=added))
         return settings
 
     return http.answer(put_settings)

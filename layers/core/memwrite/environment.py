@@ -89,6 +89,11 @@ class LambdaEnvironment(BaseModel):
     # The api function's only: where exports too large for one response go
     # (`memwrite.adapters.aws.s3_exports`); unset (locally): every export is answered inline.
     exports_bucket: str | None = Field(default=None, alias="EXPORTS_BUCKET", min_length=1)
+    # The api function's only: the function a topic sweep is handed to, invoked asynchronously
+    # (the expire function); unset (locally): the sweep runs in the settings request.
+    topic_sweep_function: str | None = Field(
+        default=None, alias="TOPIC_SWEEP_FUNCTION", min_length=1
+    )
     # The backfill function's, with Bedrock in batch mode (`memwrite.adapters.aws.
     # bedrock_batches`): the bucket batch jobs read their input from and write their output
     # to, and the service role Bedrock runs them as.

@@ -31,6 +31,7 @@ from memwrite.wiring.function_deps import (
     build_queue_consumer,
     build_replay_deps,
     build_stage_deps,
+    build_topic_sweep_deps,
     build_webhook_delivery_deps,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
+    "build_topic_sweep_deps",
     "build_webhook_delivery_deps",
     "local_backfill_jobs",
 ]

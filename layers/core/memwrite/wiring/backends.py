@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
     from memwrite.backfill.ports import BackfillStarter, EpisodeBatches, ModelBatches
     from memwrite.budget import BudgetStore, ModelBudget
-    from memwrite.edit.ports import MemoryDeletion
+    from memwrite.edit.ports import MemoryDeletion, TopicSweeps, TopicSweepStore
+    from memwrite.edit.topic_sweep import TopicSweepDeps
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -346,6 +347,24 @@ class Adapters(ABC):
     def deletions(self) -> MemoryDeletion: ...
 
     @abstractmethod
+    def topic_sweep_store(self) -> TopicSweepStore: ...
+
+    def topic_sweeps(
+        self, configs: TenantConfigs, deps: Callable[[], TopicSweepDeps]
+    ) -> TopicSweeps:
+        """The expire function, invoked asynchronously, where the deployment names it
+        (`TOPIC_SWEEP_FUNCTION`, on AWS); else the sweep runs in the request."""
+        if self.env.topic_sweep_function is not None:
+            from memwrite.adapters.aws.clients import lambda_client
+            from memwrite.adapters.aws.lambda_jobs import LambdaTopicSweeps
+
+            client = lambda_client(self.env.aws_endpoint_url)
+            return LambdaTopicSweeps(client, self.env.topic_sweep_function)
+        from memwrite.edit.topic_sweep import InlineTopicSweeps
+
+        return InlineTopicSweeps(configs, deps)
+
+    @abstractmethod
     def portability(self) -> UserPortability: ...
 
 
@@ -481,6 +500,17 @@ class _DynamoAdapters(Adapters):
 
         return DynamoMemoryDeletion(self.dynamodb, self._store_tables(), self.env.spans_table)
 
+    def topic_sweep_store(self) -> TopicSweepStore:
+        from memwrite.adapters.aws.dynamodb_topic_sweep import DynamoTopicSweepStore
+
+        env = self.env
+        return DynamoTopicSweepStore(
+            self.dynamodb,
+            memories_table=env.memories_table,
+            turns_table=env.turns_table,
+            outbox_table=env.outbox_table,
+        )
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.aws.dynamodb_portability import (
             DynamoPortability,
@@ -600,6 +630,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.delete import SqliteMemoryDeletion
 
         return SqliteMemoryDeletion(self.database)
+
+    def topic_sweep_store(self) -> TopicSweepStore:
+        from memwrite.adapters.sqlite.episodes import SqliteTopicSweepStore
+
+        return SqliteTopicSweepStore(self.database)
 
     def portability(self) -> UserPortability:
         from memwrite.adapters.sqlite.portability import SqlitePortability
