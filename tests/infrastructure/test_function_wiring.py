@@ -274,7 +274,8 @@ def test_the_api_function_deletes_exactly_the_tables_the_erase_route_touches(
 
     assert tables_allowed("dynamodb:DeleteItem") == erased
     # The settings routes read and replace a tenant's settings item: never a delete.
-    assert tables_allowed("dynamodb:Query") == erased | {"tenant_settings"}
+    # And its model calls read (and put) the model budget's shards.
+    assert tables_allowed("dynamodb:Query") == erased | {"tenant_settings", "budget"}
     # The rollback route's one transaction (`memwrite.adapters.aws.dynamodb_rollback`) puts
     # memories, fact rows, outbox rows and its record (turns), then its span. Retrieval
     # counters (turns) are updated in place. The backfill route runs the pipeline's stages
