@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
     from memwrite.adapters.anthropic.client import ClientOptions
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
+    from memwrite.adapters.in_memory import InMemoryBackfillJobs
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
-    from memwrite.backfill.ports import EpisodeBatches, ModelBatches
+    from memwrite.backfill.ports import BackfillStarter, EpisodeBatches, ModelBatches
     from memwrite.budget import BudgetStore, ModelBudget
     from memwrite.edit.ports import MemoryDeletion, TopicSweeps, TopicSweepStore
     from memwrite.edit.topic_sweep import TopicSweepDeps
@@ -68,6 +70,7 @@ __all__ = [
     "build_embedder",
     "build_index",
     "build_llm",
+    "local_backfill_jobs",
     "offline_embedder",
     "opensearch_index",
 ]
@@ -235,6 +238,18 @@ class Adapters(ABC):
         from memwrite.adapters.aws.s3_exports import S3ExportSpill
 
         return S3ExportSpill(s3_client(self.env.aws_endpoint_url), self.env.exports_bucket)
+
+    def backfill_starter(self, *, own: bool = False) -> BackfillStarter:
+        """Where a user's backfill is handed: the backfill function (the api function's
+        `BACKFILL_FUNCTION_NAME`; with `own`, the backfill function itself, fanning out) by
+        an asynchronous invoke, else this process's backfill jobs (`memwrite serve`)."""
+        name = self.env.lambda_function_name if own else self.env.backfill_function_name
+        if name is None:
+            return local_backfill_jobs()
+        from memwrite.adapters.aws.clients import lambda_client
+        from memwrite.adapters.aws.lambda_backfill import LambdaBackfillStarter
+
+        return LambdaBackfillStarter(lambda_client(self.env.aws_endpoint_url), name)
 
     def model_batches(self) -> ModelBatches | None:
         """The batch lane's provider (`pipeline.backfill.mode = batch`): the Message Batches
@@ -657,6 +672,14 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
             normalize=search.embedding_normalize,
         )
     return offline_embedder(search.embedder, search.dimension)
+
+
+@cache
+def local_backfill_jobs() -> InMemoryBackfillJobs:
+    """The backfills handed over in this process, for `memwrite serve`'s backfill worker."""
+    from memwrite.adapters.in_memory import InMemoryBackfillJobs
+
+    return InMemoryBackfillJobs()
 
 
 def offline_embedder(name: Literal["wordllama", "hashing"], dimension: int | None) -> Embedder:

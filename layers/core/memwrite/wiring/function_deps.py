@@ -25,6 +25,7 @@ from memwrite.wiring.backends import Adapters, opensearch_index
 
 if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps, BatchDeps
+    from memwrite.backfill.ports import BackfillStarter
     from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
     from memwrite.edit.ports import TopicSweeps
@@ -58,6 +59,7 @@ __all__ = [
     "build_api_key_store",
     "build_api_key_table",
     "build_backfill_deps",
+    "build_backfill_starter",
     "build_batch_deps",
     "build_dead_letter_deps",
     "build_expiry_deps",
@@ -174,6 +176,7 @@ class ApiFunctionDeps:
     replay: Callable[[], ReplayDeps]
     # Built on the first backfill: every pipeline stage's deps, models included.
     backfill: Callable[[], BackfillDeps]
+    backfill_starter: BackfillStarter  # where a backfill is handed (the backfill function)
     # Where a settings change that excludes a topic hands its sweep (docs/reference/api.md).
     topic_sweeps: TopicSweeps
 
@@ -227,6 +230,7 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         export_spill=adapters.export_spill(),
         replay=cache(lambda: build_replay_deps(environ)),
         backfill=cache(lambda: build_backfill_deps(environ)),
+        backfill_starter=adapters.backfill_starter(),
         topic_sweeps=adapters.topic_sweeps(configs, lambda: sweep_deps),
     )
 
@@ -253,6 +257,11 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
         configs=adapters.configs(stage_named("extract")),
     )
+
+
+def build_backfill_starter(environ: Mapping[str, str] | None = None) -> BackfillStarter:
+    """The backfill function's own fan-out: one asynchronous invoke of itself per user."""
+    return Adapters.of(LambdaEnvironment.load(environ)).backfill_starter(own=True)
 
 
 def build_batch_deps(environ: Mapping[str, str] | None = None) -> BatchDeps:

@@ -52,7 +52,8 @@ def events_client(endpoint_url: str | None = None) -> Any:
 
 
 def lambda_client(endpoint_url: str | None = None) -> Any:
-    """Lambda (no stubs installed): the asynchronous invocation of a background job."""
+    """Lambda (no stubs installed): asynchronous invokes of background jobs (a backfill, a
+    topic sweep)."""
     return boto3.client("lambda", **_kwargs(endpoint_url))
 
 
