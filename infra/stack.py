@@ -43,7 +43,8 @@ from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
-from memwrite.config import ModelLimits, Settings
+from memwrite.config import Settings
+from memwrite.model_limits import ModelLimits
 from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
@@ -166,7 +167,7 @@ class MemwriteStack(cdk.Stack):
         api = self._function("api", "api", config.api_size)
         self.exports = self._exports_bucket(api)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
-        self._scheduled_functions()
+        self._scheduled_functions(api)
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -278,10 +279,11 @@ class MemwriteStack(cdk.Stack):
         )
         return exports
 
-    def _scheduled_functions(self) -> None:
+    def _scheduled_functions(self, api: MemwriteFunction) -> None:
         """The functions EventBridge Scheduler runs: the backfill of pending episodes (on unless
         the environment turns it off, `backfill_schedule_enabled`) and the expiry sweep,
-        always on."""
+        always on. The api function hands the expire function a topic sweep (a settings change
+        that excludes a topic), invoked asynchronously (`TOPIC_SWEEP_FUNCTION`)."""
         config = self.config
         backfill = self._function("backfill", "backfill", config.extract_size)
         if config.llm_provider is LlmProvider.BEDROCK:
@@ -296,6 +298,8 @@ class MemwriteStack(cdk.Stack):
         self._schedule("Backfill", backfill, config.backfill_schedule, enabled=enabled)
         expire = self._function("expire", "expire", config.stage_size)
         self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
+        api.function.add_environment("TOPIC_SWEEP_FUNCTION", expire.function.function_name)
+        expire.function.grant_invoke(api.role)
 
     def _schedule(
         self, name: str, target: MemwriteFunction, expression: str, *, enabled: bool
@@ -359,8 +363,9 @@ class MemwriteStack(cdk.Stack):
                 )
 
     def _grant_llm(self, fn: MemwriteFunction) -> None:
-        # Every model call is charged to the shared model budget first (`memwrite.budget`).
-        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_WRITE)
+        # Every model call is charged to the shared model budget first (`memwrite.budget`):
+        # its shards are read and put whole under a version condition, never deleted.
+        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_PUT)
         extract = self.settings.pipeline.extract
         if self.config.llm_provider is LlmProvider.BEDROCK:
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.
