@@ -22,6 +22,7 @@ from memwrite.ports import (
     TraceRollback,
     TurnLedger,
 )
+from memwrite.reasons import DeferredBudget, DeferredModelFailed, DeferredNoLLM
 from memwrite.stages import pipeline_stages, stream_stages
 from memwrite.store import RollbackRecord
 
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 
+# The reasons a turn is kept as a pending episode rather than dropped (docs/design.md §10).
+_DEFERRED = (DeferredNoLLM, DeferredModelFailed, DeferredBudget)
+
+
 class TraceStatus(StrEnum):
     IN_PROGRESS = "in_progress"  # a turn has no final verdict yet, or what it wrote is unindexed
     COMPLETE = "complete"  # every turn decided, and what they wrote indexed (searchable)
@@ -48,7 +53,8 @@ class TraceStatus(StrEnum):
 class TraceOutcome(BaseModel):
     stored: int
     merged: int
-    discarded: int
+    discarded: int  # turns and candidates dropped, never the turns kept as episodes
+    episodes: int  # turns deferred and kept as pending episodes for backfill
     memory_ids: list[str]
 
 
@@ -217,7 +223,12 @@ def _view(
         outcome=TraceOutcome(
             stored=sum(1 for _, outcome in written if outcome == "stored"),
             merged=sum(1 for _, outcome in written if outcome == "merged"),
-            discarded=sum(1 for span in found if span.result is SpanResult.REJECT),
+            discarded=sum(
+                1
+                for span in found
+                if span.result is SpanResult.REJECT and not isinstance(span.reason, _DEFERRED)
+            ),
+            episodes=len({span.item_id for span in found if isinstance(span.reason, _DEFERRED)}),
             memory_ids=sorted({memory_id for memory_id, _ in written}),
         ),
         llm_calls=sum(llm.calls for llm in usage),
