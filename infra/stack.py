@@ -166,7 +166,7 @@ class MemwriteStack(cdk.Stack):
         api = self._function("api", "api", config.api_size)
         self.exports = self._exports_bucket(api)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
-        self._scheduled_functions()
+        self._scheduled_functions(api)
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -278,10 +278,11 @@ class MemwriteStack(cdk.Stack):
         )
         return exports
 
-    def _scheduled_functions(self) -> None:
+    def _scheduled_functions(self, api: MemwriteFunction) -> None:
         """The functions EventBridge Scheduler runs: the backfill of pending episodes (on unless
         the environment turns it off, `backfill_schedule_enabled`) and the expiry sweep,
-        always on."""
+        always on. The api function hands the expire function a topic sweep (a settings change
+        that excludes a topic), invoked asynchronously (`TOPIC_SWEEP_FUNCTION`)."""
         config = self.config
         backfill = self._function("backfill", "backfill", config.extract_size)
         if config.llm_provider is LlmProvider.BEDROCK:
@@ -296,6 +297,8 @@ class MemwriteStack(cdk.Stack):
         self._schedule("Backfill", backfill, config.backfill_schedule, enabled=enabled)
         expire = self._function("expire", "expire", config.stage_size)
         self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
+        api.function.add_environment("TOPIC_SWEEP_FUNCTION", expire.function.function_name)
+        expire.function.grant_invoke(api.role)
 
     def _schedule(
         self, name: str, target: MemwriteFunction, expression: str, *, enabled: bool

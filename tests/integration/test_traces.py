@@ -6,6 +6,7 @@ import pytest
 
 import functions.api.handler as api_handler
 from memwrite.errors import StoreUnavailable
+from memwrite_local.runtime.runner import DrainReport
 
 KEYS = {"k1": "t1", "k2": "t2"}
 
@@ -150,3 +151,34 @@ def test_an_id_of_the_wrong_shape_is_the_unknown_ids_404_and_never_reaches_the_s
                 404,
                 {"error": "not_found", field: wrong},
             ), (template, wrong[:40])
+
+
+@pytest.mark.parametrize("backend", ["moto", "sqlite"])
+def test_a_trace_is_complete_only_once_what_it_stored_is_searchable(make_local, make_body, backend):
+    # Given a stored fact whose pipeline has run, while stage 7 (the outbox's consumer) has
+    # not yet indexed it, as in `memwrite serve` between a batch and its outbox pass
+    local = make_local(backend=backend)
+    posted = local.post_turns(make_body("I live in Lisbon.", user_id="dana"))
+    trace_id = posted.body["trace_id"]
+    index_outbox = local.runner.index_outbox
+    local.runner.index_outbox = lambda report, stop=None: None
+    local.runner.drain()
+
+    def search() -> list[str]:
+        body = {"user_id": "dana", "query": "Where does the user live?", "k": 5}
+        return [
+            hit["text"] for hit in local.runner.call("POST", "/v1/search", body).body["results"]
+        ]
+
+    # When a client waits on the trace
+    # Then it is not complete yet: a search would not find the memory
+    assert local.memories("dana")
+    assert search() == []
+    assert local.get_trace(trace_id).body["status"] == "in_progress"
+
+    # And once stage 7 has indexed the trace's rows, it is complete and the search finds it
+    index_outbox(DrainReport())
+    trace = local.get_trace(trace_id).body
+    assert trace["status"] == "complete"
+    assert "The user lives in Lisbon." in search()
+    assert any(span["stage"] == "hype" for span in trace["spans"])

@@ -4,12 +4,14 @@ the traces that wrote a memory, and a user's traces over a time range."""
 from __future__ import annotations
 
 import time
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from memwrite.episode import episode_doc_id
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.models import SpanResult, StageSpan
 from memwrite.ports import (
@@ -20,7 +22,7 @@ from memwrite.ports import (
     TraceRollback,
     TurnLedger,
 )
-from memwrite.stages import pipeline_stages
+from memwrite.stages import pipeline_stages, stream_stages
 from memwrite.store import RollbackRecord
 
 __all__ = [
@@ -38,8 +40,8 @@ __all__ = [
 
 
 class TraceStatus(StrEnum):
-    IN_PROGRESS = "in_progress"  # some turn has not reached a final verdict yet
-    COMPLETE = "complete"
+    IN_PROGRESS = "in_progress"  # a turn has no final verdict yet, or what it wrote is unindexed
+    COMPLETE = "complete"  # every turn decided, and what they wrote indexed (searchable)
     FAILED = "failed"  # some turn ended in an error span
 
 
@@ -137,13 +139,28 @@ def _retried_past(error: StageSpan, spans: list[StageSpan], turn_ids: tuple[str,
     )
 
 
-def _status(turn_ids: tuple[str, ...], spans: list[StageSpan]) -> TraceStatus:
+def _indexed(doc_ids: AbstractSet[str], spans: list[StageSpan]) -> bool:
+    """Stage 7 has taken each document's change: its span (`<doc id>#<rev>`, written after
+    the index call returned) is on the trace, so a search now finds (or no longer finds) it."""
+    streamed = {stage.name for stage in stream_stages()}
+    done = {
+        span.item_id.rpartition("#")[0]
+        for span in spans
+        if span.stage in streamed and span.result is not SpanResult.ERROR
+    }
+    return doc_ids <= done
+
+
+def _status(
+    turn_ids: tuple[str, ...], spans: list[StageSpan], doc_ids: AbstractSet[str]
+) -> TraceStatus:
     errors = [span for span in spans if span.result is SpanResult.ERROR]
     if any(not _retried_past(error, spans, turn_ids) for error in errors):
         return TraceStatus.FAILED
-    # Complete once persisted (readable by id); indexing (stream stages) follows on its own.
+    # Complete once persisted and indexed (docs/design.md §7): a client's `wait` then
+    # `search` finds what the trace stored.
     last_stage = pipeline_stages()[-1].name
-    if all(_finished(tid, spans, last_stage) for tid in set(turn_ids)):
+    if all(_finished(tid, spans, last_stage) for tid in set(turn_ids)) and _indexed(doc_ids, spans):
         return TraceStatus.COMPLETE
     return TraceStatus.IN_PROGRESS
 
@@ -162,9 +179,12 @@ def get_trace(
     record = ledger.get_trace(tenant, trace_id)
     if record is None:
         return None
-    view = _view(record, ledger, spans)
+    kept = (
+        {} if episodes is None else episodes.get_episodes(tenant, record.user_id, record.turn_ids)
+    )
+    # The kept turns' episode documents are the trace's to index too.
+    view = _view(record, ledger, spans, frozenset(episode_doc_id(turn_id) for turn_id in kept))
     if episodes is not None:
-        kept = episodes.get_episodes(tenant, record.user_id, record.turn_ids)
         now = time.time()
         view = view.model_copy(
             update={"episodes": [kept[t].as_json(now) for t in record.turn_ids if t in kept]}
@@ -175,7 +195,12 @@ def get_trace(
     return view.model_copy(update={"rolled_back_at": rollback.rolled_back_at, "rollback": rollback})
 
 
-def _view(record: TraceRecord, ledger: TurnLedger, spans: SpanStore) -> TraceView:
+def _view(
+    record: TraceRecord,
+    ledger: TurnLedger,
+    spans: SpanStore,
+    episode_docs: frozenset[str] = frozenset(),
+) -> TraceView:
     found = spans.spans_of(record.tenant, record.trace_id)
     written = ledger.memories_of_trace(record.tenant, record.trace_id)
     usage = [span.llm for span in found if span.llm]
@@ -184,7 +209,9 @@ def _view(record: TraceRecord, ledger: TurnLedger, spans: SpanStore) -> TraceVie
         user_id=record.user_id,
         session_id=record.session_id,
         created_at=record.created_at,
-        status=_status(record.turn_ids, found),
+        status=_status(
+            record.turn_ids, found, {memory_id for memory_id, _ in written} | episode_docs
+        ),
         turn_ids=list(record.turn_ids),
         spans=found,
         outcome=TraceOutcome(
