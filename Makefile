@@ -47,10 +47,12 @@ bench: install
 loadtest: install
 	$(BIN)/python -m memwrite_local.loadtest.standard --out bench/loadtest.json --data $(EVAL_DATA)
 
-# The OpenAPI document (functions/openapi.json), regenerated from the handlers; commit it.
-# A test fails while it differs from what the handlers generate.
+# The OpenAPI document (functions/openapi.json), regenerated from the handlers, and the
+# TypeScript client's types generated from it (clients/typescript/src/schema.d.ts); commit
+# both. A test fails while either differs from what its generator gives.
 openapi: install
 	$(BIN)/python -m functions.openapi
+	cd clients/typescript && (test -d node_modules || npm ci --no-audit --no-fund) && npm run generate
 
 lint: install
 	$(BIN)/ruff check .

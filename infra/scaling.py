@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from memwrite.config import ModelLimits
+from memwrite.model_limits import ModelLimits
 
 __all__ = [
     "EXTRACT_CALLS_PER_TURN",

@@ -42,7 +42,8 @@ from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
-from memwrite.config import ModelLimits, Settings
+from memwrite.config import Settings
+from memwrite.model_limits import ModelLimits
 from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
@@ -371,8 +372,9 @@ class MemwriteStack(cdk.Stack):
                 )
 
     def _grant_llm(self, fn: MemwriteFunction) -> None:
-        # Every model call is charged to the shared model budget first (`memwrite.budget`).
-        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_WRITE)
+        # Every model call is charged to the shared model budget first (`memwrite.budget`):
+        # its shards are read and put whole under a version condition, never deleted.
+        _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_PUT)
         extract = self.settings.pipeline.extract
         if self.config.llm_provider is LlmProvider.BEDROCK:
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.

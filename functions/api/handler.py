@@ -40,6 +40,7 @@ from memwrite.edit.patch import MemoryPatch, PatchDeps, patch_memory
 from memwrite.edit.rollback import rollback_trace
 from memwrite.episode import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
+from memwrite.feed.webhooks import host_refusal
 from memwrite.memory import EXPIRED_RETENTION_DAYS
 from memwrite.models import BackfillAccepted
 from memwrite.portability import (
@@ -476,6 +477,10 @@ def get_settings_route() -> Response[dict[str, Any]]:
 )
 def put_settings_route(settings: TenantOverrides) -> Response[dict[str, Any]]:
     def put_settings(tenant: str, current: ApiFunctionDeps) -> TenantOverrides:
+        for at, hook in enumerate(settings.webhooks or ()):
+            refused = host_refusal(hook)  # DNS now; each delivery checks again
+            if refused is not None:
+                raise InvalidQuery(f"webhooks[{at}].url", refused)
         current.configs.put(tenant, settings, datetime.now(UTC).isoformat())
         return settings
 

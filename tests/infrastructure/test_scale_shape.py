@@ -10,7 +10,8 @@ import pytest
 
 from functions.routes import ROUTES, Auth
 from infra.scaling import turn_queue_concurrency, webhook_lane_concurrency
-from memwrite.config import ModelLimits, Settings, load_settings
+from memwrite.config import Settings, load_settings
+from memwrite.model_limits import ModelLimits
 from memwrite.schema import API_KEYS_LISTING, TURNS_PENDING_EPISODES
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import definition, resources

@@ -11,7 +11,7 @@ import pytest
 
 from memwrite.adapters.in_memory import InMemoryBudgetStore
 from memwrite.budget import Caller, Lane, ModelBudget
-from memwrite.config import ModelConfig, ModelLimits
+from memwrite.model_limits import ModelConfig, ModelLimits
 
 PROVIDER, MODEL = "anthropic", "claude-haiku-4-5"
 # Small limits, one shard (fewer than 100 requests a minute), so the arithmetic reads plainly.

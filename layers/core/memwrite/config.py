@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -25,7 +24,10 @@ from pydantic import (
 )
 
 from memwrite.config_keys import renamed_keys
+from memwrite.egress import loopback_allowed, url_refusal
 from memwrite.errors import ConfigError
+from memwrite.linear_regex import compile_linear
+from memwrite.model_limits import ModelBudgetOverrides, ModelConfig
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
@@ -37,9 +39,6 @@ __all__ = [
     "ExtractionOverrides",
     "FirewallAction",
     "IngestLimits",
-    "ModelBudgetOverrides",
-    "ModelConfig",
-    "ModelLimits",
     "PipelineConfig",
     "PreFilterConfig",
     "ScoringConfig",
@@ -69,16 +68,14 @@ class UserSkipPattern(_Frozen):
 
     # Named in the rejection reason: UserRule{name}.
     name: str = Field(min_length=1, max_length=64)
-    # A regular expression matched against a whole sentence, any case.
+    # A regular expression matched against a whole sentence, any case, on RE2 (linear time:
+    # no backreferences or lookaround).
     pattern: str = Field(min_length=1, max_length=500)
 
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        compile_linear(value)  # ValueError naming what RE2 refuses
         return value
 
 
@@ -259,14 +256,11 @@ class WebhookEvent(StrEnum):
     USER_ERASED = "user.erased"  # the user's erasure (DELETE /v1/users/{user_id})
 
 
-_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
-
 class Webhook(_Frozen):
     """One endpoint of a tenant's change feed: `events` are POSTed to `url`, signed with
     `secret` (HMAC-SHA256). Stored and validated here; delivery is the change feed's."""
 
-    # https (http only to localhost, for local development).
+    # https to a public address (loopback only where the deployment allows: memwrite.egress).
     url: AnyUrl
     # The signing key shared with the receiver.
     secret: str = Field(min_length=16, max_length=256)
@@ -280,9 +274,10 @@ class Webhook(_Frozen):
     def _https(cls, url: AnyUrl) -> AnyUrl:
         if len(str(url)) > 2_048:
             raise ValueError("at most 2,048 characters")
-        if url.scheme == "https" or (url.scheme == "http" and url.host in _LOCAL_HOSTS):
-            return url
-        raise ValueError("must be an https URL (http only to localhost)")
+        refused = url_refusal(url.scheme, url.host or "", allow_loopback=loopback_allowed())
+        if refused is not None:
+            raise ValueError(refused)
+        return url
 
 
 class ExtractConfig(_Frozen):
@@ -516,99 +511,6 @@ class BackfillConfig(_Frozen):
     poll_secs: float = Field(default=60.0, gt=0)
     # Bedrock batch jobs that have not ended after this many hours are stopped (24 to 168).
     bedrock_timeout_hours: int = Field(default=24, ge=24, le=168)
-
-
-class ModelLimits(_Frozen):
-    """A model's rate limits per minute, as the provider enforces them (a token bucket each)."""
-
-    requests_per_minute: int = Field(ge=1)
-    input_tokens_per_minute: int = Field(ge=1)
-    output_tokens_per_minute: int = Field(ge=1)
-
-
-def _limits_keys(limits: dict[str, ModelLimits] | None) -> dict[str, ModelLimits] | None:
-    """Keys are `provider/model` ("anthropic/claude-haiku-4-5") or `*` (any other model)."""
-    for key in limits or {}:
-        provider, sep, model = key.partition("/")
-        if key != "*" and (not sep or provider not in ("anthropic", "bedrock") or not model):
-            raise ValueError(
-                f"{key!r}: a limits key is 'anthropic/<model>', 'bedrock/<model>' or *"
-            )
-    return limits
-
-
-class ModelBudgetOverrides(_Frozen):
-    """A tenant's part of the model budget (tenant settings `model_budget`)."""
-
-    # Its weighted fair share: a tenant of weight w is guaranteed w * model.tenant_share of
-    # each model limit; past it, it borrows only capacity others are not using.
-    weight: float = Field(default=1.0, gt=0, le=100)
-    # Its own limits (by `provider/model` or `*`), on top of its share; unset: its share only.
-    limits: dict[str, ModelLimits] | None = None
-
-    _keys = field_validator("limits")(_limits_keys)
-
-
-# Anthropic's published limits of a large (tier 4) account for a Haiku-class model.
-_TIER4_HAIKU = ModelLimits(
-    requests_per_minute=4_000,
-    input_tokens_per_minute=4_000_000,
-    output_tokens_per_minute=800_000,
-)
-
-
-class ModelConfig(_Frozen):
-    """`pipeline.model`: the model budget shared by every worker (docs/budget.md).
-
-    Token buckets per (provider, model) and per tenant for requests, input and output tokens
-    per minute; a call is charged its input tokens and max_tokens when it starts and refunded
-    to its real usage when it ends. Live turns wait in the queue for room up to `max_wait_s`.
-    """
-
-    # Off: no bucket is charged (the SDK's retries and the queue are then the only limits).
-    budget_enabled: bool = True
-    # The account's limits, by `provider/model`; `*` for any model not listed.
-    limits: dict[str, ModelLimits] = Field(
-        default_factory=lambda: {"anthropic/claude-haiku-4-5": _TIER4_HAIKU, "*": _TIER4_HAIKU}
-    )
-    # How long a live turn may wait for room, from when it was accepted; then it becomes a
-    # pending episode (DeferredBudget{waited_s}). Locally it waits in the queue; on AWS in the
-    # state machine's Retry, so at most 240 (an Express execution lasts 5 minutes).
-    max_wait_s: float = Field(default=120.0, ge=0, le=43_200)
-    # Shortest wait in the queue between two tries (each try is one receive of the message).
-    min_retry_delay_s: float = Field(default=5.0, ge=0, le=900)
-    # The fraction of each model limit a tenant of weight 1 is guaranteed.
-    tenant_share: float = Field(default=0.1, gt=0, le=1)
-    # A live call past its tenant's share is admitted only while the model's bucket holds more
-    # than this fraction of its capacity: what is left is kept for tenants within their share.
-    borrow_floor: float = Field(default=0.2, ge=0, lt=1)
-    # Backfill takes only spare capacity: above this fraction (the reserve kept for live calls).
-    backfill_floor: float = Field(default=0.5, ge=0, lt=1)
-    # Each bucket is split into up to this many items so that no one item is hot on DynamoDB
-    # (a shard holds at least 100 requests a minute: small limits use fewer).
-    shards: int = Field(default=8, ge=1, le=64)
-    # On a 429/529 the budget's limits drop to this fraction of what they were (at most once
-    # per `aimd_cooldown_s`), down to `aimd_min_factor`; they recover additively by
-    # `aimd_recovery_per_minute` of the limit each minute.
-    aimd_decrease: float = Field(default=0.5, gt=0, lt=1)
-    aimd_min_factor: float = Field(default=0.05, gt=0, le=1)
-    aimd_recovery_per_minute: float = Field(default=0.1, gt=0, le=1)
-    aimd_cooldown_s: float = Field(default=5.0, ge=0)
-    # The request's tenant's weight and own limits (`model_budget` of its settings; set by
-    # `Settings.for_request`, not in a config file).
-    tenant_weight: float = Field(default=1.0, gt=0, le=100)
-    tenant_limits: dict[str, ModelLimits] | None = None
-
-    _keys = field_validator("limits", "tenant_limits")(_limits_keys)
-
-    def limits_for(self, provider: str, model: str) -> ModelLimits:
-        """The limits of one model: its own entry, else `*`, else the tier-4 Haiku limits."""
-        return self.limits.get(f"{provider}/{model}") or self.limits.get("*") or _TIER4_HAIKU
-
-    def tenant_limits_for(self, provider: str, model: str) -> ModelLimits | None:
-        """The tenant's own limits of one model, if it has any."""
-        own = self.tenant_limits or {}
-        return own.get(f"{provider}/{model}") or own.get("*")
 
 
 class PipelineConfig(_Frozen):

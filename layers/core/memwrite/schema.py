@@ -252,7 +252,8 @@ class Access(StrEnum):
     # Reads and deletes, no puts or updates (the erase route). DynamoDB's BatchWriteItem
     # action covers batched puts too: IAM cannot tell them apart.
     READ_DELETE = "read_delete"
-    # Reads and PutItem only: replaces whole items, never deletes (tenant settings).
+    # Reads and PutItem only: replaces whole items, never deletes (tenant settings, the model
+    # budget's shards).
     READ_PUT = "read_put"
 
 

@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from memwrite.budget.buckets import Levels, Tuning, admit_wait, charge, decrease, refill, refund
 from memwrite.budget.ports import BucketRecord, BudgetStore
-from memwrite.config import ModelConfig, ModelLimits
+from memwrite.model_limits import ModelConfig, ModelLimits
 
 __all__ = [
     "Admission",
