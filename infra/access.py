@@ -60,8 +60,17 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
         "spans": RW,
     },
     # The scheduled expiry sweep (`memwrite.expiry`): the `expiry_due` index and the memory
-    # (reads), its new rev and outbox row in one transaction (puts).
-    "expire": {"memories": RW, "outbox": W},
+    # (reads), its new rev and outbox row in one transaction (puts). A topic sweep handed to
+    # it (`memwrite.edit.topic_sweep`): the tenant's settings, its users' keys (scans), each
+    # memory's deletion (memory, fact row, outbox, span) and its episodes (turns).
+    "expire": {
+        "tenant_settings": R,
+        "memories": RW,
+        "entity_facts": RW,
+        "outbox": RW,
+        "turns": RW,
+        "spans": W,
+    },
     # The webhook delivery lane (`memwrite.feed.delivery`): the tenants' webhooks, and each
     # attempt's span on its trace while the trace exists (turns: read). Its queue's grants
     # come with its event source (infra/webhooks.py).

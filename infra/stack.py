@@ -25,6 +25,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -166,7 +167,7 @@ class MemwriteStack(cdk.Stack):
         api = self._function("api", "api", config.api_size)
         self.exports = self._exports_bucket(api)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
-        self._scheduled_functions()
+        self._backfill_handoff(api, self._scheduled_functions(api))
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -278,10 +279,23 @@ class MemwriteStack(cdk.Stack):
         )
         return exports
 
-    def _scheduled_functions(self) -> None:
+    def _backfill_handoff(self, api: MemwriteFunction, backfill: MemwriteFunction) -> None:
+        """`POST /v1/users/{user_id}/backfill` invokes the backfill function asynchronously
+        (`BACKFILL_FUNCTION_NAME`), and the scheduled run fans out to the backfill function
+        itself, one invoke per user: those two alone may invoke it. The self-grant is a policy
+        of its own: in the role's default policy it would make the function depend on itself."""
+        api.function.add_environment("BACKFILL_FUNCTION_NAME", backfill.function.function_name)
+        invoke = iam.PolicyStatement(
+            actions=["lambda:InvokeFunction"], resources=[backfill.function.function_arn]
+        )
+        api.role.add_to_principal_policy(invoke)
+        iam.Policy(self, "BackfillFanOut", roles=[backfill.role], statements=[invoke])
+
+    def _scheduled_functions(self, api: MemwriteFunction) -> MemwriteFunction:
         """The functions EventBridge Scheduler runs: the backfill of pending episodes (on unless
         the environment turns it off, `backfill_schedule_enabled`) and the expiry sweep,
-        always on."""
+        always on. The api function hands the expire function a topic sweep (a settings change
+        that excludes a topic), invoked asynchronously (`TOPIC_SWEEP_FUNCTION`)."""
         config = self.config
         backfill = self._function("backfill", "backfill", config.extract_size)
         if config.llm_provider is LlmProvider.BEDROCK:
@@ -296,6 +310,9 @@ class MemwriteStack(cdk.Stack):
         self._schedule("Backfill", backfill, config.backfill_schedule, enabled=enabled)
         expire = self._function("expire", "expire", config.stage_size)
         self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
+        api.function.add_environment("TOPIC_SWEEP_FUNCTION", expire.function.function_name)
+        expire.function.grant_invoke(api.role)
+        return backfill
 
     def _schedule(
         self, name: str, target: MemwriteFunction, expression: str, *, enabled: bool
@@ -367,12 +384,14 @@ class MemwriteStack(cdk.Stack):
             # Every model call (extract, judges, verifier, HyPE questions) uses this model.
             self._invoke_models(fn, extract.model, "Claude through Bedrock")
             return
-        # The key reaches the function as a CloudFormation dynamic reference: the secret's
-        # value is resolved at deploy time, never written into the template.
-        fn.function.add_environment(
-            "ANTHROPIC_API_KEY",
-            cdk.SecretValue.secrets_manager(self.config.anthropic_secret_name).unsafe_unwrap(),
-        )
+        # The function reads the key at run time (`memwrite.adapters.aws.secrets`): its
+        # environment holds the secret's name only, and only the model's callers may read it.
+        name = self.config.anthropic_secret_name
+        secret = self.node.try_find_child(
+            "AnthropicSecret"
+        ) or secretsmanager.Secret.from_secret_name_v2(self, "AnthropicSecret", name)
+        typing.cast(secretsmanager.ISecret, secret).grant_read(fn.role)
+        fn.function.add_environment("ANTHROPIC_API_KEY_SECRET", name)
 
     def _grant_embedder(self, fn: MemwriteFunction) -> None:
         search = self.settings.pipeline.search

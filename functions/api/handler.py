@@ -32,15 +32,18 @@ from functions.api_common import (
     path_id,
     path_user,
 )
-from memwrite.backfill import BackfillRequest, BackfillResult, backfill_user
+from memwrite.backfill import BackfillRequest, accept_backfill
 from memwrite.config import TenantOverrides
 from memwrite.edit.delete import delete_memory
 from memwrite.edit.erase import ErasureReport, erase_user
 from memwrite.edit.patch import MemoryPatch, PatchDeps, patch_memory
 from memwrite.edit.rollback import rollback_trace
+from memwrite.edit.topic_sweep import TopicSweep, added_topics
 from memwrite.episode import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
+from memwrite.feed.webhooks import host_refusal
 from memwrite.memory import EXPIRED_RETENTION_DAYS
+from memwrite.models import BackfillAccepted
 from memwrite.portability import (
     INLINE_EXPORT_LIMIT,
     ImportGuards,
@@ -335,9 +338,6 @@ def erase_user_route(user_id: str) -> Response[dict[str, Any]]:
 
 
 NDJSON = "application/x-ndjson"
-# A backfill starts no batch later than this before its function's timeout: one batch (an
-# extraction call, then the other stages) usually takes a few seconds.
-BACKFILL_RESERVE_SECS = 5.0
 _EXPORT_OK: OpenAPIResponse = {
     "description": "The export: JSON lines (a header, entities, entity_facts, memories, episodes).",
     "content": {NDJSON: {"schema": {"type": "string"}}},
@@ -433,24 +433,22 @@ def list_episodes_route(  # noqa: PLR0917 (query parameters, named by Powertools
 
 @http.route(
     summary="Distil a user's pending episodes with the model, in observed_at order",
+    description="Handed to the backfill function, not run in this call: the answer is back at "
+    "once, and `GET /v1/traces/{trace_id}` follows the backfill once it runs (404 until then). "
+    "`trace_id` is null when no episode in the range is pending (nothing is started).",
     tags=["episodes"],
     responses=error_responses(
-        404, 409, ok=(HTTPStatus.OK, "What the backfill did (its own trace).", BackfillResult)
+        404,
+        409,
+        ok=(HTTPStatus.ACCEPTED, "Handed to the backfill function.", BackfillAccepted),
     ),
 )
 def backfill_route(user_id: str, request: BackfillRequest) -> Response[dict[str, Any]]:
-    # What this invocation has left, less the time one more batch may take: the answer is
-    # back before the function's timeout, with the episodes not reached left `remaining`.
-    left_secs = app.lambda_context.get_remaining_time_in_millis() / 1000
     return http.answer(
-        lambda tenant, current: backfill_user(
-            tenant,
-            path_user(user_id),
-            request,
-            current.configs.for_request(tenant),
-            current.backfill(),
-            budget_secs=max(0.0, left_secs - BACKFILL_RESERVE_SECS),
-        )
+        lambda tenant, current: accept_backfill(
+            tenant, path_user(user_id), request, current.backfill(), current.backfill_starter
+        ),
+        status=HTTPStatus.ACCEPTED,
     )
 
 
@@ -480,7 +478,16 @@ def get_settings_route() -> Response[dict[str, Any]]:
 )
 def put_settings_route(settings: TenantOverrides) -> Response[dict[str, Any]]:
     def put_settings(tenant: str, current: ApiFunctionDeps) -> TenantOverrides:
+        for at, hook in enumerate(settings.webhooks or ()):
+            refused = host_refusal(hook)  # DNS now; each delivery checks again
+            if refused is not None:
+                raise InvalidQuery(f"webhooks[{at}].url", refused)
+        before = current.configs.for_request(tenant).extract.exclude_topics
         current.configs.put(tenant, settings, datetime.now(UTC).isoformat())
+        # A topic excluded now: what is stored under it goes (a background sweep on AWS).
+        added = added_topics(before, current.configs.for_request(tenant).extract.exclude_topics)
+        if added:
+            current.topic_sweeps.start(TopicSweep(tenant=tenant, topics=added))
         return settings
 
     return http.answer(put_settings)

@@ -12,13 +12,14 @@ function's answers too (`infra/api.py`): a revoked key stops working within both
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.auth.api_keys import KeyResolver
+from memwrite.auth.api_keys import DEFAULT_KEY_ENV, KeyResolver
 from memwrite.auth.tenant import API_KEY_HEADER, usage_key
 from memwrite.config import load_settings
 from memwrite.wiring import build_api_key_store
@@ -29,7 +30,13 @@ logger = Logger(service="memwrite-authorizer")
 @cache
 def resolver() -> KeyResolver:
     """Built on the first invocation (cold start) and reused while the instance lives."""
-    return KeyResolver(load_settings().api_keys, build_api_key_store())
+    default = os.environ.get(DEFAULT_KEY_ENV, "")  # local only: `local-dev-key=local`
+    key, _, tenant = default.partition("=")
+    return KeyResolver(
+        load_settings().api_keys,
+        build_api_key_store(),
+        default={key: tenant} if key and tenant else None,
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -1,7 +1,14 @@
-"""The scheduled backfill (EventBridge Scheduler, off until a model is configured): every user
-with a pending episode, through extraction and the remaining stages (`memwrite.backfill`).
-With `pipeline.backfill.mode = batch`, one round of the batch lane instead: the open provider
-batches polled (the ended ones applied), then what is pending submitted."""
+"""The backfill function. Invoked two ways:
+
+- with one user's job (`memwrite.backfill.BackfillJob`: {tenant, user_id, trace_id}, handed
+  over asynchronously by `POST /v1/users/{user_id}/backfill` or by this function's own
+  scheduled run): that user's pending episodes, in `observed_at` order, through extraction
+  and the remaining stages under the job's trace (`memwrite.backfill.run_job`);
+- by the schedule (EventBridge Scheduler, off until a model is configured): one job handed to
+  this function per user with a pending episode (`start_pending`, bounded per run). With
+  `pipeline.backfill.mode = batch`, one round of the batch lane instead: the open provider
+  batches polled (the ended ones applied), then what is pending submitted.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +18,26 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.backfill import BackfillDeps, BatchDeps, backfill_pending, run_batch_round
-from memwrite.wiring import build_backfill_deps, build_batch_deps
+from memwrite.backfill import (
+    BackfillDeps,
+    BackfillJob,
+    BackfillStarter,
+    BatchDeps,
+    run_batch_round,
+    run_job,
+    start_pending,
+)
+from memwrite.wiring import build_backfill_deps, build_backfill_starter, build_batch_deps
 
 logger = Logger(service="memwrite-backfill")
 
 # No batch is applied or submitted later than this before the function's timeout: applying
 # one user's episodes (the stages, no model wait) takes seconds.
 BATCH_RESERVE_SECS = 10.0
+# A job's run starts no extraction batch later than this before the timeout: one batch (an
+# extraction call, then the other stages) usually takes a few seconds. What it leaves pending
+# the next scheduled run picks up.
+JOB_RESERVE_SECS = 10.0
 
 
 @cache
@@ -31,23 +50,33 @@ def batch_deps() -> BatchDeps:
     return build_batch_deps()
 
 
+@cache
+def starter() -> BackfillStarter:
+    return build_backfill_starter()
+
+
+def _left_secs(context: LambdaContext, reserve: float) -> float:
+    return max(0.0, context.get_remaining_time_in_millis() / 1000 - reserve)
+
+
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     current = deps()
+    if "user_id" in event:
+        job = BackfillJob.model_validate(event)
+        config = current.configs.for_request(job.tenant)
+        result = run_job(job, config, current, budget_secs=_left_secs(context, JOB_RESERVE_SECS))
+        summary = result.as_json()
+        logger.info("backfill of one user done", extra=summary)
+        return summary
     if current.configs.settings.pipeline.backfill.mode == "batch":
         lane = batch_deps()
-        budget = max(0.0, context.get_remaining_time_in_millis() / 1000 - BATCH_RESERVE_SECS)
+        budget = _left_secs(context, BATCH_RESERVE_SECS)
         done = run_batch_round(lane.backfill.configs.for_request, lane, budget_secs=budget)
-        summary = done.as_json()
-        logger.info("batch backfill round done", extra=summary)
-        return summary
-    results = backfill_pending(current.configs.for_request, current)
-    summary = {
-        "users": len(results),
-        "episodes": sum(r.episodes for r in results),
-        "extracted": sum(r.extracted for r in results),
-        "still_pending": sum(r.still_pending for r in results),
-        "trace_ids": [r.trace_id for r in results if r.trace_id],
-    }
-    logger.info("backfill done", extra=summary)
-    return summary
+        round_summary = done.as_json()
+        logger.info("batch backfill round done", extra=round_summary)
+        return round_summary
+    jobs = start_pending(current, starter())
+    fan_out = {"users": len(jobs), "trace_ids": [job.trace_id for job in jobs]}
+    logger.info("backfill handed over per user", extra=fan_out)
+    return fan_out

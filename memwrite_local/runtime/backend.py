@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from types import TracebackType
 from typing import Self
 
+from memwrite.auth.api_keys import DEFAULT_KEY_ENV
 from memwrite.config import load_settings
 
 __all__ = ["LOCAL_API_KEY", "LOCAL_TENANT", "LocalBackend", "patched_environ"]
@@ -57,7 +58,9 @@ class LocalBackend(ABC):
         }
         configured = load_settings({**os.environ, **self._extra_env}).api_keys
         if not configured and not self._has_stored_keys():
-            base_env["MEMWRITE_API_KEYS"] = f"{LOCAL_API_KEY}={LOCAL_TENANT}"
+            # Valid until the first key is created (the authorizer re-checks within its
+            # cache period, `memwrite.auth.api_keys.KEY_CACHE_SECS`).
+            base_env[DEFAULT_KEY_ENV] = f"{LOCAL_API_KEY}={LOCAL_TENANT}"
             self.uses_default_api_key = True
         try:
             self._stack.enter_context(patched_environ({**base_env, **self._extra_env}))

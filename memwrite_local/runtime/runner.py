@@ -8,17 +8,20 @@ function the table names, with the tenant in the request context; `drain` then p
 (through the `TurnConsumer` port: SQLite or SQS), splits each receive into per-session extract
 inputs as the dispatcher does on AWS, and runs the handler of every pipeline stage of
 `memwrite.stages.STAGES` on each, in order, passing JSON from one to the next as Step
-Functions does. `backfill_pending` is one pass of the continuous backfill (`memwrite serve`
-runs it on a worker of its own). Each drain first runs the expiry sweep (the AWS schedule's
-function), so the rows it commits reach stage 7 in the same drain, and ends with one pass of
-the webhook delivery lane (`deliver_webhooks`: on AWS its own queue and function), unless
-told not to (`memwrite serve` runs the lane on a worker of its own).
+Functions does. `run_backfill_jobs` runs the backfills the API handed over (on AWS the
+backfill function's asynchronous invokes) and `backfill_pending` is one pass of the
+continuous backfill (`memwrite serve` runs both on workers of their own). Each drain first
+runs the expiry sweep (the AWS schedule's function), so the rows it commits reach stage 7 in
+the same drain, and ends with one pass of the webhook delivery lane (`deliver_webhooks`: on
+AWS its own queue and function), unless told not to (`memwrite serve` runs the lane on a
+worker of its own).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import logging
 import re
 import time
 import uuid
@@ -30,15 +33,19 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from functions.routes import ROUTES, Auth, Route
-from memwrite.backfill import BackfillResult, backfill_pending
+from memwrite.backfill import BackfillResult, backfill_pending, run_job
 from memwrite.environment import Backend, LambdaEnvironment
-from memwrite.errors import BudgetWait, WebhookUndelivered
+from memwrite.errors import BudgetWait, MemwriteError, WebhookUndelivered
 from memwrite.expiry import ExpirySweep, sweep_expiries
 from memwrite.feed.delivery import DeliveryOutcome, attempt_delivery
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
 from memwrite.stages import pipeline_stages, stream_stages
-from memwrite.wiring import build_queue_consumer, build_webhook_delivery_deps
+from memwrite.wiring import (
+    build_queue_consumer,
+    build_webhook_delivery_deps,
+    local_backfill_jobs,
+)
 from memwrite_local.runtime.backend import LOCAL_API_KEY
 
 if TYPE_CHECKING:
@@ -53,6 +60,8 @@ __all__ = [
     "LocalRunner",
     "api_gateway_event",
 ]
+
+logger = logging.getLogger(__name__)
 
 MAX_RECEIVES = 3  # deliveries of a failing batch before it is dead-lettered
 RECEIVE_BATCH = 10  # one SQS receive: up to 10 messages
@@ -216,6 +225,7 @@ class LocalRunner:
         self._expire.deps.cache_clear()
         self._backfill = importlib.import_module(BACKFILL)
         self._backfill.deps.cache_clear()
+        local_backfill_jobs().take()  # an earlier runner's jobs, lost as with a restart
         self._deliveries = build_webhook_delivery_deps()
         self._sequence = 0
         # Built against this backend, not an earlier one: each runner is a cold start.
@@ -381,6 +391,26 @@ class LocalRunner:
         if not deps.has_model:
             return []
         results: list[BackfillResult] = backfill_pending(deps.configs.for_request, deps)
+        return results
+
+    def run_backfill_jobs(self) -> list[BackfillResult]:
+        """The backfills handed over since the last call (`POST /v1/users/{user_id}/backfill`),
+        each run as the backfill function runs its event (the library call, with its deps and
+        time budget), under the trace the API answered with. A job that fails is logged and
+        its episodes stay pending for the continuous backfill."""
+        jobs = local_backfill_jobs().take()
+        if not jobs:
+            return []
+        deps = self._backfill.deps()
+        left_secs = LocalContext().get_remaining_time_in_millis() / 1000
+        budget_secs = max(0.0, left_secs - self._backfill.JOB_RESERVE_SECS)
+        results: list[BackfillResult] = []
+        for job in jobs:
+            config = deps.configs.for_request(job.tenant)
+            try:
+                results.append(run_job(job, config, deps, budget_secs=budget_secs))
+            except MemwriteError:
+                logger.exception("backfill of one user failed; its episodes stay pending")
         return results
 
     def sweep_expiries(self) -> ExpirySweep:

@@ -6,7 +6,8 @@ stage 1, as on AWS; one background `QueueWorker` drains the queue through the pi
 and stage 7, a `DeliveryWorker` beside it sends the webhook deliveries stage 7 queued, and a
 `BackfillWorker` runs the pending episodes on the model budget's spare capacity; with
 `pipeline.backfill.mode = batch` a `BatchWorker` runs a round of the batch lane every
-`backfill.poll_secs` instead (as the scheduled backfill function does on AWS).
+`backfill.poll_secs` instead (as the scheduled backfill function does on AWS). A
+`BackfillJobWorker` runs the backfills `POST /v1/users/{user_id}/backfill` hands over.
 Every answer is JSON, the server's own refusals included (bad framing, unknown method), but the
 API explorer at `/docs` (Swagger UI on `GET /v1/openapi.json`).
 """
@@ -53,6 +54,7 @@ BACKFILL_POLL_SECS = 30.0
 _READ_CHUNK = 65_536
 DOCS_PATHS = frozenset({"/docs", "/docs/"})
 _IMPORT_PATH = re.compile(r"/v1/users/[^/]+/import")
+_BACKFILL_PATH = re.compile(r"/v1/users/[^/]+/backfill")
 
 
 def api_explorer_html(spec: str) -> str:
@@ -213,6 +215,26 @@ class BackfillWorker(PollingWorker):
             logger.info("backfill extracted %d pending episodes", extracted)
 
 
+class BackfillJobWorker(PollingWorker):
+    """The backfills `POST /v1/users/{user_id}/backfill` handed over (on AWS the backfill
+    function's asynchronous invokes), each under the trace the API answered with, then
+    indexed (stage 7)."""
+
+    name = "memwrite-backfill-job-worker"
+
+    def _work(self) -> None:
+        from memwrite_local.runtime.runner import DrainReport
+
+        results = self._runner.run_backfill_jobs()
+        if results:
+            self._runner.index_outbox(DrainReport())
+            logger.info(
+                "backfill jobs: %d users, %d episodes extracted",
+                len(results),
+                sum(result.extracted for result in results),
+            )
+
+
 class BatchWorker(PollingWorker):
     """The batch lane's rounds (`memwrite.backfill.batch`): the open provider batches polled
     and the ended ones applied (then indexed), what is pending submitted."""
@@ -289,19 +311,23 @@ class LocalServer(ThreadingHTTPServer):
             if poll_secs is None
             else BatchWorker(runner, guard, poll_secs)
         )
+        self.backfill_job_worker = BackfillJobWorker(runner, guard)
         super().__init__(address, _ApiHandler)
         self.delivery_worker.start()
         self.worker.start()
         self.backfill_worker.start()
+        self.backfill_job_worker.start()
 
     def server_close(self) -> None:
         super().server_close()
         # All wind down at once, not one after the other.
         self.delivery_worker.request_stop()
         self.backfill_worker.request_stop()
+        self.backfill_job_worker.request_stop()
         self.worker.stop()
         self.delivery_worker.stop()
         self.backfill_worker.stop()
+        self.backfill_job_worker.stop()
 
 
 class _ApiHandler(BaseHTTPRequestHandler):
@@ -333,6 +359,8 @@ class _ApiHandler(BaseHTTPRequestHandler):
         if self.command == "POST" and result.status < HTTPStatus.BAD_REQUEST:
             self.server.worker.notify()  # as SQS triggers the pipeline (before the reply: a
             # client that waits for the worker after its 202 finds the work already announced)
+            if _BACKFILL_PATH.fullmatch(parts.path):
+                self.server.backfill_job_worker.notify()  # as Lambda runs an async invoke
         if result.is_json:
             self._reply(result.status, result.body, result.headers)
         else:

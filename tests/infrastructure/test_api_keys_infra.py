@@ -68,7 +68,7 @@ def test_no_api_key_in_the_template_the_settings_or_an_environment(
     assert load_settings({"MEMWRITE_CONFIG": str(settings_file(env))}).api_keys == {}
     for function in resources(synth, "AWS::Lambda::Function").values():
         variables = function["Properties"].get("Environment", {}).get("Variables", {})
-        # (ANTHROPIC_API_KEY, dev only, is a Secrets Manager reference resolved at deploy)
+        # (the model's key: its secret's name only, read at run time; test_secrets.py)
         assert not {name for name in variables if "API_KEYS" in name} - {"API_KEYS_TABLE"}
 
 

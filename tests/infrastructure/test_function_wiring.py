@@ -101,11 +101,11 @@ def test_every_function_environment_is_what_lambda_environment_reads(
         else:
             assert loaded.opensearch_endpoint is None, name
         wants_key = name in LLM_CALLERS and synth.config.llm_provider is LlmProvider.ANTHROPIC
-        assert (loaded.anthropic_api_key is not None) == wants_key, name
-        if wants_key:  # a dynamic reference, resolved at deploy: never the key itself
-            assert loaded.api_key() == (
-                f"{{{{resolve:secretsmanager:{synth.config.anthropic_secret_name}:SecretString:::}}}}"
-            )
+        # The secret's name only, read at run time: never the key, never a resolved reference
+        assert loaded.anthropic_api_key is None, name
+        assert (loaded.anthropic_api_key_secret is not None) == wants_key, name
+        if wants_key:
+            assert loaded.anthropic_api_key_secret == synth.config.anthropic_secret_name
 
 
 def _table_refs(props: dict[str, Any], prefix: str) -> set[str]:
@@ -165,9 +165,14 @@ def test_the_api_deploys_every_route_of_the_table_to_its_function_with_its_autho
 
 
 def _statements(synth: Synthesized, function_prefix: str) -> list[dict[str, Any]]:
-    """Every statement of every policy attached to a function's role."""
+    """Every statement of every policy attached to a function's role (CDK moves what does not
+    fit the role's inline policy into managed "overflow" policies)."""
     found = []
-    for policy in resources(synth, "AWS::IAM::Policy").values():
+    policies = [
+        *resources(synth, "AWS::IAM::Policy").values(),
+        *resources(synth, "AWS::IAM::ManagedPolicy").values(),
+    ]
+    for policy in policies:
         roles = json.dumps(policy["Properties"].get("Roles", []))
         if f'"{function_prefix}Role' in roles:
             found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
@@ -215,7 +220,9 @@ def test_hype_invokes_titan_and_with_bedrock_the_claude_model_it_writes_question
 ) -> None:
     dev = json.dumps(_statements(synthesized["dev"], "HypeFn"))
     assert "foundation-model/amazon.titan-embed-text-v2:0" in dev
-    assert "anthropic" not in dev  # dev calls Claude with an API key, not through Bedrock
+    # dev calls Claude with an API key (its secret readable), not through Bedrock
+    assert "anthropic.claude" not in dev and "inference-profile" not in dev
+    assert "secretsmanager:GetSecretValue" in dev
     staging = json.dumps(_statements(synthesized["staging"], "HypeFn"))
     assert "inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0" in staging
 
@@ -281,7 +288,7 @@ def test_the_api_function_deletes_exactly_the_tables_the_erase_route_touches(
     # counters (turns) are updated in place. The backfill route runs the pipeline's stages
     # in-process: resolve_refs writes entities; the import route puts entities (if absent).
     written = {"memories", "entity_facts", "entities", "outbox", "turns", "spans"}
-    assert tables_allowed("dynamodb:PutItem") == written | {"tenant_settings"}
+    assert tables_allowed("dynamodb:PutItem") == written | {"tenant_settings", "budget"}
     assert tables_allowed("dynamodb:UpdateItem") == written
 
 
@@ -306,10 +313,18 @@ def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_
     }
     # The pre-filter (skip patterns, PII, limits), extract and the scheduled backfill
     # (instructions, topics, verifier), hype and the webhook delivery lane (the change feed's
-    # webhooks) and api (the settings routes, replay, backfill) read them; only api
-    # writes, never a delete
+    # webhooks), api (the settings routes, replay, backfill) and expire (a topic sweep: the
+    # tenant's own topic terms) read them; only api writes, never a delete
     readers = {name for name, allowed in actions.items() if "dynamodb:GetItem" in allowed}
     writers = {name for name, allowed in actions.items() if "dynamodb:PutItem" in allowed}
-    assert readers == {"pre_filter", "extract", "backfill", "hype", "webhook_delivery", "api"}
+    assert readers == {
+        "pre_filter",
+        "extract",
+        "backfill",
+        "hype",
+        "webhook_delivery",
+        "api",
+        "expire",
+    }
     assert writers == {"api"}
     assert not any("dynamodb:DeleteItem" in allowed for allowed in actions.values())

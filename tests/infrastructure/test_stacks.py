@@ -530,18 +530,26 @@ def test_the_expiry_sweep_runs_on_a_schedule_with_the_store_writes_it_makes_only
         if isinstance(ref, dict) and "Fn::GetAtt" in ref
     }
     assert invoked and all(target.startswith("ExpireFn") for target in invoked)
-    # And the function reads and puts memories (the due index, the new rev) and puts outbox
-    # rows: it deletes nothing, and touches no other table, the search index or a model
+    # And the function reads and puts memories (the due index, the new rev) and outbox rows;
+    # a topic sweep handed to it also deletes memories (fact rows, outbox, spans) and episodes
+    # (turns): it writes no other table, reads the tenants' settings, and no model
     written = {
         t.removeprefix("Tables").rstrip("0123456789ABCDEF")
         for t in _tables_written(synth, "ExpireFn")
     }
-    assert written == {"Memories", "Outbox"}
+    assert written == {"Memories", "Outbox", "EntityFacts", "Turns", "Spans"}
     memories = _actions_on(synth, "ExpireFn", "TablesMemories")
     assert {"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:PutItem"} <= memories
-    assert "dynamodb:Query" not in _actions_on(synth, "ExpireFn", "TablesOutbox")
-    for other in ("TablesTurns", "TablesSpans", "TablesEntit", "TablesTenantSettings"):
-        assert _actions_on(synth, "ExpireFn", other) == set(), other
+    assert "dynamodb:PutItem" not in _actions_on(synth, "ExpireFn", "TablesTenantSettings")
+    # And the api function hands it a topic sweep: it names it and may invoke it
+    (api_fn,) = (
+        props
+        for k, props in resources(synth, "AWS::Lambda::Function").items()
+        if k.startswith("QueryFn")
+    )
+    sweep_fn = api_fn["Properties"]["Environment"]["Variables"]["TOPIC_SWEEP_FUNCTION"]
+    assert sweep_fn["Ref"].startswith("ExpireFn")
+    assert "lambda:InvokeFunction" in _actions_on(synth, "QueryFn", "ExpireFn")
     actions = {
         action
         for statement in _role_statements(synth, "ExpireFn")

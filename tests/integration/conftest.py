@@ -25,6 +25,7 @@ from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.responses import DynamoHandler
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
+from memwrite.egress import LOOPBACK_FLAG
 from memwrite.memory import MemoryUnit
 from memwrite.wiring import build_memory_store
 from memwrite_local.runtime.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
@@ -279,8 +280,10 @@ def make_body() -> Callable[..., dict[str, Any]]:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A webhook receiver on 127.0.0.1, serving until the test ends."""
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1, serving until the test ends (the deployment lets
+    webhooks reach the loopback, as `memwrite serve` does)."""
+    monkeypatch.setenv(LOOPBACK_FLAG, "true")
     server = Receiver()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

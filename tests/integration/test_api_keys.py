@@ -50,7 +50,8 @@ def test_a_key_created_on_the_table_authenticates_until_revoked(
     assert accepted.status == 202
     trace_id = accepted.body["trace_id"]
     assert local.get_trace(trace_id, api_key=key).status == 200
-    assert local.get_trace(trace_id, api_key=LOCAL_API_KEY).status == 404
+    # (and the default key, retired now that the table holds a key, is refused)
+    assert local.get_trace(trace_id, api_key=LOCAL_API_KEY).status == 401
     # And the table holds its hash, never the key; `list` shows its id and tenant only
     status, listed = _keys(capsys, "list", "--table", table)
     assert listed == [{k: created[k] for k in ("key_id", "tenant", "created_at")}]

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 
 import functions.api.handler as api_handler
+import functions.backfill.handler as backfill_handler
 import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.config import ExtractConfig
@@ -66,7 +67,9 @@ def install_live(api: ModelApi, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def install_backfill(api: ModelApi, monkeypatch: pytest.MonkeyPatch) -> None:
-    backfill = api_handler.deps().backfill()
+    """The model, for the route's checks (api function) and the run (backfill function)."""
+    monkeypatch.setattr(api_handler.deps().backfill(), "has_model", True)
+    backfill = backfill_handler.deps()
     monkeypatch.setattr(backfill, "has_model", True)
     monkeypatch.setattr(backfill.stage_deps("extract"), "llm", api.client())
 
@@ -101,11 +104,18 @@ def search(local: Local, query: str, **extra: Any) -> list[dict[str, Any]]:
 
 
 def backfill(local: Local, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The route hands the backfill over (202 and its trace id), the backfill function's
+    invoke runs it under that trace; nothing pending: no trace, nothing run."""
     reply = local.runner.call("POST", "/v1/users/dana/backfill", body or {})
-    assert reply.status == 200, reply.body
+    assert reply.status == 202, reply.body
+    results = local.runner.run_backfill_jobs()
     local.runner.drain()  # stage 7 indexes what it stored
-    result: dict[str, Any] = reply.body
-    return result
+    if reply.body["trace_id"] is None:
+        assert results == []
+        return {"episodes": 0, "trace_id": None}
+    [result] = results
+    assert result.trace_id == reply.body["trace_id"]
+    return result.as_json()
 
 
 def state_with_the_model_up(
@@ -235,7 +245,7 @@ def test_a_backfill_out_of_time_leaves_the_rest_pending_and_the_next_call_goes_o
     api.down = False
     install_backfill(api, monkeypatch)
     # And a route whose function has no time left past its first batch
-    monkeypatch.setattr(api_handler, "BACKFILL_RESERVE_SECS", 3600.0)
+    monkeypatch.setattr(backfill_handler, "JOB_RESERVE_SECS", 3600.0)
 
     # When the user's episodes are backfilled over HTTP
     first = backfill(local)

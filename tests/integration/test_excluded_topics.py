@@ -125,7 +125,8 @@ def test_an_episode_is_rechecked_at_backfill_and_the_models_topic_decides(
     api.down = False
     install_backfill(api, monkeypatch)
     result = local.runner.call("POST", "/v1/users/dana/backfill", {})
-    assert result.status == 200, result.body
+    assert result.status == 202, result.body
+    local.runner.run_backfill_jobs()
     local.runner.drain()
     # Then the place is stored, the food is not, and the episode's words are kept nowhere
     assert {m.topic for m in local.memories("dana")} == {"location"}

@@ -4,6 +4,7 @@ extraction on the next request."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
@@ -69,6 +70,19 @@ def test_settings_are_stored_for_the_callers_tenant_only(local: Local) -> None:
             "webhooks[0]",
         ),
         ({"verifier_min_importance": 2}, "verifier_min_importance"),
+        *(
+            (
+                {"webhooks": [{"url": url, "secret": "s" * 20, "events": ["memory.created"]}]},
+                "webhooks[0].url",
+            )
+            for url in (
+                "https://169.254.169.254/latest/meta-data/",  # the metadata service
+                "https://10.1.2.3/hook",
+                "https://[::1]/hook",
+                "https://0x7f000001/hook",
+                "http://127.0.0.1:9001/2018-06-01/runtime",  # no loopback on this deployment
+            )
+        ),
         ({"tenant": "someone-else"}, "tenant"),
     ],
 )
@@ -83,6 +97,24 @@ def test_bad_settings_are_400_naming_the_field_and_nothing_is_stored(
     assert refused.status == 400, refused.body
     assert any(error["field"].startswith(field) for error in refused.body["errors"]), refused.body
     assert get(local).body["extraction"]["exclude_topics"] == ["health"]
+
+
+def test_a_webhook_name_that_resolves_inside_is_400_naming_the_url(
+    local: Local, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a name whose DNS answers a private address
+    def resolve(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        assert host == "inside.example.com"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    hook = {"url": "https://inside.example.com/h", "secret": "s" * 20, "events": ["user.erased"]}
+    # When it is PUT as a webhook / Then it is refused, naming the URL and the address
+    refused = put(local, {"webhooks": [hook]})
+    assert refused.status == 400, refused.body
+    assert refused.body["errors"][0]["field"] == "webhooks[0].url"
+    assert "10.0.0.7" in refused.body["errors"][0]["message"]
+    assert get(local).body["webhooks"] is None
 
 
 def test_a_body_that_is_no_object_is_400(local: Local) -> None:

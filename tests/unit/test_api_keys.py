@@ -21,7 +21,10 @@ class _Table:
         return self.tenants.get(key_hash)
 
     def list_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
-        return []
+        return [
+            ApiKeyRecord(key_id="k", key_hash=h, tenant=t, created_at="2026-03-02T09:00:00+00:00")
+            for h, t in self.tenants.items()
+        ]
 
     def revoke(self, key_id: str) -> ApiKeyRecord | None:
         return None
@@ -70,3 +73,18 @@ def test_without_a_table_only_configured_keys_work() -> None:
     resolver = KeyResolver({"k": "t"}, None)
     assert resolver.tenant_of("k") == "t"
     assert resolver.tenant_of("mwk_anything") is None
+
+
+def test_the_default_key_retires_within_the_cache_period_of_the_first_key_created() -> None:
+    # Given an empty key table and the local default key, just used
+    table, clock = _Table(), _Clock()
+    resolver = KeyResolver({}, table, default={"local-dev-key": "local"}, clock=clock)
+    assert resolver.tenant_of("local-dev-key") == "local"
+    # When a first key is created
+    table.add(ApiKeyRecord(key_id="a", key_hash=hash_key("mwk_new"), tenant="acme", created_at=""))
+    # Then the default key works at most the cache period longer, the new key at once
+    assert resolver.tenant_of("mwk_new") == "acme"
+    clock.now += KEY_CACHE_SECS - 1
+    assert resolver.tenant_of("local-dev-key") == "local"
+    clock.now += 1
+    assert resolver.tenant_of("local-dev-key") is None

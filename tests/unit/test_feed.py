@@ -26,6 +26,7 @@ from memwrite.change_events import (
     is_erasure_row,
     user_erased_event,
 )
+from memwrite.egress import LOOPBACK_FLAG
 from memwrite.feed import (
     EVENT_ID_HEADER,
     MAX_ATTEMPTS,
@@ -78,6 +79,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+@pytest.fixture(autouse=True)
+def loopback_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These receivers listen on 127.0.0.1: the deployment allows it, as `memwrite serve`."""
+    monkeypatch.setenv(LOOPBACK_FLAG, "true")
 
 
 @pytest.fixture

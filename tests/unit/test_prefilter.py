@@ -8,6 +8,7 @@ from memwrite.config import PreFilterConfig, UserSkipPattern
 from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.checks import pre_filter_turn, screen
 from memwrite.pre_filter.rate_gate import RateGate
+from memwrite.pre_filter.skip_rules import compile_user_patterns
 from memwrite.reasons import (
     AssistantTurn,
     MatchedSkipPattern,
@@ -163,10 +164,24 @@ def test_builtin_rules_win_over_user_rules() -> None:
     )
 
 
-def test_invalid_user_pattern_is_rejected_at_config_time() -> None:
-    # Given a pattern that does not compile / Then the config refuses it with the reason
-    with pytest.raises(ValueError, match="not a valid regular expression"):
-        UserSkipPattern(name="broken", pattern="(unclosed")
+@pytest.mark.parametrize("pattern", ["(unclosed", r"(a)\1 again", r"(?=fact)\w+", r"(?<!x)y"])
+def test_a_pattern_the_linear_engine_refuses_is_rejected_at_config_time(pattern: str) -> None:
+    # Given a pattern that does not compile, or needs backtracking (backreference, lookaround)
+    # Then the config refuses it, naming the engine
+    with pytest.raises(ValueError, match="RE2"):
+        UserSkipPattern(name="broken", pattern=pattern)
+
+
+def test_a_catastrophic_pattern_runs_on_the_linear_engine() -> None:
+    # Given a tenant pattern that backtracks exponentially on Python's `re`
+    evil = UserSkipPattern(name="evil", pattern="(a+)+$")
+    config = PreFilterConfig(user_skip_patterns=(evil,), min_words=1)
+    compiled = compile_user_patterns(config.user_skip_patterns)
+    # Then it runs on RE2 (linear time), and a 40-character turn of it is answered as usual
+    assert all("re2._Regexp" in repr(match) for _, match in compiled)
+    kept = decide("a" * 39 + "b", config=config)
+    assert kept.reason is None or kept.reason != UserRule(name="evil")
+    assert decide("a" * 40, config=config).reason == UserRule(name="evil")
 
 
 def test_role_gate_skips_assistant_turns_by_default() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -25,7 +24,9 @@ from pydantic import (
 )
 
 from memwrite.config_keys import renamed_keys
+from memwrite.egress import loopback_allowed, url_refusal
 from memwrite.errors import ConfigError
+from memwrite.linear_regex import compile_linear
 from memwrite.model_limits import ModelBudgetOverrides, ModelConfig
 from memwrite.reasons import PII_KINDS, SecretKind
 
@@ -67,16 +68,14 @@ class UserSkipPattern(_Frozen):
 
     # Named in the rejection reason: UserRule{name}.
     name: str = Field(min_length=1, max_length=64)
-    # A regular expression matched against a whole sentence, any case.
+    # A regular expression matched against a whole sentence, any case, on RE2 (linear time:
+    # no backreferences or lookaround).
     pattern: str = Field(min_length=1, max_length=500)
 
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        compile_linear(value)  # ValueError naming what RE2 refuses
         return value
 
 
@@ -257,14 +256,11 @@ class WebhookEvent(StrEnum):
     USER_ERASED = "user.erased"  # the user's erasure (DELETE /v1/users/{user_id})
 
 
-_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
-
 class Webhook(_Frozen):
     """One endpoint of a tenant's change feed: `events` are POSTed to `url`, signed with
     `secret` (HMAC-SHA256). Stored and validated here; delivery is the change feed's."""
 
-    # https (http only to localhost, for local development).
+    # https to a public address (loopback only where the deployment allows: memwrite.egress).
     url: AnyUrl
     # The signing key shared with the receiver.
     secret: str = Field(min_length=16, max_length=256)
@@ -278,9 +274,10 @@ class Webhook(_Frozen):
     def _https(cls, url: AnyUrl) -> AnyUrl:
         if len(str(url)) > 2_048:
             raise ValueError("at most 2,048 characters")
-        if url.scheme == "https" or (url.scheme == "http" and url.host in _LOCAL_HOSTS):
-            return url
-        raise ValueError("must be an https URL (http only to localhost)")
+        refused = url_refusal(url.scheme, url.host or "", allow_loopback=loopback_allowed())
+        if refused is not None:
+            raise ValueError(refused)
+        return url
 
 
 class ExtractConfig(_Frozen):

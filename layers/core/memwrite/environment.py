@@ -89,15 +89,35 @@ class LambdaEnvironment(BaseModel):
     # The api function's only: where exports too large for one response go
     # (`memwrite.adapters.aws.s3_exports`); unset (locally): every export is answered inline.
     exports_bucket: str | None = Field(default=None, alias="EXPORTS_BUCKET", min_length=1)
+    # The api function's only: the function a topic sweep is handed to, invoked asynchronously
+    # (the expire function); unset (locally): the sweep runs in the settings request.
+    topic_sweep_function: str | None = Field(
+        default=None, alias="TOPIC_SWEEP_FUNCTION", min_length=1
+    )
     # The backfill function's, with Bedrock in batch mode (`memwrite.adapters.aws.
     # bedrock_batches`): the bucket batch jobs read their input from and write their output
     # to, and the service role Bedrock runs them as.
     batch_bucket_name: str | None = Field(default=None, alias="BATCH_BUCKET", min_length=1)
     batch_role: str | None = Field(default=None, alias="BATCH_ROLE_ARN", min_length=1)
+    # The api function's: the backfill function a `POST /v1/users/{user_id}/backfill` is
+    # handed to (`memwrite.adapters.aws.lambda_backfill`); unset (locally): `memwrite serve`'s
+    # backfill worker runs it. The backfill function fans out to itself, by the name Lambda
+    # gives it (`AWS_LAMBDA_FUNCTION_NAME`).
+    backfill_function_name: str | None = Field(
+        default=None, alias="BACKFILL_FUNCTION_NAME", min_length=1
+    )
+    lambda_function_name: str | None = Field(
+        default=None, alias="AWS_LAMBDA_FUNCTION_NAME", min_length=1
+    )
     # Any emulator or a real account's endpoint; unset: the SDK's default for the region.
     aws_endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_URL")
     # Unset: offline (the rule extractor only), unless the provider is Bedrock (IAM).
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    # On AWS: the name of the Secrets Manager secret holding that key, read at run time by the
+    # functions that call the model (`memwrite.adapters.aws.secrets`); never the value.
+    anthropic_api_key_secret: str | None = Field(
+        default=None, alias="ANTHROPIC_API_KEY_SECRET", min_length=1
+    )
     # Every model request and answer written to this directory, as the tests replay them
     # (`memwrite.adapters.anthropic.recording`); unset: nothing is recorded.
     llm_record_dir: Path | None = Field(default=None, alias="MEMWRITE_LLM_RECORD")

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApiKeyExists",
+    "BackfillNotStarted",
     "BudgetExhausted",
     "BudgetWait",
     "ConfigError",
@@ -130,6 +131,11 @@ class ExportUnstored(TransientError):
 
 class QueueUnavailable(TransientError):
     """SQS refused or failed a call after the SDK's own retries."""
+
+
+class BackfillNotStarted(TransientError):
+    """Lambda refused or failed the asynchronous invoke of the backfill function (after the
+    SDK's own retries): nothing was started, the episodes stay pending."""
 
 
 class WebhookUndelivered(TransientError):

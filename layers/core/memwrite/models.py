@@ -14,6 +14,7 @@ from memwrite.reasons import Reason, SecretKind, SkipReason
 
 __all__ = [
     "AcceptedTurn",
+    "BackfillAccepted",
     "Decision",
     "FailedTurn",
     "Identifier",
@@ -207,6 +208,15 @@ class IngestResponse(BaseModel):
     turn_ids: list[str]
     duplicates: list[str] = Field(default_factory=list)
     failed: list[FailedTurn] = Field(default_factory=list)
+
+
+class BackfillAccepted(BaseModel):
+    """Body of the `POST /v1/users/{user_id}/backfill` response (202): the backfill was handed
+    to the backfill function; `GET /v1/traces/{trace_id}` follows it once it runs. `trace_id`
+    is None when the user had no pending episode in the range (nothing was started)."""
+
+    user_id: str
+    trace_id: str | None
 
 
 class LlmUsageSummary(BaseModel):

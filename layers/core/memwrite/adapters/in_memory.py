@@ -6,10 +6,11 @@ spans keyed by stage and item) so logic tested against them behaves as against D
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from threading import Lock
 
 from memwrite.adapters.page_cursor import (
     decode_trace_cursor,
@@ -17,6 +18,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
+from memwrite.backfill.ports import BackfillJob
 from memwrite.budget.ports import BucketRecord
 from memwrite.config import TenantOverrides
 from memwrite.entities import Entity, VersionedEntity
@@ -29,6 +31,7 @@ from memwrite.usage import LlmUsage
 
 __all__ = [
     "CountingMetrics",
+    "InMemoryBackfillJobs",
     "InMemoryBudgetStore",
     "InMemoryEntityStore",
     "InMemoryQueue",
@@ -37,6 +40,27 @@ __all__ = [
     "InMemoryTenantSettingsStore",
     "InMemoryTurnLedger",
 ]
+
+
+class InMemoryBackfillJobs:
+    """Backfills handed over in this process (`memwrite serve`: its backfill worker takes
+    them). Held in memory: a job lost with the process leaves its episodes pending, and the
+    continuous backfill distils them under a trace of its own."""
+
+    def __init__(self) -> None:
+        self._jobs: deque[BackfillJob] = deque()
+        self._lock = Lock()
+
+    def start(self, job: BackfillJob) -> None:
+        with self._lock:
+            self._jobs.append(job)
+
+    def take(self) -> list[BackfillJob]:
+        """Every job handed over so far, oldest first (each taken once)."""
+        with self._lock:
+            jobs = list(self._jobs)
+            self._jobs.clear()
+        return jobs
 
 
 class InMemoryQueue:

@@ -9,7 +9,10 @@ list` and `revoke` work with ids and never need the secret.
 The authorizer asks a `KeyResolver`: the configured keys first (local mode only: settings
 `api_keys` / `MEMWRITE_API_KEYS`; a deployed environment has none), then the key table, whose
 answers it keeps for `KEY_CACHE_SECS`; a revoked key therefore works for at most that long on
-an instance that has just used it.
+an instance that has just used it. The local default key (`local-dev-key`) is valid only while
+the key table holds no key: that answer is kept for `KEY_CACHE_SECS` too, so the first key
+created retires the default on a running server within that period. Every comparison is of
+SHA-256 hashes, in constant time (`hmac.compare_digest`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from datetime import UTC, datetime
 from memwrite.ports import ApiKeyRecord, ApiKeyStore
 
 __all__ = [
+    "DEFAULT_KEY_ENV",
     "KEY_CACHE_SECS",
     "KEY_PREFIX",
     "IssuedKey",
@@ -36,6 +40,8 @@ __all__ = [
 ]
 
 KEY_PREFIX = "mwk_"
+# `key=tenant`: the local runner's default key, valid only while the key table is empty.
+DEFAULT_KEY_ENV = "MEMWRITE_DEFAULT_API_KEY"
 KEY_CACHE_SECS = 30  # how long an authorizer instance trusts a key table answer
 _CACHE_ENTRIES = 1024  # keys remembered per instance (the least recently used go first)
 _KEY_ID_BYTES = 6  # 12 hex digits: public, unique enough for an operator's list
@@ -85,11 +91,15 @@ class KeyResolver:
         configured: Mapping[str, str],
         store: ApiKeyStore | None,
         *,
+        default: Mapping[str, str] | None = None,
         cache_secs: float = KEY_CACHE_SECS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # Configured keys hashed too, so every comparison is of hashes, never of keys.
         self._configured = {hash_key(key): tenant for key, tenant in configured.items()}
+        # Valid only while the key table is empty (the local `local-dev-key`).
+        self._default = {hash_key(key): tenant for key, tenant in (default or {}).items()}
+        self._store_empty: tuple[bool, float] | None = None  # the answer, and until when
         self._store = store
         self._cache_secs = cache_secs
         self._clock = clock
@@ -99,9 +109,12 @@ class KeyResolver:
         if not key:
             return None
         digest = hash_key(key)
-        for known, tenant in self._configured.items():
-            if hmac.compare_digest(known, digest):
-                return tenant
+        configured = _constant_time_lookup(self._configured, digest)
+        if configured is not None:
+            return configured
+        default = _constant_time_lookup(self._default, digest)
+        if default is not None:
+            return default if self._store_is_empty() else None
         if self._store is None:
             return None
         now = self._clock()
@@ -118,3 +131,21 @@ class KeyResolver:
         while len(self._found) > _CACHE_ENTRIES:
             self._found.popitem(last=False)
         return stored
+
+    def _store_is_empty(self) -> bool:
+        """Whether the key table holds no key (asked at most once per cache period)."""
+        if self._store is None:
+            return True
+        now = self._clock()
+        if self._store_empty is None or self._store_empty[1] <= now:
+            self._store_empty = (not self._store.list_keys(), now + self._cache_secs)
+        return self._store_empty[0]
+
+
+def _constant_time_lookup(known: Mapping[str, str], digest: str) -> str | None:
+    """The tenant of `digest` among `known` hashes, every one compared in constant time."""
+    found = None
+    for candidate, tenant in known.items():
+        if hmac.compare_digest(candidate, digest):
+            found = tenant
+    return found

@@ -3,21 +3,32 @@ available (docs/design.md §10), live (`run`) or through the provider's batch AP
 (`batch`, its ports in `ports`); the episode itself is `memwrite.episode`."""
 
 from memwrite.backfill.batch import BatchDeps, BatchRound, run_batch_round
+from memwrite.backfill.ports import BackfillJob, BackfillStarter
 from memwrite.backfill.run import (
+    MAX_USERS_PER_RUN,
     BackfillDeps,
     BackfillRequest,
     BackfillResult,
+    accept_backfill,
     backfill_pending,
     backfill_user,
+    run_job,
+    start_pending,
 )
 
 __all__ = [
+    "MAX_USERS_PER_RUN",
     "BackfillDeps",
+    "BackfillJob",
     "BackfillRequest",
     "BackfillResult",
+    "BackfillStarter",
     "BatchDeps",
     "BatchRound",
+    "accept_backfill",
     "backfill_pending",
     "backfill_user",
     "run_batch_round",
+    "run_job",
+    "start_pending",
 ]

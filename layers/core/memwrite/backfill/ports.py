@@ -1,5 +1,8 @@
-"""The batch lane's ports (docs/design.md §10): a provider's batch API (`ModelBatches`) and the
-episode store's side of it (`EpisodeBatches`). Their adapters: the Message Batches API
+"""The backfill's ports (docs/design.md §10): the hand-off of one user's backfill to the
+backfill function (`BackfillStarter`: Lambda's asynchronous invoke,
+`adapters/aws/lambda_backfill.py`; `memwrite serve`'s background worker,
+`adapters/in_memory.py`), and the batch lane's: a provider's batch API (`ModelBatches`) and
+the episode store's side of it (`EpisodeBatches`). Their adapters: the Message Batches API
 (`adapters/anthropic/batches.py`), Bedrock batch inference through S3
 (`adapters/aws/bedrock_batches.py`), and the SQLite and DynamoDB episode stores."""
 
@@ -7,8 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 from memwrite.episode import Episode
 from memwrite.ports import LlmCall
@@ -16,12 +22,36 @@ from memwrite.prompts import RenderedPrompt
 from memwrite.usage import LlmUsage
 
 __all__ = [
+    "BackfillJob",
+    "BackfillStarter",
     "BatchAnswer",
     "BatchRequest",
     "BatchState",
     "EpisodeBatches",
     "ModelBatches",
 ]
+
+
+class BackfillJob(BaseModel):
+    """One user's backfill handed to the backfill function: the event it is invoked with, by
+    `POST /v1/users/{user_id}/backfill` and by the scheduled run's fan-out. Its run opens the
+    trace `trace_id` (readable at `GET /v1/traces/{trace_id}` from then on)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenant: str
+    user_id: str
+    trace_id: str
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class BackfillStarter(Protocol):
+    """Runs a backfill later, elsewhere: the caller does not wait for it."""
+
+    def start(self, job: BackfillJob) -> None:
+        """Hand the job over (at least once); raises `TransientError` when it could not be."""
+        ...
 
 
 class BatchState(StrEnum):

@@ -1,6 +1,12 @@
 """Backfill: run a user's pending episodes through extraction and the remaining stages, once a
 model is available (`POST /v1/users/{user_id}/backfill`, `memwrite backfill`, the AWS schedule).
 
+The route does not run it: `accept_backfill` checks the request, names the trace and hands
+the user's backfill (a `BackfillJob`) to the backfill function (`BackfillStarter`: Lambda's
+asynchronous invoke on AWS, `memwrite serve`'s backfill worker locally), which runs
+`run_job`. The AWS schedule fans out the same way (`start_pending`): one job per user with a
+pending episode, at most `MAX_USERS_PER_RUN` per run.
+
 Episodes go in `observed_at` order, one batch per run of turns that arrived together (same
 session, same request), each with the session's context as a live turn gets it (the session
 log's earlier turns) and flagged `backfill` so extraction keeps no new episode. Conflict
@@ -10,7 +16,7 @@ rollback that returns its episodes to `pending`); each episode ends `extracted`,
 memories it produced, or to none with the reason. A second backfill finds nothing pending: a
 no-op. A turn the model fails on again stays `pending`.
 
-A call may be given a time budget (the HTTP route: what its Lambda has left, less a reserve):
+A call may be given a time budget (the backfill function: what it has left, less a reserve):
 once it is spent no further batch starts, the result counts the episodes left `remaining`
 (still pending), and the next call goes on from there. Its model calls are charged to the
 backfill lane of the model budget (`memwrite.budget`: spare capacity only); once the budget
@@ -28,6 +34,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from memwrite.backfill.ports import BackfillJob, BackfillStarter
 from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config import PipelineConfig
 from memwrite.episode import Episode, EpisodeStatus
@@ -39,7 +46,7 @@ from memwrite.errors import (
     UnknownUser,
 )
 from memwrite.ids import new_trace_id
-from memwrite.models import SpanResult
+from memwrite.models import BackfillAccepted, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
 from memwrite.reasons import ExcludedTopic
@@ -48,21 +55,28 @@ from memwrite.tenants.configs import TenantConfigs
 from memwrite.topics import withheld_turn, withhold_words
 
 __all__ = [
+    "MAX_USERS_PER_RUN",
     "BackfillDeps",
     "BackfillRequest",
     "BackfillResult",
     "Distilled",
+    "accept_backfill",
     "backfill_pending",
     "backfill_user",
     "distil_episodes",
     "extraction_batches",
     "open_trace",
     "pending_episodes",
+    "run_job",
+    "start_pending",
 ]
 
 _log = logging.getLogger(__name__)
 _PAGE = 100
 _MAX_BATCH = 10  # turns per extraction call, as a live request's batch is bounded
+# Users one scheduled run hands a backfill to (one asynchronous invoke each); the rest wait
+# for the next run.
+MAX_USERS_PER_RUN = 1000
 
 
 class BackfillRequest(BaseModel):
@@ -166,11 +180,92 @@ def extraction_batches(episodes: list[Episode]) -> list[list[Episode]]:
     return batches
 
 
-def _known_user(tenant: str, user_id: str, deps: BackfillDeps) -> bool:
+def _check(tenant: str, user_id: str, deps: BackfillDeps) -> None:
+    """`UnknownUser` for a user the tenant has no trace of, `ModelRequired` without a model."""
     traces = deps.ledger.traces_of_user(
         tenant, user_id, since=None, until=None, limit=1, cursor=None
     )
-    return bool(traces.traces)
+    if not traces.traces:
+        raise UnknownUser(user_id)
+    if not deps.has_model:
+        raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
+
+
+def accept_backfill(
+    tenant: str,
+    user_id: str,
+    request: BackfillRequest,
+    deps: BackfillDeps,
+    starter: BackfillStarter,
+) -> BackfillAccepted:
+    """`POST /v1/users/{user_id}/backfill`: checked as `backfill_user` checks it (`UnknownUser`,
+    `ModelRequired`), then, when the user has a pending episode in the range (one read of the
+    pending episodes, never all of them), handed to the backfill function under a new trace
+    id; the run opens that trace. Raises `TransientError` when the hand-off failed."""
+    _check(tenant, user_id, deps)
+    page = deps.episodes.episodes_of(
+        tenant,
+        user_id,
+        status=EpisodeStatus.PENDING,
+        since=request.since,
+        until=request.until,
+        limit=1,
+        cursor=None,
+        now=deps.clock(),
+    )
+    if not page.episodes:
+        return BackfillAccepted(user_id=user_id, trace_id=None)
+    job = BackfillJob(
+        tenant=tenant,
+        user_id=user_id,
+        trace_id=new_trace_id(),
+        since=request.since,
+        until=request.until,
+    )
+    starter.start(job)
+    return BackfillAccepted(user_id=user_id, trace_id=job.trace_id)
+
+
+def run_job(
+    job: BackfillJob,
+    config: PipelineConfig,
+    deps: BackfillDeps,
+    *,
+    budget_secs: float | None = None,
+) -> BackfillResult:
+    """A handed-over backfill (the backfill function's event): `backfill_user` under the
+    job's trace."""
+    request = BackfillRequest(since=job.since, until=job.until)
+    return backfill_user(
+        job.tenant,
+        job.user_id,
+        request,
+        config,
+        deps,
+        budget_secs=budget_secs,
+        trace_id=job.trace_id,
+    )
+
+
+def start_pending(
+    deps: BackfillDeps, starter: BackfillStarter, max_users: int = MAX_USERS_PER_RUN
+) -> list[BackfillJob]:
+    """The scheduled run on AWS: one job handed to the backfill function per user with a
+    pending episode (the sparse index of pending episodes, never a scan), at most `max_users`
+    (the rest wait for the next run). A hand-off that fails is logged and the user left
+    pending for the next run, so one cannot stop the others."""
+    if not deps.has_model:
+        raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
+    started: list[BackfillJob] = []
+    for tenant, user_id in deps.episodes.pending_users()[:max_users]:
+        job = BackfillJob(tenant=tenant, user_id=user_id, trace_id=new_trace_id())
+        try:
+            starter.start(job)
+        except MemwriteError:
+            _log.exception("handing over one user's backfill failed; it stays pending")
+            continue
+        started.append(job)
+    return started
 
 
 def backfill_user(
@@ -181,17 +276,19 @@ def backfill_user(
     deps: BackfillDeps,
     *,
     budget_secs: float | None = None,
+    trace_id: str | None = None,
 ) -> BackfillResult:
-    """Distil the user's pending episodes (in [since, until]); with `budget_secs`, no batch
-    starts after that many seconds (the first always runs). Raises `UnknownUser` for a user
-    the tenant has no trace of, `ModelRequired` when no model is configured."""
+    """Distil the user's pending episodes (in [since, until]) under a new trace, or under
+    `trace_id` (a handed-over job's: written complete and empty when nothing is pending, so
+    whoever follows it sees the end); with `budget_secs`, no batch starts after that many
+    seconds (the first always runs). Raises `UnknownUser` for a user the tenant has no trace
+    of, `ModelRequired` when no model is configured."""
     started = time.perf_counter()
-    if not _known_user(tenant, user_id, deps):
-        raise UnknownUser(user_id)
-    if not deps.has_model:
-        raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
+    _check(tenant, user_id, deps)
     pending = pending_episodes(tenant, user_id, request, deps)
     if not pending:
+        if trace_id is not None:
+            _open_empty_trace(trace_id, tenant, user_id, deps)
         return BackfillResult(
             user_id=user_id,
             trace_id=None,
@@ -201,7 +298,7 @@ def backfill_user(
             memory_ids=[],
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-    trace_id = new_trace_id()
+    trace_id = trace_id or new_trace_id()
     open_trace(trace_id, pending, deps)
     done: list[Episode] = []
     memory_ids: list[str] = []
@@ -247,6 +344,23 @@ def open_trace(trace_id: str, episodes: list[Episode], deps: BackfillDeps) -> No
             source=first.source.value,
             created_at=datetime.fromtimestamp(deps.clock(), UTC).isoformat(),
             turn_ids=tuple(episode.turn_id for episode in episodes),
+        )
+    )
+
+
+def _open_empty_trace(trace_id: str, tenant: str, user_id: str, deps: BackfillDeps) -> None:
+    """A handed-over job found nothing pending (another run took the episodes): its trace,
+    with no turn, reads complete."""
+    deps.ledger.put_trace(
+        TraceRecord(
+            trace_id=trace_id,
+            tenant=tenant,
+            user_id=user_id,
+            session_id="",
+            agent_id=None,
+            source=Source.USER_EXPLICIT.value,  # no turn under it: read by nothing
+            created_at=datetime.fromtimestamp(deps.clock(), UTC).isoformat(),
+            turn_ids=(),
         )
     )
 

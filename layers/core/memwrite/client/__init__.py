@@ -32,6 +32,7 @@ from memwrite.client.errors import (
     UnsupportedMediaType,
 )
 from memwrite.client.models import (
+    BackfillAck,
     BatchReplay,
     DeletionRecord,
     DirectWriteAck,
@@ -54,6 +55,7 @@ from memwrite.client.sync_client import MemwriteClient
 
 __all__ = [
     "AsyncMemwriteClient",
+    "BackfillAck",
     "BatchReplay",
     "DeletionRecord",
     "DirectWriteAck",

@@ -22,7 +22,12 @@ from memwrite.client.calls import (
     raise_for_error,
     spilled_export,
 )
-from memwrite.client.errors import MemwriteApiError, ServiceUnreachable, TraceNotFinished
+from memwrite.client.errors import (
+    MemwriteApiError,
+    NotFound,
+    ServiceUnreachable,
+    TraceNotFinished,
+)
 from memwrite.client.models import (
     BatchReplay,
     DeletionRecord,
@@ -157,16 +162,34 @@ class AsyncMemwriteClient:
         return await self.send(calls.trace(trace_id))
 
     async def wait(self, trace_id: str, timeout: float = 30.0, interval: float = 0.25) -> Trace:
-        """Poll the trace until it is complete or failed; `TraceNotFinished` after `timeout`."""
+        """Poll the trace until it is complete or failed; `TraceNotFinished` after `timeout`.
+        A trace not there yet (a backfill's, until the backfill function runs it) is waited
+        for too; still not there after `timeout`: `NotFound`."""
         deadline = time.monotonic() + timeout
         while True:
-            current = await self.trace(trace_id)
-            if current.finished:
-                return current
-            if time.monotonic() >= deadline:
-                raise TraceNotFinished(trace_id, timeout, current)
+            try:
+                current = await self.trace(trace_id)
+            except NotFound:
+                if time.monotonic() >= deadline:
+                    raise
+            else:
+                if current.finished:
+                    return current
+                if time.monotonic() >= deadline:
+                    raise TraceNotFinished(trace_id, timeout, current)
             await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
             interval = min(interval * 1.5, 2.0)
+
+    async def backfill(
+        self,
+        user_id: str,
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> str | None:
+        """Hand the user's pending episodes (observed in [since, until]) to the backfill; the
+        trace id to `wait` for, or None when none is pending (nothing was started)."""
+        return (await self.send(calls.backfill(user_id, since=since, until=until))).trace_id
 
     async def search(
         self,

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from memwrite.client.errors import error_for
 from memwrite.client.models import (
+    BackfillAck,
     BatchReplay,
     DeletionRecord,
     DirectWriteAck,
@@ -139,6 +140,15 @@ class _Calls:
         key = idempotency_key or str(uuid.uuid4())
         path = f"/v1/users/{_segment(user_id)}/memories"
         return Call("POST", path, DirectWriteAck, body, headers={IDEMPOTENCY_HEADER: key})
+
+    @staticmethod
+    def backfill(
+        user_id: str, *, since: datetime | str | None = None, until: datetime | str | None = None
+    ) -> Call[BackfillAck]:
+        # Not repeated on a lost answer: a second hand-off could run beside the first.
+        body = _dropping_none({"since": _iso(since), "until": _iso(until)})
+        path = f"/v1/users/{_segment(user_id)}/backfill"
+        return Call("POST", path, BackfillAck, body, repeatable=False)
 
     @staticmethod
     def trace(trace_id: str) -> Call[Trace]:

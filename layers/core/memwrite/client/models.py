@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "BackfillAck",
     "BatchReplay",
     "DeletionRecord",
     "ErasureReport",
@@ -67,6 +68,14 @@ class FailedTurn(_Answer):
     turn_id: str
     error: str
     retry_after_secs: int
+
+
+class BackfillAck(_Answer):
+    """202 of `POST /v1/users/{user_id}/backfill`: the trace the backfill runs under (None:
+    nothing was pending)."""
+
+    user_id: str
+    trace_id: str | None
 
 
 class DirectWriteAck(_Answer):

@@ -32,7 +32,7 @@ import httpx
 from memwrite.change_events import ChangeEvent, WebhookDelivery
 from memwrite.config import Webhook
 from memwrite.errors import WebhookUndelivered
-from memwrite.feed.webhooks import AttemptResult, hook_id, post_event
+from memwrite.feed.webhooks import AttemptResult, checked_client, hook_id, post_event
 from memwrite.models import SpanResult
 from memwrite.reasons import WebhookAttempt
 from memwrite.spans import make_span, store_spans
@@ -191,4 +191,4 @@ def _record(
 @cache
 def _default_client() -> httpx.Client:
     """One client per process (its connections reused across deliveries)."""
-    return httpx.Client(follow_redirects=False)
+    return checked_client()

@@ -15,6 +15,7 @@ from typing import NamedTuple, ParamSpec
 
 from memwrite.config import FirewallAction, PreFilterConfig, UserSkipPattern
 from memwrite.ids import content_hash
+from memwrite.linear_regex import SentencePattern
 from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.firewall import Finding, mask, normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate
@@ -95,7 +96,7 @@ class Screening(NamedTuple):
 
 
 @lru_cache(maxsize=256)
-def _compiled(patterns: tuple[UserSkipPattern, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _compiled(patterns: tuple[UserSkipPattern, ...]) -> tuple[tuple[str, SentencePattern], ...]:
     return compile_user_patterns(patterns)
 
 

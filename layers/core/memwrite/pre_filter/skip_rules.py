@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from memwrite.config import UserSkipPattern
+from memwrite.linear_regex import SentencePattern, compile_linear
 from memwrite.pre_filter.patterns import by_first_char
 from memwrite.pre_filter.skip_phrases import (
     ENCOURAGEMENT_PHRASES,
@@ -644,16 +645,17 @@ def is_answer_word(text: str, question: str) -> bool:
 
 def compile_user_patterns(
     patterns: Sequence[UserSkipPattern],
-) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """Tenant patterns, compiled once per config (they match the whole sentence, any case)."""
-    return tuple((p.name, re.compile(p.pattern, re.IGNORECASE)) for p in patterns)
+) -> tuple[tuple[str, SentencePattern], ...]:
+    """Tenant patterns, compiled once per config on RE2 (linear time whatever the pattern);
+    they match the whole sentence, any case."""
+    return tuple((p.name, compile_linear(p.pattern)) for p in patterns)
 
 
 def match_skip_rule(
     segment: Segment,
     *,
     short_meta_max_chars: int,
-    user_patterns: tuple[tuple[str, re.Pattern[str]], ...] = (),
+    user_patterns: tuple[tuple[str, SentencePattern], ...] = (),
 ) -> SkipMatch | None:
     """The first rule the whole segment matches, or None when the segment is kept."""
     builtin = _builtin_rule(segment, short_meta_max_chars)
@@ -661,6 +663,6 @@ def match_skip_rule(
         return SkipMatch(builtin)
     text = segment.text
     for name, pattern in user_patterns:
-        if pattern.fullmatch(text) or pattern.fullmatch(text.rstrip(_TRAILING_CHARS)):
+        if pattern(text) or pattern(text.rstrip(_TRAILING_CHARS)):
             return SkipMatch(name, user_rule=True)
     return None

@@ -4,7 +4,13 @@ model clients, embedder and index the settings name; `function_deps`: what each 
 given, built from them (a stage's deps by its own `build_deps`, named by its `StageDef`).
 """
 
-from memwrite.wiring.backends import Adapters, build_embedder, build_index, build_llm
+from memwrite.wiring.backends import (
+    Adapters,
+    build_embedder,
+    build_index,
+    build_llm,
+    local_backfill_jobs,
+)
 from memwrite.wiring.function_deps import (
     ApiFunctionDeps,
     DeadLetterDeps,
@@ -14,6 +20,7 @@ from memwrite.wiring.function_deps import (
     build_api_key_store,
     build_api_key_table,
     build_backfill_deps,
+    build_backfill_starter,
     build_batch_deps,
     build_dead_letter_deps,
     build_expiry_deps,
@@ -24,6 +31,7 @@ from memwrite.wiring.function_deps import (
     build_queue_consumer,
     build_replay_deps,
     build_stage_deps,
+    build_topic_sweep_deps,
     build_webhook_delivery_deps,
 )
 
@@ -37,6 +45,7 @@ __all__ = [
     "build_api_key_store",
     "build_api_key_table",
     "build_backfill_deps",
+    "build_backfill_starter",
     "build_batch_deps",
     "build_dead_letter_deps",
     "build_embedder",
@@ -50,5 +59,7 @@ __all__ = [
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
+    "build_topic_sweep_deps",
     "build_webhook_delivery_deps",
+    "local_backfill_jobs",
 ]

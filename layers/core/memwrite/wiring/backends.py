@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
@@ -26,11 +27,13 @@ if TYPE_CHECKING:
     from memwrite.adapters.anthropic.client import ClientOptions
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
+    from memwrite.adapters.in_memory import InMemoryBackfillJobs
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
-    from memwrite.backfill.ports import EpisodeBatches, ModelBatches
+    from memwrite.backfill.ports import BackfillStarter, EpisodeBatches, ModelBatches
     from memwrite.budget import BudgetStore, ModelBudget
-    from memwrite.edit.ports import MemoryDeletion
+    from memwrite.edit.ports import MemoryDeletion, TopicSweeps, TopicSweepStore
+    from memwrite.edit.topic_sweep import TopicSweepDeps
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -67,6 +70,7 @@ __all__ = [
     "build_embedder",
     "build_index",
     "build_llm",
+    "local_backfill_jobs",
     "offline_embedder",
     "opensearch_index",
 ]
@@ -103,16 +107,25 @@ class Adapters(ABC):
     def settings(self) -> Settings:
         return self.env.settings
 
+    def _api_key(self) -> str | None:
+        """The model's API key: from Secrets Manager at run time on AWS (the environment names
+        the secret), else the local environment's `ANTHROPIC_API_KEY`."""
+        if self.env.anthropic_api_key_secret:
+            from memwrite.adapters.aws.secrets import read_secret
+
+            return read_secret(self.env.anthropic_api_key_secret)
+        return self.env.api_key()
+
     def _has_llm(self) -> bool:
         """Bedrock needs only IAM; the Anthropic API needs a key (without one: offline)."""
-        return self.settings.pipeline.extract.provider == "bedrock" or bool(self.env.api_key())
+        return self.settings.pipeline.extract.provider == "bedrock" or bool(self._api_key())
 
     def extraction_llm(self) -> ExtractionLlm | None:
         return self._once(
             "extraction_llm",
             lambda: build_llm(
                 self.settings.pipeline.extract,
-                self.env.api_key(),
+                self._api_key(),
                 self.env.llm_record_dir,
                 budget=self.model_budget(),
             ),
@@ -122,7 +135,7 @@ class Adapters(ABC):
         """What every model adapter is given: the key, where to record (if anywhere) and the
         model budget its calls are charged to."""
         return {
-            "api_key": self.env.api_key(),
+            "api_key": self._api_key(),
             "record_dir": self.env.llm_record_dir,
             "budget": self.model_budget(),
         }
@@ -235,6 +248,18 @@ class Adapters(ABC):
 
         return S3ExportSpill(s3_client(self.env.aws_endpoint_url), self.env.exports_bucket)
 
+    def backfill_starter(self, *, own: bool = False) -> BackfillStarter:
+        """Where a user's backfill is handed: the backfill function (the api function's
+        `BACKFILL_FUNCTION_NAME`; with `own`, the backfill function itself, fanning out) by
+        an asynchronous invoke, else this process's backfill jobs (`memwrite serve`)."""
+        name = self.env.lambda_function_name if own else self.env.backfill_function_name
+        if name is None:
+            return local_backfill_jobs()
+        from memwrite.adapters.aws.clients import lambda_client
+        from memwrite.adapters.aws.lambda_backfill import LambdaBackfillStarter
+
+        return LambdaBackfillStarter(lambda_client(self.env.aws_endpoint_url), name)
+
     def model_batches(self) -> ModelBatches | None:
         """The batch lane's provider (`pipeline.backfill.mode = batch`): the Message Batches
         API, or Bedrock batch inference through the environment's batch bucket when the
@@ -329,6 +354,24 @@ class Adapters(ABC):
 
     @abstractmethod
     def deletions(self) -> MemoryDeletion: ...
+
+    @abstractmethod
+    def topic_sweep_store(self) -> TopicSweepStore: ...
+
+    def topic_sweeps(
+        self, configs: TenantConfigs, deps: Callable[[], TopicSweepDeps]
+    ) -> TopicSweeps:
+        """The expire function, invoked asynchronously, where the deployment names it
+        (`TOPIC_SWEEP_FUNCTION`, on AWS); else the sweep runs in the request."""
+        if self.env.topic_sweep_function is not None:
+            from memwrite.adapters.aws.clients import lambda_client
+            from memwrite.adapters.aws.lambda_jobs import LambdaTopicSweeps
+
+            client = lambda_client(self.env.aws_endpoint_url)
+            return LambdaTopicSweeps(client, self.env.topic_sweep_function)
+        from memwrite.edit.topic_sweep import InlineTopicSweeps
+
+        return InlineTopicSweeps(configs, deps)
 
     @abstractmethod
     def portability(self) -> UserPortability: ...
@@ -466,6 +509,17 @@ class _DynamoAdapters(Adapters):
 
         return DynamoMemoryDeletion(self.dynamodb, self._store_tables(), self.env.spans_table)
 
+    def topic_sweep_store(self) -> TopicSweepStore:
+        from memwrite.adapters.aws.dynamodb_topic_sweep import DynamoTopicSweepStore
+
+        env = self.env
+        return DynamoTopicSweepStore(
+            self.dynamodb,
+            memories_table=env.memories_table,
+            turns_table=env.turns_table,
+            outbox_table=env.outbox_table,
+        )
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.aws.dynamodb_portability import (
             DynamoPortability,
@@ -586,6 +640,11 @@ class _SqliteAdapters(Adapters):
 
         return SqliteMemoryDeletion(self.database)
 
+    def topic_sweep_store(self) -> TopicSweepStore:
+        from memwrite.adapters.sqlite.episodes import SqliteTopicSweepStore
+
+        return SqliteTopicSweepStore(self.database)
+
     def portability(self) -> UserPortability:
         from memwrite.adapters.sqlite.portability import SqlitePortability
 
@@ -622,6 +681,14 @@ def build_embedder(env: LambdaEnvironment) -> Embedder:
             normalize=search.embedding_normalize,
         )
     return offline_embedder(search.embedder, search.dimension)
+
+
+@cache
+def local_backfill_jobs() -> InMemoryBackfillJobs:
+    """The backfills handed over in this process, for `memwrite serve`'s backfill worker."""
+    from memwrite.adapters.in_memory import InMemoryBackfillJobs
+
+    return InMemoryBackfillJobs()
 
 
 def offline_embedder(name: Literal["wordllama", "hashing"], dimension: int | None) -> Embedder:

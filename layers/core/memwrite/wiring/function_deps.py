@@ -25,9 +25,12 @@ from memwrite.wiring.backends import Adapters, opensearch_index
 
 if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps, BatchDeps
+    from memwrite.backfill.ports import BackfillStarter
     from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
+    from memwrite.edit.ports import TopicSweeps
     from memwrite.edit.rollback import RollbackDeps
+    from memwrite.edit.topic_sweep import TopicSweepDeps
     from memwrite.expiry import ExpiryDeps
     from memwrite.feed.delivery import WebhookDeliveryDeps
     from memwrite.index import Fusion
@@ -56,6 +59,7 @@ __all__ = [
     "build_api_key_store",
     "build_api_key_table",
     "build_backfill_deps",
+    "build_backfill_starter",
     "build_batch_deps",
     "build_dead_letter_deps",
     "build_expiry_deps",
@@ -66,6 +70,7 @@ __all__ = [
     "build_queue_consumer",
     "build_replay_deps",
     "build_stage_deps",
+    "build_topic_sweep_deps",
     "build_webhook_delivery_deps",
 ]
 
@@ -171,15 +176,20 @@ class ApiFunctionDeps:
     replay: Callable[[], ReplayDeps]
     # Built on the first backfill: every pipeline stage's deps, models included.
     backfill: Callable[[], BackfillDeps]
+    backfill_starter: BackfillStarter  # where a backfill is handed (the backfill function)
+    # Where a settings change that excludes a topic hands its sweep (docs/reference/api.md).
+    topic_sweeps: TopicSweeps
 
 
 def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
     from memwrite.edit.delete import DeleteDeps
     from memwrite.edit.erase import EraseDeps
     from memwrite.edit.rollback import RollbackDeps
+    from memwrite.edit.topic_sweep import TopicSweepDeps
     from memwrite.read.query import QueryDeps
 
     adapters = Adapters.of(LambdaEnvironment.load(environ))
+    configs = adapters.configs(writes=True)
     query = QueryDeps(
         store=adapters.memory_store(),
         reader=adapters.memory_reader(),
@@ -197,25 +207,31 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         metrics=adapters.metrics,
         episodes=query.episodes,
     )
+    delete = DeleteDeps(
+        store=query.store,
+        reader=query.reader,
+        deletions=adapters.deletions(),
+        index=query.index,
+        metrics=adapters.metrics,
+    )
+    sweep_deps = TopicSweepDeps(
+        sweeps=adapters.topic_sweep_store(), episodes=adapters.episodes(), delete=delete
+    )
     return ApiFunctionDeps(
         settings=adapters.settings,
-        configs=adapters.configs(writes=True),
+        configs=configs,
         ledger=ledger,
         spans=adapters.spans,
         query=query,
         rollback=rollback,
-        delete=DeleteDeps(
-            store=query.store,
-            reader=query.reader,
-            deletions=adapters.deletions(),
-            index=query.index,
-            metrics=adapters.metrics,
-        ),
+        delete=delete,
         erase=EraseDeps(eraser=adapters.eraser(), index=query.index),
         portability=adapters.portability(),
         export_spill=adapters.export_spill(),
         replay=cache(lambda: build_replay_deps(environ)),
         backfill=cache(lambda: build_backfill_deps(environ)),
+        backfill_starter=adapters.backfill_starter(),
+        topic_sweeps=adapters.topic_sweeps(configs, lambda: sweep_deps),
     )
 
 
@@ -241,6 +257,11 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
         configs=adapters.configs(stage_named("extract")),
     )
+
+
+def build_backfill_starter(environ: Mapping[str, str] | None = None) -> BackfillStarter:
+    """The backfill function's own fan-out: one asynchronous invoke of itself per user."""
+    return Adapters.of(LambdaEnvironment.load(environ)).backfill_starter(own=True)
 
 
 def build_batch_deps(environ: Mapping[str, str] | None = None) -> BatchDeps:
@@ -271,6 +292,29 @@ def build_expiry_deps(environ: Mapping[str, str] | None = None) -> ExpiryDeps:
         store=adapters.memory_store(),
         index=adapters.search_index(),
     )
+
+
+def build_topic_sweep_deps(
+    environ: Mapping[str, str] | None = None,
+) -> tuple[TenantConfigs, TopicSweepDeps]:
+    """The topic sweep's (the expire function's, on an asynchronous invocation): the tenants'
+    configs (their own topic terms) and what it reads and removes through."""
+    from memwrite.edit.delete import DeleteDeps
+    from memwrite.edit.topic_sweep import TopicSweepDeps
+
+    adapters = Adapters.of(LambdaEnvironment.load(environ))
+    delete = DeleteDeps(
+        store=adapters.memory_store(),
+        reader=adapters.memory_reader(),
+        deletions=adapters.deletions(),
+        index=adapters.search_index(),
+        metrics=adapters.metrics,
+    )
+    sweep = TopicSweepDeps(
+        sweeps=adapters.topic_sweep_store(), episodes=adapters.episodes(), delete=delete
+    )
+    # The tenant's stored settings are read (its own topic terms): as the api function does.
+    return adapters.configs(writes=True), sweep
 
 
 def build_replay_deps(environ: Mapping[str, str] | None = None) -> ReplayDeps:

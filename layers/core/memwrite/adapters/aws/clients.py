@@ -19,6 +19,7 @@ __all__ = [
     "bedrock_client",
     "dynamodb_client",
     "events_client",
+    "lambda_client",
     "s3_client",
     "sqs_client",
     "stepfunctions_client",
@@ -48,6 +49,12 @@ def dynamodb_client(endpoint_url: str | None = None) -> DynamoDBClient:
 def events_client(endpoint_url: str | None = None) -> Any:
     """EventBridge (no stubs installed: the adapter types the one call it makes)."""
     return boto3.client("events", **_kwargs(endpoint_url))
+
+
+def lambda_client(endpoint_url: str | None = None) -> Any:
+    """Lambda (no stubs installed): asynchronous invokes of background jobs (a backfill, a
+    topic sweep)."""
+    return boto3.client("lambda", **_kwargs(endpoint_url))
 
 
 def s3_client(endpoint_url: str | None = None) -> Any:

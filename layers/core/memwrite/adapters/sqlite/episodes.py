@@ -15,7 +15,13 @@ from memwrite.adapters.page_cursor import decode_trace_cursor, encode_trace_curs
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus, episode_doc_id
 
-__all__ = ["EPISODE_OUTBOX_OP", "SqliteEpisodeStore", "expire_episodes", "write_episode"]
+__all__ = [
+    "EPISODE_OUTBOX_OP",
+    "SqliteEpisodeStore",
+    "SqliteTopicSweepStore",
+    "expire_episodes",
+    "write_episode",
+]
 
 EPISODE_OUTBOX_OP = "episode"  # never read as a memory by `pending_memories`
 _INDEX_REV, _REMOVE_REV = 1, 2  # an episode's document is written once, removed once
@@ -217,3 +223,33 @@ def expire_episodes(connection: sqlite3.Connection, now: float) -> list[Episode]
     for episode in expired:
         _outbox_row(connection, episode, _REMOVE_REV)
     return expired
+
+
+class SqliteTopicSweepStore:
+    """The topic sweep's reads and episode removals (`memwrite.edit.ports.TopicSweepStore`)."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._db = database
+
+    def users_of(self, tenant: str) -> list[str]:
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT user_id FROM memories WHERE tenant = ? "
+                "UNION SELECT user_id FROM episodes WHERE tenant = ? ORDER BY user_id",
+                (tenant, tenant),
+            ).fetchall()
+        return [user_id for (user_id,) in rows]
+
+    def remove_episodes(self, episodes: Sequence[Episode]) -> int:
+        removed = 0
+        for episode in episodes:
+            with self._db.transaction() as connection:
+                gone = connection.execute(
+                    "DELETE FROM episodes WHERE tenant = ? AND user_id = ? AND turn_id = ? "
+                    "RETURNING doc",
+                    (episode.tenant, episode.user_id, episode.turn_id),
+                ).fetchall()
+                if gone:
+                    _outbox_row(connection, episode, _REMOVE_REV)
+                    removed += 1
+        return removed
