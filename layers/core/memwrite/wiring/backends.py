@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from memwrite.budget import BudgetStore, ModelBudget
     from memwrite.edit.ports import MemoryDeletion, TopicSweeps, TopicSweepStore
     from memwrite.edit.topic_sweep import TopicSweepDeps
+    from memwrite.metering import Metering, UsageMeter
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -199,8 +200,20 @@ class Adapters(ABC):
         return TemplateQuestions()
 
     def embedder(self) -> Embedder:
-        """The index's embedder, built once (`build_embedder`)."""
-        return self._once("embedder", lambda: build_embedder(self.env))
+        """The index's embedder, built once (`build_embedder`), each text it embeds counted
+        on the tenant's usage."""
+        from memwrite.metering import MeteredEmbedder
+
+        return self._once("embedder", lambda: MeteredEmbedder(build_embedder(self.env)))
+
+    def metering(self) -> Metering:
+        """Where the tenants' usage goes (`memwrite.metering`), built once."""
+        from memwrite.metering import Metering
+
+        return self._once("metering", lambda: Metering(self.usage_meter(), self.metrics))
+
+    @abstractmethod
+    def usage_meter(self) -> UsageMeter | None: ...
 
     def similarity_embedder(self) -> Embedder:
         """Dedupe's embedder (`pipeline.dedupe.embedder`), built once."""
@@ -406,6 +419,13 @@ class _DynamoAdapters(Adapters):
 
         return DynamoBudgetStore(self.dynamodb, self.env.budget_table)
 
+    def usage_meter(self) -> UsageMeter | None:
+        if self.env.usage_table is None:
+            return None
+        from memwrite.adapters.aws.dynamodb_usage import DynamoUsageMeter
+
+        return DynamoUsageMeter(self.dynamodb, self.env.usage_table)
+
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 
@@ -561,6 +581,11 @@ class _SqliteAdapters(Adapters):
         from memwrite.adapters.sqlite.budget import SqliteBudgetStore
 
         return SqliteBudgetStore(self.database)
+
+    def usage_meter(self) -> UsageMeter:
+        from memwrite.adapters.sqlite.usage import SqliteUsageMeter
+
+        return SqliteUsageMeter(self.database)
 
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.sqlite.ledger import SqliteTurnLedger

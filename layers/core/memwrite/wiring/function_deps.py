@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from memwrite.expiry import ExpiryDeps
     from memwrite.feed.delivery import WebhookDeliveryDeps
     from memwrite.index import Fusion
+    from memwrite.metering import Metering
     from memwrite.ports import (
         ApiKeyStore,
         ExportSpill,
@@ -65,6 +66,7 @@ __all__ = [
     "build_expiry_deps",
     "build_index_setup",
     "build_memory_store",
+    "build_metering",
     "build_pipeline_runner",
     "build_pre_filter_function_deps",
     "build_queue_consumer",
@@ -83,6 +85,7 @@ class PreFilterFunctionDeps:
     settings: Settings
     configs: TenantConfigs
     ingest: IngestDeps
+    metering: Metering  # each request's usage: its turns (`GET /v1/usage`)
 
 
 def build_pre_filter_function_deps(
@@ -95,7 +98,14 @@ def build_pre_filter_function_deps(
         settings=adapters.settings,
         configs=adapters.configs(ingest_stage),
         ingest=ingest_stage.build_deps(adapters),
+        metering=adapters.metering(),
     )
+
+
+def build_metering(environ: Mapping[str, str] | None = None) -> Metering:
+    """Where a function's units of work meter the tenants' usage (`memwrite.metering`): the
+    pipeline and stream stages' handlers, beside their deps."""
+    return Adapters.of(LambdaEnvironment.load(environ)).metering()
 
 
 def build_api_key_store(environ: Mapping[str, str] | None = None) -> ApiKeyStore | None:
@@ -179,6 +189,9 @@ class ApiFunctionDeps:
     backfill_starter: BackfillStarter  # where a backfill is handed (the backfill function)
     # Where a settings change that excludes a topic hands its sweep (docs/reference/api.md).
     topic_sweeps: TopicSweeps
+    # Each request's usage (replays' model calls, search queries' embeddings) and the usage
+    # report's counters (`GET /v1/usage`).
+    metering: Metering
 
 
 def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
@@ -232,6 +245,7 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         backfill=cache(lambda: build_backfill_deps(environ)),
         backfill_starter=adapters.backfill_starter(),
         topic_sweeps=adapters.topic_sweeps(configs, lambda: sweep_deps),
+        metering=adapters.metering(),
     )
 
 
@@ -256,6 +270,7 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         has_model=adapters.extraction_llm() is not None,
         # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
         configs=adapters.configs(stage_named("extract")),
+        metering=adapters.metering(),
     )
 
 
