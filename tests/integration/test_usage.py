@@ -177,7 +177,5 @@ def test_the_meter_adds_atomically_and_sums_a_range_of_hours(local: Local) -> No
     # Then each range sums exactly its hours, the tenant's only
     assert meter.read("acme", HOUR, HOUR + timedelta(hours=1)).turns_in == 8
     whole = meter.read("acme", HOUR - timedelta(hours=1), HOUR + timedelta(hours=2))
-    assert whole == UsageCounts(
-        turns_in=10, model_calls=10, input_tokens=100, cost_usd=0.0000123
-    )
+    assert whole == UsageCounts(turns_in=10, model_calls=10, input_tokens=100, cost_usd=0.0000123)
     assert meter.read("acme", HOUR + timedelta(hours=2), HOUR + timedelta(hours=9)).empty
