@@ -40,7 +40,7 @@ class EpisodeStatus(StrEnum):
     PENDING = "pending"  # kept, waiting for a model (backfill)
     IN_BATCH = "in_batch"  # its extraction submitted in a provider batch (`batch_id`)
     EXTRACTED = "extracted"  # run through extraction: `memory_ids` (or none, with `outcome`)
-    EXPIRED = "expired"  # past `episodes.retention_days`: out of every query, then deleted
+    EXPIRED = "expired"  # past its retention (docs/episodes.md): out of every query, then deleted
 
 
 class Episode(BaseModel):

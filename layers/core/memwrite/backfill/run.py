@@ -426,6 +426,8 @@ def distil_episodes(
                     "memory_ids": ids,
                     "outcome": None if ids else reasons.get(episode.turn_id, "NoCandidates"),
                     "backfill_trace_id": trace_id,
+                    # `retention_days` counts from distillation (docs/episodes.md).
+                    "expires_at": config.episodes.expires_at_distilled(deps.clock()),
                 }
             )
         )
