@@ -167,7 +167,7 @@ class MemwriteStack(cdk.Stack):
         api = self._function("api", "api", config.api_size)
         self.exports = self._exports_bucket(api)
         dead_letter = self._function("dead_letter", "dead_letter", config.stage_size)
-        self._scheduled_functions(api)
+        self._backfill_handoff(api, self._scheduled_functions(api))
         dispatch = self._function("dispatch", "dispatch", _DISPATCH_SIZE)
         authorizer = self._function("authorizer", "authorizer", config.api_size)
         api_keys = self.tables.by_name[API_KEYS.logical_name]
@@ -279,7 +279,19 @@ class MemwriteStack(cdk.Stack):
         )
         return exports
 
-    def _scheduled_functions(self, api: MemwriteFunction) -> None:
+    def _backfill_handoff(self, api: MemwriteFunction, backfill: MemwriteFunction) -> None:
+        """`POST /v1/users/{user_id}/backfill` invokes the backfill function asynchronously
+        (`BACKFILL_FUNCTION_NAME`), and the scheduled run fans out to the backfill function
+        itself, one invoke per user: those two alone may invoke it. The self-grant is a policy
+        of its own: in the role's default policy it would make the function depend on itself."""
+        api.function.add_environment("BACKFILL_FUNCTION_NAME", backfill.function.function_name)
+        invoke = iam.PolicyStatement(
+            actions=["lambda:InvokeFunction"], resources=[backfill.function.function_arn]
+        )
+        api.role.add_to_principal_policy(invoke)
+        iam.Policy(self, "BackfillFanOut", roles=[backfill.role], statements=[invoke])
+
+    def _scheduled_functions(self, api: MemwriteFunction) -> MemwriteFunction:
         """The functions EventBridge Scheduler runs: the backfill of pending episodes (on unless
         the environment turns it off, `backfill_schedule_enabled`) and the expiry sweep,
         always on. The api function hands the expire function a topic sweep (a settings change
@@ -300,6 +312,7 @@ class MemwriteStack(cdk.Stack):
         self._schedule("Expiry", expire, config.expiry_schedule, enabled=True)
         api.function.add_environment("TOPIC_SWEEP_FUNCTION", expire.function.function_name)
         expire.function.grant_invoke(api.role)
+        return backfill
 
     def _schedule(
         self, name: str, target: MemwriteFunction, expression: str, *, enabled: bool

@@ -157,6 +157,38 @@ def test_each_refusal_is_its_typed_exception_with_the_field_errors(serve: ServeP
         mw.search(user_id="dana", query="x")
 
 
+def test_a_malformed_turn_is_refused_locally_as_the_server_refuses_it(serve: ServeProcess) -> None:
+    # Given a turn with `text` instead of `content`, beside a good one
+    turns = [TURNS[0], {"role": "user", "text": "I live in Berlin."}]
+    # When the server is sent it as is, it answers 400 naming the fields
+    raw = httpx.post(
+        f"{serve.base_url}/v1/turns",
+        json={"user_id": "dana", "session_id": "s-1", "turns": turns},
+        headers={"x-api-key": API_KEY},
+    )
+    assert raw.status_code == 400
+    expected = raw.json()["errors"]
+    assert [e["field"] for e in expected] == ["turns[1].content", "turns[1].text"]
+
+    # Then the sync and the async client refuse it before sending, with the same field errors
+    def errors_of(refused: pytest.ExceptionInfo[InvalidRequest]) -> list[dict[str, Any]]:
+        assert (refused.value.status, refused.value.code) == (400, "invalid_request")
+        return [e.model_dump() for e in refused.value.errors]
+
+    with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+        with pytest.raises(InvalidRequest) as refused:
+            mw.add(user_id="dana", session_id="s-1", turns=turns)
+        assert errors_of(refused) == expected
+
+    async def add_async() -> None:
+        async with AsyncMemwriteClient(serve.base_url, api_key=API_KEY) as mw:
+            await mw.add(user_id="dana", session_id="s-1", turns=turns)
+
+    with pytest.raises(InvalidRequest) as refused_async:
+        asyncio.run(add_async())
+    assert errors_of(refused_async) == expected
+
+
 def test_another_tenant_sees_nothing(serve: ServeProcess) -> None:
     dana = user()
     with MemwriteClient(serve.base_url, api_key=API_KEY) as mw:

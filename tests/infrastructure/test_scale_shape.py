@@ -207,3 +207,33 @@ def test_the_backfill_and_the_key_listing_read_sparse_indexes(
     # And the API keys by shard and tenant (what `memwrite keys list` reads)
     listing = indexes[API_KEYS_LISTING.name]
     assert [k["AttributeName"] for k in listing["KeySchema"]] == ["listing_shard", "listing_sort"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_only_the_api_and_the_backfill_itself_may_invoke_the_backfill_function(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the deployed functions and every policy statement that allows a Lambda invoke
+    functions = resources(synthesized[env], "AWS::Lambda::Function")
+    (backfill,) = (k for k in functions if k.startswith("BackfillFn"))
+    (api,) = (k for k in functions if k.startswith("QueryFn"))
+    role_of = {k: f["Properties"]["Role"]["Fn::GetAtt"][0] for k, f in functions.items()}
+    function_roles = set(role_of.values())  # the custom resource's framework invokes too
+    invoking: dict[str, list[Any]] = {}
+    for policy in resources(synthesized[env], "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            if "lambda:InvokeFunction" in (actions if isinstance(actions, list) else [actions]):
+                for role in policy["Properties"]["Roles"]:
+                    if role["Ref"] in function_roles:
+                        invoking.setdefault(role["Ref"], []).append(statement["Resource"])
+    # Then, of the functions, the api function and the backfill function itself (its fan-out)
+    # alone may invoke the backfill function, and they may invoke nothing else
+    backfill_arn = {"Fn::GetAtt": [backfill, "Arn"]}
+    assert sorted(r for r, granted in invoking.items() if backfill_arn in granted) == sorted(
+        [role_of[api], role_of[backfill]]
+    )
+    assert invoking[role_of[api]] == invoking[role_of[backfill]] == [backfill_arn]
+    # And the api function names it, for its asynchronous invoke
+    variables = functions[api]["Properties"]["Environment"]["Variables"]
+    assert variables["BACKFILL_FUNCTION_NAME"] == {"Ref": backfill}

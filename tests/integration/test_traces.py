@@ -77,6 +77,25 @@ def test_duplicate_turns_are_explained_in_the_trace(local, make_body):
     assert trace["status"] == "complete"
 
 
+def test_a_deferred_turn_counts_as_an_episode_kept_not_as_discarded(local, make_body):
+    # Given no model, and a turn whose second clause no rule reads (kept as an episode)
+    posted = local.post_turns(make_body("I adore ramen, but cilantro is vile.", user_id="dana"))
+    local.runner.drain()
+
+    # When its trace is read
+    trace = local.get_trace(posted.body["trace_id"]).body
+
+    # Then the outcome counts the episode kept, and nothing discarded
+    assert [e["status"] for e in trace["episodes"]] == ["pending"]
+    assert trace["outcome"] | {"memory_ids": []} == {
+        "stored": 0,
+        "merged": 0,
+        "discarded": 0,
+        "episodes": 1,
+        "memory_ids": [],
+    }
+
+
 def test_unknown_trace_is_404(two_tenants):
     # Given a tenant with no trace of that id
     # When it reads a trace id that was never issued

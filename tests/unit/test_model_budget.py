@@ -170,14 +170,56 @@ def test_backfill_takes_only_spare_capacity_above_the_live_reserve() -> None:
     assert [take(b, DANA) for _ in range(3)] == [0.0, 0.0, 0.0]
 
 
-def test_a_call_larger_than_the_bucket_goes_when_the_bucket_is_full() -> None:
-    # Given a call asking for more output tokens than a minute of the limit
+def test_a_call_larger_than_a_minute_of_the_limit_goes_and_is_paid_back_at_its_rate() -> None:
+    # Given calls asking for more output tokens than a minute of the limit (6,000)
     clock = Clock()
-    b, _ = budget(clock)
-    # Then a full bucket admits it (into debt), rather than refusing it for ever
-    assert take(b, out=10_000) == 0.0
-    # And the next call waits until the debt is paid back: 4,000 + 1,000 at 100 a second
-    assert take(b) == pytest.approx(50.0)
+    b, _ = budget(clock, borrow_floor=0.0)
+    # Then the model's bucket holds two of them, rather than refusing them for ever
+    assert [take(b, out=10_000), take(b, out=10_000)] == [0.0, 0.0]
+    # And the third waits for one call's worth at the limit's rate: 10,000 at 100 a second
+    assert take(b, out=10_000) == pytest.approx(100.0)
+
+
+def test_small_shares_are_work_conserving_and_a_burst_leaves_the_others_theirs() -> None:
+    # Given the load test's shape: 20 tenants, each share (a twentieth of 8 calls a minute)
+    # smaller than one call of 4,400 input and 2,048 output tokens
+    clock = Clock()
+    limits = ModelLimits(
+        requests_per_minute=8, input_tokens_per_minute=36_000, output_tokens_per_minute=2_000
+    )
+    b, _ = budget(clock, limits={"*": limits}, tenant_share=0.05)
+    tenants = [Caller(f"t{i:02d}") for i in range(20)]
+
+    def call(caller: Caller) -> float:
+        admission = b.acquire(PROVIDER, MODEL, 4_400, 2_048, caller)
+        if admission.grant is None:
+            return admission.wait_s
+        b.settle(admission.grant, 4_400, 240)
+        return 0.0
+
+    # When one tenant calls alone, well under the model's limit, three calls 10 s apart
+    # Then each goes at once: capacity nobody else uses is its to take
+    for _ in range(3):
+        assert call(tenants[1]) == 0.0
+        clock.now += 10
+    # When a burst tenant tries every 10 s for 25 minutes while each other tenant calls at
+    # its share's rate (a twentieth of 8 a minute: once every 150 s, staggered)
+    clock.now += 60
+    start, burst, waits = clock.now, 0, []
+    due = {tenant.tenant: start + 150 * i / 19 for i, tenant in enumerate(tenants[1:])}
+    while clock.now < start + 25 * 60:
+        for tenant in tenants[1:]:
+            if due[tenant.tenant] <= clock.now and call(tenant) == 0.0:
+                waits.append(clock.now - due[tenant.tenant])
+                due[tenant.tenant] += 150
+        while call(tenants[0]) == 0.0:
+            burst += 1
+        clock.now += 10
+    # Then the burst got what the others left, and no other tenant was starved: each call of
+    # theirs went within a minute
+    assert burst > 0
+    assert len(waits) >= 19 * 9
+    assert max(waits) <= 60
 
 
 def test_a_write_lost_to_another_worker_is_read_again_and_retried() -> None:

@@ -1,7 +1,8 @@
 """The token-bucket arithmetic of the model budget, pure: values in, values out.
 
-A bucket holds one minute of its limits (requests, input tokens, output tokens), refills
-continuously at the limit's rate, and is split into shards that each hold an equal part. The
+A bucket holds one minute of its limits (requests, input tokens, output tokens), or more when
+its `capacity` is given deeper than its per-minute `rate`, refills continuously at the limit's
+rate, and is split into shards that each hold an equal part. The
 AIMD `factor` scales the limits: a 429/529 multiplies it down, time adds back to it. A call is
 admitted when every dimension holds more than `floor` of the capacity plus the call's cost (a
 call larger than what the floor leaves needs the shard full above the floor, then drives it
@@ -42,35 +43,53 @@ def _capacity(capacity: Levels, factor: float) -> Levels:
     return (capacity[0] * factor, capacity[1] * factor, capacity[2] * factor)
 
 
-def refill(record: BucketRecord, capacity: Levels, now: float, tuning: Tuning) -> BucketRecord:
+def refill(
+    record: BucketRecord,
+    capacity: Levels,
+    now: float,
+    tuning: Tuning,
+    *,
+    rate: Levels | None = None,
+) -> BucketRecord:
     """`record` as of `now`: its factor recovered additively, each level refilled at its
-    (scaled) rate up to its (scaled) capacity."""
+    (scaled) `rate` a minute (default: its capacity) up to its (scaled) capacity."""
     elapsed = max(0.0, now - record.updated_at)
     factor = min(1.0, record.factor + tuning.recovery_per_minute * elapsed / 60)
     scaled = _capacity(capacity, factor)
+    rates = _capacity(rate or capacity, factor)
     levels = tuple(
-        min(cap, level + cap * elapsed / 60)
-        for level, cap in zip(record.levels, scaled, strict=True)
+        min(cap, level + per_minute * elapsed / 60)
+        for level, cap, per_minute in zip(record.levels, scaled, rates, strict=True)
     )
     return replace(record, levels=(levels[0], levels[1], levels[2]), factor=factor, updated_at=now)
 
 
 def admit_wait(
-    record: BucketRecord, capacity: Levels, cost: Levels, floor: float, now: float
+    record: BucketRecord,
+    capacity: Levels,
+    cost: Levels,
+    floor: float,
+    now: float,
+    *,
+    rate: Levels | None = None,
 ) -> float:
     """0 when the refilled `record` admits `cost` above `floor` of its capacity, else the
-    seconds until it would (`retry-after` included)."""
+    seconds until it would (`retry-after` included) at `rate` a minute (default: capacity)."""
     wait = max(0.0, record.blocked_until - now)
-    for level, cap, need in zip(
-        record.levels, _capacity(capacity, record.factor), cost, strict=True
+    for level, cap, per_minute, need in zip(
+        record.levels,
+        _capacity(capacity, record.factor),
+        _capacity(rate or capacity, record.factor),
+        cost,
+        strict=True,
     ):
         if need <= 0:
             continue
         reserve = floor * cap
         required = reserve + min(need, cap - reserve)
         if level < required:
-            rate = cap / 60
-            wait = max(wait, (required - level) / rate if rate > 0 else math.inf)
+            rate_s = per_minute / 60
+            wait = max(wait, (required - level) / rate_s if rate_s > 0 else math.inf)
     return wait
 
 

@@ -7,6 +7,11 @@ its own limits). A live call within its tenant's share is charged to both and ma
 model's bucket; a call past its share borrows from the model's bucket only while it holds more
 than `borrow_floor` of its capacity, so one tenant's burst takes only what others leave. A
 backfill call takes only capacity above `backfill_floor` (the reserve kept for live calls).
+Each bucket refills at its limits' rate, but a tenant's holds at least one call's cost and
+the model's at least two (`_MODEL_DEPTH_CALLS`): a share smaller than a call would otherwise
+hold its tenant to one call per refill even while nobody else calls, and a model limit near
+one call's `max_tokens` would admit one call at a time, the next waiting for the last one's
+reservation to come back (the load simulator's scaled-down account, docs/loadtest.md).
 
 A call is charged its estimated input tokens and its max_tokens when it starts (as the
 providers charge) and refunded to its real usage when it ends (`settle`). A 429/529 lowers the
@@ -44,6 +49,8 @@ _MAX_CONFLICTS = 8
 _CONFLICT_WAIT_S = 0.05
 # A shard holds at least this many requests a minute: smaller limits use fewer shards.
 _MIN_SHARD_RPM = 100
+# The model's bucket holds at least this many calls (see the module docstring).
+_MODEL_DEPTH_CALLS = 2
 
 
 class Lane(StrEnum):
@@ -89,6 +96,7 @@ class Grant:
 
     keys: tuple[str, ...]
     capacities: tuple[Levels, ...]
+    rates: tuple[Levels, ...]
     cost: Levels
 
 
@@ -114,20 +122,29 @@ def _shard_count(limits: Levels, most: int) -> int:
 
 @dataclass(frozen=True)
 class _Bucket:
-    """One bucket's shards: key prefix, the capacity of each shard, how many."""
+    """One bucket's shards: key prefix, the capacity and refill a minute of each shard, how
+    many."""
 
     prefix: str
     shard_capacity: Levels
+    shard_rate: Levels
     shards: int
 
     @classmethod
-    def of(cls, prefix: str, limits: Levels, most_shards: int) -> _Bucket:
+    def of(
+        cls, prefix: str, limits: Levels, most_shards: int, depth: Levels = (0.0, 0.0, 0.0)
+    ) -> _Bucket:
+        """A shard refills at its part of `limits` and holds at least `depth`."""
         shards = _shard_count(limits, most_shards)
         per = (limits[0] / shards, limits[1] / shards, limits[2] / shards)
-        return cls(prefix, per, shards)
+        held = (max(per[0], depth[0]), max(per[1], depth[1]), max(per[2], depth[2]))
+        return cls(prefix, held, per, shards)
 
     def key(self, shard: int) -> str:
         return f"{self.prefix}#{shard}"
+
+    def wait(self, record: BucketRecord, cost: Levels, floor: float, now: float) -> float:
+        return admit_wait(record, self.shard_capacity, cost, floor, now, rate=self.shard_rate)
 
 
 class ModelBudget:
@@ -157,11 +174,11 @@ class ModelBudget:
     def config(self) -> ModelConfig:
         return self._config
 
-    def _model_bucket(self, provider: str, model: str) -> _Bucket:
+    def _model_bucket(self, provider: str, model: str, depth: Levels = (0.0, 0.0, 0.0)) -> _Bucket:
         limits = _per_minute(self._config.limits_for(provider, model), 1.0)
-        return _Bucket.of(f"model#{provider}/{model}", limits, self._config.shards)
+        return _Bucket.of(f"model#{provider}/{model}", limits, self._config.shards, depth)
 
-    def _tenant_bucket(self, caller: Caller, provider: str, model: str) -> _Bucket:
+    def _tenant_bucket(self, caller: Caller, provider: str, model: str, depth: Levels) -> _Bucket:
         own = (caller.own_limits or {}).get(f"{provider}/{model}") or (caller.own_limits or {}).get(
             "*"
         )
@@ -170,13 +187,15 @@ class ModelBudget:
         else:
             share = min(1.0, caller.weight * self._config.tenant_share)
             limits = _per_minute(self._config.limits_for(provider, model), share)
-        return _Bucket.of(f"tenant#{caller.tenant}#{provider}/{model}", limits, self._config.shards)
+        return _Bucket.of(
+            f"tenant#{caller.tenant}#{provider}/{model}", limits, self._config.shards, depth
+        )
 
     def _read(self, buckets: list[tuple[_Bucket, int]], now: float) -> list[BucketRecord]:
         keys = [bucket.key(shard) for bucket, shard in buckets]
         stored = self._store.load(keys)
         return [
-            refill(record, bucket.shard_capacity, now, self._tuning)
+            refill(record, bucket.shard_capacity, now, self._tuning, rate=bucket.shard_rate)
             if record is not None
             else BucketRecord(key, bucket.shard_capacity, now)
             for (bucket, _), key, record in zip(buckets, keys, stored, strict=True)
@@ -188,8 +207,13 @@ class ModelBudget:
         """Charge one call of `input_tokens` (estimated) and `max_tokens` if the budget has
         room for it now (see the module docstring for who may take what)."""
         cost: Levels = (1.0, float(input_tokens), float(max_tokens))
-        model_bucket = self._model_bucket(provider, model)
-        tenant_bucket = self._tenant_bucket(caller, provider, model)
+        model_depth: Levels = (
+            _MODEL_DEPTH_CALLS * cost[0],
+            _MODEL_DEPTH_CALLS * cost[1],
+            _MODEL_DEPTH_CALLS * cost[2],
+        )
+        model_bucket = self._model_bucket(provider, model, model_depth)
+        tenant_bucket = self._tenant_bucket(caller, provider, model, cost)
         lane_floor = self._config.backfill_floor if caller.lane is Lane.BACKFILL else 0.0
         borrow_floor = max(lane_floor, self._config.borrow_floor)
         for _ in range(_MAX_CONFLICTS):
@@ -199,23 +223,17 @@ class ModelBudget:
             model_record, tenant_record = self._read(
                 [(model_bucket, model_shard), (tenant_bucket, tenant_shard)], now
             )
-            in_share = (
-                admit_wait(tenant_record, tenant_bucket.shard_capacity, cost, 0.0, now) == 0.0
-            )
+            share_wait = tenant_bucket.wait(tenant_record, cost, 0.0, now)
+            in_share = share_wait == 0.0
             floor = lane_floor if in_share else borrow_floor
-            wait = admit_wait(model_record, model_bucket.shard_capacity, cost, floor, now)
+            wait = model_bucket.wait(model_record, cost, floor, now)
             if wait > 0:
                 if not in_share:
                     # Room comes back either way: the tenant's share refills, or others leave
                     # the model's bucket above the floor.
                     wait = min(
                         wait,
-                        max(
-                            admit_wait(tenant_record, tenant_bucket.shard_capacity, cost, 0.0, now),
-                            admit_wait(
-                                model_record, model_bucket.shard_capacity, cost, lane_floor, now
-                            ),
-                        ),
+                        max(share_wait, model_bucket.wait(model_record, cost, lane_floor, now)),
                     )
                 return Admission(None, wait)
             charged = [charge(model_record, cost)]
@@ -228,6 +246,7 @@ class ModelBudget:
                     Grant(
                         keys=tuple(record.key for record in charged),
                         capacities=tuple(bucket.shard_capacity for bucket in buckets),
+                        rates=tuple(bucket.shard_rate for bucket in buckets),
                         cost=cost,
                     )
                 )
@@ -243,8 +262,10 @@ class ModelBudget:
             now = self._now()
             stored = self._store.load(list(grant.keys))
             records = [
-                refund(refill(record, capacity, now, self._tuning), capacity, back)
-                for record, capacity in zip(stored, grant.capacities, strict=True)
+                refund(refill(record, capacity, now, self._tuning, rate=rate), capacity, back)
+                for record, capacity, rate in zip(
+                    stored, grant.capacities, grant.rates, strict=True
+                )
                 if record is not None
             ]
             if not records or self._store.save(records):

@@ -14,9 +14,9 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from memwrite.client.errors import error_for
+from memwrite.client.errors import InvalidRequest, error_for
 from memwrite.client.models import (
     BackfillAck,
     BatchReplay,
@@ -90,9 +90,34 @@ def _dropping_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _turn(turn: Turn | Mapping[str, Any]) -> dict[str, Any]:
-    model = turn if isinstance(turn, Turn) else Turn.model_validate(turn)
-    return model.model_dump(mode="json", exclude_none=True)
+def _turns(turns: Sequence[Turn | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The turns as JSON; a turn the API would refuse raises `InvalidRequest` here, with the
+    field errors the server's 400 names (`turns[0].content`), never pydantic's own error."""
+    dumped: list[dict[str, Any]] = []
+    errors: list[dict[str, str]] = []
+    for index, turn in enumerate(turns):
+        try:
+            model = turn if isinstance(turn, Turn) else Turn.model_validate(turn)
+        except ValidationError as exc:
+            errors += [
+                {"field": _field_path(("turns", index, *err["loc"])), "message": err["msg"]}
+                for err in exc.errors()
+            ]
+            continue
+        dumped.append(model.model_dump(mode="json", exclude_none=True))
+    if errors:
+        raise InvalidRequest(
+            HTTPStatus.BAD_REQUEST.value, {"error": "invalid_request", "errors": errors}
+        )
+    return dumped
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    # The server's spelling of a field: ("turns", 0, "content") -> "turns[0].content".
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
 
 
 def _iso(value: datetime | str | None) -> str | None:
@@ -118,7 +143,7 @@ class _Calls:
                 "session_id": session_id,
                 "agent_id": agent_id,
                 "source": source,
-                "turns": [_turn(turn) for turn in turns],
+                "turns": _turns(turns),
             }
         )
         # One key per logical call, kept across its retries: the server writes once.

@@ -119,6 +119,7 @@ class TraceOutcome(_Answer):
     stored: int
     merged: int
     discarded: int
+    episodes: int  # turns kept as pending episodes, not counted as discarded
     memory_ids: list[str]
 
 

@@ -22,6 +22,7 @@ from memwrite.ports import (
     TraceRollback,
     TurnLedger,
 )
+from memwrite.reasons import DeferredBudget, DeferredModelFailed, DeferredNoLLM, RolledBack
 from memwrite.stages import pipeline_stages, stream_stages
 from memwrite.store import RollbackRecord
 
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 
+# The reasons a turn is kept as a pending episode rather than dropped (docs/design.md §10).
+_DEFERRED = (DeferredNoLLM, DeferredModelFailed, DeferredBudget)
+
+
 class TraceStatus(StrEnum):
     IN_PROGRESS = "in_progress"  # a turn has no final verdict yet, or what it wrote is unindexed
     COMPLETE = "complete"  # every turn decided, and what they wrote indexed (searchable)
@@ -48,7 +53,8 @@ class TraceStatus(StrEnum):
 class TraceOutcome(BaseModel):
     stored: int
     merged: int
-    discarded: int
+    discarded: int  # turns and candidates dropped, never the turns kept as episodes
+    episodes: int  # turns deferred and kept as pending episodes for backfill
     memory_ids: list[str]
 
 
@@ -158,7 +164,9 @@ def _status(
     if any(not _retried_past(error, spans, turn_ids) for error in errors):
         return TraceStatus.FAILED
     # Complete once persisted and indexed (docs/design.md §7): a client's `wait` then
-    # `search` finds what the trace stored.
+    # `search` finds what the trace stored. A rollback took the trace's documents out itself.
+    if any(isinstance(span.reason, RolledBack) for span in spans):
+        doc_ids = frozenset()
     last_stage = pipeline_stages()[-1].name
     if all(_finished(tid, spans, last_stage) for tid in set(turn_ids)) and _indexed(doc_ids, spans):
         return TraceStatus.COMPLETE
@@ -182,8 +190,10 @@ def get_trace(
     kept = (
         {} if episodes is None else episodes.get_episodes(tenant, record.user_id, record.turn_ids)
     )
-    # The kept turns' episode documents are the trace's to index too.
-    view = _view(record, ledger, spans, frozenset(episode_doc_id(turn_id) for turn_id in kept))
+    # The episodes it kept are the trace's to index too (a backfill's trace lists turns that
+    # another trace kept: their documents' spans are that trace's).
+    own = frozenset(episode_doc_id(t) for t, e in kept.items() if e.turn.trace_id == trace_id)
+    view = _view(record, ledger, spans, own)
     if episodes is not None:
         now = time.time()
         view = view.model_copy(
@@ -217,7 +227,12 @@ def _view(
         outcome=TraceOutcome(
             stored=sum(1 for _, outcome in written if outcome == "stored"),
             merged=sum(1 for _, outcome in written if outcome == "merged"),
-            discarded=sum(1 for span in found if span.result is SpanResult.REJECT),
+            discarded=sum(
+                1
+                for span in found
+                if span.result is SpanResult.REJECT and not isinstance(span.reason, _DEFERRED)
+            ),
+            episodes=len({span.item_id for span in found if isinstance(span.reason, _DEFERRED)}),
             memory_ids=sorted({memory_id for memory_id, _ in written}),
         ),
         llm_calls=sum(llm.calls for llm in usage),
