@@ -228,12 +228,18 @@ def test_only_the_api_and_the_backfill_itself_may_invoke_the_backfill_function(
                     if role["Ref"] in function_roles:
                         invoking.setdefault(role["Ref"], []).append(statement["Resource"])
     # Then, of the functions, the api function and the backfill function itself (its fan-out)
-    # alone may invoke the backfill function, and they may invoke nothing else
+    # alone may invoke the backfill function; the backfill invokes nothing else, the api
+    # besides it only the expire function (a topic sweep)
     backfill_arn = {"Fn::GetAtt": [backfill, "Arn"]}
     assert sorted(r for r, granted in invoking.items() if backfill_arn in granted) == sorted(
         [role_of[api], role_of[backfill]]
     )
-    assert invoking[role_of[api]] == invoking[role_of[backfill]] == [backfill_arn]
+    assert invoking[role_of[backfill]] == [backfill_arn]
+    (expire,) = (k for k in functions if k.startswith("ExpireFn"))
+    expire_arn = {"Fn::GetAtt": [expire, "Arn"]}
+    assert sorted(map(str, invoking[role_of[api]])) == sorted(
+        map(str, [backfill_arn, [expire_arn, {"Fn::Join": ["", [expire_arn, ":*"]]}]])
+    )
     # And the api function names it, for its asynchronous invoke
     variables = functions[api]["Properties"]["Environment"]["Variables"]
     assert variables["BACKFILL_FUNCTION_NAME"] == {"Ref": backfill}

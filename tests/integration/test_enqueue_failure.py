@@ -73,9 +73,11 @@ def _contains(*needles: str) -> Callable[[str], bool]:
 
 
 def _post_event(local, body: dict[str, Any]):
-    """POST through the Lambda handler itself, so every response header is visible."""
+    """POST through the Lambda handler itself, so every response header is visible; the
+    request context carries the tenant, as the authorizer leaves it on AWS."""
     headers = {"Content-Type": "application/json", "x-api-key": local.api_key}
     event = api_gateway_event("POST", "/v1/turns", headers, json.dumps(body))
+    event["requestContext"]["authorizer"] = {"tenant_id": local.tenant}
     return local.invoke(pre_filter_handler, event)
 
 

@@ -25,6 +25,7 @@ from memwrite.models import SpanResult, StageSpan
 from memwrite.persist.stage import STAGE as PERSIST
 from memwrite.persist.stage import persist_candidate
 from memwrite.ports import MemoryStore, TraceRecord, TraceRollback, TurnLedger
+from memwrite.stages import stream_stages
 from memwrite.wiring import build_api_function_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests.integration.test_memory_store import CITIES, CONFIG, deps_for, item
@@ -65,6 +66,25 @@ def send(backend: Backend, user: str, moves: list[tuple[int, str, int]]) -> None
             TraceRecord(trace_id, "acme", user, "s1", None, "user_explicit", "", (turn,))
         )
         persist_candidate(stored, CONFIG, deps_for(backend.store))
+
+
+def done_spans(backend: Backend, user: str, trace_id: str, turn_id: str) -> list[StageSpan]:
+    """The spans of a complete trace: its turn persisted, and what it wrote indexed."""
+    span = StageSpan(
+        trace_id=trace_id,
+        tenant="acme",
+        user_id=user,
+        stage=PERSIST,
+        item_id=turn_id,
+        result=SpanResult.PASS,
+        latency_ms=0,
+        at=datetime.now(UTC),
+    )
+    indexed = [
+        span.model_copy(update={"stage": stream_stages()[0].name, "item_id": f"{memory_id}#1"})
+        for memory_id, _ in backend.ledger.memories_of_trace("acme", trace_id)
+    ]
+    return [span, *indexed]
 
 
 def state(backend: Backend, user: str) -> dict[str, tuple[Any, ...]]:
@@ -112,20 +132,7 @@ def test_a_rolled_back_trace_leaves_the_store_as_if_it_was_never_sent(
     # When one of them is rolled back
     spans = InMemorySpanStore()
     trace_id = f"{user}-trace-{rolled_back[0]}"
-    spans.put_spans(
-        [
-            StageSpan(
-                trace_id=trace_id,
-                tenant="acme",
-                user_id=user,
-                stage=PERSIST,
-                item_id=f"{user}-turn-{rolled_back[0]}",
-                result=SpanResult.PASS,
-                latency_ms=0,
-                at=datetime.now(UTC),
-            )
-        ]
-    )
+    spans.put_spans(done_spans(backend, user, trace_id, f"{user}-turn-{rolled_back[0]}"))
     deps = RollbackDeps(
         ledger=backend.ledger,
         spans=spans,

@@ -23,7 +23,7 @@ export type Episode = Camelize<Schemas["EpisodeView"]>;
 export type RollbackRecord = Camelize<Schemas["RollbackRecord"]>;
 export type ErasureReport = Camelize<Schemas["ErasureReport"]>;
 export type ImportReport = Camelize<Schemas["ImportReport"]>;
-export type BackfillResult = Camelize<Schemas["BackfillResult"]>;
+export type BackfillAccepted = Camelize<Schemas["BackfillAccepted"]>;
 /** Settings and replay configs are the API's documents, keys as the configuration reference
  * spells them (snake_case): they round-trip unchanged. */
 export type TenantSettings = Schemas["TenantOverrides-Output"];
@@ -268,8 +268,9 @@ export class MemwriteClient {
     } while (cursor !== undefined);
   }
 
-  /** Distil the user's pending episodes with the model, in observed_at order. */
-  async backfill(userId: string, options: { since?: string; until?: string } = {}): Promise<BackfillResult> {
+  /** Hand the user's pending episodes to the backfill (202): `traceId` to `wait` for, or null
+   * when nothing was pending. */
+  async backfill(userId: string, options: { since?: string; until?: string } = {}): Promise<BackfillAccepted> {
     const answer = await this.api.POST("/v1/users/{user_id}/backfill", {
       params: { path: { user_id: userId } },
       body: options,

@@ -184,7 +184,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Distil a user's pending episodes with the model, in observed_at order */
+        /**
+         * Distil a user's pending episodes with the model, in observed_at order
+         * @description Handed to the backfill function, not run in this call: the answer is back at once, and `GET /v1/traces/{trace_id}` follows the backfill once it runs (404 until then). `trace_id` is null when no episode in the range is pending (nothing is started).
+         */
         post: operations["backfill_route_v1_users__user_id__backfill_post"];
         delete?: never;
         options?: never;
@@ -335,6 +338,18 @@ export interface components {
             type: "AssistantTurn";
         };
         /**
+         * BackfillAccepted
+         * @description Body of the `POST /v1/users/{user_id}/backfill` response (202): the backfill was handed
+         *     to the backfill function; `GET /v1/traces/{trace_id}` follows it once it runs. `trace_id`
+         *     is None when the user had no pending episode in the range (nothing was started).
+         */
+        BackfillAccepted: {
+            /** User Id */
+            user_id: string;
+            /** Trace Id */
+            trace_id: string | null;
+        };
+        /**
          * BackfillRequest
          * @description `POST /v1/users/{user_id}/backfill`: optional bounds on the episodes' `observed_at`.
          */
@@ -343,28 +358,6 @@ export interface components {
             since?: string | null;
             /** Until */
             until?: string | null;
-        };
-        /** BackfillResult */
-        BackfillResult: {
-            /** User Id */
-            user_id: string;
-            /** Trace Id */
-            trace_id: string | null;
-            /** Episodes */
-            episodes: number;
-            /** Extracted */
-            extracted: number;
-            /** Still Pending */
-            still_pending: number;
-            /**
-             * Remaining
-             * @default 0
-             */
-            remaining: number;
-            /** Memory Ids */
-            memory_ids: string[];
-            /** Duration Ms */
-            duration_ms: number;
         };
         /** BatchReplay */
         BatchReplay: {
@@ -1850,6 +1843,8 @@ export interface components {
             merged: number;
             /** Discarded */
             discarded: number;
+            /** Episodes */
+            episodes: number;
             /** Memory Ids */
             memory_ids: string[];
         };
@@ -2944,13 +2939,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description What the backfill did (its own trace). */
-            200: {
+            /** @description Handed to the backfill function. */
+            202: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["BackfillResult"];
+                    "application/json": components["schemas"]["BackfillAccepted"];
                 };
             };
             /** @description Invalid request: field-level messages in `errors`. */

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "KEPT_AS_EPISODE",
     "PII_KINDS",
     "AssistantTurn",
     "Contradiction",
@@ -209,6 +210,11 @@ class DeferredBudget(_Reason):
 
     type: Literal["DeferredBudget"] = "DeferredBudget"
     waited_s: float
+
+
+# The rejections that keep the turn as a pending episode rather than drop it (docs/design.md
+# §10): a trace counts them as `episodes`, never as `discarded`.
+KEPT_AS_EPISODE = (DeferredNoLLM, DeferredModelFailed, DeferredBudget)
 
 
 class Unverified(_Reason):

@@ -22,7 +22,7 @@ from memwrite.ports import (
     TraceRollback,
     TurnLedger,
 )
-from memwrite.reasons import DeferredBudget, DeferredModelFailed, DeferredNoLLM, RolledBack
+from memwrite.reasons import KEPT_AS_EPISODE, RolledBack
 from memwrite.stages import pipeline_stages, stream_stages
 from memwrite.store import RollbackRecord
 
@@ -38,10 +38,6 @@ __all__ = [
     "traces_of_memory",
     "traces_of_user",
 ]
-
-
-# The reasons a turn is kept as a pending episode rather than dropped (docs/design.md §10).
-_DEFERRED = (DeferredNoLLM, DeferredModelFailed, DeferredBudget)
 
 
 class TraceStatus(StrEnum):
@@ -230,9 +226,11 @@ def _view(
             discarded=sum(
                 1
                 for span in found
-                if span.result is SpanResult.REJECT and not isinstance(span.reason, _DEFERRED)
+                if span.result is SpanResult.REJECT and not isinstance(span.reason, KEPT_AS_EPISODE)
             ),
-            episodes=len({span.item_id for span in found if isinstance(span.reason, _DEFERRED)}),
+            episodes=len(
+                {span.item_id for span in found if isinstance(span.reason, KEPT_AS_EPISODE)}
+            ),
             memory_ids=sorted({memory_id for memory_id, _ in written}),
         ),
         llm_calls=sum(llm.calls for llm in usage),

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from memwrite.models import SpanResult, StageSpan
-from memwrite.reasons import Reason
+from memwrite.reasons import KEPT_AS_EPISODE, Reason
 from memwrite.stages import STAGES, StagePlacement
 
 __all__ = [
@@ -75,7 +75,7 @@ class MemoryChanges(BaseModel):
 class RunSummary(BaseModel):
     stored: int
     merged: int
-    discarded: int
+    discarded: int  # turns and candidates dropped, never the turns kept as episodes
     llm_calls: int
     input_tokens: int
     output_tokens: int
@@ -163,7 +163,11 @@ def _summary(run: RunOutcome) -> RunSummary:
         episodes=sorted(run.episodes),
         stored=sum(1 for _, outcome in outcomes if outcome == "stored"),
         merged=sum(1 for _, outcome in outcomes if outcome == "merged"),
-        discarded=sum(1 for span in run.spans if span.result is SpanResult.REJECT),
+        discarded=sum(
+            1
+            for span in run.spans
+            if span.result is SpanResult.REJECT and not isinstance(span.reason, KEPT_AS_EPISODE)
+        ),
         llm_calls=sum(llm.calls for llm in usage),
         input_tokens=sum(llm.input_tokens for llm in usage),
         output_tokens=sum(llm.output_tokens for llm in usage),
