@@ -479,6 +479,9 @@ class EpisodesConfig(_Frozen):
     # Days a pending (undistilled) episode is kept: no word is lost to a clock while no model
     # distils it; a tenant may want raw words gone sooner (`tenants.*.pending_retention_days`).
     pending_retention_days: int = Field(default=365, ge=1)
+    # With no model configured, pending episodes this close to their expiry raise a warning:
+    # the episodes list, `memwrite serve`'s log, a metric and alarm on AWS.
+    expiry_warning_days: int = Field(default=30, ge=1)
     # An episode's fused score is multiplied by this before it is ranked beside memories: a
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
