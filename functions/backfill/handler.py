@@ -72,19 +72,27 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         summary = result.as_json()
         logger.info("backfill of one user done", extra=summary)
         return summary
-    if not current.has_model:
-        near = report_near_expiry(current.configs.for_request, current).model_dump(mode="json")
-        if near["episodes"]:
-            logger.warning("pending episodes near expiry and no model to distil them", extra=near)
-        return {"near_expiry": near}
     if current.configs.settings.pipeline.backfill.mode == "batch":
         lane = batch_deps()
+        if not lane.backfill.has_model:
+            return _near_expiry(lane.backfill)
         budget = _left_secs(context, BATCH_RESERVE_SECS)
         done = run_batch_round(lane.backfill.configs.for_request, lane, budget_secs=budget)
         round_summary = done.as_json()
         logger.info("batch backfill round done", extra=round_summary)
         return round_summary
+    if not current.has_model:
+        return _near_expiry(current)
     jobs = start_pending(current, starter())
     fan_out = {"users": len(jobs), "trace_ids": [job.trace_id for job in jobs]}
     logger.info("backfill handed over per user", extra=fan_out)
     return fan_out
+
+
+def _near_expiry(backfill: BackfillDeps) -> dict[str, Any]:
+    """With no model, nothing to distil: the pending episodes near their expiry are counted
+    (the alarm's metric) and, when there are any, logged."""
+    near = report_near_expiry(backfill.configs.for_request, backfill).model_dump(mode="json")
+    if near["episodes"]:
+        logger.warning("pending episodes near expiry and no model to distil them", extra=near)
+    return {"near_expiry": near}
