@@ -155,27 +155,39 @@ def test_a_bad_bound_is_a_400_naming_the_field(
 
 
 HOUR = datetime(2026, 11, 27, 9, tzinfo=UTC)
+ONE = UsageCounts(turns_in=1, model_calls=1, input_tokens=10, cost_usd=0.00000123)
 
 
-def test_the_meter_adds_atomically_and_sums_a_range_of_hours(local: Local) -> None:
-    # Given the backend's usage meter
-    meter: UsageMeter | None = build_metering().meter
+def meter_of(local: Local) -> UsageMeter:
+    meter = build_metering().meter
     assert meter is not None
-    one = UsageCounts(turns_in=1, model_calls=1, input_tokens=10, cost_usd=0.00000123)
-    # When units of work add to three hours, eight of them at once to the middle one
-    meter.add("acme", HOUR - timedelta(minutes=1), one)
-    threads = [
-        threading.Thread(target=meter.add, args=("acme", HOUR + timedelta(minutes=m), one))
-        for m in range(8)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    meter.add("acme", HOUR + timedelta(hours=1), one)
-    meter.add("other", HOUR, one)
-    # Then each range sums exactly its hours, the tenant's only
+    return meter
+
+
+def test_the_meter_sums_a_range_of_hours_for_one_tenant(local: Local) -> None:
+    # Given the backend's usage meter, with adds to three hours and another tenant's
+    meter = meter_of(local)
+    meter.add("acme", HOUR - timedelta(minutes=1), ONE)
+    for minute in range(8):
+        meter.add("acme", HOUR + timedelta(minutes=minute), ONE)
+    meter.add("acme", HOUR + timedelta(hours=1), ONE)
+    meter.add("other", HOUR, ONE)
+    # Then each range sums exactly its hours, the tenant's only, the cost to its 8th decimal
     assert meter.read("acme", HOUR, HOUR + timedelta(hours=1)).turns_in == 8
     whole = meter.read("acme", HOUR - timedelta(hours=1), HOUR + timedelta(hours=2))
     assert whole == UsageCounts(turns_in=10, model_calls=10, input_tokens=100, cost_usd=0.0000123)
     assert meter.read("acme", HOUR + timedelta(hours=2), HOUR + timedelta(hours=9)).empty
+
+
+def test_concurrent_adds_all_count_in_the_shared_database_file(make_local: MakeLocal) -> None:
+    # Given the embedded backend's meter (every handler and worker of `memwrite serve` shares
+    # its file; on DynamoDB an ADD update is atomic by itself, which moto does not emulate)
+    meter = meter_of(make_local(backend="sqlite"))
+    # When eight workers add to the same hour at once
+    threads = [threading.Thread(target=meter.add, args=("acme", HOUR, ONE)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then every add counted
+    assert meter.read("acme", HOUR, HOUR + timedelta(hours=1)).model_calls == 8
