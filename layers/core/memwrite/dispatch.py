@@ -23,7 +23,13 @@ from memwrite.payloads import ExtractInput
 if TYPE_CHECKING:
     from memwrite.ports import PipelineRunner
 
-__all__ = ["MAX_EXECUTION_INPUT_BYTES", "PlannedExecution", "dispatch", "plan_executions"]
+__all__ = [
+    "MAX_EXECUTION_INPUT_BYTES",
+    "PlannedExecution",
+    "coalesce_delay",
+    "dispatch",
+    "plan_executions",
+]
 
 # Step Functions refuses a state over 256 KB. Each Map iteration carries its batch plus the
 # stage payload (ids and candidates, a few KB), and the execution input holds every batch:
@@ -86,6 +92,22 @@ def plan_executions(
         )
         for group in planned
     ]
+
+
+def coalesce_delay(turns: Sequence[QueuedTurn], window_s: float, now: float, room: int) -> float:
+    """How long a session's batch goes back to the queue to gather the turns its user sends
+    next (`extract.coalesce_window_s`, docs/design.md §2), so that one model call reads them
+    all: until `window_s` after its earliest accepted turn; 0 (go now) once that has passed,
+    when the batch already fills a receive (`room` turns), or when no turn says when it came.
+
+    The queue delivers none of a message group while one of it is hidden, so what the user
+    sends meanwhile comes with the held turns in one receive; a turn accepted after the window
+    closed goes in the next call. The wait counts towards `model.max_wait_s` (it runs from
+    the same `accepted_at`), which the config keeps above the window."""
+    accepted = [turn.accepted_at.timestamp() for turn in turns if turn.accepted_at is not None]
+    if window_s <= 0 or len(turns) >= room or not accepted:
+        return 0.0
+    return max(0.0, min(accepted) + window_s - now)
 
 
 def dispatch(messages: Sequence[tuple[str, QueuedTurn]], pipeline: PipelineRunner) -> list[str]:
