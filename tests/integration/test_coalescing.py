@@ -3,22 +3,32 @@ queue and stores): one user's turns sent in separate requests within the window 
 model call, every turn's trace completes, and a turn accepted after the window goes in the
 next call. Model answers come through the real `anthropic` client over a mock transport
 (tests/recorded/anthropic); time is moved with time-machine, which the queue, the ingest and
-the runner all read."""
+the runner all read. On AWS the dispatcher holds them (SQS through moto)."""
 
 from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import httpx2
 import pytest
 import time_machine
+from moto import mock_aws
 
+import functions.dispatch.handler as dispatch_handler
 import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
+from memwrite.adapters.aws.sqs import SqsTurnConsumer, SqsTurnQueue
 from memwrite.config import ExtractConfig, PipelineConfig
+from memwrite.models import QueuedTurn
+from memwrite.ports import PipelineStart
+from memwrite.wiring import DispatchDeps
+from memwrite_local.runtime.runner import LocalContext
 from tests.integration.conftest import Local, MakeLocal
+from tests.queued import queued_turn
 from tests.recorded_api import recorded
 
 WINDOW_S = 10.0
@@ -91,8 +101,8 @@ def test_turns_of_separate_requests_within_the_window_share_one_model_call(
         clock.shift(4)
         second = send(local, PORTO)
         assert local.runner.drain().completed_batches == 0  # its group is still held
-        # And the window closes
-        clock.shift(WINDOW_S - 4)
+        # And the window closes (a second later: the queue's time is a float sum)
+        clock.shift(WINDOW_S - 4 + 1)
         done = local.runner.drain()
         # Then one model call read both turns, and both traces completed
         assert done.completed_batches == 1 and done.failed == {}
@@ -104,7 +114,7 @@ def test_turns_of_separate_requests_within_the_window_share_one_model_call(
         clock.shift(1)
         third = send(local, LATER)
         assert local.runner.drain().coalesce_waits == 1
-        clock.shift(WINDOW_S)
+        clock.shift(WINDOW_S + 1)
         assert local.runner.drain().completed_batches == 1
         # Then it went in a call of its own, the earlier turns only as context
         assert len(api.requests) == 2
@@ -119,3 +129,71 @@ def test_the_window_must_leave_the_model_budget_time() -> None:
             {"extract": {"coalesce_window_s": 30}, "model": {"max_wait_s": 30}}
         )
     assert PipelineConfig.model_validate({"model": {"max_wait_s": 0}}).model.max_wait_s == 0
+
+
+def test_the_dispatcher_hides_a_users_young_turns_and_starts_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = time.time()
+    with mock_aws():
+        # Given a FIFO turn queue holding two turns dana sent just now and one erin sent 20 s
+        # ago, received as the event source receives them (visible again at once unless hidden)
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue_url, dead_url = (
+            sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+            for name in ("turns", "turns-dlq")
+        )
+        turns = [
+            accepted(queued_turn(LISBON, "a1"), now),
+            accepted(queued_turn(PORTO, "a2"), now),
+            accepted(queued_turn(LATER, "b1").model_copy(update={"user_id": "erin"}), now - 20),
+        ]
+        SqsTurnQueue(sqs, queue_url).enqueue(turns)
+        messages = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=0,
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        )["Messages"]
+        assert len(messages) == 3
+        event = {"Records": [lambda_record(message) for message in messages]}
+        pipeline = StartedPipeline()
+        deps = DispatchDeps(pipeline, WINDOW_S, SqsTurnConsumer(sqs, queue_url, dead_url))
+        monkeypatch.setattr(dispatch_handler, "deps", lambda: deps)
+        # When the dispatcher handles the batch with a 10 s window
+        answer = dispatch_handler.lambda_handler(event, LocalContext())
+        # Then dana's turns go back to the queue (failures SQS keeps), and only erin's start
+        by_turn = {QueuedTurn.model_validate_json(m["Body"]).turn_id: m for m in messages}
+        failed = {item["itemIdentifier"] for item in answer["batchItemFailures"]}
+        assert failed == {by_turn["a1"]["MessageId"], by_turn["a2"]["MessageId"]}
+        assert pipeline.started == [["b1"]]
+        # And they are hidden for the rest of the window, while erin's is not
+        again = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+        assert [QueuedTurn.model_validate_json(m["Body"]).user_id for m in again] == ["erin"]
+
+
+def accepted(turn: QueuedTurn, at: float) -> QueuedTurn:
+    return turn.model_copy(update={"accepted_at": datetime.fromtimestamp(at, UTC)})
+
+
+def lambda_record(message: dict[str, Any]) -> dict[str, Any]:
+    """An SQS message as Lambda's event source hands it to the function."""
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": {"ApproximateReceiveCount": message["Attributes"]["ApproximateReceiveCount"]},
+        "eventSource": "aws:sqs",
+    }
+
+
+class StartedPipeline:
+    """The state machine: records the turns of each execution started."""
+
+    def __init__(self) -> None:
+        self.started: list[list[str]] = []
+
+    def start(self, name: str, payload: str) -> PipelineStart:
+        batches = json.loads(payload)["batches"]
+        self.started.append([t["turn_id"] for b in batches for t in b["turns"]])
+        return PipelineStart(started=True)

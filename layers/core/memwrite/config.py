@@ -421,19 +421,23 @@ class ScoringConfig(_Frozen):
     task_ttl_days: int = Field(default=14, ge=1)
 
 
-# The dimensions each embedder can give, and the one it gives unless told.
+# The dimensions each embedder can give, and the one it gives unless told. Titan v2 at 512
+# keeps about 99 % of its 1,024-dimension retrieval accuracy (256: 97 %, Amazon's launch post)
+# for half the index memory (docs/scale.md, "Index memory").
 _EMBEDDING_DIMENSIONS: dict[str, frozenset[int]] = {
     "wordllama": frozenset({64, 128, 256}),
     "hashing": frozenset({384}),
     "bedrock": frozenset({256, 512, 1024}),
 }
-_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 1024}
+_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 512}
 
 
 class SearchConfig(_Frozen):
     # Search's default confidence floor.
     min_confidence: float = 0.4
-    hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
+    # HyPE questions per memory, each embedded beside its text: 3 is where the paraphrase
+    # set's recall stops rising (docs/search.md); each is one more vector in the index.
+    hype_questions: int = Field(default=3, ge=0, le=5)
     # How a memory's BM25 and kNN ranks are combined: rrf (reciprocal-rank fusion) or min_max
     # (scores min-max normalised, then averaged); OpenSearch runs the same (docs/search.md).
     fusion: Literal["rrf", "min_max"] = "rrf"
@@ -446,8 +450,9 @@ class SearchConfig(_Frozen):
     embedder: Literal["wordllama", "hashing", "bedrock"] = "wordllama"
     # The Titan model when embedder is bedrock.
     bedrock_model: str = "amazon.titan-embed-text-v2:0"
-    # None: the embedder's own (wordllama 256, bedrock 1024). wordllama takes 64, 128 or 256
-    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384.
+    # None: the embedder's own (wordllama 256, bedrock 512). wordllama takes 64, 128 or 256
+    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384. An index made
+    # at another size keeps it: set that size, or give the index a new name.
     embedding_dimension: Literal[64, 128, 256, 512, 1024] | None = None
     # Normalise Titan vectors.
     embedding_normalize: bool = True
