@@ -232,3 +232,32 @@ def test_cache_reads_and_writes_reach_the_dashboard(capsys: pytest.CaptureFixtur
     dims = {"Stage": "extract", "Model": "claude-haiku-4-5"}
     assert metric_total(metrics, "llm.cache_read_input_tokens", **dims) == 4_713
     assert metric_total(metrics, "llm.cache_creation_input_tokens", **dims) == 4_713
+
+
+def test_the_extraction_schema_goes_bare_its_descriptions_being_in_the_cached_prefix() -> None:
+    # Given an extraction
+    import anthropic
+
+    from memwrite.prompts.extract import ExtractionResult
+
+    api = Api(reply())
+    prompt = render(batch_of("My cat Miso is 3."), STEERED)
+    extractor(api).extract(prompt.system, prompt.messages, STEERED.model)
+    schema = api.requests[0]["output_config"]["format"]["schema"]
+    # Then the output schema has the structure of ExtractionResult's, without a description
+    full = anthropic.transform_schema(ExtractionResult)
+    assert "description" not in json.dumps(schema)
+    assert schema["$defs"].keys() == full["$defs"].keys()
+    candidate, described = schema["$defs"]["Candidate"], full["$defs"]["Candidate"]
+    assert candidate["properties"].keys() == described["properties"].keys()
+    assert candidate["required"] == described["required"]
+    # And every description it dropped is in the cached prefix, which every call reads, with
+    # the limits the grammar cannot hold ("{maxLength: 500, minLength: 1}") and the answer is
+    # validated against
+    for name, field in described["properties"].items():
+        text, _, limits = field.get("description", "").partition("\n\n{")
+        if text.startswith("{default:"):  # a default only: described by the prompt's notes
+            continue
+        assert f"- {name}: {text}" in CACHED_PREFIX
+        if limits and "default" not in limits:
+            assert f"{text} {{{limits}" in CACHED_PREFIX

@@ -161,12 +161,23 @@ _FIELD_NOTES = {
 }
 
 
+# The limits a structured output's grammar cannot hold (the answer is validated against them):
+# the request's schema goes without descriptions, so the prompt states them.
+_LIMIT_KEYWORDS = ("maxLength", "maximum", "minLength", "minimum")
+
+
 def _output_schema() -> str:
     lines = ['Answer with one JSON object: {"candidates": [...]}. Each candidate has:']
+    properties = Candidate.model_json_schema()["properties"]
     for name, field in Candidate.model_fields.items():
         note = field.description or _FIELD_NOTES.get(name, "")
         if name == "type":
             note += " One of: " + ", ".join(t.value for t in MemoryType) + "."
+        limits = [
+            f"{key}: {properties[name][key]}" for key in _LIMIT_KEYWORDS if key in properties[name]
+        ]
+        if limits:
+            note += " {" + ", ".join(limits) + "}"
         lines.append(f"- {name}: {note}")
     return "\n".join(lines)
 

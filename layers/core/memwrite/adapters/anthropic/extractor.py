@@ -34,6 +34,7 @@ class AnthropicExtractorClient:
             ExtractionResult,
             max_tokens=config.max_output_tokens,
             grow_on_truncation=True,  # a cut-off answer is asked again with more room
+            bare_schema=True,  # the prompt's cached prefix describes every field
             **options,
         )
         warn_if_uncacheable("extraction", CACHED_PREFIX, config)
