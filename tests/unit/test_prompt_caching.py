@@ -219,8 +219,12 @@ def test_the_default_prefix_reaches_haiku_4_5s_minimum_without_a_warning(
     assert client_module.warn_if_uncacheable("extraction", "short", unknown) == 4_096
 
 
-def test_cache_reads_and_writes_reach_the_dashboard(capsys: pytest.CaptureFixture[str]) -> None:
-    # Given two extraction calls, one writing and one reading the prefix
+def test_cache_reads_and_writes_reach_the_dashboard(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the Lambdas' metrics sink, printing as in Lambda
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    # And two extraction calls, one writing and one reading the prefix
     calls = [
         LlmUsage("claude-haiku-4-5-20251001", 600, 250, 0.01, cache_creation_input_tokens=4_713),
         LlmUsage("claude-haiku-4-5-20251001", 600, 250, 0.002, cache_read_input_tokens=4_713),
