@@ -91,6 +91,8 @@ class AlarmThresholds(_Frozen):
     # Extraction calls in 5 minutes with no prompt-cache read that count as "calls flow while
     # the cache is idle" (CacheReadsIdle): at two, the second could have read the first's write.
     cache_idle_min_calls: int = Field(default=2, ge=2)
+    # Pending episodes near their expiry with no model configured (the hourly backfill's count).
+    pending_near_expiry_episodes: int = 1
     # 5-minute periods an alarm condition must hold.
     evaluation_periods: int = 3
 
