@@ -16,14 +16,15 @@ The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`, `ant
 answer's schema and output limit and the caller's `ClientOptions`; they add only their port's
 shape. With `record_dir`, every exchange is also written there (`recording`), for every adapter.
 
-Prompt caching (docs/design.md §2): the system prompt goes as blocks, its stable prefix (rules,
-schema notes, examples) first and marked `cache_control: {"type": "ephemeral"}`, the tenant's
-steering after it in a block of its own (`memwrite.prompts.SystemPrompt`), the conversation
-last. Every tenant shares the prefix, so one tenant's instructions do not split the cache. A
-prefix under the model's minimum cacheable length is silently not cached by the API: the
-extractor warns at start-up (`warn_if_uncacheable`). The usage's cache writes and reads are
-recorded and priced (`memwrite.pricing`); the direct API and Bedrock (`AnthropicBedrock`, the
-same request body) take the same blocks.
+Prompt caching (docs/design.md §2): a `memwrite.prompts.SystemPrompt` goes as blocks, its
+stable prefix (role, field notes, rules, examples) first and marked `cache_control: {"type":
+"ephemeral"}`, then the pass's task and the tenant's steering, each in a block of its own, the
+conversation last. Every tenant shares the prefix, so one tenant's instructions do not split
+the cache. A prefix under the model's minimum cacheable length is silently not cached by the
+API: the extractor warns at start-up (`warn_if_uncacheable`). The usage's cache writes and
+reads are recorded and priced (`memwrite.pricing`); the direct API and Bedrock
+(`AnthropicBedrock`, the same request body) take the same blocks. The budget is settled to what
+the input limit counts: uncached and written tokens, not reads.
 """
 
 from __future__ import annotations
