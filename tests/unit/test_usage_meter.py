@@ -24,7 +24,13 @@ from memwrite.models import FailedTurn, IngestResponse
 from memwrite.usage import LlmUsage, metered, report_usage
 
 NOW = datetime(2026, 11, 27, 21, 40, tzinfo=UTC)
-CALL = LlmUsage(model="claude-haiku-4-5", input_tokens=600, output_tokens=250, cost_usd=0.0018)
+CALL = LlmUsage(
+    model="claude-haiku-4-5",
+    input_tokens=600,
+    output_tokens=250,
+    cost_usd=0.0018,
+    cache_read_input_tokens=4096,
+)
 
 
 class Meter:
@@ -130,6 +136,7 @@ def test_a_unit_of_work_adds_its_calls_embeddings_and_turns_to_its_hour_once() -
             turns_kept=1,
             model_calls=2,
             input_tokens=1200,
+            cache_read_input_tokens=8192,
             output_tokens=500,
             embeddings=3,
             cost_usd=0.0036,

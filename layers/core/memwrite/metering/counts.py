@@ -52,8 +52,8 @@ class UsageCounts:
         return cls(
             model_calls=len(calls),
             input_tokens=sum(call.input_tokens for call in calls),
-            cache_read_input_tokens=sum(_cache_tokens(call, "read") for call in calls),
-            cache_creation_input_tokens=sum(_cache_tokens(call, "creation") for call in calls),
+            cache_read_input_tokens=sum(call.cache_read_input_tokens for call in calls),
+            cache_creation_input_tokens=sum(call.cache_creation_input_tokens for call in calls),
             output_tokens=sum(call.output_tokens for call in calls),
             cost_usd=round(sum(call.cost_usd for call in calls), _COST_DIGITS),
         )
@@ -70,12 +70,6 @@ class UsageCounts:
 
 
 COUNTERS = tuple(field.name for field in fields(UsageCounts))
-
-
-def _cache_tokens(call: LlmUsage, kind: str) -> int:
-    # The prompt cache's token counts, where the usage record has them (0 before it did).
-    tokens: int = getattr(call, f"cache_{kind}_input_tokens", 0)
-    return tokens
 
 
 def hour_of(at: datetime) -> datetime:
