@@ -17,9 +17,10 @@ import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.config import ExtractConfig
 from memwrite.metering import UsageCounts, UsageMeter
+from memwrite.pricing import cost_usd
 from memwrite.wiring import build_metering
 from tests.integration.conftest import Local, MakeLocal
-from tests.recorded_api import haiku_cost, recorded
+from tests.recorded_api import recorded
 
 KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
 LISBON = "Since last month Lisbon has been home, and cilantro ruins every dish for me."
@@ -76,8 +77,18 @@ def test_posted_turns_are_counted_for_the_callers_tenant_only(local: Local) -> N
     assert usage(local, "key-b").body["embeddings"] == 0
 
 
+CACHED = 4096  # the shared prefix, read from the prompt cache
+
+
+def answered() -> dict[str, Any]:
+    """The recorded extraction answer, its shared prefix read from the cache."""
+    answer = recorded("extract_valid")
+    answer["usage"]["cache_read_input_tokens"] = CACHED
+    return answer
+
+
 class ModelApi:
-    """The recorded extraction answer, once."""
+    """The extraction answer, once."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -85,7 +96,7 @@ class ModelApi:
     def handle(self, request: httpx2.Request) -> httpx2.Response:
         self.calls += 1
         json.loads(request.content)
-        return httpx2.Response(200, json=recorded("extract_valid"))
+        return httpx2.Response(200, json=answered())
 
 
 def test_model_calls_tokens_and_cost_are_metered_from_the_answers(
@@ -105,17 +116,24 @@ def test_model_calls_tokens_and_cost_are_metered_from_the_answers(
     # When a turn only the model can read is posted and the pipeline runs
     post(local, [{"role": "user", "content": LISBON}])
     local.runner.drain()
-    # Then the call is counted with the tokens the answer reported, priced
+    # Then the call is counted with the tokens the answer reported, cached ones apart, priced
     report = usage(local).body
-    answered = recorded("extract_valid")["usage"]
+    tokens = answered()["usage"]
     assert api.calls == 1
     assert report["model_calls"] == 1
     assert (report["input_tokens"], report["output_tokens"]) == (
-        answered["input_tokens"],
-        answered["output_tokens"],
+        tokens["input_tokens"],
+        tokens["output_tokens"],
     )
-    assert report["cache_read_input_tokens"] == report["cache_creation_input_tokens"] == 0
-    assert report["cost_usd"] == pytest.approx(haiku_cost("extract_valid"), abs=1e-8)
+    assert (report["cache_read_input_tokens"], report["cache_creation_input_tokens"]) == (CACHED, 0)
+    priced = cost_usd(
+        "claude-haiku-4-5",
+        tokens["input_tokens"],
+        tokens["output_tokens"],
+        ExtractConfig().prices_per_mtok,
+        cache_read_input_tokens=CACHED,
+    )
+    assert report["cost_usd"] == pytest.approx(priced, abs=1e-8)
     # And the other tenant paid for nothing
     assert usage(local, "key-b").body["model_calls"] == 0
 
