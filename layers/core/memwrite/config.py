@@ -27,7 +27,8 @@ from memwrite.config_keys import renamed_keys
 from memwrite.egress import loopback_allowed, url_refusal
 from memwrite.errors import ConfigError
 from memwrite.linear_regex import compile_linear
-from memwrite.model_limits import ModelBudgetOverrides, ModelConfig
+from memwrite.model_limits import ModelBudgetOverrides, ModelConfig, ModelTask
+from memwrite.pricing import model_family
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
@@ -281,8 +282,12 @@ class Webhook(_Frozen):
 
 
 class ExtractConfig(_Frozen):
-    provider: Literal["anthropic", "bedrock"] = "anthropic"  # API key, or IAM via Bedrock
-    # A model with an entry in prices_per_mtok (an unpriced model fails at start-up).
+    # anthropic: the Anthropic API (an API key); bedrock: Claude on Bedrock through the same
+    # SDK (IAM); bedrock-converse: any Bedrock model with tool use (Claude, Amazon Nova, Meta
+    # Llama, ...) through Bedrock's Converse API (IAM).
+    provider: Literal["anthropic", "bedrock", "bedrock-converse"] = "anthropic"
+    # A model with an entry in prices_per_mtok (an unpriced model fails at start-up); on
+    # Bedrock a model or inference profile id ("us.amazon.nova-lite-v1:0").
     model: str = "claude-haiku-4-5"
     aws_region: str | None = None  # Bedrock only; default: the Lambda's region
     # Output limit of an extraction call, charged to the model budget when the call starts.
@@ -333,11 +338,25 @@ class ExtractConfig(_Frozen):
     _terms = field_validator("topic_terms")(_topic_terms)
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
-            # USD per million (input, output) tokens, list prices, by undated model name;
-            # dated and Bedrock ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0") map here.
+            # USD per million (input, output) tokens, list prices, by model family: dated and
+            # Bedrock ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0",
+            # "us.amazon.nova-lite-v1:0", "meta.llama3-3-70b-instruct-v1:0") map here.
+            # Claude: the Anthropic API's list prices, the same on Bedrock.
             "claude-haiku-4-5": (1.00, 5.00),
             "claude-sonnet-4-5": (3.00, 15.00),
             "claude-opus-4-5": (5.00, 25.00),
+            "claude-3-5-haiku": (0.80, 4.00),
+            "claude-3-haiku": (0.25, 1.25),
+            # Amazon Nova and Meta Llama on Bedrock: on-demand list prices in US East
+            # (https://aws.amazon.com/bedrock/pricing/); other regions differ, set yours.
+            "nova-micro": (0.035, 0.14),
+            "nova-lite": (0.06, 0.24),
+            "nova-pro": (0.80, 3.20),
+            "nova-premier": (2.50, 12.50),
+            "llama3-1-8b-instruct": (0.22, 0.22),
+            "llama3-1-70b-instruct": (0.72, 0.72),
+            "llama3-2-3b-instruct": (0.15, 0.15),
+            "llama3-3-70b-instruct": (0.72, 0.72),
         }
     )
 
@@ -527,7 +546,50 @@ class PipelineConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
-        return renamed_keys(data)
+        return _extract_task(renamed_keys(data))
+
+    @model_validator(mode="after")
+    def _task_models(self) -> Self:
+        """A task's model without a price fails when the config loads, not after a call; the
+        batch lane sends Messages API requests, which Converse does not take."""
+        for task, model in self.model.tasks.items():
+            if model_family(model) not in self.extract.prices_per_mtok:
+                raise ValueError(
+                    f"model.tasks.{task}: no price for {model!r} in extract.prices_per_mtok"
+                )
+        if self.backfill.mode == "batch" and self.extract.provider == "bedrock-converse":
+            raise ValueError(
+                "backfill.mode batch sends Messages API requests: with extract.provider "
+                "bedrock-converse, use mode live (or provider bedrock for Claude)"
+            )
+        return self
+
+    def task_model(self, task: ModelTask) -> str:
+        """The model `task` calls: its own (`model.tasks`), else the extraction model."""
+        return self.model.tasks.get(task, self.extract.model)
+
+
+def _extract_task(data: Any) -> Any:
+    """`model.tasks.extract` names the extraction model: it becomes `extract.model`, so that
+    every reader of the extraction model (extraction, the batch lane, the budget) sees one."""
+    if not isinstance(data, dict):
+        return data
+    model: Any = data.get("model") or {}
+    tasks = model.get("tasks") if isinstance(model, dict) else getattr(model, "tasks", None)
+    if not tasks or "extract" not in tasks:
+        return data
+    tasks = dict(tasks)
+    chosen = tasks.pop("extract")
+    extract = data.get("extract", {})
+    if isinstance(extract, BaseModel):
+        extract = extract.model_copy(update={"model": chosen})
+    else:
+        extract = {**extract, "model": chosen}
+    if isinstance(model, BaseModel):
+        model = model.model_copy(update={"tasks": tasks})
+    else:
+        model = {**model, "tasks": tasks}
+    return {**data, "extract": extract, "model": model}
 
 
 MAX_WEBHOOKS = 10

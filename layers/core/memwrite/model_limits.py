@@ -1,4 +1,5 @@
-"""`pipeline.model`: the model budget's settings, and a tenant's part of it (docs/budget.md).
+"""`pipeline.model`: the model budget's settings, a tenant's part of it (docs/budget.md), and
+the model each task calls (`tasks`).
 
 Apart from `memwrite.config` (which reads them as `PipelineConfig.model` and
 `TenantOverrides.model_budget`) to keep each module short; `memwrite.budget` charges by them.
@@ -6,9 +7,15 @@ Apart from `memwrite.config` (which reads them as `PipelineConfig.model` and
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["ModelBudgetOverrides", "ModelConfig", "ModelLimits"]
+__all__ = ["ModelBudgetOverrides", "ModelConfig", "ModelLimits", "ModelTask"]
+
+# What the model is called for: extraction, the verifier, the dedupe judge (tier 3), the
+# resolve-refs judge and HyPE questions.
+ModelTask = Literal["extract", "verify", "dedupe_judge", "resolve_judge", "questions"]
 
 
 class _Frozen(BaseModel):
@@ -62,6 +69,11 @@ class ModelConfig(_Frozen):
     to its real usage when it ends. Live turns wait in the queue for room up to `max_wait_s`.
     """
 
+    # A model per task (task -> model id, e.g. {"dedupe_judge": "claude-sonnet-4-5"}); a task
+    # not named calls the extraction model (pipeline.extract.model), and `extract` names that
+    # one (it replaces extract.model). Every model needs a price in extract.prices_per_mtok;
+    # all go through extract.provider.
+    tasks: dict[ModelTask, str] = Field(default_factory=dict)
     # Off: no bucket is charged (the SDK's retries and the queue are then the only limits).
     budget_enabled: bool = True
     # The account's limits, by `provider/model`; `*` for any model not listed.

@@ -9,14 +9,16 @@ from memwrite.errors import ConfigError
 
 __all__ = ["cost_usd", "model_family", "price_per_mtok"]
 
-# Bedrock ids wrap the model name: "us.anthropic.claude-haiku-4-5-20251001-v1:0".
-_BEDROCK_PREFIX_RE = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.")
+# Bedrock ids wrap the model name in an optional inference profile's geography and the
+# provider: "us.anthropic.claude-haiku-4-5-20251001-v1:0", "us.amazon.nova-lite-v1:0",
+# "meta.llama3-3-70b-instruct-v1:0".
+_BEDROCK_PREFIX_RE = re.compile(r"^(?:[a-z]{2,6}\.)?(?:anthropic|amazon|meta)\.")
 _VERSION_SUFFIX_RE = re.compile(r"(?:-\d{8})?(?:-v\d+(?::\d+)?)?$")
 
 
 def model_family(model: str) -> str:
     """The price table's key for a model id: "claude-haiku-4-5" for the API's dated id and
-    for Bedrock's regional one alike."""
+    for Bedrock's regional one alike, "nova-lite" for "us.amazon.nova-lite-v1:0"."""
     return _VERSION_SUFFIX_RE.sub("", _BEDROCK_PREFIX_RE.sub("", model))
 
 

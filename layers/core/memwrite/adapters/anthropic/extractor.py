@@ -1,36 +1,32 @@
 """Anthropic adapter for extraction: the `ExtractionLlm` port, direct or via Bedrock.
 
-The SDK call, its lazy import (no cold start at import), the error translation and the usage
-accounting are `memwrite.adapters.anthropic.client`'s; this adapter adds the answer's schema
-(`ExtractionResult`) and the configured output limit, which a cut-off answer doubles once.
+The SDK call is `memwrite.adapters.anthropic.client`'s, the port's shape
+`memwrite.adapters.model_ports`'; this adapter adds the answer's schema (`ExtractionResult`)
+and the configured output limit, which a cut-off answer doubles once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
+from memwrite.adapters.model_ports import ModelExtractor
 from memwrite.config import ExtractConfig
-from memwrite.ports import LlmCall
-from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
 
 __all__ = ["AnthropicExtractorClient"]
 
 
-class AnthropicExtractorClient:
+class AnthropicExtractorClient(ModelExtractor):
     """`ExtractionLlm` over the Messages API with structured output (`output_config.format`)."""
 
     def __init__(self, config: ExtractConfig, **options: Unpack[ClientOptions]) -> None:
-        self._client = StructuredClient(
-            config,
-            ExtractionResult,
-            max_tokens=config.max_output_tokens,
-            grow_on_truncation=True,  # a cut-off answer is asked again with more room
-            **options,
+        super().__init__(
+            StructuredClient(
+                config,
+                ExtractionResult,
+                max_tokens=config.max_output_tokens,
+                grow_on_truncation=True,  # a cut-off answer is asked again with more room
+                **options,
+            )
         )
-
-    def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
-        result, usage = self._client.call(system, messages, model=model)
-        return LlmCall(result=result, usage=usage)
