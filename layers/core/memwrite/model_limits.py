@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["ModelBudgetOverrides", "ModelConfig", "ModelLimits", "ModelTask"]
+__all__ = ["ModelBudgetOverrides", "ModelConfig", "ModelLimits", "ModelTask", "budget_provider"]
 
 # What the model is called for: extraction, the verifier, the dedupe judge (tier 3), the
 # resolve-refs judge and HyPE questions.
@@ -28,6 +28,12 @@ class ModelLimits(_Frozen):
     requests_per_minute: int = Field(ge=1)
     input_tokens_per_minute: int = Field(ge=1)
     output_tokens_per_minute: int = Field(ge=1)
+
+
+def budget_provider(provider: str) -> str:
+    """The provider a model's limits and budget are kept under: Bedrock's Converse API counts
+    against the account's Bedrock quotas, as the anthropic SDK's Bedrock client does."""
+    return "bedrock" if provider == "bedrock-converse" else provider
 
 
 def _limits_keys(limits: dict[str, ModelLimits] | None) -> dict[str, ModelLimits] | None:

@@ -49,6 +49,7 @@ from memwrite.adapters.structured import ModelAnswer, ResultT, StructuredCalls
 from memwrite.budget import ModelBudget
 from memwrite.config import ExtractConfig
 from memwrite.errors import LlmRequestRejected, LlmUnavailable
+from memwrite.model_limits import budget_provider
 from memwrite.pricing import cost_usd
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.dedupe import DedupeVerdict
@@ -72,8 +73,6 @@ __all__ = [
 
 # The one tool every request offers: its input is the answer.
 TOOL_NAME: Final = "record_answer"
-# The budget's provider: Converse calls count against the account's Bedrock quotas.
-_BUDGET_PROVIDER: Final = "bedrock"
 # Model id parts of the families that take `toolChoice: tool` (Claude 3 and later, Nova).
 _FORCED_TOOL_FAMILIES: Final = ("anthropic.claude", "amazon.nova")
 _THROTTLE_CODES: Final = frozenset({"ThrottlingException", "ServiceUnavailableException"})
@@ -141,7 +140,7 @@ class ConverseClient(StructuredCalls[ResultT]):
         }
         super().__init__(
             output_model,
-            provider=_BUDGET_PROVIDER,
+            provider=budget_provider(config.provider),
             model=config.model,
             prices=config.prices_per_mtok,
             max_tokens=max_tokens,
