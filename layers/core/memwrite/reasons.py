@@ -212,8 +212,8 @@ class DeferredBudget(_Reason):
     waited_s: float
 
 
-# The rejections that keep the turn as a pending episode rather than drop it (docs/design.md
-# §10): a trace counts them as `episodes`, never as `discarded`.
+# The rejections that keep the turn as a pending episode rather than drop it
+# (docs/design.md §10): a trace counts them as `episodes`, never as `discarded`.
 KEPT_AS_EPISODE = (DeferredNoLLM, DeferredModelFailed, DeferredBudget)
 
 
