@@ -22,6 +22,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.config import AlarmThresholds
+from memwrite.backfill.near_expiry import NEAR_EXPIRY_METRIC
 from memwrite.feed.delivery import LANE, MAX_ATTEMPTS, RETRY_WINDOW_SECS
 from memwrite.reasons import SkipReason
 from memwrite.stages import StageDef, StagePlacement
@@ -157,6 +158,22 @@ class Monitoring(Construct):
             evaluation_periods=1,
             description="Live turns waited pipeline.model.max_wait_s for the model budget and "
             "were deferred as episodes (DeferredBudget): demand is above the model's limits.",
+        )
+        self._alarm(
+            "PendingEpisodesNearExpiry",
+            # The scheduled backfill counts them hourly: an hour's period holds one count.
+            cw.Metric(
+                namespace=NAMESPACE,
+                metric_name=NEAR_EXPIRY_METRIC,
+                dimensions_map={"Stage": "backfill"},
+                statistic="Maximum",
+                period=cdk.Duration.hours(1),
+            ),
+            threshold=thresholds.pending_near_expiry_episodes,
+            evaluation_periods=1,
+            description="Pending episodes are within episodes.expiry_warning_days of their "
+            "expiry and no model is configured to distil them: their words go at expiry. "
+            "Configure a model (the scheduled backfill then distils them).",
         )
         if webhook_queue is not None and webhook_dead_letter_queue is not None:
             self._webhook_lane(webhook_queue, webhook_dead_letter_queue, thresholds)

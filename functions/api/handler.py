@@ -426,6 +426,7 @@ def list_episodes_route(  # noqa: PLR0917 (query parameters, named by Powertools
             until=parse_time_bound("until", until_text),
             limit=limit,
             cursor=cursor,
+            config=current.configs.for_request(tenant),
             deps=current.query,
         )
     )

@@ -4,10 +4,12 @@
   over asynchronously by `POST /v1/users/{user_id}/backfill` or by this function's own
   scheduled run): that user's pending episodes, in `observed_at` order, through extraction
   and the remaining stages under the job's trace (`memwrite.backfill.run_job`);
-- by the schedule (EventBridge Scheduler, off until a model is configured): one job handed to
-  this function per user with a pending episode (`start_pending`, bounded per run). With
-  `pipeline.backfill.mode = batch`, one round of the batch lane instead: the open provider
-  batches polled (the ended ones applied), then what is pending submitted.
+- by the schedule (EventBridge Scheduler, hourly unless the environment turns it off): one
+  job handed to this function per user with a pending episode (`start_pending`, bounded per
+  run). With `pipeline.backfill.mode = batch`, one round of the batch lane instead: the open
+  provider batches polled (the ended ones applied), then what is pending submitted. With no
+  model configured, the pending episodes near their expiry are counted instead (a metric the
+  `PendingEpisodesNearExpiry` alarm watches, `report_near_expiry`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from memwrite.backfill import (
     BackfillJob,
     BackfillStarter,
     BatchDeps,
+    report_near_expiry,
     run_batch_round,
     run_job,
     start_pending,
@@ -71,12 +74,25 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         return summary
     if current.configs.settings.pipeline.backfill.mode == "batch":
         lane = batch_deps()
+        if not lane.backfill.has_model:
+            return _near_expiry(lane.backfill)
         budget = _left_secs(context, BATCH_RESERVE_SECS)
         done = run_batch_round(lane.backfill.configs.for_request, lane, budget_secs=budget)
         round_summary = done.as_json()
         logger.info("batch backfill round done", extra=round_summary)
         return round_summary
+    if not current.has_model:
+        return _near_expiry(current)
     jobs = start_pending(current, starter())
     fan_out = {"users": len(jobs), "trace_ids": [job.trace_id for job in jobs]}
     logger.info("backfill handed over per user", extra=fan_out)
     return fan_out
+
+
+def _near_expiry(backfill: BackfillDeps) -> dict[str, Any]:
+    """With no model, nothing to distil: the pending episodes near their expiry are counted
+    (the alarm's metric) and, when there are any, logged."""
+    near = report_near_expiry(backfill.configs.for_request, backfill).model_dump(mode="json")
+    if near["episodes"]:
+        logger.warning("pending episodes near expiry and no model to distil them", extra=near)
+    return {"near_expiry": near}

@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from functions.routes import ROUTES, Auth, Route
-from memwrite.backfill import BackfillResult, backfill_pending, run_job
+from memwrite.backfill import (
+    BackfillResult,
+    NearExpiryReport,
+    backfill_pending,
+    report_near_expiry,
+    run_job,
+)
 from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import BudgetWait, MemwriteError, WebhookUndelivered
 from memwrite.expiry import ExpirySweep, sweep_expiries
@@ -392,6 +398,14 @@ class LocalRunner:
             return []
         results: list[BackfillResult] = backfill_pending(deps.configs.for_request, deps)
         return results
+
+    def near_expiry(self) -> NearExpiryReport | None:
+        """With no model configured, the pending episodes near their expiry (the scheduled
+        backfill's check on AWS, which logs and meters them); None when a model distils them."""
+        deps = self._backfill.deps()
+        if deps.has_model:
+            return None
+        return report_near_expiry(deps.configs.for_request, deps)
 
     def run_backfill_jobs(self) -> list[BackfillResult]:
         """The backfills handed over since the last call (`POST /v1/users/{user_id}/backfill`),

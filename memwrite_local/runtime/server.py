@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import threading
+import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
@@ -207,12 +208,34 @@ class BackfillWorker(PollingWorker):
     the pass stops and the episodes stay pending for the next one."""
 
     name = "memwrite-backfill-worker"
+    # With no model, how often pending episodes near their expiry are looked for and warned of.
+    NEAR_EXPIRY_CHECK_SECS = 3600.0
+
+    _last_expiry_check: float | None = None
 
     def _work(self) -> None:
+        self._warn_of_expiry()
         results = self._runner.backfill_pending()
         extracted = sum(result.extracted for result in results)
         if extracted:
             logger.info("backfill extracted %d pending episodes", extracted)
+
+    def _warn_of_expiry(self) -> None:
+        now = time.monotonic()
+        last = self._last_expiry_check
+        if last is not None and now - last < self.NEAR_EXPIRY_CHECK_SECS:
+            return
+        self._last_expiry_check = now
+        report = self._runner.near_expiry()
+        if report is not None and report.episodes:
+            logger.warning(
+                "%d pending episodes of %d users expire soon (the first at %s) and no model "
+                "is configured to distil them: set ANTHROPIC_API_KEY (or Bedrock) and they "
+                "are backfilled",
+                report.episodes,
+                report.users,
+                report.earliest_expires_at.isoformat() if report.earliest_expires_at else "?",
+            )
 
 
 class BackfillJobWorker(PollingWorker):

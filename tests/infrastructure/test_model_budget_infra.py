@@ -101,3 +101,18 @@ def test_a_batch_waits_for_the_budget_in_the_state_machine_long_enough_to_defer(
     assert waited >= max_wait_s
     # And the whole wait fits an Express execution (5 minutes) with time left for the stages
     assert waited + delay < 300
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_pending_episodes_near_expiry_with_no_model_raise_an_alarm(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the stack / Then an alarm pages on the scheduled backfill's hourly count of
+    # pending episodes near their expiry (counted only while no model is configured)
+    alarms = resources(synthesized[env], "AWS::CloudWatch::Alarm")
+    (alarm,) = (a for logical_id, a in alarms.items() if "PendingEpisodesNearExpiry" in logical_id)
+    properties = alarm["Properties"]
+    assert properties["MetricName"] == "episodes.pending_near_expiry"
+    assert {"Name": "Stage", "Value": "backfill"} in properties["Dimensions"]
+    assert (properties["Period"], properties["Statistic"]) == (3600, "Maximum")
+    assert properties["Threshold"] == 1

@@ -18,6 +18,7 @@ from memwrite.adapters.sqlite.erase import SqliteUserEraser
 from memwrite.adapters.sqlite.ledger import SqliteSessionLog, SqliteTurnLedger
 from memwrite.adapters.sqlite.outbox import SqliteOutbox
 from memwrite.backfill.ports import EpisodeBatches
+from memwrite.config import EpisodesConfig
 from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import InvalidQuery, SourceErased
 from memwrite.models import QueuedTurn, Role, Source
@@ -142,6 +143,32 @@ def test_an_episode_is_written_with_its_turn_and_an_outbox_row(ports: EpisodePor
     assert [(c.memory_id, c.trace_id) for c in pending] == [
         (episode_doc_id(episode.turn_id), episode.turn.trace_id)
     ]
+
+
+def test_a_pending_episode_outlives_retention_days_until_it_is_distilled(
+    ports: EpisodePorts,
+) -> None:
+    config = EpisodesConfig()
+    day = 86_400
+    trace_id = _trace(ports, "t1", "keeper")
+    pending = _episode(
+        "t1", "keeper", trace_id, 0, expires_at=config.expires_at_kept(NOW, pending=True)
+    )
+    _keep(ports, pending)
+    # A year on, not distilled: still there, still pending (no word lost to a clock).
+    later = NOW + 364 * day
+    (kept,) = _page(ports, "t1", "keeper", status=EpisodeStatus.PENDING, now=later)
+    assert kept.expires_at >= NOW + 365 * day
+    # Distilled that day: `retention_days` from then.
+    distilled = kept.model_copy(
+        update={"status": EpisodeStatus.EXTRACTED, "expires_at": config.expires_at_distilled(later)}
+    )
+    ports.episodes.update_episodes([distilled])
+    stored = ports.episodes.get_episodes("t1", "keeper", [pending.turn_id])[pending.turn_id]
+    assert stored.expires_at == int(later) + config.retention_days * day
+    before, after = (later + (config.retention_days + d) * day for d in (-1, 1))
+    assert _page(ports, "t1", "keeper", status=EpisodeStatus.EXTRACTED, now=before) == [stored]
+    assert _page(ports, "t1", "keeper", status=EpisodeStatus.EXPIRED, now=after) == [stored]
 
 
 def test_an_erased_trace_keeps_no_episode(ports: EpisodePorts) -> None:

@@ -602,6 +602,11 @@ export interface components {
             episodes: components["schemas"]["EpisodeView"][];
             /** Next Cursor */
             next_cursor: string | null;
+            /**
+             * Warnings
+             * @default []
+             */
+            warnings: components["schemas"]["ExpiryWarning"][];
         };
         /**
          * EpisodeResultView
@@ -737,6 +742,30 @@ export interface components {
             type: "ExcludedTopic";
             /** Topic */
             topic: string;
+        };
+        /**
+         * ExpiryWarning
+         * @description Pending episodes within `within_days` of their expiry while no model is configured to
+         *     distil them: their words go when they expire (docs/episodes.md).
+         */
+        ExpiryWarning: {
+            /**
+             * Code
+             * @default pending_episodes_near_expiry
+             * @constant
+             */
+            code: "pending_episodes_near_expiry";
+            /** Count */
+            count: number;
+            /**
+             * Earliest Expires At
+             * Format: date-time
+             */
+            earliest_expires_at: string;
+            /** Within Days */
+            within_days: number;
+            /** Message */
+            message: string;
         };
         /**
          * ExtractionError
@@ -1775,6 +1804,8 @@ export interface components {
             model_budget?: components["schemas"]["ModelBudgetOverrides"] | null;
             /** Webhooks */
             webhooks?: components["schemas"]["Webhook-Input"][] | null;
+            /** Pending Retention Days */
+            pending_retention_days?: number | null;
             /** Agents */
             agents?: {
                 [key: string]: components["schemas"]["AgentOverrides"];
@@ -1803,6 +1834,8 @@ export interface components {
             model_budget?: components["schemas"]["ModelBudgetOverrides"] | null;
             /** Webhooks */
             webhooks?: components["schemas"]["Webhook-Output"][] | null;
+            /** Pending Retention Days */
+            pending_retention_days?: number | null;
             /** Agents */
             agents?: {
                 [key: string]: components["schemas"]["AgentOverrides"];

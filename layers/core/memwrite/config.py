@@ -492,7 +492,15 @@ class EpisodesConfig(_Frozen):
     # deferred: turns extraction deferred (no model, the rules unsure, the model failing);
     # all: every user turn that reached extraction; off: none (a failing model dead-letters).
     keep: Literal["deferred", "all", "off"] = "deferred"
-    retention_days: int = Field(default=30, ge=1)  # then expired: DynamoDB TTL, SQLite deletes
+    # Days an extracted episode is kept after its distillation (or its keeping, if extracted
+    # then); then expired: DynamoDB TTL, SQLite deletes.
+    retention_days: int = Field(default=30, ge=1)
+    # Days a pending (undistilled) episode is kept: no word is lost to a clock while no model
+    # distils it; a tenant may want raw words gone sooner (`tenants.*.pending_retention_days`).
+    pending_retention_days: int = Field(default=365, ge=1)
+    # With no model configured, pending episodes this close to their expiry raise a warning:
+    # the episodes list, `memwrite serve`'s log, a metric and alarm on AWS.
+    expiry_warning_days: int = Field(default=30, ge=1)
     # An episode's fused score is multiplied by this before it is ranked beside memories: a
     # distilled memory of equal relevance comes first, a clearly better episode still wins.
     search_weight: float = Field(default=0.8, ge=0, le=1)
@@ -504,9 +512,15 @@ class EpisodesConfig(_Frozen):
     # WordLlama: docs/search.md). With the hashing embedder, 1.0: its vectors only add noise.
     bm25_weight: float = Field(default=0.95, ge=0, le=1)
 
-    @property
-    def retention_secs(self) -> int:
-        return self.retention_days * 86_400
+    def expires_at_kept(self, now: float, *, pending: bool) -> int:
+        """The expiry of an episode kept at `now`: a pending one keeps until it is distilled
+        (or `pending_retention_days`), one extracted at once `retention_days`."""
+        days = self.pending_retention_days if pending else self.retention_days
+        return int(now) + days * 86_400
+
+    def expires_at_distilled(self, now: float) -> int:
+        """The expiry of an episode distilled at `now`: `retention_days` from that day."""
+        return int(now) + self.retention_days * 86_400
 
 
 class BackfillConfig(_Frozen):
@@ -623,6 +637,8 @@ class TenantOverrides(_Frozen):
     model_budget: ModelBudgetOverrides | None = None
     # The tenant's change-feed endpoints (at most 10).
     webhooks: tuple[Webhook, ...] | None = Field(default=None, max_length=MAX_WEBHOOKS)
+    # Overrides pipeline.episodes.pending_retention_days (raw words gone sooner, or later).
+    pending_retention_days: int | None = Field(default=None, ge=1)
     # Per-agent overrides, by agent_id.
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)
 
@@ -722,8 +738,18 @@ class Settings(_Frozen):
                     "tenant_limits": overrides.model_budget.limits,
                 }
             )
+        episodes = self.pipeline.episodes
+        if overrides.pending_retention_days is not None:
+            episodes = episodes.model_copy(
+                update={"pending_retention_days": overrides.pending_retention_days}
+            )
         return self.pipeline.model_copy(
-            update={"pre_filter": pre_filter, "extract": extract, "model": model}
+            update={
+                "pre_filter": pre_filter,
+                "extract": extract,
+                "model": model,
+                "episodes": episodes,
+            }
         )
 
     def verifier_wanted(self) -> bool:

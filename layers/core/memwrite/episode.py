@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,8 +17,10 @@ __all__ = [
     "Episode",
     "EpisodePage",
     "EpisodeStatus",
+    "ExpiryWarning",
     "episode_doc_id",
     "episode_of_doc_id",
+    "expiry_warning",
 ]
 
 # An episode's search document and outbox rows are keyed `episode:<turn id>`: memory ids are
@@ -40,7 +43,7 @@ class EpisodeStatus(StrEnum):
     PENDING = "pending"  # kept, waiting for a model (backfill)
     IN_BATCH = "in_batch"  # its extraction submitted in a provider batch (`batch_id`)
     EXTRACTED = "extracted"  # run through extraction: `memory_ids` (or none, with `outcome`)
-    EXPIRED = "expired"  # past `episodes.retention_days`: out of every query, then deleted
+    EXPIRED = "expired"  # past its retention (docs/episodes.md): out of every query, then deleted
 
 
 class Episode(BaseModel):
@@ -114,3 +117,41 @@ class Episode(BaseModel):
 class EpisodePage:
     episodes: list[Episode]
     next_cursor: str | None  # opaque; None on the last page
+
+
+class ExpiryWarning(BaseModel):
+    """Pending episodes within `within_days` of their expiry while no model is configured to
+    distil them: their words go when they expire (docs/episodes.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: Literal["pending_episodes_near_expiry"] = "pending_episodes_near_expiry"
+    count: int
+    earliest_expires_at: datetime
+    within_days: int
+    message: str
+
+
+def expiry_warning(
+    episodes: Iterable[Episode], now: float, within_days: int
+) -> ExpiryWarning | None:
+    """The warning for the pending episodes among `episodes` that expire within `within_days`
+    of `now`, or None when there are none. Only the caller knows no model is configured."""
+    horizon = now + within_days * 86_400
+    near = [
+        episode.expires_at
+        for episode in episodes
+        if episode.status_at(now) is EpisodeStatus.PENDING and episode.expires_at <= horizon
+    ]
+    if not near:
+        return None
+    return ExpiryWarning(
+        count=len(near),
+        earliest_expires_at=datetime.fromtimestamp(min(near), UTC),
+        within_days=within_days,
+        message=(
+            f"{len(near)} pending episode(s) expire within {within_days} days and no model is "
+            "configured to distil them: configure a model (ANTHROPIC_API_KEY or Bedrock) and "
+            "run a backfill, or their words are gone at expiry"
+        ),
+    )

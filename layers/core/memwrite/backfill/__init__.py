@@ -3,6 +3,7 @@ available (docs/design.md §10), live (`run`) or through the provider's batch AP
 (`batch`, its ports in `ports`); the episode itself is `memwrite.episode`."""
 
 from memwrite.backfill.batch import BatchDeps, BatchRound, run_batch_round
+from memwrite.backfill.near_expiry import NearExpiryReport, report_near_expiry
 from memwrite.backfill.ports import BackfillJob, BackfillStarter
 from memwrite.backfill.run import (
     MAX_USERS_PER_RUN,
@@ -25,9 +26,11 @@ __all__ = [
     "BackfillStarter",
     "BatchDeps",
     "BatchRound",
+    "NearExpiryReport",
     "accept_backfill",
     "backfill_pending",
     "backfill_user",
+    "report_near_expiry",
     "run_batch_round",
     "run_job",
     "start_pending",

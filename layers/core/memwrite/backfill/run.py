@@ -48,7 +48,7 @@ from memwrite.errors import (
 from memwrite.ids import new_trace_id
 from memwrite.models import BackfillAccepted, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
-from memwrite.ports import EpisodeStore, SpanStore, TraceRecord, TurnLedger
+from memwrite.ports import EpisodeStore, MetricsSink, SpanStore, TraceRecord, TurnLedger
 from memwrite.reasons import ExcludedTopic
 from memwrite.stages import pipeline_stages
 from memwrite.tenants.configs import TenantConfigs
@@ -137,6 +137,7 @@ class BackfillDeps:
     stage_deps: Callable[[str], Any]  # a pipeline stage's name -> the deps its `run` takes
     has_model: bool
     configs: TenantConfigs  # a tenant's request config, with its stored settings
+    metrics: MetricsSink
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -426,6 +427,8 @@ def distil_episodes(
                     "memory_ids": ids,
                     "outcome": None if ids else reasons.get(episode.turn_id, "NoCandidates"),
                     "backfill_trace_id": trace_id,
+                    # `retention_days` counts from distillation (docs/episodes.md).
+                    "expires_at": config.episodes.expires_at_distilled(deps.clock()),
                 }
             )
         )

@@ -227,7 +227,8 @@ def _episode_of(
         turn=turn,
         status=EpisodeStatus.PENDING if deferred else EpisodeStatus.EXTRACTED,
         deferred_reason=reason.model_dump(mode="json") if deferred else {},
-        expires_at=int(now) + config.retention_secs,
+        # Pending: kept until distilled (then `retention_days` from that day, backfill).
+        expires_at=config.expires_at_kept(now, pending=deferred),
     )
 
 

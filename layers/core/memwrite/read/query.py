@@ -24,7 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.episode import Episode, EpisodeStatus, episode_of_doc_id
+from memwrite.episode import (
+    Episode,
+    EpisodeStatus,
+    ExpiryWarning,
+    episode_of_doc_id,
+    expiry_warning,
+)
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.index import (
     BM25_STOPWORDS,
@@ -168,6 +174,8 @@ class EpisodePageView(BaseModel):
     user_id: str
     episodes: list[EpisodeView]
     next_cursor: str | None
+    # With no model configured: the user's pending episodes near their expiry (else empty).
+    warnings: list[ExpiryWarning] = []
 
 
 class MemoryDetailView(MemoryView):
@@ -272,6 +280,8 @@ class QueryDeps:
     index: MemoryIndex
     embedder: Embedder
     episodes: EpisodeStore | None = None
+    # Whether a model can distil pending episodes (else the episodes list warns of expiry).
+    has_model: bool = True
 
 
 def _filter_of(request: SearchRequest, config: PipelineConfig) -> IndexFilter:
@@ -521,15 +531,17 @@ def list_episodes(
     until: datetime | None,
     limit: int,
     cursor: str | None,
+    config: PipelineConfig,
     deps: QueryDeps,
 ) -> dict[str, Any]:
-    """`GET /v1/users/{user_id}/episodes`: a user's episodes, oldest first, page by page."""
+    """`GET /v1/users/{user_id}/episodes`: a user's episodes, oldest first, page by page, with
+    a warning when pending ones near their expiry and no model is configured to distil them."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidQuery("limit", f"must be between 1 and {MAX_PAGE_SIZE}")
     if since is not None and until is not None and since > until:
         raise InvalidQuery("until", "must not be before since")
     if deps.episodes is None:
-        return {"user_id": user_id, "episodes": [], "next_cursor": None}
+        return {"user_id": user_id, "episodes": [], "next_cursor": None, "warnings": []}
     now = time.time()
     page = deps.episodes.episodes_of(
         tenant,
@@ -545,4 +557,33 @@ def list_episodes(
         "user_id": user_id,
         "episodes": [episode.as_json(now) for episode in page.episodes],
         "next_cursor": page.next_cursor,
+        "warnings": _expiry_warnings(tenant, user_id, config, deps, now),
     }
+
+
+def _expiry_warnings(
+    tenant: str, user_id: str, config: PipelineConfig, deps: QueryDeps, now: float
+) -> list[dict[str, Any]]:
+    """With no model configured: the user's pending episodes near their expiry, whichever
+    page is asked for (one query of the user's pending episodes)."""
+    if deps.has_model or deps.episodes is None:
+        return []
+    pending: list[Episode] = []
+    cursor: str | None = None
+    while True:
+        page = deps.episodes.episodes_of(
+            tenant,
+            user_id,
+            status=EpisodeStatus.PENDING,
+            since=None,
+            until=None,
+            limit=MAX_PAGE_SIZE,
+            cursor=cursor,
+            now=now,
+        )
+        pending.extend(page.episodes)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    warning = expiry_warning(pending, now, config.episodes.expiry_warning_days)
+    return [] if warning is None else [warning.model_dump(mode="json")]

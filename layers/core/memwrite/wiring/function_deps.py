@@ -196,6 +196,7 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         index=adapters.search_index(),
         embedder=adapters.embedder(),
         episodes=adapters.episodes(),
+        has_model=adapters.extraction_llm() is not None,
     )
     ledger = adapters.ledger()
     rollback = RollbackDeps(
@@ -256,6 +257,7 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         has_model=adapters.extraction_llm() is not None,
         # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
         configs=adapters.configs(stage_named("extract")),
+        metrics=adapters.metrics,
     )
 
 
