@@ -17,7 +17,7 @@ from tests.cli_process import run_memwrite
 from tests.serve_process import running_serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_SECS = 60
+TIMEOUT_SECS = 180  # a hang guard, not a timing: a busy machine is slow
 
 
 def _memwrite(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
