@@ -48,7 +48,7 @@ from memwrite.models import Role
 from memwrite.payloads import Extractor
 from memwrite.pricing import cost_usd
 from memwrite.prompts import PromptMessage
-from memwrite.prompts.extract import BatchTurn, ExtractPromptInput
+from memwrite.prompts.extract import CACHED_PREFIX, BatchTurn, ExtractPromptInput
 from memwrite.wiring.backends import Adapters
 
 RECORDED = Path(__file__).parents[1] / "recorded" / "bedrock_converse"
@@ -447,3 +447,39 @@ def test_the_default_stays_claude_haiku_on_the_anthropic_api() -> None:
     pipeline = PipelineConfig()
     assert (pipeline.extract.provider, pipeline.extract.model) == ("anthropic", "claude-haiku-4-5")
     assert pipeline.model.tasks == {}
+
+
+def test_cache_reads_are_reported_and_priced_at_a_tenth_of_the_input(
+    runtime: tuple[Any, Stubber],
+) -> None:
+    # Given an answer whose prompt prefix was read from Bedrock's prompt cache
+    client, stub = runtime
+    answer(stub, "claude_dedupe_cached")
+    judgement = ConverseDedupeJudge(config(), client=client).same_memory("a", "b")
+    # Then the usage says so, and the read tokens cost 0.1 times the input price
+    (call,) = judgement.calls
+    assert (call.input_tokens, call.cache_read_input_tokens) == (120, 4_096)
+    assert call.cache_creation_input_tokens == 0
+    assert call.cost_usd == pytest.approx((120 + 0.1 * 4_096) * 1.00 / 1e6 + 35 * 5.00 / 1e6)
+
+
+@pytest.mark.parametrize(("model", "cached"), [(HAIKU, True), (NOVA_LITE, True), (LLAMA, False)])
+def test_the_shared_prefix_is_marked_for_bedrocks_cache_where_the_model_caches(
+    runtime: tuple[Any, Stubber], model: str, cached: bool
+) -> None:
+    # Given a model with (Claude, Nova) or without (Llama) prompt caching on Bedrock
+    client, stub = runtime
+    sent = Sent(client)
+    answer(stub, "claude_extract_tool_use")
+    extract_with_llm(
+        one_turn(),
+        config(model),
+        ConverseExtractor(config(model), client=client),
+        on_json_fail=lambda: None,
+    )
+    # Then the extraction prompt's shared prefix is followed by a cache point, or not at all
+    system = sent.requests[0]["system"]
+    points = [i for i, block in enumerate(system) if "cachePoint" in block]
+    assert points == ([1] if cached else [])
+    if cached:
+        assert system[0]["text"] == CACHED_PREFIX

@@ -27,8 +27,13 @@ from memwrite.config_keys import renamed_keys
 from memwrite.egress import loopback_allowed, url_refusal
 from memwrite.errors import ConfigError
 from memwrite.linear_regex import compile_linear
-from memwrite.model_limits import ModelBudgetOverrides, ModelConfig, ModelTask
-from memwrite.pricing import model_family
+from memwrite.model_limits import (
+    ModelBudgetOverrides,
+    ModelConfig,
+    ModelTask,
+    extract_task_moved,
+)
+from memwrite.pricing import LIST_PRICES_PER_MTOK, model_family
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
@@ -296,6 +301,10 @@ class ExtractConfig(_Frozen):
     # that ended on end_turn) is 590; 2,048 leaves 3.5 times that for a rich 10-turn batch. A
     # truncated answer is asked again once with twice this (docs/budget.md).
     max_output_tokens: int = Field(default=2_048, ge=256)
+    # A session's turns wait in the queue this long after the first is accepted, so that the
+    # turns its user sends meanwhile share one model call (0: none wait). Below
+    # model.max_wait_s, which the wait counts towards.
+    coalesce_window_s: float = Field(default=0.0, ge=0, le=60)
     # Per model call.
     timeout_secs: float = Field(default=60.0, gt=0)
     # The SDK's own retries (429/5xx/timeouts): one; past it the queue does the waiting.
@@ -310,8 +319,13 @@ class ExtractConfig(_Frozen):
     session_log_retention_secs: int = Field(default=2_592_000, ge=1)
     # Each source turn in the prompt is truncated to this many characters.
     max_turn_chars: int = Field(default=2_000, ge=100)
-    # The detail pass runs when context + batch hold at least this many messages.
+    # The detail pass runs when context + batch hold at least this many messages,
     detail_pass_min_messages: int = Field(default=9, ge=2)
+    # and only on windows where it pays: cut_turns, those holding a new turn longer than
+    # max_turn_chars (the full pass saw it cut; a window shows it whole: elsewhere a window
+    # rereads the full pass's text, docs/design.md §2); long_conversations, every window
+    # holding a new turn (the detail pass before issue 30: about 1.65 calls per batch).
+    detail_pass: Literal["cut_turns", "long_conversations"] = "cut_turns"
     # Size of one detail-pass window.
     detail_chunk_chars: int = Field(default=10_000, ge=100)
     # Messages shared by consecutive detail-pass windows.
@@ -336,27 +350,27 @@ class ExtractConfig(_Frozen):
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
     _terms = field_validator("topic_terms")(_topic_terms)
+    # USD per million (input, output) tokens, list prices, by model family: dated and Bedrock
+    # ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0", "us.amazon.nova-lite-v1:0") map
+    # here. Defaults: Claude, Amazon Nova and Meta Llama (memwrite.pricing.LIST_PRICES_PER_MTOK).
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: dict(LIST_PRICES_PER_MTOK)
+    )
+    # Minimum cacheable prompt length, in tokens, by model family as prices_per_mtok: a cached
+    # prefix shorter than this is not cached, and no error says so (the extractor warns at
+    # start-up). The Anthropic docs' values (platform.claude.com/docs/en/build-with-claude/
+    # prompt-caching, "Cache limitations"); a family not listed is taken at 4,096, the largest.
+    min_cacheable_tokens: dict[str, int] = Field(
         default_factory=lambda: {
-            # USD per million (input, output) tokens, list prices, by model family: dated and
-            # Bedrock ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0",
-            # "us.amazon.nova-lite-v1:0", "meta.llama3-3-70b-instruct-v1:0") map here.
-            # Claude: the Anthropic API's list prices, the same on Bedrock.
-            "claude-haiku-4-5": (1.00, 5.00),
-            "claude-sonnet-4-5": (3.00, 15.00),
-            "claude-opus-4-5": (5.00, 25.00),
-            "claude-3-5-haiku": (0.80, 4.00),
-            "claude-3-haiku": (0.25, 1.25),
-            # Amazon Nova and Meta Llama on Bedrock: on-demand list prices in US East
-            # (https://aws.amazon.com/bedrock/pricing/); other regions differ, set yours.
-            "nova-micro": (0.035, 0.14),
-            "nova-lite": (0.06, 0.24),
-            "nova-pro": (0.80, 3.20),
-            "nova-premier": (2.50, 12.50),
-            "llama3-1-8b-instruct": (0.22, 0.22),
-            "llama3-1-70b-instruct": (0.72, 0.72),
-            "llama3-2-3b-instruct": (0.15, 0.15),
-            "llama3-3-70b-instruct": (0.72, 0.72),
+            "claude-haiku-4-5": 4_096,
+            "claude-opus-4-5": 4_096,
+            "claude-opus-4-6": 4_096,
+            "claude-sonnet-4-5": 1_024,
+            "claude-sonnet-4": 1_024,
+            "claude-opus-4-1": 1_024,
+            "claude-opus-4": 1_024,
+            "claude-3-5-haiku": 2_048,
+            "claude-3-haiku": 2_048,
         }
     )
 
@@ -431,19 +445,23 @@ class ScoringConfig(_Frozen):
     task_ttl_days: int = Field(default=14, ge=1)
 
 
-# The dimensions each embedder can give, and the one it gives unless told.
+# The dimensions each embedder can give, and the one it gives unless told. Titan v2 at 512
+# keeps about 99 % of its 1,024-dimension retrieval accuracy (256: 97 %, Amazon's launch post)
+# for half the index memory (docs/scale.md, "Index memory").
 _EMBEDDING_DIMENSIONS: dict[str, frozenset[int]] = {
     "wordllama": frozenset({64, 128, 256}),
     "hashing": frozenset({384}),
     "bedrock": frozenset({256, 512, 1024}),
 }
-_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 1024}
+_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 512}
 
 
 class SearchConfig(_Frozen):
     # Search's default confidence floor.
     min_confidence: float = 0.4
-    hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
+    # HyPE questions per memory, each embedded beside its text: 3 is where the paraphrase
+    # set's recall stops rising (docs/search.md); each is one more vector in the index.
+    hype_questions: int = Field(default=3, ge=0, le=5)
     # How a memory's BM25 and kNN ranks are combined: rrf (reciprocal-rank fusion) or min_max
     # (scores min-max normalised, then averaged); OpenSearch runs the same (docs/search.md).
     fusion: Literal["rrf", "min_max"] = "rrf"
@@ -456,8 +474,9 @@ class SearchConfig(_Frozen):
     embedder: Literal["wordllama", "hashing", "bedrock"] = "wordllama"
     # The Titan model when embedder is bedrock.
     bedrock_model: str = "amazon.titan-embed-text-v2:0"
-    # None: the embedder's own (wordllama 256, bedrock 1024). wordllama takes 64, 128 or 256
-    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384.
+    # None: the embedder's own (wordllama 256, bedrock 512). wordllama takes 64, 128 or 256
+    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384. An index made
+    # at another size keeps it: set that size, or give the index a new name.
     embedding_dimension: Literal[64, 128, 256, 512, 1024] | None = None
     # Normalise Titan vectors.
     embedding_normalize: bool = True
@@ -560,7 +579,7 @@ class PipelineConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
-        return _extract_task(renamed_keys(data))
+        return extract_task_moved(renamed_keys(data))
 
     @model_validator(mode="after")
     def _task_models(self) -> Self:
@@ -581,29 +600,6 @@ class PipelineConfig(_Frozen):
     def task_model(self, task: ModelTask) -> str:
         """The model `task` calls: its own (`model.tasks`), else the extraction model."""
         return self.model.tasks.get(task, self.extract.model)
-
-
-def _extract_task(data: Any) -> Any:
-    """`model.tasks.extract` names the extraction model: it becomes `extract.model`, so that
-    every reader of the extraction model (extraction, the batch lane, the budget) sees one."""
-    if not isinstance(data, dict):
-        return data
-    model: Any = data.get("model") or {}
-    tasks = model.get("tasks") if isinstance(model, dict) else getattr(model, "tasks", None)
-    if not tasks or "extract" not in tasks:
-        return data
-    tasks = dict(tasks)
-    chosen = tasks.pop("extract")
-    extract = data.get("extract", {})
-    if isinstance(extract, BaseModel):
-        extract = extract.model_copy(update={"model": chosen})
-    else:
-        extract = {**extract, "model": chosen}
-    if isinstance(model, BaseModel):
-        model = model.model_copy(update={"tasks": tasks})
-    else:
-        model = {**model, "tasks": tasks}
-    return {**data, "extract": extract, "model": model}
 
 
 MAX_WEBHOOKS = 10

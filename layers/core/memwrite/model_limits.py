@@ -7,11 +7,18 @@ Apart from `memwrite.config` (which reads them as `PipelineConfig.model` and
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["ModelBudgetOverrides", "ModelConfig", "ModelLimits", "ModelTask", "budget_provider"]
+__all__ = [
+    "ModelBudgetOverrides",
+    "ModelConfig",
+    "ModelLimits",
+    "ModelTask",
+    "budget_provider",
+    "extract_task_moved",
+]
 
 # What the model is called for: extraction, the verifier, the dedupe judge (tier 3), the
 # resolve-refs judge and HyPE questions.
@@ -124,3 +131,26 @@ class ModelConfig(_Frozen):
         """The tenant's own limits of one model, if it has any."""
         own = self.tenant_limits or {}
         return own.get(f"{provider}/{model}") or own.get("*")
+
+
+def extract_task_moved(data: Any) -> Any:
+    """`data` (a `pipeline` section) with `model.tasks.extract` moved to `extract.model`: the
+    extraction model is one setting for every reader (extraction, the batch lane, the budget)."""
+    if not isinstance(data, dict):
+        return data
+    model: Any = data.get("model") or {}
+    tasks = model.get("tasks") if isinstance(model, dict) else getattr(model, "tasks", None)
+    if not tasks or "extract" not in tasks:
+        return data
+    tasks = dict(tasks)
+    chosen = tasks.pop("extract")
+    extract = data.get("extract", {})
+    if isinstance(extract, BaseModel):
+        extract = extract.model_copy(update={"model": chosen})
+    else:
+        extract = {**extract, "model": chosen}
+    if isinstance(model, BaseModel):
+        model = model.model_copy(update={"tasks": tasks})
+    else:
+        model = {**model, "tasks": tasks}
+    return {**data, "extract": extract, "model": model}

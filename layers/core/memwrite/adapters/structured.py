@@ -21,7 +21,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -37,6 +37,7 @@ __all__ = [
     "ResultT",
     "StructuredCalls",
     "combined_usage",
+    "without_descriptions",
 ]
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -170,7 +171,12 @@ class StructuredCalls(ABC, Generic[ResultT]):
         except BaseException:
             self._settle(grant, 0, 0)  # no answer: nothing was generated
             raise
-        self._settle(grant, answer.usage.input_tokens, answer.usage.output_tokens)
+        usage = answer.usage
+        # What counts against the input-tokens-per-minute limit: cache reads do not
+        # (https://platform.claude.com/docs/en/api/rate-limits#cache-aware-itpm).
+        self._settle(
+            grant, usage.input_tokens + usage.cache_creation_input_tokens, usage.output_tokens
+        )
         return answer
 
     def _throttled(self, model: str, retry_after_s: float) -> None:
@@ -204,4 +210,26 @@ def combined_usage(first: LlmUsage, second: LlmUsage) -> LlmUsage:
         input_tokens=first.input_tokens + second.input_tokens,
         output_tokens=first.output_tokens + second.output_tokens,
         cost_usd=first.cost_usd + second.cost_usd,
+        cache_creation_input_tokens=first.cache_creation_input_tokens
+        + second.cache_creation_input_tokens,
+        cache_read_input_tokens=first.cache_read_input_tokens + second.cache_read_input_tokens,
     )
+
+
+def without_descriptions(schema: Any) -> Any:
+    """A JSON schema without its descriptions and titles: the same structure, the same grammar
+    (property names are kept, whatever they are called). For a prompt whose cached prefix
+    already describes every field, they would only be uncached input on every call."""
+    if isinstance(schema, list):
+        return [without_descriptions(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bare = {}
+    for key, value in schema.items():
+        if key in ("description", "title"):
+            continue
+        if key in ("properties", "$defs"):  # names -> schemas
+            bare[key] = {name: without_descriptions(sub) for name, sub in value.items()}
+        else:
+            bare[key] = without_descriptions(value)
+    return bare

@@ -14,20 +14,37 @@ The adapters (`extractor`, `resolve_judge`, `dedupe_judge`, `verifier`, `questio
 one `StructuredClient`, built from `ExtractConfig`, their answer's schema and output limit and
 the caller's `ClientOptions`; their port's shape is `memwrite.adapters.model_ports`'. With
 `record_dir`, every exchange is also written there (`recording`), for every adapter.
+
+Prompt caching (docs/design.md §2): a `memwrite.prompts.SystemPrompt` goes as blocks, its
+stable prefix (role, field notes, rules, examples) first and marked `cache_control: {"type":
+"ephemeral"}`, then the pass's task and the tenant's steering, each in a block of its own, the
+conversation last. Every tenant shares the prefix, so one tenant's instructions do not split
+the cache. A prefix under the model's minimum cacheable length is silently not cached by the
+API: the extractor warns at start-up (`warn_if_uncacheable`). The usage's cache writes and
+reads are recorded and priced (`memwrite.pricing`); the direct API and Bedrock
+(`AnthropicBedrock`, the same request body) take the same blocks. The budget is settled to what
+the input limit counts: uncached and written tokens, not reads.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from memwrite.adapters.structured import ModelAnswer, ResultT, StructuredCalls
+from memwrite.adapters.structured import (
+    ModelAnswer,
+    ResultT,
+    StructuredCalls,
+    without_descriptions,
+)
 from memwrite.budget import ModelBudget
 from memwrite.config import ExtractConfig
 from memwrite.errors import LlmRequestRejected, LlmUnavailable
-from memwrite.pricing import cost_usd, price_per_mtok
-from memwrite.prompts import PromptMessage
+from memwrite.pricing import cost_usd, model_family, price_per_mtok
+from memwrite.prompts import PromptMessage, SystemPrompt
 from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
@@ -38,11 +55,21 @@ if TYPE_CHECKING:
         Message,
         MessageParam,
         OutputConfigParam,
+        TextBlockParam,
         UserMessageParam,
     )
     from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
-__all__ = ["ClientOptions", "StructuredClient", "api_error"]
+__all__ = [
+    "DEFAULT_MIN_CACHEABLE_TOKENS",
+    "ClientOptions",
+    "StructuredClient",
+    "api_error",
+    "system_blocks",
+    "warn_if_uncacheable",
+]
+
+logger = logging.getLogger(__name__)
 
 # The statuses the SDK itself retries: still failing after its retries means "try later".
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
@@ -50,6 +77,16 @@ _TRANSIENT_STATUSES = frozenset({408, 409, 429})
 _THROTTLE_STATUSES = frozenset({429, 529})
 # Without a `retry-after`, a throttled model admits nothing for this long.
 _DEFAULT_RETRY_AFTER_S = 5.0
+# Characters per token when asking whether a prefix reaches the model's minimum cacheable
+# length: more than the estimate of a request (`memwrite.adapters.structured`), so a prefix is
+# counted short rather than long (a prefix that passes has margin; one that fails is worth a
+# look, not a guess).
+_PREFIX_CHARS_PER_TOKEN = 4.0
+# The minimum cacheable length of a model family `ExtractConfig.min_cacheable_tokens` does not
+# list: the largest the Anthropic docs give (Claude Haiku 4.5, Opus 4.5).
+DEFAULT_MIN_CACHEABLE_TOKENS = 4_096
+# Prefixes already warned about in this process: the warning is logged once per cold start.
+_warned: set[tuple[str, str]] = set()
 
 
 class ClientOptions(TypedDict, total=False):
@@ -80,11 +117,15 @@ class StructuredClient(StructuredCalls[ResultT]):
         *,
         max_tokens: int,
         grow_on_truncation: bool = False,
+        bare_schema: bool = False,
         **options: Unpack[ClientOptions],
     ) -> None:
         """Limits come from `config`, the output limit is the adapter's, `options` say where.
         With `grow_on_truncation`, an answer cut off at `max_tokens` is asked again once with
-        twice the room (extraction, whose answers vary most in size)."""
+        twice the room (extraction, whose answers vary most in size). With `bare_schema`, the
+        output schema goes without its descriptions and titles: for a prompt whose cached prefix
+        already describes every field (extraction's `<output_schema>`), they would only be
+        uncached input on every call (about 760 of extraction's 1,160 schema tokens)."""
         import anthropic
 
         max_retries = options.get("max_retries")
@@ -118,8 +159,12 @@ class StructuredClient(StructuredCalls[ResultT]):
         # What `messages.parse(output_format=output_model)` sends; we call `create` and validate
         # ourselves because `parse` raises before the usage of a malformed answer (tokens paid
         # for) can be read.
+        schema = anthropic.transform_schema(output_model)
         self._output_config: OutputConfigParam = {
-            "format": {"type": "json_schema", "schema": anthropic.transform_schema(output_model)}
+            "format": {
+                "type": "json_schema",
+                "schema": without_descriptions(schema) if bare_schema else schema,
+            }
         }
         super().__init__(
             output_model,
@@ -157,18 +202,32 @@ class StructuredClient(StructuredCalls[ResultT]):
         return {
             "model": model,
             "max_tokens": max_tokens,
-            "system": system,
+            "system": system_blocks(system),
             "messages": params,
             "output_config": self._output_config,
         }
 
     def _usage(self, response: Message, model: str, price_factor: float) -> LlmUsage:
-        tokens_in, tokens_out = response.usage.input_tokens, response.usage.output_tokens
+        usage = response.usage
+        tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+        # None from a model or gateway that reports no cache (as 0: nothing cached).
+        written = usage.cache_creation_input_tokens or 0
+        read = usage.cache_read_input_tokens or 0
+        cost = cost_usd(
+            model,
+            tokens_in,
+            tokens_out,
+            self._prices,
+            cache_creation_input_tokens=written,
+            cache_read_input_tokens=read,
+        )
         return LlmUsage(
             model=response.model,
             input_tokens=tokens_in,
             output_tokens=tokens_out,
-            cost_usd=cost_usd(model, tokens_in, tokens_out, self._prices) * price_factor,
+            cost_usd=cost * price_factor,
+            cache_creation_input_tokens=written,
+            cache_read_input_tokens=read,
         )
 
     @property
@@ -212,6 +271,47 @@ def api_error(exc: AnthropicError) -> LlmUnavailable | LlmRequestRejected:
         return LlmUnavailable(f"model API unreachable: {type(exc).__name__}")
     # Client-side: credentials, configuration.
     return LlmRequestRejected(f"model call not made: {type(exc).__name__}")
+
+
+def system_blocks(system: str) -> str | list[TextBlockParam]:
+    """The request's system prompt: a `SystemPrompt` as blocks, its shared prefix marked for the
+    cache, then its task and tenant steering (when set), each in its own block after the
+    breakpoint, never cached with it. A plain string goes as it is: the prompts that are plain
+    strings (verifier, judges, questions) are far under any model's minimum cacheable length."""
+    if not isinstance(system, SystemPrompt):
+        return system
+    blocks: list[TextBlockParam] = [
+        {"type": "text", "text": system.prefix, "cache_control": {"type": "ephemeral"}}
+    ]
+    blocks += [{"type": "text", "text": part} for part in (system.task, system.tenant) if part]
+    return blocks
+
+
+def prefix_tokens(prefix: str) -> int:
+    """A low estimate of a prefix's tokens (`_PREFIX_CHARS_PER_TOKEN`)."""
+    return math.floor(len(prefix) / _PREFIX_CHARS_PER_TOKEN)
+
+
+def warn_if_uncacheable(name: str, prefix: str, config: ExtractConfig) -> int | None:
+    """Log once a warning when `prefix` is likely under the configured model's minimum
+    cacheable length (`ExtractConfig.min_cacheable_tokens`, else the largest documented): the
+    API then caches nothing and says nothing. Returns the minimum it missed (None: long enough)."""
+    family = model_family(config.model)
+    minimum = config.min_cacheable_tokens.get(family, DEFAULT_MIN_CACHEABLE_TOKENS)
+    estimate = prefix_tokens(prefix)
+    if estimate >= minimum:
+        return None
+    if (name, family) not in _warned:
+        _warned.add((name, family))
+        logger.warning(
+            "the %s prompt's cached prefix is about %d tokens, under the %d %s needs to cache "
+            "it: every call pays its full input price (extract.min_cacheable_tokens)",
+            name,
+            estimate,
+            minimum,
+            family,
+        )
+    return minimum
 
 
 def _retry_after(exc: APIStatusError) -> float:

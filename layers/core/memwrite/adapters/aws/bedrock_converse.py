@@ -17,12 +17,16 @@ retries); what is left is translated here: `ThrottlingException` and
 `ServiceUnavailableException` lower the model budget's limits and are `LlmUnavailable`, as are
 the model's own transient faults; a request Bedrock refuses (validation, access, an unknown
 model) is `LlmRequestRejected`. The budget is charged as provider `bedrock` (the account's
-Bedrock quotas). `cacheReadInputTokens` / `cacheWriteInputTokens` are read with the usage.
+Bedrock quotas). Prompt caching: a `SystemPrompt`'s shared prefix is followed by a
+`cachePoint` block for the models Bedrock caches for (Claude 3.5 Haiku, 3.7 Sonnet and 4.x,
+Nova); `cacheReadInputTokens` / `cacheWriteInputTokens` are read with the usage and priced
+(`memwrite.pricing`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Final, TypedDict, Unpack
 
@@ -45,13 +49,18 @@ from memwrite.adapters.model_ports import (
     ModelResolveJudge,
     ModelVerifier,
 )
-from memwrite.adapters.structured import ModelAnswer, ResultT, StructuredCalls
+from memwrite.adapters.structured import (
+    ModelAnswer,
+    ResultT,
+    StructuredCalls,
+    without_descriptions,
+)
 from memwrite.budget import ModelBudget
 from memwrite.config import ExtractConfig
 from memwrite.errors import LlmRequestRejected, LlmUnavailable
 from memwrite.model_limits import budget_provider
 from memwrite.pricing import cost_usd
-from memwrite.prompts import PromptMessage
+from memwrite.prompts import PromptMessage, SystemPrompt
 from memwrite.prompts.dedupe import DedupeVerdict
 from memwrite.prompts.extract import ExtractionResult
 from memwrite.prompts.hype import HypeQuestions
@@ -82,6 +91,11 @@ _TRANSIENT_CODES: Final = _THROTTLE_CODES | {
     "ModelNotReadyException",
     "ModelTimeoutException",
 }
+# The families Bedrock caches a prompt prefix for (a `cachePoint` block); a cache point under
+# the model's minimum cacheable length is accepted and caches nothing.
+_CACHING_FAMILIES: Final = re.compile(
+    r"anthropic\.claude-(?:3-5-haiku|3-7-sonnet|(?:haiku|sonnet|opus)-4)|amazon\.nova"
+)
 _TRUNCATED: Final = frozenset({"max_tokens", "model_context_window_exceeded"})
 _REFUSED: Final = frozenset({"content_filtered", "guardrail_intervened"})
 # Bedrock sends no retry-after: a throttled model admits nothing for this long.
@@ -128,14 +142,20 @@ class ConverseClient(StructuredCalls[ResultT]):
         *,
         max_tokens: int,
         grow_on_truncation: bool = False,
+        bare_schema: bool = False,
         **options: Unpack[ConverseOptions],
     ) -> None:
+        """With `bare_schema`, the tool's schema goes without descriptions and titles (the
+        prompt's cached prefix describes every field: they would be uncached input)."""
+        schema = output_model.model_json_schema()
         description = (output_model.__doc__ or output_model.__name__).strip()
         self._tool = {
             "toolSpec": {
                 "name": TOOL_NAME,
                 "description": f"Record your answer: {description}",
-                "inputSchema": {"json": _inlined(output_model.model_json_schema())},
+                "inputSchema": {
+                    "json": _inlined(without_descriptions(schema) if bare_schema else schema)
+                },
             }
         }
         super().__init__(
@@ -162,7 +182,7 @@ class ConverseClient(StructuredCalls[ResultT]):
             system = f"{system}\n\nAnswer only by calling the tool {TOOL_NAME}."
         return {
             "modelId": model,
-            "system": [{"text": system}],
+            "system": _system_blocks(system, model),
             "messages": [
                 {"role": message["role"], "content": [{"text": message["content"]}]}
                 for message in messages
@@ -207,11 +227,22 @@ class ConverseClient(StructuredCalls[ResultT]):
         # `inputTokens` is the uncached input (cache reads and writes are counted apart, in
         # `cacheReadInputTokens` / `cacheWriteInputTokens`), as the Anthropic API's is.
         tokens_in, tokens_out = int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))
+        written = int(usage.get("cacheWriteInputTokens", 0))
+        read = int(usage.get("cacheReadInputTokens", 0))
         return LlmUsage(
             model=model,
             input_tokens=tokens_in,
             output_tokens=tokens_out,
-            cost_usd=cost_usd(model, tokens_in, tokens_out, self._prices),
+            cost_usd=cost_usd(
+                model,
+                tokens_in,
+                tokens_out,
+                self._prices,
+                cache_creation_input_tokens=written,
+                cache_read_input_tokens=read,
+            ),
+            cache_creation_input_tokens=written,
+            cache_read_input_tokens=read,
         )
 
 
@@ -227,6 +258,16 @@ def converse_error(exc: ClientError | BotoCoreError) -> LlmUnavailable | LlmRequ
         return LlmRequestRejected(f"Bedrock Converse call not made: {type(exc).__name__}")
     # Timeouts and connection errors.
     return LlmUnavailable(f"Bedrock unreachable: {type(exc).__name__}")
+
+
+def _system_blocks(system: str, model: str) -> list[dict[str, Any]]:
+    """The system prompt as Converse blocks: a `SystemPrompt`'s shared prefix, then a cache
+    point, then its task and tenant steering, for the models Bedrock caches a prefix for;
+    otherwise (a plain prompt, or a model without prompt caching) one text block."""
+    if not isinstance(system, SystemPrompt) or not _CACHING_FAMILIES.search(model):
+        return [{"text": system}]
+    blocks: list[dict[str, Any]] = [{"text": system.prefix}, {"cachePoint": {"type": "default"}}]
+    return blocks + [{"text": part} for part in (system.task, system.tenant) if part]
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -259,6 +300,7 @@ class ConverseExtractor(ModelExtractor):
                 ExtractionResult,
                 max_tokens=config.max_output_tokens,
                 grow_on_truncation=True,
+                bare_schema=True,  # the prompt's cached prefix describes every field
                 **options,
             )
         )
