@@ -21,7 +21,8 @@ from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 from memwrite.stages import STAGES, StagePlacement, stage_named
 from memwrite.tenants import TenantConfigs
-from memwrite.wiring.backends import Adapters, opensearch_index
+from memwrite.wiring.backends import Adapters
+from memwrite.wiring.search import opensearch_index
 
 if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps, BatchDeps
