@@ -216,7 +216,9 @@ class StructuredClient(Generic[_ResultT]):
             )
             if throttled and self._budget is not None:
                 assert isinstance(exc, anthropic.APIStatusError)
-                self._budget.throttled(self._provider, model, _retry_after(exc))
+                self._budget.throttled(
+                    self._provider, model, _retry_after(exc), overloaded=exc.status_code == 529
+                )
             raise api_error(exc) from exc
         self._settle(grant, response.usage.input_tokens, response.usage.output_tokens)
         return response, self._usage(response, model, 1.0)
