@@ -34,6 +34,7 @@ from memwrite_local.loadtest.report import LaneCost, LoadReport, Outcomes, perce
 from memwrite_local.loadtest.traffic import (
     OUTAGE_START,
     PEAK_FACTOR,
+    TURNS_PER_REQUEST,
     Request,
     TrafficPlan,
     generate,
@@ -68,6 +69,9 @@ class LoadOptions:
     duration_minutes: float = 1_440.0
     backfill_mode: BackfillMode = BackfillMode.LIVE
     no_budget: bool = False
+    # A visit's turns in requests of this many (TURNS_PER_REQUEST: one request per visit).
+    turns_per_request: int = TURNS_PER_REQUEST
+    coalesce_window_s: float = 0.0  # pipeline.extract.coalesce_window_s
     seed: int = 0
     data: Path | None = None  # the evaluation data (`../shared/data`); None: the samples
     progress: Callable[[str], None] | None = None  # told every simulated hour
@@ -112,9 +116,12 @@ def _settings(options: LoadOptions, limits: ModelLimits | None) -> dict[str, Any
     """The deployment's settings file: the model budget (`pipeline.model`, off with
     `--no-budget`, which also restores the extraction's limits from before it) and the
     backfill lane (`pipeline.backfill.mode`)."""
-    pipeline: dict[str, Any] = {"backfill": {"mode": options.backfill_mode.value}}
+    pipeline: dict[str, Any] = {
+        "backfill": {"mode": options.backfill_mode.value},
+        "extract": {"coalesce_window_s": options.coalesce_window_s},
+    }
     if options.no_budget:
-        pipeline["extract"] = {"max_output_tokens": 8_192, "max_retries": 3}
+        pipeline["extract"] |= {"max_output_tokens": 8_192, "max_retries": 3}
         pipeline["model"] = {"budget_enabled": False}
         return {"pipeline": pipeline}
     model: dict[str, Any] = {"budget_enabled": True}
@@ -307,7 +314,8 @@ def _per_turn(meter: Meter, turns: int) -> PerTurn:
     turns = max(turns, 1)
     return PerTurn(
         calls=meter.model_calls / turns,
-        input_tokens=meter.input_tokens / turns,
+        # What the input limit counts: uncached and cache-written tokens, not cache reads.
+        input_tokens=(meter.input_tokens + meter.cache_creation_input_tokens) / turns,
         output_tokens=meter.output_tokens / turns,
     )
 
@@ -369,14 +377,45 @@ def _fairness(
     return p99_during / p99_calm
 
 
-def _prices() -> tuple[float, float, float]:
-    """(input, output) USD per million tokens at list price, and the batch price factor."""
+def _lane_costs(meter: Meter) -> LaneCost:
+    """USD of the live calls and of the batch requests at list prices (`extract.prices_per_mtok`,
+    cache writes and reads at their multiples, `memwrite.pricing`), the batch's at
+    `backfill.batch_price_factor` of them."""
     from memwrite.config import load_settings
-    from memwrite.pricing import price_per_mtok
+    from memwrite.pricing import cost_usd
 
     pipeline = load_settings().pipeline
-    prices = price_per_mtok(pipeline.extract.model, pipeline.extract.prices_per_mtok)
-    return (*prices, pipeline.backfill.batch_price_factor)
+    model, prices = pipeline.extract.model, pipeline.extract.prices_per_mtok
+    live = cost_usd(
+        model,
+        meter.input_tokens,
+        meter.output_tokens,
+        prices,
+        cache_creation_input_tokens=meter.cache_creation_input_tokens,
+        cache_read_input_tokens=meter.cache_read_input_tokens,
+    )
+    batch = cost_usd(
+        model,
+        meter.batch_input_tokens,
+        meter.batch_output_tokens,
+        prices,
+        cache_creation_input_tokens=meter.batch_cache_creation_input_tokens,
+        cache_read_input_tokens=meter.batch_cache_read_input_tokens,
+    )
+    return LaneCost(live=live, batch=batch * pipeline.backfill.batch_price_factor)
+
+
+def _input_tokens(meter: Meter) -> tuple[int, int]:
+    """Every input token both lanes sent (uncached, written and read), and those read."""
+    read = meter.cache_read_input_tokens + meter.batch_cache_read_input_tokens
+    sent = (
+        meter.input_tokens
+        + meter.batch_input_tokens
+        + meter.cache_creation_input_tokens
+        + meter.batch_cache_creation_input_tokens
+        + read
+    )
+    return sent, read
 
 
 def run_load(options: LoadOptions) -> LoadRun:
@@ -389,6 +428,7 @@ def run_load(options: LoadOptions) -> LoadRun:
         tenants=options.tenants,
         burst_factor=options.burst_tenant_factor,
         seed=options.seed,
+        turns_per_request=options.turns_per_request,
     )
     requests = generate(plan, scripts)
     demand = _calibrate(options, requests)
@@ -403,13 +443,8 @@ def run_load(options: LoadOptions) -> LoadRun:
     assert outcomes is not None  # set by run()
     latency = _latencies(tally, outcomes)
     turns = max(tally.turns_in, 1)
-    input_price, output_price, batch_factor = _prices()
-    live_usd = (meter.input_tokens * input_price + meter.output_tokens * output_price) / 1e6
-    batch_usd = (
-        (meter.batch_input_tokens * input_price + meter.batch_output_tokens * output_price)
-        * batch_factor
-        / 1e6
-    )
+    cost = _lane_costs(meter)
+    input_sent, input_read = _input_tokens(meter)
     report = LoadReport(
         turns_in=tally.turns_in,
         turns_lost=len(outcomes.lost),
@@ -422,10 +457,11 @@ def run_load(options: LoadOptions) -> LoadRun:
         fairness_ratio=_fairness(simulation, plan, latency),
         max_queue_depth=tally.max_queue_depth,
         model_calls_per_turn=(meter.model_calls + meter.batch_requests) / turns,
-        input_tokens_per_turn=(meter.input_tokens + meter.batch_input_tokens) / turns,
+        input_tokens_per_turn=input_sent / turns,
+        cached_input_share=input_read / max(input_sent, 1),
         output_tokens_per_turn=(meter.output_tokens + meter.batch_output_tokens) / turns,
         cost_per_million_turns_usd=LaneCost(
-            live=live_usd / turns * 1e6, batch=batch_usd / turns * 1e6
+            live=cost.live / turns * 1e6, batch=cost.batch / turns * 1e6
         ),
         wall_s=round(time.perf_counter() - began, 1),
     )
@@ -442,6 +478,10 @@ def run_load(options: LoadOptions) -> LoadRun:
         f"model: {meter.model_calls} calls, {meter.rate_limited} answered 429, "
         f"{meter.overloaded} answered 529; {meter.batches} batches of "
         f"{meter.batch_requests} requests",
+        f"prompt cache: {meter.cache_read_input_tokens} live and "
+        f"{meter.batch_cache_read_input_tokens} batch input tokens read, "
+        f"{meter.cache_creation_input_tokens} and {meter.batch_cache_creation_input_tokens} "
+        "written",
         f"CPU: {cpu_s:.0f} s in this process (the wall time counts other processes too)",
     ]
     return LoadRun(report, notes)
