@@ -44,12 +44,19 @@ import sqlite3
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from memwrite.adapters.sqlite.lexical_partition import (
+    FTS5_TOKENIZE,
+    Fts5Terms,
+    LexicalPartition,
+    stored_terms,
+)
 from memwrite.adapters.sqlite.vector_partition import DocMeta, VectorPartition, unit_rows
 from memwrite.candidate import MemoryType
 from memwrite.embedder import DEFAULT_DIMENSION
@@ -60,7 +67,6 @@ from memwrite.index import (
     Fusion,
     IndexFilter,
     IndexHit,
-    MatchSource,
     MemoryDoc,
     Vector,
     fuse_hybrid,
@@ -75,8 +81,9 @@ DEFAULT_MAX_OPEN_PARTITIONS = 256
 # users with one memory each (README "Measured"); a search of another user reloads from SQLite.
 DEFAULT_MAX_RESIDENT_PARTITIONS = 256
 
-_BM25_MATCH = frozenset({MatchSource.BM25})
 _WORD_RE = re.compile(r"[^\W_]+")
+# The `docs` columns of a `DocMeta` (`_meta_of_row`), in its order.
+_META_COLUMNS = "memory_id, type, topic, tier, confidence, kind, expires_at"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -108,14 +115,13 @@ def _fts_table(slot: int) -> str:
     return f"fts_{int(slot)}"
 
 
-def _match_expression(query: str) -> str | None:
-    """An FTS5 OR query of the words of `query` that are neither stop words nor single letters
-    (the "s" of "user's"), each quoted so that no caller text is read as FTS5 syntax."""
+def _query_words(query: str) -> list[str]:
+    """The distinct words of `query` that are neither stop words nor single letters (the "s"
+    of "user's"): each is one phrase of the BM25 query, as an FTS5 OR query of them was."""
     words = _WORD_RE.findall(unicodedata.normalize("NFKC", query).casefold())
-    kept = dict.fromkeys(
-        w for w in words if w not in BM25_STOPWORDS and (len(w) > 1 or w.isdigit())
+    return list(
+        dict.fromkeys(w for w in words if w not in BM25_STOPWORDS and (len(w) > 1 or w.isdigit()))
     )
-    return " OR ".join(f'"{word}"' for word in kept) or None
 
 
 def _filter_sql(filter: IndexFilter | None) -> tuple[str, list[object]]:
@@ -180,6 +186,10 @@ class EmbeddedIndex:
         # Least recently searched first. An OrderedDict rather than an LRU cache class: writes
         # update a resident partition without making it recent, and in memory nothing is evicted.
         self._partitions: OrderedDict[int, VectorPartition] = OrderedDict()
+        # The users' BM25 postings, held and bounded as the vector partitions are (same cap,
+        # least recently searched dropped first, dropped with them on another commit).
+        self._lexical: OrderedDict[int, LexicalPartition] = OrderedDict()
+        self._terms = Fts5Terms()
         self._open_slots: set[int] = set()  # FTS5 tables this connection has opened
         self._data_version = self._current_data_version()
 
@@ -211,6 +221,11 @@ class EmbeddedIndex:
                     partition.remove(doc_id)
                 else:
                     partition.add(doc_id, _meta_of(doc), matrix)
+            lexical = self._lexical.get(slot)
+            if lexical is None and not self._vectors_in_db:
+                lexical = self._lexical[slot] = LexicalPartition()
+            if lexical is not None:
+                lexical.add(doc_id, _meta_of(doc), self._terms.of([doc.text])[0])
             self._opened(slot)
 
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
@@ -229,6 +244,8 @@ class EmbeddedIndex:
                 self._db.execute(f"DELETE FROM {_fts_table(slot)} WHERE rowid = ?", (row[0],))
             if slot in self._partitions:
                 self._partitions[slot].remove(row[0])
+            if slot in self._lexical:
+                self._lexical[slot].remove(row[0])
             self._opened(slot)
 
     def delete_expired(self, now: float, limit: int) -> int:
@@ -253,6 +270,7 @@ class EmbeddedIndex:
                 self._db.execute(f"DROP TABLE IF EXISTS {_fts_table(slot)}")
                 self._db.execute("DELETE FROM partitions WHERE slot = ?", (slot,))
             self._partitions.pop(slot, None)
+            self._lexical.pop(slot, None)
             self._open_slots.discard(slot)
             return removed
 
@@ -287,41 +305,21 @@ class EmbeddedIndex:
         filter: IndexFilter | None = None,
     ) -> list[IndexHit]:
         _check_k(k)
-        expression = _match_expression(query)
-        if expression is None:
+        words = _query_words(query)
+        if not words:
             return []
         with self._lock:
+            self._drop_stale_partitions()
             slot = self._slot(tenant, user_id)
             if slot is None:
                 return []
-            fts = _fts_table(slot)
-            # bm25() is lower-is-better; negate it so every method ranks higher-is-better.
-            # Ties go by doc id. Without a filter, `docs` is read for the k hits only: joining
-            # it per matching row doubles the cost of a query with common words.
-            if filter is None:
-                ranked = self._db.execute(
-                    f"SELECT rowid, -bm25({fts}) AS score FROM {fts} WHERE {fts} MATCH ? "
-                    "ORDER BY score DESC, rowid LIMIT ?",
-                    (expression, k),
-                ).fetchall()
-                marks = ", ".join("?" * len(ranked))
-                names = dict(
-                    self._db.execute(
-                        f"SELECT id, memory_id FROM docs WHERE id IN ({marks})",
-                        [doc_id for doc_id, _ in ranked],
-                    ).fetchall()
-                )
-                rows = [(names[doc_id], score) for doc_id, score in ranked]
-            else:
-                conditions, params = _filter_sql(filter)
-                rows = self._db.execute(
-                    f"SELECT d.memory_id, -bm25({fts}) AS score FROM {fts} "
-                    f"JOIN docs d ON d.id = {fts}.rowid WHERE {fts} MATCH ?{conditions} "
-                    "ORDER BY score DESC, d.id LIMIT ?",
-                    [expression, *params, k],
-                ).fetchall()
+            partition = self._lexical_partition(slot)
             self._opened(slot)
-        return [IndexHit(memory_id, float(score), _BM25_MATCH) for memory_id, score in rows]
+            if partition is None:
+                return []
+            # One phrase per word, as FTS5 counted them (a word FTS5 splits gives each part).
+            phrases = [term for terms in self._terms.of(words) for term in terms]
+            return partition.search(phrases, k, filter)
 
     def hybrid(
         self,
@@ -356,7 +354,9 @@ class EmbeddedIndex:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._terms.close()
             self._partitions.clear()
+            self._lexical.clear()
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -387,6 +387,7 @@ class EmbeddedIndex:
         version = self._current_data_version()
         if version != self._data_version:
             self._partitions.clear()
+            self._lexical.clear()
             self._data_version = version
 
     def _opened(self, slot: int) -> None:
@@ -402,6 +403,7 @@ class EmbeddedIndex:
         self._db = self._connect()
         self._open_slots.clear()
         self._partitions.clear()
+        self._lexical.clear()
         self._data_version = self._current_data_version()
 
     def _slot(self, tenant: str, user_id: str) -> int | None:
@@ -417,7 +419,7 @@ class EmbeddedIndex:
         ).fetchone()[0]
         self._db.execute(
             f"CREATE VIRTUAL TABLE {_fts_table(slot)} USING fts5("
-            "text, tokenize = 'porter unicode61 remove_diacritics 2')"
+            f"text, tokenize = '{FTS5_TOKENIZE}')"
         )
         return int(slot)
 
@@ -458,38 +460,36 @@ class EmbeddedIndex:
         elif self._vectors_in_db:
             partition = VectorPartition(self._dimension)
             rows = self._db.execute(
-                "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content, kind, "
-                "expires_at FROM docs "
+                f"SELECT id, vectors, has_content, {_META_COLUMNS} FROM docs "
                 "WHERE slot = ? AND vectors IS NOT NULL ORDER BY id",
                 (slot,),
             )
-            for (
-                doc_id,
-                memory_id,
-                type_,
-                topic,
-                tier,
-                confidence,
-                blob,
-                has_content,
-                kind,
-                expires_at,
-            ) in rows:
-                meta = DocMeta.of(
-                    memory_id,
-                    MemoryType(type_),
-                    Tier(tier),
-                    topic,
-                    confidence,
-                    has_content=bool(has_content),
-                    kind=DocKind(kind),
-                    expires_at=expires_at,
-                )
+            for doc_id, blob, has_content, *fields in rows:
+                meta = _meta_of_row(fields, has_content=bool(has_content))
                 vectors = np.frombuffer(blob, dtype=np.float32).reshape(-1, self._dimension)
                 partition.add(doc_id, meta, vectors)
             self._partitions[slot] = partition
             while len(self._partitions) > self._max_resident_partitions:
                 self._partitions.popitem(last=False)  # reloaded from `docs` when searched again
+        return partition
+
+    def _lexical_partition(self, slot: int) -> LexicalPartition | None:
+        """The BM25 postings of `slot`: resident, or (in a file) loaded from its FTS5 table's
+        stored terms, the least recently searched evicted past `max_resident_partitions`."""
+        partition = self._lexical.get(slot)
+        if partition is not None:
+            self._lexical.move_to_end(slot)
+        elif self._vectors_in_db:
+            partition = LexicalPartition()
+            terms = stored_terms(self._db, _fts_table(slot))
+            rows = self._db.execute(
+                f"SELECT id, {_META_COLUMNS} FROM docs WHERE slot = ? ORDER BY id", (slot,)
+            )
+            for doc_id, *fields in rows:
+                partition.add(doc_id, _meta_of_row(fields), terms.get(doc_id, {}))
+            self._lexical[slot] = partition
+            while len(self._lexical) > self._max_resident_partitions:
+                self._lexical.popitem(last=False)  # reloaded from SQLite when searched again
         return partition
 
 
@@ -503,6 +503,21 @@ def _meta_of(doc: MemoryDoc) -> DocMeta:
         has_content=doc.vector is not None,
         kind=doc.kind,
         expires_at=doc.expires_at,
+    )
+
+
+def _meta_of_row(fields: Sequence[Any], *, has_content: bool = True) -> DocMeta:
+    """`DocMeta` of the `_META_COLUMNS` of a `docs` row."""
+    memory_id, type_, topic, tier, confidence, kind, expires_at = fields
+    return DocMeta.of(
+        memory_id,
+        MemoryType(type_),
+        Tier(tier),
+        topic,
+        confidence,
+        has_content=has_content,
+        kind=DocKind(kind),
+        expires_at=expires_at,
     )
 
 
