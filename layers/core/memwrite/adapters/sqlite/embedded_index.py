@@ -124,30 +124,6 @@ def _query_words(query: str) -> list[str]:
     )
 
 
-def _filter_sql(filter: IndexFilter | None) -> tuple[str, list[object]]:
-    """SQL conditions on `docs d` for a filter; an empty set matches nothing, as `IN ()` does."""
-    if filter is None:
-        return "", []
-    clauses: list[str] = []
-    params: list[object] = []
-    for column, values in (
-        ("type", filter.types),
-        ("topic", filter.topics),
-        ("tier", filter.tiers),
-        ("kind", filter.kinds),
-    ):
-        if values is not None:
-            clauses.append(f"d.{column} IN ({', '.join('?' * len(values))})")
-            params.extend(str(value) for value in sorted(values))
-    if filter.min_confidence is not None:
-        clauses.append("d.confidence >= ?")
-        params.append(filter.min_confidence)
-    if filter.live_at is not None:
-        clauses.append("(d.expires_at IS NULL OR d.expires_at > ?)")
-        params.append(filter.live_at)
-    return "".join(f" AND {clause}" for clause in clauses), params
-
-
 class EmbeddedIndex:
     """`MemoryIndex` on SQLite FTS5 (BM25) and faiss (kNN), in one process."""
 
