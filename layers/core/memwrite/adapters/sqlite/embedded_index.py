@@ -1,21 +1,27 @@
 """`EmbeddedIndex`: the search index of the local runner and the tests, in-process.
 
-BM25 is SQLite FTS5 (stdlib `sqlite3`, `bm25()` ranking, Porter stemming); kNN is faiss:
-an exact scan of a user's vectors while they are few, an HNSW graph past
-`EXACT_MAX_VECTORS`. Each (tenant, user) is its own partition, so a query never reads
-another user's rows and its cost does not grow with other users' data:
+BM25 ranks as SQLite FTS5's `bm25()` (stdlib `sqlite3`, Porter stemming) but is scored from
+in-memory postings; kNN is faiss: an exact scan of a user's vectors while they are few, an
+HNSW graph past `EXACT_MAX_VECTORS`. Each (tenant, user) is its own partition, so a query
+never reads another user's rows and its cost does not grow with other users' data:
 
 - SQLite: one FTS5 table per partition (`fts_<slot>`, the slot from the `partitions` table),
-  so BM25 statistics and postings are the user's own; `docs` holds the filter fields and, in
-  a file, the vectors (float32 blobs), so that restarts and other processes can reload them.
+  the stored copy of the user's terms; `docs` holds the filter fields and, in a file, the
+  vectors (float32 blobs), so that restarts and other processes can reload them.
 - faiss: one in-memory `VectorPartition` per user (`vector_partition.py`, the kNN half; this
   module holds the SQLite half and the index). In a file it is loaded from `docs` on the
   user's first kNN query; in memory (nothing else can read the database) it is the only copy
   of the vectors. Graphs are never persisted: they are rebuilt when loaded.
+- postings: one in-memory `LexicalPartition` per user (`lexical_partition.py`, the BM25
+  half), kept in step with every write and, in a file, loaded from the FTS5 table's stored
+  terms (`fts5vocab`) on the user's first BM25 query, held and bounded as the vector
+  partitions are (below).
 
-Query cost: kNN over a graph grows roughly with log(n). BM25 in FTS5 scores every posting of
-the query's words (no top-k pruning as in Lucene's block-max WAND), so it grows with how many
-of the user's memories contain them; `BM25_STOPWORDS` keeps the commonest words out.
+Query cost: kNN over a graph grows roughly with log(n). BM25 reads the postings of the
+query's terms only and scores them with numpy (FTS5's `bm25()` computed its function for
+every row holding a query word, then joined each to its filter fields: 20 to 40 ms for a
+user with 11k documents, docs/search.md "Measured"); it still grows with how many of the
+user's documents contain the query's terms, and `BM25_STOPWORDS` keeps the commonest out.
 
 Thread safety: every public method takes one lock, so an instance may be shared between
 threads (calls are serialised; the local runner is single-threaded anyway). Several processes
@@ -29,12 +35,12 @@ closes, so a long-running process serving many users grew with each new one (REA
 `max_open_partitions` tables; the vector partitions are dropped with it and reloaded on demand.
 The parsed schema itself (~2.5 KB per user per connection) stays: it is the price of one FTS5
 table per user. The vector partitions (~6.4 KB for a user with one memory, more with more)
-are bounded on their own, since kNN opens no FTS5 table: in a file at most
-`max_resident_partitions` stay in memory, the least recently searched is dropped first and
-reloaded from `docs` on its user's next kNN query. Below `EXACT_MAX_VECTORS` a reloaded
-partition returns the same hits and scores; a graph is rebuilt in doc-id order and its
-approximate hits may differ, as after any reload (another connection's commit, a reopened
-connection). In memory the partitions are the only copy of the vectors and all stay.
+and the postings are bounded on their own (a resident one is searched without its FTS5
+table): in a file at most `max_resident_partitions` of each stay in memory, the least
+recently searched is dropped first and reloaded from SQLite on its user's next query. Below
+`EXACT_MAX_VECTORS` a reloaded vector partition returns the same hits and scores (reloaded
+postings always do); a graph is rebuilt in doc-id order and its approximate hits may differ,
+as after any reload (another connection's commit, a reopened connection). In memory the partitions are the only copy of the vectors and all stay.
 """
 
 from __future__ import annotations
