@@ -115,13 +115,16 @@ class MemwriteStack(cdk.Stack):
         removal = cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY
         self._removal = removal
         self._retention = logs.RetentionDays[config.log_retention]
+        self.settings: Settings = deployed_settings(config.name)
         self.tables = Tables(self, "Tables", retain=config.retain_data)
         self.queues = Queues(
             self,
             "Queues",
             # AWS's advice for an SQS event source: six times the function's timeout.
             visibility_timeout=cdk.Duration.seconds(6 * _DISPATCH_SIZE.timeout_secs),
-            max_receives=config.queue_max_receives,
+            # A turn held for its user's next ones (extract.coalesce_window_s) spends a receive.
+            max_receives=config.queue_max_receives
+            + (1 if self.settings.pipeline.extract.coalesce_window_s > 0 else 0),
         )
         self._layer = lambda_.LayerVersion(
             self,
@@ -132,7 +135,6 @@ class MemwriteStack(cdk.Stack):
             description="memwrite library and its runtime dependencies (no local tooling)",
         )
         self._code = handler_code()
-        self.settings: Settings = deployed_settings(config.name)
         self._env = {
             **{
                 f"{table.logical_name.upper()}_TABLE": self.tables.by_name[
@@ -208,6 +210,10 @@ class MemwriteStack(cdk.Stack):
         machine = self.pipeline.state_machine
         machine.grant_start_execution(dispatch.role)
         dispatch.function.add_environment("PIPELINE_STATE_MACHINE_ARN", machine.state_machine_arn)
+        # Where it hides a batch that waits for its user's next turns (its event source's
+        # grant covers ChangeMessageVisibility).
+        dispatch.function.add_environment("TURN_QUEUE_URL", self.queues.turns.queue_url)
+        dispatch.function.add_environment("TURN_DEAD_LETTER_URL", self.queues.turns_dlq.queue_url)
         dispatch.function.add_event_source(
             sources.SqsEventSource(
                 self.queues.turns,

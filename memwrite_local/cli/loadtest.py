@@ -39,6 +39,7 @@ def _at_least_zero(text: str) -> float:
 def add_loadtest_parser(commands: Any) -> None:
     """Register `loadtest` on the CLI's subparsers."""
     from memwrite_local.loadtest.simulator import BackfillMode, LoadOptions
+    from memwrite_local.loadtest.traffic import TURN_SPACING_S
 
     defaults = LoadOptions()
     parser = commands.add_parser(
@@ -97,6 +98,19 @@ def add_loadtest_parser(commands: Any) -> None:
         action="store_true",
         help="the pipeline without the model budget (as before it), for comparison",
     )
+    parser.add_argument(
+        "--turns-per-request",
+        type=_positive(int),
+        default=defaults.turns_per_request,
+        help="a user's visit of up to 10 turns sent in requests of this many, "
+        f"{TURN_SPACING_S} s apart per turn (default: %(default)s: one request)",
+    )
+    parser.add_argument(
+        "--coalesce-window-s",
+        type=_at_least_zero,
+        default=defaults.coalesce_window_s,
+        help="pipeline.extract.coalesce_window_s of the run (default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="default: %(default)s")
     parser.add_argument(
         "--data",
@@ -122,6 +136,8 @@ def run_loadtest(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
         duration_minutes=args.duration_minutes,
         backfill_mode=BackfillMode(args.backfill_mode),
         no_budget=args.no_budget,
+        turns_per_request=args.turns_per_request,
+        coalesce_window_s=args.coalesce_window_s,
         seed=args.seed,
         data=args.data,
         progress=lambda line: print(f"loadtest: {line}", file=stderr, flush=True),

@@ -34,6 +34,7 @@ from memwrite_local.loadtest.report import LaneCost, LoadReport, Outcomes, perce
 from memwrite_local.loadtest.traffic import (
     OUTAGE_START,
     PEAK_FACTOR,
+    TURNS_PER_REQUEST,
     Request,
     TrafficPlan,
     generate,
@@ -68,6 +69,9 @@ class LoadOptions:
     duration_minutes: float = 1_440.0
     backfill_mode: BackfillMode = BackfillMode.LIVE
     no_budget: bool = False
+    # A visit's turns in requests of this many (TURNS_PER_REQUEST: one request per visit).
+    turns_per_request: int = TURNS_PER_REQUEST
+    coalesce_window_s: float = 0.0  # pipeline.extract.coalesce_window_s
     seed: int = 0
     data: Path | None = None  # the evaluation data (`../shared/data`); None: the samples
     progress: Callable[[str], None] | None = None  # told every simulated hour
@@ -112,9 +116,12 @@ def _settings(options: LoadOptions, limits: ModelLimits | None) -> dict[str, Any
     """The deployment's settings file: the model budget (`pipeline.model`, off with
     `--no-budget`, which also restores the extraction's limits from before it) and the
     backfill lane (`pipeline.backfill.mode`)."""
-    pipeline: dict[str, Any] = {"backfill": {"mode": options.backfill_mode.value}}
+    pipeline: dict[str, Any] = {
+        "backfill": {"mode": options.backfill_mode.value},
+        "extract": {"coalesce_window_s": options.coalesce_window_s},
+    }
     if options.no_budget:
-        pipeline["extract"] = {"max_output_tokens": 8_192, "max_retries": 3}
+        pipeline["extract"] |= {"max_output_tokens": 8_192, "max_retries": 3}
         pipeline["model"] = {"budget_enabled": False}
         return {"pipeline": pipeline}
     model: dict[str, Any] = {"budget_enabled": True}
@@ -383,6 +390,7 @@ def run_load(options: LoadOptions) -> LoadRun:
         tenants=options.tenants,
         burst_factor=options.burst_tenant_factor,
         seed=options.seed,
+        turns_per_request=options.turns_per_request,
     )
     requests = generate(plan, scripts)
     demand = _calibrate(options, requests)

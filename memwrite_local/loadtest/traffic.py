@@ -18,7 +18,7 @@ import json
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,9 @@ class TrafficPlan:
     tenants: int
     burst_factor: float
     seed: int
+    # A visit (up to TURNS_PER_REQUEST turns) is sent in requests of this many, each turn
+    # TURN_SPACING_S after the last: an agent that sends every turn as it is said sends 1.
+    turns_per_request: int = TURNS_PER_REQUEST
 
     @property
     def burst(self) -> tuple[float, float]:
@@ -177,9 +180,23 @@ def generate(plan: TrafficPlan, scripts: Sequence[Script]) -> list[Request]:
             mean = share * length * diurnal(start % 86_400) * factor
             for _ in range(_poisson(rng, mean)):
                 user = people[rng.randrange(len(people))]
-                requests.append(user.next_request(start + rng.random() * length, tenant))
+                visit = user.next_request(start + rng.random() * length, tenant)
+                requests.extend(_split(visit, plan.turns_per_request))
     requests.sort(key=lambda request: request.at)
     return requests
+
+
+def _split(visit: Request, size: int) -> list[Request]:
+    """A visit as requests of `size` turns, each sent when its last turn is said (the
+    visit's last at the visit's time, as one request of it would be)."""
+    last = len(visit.turns) - 1
+    return [
+        replace(
+            visit, at=visit.at - (last - end) * TURN_SPACING_S, turns=visit.turns[start : end + 1]
+        )
+        for start in range(0, len(visit.turns), size)
+        for end in [min(start + size, len(visit.turns)) - 1]
+    ]
 
 
 def _poisson(rng: random.Random, mean: float) -> int:

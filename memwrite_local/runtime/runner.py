@@ -40,6 +40,7 @@ from memwrite.backfill import (
     report_near_expiry,
     run_job,
 )
+from memwrite.dispatch import coalesce_delay
 from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import BudgetWait, MemwriteError, WebhookUndelivered
 from memwrite.expiry import ExpirySweep, sweep_expiries
@@ -130,6 +131,8 @@ class DrainReport:
     failed: dict[str, str] = field(default_factory=dict)
     # Turns put back in the queue to wait for the model budget (`BudgetWait`): not failures.
     budget_waits: int = 0
+    # Turns put back to wait for their user's next ones (`extract.coalesce_window_s`).
+    coalesce_waits: int = 0
     expiries_announced: int = 0  # by the expiry sweep: each a `memory.expired` row
     indexed: list[IndexedChange] = field(default_factory=list)
     index_failed: dict[str, str] = field(default_factory=dict)
@@ -224,7 +227,11 @@ class LocalRunner:
             importlib.import_module(f"functions.{stage.function_dir}.handler")
             for stage in stream_stages()
         ]
-        self._single_threaded_backend = LambdaEnvironment.load().backend is not Backend.SQLITE
+        environment = LambdaEnvironment.load()
+        self._single_threaded_backend = environment.backend is not Backend.SQLITE
+        self._coalesce_window_s = environment.settings.pipeline.extract.coalesce_window_s
+        # A turn held for its user's next ones spends one receive on it, so one more is allowed.
+        self._max_receives = MAX_RECEIVES + (1 if self._coalesce_window_s > 0 else 0)
         self._authorizer = importlib.import_module(AUTHORIZER)
         self._authorizer.resolver.cache_clear()  # the keys of this backend's environment
         self._expire = importlib.import_module(EXPIRE)
@@ -342,11 +349,16 @@ class LocalRunner:
                     self._consumer.release([d for d in deliveries if d.turn.turn_id in left])
                     break
                 in_batch = {turn.turn_id for turn in batch.turns}
-                self._settle(
-                    [d for d in deliveries if d.turn.turn_id in in_batch],
-                    self._run_stages(batch, report),
-                    report,
+                received = [d for d in deliveries if d.turn.turn_id in in_batch]
+                delay = coalesce_delay(
+                    batch.turns, self._coalesce_window_s, time.time(), RECEIVE_BATCH
                 )
+                if delay > 0:
+                    # Hidden until the window closes; the group's later turns come with it.
+                    self._consumer.release(received, delay)
+                    report.coalesce_waits += len(received)
+                    continue
+                self._settle(received, self._run_stages(batch, report), report)
             # The stream feeds stage 7 while the queue still holds work, as on AWS: under a
             # steady load what was stored becomes searchable without waiting for a quiet queue.
             self.index_outbox(report, stop)
@@ -445,9 +457,9 @@ class LocalRunner:
             self._consumer.release(deliveries, error.delay_s)
             report.budget_waits += len(deliveries)
             return
-        retry = [d for d in deliveries if d.receive_count < MAX_RECEIVES]
+        retry = [d for d in deliveries if d.receive_count < self._max_receives]
         self._consumer.release(retry)
-        exhausted = [d for d in deliveries if d.receive_count >= MAX_RECEIVES]
+        exhausted = [d for d in deliveries if d.receive_count >= self._max_receives]
         self._consumer.dead_letter(exhausted, error)
         report.failed.update(dict.fromkeys((d.turn.turn_id for d in exhausted), error))
 

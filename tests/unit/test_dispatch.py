@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
-from memwrite.dispatch import dispatch, plan_executions
+import pytest
+
+from memwrite.dispatch import coalesce_delay, dispatch, plan_executions
 from memwrite.models import QueuedTurn
 from memwrite.ports import PipelineStart
 from tests.queued import queued_turn
@@ -55,3 +58,34 @@ def test_messages_of_an_execution_that_did_not_start_are_handed_back() -> None:
     pipeline = RecordingPipeline(failing={execution.name})
     assert dispatch(messages, pipeline) == ["m1", "m2"]
     assert pipeline.payloads == [json.loads(execution.payload())]
+
+
+T0 = 1_800_000_000.0
+
+
+def accepted(turn_id: str, at: float) -> QueuedTurn:
+    turn = queued("s1", turn_id)
+    return turn.model_copy(update={"accepted_at": datetime.fromtimestamp(at, UTC)})
+
+
+@pytest.mark.parametrize(
+    ("turns", "now", "delay"),
+    [
+        # Held until the window closes after its earliest turn, whatever came since
+        ([accepted("a", T0), accepted("b", T0 + 4)], T0 + 5, 5.0),
+        # Once the window has passed it goes now
+        ([accepted("a", T0)], T0 + 10, 0.0),
+        # A batch that fills a receive cannot gather more: it goes now
+        ([accepted(f"t{i}", T0) for i in range(10)], T0, 0.0),
+        # Without an acceptance time (a redelivery from before coalescing) it goes now
+        ([queued("s1", "a")], T0, 0.0),
+    ],
+)
+def test_a_batch_waits_for_its_users_next_turns_until_the_window_closes(
+    turns: list[QueuedTurn], now: float, delay: float
+) -> None:
+    assert coalesce_delay(turns, 10.0, now, room=10) == delay
+
+
+def test_no_window_holds_nothing() -> None:
+    assert coalesce_delay([accepted("a", T0)], 0.0, T0, room=10) == 0.0

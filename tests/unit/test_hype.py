@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import httpx2
 import numpy as np
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from pydantic import ValidationError
 
 from memwrite.adapters.anthropic.questions import AnthropicQuestions
 from memwrite.adapters.aws.bedrock_embedder import TITAN_V2, BedrockEmbedder, bedrock_runtime_client
 from memwrite.adapters.template_questions import TemplateQuestions
 from memwrite.candidate import MemoryType
-from memwrite.config import ExtractConfig
+from memwrite.config import ExtractConfig, PipelineConfig
+from memwrite.environment import LambdaEnvironment
 from memwrite.errors import EmbedderUnavailable
+from memwrite.wiring.backends import build_embedder
 from tests.paraphrase_set import memory_unit, recall_at
 from tests.recorded_api import RecordedApi
 
@@ -121,3 +125,51 @@ def test_bedrock_throttling_after_retries_is_transient() -> None:
     stub.add_client_error("invoke_model", service_error_code="ThrottlingException")
     with stub, pytest.raises(EmbedderUnavailable, match="ThrottlingException"):
         embedder.embed(["The user lives in Lisbon."])
+
+
+@pytest.mark.parametrize("dimension", [256, 512, 1024])
+def test_the_titan_request_asks_for_the_configured_dimension(
+    tmp_path: Path, dimension: int
+) -> None:
+    # Given settings that ask Titan v2 for `dimension`, and the embedder the wiring builds
+    settings = tmp_path / "settings.json"
+    search = {"embedder": "bedrock", "embedding_dimension": dimension}
+    settings.write_text(json.dumps({"pipeline": {"search": search}}), encoding="utf-8")
+    env = LambdaEnvironment.load(
+        {
+            "MEMWRITE_BACKEND": "sqlite",
+            "MEMWRITE_DATA_DIR": str(tmp_path),
+            "AWS_REGION": "eu-west-1",
+        }
+        | {"MEMWRITE_CONFIG": str(settings)}
+    )
+    embedder = build_embedder(env)
+    assert isinstance(embedder, BedrockEmbedder)
+    stub = Stubber(embedder._client)
+    body = {"inputText": "The user lives in Lisbon.", "dimensions": dimension, "normalize": True}
+    stub.add_response(
+        "invoke_model",
+        titan_reply([1.0] + [0.0] * (dimension - 1)),
+        {
+            "modelId": TITAN_V2,
+            "body": json.dumps(body),
+            "contentType": "application/json",
+            "accept": "application/json",
+        },
+    )
+    # When a memory is embedded
+    with stub:
+        rows = embedder.embed(["The user lives in Lisbon."])
+    # Then the request carried the dimension, and the vector has it
+    stub.assert_no_pending_responses()
+    assert rows.shape == (1, dimension)
+
+
+@pytest.mark.parametrize("dimension", [64, 128, 300, 2048])
+def test_titan_takes_only_256_512_or_1024_dimensions(dimension: int) -> None:
+    with pytest.raises(ValidationError, match="embedding_dimension") as refused:
+        PipelineConfig.model_validate(
+            {"search": {"embedder": "bedrock", "embedding_dimension": dimension}}
+        )
+    assert "search" in str(refused.value)  # where in the settings file
+    assert PipelineConfig().search.hype_questions == 3

@@ -622,8 +622,9 @@ def test_a_value_the_model_reworded_keeps_its_confidence() -> None:
 
 
 def test_long_conversation_gets_a_parallel_detail_pass_merged_without_duplicates() -> None:
-    # Given a 10-message conversation (9 earlier turns + a one-turn batch), ~400-char windows
-    config = ExtractConfig(detail_chunk_chars=400)
+    # Given a 10-message conversation (9 earlier turns + a one-turn batch), ~400-char windows,
+    # and the detail pass on every window holding a new turn
+    config = ExtractConfig(detail_chunk_chars=400, detail_pass="long_conversations")
     inp = batch("Let's go with the second one.", session=conversation(9))
     assert count_llm_calls(inp, config) == 2
     api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
@@ -652,7 +653,9 @@ def test_long_conversation_gets_a_parallel_detail_pass_merged_without_duplicates
 def test_detail_calls_run_concurrently_with_the_full_pass() -> None:
     # Given a batch of two long turns that lands in exactly two windows, and an API that holds
     # every request until the full pass and both windows are in flight together
-    config = ExtractConfig(detail_chunk_chars=400, detail_overlap_messages=0)
+    config = ExtractConfig(
+        detail_chunk_chars=400, detail_overlap_messages=0, detail_pass="long_conversations"
+    )
     inp = batch(
         "Let's go with the second one.".ljust(300, "."),
         "And book the onboarding call.".ljust(300, "."),
@@ -683,7 +686,8 @@ def test_detail_calls_run_concurrently_with_the_full_pass() -> None:
 @pytest.mark.parametrize(("earlier", "expected_calls"), [(5, 1), (6, 2)])
 def test_the_detail_pass_needs_a_long_conversation(earlier: int, expected_calls: int) -> None:
     # Given a three-turn batch after 5 earlier turns (8 messages, one below the threshold)
-    # or after 6 (9 messages, at the threshold)
+    # or after 6 (9 messages, at the threshold), the detail pass on every window
+    config = ExtractConfig(detail_pass="long_conversations")
     inp = batch(
         "Let's go with the second one.",
         "Monthly billing.",
@@ -692,17 +696,36 @@ def test_the_detail_pass_needs_a_long_conversation(earlier: int, expected_calls:
     )
     api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
     # When the batch is extracted
-    extract_with_llm(inp, CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    extract_with_llm(inp, config, client_for(api, config), on_json_fail=JsonFailCounter())
     # Then a short conversation gets the full pass only, a long one one window more
     assert len(api.full_requests) == 1
     assert len(api.detail_requests) == expected_calls - 1
     # And count_llm_calls foretold exactly what was sent
+    assert count_llm_calls(inp, config) == len(api.requests) == expected_calls
+
+
+@pytest.mark.parametrize(("chars", "expected_calls"), [(2_000, 1), (2_001, 2)])
+def test_by_default_the_detail_pass_reads_only_a_turn_the_full_pass_saw_cut(
+    chars: int, expected_calls: int
+) -> None:
+    # Given a long conversation whose new turn fits max_turn_chars (2,000), or is one longer
+    text = "Let's go with the second one, the Team plan. ".ljust(chars - 4, ".") + " END"
+    inp = batch(text, session=conversation(9))
+    api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_detail_window"))
+    # When the batch is extracted with the default config
+    extract_with_llm(inp, CONFIG, client_for(api), on_json_fail=JsonFailCounter())
+    # Then a turn the full pass showed whole gets no detail pass (it would reread the same
+    # text); a cut one gets a window that shows it whole, its end included
+    (full,) = api.full_requests
+    assert (" END" in "".join(section_lines(full, "new_turns"))) is (chars <= 2_000)
+    assert len(api.detail_requests) == expected_calls - 1
+    assert all(" END" in "".join(section_lines(d, "window")) for d in api.detail_requests)
     assert count_llm_calls(inp, CONFIG) == len(api.requests) == expected_calls
 
 
 def test_windows_of_context_only_are_not_sent() -> None:
     # Given 24 earlier turns (the latest 20 are shown), a three-turn batch and small windows
-    config = ExtractConfig(detail_chunk_chars=400)
+    config = ExtractConfig(detail_chunk_chars=400, detail_pass="long_conversations")
     inp = batch(
         "Let's go with the second one.",
         "We'll pay monthly.",
@@ -737,7 +760,7 @@ def test_windows_of_context_only_are_not_sent() -> None:
 
 def test_a_detail_window_that_stays_malformed_fails_the_batch() -> None:
     # Given a valid full pass but detail windows that always answer with an unknown ref
-    config = ExtractConfig(detail_chunk_chars=10_000)
+    config = ExtractConfig(detail_chunk_chars=10_000, detail_pass="long_conversations")
     api = FakeMessagesApi(Reply("extract_full_pass_long"), detail=Reply("extract_unknown_ref"))
     fails = JsonFailCounter()
     # When a long conversation is extracted (one window)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from memwrite.index import (
     fuse_hybrid,
 )
 from memwrite.memory import Tier
+from memwrite.wiring import build_index_setup
 from tests.fake_opensearch import FakeOpenSearch, serving
 
 EMBEDDER = HashingEmbedder()
@@ -335,3 +337,30 @@ def test_the_expiry_sweep_searches_every_tenant_for_expired_documents_and_delete
     }
     deleted = [json.loads(line)["delete"]["_id"] for line in bulk.body.strip().split("\n")]
     assert (removed, deleted) == (2, ["t1|dana|episode:1", "t2|li|episode:2"])
+
+
+@pytest.mark.parametrize("dimension", [256, 512, 1024])
+def test_the_index_is_made_at_the_configured_titan_dimension(
+    fake: FakeOpenSearch, tmp_path: Path, dimension: int
+) -> None:
+    # Given settings that ask Titan v2 for `dimension`
+    settings = tmp_path / "settings.json"
+    search = {"embedder": "bedrock", "embedding_dimension": dimension}
+    settings.write_text(json.dumps({"pipeline": {"search": search}}), encoding="utf-8")
+    tables = ("TURNS", "SPANS", "MEMORIES", "ENTITY_FACTS", "ENTITIES", "OUTBOX")
+    environ = {
+        **{f"{name}_TABLE": name.lower() for name in tables},
+        "OPENSEARCH_ENDPOINT": fake.url,
+        "MEMWRITE_CONFIG": str(settings),
+        "AWS_REGION": "eu-west-1",
+    }
+    # When the deploy-time step makes the index
+    setup = build_index_setup(environ)
+    setup.index.ensure_index(setup.fusion)
+    # Then the content and question vectors are mapped at that dimension
+    # (the fake answers that the index exists: the step puts its mapping)
+    put = fake.requests[-1]
+    assert (put.method, put.path) == ("PUT", "/memwrite-memories/_mapping")
+    fields = json.loads(put.body)["properties"]
+    assert fields["content_vector"]["dimension"] == dimension
+    assert fields["questions"]["properties"]["vector"]["dimension"] == dimension

@@ -91,5 +91,5 @@ def test_a_dimension_the_embedder_cannot_give_is_refused() -> None:
     with pytest.raises(ValidationError, match="does not fit embedder"):
         SearchConfig(embedder="bedrock", embedding_dimension=64)
     assert SearchConfig(embedding_dimension=128).dimension == 128
-    assert SearchConfig(embedder="bedrock").dimension == 1024
+    assert SearchConfig(embedder="bedrock").dimension == 512
     assert SearchConfig(embedder="hashing").dimension == 384

@@ -291,6 +291,10 @@ class ExtractConfig(_Frozen):
     # that ended on end_turn) is 590; 2,048 leaves 3.5 times that for a rich 10-turn batch. A
     # truncated answer is asked again once with twice this (docs/budget.md).
     max_output_tokens: int = Field(default=2_048, ge=256)
+    # A session's turns wait in the queue this long after the first is accepted, so that the
+    # turns its user sends meanwhile share one model call (0: none wait). Below
+    # model.max_wait_s, which the wait counts towards.
+    coalesce_window_s: float = Field(default=0.0, ge=0, le=60)
     # Per model call.
     timeout_secs: float = Field(default=60.0, gt=0)
     # The SDK's own retries (429/5xx/timeouts): one; past it the queue does the waiting.
@@ -305,8 +309,13 @@ class ExtractConfig(_Frozen):
     session_log_retention_secs: int = Field(default=2_592_000, ge=1)
     # Each source turn in the prompt is truncated to this many characters.
     max_turn_chars: int = Field(default=2_000, ge=100)
-    # The detail pass runs when context + batch hold at least this many messages.
+    # The detail pass runs when context + batch hold at least this many messages,
     detail_pass_min_messages: int = Field(default=9, ge=2)
+    # and only on windows where it pays: cut_turns, those holding a new turn longer than
+    # max_turn_chars (the full pass saw it cut; a window shows it whole: elsewhere a window
+    # rereads the full pass's text, docs/design.md §2); long_conversations, every window
+    # holding a new turn (the detail pass before issue 30: about 1.65 calls per batch).
+    detail_pass: Literal["cut_turns", "long_conversations"] = "cut_turns"
     # Size of one detail-pass window.
     detail_chunk_chars: int = Field(default=10_000, ge=100)
     # Messages shared by consecutive detail-pass windows.
@@ -412,19 +421,23 @@ class ScoringConfig(_Frozen):
     task_ttl_days: int = Field(default=14, ge=1)
 
 
-# The dimensions each embedder can give, and the one it gives unless told.
+# The dimensions each embedder can give, and the one it gives unless told. Titan v2 at 512
+# keeps about 99 % of its 1,024-dimension retrieval accuracy (256: 97 %, Amazon's launch post)
+# for half the index memory (docs/scale.md, "Index memory").
 _EMBEDDING_DIMENSIONS: dict[str, frozenset[int]] = {
     "wordllama": frozenset({64, 128, 256}),
     "hashing": frozenset({384}),
     "bedrock": frozenset({256, 512, 1024}),
 }
-_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 1024}
+_DEFAULT_DIMENSIONS = {"wordllama": 256, "hashing": 384, "bedrock": 512}
 
 
 class SearchConfig(_Frozen):
     # Search's default confidence floor.
     min_confidence: float = 0.4
-    hype_questions: int = Field(default=3, ge=0, le=5)  # per memory, embedded beside its text
+    # HyPE questions per memory, each embedded beside its text: 3 is where the paraphrase
+    # set's recall stops rising (docs/search.md); each is one more vector in the index.
+    hype_questions: int = Field(default=3, ge=0, le=5)
     # How a memory's BM25 and kNN ranks are combined: rrf (reciprocal-rank fusion) or min_max
     # (scores min-max normalised, then averaged); OpenSearch runs the same (docs/search.md).
     fusion: Literal["rrf", "min_max"] = "rrf"
@@ -437,8 +450,9 @@ class SearchConfig(_Frozen):
     embedder: Literal["wordllama", "hashing", "bedrock"] = "wordllama"
     # The Titan model when embedder is bedrock.
     bedrock_model: str = "amazon.titan-embed-text-v2:0"
-    # None: the embedder's own (wordllama 256, bedrock 1024). wordllama takes 64, 128 or 256
-    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384.
+    # None: the embedder's own (wordllama 256, bedrock 512). wordllama takes 64, 128 or 256
+    # (its first dimensions), bedrock 256, 512 or 1024; hashing is always 384. An index made
+    # at another size keeps it: set that size, or give the index a new name.
     embedding_dimension: Literal[64, 128, 256, 512, 1024] | None = None
     # Normalise Titan vectors.
     embedding_normalize: bool = True
@@ -542,6 +556,17 @@ class PipelineConfig(_Frozen):
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
         return renamed_keys(data)
+
+    @model_validator(mode="after")
+    def _coalescing_leaves_the_budget_time(self) -> Self:
+        # A batch held for its user's next turns would otherwise be deferred on release.
+        window = self.extract.coalesce_window_s
+        if window > 0 and window >= self.model.max_wait_s:
+            raise ValueError(
+                f"extract.coalesce_window_s ({window:g}) must be below "
+                f"model.max_wait_s ({self.model.max_wait_s:g}): the wait counts towards it"
+            )
+        return self
 
 
 MAX_WEBHOOKS = 10

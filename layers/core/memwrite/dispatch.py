@@ -23,12 +23,21 @@ from memwrite.payloads import ExtractInput
 if TYPE_CHECKING:
     from memwrite.ports import PipelineRunner
 
-__all__ = ["MAX_EXECUTION_INPUT_BYTES", "PlannedExecution", "dispatch", "plan_executions"]
+__all__ = [
+    "MAX_EXECUTION_INPUT_BYTES",
+    "RECEIVE_MAX",
+    "PlannedExecution",
+    "coalesce_delay",
+    "dispatch",
+    "held_back",
+    "plan_executions",
+]
 
 # Step Functions refuses a state over 256 KB. Each Map iteration carries its batch plus the
 # stage payload (ids and candidates, a few KB), and the execution input holds every batch:
 # half the limit leaves room for both.
 MAX_EXECUTION_INPUT_BYTES = 128 * 1024
+RECEIVE_MAX = 10  # messages of one receive of a FIFO queue (its event source's batch size)
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,42 @@ def plan_executions(
         )
         for group in planned
     ]
+
+
+def coalesce_delay(turns: Sequence[QueuedTurn], window_s: float, now: float, room: int) -> float:
+    """How long a session's batch goes back to the queue to gather the turns its user sends
+    next (`extract.coalesce_window_s`, docs/design.md §2), so that one model call reads them
+    all: until `window_s` after its earliest accepted turn; 0 (go now) once less than a second
+    of that is left, when the batch already fills a receive (`room` turns), or when no turn
+    says when it came.
+
+    The queue delivers none of a message group while one of it is hidden, so what the user
+    sends meanwhile comes with the held turns in one receive; a turn accepted after the window
+    closed goes in the next call. The wait counts towards `model.max_wait_s` (it runs from
+    the same `accepted_at`), which the config keeps above the window."""
+    accepted = [turn.accepted_at.timestamp() for turn in turns if turn.accepted_at is not None]
+    if window_s <= 0 or len(turns) >= room or not accepted:
+        return 0.0
+    left = min(accepted) + window_s - now
+    # SQS hides a message for whole seconds: less than one left is no reason to spend a receive.
+    return left if left >= 1 else 0.0
+
+
+def held_back(
+    messages: Sequence[tuple[str, QueuedTurn]], window_s: float, now: float
+) -> dict[str, float]:
+    """The messages of an SQS batch that go back to the queue to gather their user's next
+    turns, each with its delay (`coalesce_delay`); per user, the queue's message group, so a
+    user's turns stay in order."""
+    by_user: dict[tuple[str, str], list[tuple[str, QueuedTurn]]] = {}
+    for message_id, turn in messages:
+        by_user.setdefault((turn.tenant, turn.user_id), []).append((message_id, turn))
+    held: dict[str, float] = {}
+    for group in by_user.values():
+        delay = coalesce_delay([turn for _, turn in group], window_s, now, RECEIVE_MAX)
+        if delay > 0:
+            held.update(dict.fromkeys((message_id for message_id, _ in group), delay))
+    return held
 
 
 def dispatch(messages: Sequence[tuple[str, QueuedTurn]], pipeline: PipelineRunner) -> list[str]:

@@ -186,19 +186,30 @@ def cap_by_wording(candidates: Sequence[Candidate], turn_text: str) -> list[Cand
     return capped
 
 
+def _pays(turn: SessionTurn | BatchTurn, config: ExtractConfig) -> bool:
+    """Whether a window holding this turn gives the detail pass something the full pass did
+    not have: with `detail_pass` "cut_turns", a batch turn the full pass showed cut at
+    `max_turn_chars` (the window shows it whole); with "long_conversations", any batch turn."""
+    if not isinstance(turn, BatchTurn):
+        return False  # context only: nothing new to extract from it
+    return config.detail_pass == "long_conversations" or len(turn.text) > config.max_turn_chars
+
+
 def _conversation_windows(
     inp: ExtractPromptInput, config: ExtractConfig
 ) -> list[tuple[SessionTurn | BatchTurn, ...]]:
     """The detail pass's windows: none for a short conversation; for a long one, the windows of
-    the shown context plus the batch that hold at least one batch turn (a window of context
-    only has nothing new to extract)."""
+    the shown context plus the batch where it pays (`_pays`): by default only those that hold a
+    batch turn the full pass saw cut, since otherwise a window rereads the full pass's text."""
     if len(inp.session_turns) + len(inp.turns) < config.detail_pass_min_messages:
+        return []
+    if not any(_pays(turn, config) for turn in inp.turns):
         return []
     conversation: tuple[SessionTurn | BatchTurn, ...] = (*context_turns(inp, config), *inp.turns)
     windows = detail_windows(
         conversation, config.detail_chunk_chars, config.detail_overlap_messages
     )
-    return [w for w in windows if any(isinstance(turn, BatchTurn) for turn in w)]
+    return [w for w in windows if any(_pays(turn, config) for turn in w)]
 
 
 def count_llm_calls(inp: ExtractPromptInput, config: ExtractConfig) -> int:
@@ -311,7 +322,8 @@ def extract_with_llm(
 ) -> LlmExtraction:
     """Candidates of one batch: the full pass over its turns, plus the detail pass when the
     conversation (the session's earlier turns and the batch) has at least
-    `detail_pass_min_messages` messages. `count_llm_calls` says how many calls that is.
+    `detail_pass_min_messages` messages and a window of it pays (`detail_pass`).
+    `count_llm_calls` says how many calls that is.
 
     Every candidate's `source_turn_id` is the id of one of `inp.turns`, and its confidence is
     capped when its own turn frames it as hypothetical. Same memory key from several passes:

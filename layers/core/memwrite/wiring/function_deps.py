@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ApiFunctionDeps",
     "DeadLetterDeps",
+    "DispatchDeps",
     "IndexSetupDeps",
     "PreFilterFunctionDeps",
     "build_api_function_deps",
@@ -62,10 +63,10 @@ __all__ = [
     "build_backfill_starter",
     "build_batch_deps",
     "build_dead_letter_deps",
+    "build_dispatch_deps",
     "build_expiry_deps",
     "build_index_setup",
     "build_memory_store",
-    "build_pipeline_runner",
     "build_pre_filter_function_deps",
     "build_queue_consumer",
     "build_replay_deps",
@@ -339,14 +340,29 @@ def build_stage_deps(
     return adapters.configs(definition), definition.build_deps(adapters)
 
 
-def build_pipeline_runner(environ: Mapping[str, str] | None = None) -> PipelineRunner:
-    """The dispatcher's state machine client (it needs no table)."""
+@dataclass
+class DispatchDeps:
+    """The dispatcher's: the state machine client, and (with `extract.coalesce_window_s`) the
+    turn queue, where it hides a batch that waits for its user's next turns."""
+
+    pipeline: PipelineRunner
+    coalesce_window_s: float
+    queue: TurnConsumer | None
+
+
+def build_dispatch_deps(environ: Mapping[str, str] | None = None) -> DispatchDeps:
+    """The dispatcher's adapters (it needs no table)."""
     from memwrite.adapters.aws.clients import stepfunctions_client
     from memwrite.adapters.aws.stepfunctions import StepFunctionsPipeline
 
     env = LambdaEnvironment.load(environ)
-    return StepFunctionsPipeline(
-        stepfunctions_client(env.aws_endpoint_url), env.state_machine_arn()
+    window = env.settings.pipeline.extract.coalesce_window_s
+    return DispatchDeps(
+        pipeline=StepFunctionsPipeline(
+            stepfunctions_client(env.aws_endpoint_url), env.state_machine_arn()
+        ),
+        coalesce_window_s=window,
+        queue=Adapters.of(env).consumer() if window > 0 else None,
     )
 
 
