@@ -40,7 +40,8 @@ table): in a file at most `max_resident_partitions` of each stay in memory, the 
 recently searched is dropped first and reloaded from SQLite on its user's next query. Below
 `EXACT_MAX_VECTORS` a reloaded vector partition returns the same hits and scores (reloaded
 postings always do); a graph is rebuilt in doc-id order and its approximate hits may differ,
-as after any reload (another connection's commit, a reopened connection). In memory the partitions are the only copy of the vectors and all stay.
+as after any reload (another connection's commit, a reopened connection). In memory the
+partitions are the only copy of the vectors (and the postings) and all stay.
 """
 
 from __future__ import annotations
@@ -299,9 +300,7 @@ class EmbeddedIndex:
             self._opened(slot)
             if partition is None:
                 return []
-            # One phrase per word, as FTS5 counted them (a word FTS5 splits gives each part).
-            phrases = [term for terms in self._terms.of(words) for term in terms]
-            return partition.search(phrases, k, filter)
+            return partition.search(self._terms.phrases(words), k, filter)
 
     def hybrid(
         self,

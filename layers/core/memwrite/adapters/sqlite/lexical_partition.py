@@ -33,6 +33,7 @@ _K1 = 1.2
 _B = 0.75
 _MIN_IDF = 1e-6  # a word in over half the documents still counts, a little
 _INITIAL_CAPACITY = 64
+_CACHED_WORDS = 4_096  # query words whose terms `Fts5Terms.phrases` keeps (cleared when full)
 _BM25_MATCH = frozenset({MatchSource.BM25})
 _COLUMNS = (
     *("_doc", "_length", "_live", "_type", "_tier", "_topic", "_confidence", "_kind"),
@@ -49,6 +50,19 @@ class Fts5Terms:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._db.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, tokenize = '{FTS5_TOKENIZE}')")
         self._db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        self._word_terms: dict[str, tuple[str, ...]] = {}
+
+    def phrases(self, words: Sequence[str]) -> list[str]:
+        """The terms of query words, one per word as FTS5 counts phrases (a word FTS5 splits
+        gives each part). Cached: a query's words recur (a search runs one query per kind),
+        and the tokenizer's round trip costs about as much as scoring."""
+        missing = [word for word in dict.fromkeys(words) if word not in self._word_terms]
+        if missing:
+            if len(self._word_terms) + len(missing) > _CACHED_WORDS:
+                self._word_terms.clear()
+            for word, terms in zip(missing, self.of(missing), strict=True):
+                self._word_terms[word] = tuple(terms)
+        return [term for word in words for term in self._word_terms[word]]
 
     def of(self, texts: Sequence[str]) -> list[Terms]:
         """Each text's terms with their counts (their sum is FTS5's length of the text)."""
