@@ -88,6 +88,9 @@ class AlarmThresholds(_Frozen):
     prefilter_rate_band_stddevs: float = 3.0  # pre-filter rejection-rate anomaly band width
     # Turns deferred for want of model budget (DeferredBudget) in 5 minutes.
     deferred_budget_turns: int = 1
+    # Extraction calls in 5 minutes with no prompt-cache read that count as "calls flow while
+    # the cache is idle" (CacheReadsIdle): at two, the second could have read the first's write.
+    cache_idle_min_calls: int = Field(default=2, ge=2)
     # Pending episodes near their expiry with no model configured (the hourly backfill's count).
     pending_near_expiry_episodes: int = 1
     # 5-minute periods an alarm condition must hold.

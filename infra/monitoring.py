@@ -2,8 +2,9 @@
 
 Metrics are the library's EMF metrics (namespace `memwrite`: `items{Stage, Outcome, Reason}`,
 `latency{Stage}`, `extraction_json_fail`, `prefilter.*`, and `llm.calls`, `llm.input_tokens`,
-`llm.output_tokens`, `llm.cost_usd` by {Stage, Model} for the stages that call a model), the
-Lambda, SQS and Step Functions service metrics, and the indexer's `IteratorAge` (the outbox lag).
+`llm.output_tokens`, `llm.cache_read_input_tokens`, `llm.cache_creation_input_tokens`,
+`llm.cost_usd` by {Stage, Model} for the stages that call a model), the Lambda, SQS and Step
+Functions service metrics, and the indexer's `IteratorAge` (the outbox lag).
 """
 
 from __future__ import annotations
@@ -125,9 +126,11 @@ class Monitoring(Construct):
         state_machine: sfn.IStateMachine,
         thresholds: AlarmThresholds,
         alarm_email: str | None,
+        extraction_model: str,
         webhook_queue: sqs.IQueue | None = None,
         webhook_dead_letter_queue: sqs.IQueue | None = None,
     ) -> None:
+        """`extraction_model` is the extraction model's family (the `Model` dimension)."""
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Alarms", enforce_ssl=True)
         if alarm_email:
@@ -159,6 +162,7 @@ class Monitoring(Construct):
             description="Live turns waited pipeline.model.max_wait_s for the model budget and "
             "were deferred as episodes (DeferredBudget): demand is above the model's limits.",
         )
+        self._cache_reads_idle_alarm(extraction_model, thresholds)
         self._alarm(
             "PendingEpisodesNearExpiry",
             # The scheduled backfill counts them hourly: an hour's period holds one count.
@@ -367,6 +371,40 @@ class Monitoring(Construct):
             evaluation_periods=thresholds.evaluation_periods,
             description=f"Outbox lag: {stage.name} is more than "
             f"{thresholds.outbox_lag_secs} s behind the outbox stream.",
+        )
+
+    def _cache_reads_idle_alarm(self, model: str, thresholds: AlarmThresholds) -> None:
+        """Extraction calls flow but none reads the prompt cache: the cached prefix is under
+        the model's minimum cacheable length (the API says nothing), or every call changed it.
+        Alarms cannot use SEARCH: the model is the deployed extraction model's family."""
+
+        def metric(name: str) -> cw.Metric:
+            return cw.Metric(
+                namespace=NAMESPACE,
+                metric_name=name,
+                dimensions_map={"Stage": "extract", "Model": model},
+                statistic="Sum",
+                period=_PERIOD,
+            )
+
+        self._alarm(
+            "CacheReadsIdle",
+            cw.MathExpression(
+                expression=f"IF(calls >= {thresholds.cache_idle_min_calls} AND "
+                "FILL(reads, 0) == 0, 1, 0)",
+                using_metrics={
+                    "calls": metric("llm.calls"),
+                    "reads": metric("llm.cache_read_input_tokens"),
+                },
+                label="extraction calls without a cache read",
+                period=_PERIOD,
+            ),
+            threshold=1,
+            evaluation_periods=thresholds.evaluation_periods,
+            description="Extraction calls flow but none reads the prompt cache "
+            "(llm.cache_read_input_tokens stays 0): the cached prefix is under the model's "
+            "minimum cacheable length, or it changes between calls. Every call pays the full "
+            "input price (docs/operations.md).",
         )
 
     def _prefilter_rate_alarm(self, thresholds: AlarmThresholds) -> None:

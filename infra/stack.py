@@ -45,6 +45,7 @@ from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
 from memwrite.config import Settings
 from memwrite.model_limits import ModelLimits
+from memwrite.pricing import model_family
 from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
@@ -253,6 +254,7 @@ class MemwriteStack(cdk.Stack):
             state_machine=machine,
             thresholds=config.alarms,
             alarm_email=config.alarm_email,
+            extraction_model=model_family(self.settings.pipeline.extract.model),
         )
         self._acknowledge_generated_wildcards()
 

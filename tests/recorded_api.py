@@ -19,6 +19,14 @@ def recorded(name: str) -> dict[str, Any]:
     return body
 
 
+def system_text(request: dict[str, Any]) -> str:
+    """A request's system prompt as the model reads it: a string, or its blocks' text."""
+    system = request["system"]
+    if isinstance(system, str):
+        return system
+    return "\n\n".join(block["text"] for block in system)
+
+
 def haiku_cost(name: str) -> float:
     usage = recorded(name)["usage"]
     input_tokens: int = usage["input_tokens"]

@@ -18,6 +18,15 @@ request, so a run is repeatable; the other calls get the recorded answer of thei
 tokens are metered from the request's size (a quarter of its bytes, the usual ratio for
 English JSON), output tokens are the recorded answer's.
 
+Prompt caching is metered as the API bills it (`PromptCache`): the system blocks up to the last
+one marked `cache_control` are the request's cached prefix, counted the same way (a quarter of
+their bytes as JSON). A prefix under the model's minimum cacheable length (`min_cache_tokens`,
+Claude Haiku 4.5's 4,096 by default) is not cached; one seen for the same model within the
+cache's 5-minute lifetime (refreshed by every hit) is read (`cache_read_input_tokens`);
+otherwise it is written (`cache_creation_input_tokens`). `input_tokens` is the rest, uncached,
+as the API's is. Only uncached and written tokens draw on the input-tokens bucket: cache reads
+do not count against the API's input limit either.
+
 A call holds its reservation for `call_latency_s` of simulated time (what a real call takes),
 so calls made close together see each other's `max_tokens` in flight, as concurrent workers
 do. Scaled down a thousandfold, a minute's output limit can be smaller than one call's
@@ -44,9 +53,11 @@ from typing import Any
 
 __all__ = [
     "RECORDED_ANSWERS",
+    "CacheUsage",
     "FakeModelServer",
     "Meter",
     "ModelLimits",
+    "PromptCache",
     "RecordedAnswers",
     "TokenBucket",
     "serving",
@@ -55,6 +66,7 @@ __all__ = [
 RECORDED_ANSWERS = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "anthropic"
 BYTES_PER_TOKEN = 4
 BATCH_EXPIRY_S = 24 * 3600  # the API's: a batch not ended a day after creation expires
+CACHE_LIFETIME_S = 300.0  # the API's default ("ephemeral", 5 minutes), refreshed on each hit
 # Which recorded answer a request gets, by a property its answer schema asks for.
 _KINDS = {
     "candidates": "extract_",
@@ -113,12 +125,65 @@ class Meter:
     model_calls: int = 0  # every POST /v1/messages, answered or refused
     rate_limited: int = 0  # 429 answers
     overloaded: int = 0  # 529 answers
-    input_tokens: int = 0  # of answered live calls
+    input_tokens: int = 0  # of answered live calls, uncached (as the API's `input_tokens`)
     output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
     batches: int = 0
     batch_requests: int = 0
     batch_input_tokens: int = 0
     batch_output_tokens: int = 0
+    batch_cache_creation_input_tokens: int = 0
+    batch_cache_read_input_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    """A request's input tokens as the API bills them."""
+
+    input_tokens: int  # uncached
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+@dataclass
+class PromptCache:
+    """The API's prompt cache, per model and prefix: what a request reads, writes or misses."""
+
+    min_tokens: int = 4_096
+    lifetime_s: float = CACHE_LIFETIME_S
+    _last_used: dict[str, float] = field(default_factory=dict)
+
+    def usage(self, request: dict[str, Any], body: bytes, now: float) -> tuple[CacheUsage, str]:
+        """The request's usage if it ran at `now`, and its prefix's key ("" : nothing cached);
+        nothing is remembered until `use`."""
+        total = input_tokens_of(body)
+        prefix = _cached_prefix(request)
+        tokens = input_tokens_of(prefix) if prefix else 0
+        if tokens < self.min_tokens:
+            return CacheUsage(total), ""
+        key = hashlib.sha256(str(request.get("model")).encode() + b"\0" + prefix).hexdigest()
+        uncached = max(1, total - tokens)
+        last = self._last_used.get(key)
+        if last is not None and now - last <= self.lifetime_s:
+            return CacheUsage(uncached, cache_read_input_tokens=tokens), key
+        return CacheUsage(uncached, cache_creation_input_tokens=tokens), key
+
+    def use(self, key: str, now: float) -> None:
+        """The prefix was read or written at `now`: its lifetime starts again."""
+        if key:
+            self._last_used[key] = now
+
+
+def _cached_prefix(request: dict[str, Any]) -> bytes:
+    """The system blocks up to the last one marked `cache_control`, as JSON (b"": none)."""
+    system = request.get("system")
+    if not isinstance(system, list):
+        return b""
+    marked = [i for i, block in enumerate(system) if block.get("cache_control")]
+    if not marked:
+        return b""
+    return json.dumps(system[: marked[-1] + 1], separators=(",", ":")).encode()
 
 
 class RecordedAnswers:
@@ -137,8 +202,8 @@ class RecordedAnswers:
         if not self.extractions:
             raise FileNotFoundError(f"no recorded extraction answers in {directory}")
 
-    def answer(self, request: dict[str, Any], body: bytes) -> dict[str, Any]:
-        """The recorded answer for `request`, its usage metered from this request."""
+    def answer(self, request: dict[str, Any], body: bytes, cache: CacheUsage) -> dict[str, Any]:
+        """The recorded answer for `request`, its usage metered from this request (`cache`)."""
         schema = request.get("output_config", {}).get("format", {}).get("schema", {})
         kind = next((k for k in _KINDS if k in schema.get("properties", {})), "candidates")
         if kind == "candidates":
@@ -149,7 +214,9 @@ class RecordedAnswers:
         output_tokens = min(int(recorded["usage"]["output_tokens"]), int(request["max_tokens"]))
         usage = {
             **recorded["usage"],
-            "input_tokens": input_tokens_of(body),
+            "input_tokens": cache.input_tokens,
+            "cache_creation_input_tokens": cache.cache_creation_input_tokens,
+            "cache_read_input_tokens": cache.cache_read_input_tokens,
             "output_tokens": output_tokens,
         }
         return {**recorded, "id": f"msg_{hashlib.sha256(body).hexdigest()[:24]}", "usage": usage}
@@ -201,6 +268,7 @@ class FakeModelServer:
     call_latency_s: float = 3.0
     burst_floor: float = 16_384.0  # tokens; two calls at the extraction's default max_tokens
     meter: Meter = field(default_factory=Meter)
+    cache: PromptCache = field(default_factory=PromptCache)
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _buckets: dict[str, TokenBucket] = field(default_factory=dict)
@@ -229,9 +297,11 @@ class FakeModelServer:
                 self.meter.overloaded += 1
                 return 529, _error("overloaded_error", "Overloaded"), {}
             self._settle_refunds(now)
+            cache, key = self.cache.usage(request, body, now)
             charge = {
                 "requests": 1.0,
-                "input_tokens": float(input_tokens_of(body)),
+                # Cache reads do not count against the input limit.
+                "input_tokens": float(cache.input_tokens + cache.cache_creation_input_tokens),
                 "output_tokens": float(request["max_tokens"]),
             }
             waits = {
@@ -245,12 +315,15 @@ class FakeModelServer:
                 return 429, _error("rate_limit_error", message), {"retry-after": str(retry_after)}
             for name, bucket in self._buckets.items():
                 bucket.take(charge[name])
-            answer = self.answers.answer(request, body)
+            self.cache.use(key, now)
+            answer = self.answers.answer(request, body, cache)
             usage = answer["usage"]
             unused = charge["output_tokens"] - usage["output_tokens"]
             heapq.heappush(self._refunds, (now + self.call_latency_s, unused))
             self.meter.input_tokens += usage["input_tokens"]
             self.meter.output_tokens += usage["output_tokens"]
+            self.meter.cache_creation_input_tokens += cache.cache_creation_input_tokens
+            self.meter.cache_read_input_tokens += cache.cache_read_input_tokens
         return 200, answer, {}
 
     def _settle_refunds(self, now: float) -> None:
@@ -271,9 +344,14 @@ class FakeModelServer:
             results = []
             for item in requests:
                 params = json.dumps(item["params"]).encode()
-                answer = self.answers.answer(item["params"], params)
+                # The batch's requests run when it is created, in order: caching applies.
+                cache, key = self.cache.usage(item["params"], params, now)
+                self.cache.use(key, now)
+                answer = self.answers.answer(item["params"], params, cache)
                 self.meter.batch_input_tokens += answer["usage"]["input_tokens"]
                 self.meter.batch_output_tokens += answer["usage"]["output_tokens"]
+                self.meter.batch_cache_creation_input_tokens += cache.cache_creation_input_tokens
+                self.meter.batch_cache_read_input_tokens += cache.cache_read_input_tokens
                 results.append(
                     {
                         "custom_id": item["custom_id"],

@@ -41,6 +41,7 @@ class LoadReport(BaseModel):
     max_queue_depth: int
     model_calls_per_turn: float
     input_tokens_per_turn: float
+    cached_input_share: float
     output_tokens_per_turn: float
     cost_per_million_turns_usd: LaneCost
     wall_s: float

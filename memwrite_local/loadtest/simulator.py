@@ -314,7 +314,8 @@ def _per_turn(meter: Meter, turns: int) -> PerTurn:
     turns = max(turns, 1)
     return PerTurn(
         calls=meter.model_calls / turns,
-        input_tokens=meter.input_tokens / turns,
+        # What the input limit counts: uncached and cache-written tokens, not cache reads.
+        input_tokens=(meter.input_tokens + meter.cache_creation_input_tokens) / turns,
         output_tokens=meter.output_tokens / turns,
     )
 
@@ -370,14 +371,45 @@ def _fairness(
     return p99_during / p99_calm
 
 
-def _prices() -> tuple[float, float, float]:
-    """(input, output) USD per million tokens at list price, and the batch price factor."""
+def _lane_costs(meter: Meter) -> LaneCost:
+    """USD of the live calls and of the batch requests at list prices (`extract.prices_per_mtok`,
+    cache writes and reads at their multiples, `memwrite.pricing`), the batch's at
+    `backfill.batch_price_factor` of them."""
     from memwrite.config import load_settings
-    from memwrite.pricing import price_per_mtok
+    from memwrite.pricing import cost_usd
 
     pipeline = load_settings().pipeline
-    prices = price_per_mtok(pipeline.extract.model, pipeline.extract.prices_per_mtok)
-    return (*prices, pipeline.backfill.batch_price_factor)
+    model, prices = pipeline.extract.model, pipeline.extract.prices_per_mtok
+    live = cost_usd(
+        model,
+        meter.input_tokens,
+        meter.output_tokens,
+        prices,
+        cache_creation_input_tokens=meter.cache_creation_input_tokens,
+        cache_read_input_tokens=meter.cache_read_input_tokens,
+    )
+    batch = cost_usd(
+        model,
+        meter.batch_input_tokens,
+        meter.batch_output_tokens,
+        prices,
+        cache_creation_input_tokens=meter.batch_cache_creation_input_tokens,
+        cache_read_input_tokens=meter.batch_cache_read_input_tokens,
+    )
+    return LaneCost(live=live, batch=batch * pipeline.backfill.batch_price_factor)
+
+
+def _input_tokens(meter: Meter) -> tuple[int, int]:
+    """Every input token both lanes sent (uncached, written and read), and those read."""
+    read = meter.cache_read_input_tokens + meter.batch_cache_read_input_tokens
+    sent = (
+        meter.input_tokens
+        + meter.batch_input_tokens
+        + meter.cache_creation_input_tokens
+        + meter.batch_cache_creation_input_tokens
+        + read
+    )
+    return sent, read
 
 
 def run_load(options: LoadOptions) -> LoadRun:
@@ -405,13 +437,8 @@ def run_load(options: LoadOptions) -> LoadRun:
     assert outcomes is not None  # set by run()
     latency = _latencies(tally, outcomes)
     turns = max(tally.turns_in, 1)
-    input_price, output_price, batch_factor = _prices()
-    live_usd = (meter.input_tokens * input_price + meter.output_tokens * output_price) / 1e6
-    batch_usd = (
-        (meter.batch_input_tokens * input_price + meter.batch_output_tokens * output_price)
-        * batch_factor
-        / 1e6
-    )
+    cost = _lane_costs(meter)
+    input_sent, input_read = _input_tokens(meter)
     report = LoadReport(
         turns_in=tally.turns_in,
         turns_lost=len(outcomes.lost),
@@ -424,10 +451,11 @@ def run_load(options: LoadOptions) -> LoadRun:
         fairness_ratio=_fairness(simulation, plan, latency),
         max_queue_depth=tally.max_queue_depth,
         model_calls_per_turn=(meter.model_calls + meter.batch_requests) / turns,
-        input_tokens_per_turn=(meter.input_tokens + meter.batch_input_tokens) / turns,
+        input_tokens_per_turn=input_sent / turns,
+        cached_input_share=input_read / max(input_sent, 1),
         output_tokens_per_turn=(meter.output_tokens + meter.batch_output_tokens) / turns,
         cost_per_million_turns_usd=LaneCost(
-            live=live_usd / turns * 1e6, batch=batch_usd / turns * 1e6
+            live=cost.live / turns * 1e6, batch=cost.batch / turns * 1e6
         ),
         wall_s=round(time.perf_counter() - began, 1),
     )
@@ -444,6 +472,10 @@ def run_load(options: LoadOptions) -> LoadRun:
         f"model: {meter.model_calls} calls, {meter.rate_limited} answered 429, "
         f"{meter.overloaded} answered 529; {meter.batches} batches of "
         f"{meter.batch_requests} requests",
+        f"prompt cache: {meter.cache_read_input_tokens} live and "
+        f"{meter.batch_cache_read_input_tokens} batch input tokens read, "
+        f"{meter.cache_creation_input_tokens} and {meter.batch_cache_creation_input_tokens} "
+        "written",
         f"CPU: {cpu_s:.0f} s in this process (the wall time counts other processes too)",
     ]
     return LoadRun(report, notes)

@@ -29,6 +29,7 @@ REPORT_FIELDS = {
     "max_queue_depth",
     "model_calls_per_turn",
     "input_tokens_per_turn",
+    "cached_input_share",
     "output_tokens_per_turn",
     "cost_per_million_turns_usd",
     "wall_s",
@@ -65,3 +66,5 @@ def test_a_short_run_reports_every_field_and_loses_no_turn(tmp_path: Path) -> No
     # And every episode went through a batch before the run ended
     assert report["episodes_pending_at_end"] == 0
     assert report["episodes_in_batches_at_end"] == 0
+    # And the extraction prompt's prefix was read from the cache by most calls
+    assert 0.5 < report["cached_input_share"] < 1

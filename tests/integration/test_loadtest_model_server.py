@@ -135,3 +135,87 @@ def test_message_batches_end_after_their_latency_with_every_result(clock: Virtua
         assert server.meter.batch_requests == 3
         assert server.meter.batch_input_tokens > 0
         assert server.meter.model_calls == 0
+
+
+def _cached_params(prefix: str, text: str = "I moved to Lisbon.") -> dict[str, Any]:
+    """A request whose system prompt is a prefix marked for the cache, then a task block."""
+    system = [
+        {"type": "text", "text": prefix, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "This is a full pass."},
+    ]
+    return {**_params(text=text), "system": system}
+
+
+def test_a_cached_prefix_is_written_then_read_within_its_lifetime(clock: VirtualClock) -> None:
+    # Given a prefix of about 5,000 tokens (20,000 bytes) and the default 4,096-token minimum
+    prefix = "rules and worked examples. " * 740
+    for server, client in _serve(clock):
+        # When the same prefix is sent three times: at once, 4 minutes later, then 6 minutes on
+        first = client.messages.create(**_cached_params(prefix, "I moved to Lisbon.")).usage
+        clock.advance_to(clock.now + 240)
+        second = client.messages.create(**_cached_params(prefix, "I love cilantro.")).usage
+        clock.advance_to(clock.now + 360)
+        third = client.messages.create(**_cached_params(prefix, "I hate cilantro.")).usage
+        # Then the first writes it, the second reads it (the lifetime restarts), the third,
+        # more than 5 minutes after the last use, writes it again
+        written = first.cache_creation_input_tokens
+        assert written is not None and written >= 4_096
+        assert (first.cache_read_input_tokens, second.cache_creation_input_tokens) == (0, 0)
+        assert second.cache_read_input_tokens == written
+        assert (third.cache_creation_input_tokens, third.cache_read_input_tokens) == (written, 0)
+        # And input_tokens is the uncached rest, as the API's is; the meter holds all three
+        assert 0 < first.input_tokens < 200
+        assert server.meter.cache_creation_input_tokens == 2 * written
+        assert server.meter.cache_read_input_tokens == written
+        assert server.meter.input_tokens == sum(u.input_tokens for u in (first, second, third))
+
+
+def test_a_prefix_under_the_minimum_or_unmarked_is_never_cached(clock: VirtualClock) -> None:
+    # Given a short marked prefix and a long unmarked system prompt
+    for server, client in _serve(clock):
+        short = [client.messages.create(**_cached_params("Extract memories.")) for _ in range(2)]
+        long_plain = {**_params(), "system": "rules and worked examples. " * 740}
+        plain = [client.messages.create(**long_plain) for _ in range(2)]
+        # Then nothing is written or read: every input token is billed uncached
+        for message in (*short, *plain):
+            assert not message.usage.cache_creation_input_tokens
+            assert not message.usage.cache_read_input_tokens
+        assert server.meter.cache_creation_input_tokens == 0
+        assert server.meter.cache_read_input_tokens == 0
+        assert plain[0].usage.input_tokens > 5_000
+
+
+def test_cache_reads_do_not_draw_on_the_input_bucket(clock: VirtualClock) -> None:
+    # Given 8,000 input tokens a minute and a 5,000-token cached prefix
+    prefix = "rules and worked examples. " * 740
+    limits = ModelLimits(input_tokens_per_minute=8_000)
+    for server, client in _serve(clock, limits=limits, burst_floor=0):
+        # When the prefix is written once, then read by three more calls in the same minute
+        for text in ("a", "b", "c", "d"):
+            client.messages.create(**_cached_params(prefix, text))
+        # Then none was refused: the reads count only their uncached tokens
+        assert server.meter.rate_limited == 0
+        assert server.meter.cache_read_input_tokens > 3 * 4_096
+
+
+def test_batched_requests_read_the_cache_too(clock: VirtualClock) -> None:
+    # Given a batch of three requests sharing a cached prefix
+    prefix = "rules and worked examples. " * 740
+    for server, client in _serve(clock, batch_latency_s=60):
+        requests = [
+            {"custom_id": f"r{i}", "params": _cached_params(prefix, text)}
+            for i, text in enumerate(("a", "b", "c"))
+        ]
+        batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        clock.advance_to(clock.now + 60)
+        usages = [
+            line.result.message.usage
+            for line in client.messages.batches.results(batch.id)
+            if line.result.type == "succeeded"
+        ]
+        # Then the first writes the prefix and the other two read it, metered on the batch lane
+        assert [bool(u.cache_creation_input_tokens) for u in usages] == [True, False, False]
+        assert [bool(u.cache_read_input_tokens) for u in usages] == [False, True, True]
+        assert server.meter.batch_cache_read_input_tokens == 2 * (
+            usages[0].cache_creation_input_tokens or 0
+        )

@@ -47,6 +47,7 @@ from memwrite.extract.llm import (
 from memwrite.models import Role
 from memwrite.pricing import cost_usd, price_per_mtok
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
+from tests.recorded_api import system_text
 
 RECORDED = Path(__file__).parents[1] / "recorded" / "anthropic"
 CONFIG = ExtractConfig()
@@ -89,7 +90,7 @@ class FakeMessagesApi:
         with self._lock:
             self.requests.append(body)
             self.headers.append(request.headers)
-            if "<detail_focus>" in body["system"]:
+            if "<detail_focus>" in system_text(body):
                 assert self._detail is not None, "unexpected detail-pass request"
                 reply = self._detail
             else:
@@ -98,11 +99,11 @@ class FakeMessagesApi:
 
     @property
     def full_requests(self) -> list[dict[str, Any]]:
-        return [r for r in self.requests if "<detail_focus>" not in r["system"]]
+        return [r for r in self.requests if "<detail_focus>" not in system_text(r)]
 
     @property
     def detail_requests(self) -> list[dict[str, Any]]:
-        return [r for r in self.requests if "<detail_focus>" in r["system"]]
+        return [r for r in self.requests if "<detail_focus>" in system_text(r)]
 
 
 class JsonFailCounter:
@@ -212,7 +213,7 @@ def test_request_carries_model_prompt_sections_and_output_schema() -> None:
     assert request["model"] == "claude-haiku-4-5"
     assert request["max_tokens"] > 0
     for tag in ("output_schema", "type_rules", "grounding_rules", "quality_rules", "examples"):
-        assert f"<{tag}>" in request["system"]
+        assert f"<{tag}>" in system_text(request)
     (message,) = request["messages"]
     assert message["role"] == "user"
     # And the turn is shown by its ref with its own timestamp and weekday, never by its id

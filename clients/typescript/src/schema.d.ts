@@ -1056,6 +1056,16 @@ export interface components {
              * @default 0
              */
             malformed: number;
+            /**
+             * Cache Creation Input Tokens
+             * @default 0
+             */
+            cache_creation_input_tokens: number;
+            /**
+             * Cache Read Input Tokens
+             * @default 0
+             */
+            cache_read_input_tokens: number;
         };
         /**
          * MatchSource
@@ -1233,6 +1243,16 @@ export interface components {
             output_tokens: number;
             /** Cost Usd */
             cost_usd: number;
+            /**
+             * Cache Creation Input Tokens
+             * @default 0
+             */
+            cache_creation_input_tokens: number;
+            /**
+             * Cache Read Input Tokens
+             * @default 0
+             */
+            cache_read_input_tokens: number;
             /** Rolled Back At */
             rolled_back_at?: string | null;
             rollback?: components["schemas"]["RollbackRecord"] | null;
@@ -1931,6 +1951,16 @@ export interface components {
             output_tokens: number;
             /** Cost Usd */
             cost_usd: number;
+            /**
+             * Cache Creation Input Tokens
+             * @default 0
+             */
+            cache_creation_input_tokens: number;
+            /**
+             * Cache Read Input Tokens
+             * @default 0
+             */
+            cache_read_input_tokens: number;
             /** Rolled Back At */
             rolled_back_at?: string | null;
             rollback?: components["schemas"]["RollbackRecord"] | null;

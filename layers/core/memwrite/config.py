@@ -349,6 +349,23 @@ class ExtractConfig(_Frozen):
             "claude-opus-4-5": (5.00, 25.00),
         }
     )
+    # Minimum cacheable prompt length, in tokens, by model family as prices_per_mtok: a cached
+    # prefix shorter than this is not cached, and no error says so (the extractor warns at
+    # start-up). The Anthropic docs' values (platform.claude.com/docs/en/build-with-claude/
+    # prompt-caching, "Cache limitations"); a family not listed is taken at 4,096, the largest.
+    min_cacheable_tokens: dict[str, int] = Field(
+        default_factory=lambda: {
+            "claude-haiku-4-5": 4_096,
+            "claude-opus-4-5": 4_096,
+            "claude-opus-4-6": 4_096,
+            "claude-sonnet-4-5": 1_024,
+            "claude-sonnet-4": 1_024,
+            "claude-opus-4-1": 1_024,
+            "claude-opus-4": 1_024,
+            "claude-3-5-haiku": 2_048,
+            "claude-3-haiku": 2_048,
+        }
+    )
 
 
 class DedupeConfig(_Frozen):

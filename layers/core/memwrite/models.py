@@ -225,11 +225,13 @@ class LlmUsageSummary(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     calls: int
-    input_tokens: int
+    input_tokens: int  # uncached, as the API's `usage.input_tokens`
     output_tokens: int
-    cost_usd: float
+    cost_usd: float  # cached tokens included
     models: tuple[str, ...] = ()
     malformed: int = 0  # of `calls`, the answers that were unusable (asked again, or given up)
+    cache_creation_input_tokens: int = 0  # prompt prefix tokens written to the cache
+    cache_read_input_tokens: int = 0  # prompt prefix tokens read from the cache
 
 
 class StageSpan(BaseModel):

@@ -186,6 +186,9 @@ def _added(usage: LlmUsageSummary | None, earlier: LlmUsageSummary) -> LlmUsageS
         cost_usd=round(usage.cost_usd + earlier.cost_usd, 8),
         models=tuple(sorted({*usage.models, *earlier.models})),
         malformed=usage.malformed + earlier.malformed,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens
+        + earlier.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens + earlier.cache_read_input_tokens,
     )
 
 
@@ -214,4 +217,6 @@ def usage_summary(calls: Sequence[LlmUsage]) -> LlmUsageSummary | None:
         cost_usd=round(sum(c.cost_usd for c in calls), 8),
         models=tuple(sorted({c.model for c in calls})),
         malformed=sum(1 for c in calls if c.malformed),
+        cache_creation_input_tokens=sum(c.cache_creation_input_tokens for c in calls),
+        cache_read_input_tokens=sum(c.cache_read_input_tokens for c in calls),
     )

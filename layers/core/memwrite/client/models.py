@@ -97,9 +97,11 @@ class IngestAck(_Answer):
 
 class LlmUsage(_Answer):
     calls: int
-    input_tokens: int
+    input_tokens: int  # uncached
     output_tokens: int
-    cost_usd: float
+    cost_usd: float  # cached tokens included
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
 
 
 class Span(_Answer):
@@ -159,9 +161,11 @@ class Trace(_Answer):
     spans: list[Span]
     outcome: TraceOutcome
     llm_calls: int
-    input_tokens: int
+    input_tokens: int  # uncached
     output_tokens: int
-    cost_usd: float
+    cost_usd: float  # cached tokens included
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
     rolled_back_at: datetime | None = None
     rollback: RollbackRecord | None = None
 

@@ -4,6 +4,13 @@ Two variants share the rules: `render` is the full pass over the batch with its 
 `render_detail` re-reads one window of a long conversation for the exact names, prices,
 versions and attributes the batch's turns refer to (docs/design.md §2).
 
+Both variants begin with the same system text (`CACHED_PREFIX`: the role, the output schema, the
+rules and every worked example), which the model client marks for prompt caching; what the
+variant's inputs are comes after it, then the tenant's steering (`SystemPrompt`). The worked
+examples cover every rule that has a tricky case, and they also bring the prefix over Claude
+Haiku 4.5's minimum cacheable length (4,096 tokens; `extract.min_cacheable_tokens`), so every
+extraction after the first in five minutes reads it at a tenth of the input price.
+
 The model never sees turn ids: the batch's turns are shown as "T1", "T2", ... in conversation
 order (`turn_refs`), and each candidate names the ref of its evidence in `source_turn_id`; the
 caller maps refs back to ids. Earlier turns of the session get no ref: they are context only.
@@ -20,9 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from memwrite.candidate import Candidate, MemoryType
 from memwrite.config import ExtractConfig
 from memwrite.models import Role
-from memwrite.prompts import PromptMessage, RenderedPrompt, to_prompt_json
+from memwrite.prompts import PromptMessage, RenderedPrompt, SystemPrompt, to_prompt_json
 
 __all__ = [
+    "CACHED_PREFIX",
     "VERSION",
     "ActiveEntity",
     "BatchTurn",
@@ -37,7 +45,7 @@ __all__ = [
     "turn_refs",
 ]
 
-VERSION = "extract.v4"
+VERSION = "extract.v5"
 
 _TRUNCATION_MARK = " ... [truncated]"
 _NONE = "(none)"
@@ -153,12 +161,23 @@ _FIELD_NOTES = {
 }
 
 
+# The limits a structured output's grammar cannot hold (the answer is validated against them):
+# the request's schema goes without descriptions, so the prompt states them.
+_LIMIT_KEYWORDS = ("maxLength", "maximum", "minLength", "minimum")
+
+
 def _output_schema() -> str:
     lines = ['Answer with one JSON object: {"candidates": [...]}. Each candidate has:']
+    properties = Candidate.model_json_schema()["properties"]
     for name, field in Candidate.model_fields.items():
         note = field.description or _FIELD_NOTES.get(name, "")
         if name == "type":
             note += " One of: " + ", ".join(t.value for t in MemoryType) + "."
+        limits = [
+            f"{key}: {properties[name][key]}" for key in _LIMIT_KEYWORDS if key in properties[name]
+        ]
+        if limits:
+            note += " {" + ", ".join(limits) + "}"
         lines.append(f"- {name}: {note}")
     return "\n".join(lines)
 
@@ -308,6 +327,114 @@ dentist is Dr. Mensah, not Dr. Okafor."
 Candidates, source_turn_id "T1": fact, entity "user", dentist = "Dr. Mensah", stateful, \
 confidence 0.95, correction true, keep, text "The user's dentist is Dr. Mensah." (The user says \
 the earlier value was wrong; "I switched to Dr. Mensah" would be correction false.)
+</example>
+<example type="fact" verdict="keep">
+A recent memory says the user lives in Berlin. T1: "We finally moved to Lisbon last month, the \
+light here is amazing."
+Candidates, source_turn_id "T1": fact, entity "user", lives_in = "Lisbon", stateful, confidence \
+0.95, correction false, keep, text "The user lives in Lisbon (moved there in February 2025)." \
+(A move told as news is a change of state, not a correction; "last month" becomes February \
+2025 from T1's timestamp.)
+</example>
+<example type="fact" verdict="keep">
+T1: "I don't eat meat anymore."
+Candidates, source_turn_id "T1": fact, entity "user", diet = "meat", stateful, negated true, \
+confidence 0.9, keep, text "The user no longer eats meat." (A retraction is a candidate with \
+negated true, not an empty answer.)
+</example>
+<example type="fact" verdict="keep">
+T1 (role user): "I work at Acme and I live in Leeds with my partner Sam."
+Candidates, source_turn_id "T1": fact, entity "user", works_at = "Acme", stateful, confidence \
+0.95, keep; fact, entity "user", lives_in = "Leeds", stateful, confidence 0.95, keep; fact, \
+entity "user", partner = "Sam", not stateful, confidence 0.95, keep. (One claim per candidate, \
+each with its own text: "The user works at Acme.", "The user lives in Leeds.", "The user's \
+partner is Sam.")
+</example>
+<example type="fact" verdict="keep">
+Session turn (context, no ref), the user: "My brother Luca is a nurse." T1: "He just got \
+promoted to head of the ICU."
+Candidates, source_turn_id "T1": fact, entity "Luca", job_title = "head of the ICU", stateful, \
+confidence 0.9, grounded true, keep, text "Luca, the user's brother, is head of the ICU." Not \
+extracted: Luca being a nurse (a session turn, already extracted when it arrived; T1 replaces \
+the job title anyway).
+</example>
+<example type="fact" verdict="discard">
+T1: "She said it's fine, so we're going with it."
+Candidates: [] (no active entity, session turn or recent memory says who "she" is or what "it" \
+is: an unresolved reference is not extracted).
+</example>
+<example type="fact" verdict="keep">
+T1 (role user, in_reply_to "Which city did you grow up in?"): "Porto."
+Candidates, source_turn_id "T1": fact, entity "user", grew_up_in = "Porto", not stateful, \
+confidence 0.9, keep, text "The user grew up in Porto." (The short answer is read as the answer \
+to the question it replies to.)
+</example>
+<example type="fact" verdict="keep">
+T1 (role assistant): "Since you mentioned your daughter Mia starts school in September, here is \
+a checklist. You might also like a standing desk for your home office."
+Candidates, source_turn_id "T1": fact, entity "Mia", starts_school = "September 2025", \
+confidence 0.6, keep, text "Mia, the user's daughter, starts school in September 2025." Not \
+extracted: the standing desk (the assistant's suggestion, not the user's preference).
+</example>
+<example type="fact" verdict="discard">
+T1: "My API key is [REDACTED:api_key], can you check why it fails?"
+Candidates: [] (a redacted placeholder is never a value, and the question is about this \
+conversation).
+</example>
+<example type="preference" verdict="keep">
+T1: "For the trip I'd rather take the train than fly, I hate airports."
+T2 (role assistant): "Got it, trains it is."
+T3: "Also, window seats whenever possible."
+Candidates: source_turn_id "T1": preference, entity "user", prefers = "train over plane", not \
+stateful, confidence 0.9, keep, text "The user prefers travelling by train rather than \
+flying."; source_turn_id "T1": preference, entity "user", dislikes = "airports", confidence \
+0.9, keep; source_turn_id "T3": preference, entity "user", seat_preference = "window seat", \
+stateful, confidence 0.9, keep, text "The user prefers window seats." (T2, the assistant's \
+acknowledgement, adds nothing.)
+</example>
+<example type="event" verdict="keep">
+T1 (2025-03-14T10:00:00Z, Friday): "My sister's wedding is next Saturday in Cork."
+Candidates, source_turn_id "T1": event, entity "user", attends_wedding_of = "sister", valid_at \
+"2025-03-22T00:00:00Z", confidence 0.9, importance 0.6, keep, text "The user's sister's \
+wedding is on 2025-03-22 in Cork." (Relative dates become absolute from the turn's own \
+timestamp and weekday.)
+</example>
+<example type="event" verdict="keep">
+T1: "I ran a half marathon at some point, a while ago."
+Candidates, source_turn_id "T1": event, entity "user", completed = "a half marathon", valid_at \
+null, confidence 0.85, importance 0.4, keep, text "The user has run a half marathon." (The date \
+cannot be pinned down: no relative words in text, valid_at null.)
+</example>
+<example type="instruction" verdict="keep">
+T1: "Always reply in German from now on, even if I write in English."
+Candidates, source_turn_id "T1": instruction, entity "user", response_language = "German", \
+stateful, confidence 0.95, importance 0.9, keep, text "The user wants every answer in German, \
+even when they write in English."
+</example>
+<example type="instruction" verdict="discard">
+T1: "No, that's wrong, Python lists are not immutable. Please fix your answer."
+Candidates: [] (the user corrects the assistant's answer, not a statement of their own, and \
+asks for a one-off fix).
+</example>
+<example type="decision" verdict="keep">
+A recent memory says the team's billing database is MongoDB. T1: "After the load tests we \
+switched billing to Postgres, it's done."
+Candidates, source_turn_id "T1": decision, entity "billing service", database = "Postgres", \
+topic "billing database", stateful, confidence 0.95, correction false, keep, text "The user's \
+team moved the billing service's database to Postgres." (Same topic as the recent memory, so it \
+replaces it; a switch told as news is not a correction.)
+</example>
+<example type="task" verdict="keep">
+T1 (2025-03-14T10:00:00Z, Friday): "Remind me: I have to send the tax forms to my accountant \
+by Tuesday."
+Candidates, source_turn_id "T1": task, entity "user", must_do = "send tax forms to the \
+accountant", valid_at null, confidence 0.9, importance 0.6, keep, text "The user must send the \
+tax forms to their accountant by 2025-03-18."
+</example>
+<example type="preference" verdict="discard">
+T1: "Oh sure, I just LOVE waiting two hours at the DMV /s"
+Candidates, source_turn_id "T1": preference, entity "user", likes = "waiting at the DMV", \
+confidence 0.1, discard ("sarcasm").
 </example>"""
 
 _DETAIL_FOCUS = """\
@@ -339,16 +466,15 @@ confidence 0.95, keep, text "The user's laptop runs Ubuntu 24.04." Not extracted
 14 (no new turn refers to it).
 </example>"""
 
-_SYSTEM_FULL = f"""\
+_ROLE = """\
 You extract long-term memories about a user from the new turns of a conversation, for an \
 assistant that will talk to this user again weeks from now. Keep only what will still matter \
-then.
+then. Two kinds of request share the rules and examples below: a full pass over a batch of new \
+turns, and a detail pass over one window of a long conversation. The block after the examples \
+says which one this is and what its inputs are."""
 
-The user message holds the inputs in tagged sections: <active_entities>, <recent_memories>, \
-<session_turns> (earlier turns, context only) and <new_turns> (the turns to extract from, in \
-conversation order, each with its ref, role and timestamp). A short new turn may carry \
-`in_reply_to`: the question it answers ("Porto" after "Which city did you grow up in?"); \
-read the turn as that answer.
+CACHED_PREFIX = f"""\
+{_ROLE}
 
 <output_schema>
 {_output_schema()}
@@ -368,39 +494,28 @@ read the turn as that answer.
 
 <examples>
 {_EXAMPLES}
-</examples>"""
+</examples>
 
-_SYSTEM_DETAIL = f"""\
-You extract precise details for the long-term memory of a user, for an assistant that will \
-talk to this user again weeks from now.
+<detail_examples>
+{_DETAIL_EXAMPLES}
+</detail_examples>"""
+"""The system text both passes begin with, the same for every tenant: the cached prefix."""
 
-The user message holds the inputs in tagged sections: <active_entities> and <window> (part of \
-the conversation, in order: new turns with their ref, role and timestamp, and earlier turns \
-without a ref, context only).
+_TASK_FULL = """\
+This is a full pass. The user message holds the inputs in tagged sections: <active_entities>, \
+<recent_memories>, <session_turns> (earlier turns, context only) and <new_turns> (the turns to \
+extract from, in conversation order, each with its ref, role and timestamp). A short new turn \
+may carry `in_reply_to`: the question it answers ("Porto" after "Which city did you grow up \
+in?"); read the turn as that answer."""
+
+_TASK_DETAIL = f"""\
+This is a detail pass. The user message holds the inputs in tagged sections: <active_entities> \
+and <window> (part of the conversation, in order: new turns with their ref, role and timestamp, \
+and earlier turns without a ref, context only).
 
 <detail_focus>
 {_DETAIL_FOCUS}
-</detail_focus>
-
-<output_schema>
-{_output_schema()}
-</output_schema>
-
-<type_rules>
-{_TYPE_RULES}
-</type_rules>
-
-<grounding_rules>
-{_GROUNDING_RULES}
-</grounding_rules>
-
-<quality_rules>
-{_QUALITY_RULES}
-</quality_rules>
-
-<examples>
-{_DETAIL_EXAMPLES}
-</examples>"""
+</detail_focus>"""
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -482,9 +597,9 @@ def tenant_section(config: ExtractConfig) -> str:
     return "\n\n".join(parts)
 
 
-def _system(base: str, config: ExtractConfig) -> str:
-    tenant = tenant_section(config)
-    return f"{base}\n\n{tenant}" if tenant else base
+def _system(task: str, config: ExtractConfig) -> SystemPrompt:
+    # The shared prefix is cached; the pass's task and the tenant's section come after it.
+    return SystemPrompt(CACHED_PREFIX, task, tenant_section(config))
 
 
 def render(inp: ExtractPromptInput, config: ExtractConfig) -> RenderedPrompt:
@@ -505,7 +620,7 @@ def render(inp: ExtractPromptInput, config: ExtractConfig) -> RenderedPrompt:
             ),
         ]
     )
-    return RenderedPrompt(_system(_SYSTEM_FULL, config), [PromptMessage(role="user", content=user)])
+    return RenderedPrompt(_system(_TASK_FULL, config), [PromptMessage(role="user", content=user)])
 
 
 def render_detail(
@@ -524,6 +639,4 @@ def render_detail(
         else:
             raise ValueError(f"window turn {turn.turn_id!r} is not a turn of the batch")
     user = "\n\n".join([_entities_section(inp, config), _section("window", lines)])
-    return RenderedPrompt(
-        _system(_SYSTEM_DETAIL, config), [PromptMessage(role="user", content=user)]
-    )
+    return RenderedPrompt(_system(_TASK_DETAIL, config), [PromptMessage(role="user", content=user)])

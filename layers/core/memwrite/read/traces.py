@@ -64,9 +64,11 @@ class TraceView(BaseModel):
     spans: list[StageSpan]
     outcome: TraceOutcome
     llm_calls: int
-    input_tokens: int
+    input_tokens: int  # uncached
     output_tokens: int
-    cost_usd: float
+    cost_usd: float  # cached tokens included
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
     rolled_back_at: datetime | None = None
     rollback: RollbackRecord | None = None  # the audit record, once rolled back
     episodes: list[dict[str, Any]] = Field(
@@ -237,6 +239,8 @@ def _view(
         input_tokens=sum(llm.input_tokens for llm in usage),
         output_tokens=sum(llm.output_tokens for llm in usage),
         cost_usd=round(sum(llm.cost_usd for llm in usage), 6),
+        cache_creation_input_tokens=sum(llm.cache_creation_input_tokens for llm in usage),
+        cache_read_input_tokens=sum(llm.cache_read_input_tokens for llm in usage),
     )
 
 

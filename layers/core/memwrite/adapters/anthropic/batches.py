@@ -34,8 +34,13 @@ class AnthropicMessageBatches:
     def __init__(
         self, config: ExtractConfig, *, price_factor: float, **options: Unpack[ClientOptions]
     ) -> None:
+        # The very request a live extraction sends (`AnthropicExtractorClient`'s).
         self._client = StructuredClient(
-            config, ExtractionResult, max_tokens=config.max_output_tokens, **options
+            config,
+            ExtractionResult,
+            max_tokens=config.max_output_tokens,
+            bare_schema=True,
+            **options,
         )
         self._price_factor = price_factor
 

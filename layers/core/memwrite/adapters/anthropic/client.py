@@ -15,15 +15,26 @@ The adapters (`anthropic_llm`, `anthropic_judge`, `anthropic_dedupe_judge`, `ant
 `anthropic_questions`) each hold one `StructuredClient`, built from `ExtractConfig`, their
 answer's schema and output limit and the caller's `ClientOptions`; they add only their port's
 shape. With `record_dir`, every exchange is also written there (`recording`), for every adapter.
+
+Prompt caching (docs/design.md §2): a `memwrite.prompts.SystemPrompt` goes as blocks, its
+stable prefix (role, field notes, rules, examples) first and marked `cache_control: {"type":
+"ephemeral"}`, then the pass's task and the tenant's steering, each in a block of its own, the
+conversation last. Every tenant shares the prefix, so one tenant's instructions do not split
+the cache. A prefix under the model's minimum cacheable length is silently not cached by the
+API: the extractor warns at start-up (`warn_if_uncacheable`). The usage's cache writes and
+reads are recorded and priced (`memwrite.pricing`); the direct API and Bedrock
+(`AnthropicBedrock`, the same request body) take the same blocks. The budget is settled to what
+the input limit counts: uncached and written tokens, not reads.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ValidationError
 
@@ -36,8 +47,8 @@ from memwrite.errors import (
     MalformedLlmOutput,
     TruncatedLlmOutput,
 )
-from memwrite.pricing import cost_usd, price_per_mtok
-from memwrite.prompts import PromptMessage
+from memwrite.pricing import cost_usd, model_family, price_per_mtok
+from memwrite.prompts import PromptMessage, SystemPrompt
 from memwrite.usage import LlmUsage, report_usage
 
 if TYPE_CHECKING:
@@ -48,11 +59,22 @@ if TYPE_CHECKING:
         Message,
         MessageParam,
         OutputConfigParam,
+        TextBlockParam,
         UserMessageParam,
     )
     from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
-__all__ = ["MAX_GROWN_OUTPUT_TOKENS", "ClientOptions", "StructuredClient", "api_error"]
+__all__ = [
+    "DEFAULT_MIN_CACHEABLE_TOKENS",
+    "MAX_GROWN_OUTPUT_TOKENS",
+    "ClientOptions",
+    "StructuredClient",
+    "api_error",
+    "system_blocks",
+    "warn_if_uncacheable",
+]
+
+logger = logging.getLogger(__name__)
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
 
@@ -67,6 +89,15 @@ MAX_GROWN_OUTPUT_TOKENS = 16_384
 # Characters per input token when estimating a request before it is sent (English prose and
 # JSON run at about 4; fewer over-estimates, and the refund corrects it).
 _CHARS_PER_TOKEN = 3.5
+# Characters per token when asking whether a prefix reaches the model's minimum cacheable
+# length: more than the estimate above, so a prefix is counted short rather than long (a
+# prefix that passes has margin; one that fails is worth a look, not a guess).
+_PREFIX_CHARS_PER_TOKEN = 4.0
+# The minimum cacheable length of a model family `ExtractConfig.min_cacheable_tokens` does not
+# list: the largest the Anthropic docs give (Claude Haiku 4.5, Opus 4.5).
+DEFAULT_MIN_CACHEABLE_TOKENS = 4_096
+# Prefixes already warned about in this process: the warning is logged once per cold start.
+_warned: set[tuple[str, str]] = set()
 # Charged to calls made outside any request (a tenant-less caller: tools, tests).
 _NO_TENANT = Caller("-")
 
@@ -99,11 +130,15 @@ class StructuredClient(Generic[_ResultT]):
         *,
         max_tokens: int,
         grow_on_truncation: bool = False,
+        bare_schema: bool = False,
         **options: Unpack[ClientOptions],
     ) -> None:
         """Limits come from `config`, the output limit is the adapter's, `options` say where.
         With `grow_on_truncation`, an answer cut off at `max_tokens` is asked again once with
-        twice the room (extraction, whose answers vary most in size)."""
+        twice the room (extraction, whose answers vary most in size). With `bare_schema`, the
+        output schema goes without its descriptions and titles: for a prompt whose cached prefix
+        already describes every field (extraction's `<output_schema>`), they would only be
+        uncached input on every call (about 760 of extraction's 1,160 schema tokens)."""
         # An unpriced model fails at start-up, not after a paid call.
         price_per_mtok(config.model, config.prices_per_mtok)
         import anthropic
@@ -139,8 +174,9 @@ class StructuredClient(Generic[_ResultT]):
         # What `messages.parse(output_format=output_model)` sends; we call `create` and validate
         # ourselves because `parse` raises before the usage of a malformed answer (tokens paid
         # for) can be read.
+        schema = anthropic.transform_schema(output_model)
         self._output_config: OutputConfigParam = {
-            "format": {"type": "json_schema", "schema": anthropic.transform_schema(output_model)}
+            "format": {"type": "json_schema", "schema": _bare(schema) if bare_schema else schema}
         }
         self._output_model = output_model
         self._prices = config.prices_per_mtok
@@ -218,8 +254,12 @@ class StructuredClient(Generic[_ResultT]):
                 assert isinstance(exc, anthropic.APIStatusError)
                 self._budget.throttled(self._provider, model, _retry_after(exc))
             raise api_error(exc) from exc
-        self._settle(grant, response.usage.input_tokens, response.usage.output_tokens)
-        return response, self._usage(response, model, 1.0)
+        usage = self._usage(response, model, 1.0)
+        # What counts against the input-tokens-per-minute limit: cache reads do not
+        # (https://platform.claude.com/docs/en/api/rate-limits#cache-aware-itpm).
+        limited = usage.input_tokens + usage.cache_creation_input_tokens
+        self._settle(grant, limited, usage.output_tokens)
+        return response, usage
 
     def _params(
         self, model: str, system: str, params: list[MessageParam], max_tokens: int
@@ -227,18 +267,32 @@ class StructuredClient(Generic[_ResultT]):
         return {
             "model": model,
             "max_tokens": max_tokens,
-            "system": system,
+            "system": system_blocks(system),
             "messages": params,
             "output_config": self._output_config,
         }
 
     def _usage(self, response: Message, model: str, price_factor: float) -> LlmUsage:
-        tokens_in, tokens_out = response.usage.input_tokens, response.usage.output_tokens
+        usage = response.usage
+        tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+        # None from a model or gateway that reports no cache (as 0: nothing cached).
+        written = usage.cache_creation_input_tokens or 0
+        read = usage.cache_read_input_tokens or 0
+        cost = cost_usd(
+            model,
+            tokens_in,
+            tokens_out,
+            self._prices,
+            cache_creation_input_tokens=written,
+            cache_read_input_tokens=read,
+        )
         return LlmUsage(
             model=response.model,
             input_tokens=tokens_in,
             output_tokens=tokens_out,
-            cost_usd=cost_usd(model, tokens_in, tokens_out, self._prices) * price_factor,
+            cost_usd=cost * price_factor,
+            cache_creation_input_tokens=written,
+            cache_read_input_tokens=read,
         )
 
     @property
@@ -323,7 +377,69 @@ def _combined(first: LlmUsage, second: LlmUsage) -> LlmUsage:
         input_tokens=first.input_tokens + second.input_tokens,
         output_tokens=first.output_tokens + second.output_tokens,
         cost_usd=first.cost_usd + second.cost_usd,
+        cache_creation_input_tokens=first.cache_creation_input_tokens
+        + second.cache_creation_input_tokens,
+        cache_read_input_tokens=first.cache_read_input_tokens + second.cache_read_input_tokens,
     )
+
+
+def _bare(schema: Any) -> Any:
+    """A JSON schema without its descriptions and titles: the same structure, the same grammar
+    (property names are kept, whatever they are called)."""
+    if isinstance(schema, list):
+        return [_bare(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bare = {}
+    for key, value in schema.items():
+        if key in ("description", "title"):
+            continue
+        if key in ("properties", "$defs"):  # names -> schemas
+            bare[key] = {name: _bare(sub) for name, sub in value.items()}
+        else:
+            bare[key] = _bare(value)
+    return bare
+
+
+def system_blocks(system: str) -> str | list[TextBlockParam]:
+    """The request's system prompt: a `SystemPrompt` as blocks, its shared prefix marked for the
+    cache, then its task and tenant steering (when set), each in its own block after the
+    breakpoint, never cached with it. A plain string goes as it is: the prompts that are plain
+    strings (verifier, judges, questions) are far under any model's minimum cacheable length."""
+    if not isinstance(system, SystemPrompt):
+        return system
+    blocks: list[TextBlockParam] = [
+        {"type": "text", "text": system.prefix, "cache_control": {"type": "ephemeral"}}
+    ]
+    blocks += [{"type": "text", "text": part} for part in (system.task, system.tenant) if part]
+    return blocks
+
+
+def prefix_tokens(prefix: str) -> int:
+    """A low estimate of a prefix's tokens (`_PREFIX_CHARS_PER_TOKEN`)."""
+    return math.floor(len(prefix) / _PREFIX_CHARS_PER_TOKEN)
+
+
+def warn_if_uncacheable(name: str, prefix: str, config: ExtractConfig) -> int | None:
+    """Log once a warning when `prefix` is likely under the configured model's minimum
+    cacheable length (`ExtractConfig.min_cacheable_tokens`, else the largest documented): the
+    API then caches nothing and says nothing. Returns the minimum it missed (None: long enough)."""
+    family = model_family(config.model)
+    minimum = config.min_cacheable_tokens.get(family, DEFAULT_MIN_CACHEABLE_TOKENS)
+    estimate = prefix_tokens(prefix)
+    if estimate >= minimum:
+        return None
+    if (name, family) not in _warned:
+        _warned.add((name, family))
+        logger.warning(
+            "the %s prompt's cached prefix is about %d tokens, under the %d %s needs to cache "
+            "it: every call pays its full input price (extract.min_cacheable_tokens)",
+            name,
+            estimate,
+            minimum,
+            family,
+        )
+    return minimum
 
 
 def _retry_after(exc: APIStatusError) -> float:

@@ -3,6 +3,8 @@
 The SDK call, its lazy import (no cold start at import), the error translation and the usage
 accounting are `memwrite.adapters.anthropic.client`'s; this adapter adds the answer's schema
 (`ExtractionResult`) and the configured output limit, which a cut-off answer doubles once.
+Built, it warns (once) when the extraction prompt's cached prefix is under the model's minimum
+cacheable length: below it the API caches nothing and says nothing.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Unpack
 
-from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
+from memwrite.adapters.anthropic.client import (
+    ClientOptions,
+    StructuredClient,
+    warn_if_uncacheable,
+)
 from memwrite.config import ExtractConfig
 from memwrite.ports import LlmCall
 from memwrite.prompts import PromptMessage
-from memwrite.prompts.extract import ExtractionResult
+from memwrite.prompts.extract import CACHED_PREFIX, ExtractionResult
 
 __all__ = ["AnthropicExtractorClient"]
 
@@ -28,8 +34,10 @@ class AnthropicExtractorClient:
             ExtractionResult,
             max_tokens=config.max_output_tokens,
             grow_on_truncation=True,  # a cut-off answer is asked again with more room
+            bare_schema=True,  # the prompt's cached prefix describes every field
             **options,
         )
+        warn_if_uncacheable("extraction", CACHED_PREFIX, config)
 
     def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
         result, usage = self._client.call(system, messages, model=model)

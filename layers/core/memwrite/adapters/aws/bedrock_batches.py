@@ -67,7 +67,7 @@ class BedrockBatchInference:
     def __init__(self, config: ExtractConfig, backfill: BackfillConfig, jobs: BedrockJobs) -> None:
         # Builds the requests and reads the answers; it makes no call itself.
         self._client = StructuredClient(
-            config, ExtractionResult, max_tokens=config.max_output_tokens
+            config, ExtractionResult, max_tokens=config.max_output_tokens, bare_schema=True
         )
         self._jobs = jobs
         self._min_records = backfill.bedrock_min_records

@@ -51,6 +51,10 @@ class EmfMetrics:
             self._emit("llm.calls", len(used), dimensions)
             self._emit("llm.input_tokens", sum(c.input_tokens for c in used), dimensions)
             self._emit("llm.output_tokens", sum(c.output_tokens for c in used), dimensions)
+            # Read beside calls: calls flowing while reads stay 0 means the prompt cache is not
+            # working (a prefix under the model's minimum; the CacheReadsIdle alarm).
+            for name in ("cache_read_input_tokens", "cache_creation_input_tokens"):
+                self._emit(f"llm.{name}", sum(getattr(c, name) for c in used), dimensions)
             cost = sum(c.cost_usd for c in used)
             self._emit("llm.cost_usd", cost, dimensions, MetricUnit.NoUnit)
 
