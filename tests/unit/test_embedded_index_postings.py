@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.adapters.sqlite.lexical_partition import FTS5_TOKENIZE
@@ -62,19 +64,22 @@ def doc(memory_id: str, text: str, **fields: object) -> MemoryDoc:
     )
 
 
-def fts5_ranking(texts: list[str], query: str, k: int) -> list[tuple[str, float]]:
+def fts5_ranking(
+    texts: list[str], query: str, k: int, *, skip_empty: bool = False
+) -> list[tuple[str, float]]:
     """SQLite FTS5's own bm25() ranking of `texts` (ids m0, m1, ...) for the words of `query`
-    less the stop words the index drops, ties by insertion."""
+    less the stop words the index drops, ties by insertion (`skip_empty`: "" is no row)."""
     db = sqlite3.connect(":memory:")
     db.execute(f"CREATE VIRTUAL TABLE f USING fts5(text, tokenize = '{FTS5_TOKENIZE}')")
-    db.executemany("INSERT INTO f (rowid, text) VALUES (?, ?)", enumerate(texts))
+    rows = [(i, text) for i, text in enumerate(texts) if text or not skip_empty]
+    db.executemany("INSERT INTO f (rowid, text) VALUES (?, ?)", rows)
     words = [w for w in dict.fromkeys(re.findall(r"\w+", query.casefold())) if w not in STOP]
     expression = " OR ".join(f'"{w}"' for w in words)
-    rows = db.execute(
+    ranked = db.execute(
         "SELECT rowid, -bm25(f) AS s FROM f WHERE f MATCH ? ORDER BY s DESC, rowid LIMIT ?",
         (expression, k),
     ).fetchall()
-    return [(f"m{rowid}", score) for rowid, score in rows]
+    return [(f"m{rowid}", float(score)) for rowid, score in ranked]
 
 
 def ranking(hits: list[IndexHit]) -> list[tuple[str, float]]:
@@ -181,3 +186,33 @@ def test_an_evicted_users_postings_are_rebuilt_with_every_write_they_missed(
         expected = ranking(reference.bm25("t", "u", query, 10, filter=anytime))
         assert [memory_id for memory_id, _ in found] == [memory_id for memory_id, _ in expected]
         assert [score for _, score in found] == pytest.approx([score for _, score in expected])
+
+
+WORDS = ["berlin", "lisbon", "cats", "running", "runs", "paints", "café", "cafe", "tea", "lake"]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from([*WORDS, "the", "user", "a"]), min_size=1, max_size=8).map(
+            " ".join
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),
+    deleted=st.sets(st.integers(min_value=0, max_value=24), max_size=5),
+)
+def test_bm25_ranks_any_corpus_as_fts5_after_writes_and_deletes(
+    texts: list[str], query: str, deleted: set[int]
+) -> None:
+    index = EmbeddedIndex(dimension=DIMENSION)
+    for i, text in enumerate(texts):
+        index.upsert(doc(f"m{i}", text))
+    for i in deleted:
+        index.delete("t", "u", f"m{i}")
+    left = [text if i not in deleted else "" for i, text in enumerate(texts)]
+    expected = fts5_ranking(left, query, 10, skip_empty=True)
+    found = ranking(index.bm25("t", "u", query, 10))
+    assert [memory_id for memory_id, _ in found] == [memory_id for memory_id, _ in expected]
+    assert [score for _, score in found] == pytest.approx([score for _, score in expected])
