@@ -42,6 +42,7 @@ class FunctionSize(_Frozen):
 class LlmProvider(StrEnum):
     ANTHROPIC = "anthropic"  # API key from Secrets Manager
     BEDROCK = "bedrock"  # IAM credentials, no key to manage
+    BEDROCK_CONVERSE = "bedrock-converse"  # any Bedrock model through Converse, IAM
 
 
 class SearchConfig(_Frozen):
@@ -121,7 +122,7 @@ class EnvConfig(_Frozen):
     retry_attempts: int = Field(default=4, ge=1)
     # Receives of a turn before the turn queue moves it to TurnsDlq.
     queue_max_receives: int = Field(default=3, ge=1)
-    # anthropic (API key secret) or bedrock (IAM).
+    # anthropic (API key secret), bedrock or bedrock-converse (IAM): pipeline.extract.provider.
     llm_provider: LlmProvider
     # Secrets Manager secret of ANTHROPIC_API_KEY (anthropic only).
     anthropic_secret_name: str = "memwrite/anthropic-api-key"

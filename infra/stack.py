@@ -43,13 +43,19 @@ from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
-from memwrite.config import Settings
-from memwrite.model_limits import ModelLimits
+from memwrite.config import PipelineConfig, Settings
+from memwrite.model_limits import ModelLimits, ModelTask, budget_provider
 from memwrite.pricing import model_family
 from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
-__all__ = ["DEPLOYED_CONSTRUCT_IDS", "MemwriteStack", "bedrock_model_arns", "construct_id"]
+__all__ = [
+    "DEPLOYED_CONSTRUCT_IDS",
+    "MemwriteStack",
+    "bedrock_llm_models",
+    "bedrock_model_arns",
+    "construct_id",
+]
 
 # The dispatcher starts executions and returns: it waits for none of them.
 _DISPATCH_SIZE = FunctionSize(memory_mb=256, timeout_secs=30)
@@ -99,6 +105,12 @@ def bedrock_model_arns(model_id: str, partition: str, region: str, account: str)
         f"arn:{partition}:bedrock:{region}:{account}:inference-profile/{model_id}",
         f"arn:{partition}:bedrock:*::foundation-model/{rest}",
     ]
+
+
+def bedrock_llm_models(pipeline: PipelineConfig) -> list[str]:
+    """Every model the model callers may invoke through Bedrock: each task's (the extraction
+    model unless `pipeline.model.tasks` names another), once each."""
+    return sorted({pipeline.task_model(task) for task in typing.get_args(ModelTask)})
 
 
 class MemwriteStack(cdk.Stack):
@@ -264,7 +276,7 @@ class MemwriteStack(cdk.Stack):
         extraction's provider and model, as deployed) and the max_tokens each call reserves."""
         pipeline = self.settings.pipeline
         extract = pipeline.extract
-        limits = pipeline.model.limits_for(extract.provider, extract.model)
+        limits = pipeline.model.limits_for(budget_provider(extract.provider), extract.model)
         return limits, extract.max_output_tokens
 
     def _exports_bucket(self, api: MemwriteFunction) -> ExportsBucket:
@@ -388,10 +400,13 @@ class MemwriteStack(cdk.Stack):
         # Every model call is charged to the shared model budget first (`memwrite.budget`):
         # its shards are read and put whole under a version condition, never deleted.
         _grant(self.tables.by_name[BUDGET.logical_name], fn.role, Access.READ_PUT)
-        extract = self.settings.pipeline.extract
-        if self.config.llm_provider is LlmProvider.BEDROCK:
-            # Every model call (extract, judges, verifier, HyPE questions) uses this model.
-            self._invoke_models(fn, extract.model, "Claude through Bedrock")
+        pipeline = self.settings.pipeline
+        if self.config.llm_provider is not LlmProvider.ANTHROPIC:
+            # Every model a task calls (extract, judges, verifier, HyPE questions: the
+            # extraction model unless `pipeline.model.tasks` names another). Converse needs
+            # bedrock:InvokeModel too.
+            for model in bedrock_llm_models(pipeline):
+                self._invoke_models(fn, model, "Models through Bedrock")
             return
         # The function reads the key at run time (`memwrite.adapters.aws.secrets`): its
         # environment holds the secret's name only, and only the model's callers may read it.

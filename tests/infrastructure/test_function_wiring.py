@@ -13,7 +13,8 @@ import pytest
 from functions.routes import ROUTES, Auth
 from infra.access import EMBEDDING_CALLERS, FUNCTION_ACCESS, LLM_CALLERS, SEARCH_ACCESS
 from infra.config import LlmProvider, deployed_settings, settings_file
-from infra.stack import construct_id
+from infra.stack import bedrock_llm_models, construct_id
+from memwrite.config import PipelineConfig
 from memwrite.environment import LambdaEnvironment
 from memwrite.schema import API_KEYS, TABLES
 from memwrite.stages import STAGES
@@ -190,7 +191,6 @@ def test_only_model_callers_may_invoke_and_only_the_deployed_models(
 ) -> None:
     synth = synthesized[env]
     settings = deployed_settings(env)
-    claude = settings.pipeline.extract.model
     for name in our_functions(synth):
         # Given the model ARNs the function's role may invoke, as "<kind>/<model id>"
         invoked = {
@@ -203,12 +203,26 @@ def test_only_model_callers_may_invoke_and_only_the_deployed_models(
         expected = set()
         if name in EMBEDDING_CALLERS:
             expected.add(f"foundation-model/{settings.pipeline.search.bedrock_model}")
-        if name in LLM_CALLERS and synth.config.llm_provider is LlmProvider.BEDROCK:
-            expected |= {
-                f"inference-profile/{claude}",
-                f"foundation-model/{claude.split('.', 1)[1]}",
-            }
+        if name in LLM_CALLERS and synth.config.llm_provider is not LlmProvider.ANTHROPIC:
+            for model in bedrock_llm_models(settings.pipeline):
+                expected |= {
+                    f"inference-profile/{model}",
+                    f"foundation-model/{model.split('.', 1)[1]}",
+                }
         assert invoked == expected, name
+
+
+def test_every_model_a_task_calls_is_granted_once() -> None:
+    # Given Nova Lite extracts and Claude Sonnet judges (pipeline.model.tasks)
+    sonnet = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    pipeline = PipelineConfig.model_validate(
+        {
+            "extract": {"provider": "bedrock-converse", "model": "us.amazon.nova-lite-v1:0"},
+            "model": {"tasks": {"dedupe_judge": sonnet, "resolve_judge": sonnet}},
+        }
+    )
+    # Then the model callers may invoke both, and nothing else
+    assert bedrock_llm_models(pipeline) == ["us.amazon.nova-lite-v1:0", sonnet]
 
 
 def _listed(value: Any) -> list[Any]:

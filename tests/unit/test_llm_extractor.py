@@ -840,7 +840,7 @@ def test_unknown_model_or_provider_fails_at_construction() -> None:
     # Then building the client fails with a config error and no request is sent
     with pytest.raises(ConfigError, match="no price for model 'claude-unknown-1'"):
         client_for(api, ExtractConfig(model="claude-unknown-1"))
-    with pytest.raises(ValidationError, match="'anthropic' or 'bedrock'"):
+    with pytest.raises(ValidationError, match="'anthropic', 'bedrock' or 'bedrock-converse'"):
         ExtractConfig(provider="vertex")  # type: ignore[arg-type]
     assert api.requests == []
 

@@ -27,7 +27,13 @@ from memwrite.config_keys import renamed_keys
 from memwrite.egress import loopback_allowed, url_refusal
 from memwrite.errors import ConfigError
 from memwrite.linear_regex import compile_linear
-from memwrite.model_limits import ModelBudgetOverrides, ModelConfig
+from memwrite.model_limits import (
+    ModelBudgetOverrides,
+    ModelConfig,
+    ModelTask,
+    extract_task_moved,
+)
+from memwrite.pricing import LIST_PRICES_PER_MTOK, model_family
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
@@ -281,8 +287,12 @@ class Webhook(_Frozen):
 
 
 class ExtractConfig(_Frozen):
-    provider: Literal["anthropic", "bedrock"] = "anthropic"  # API key, or IAM via Bedrock
-    # A model with an entry in prices_per_mtok (an unpriced model fails at start-up).
+    # anthropic: the Anthropic API (an API key); bedrock: Claude on Bedrock through the same
+    # SDK (IAM); bedrock-converse: any Bedrock model with tool use (Claude, Amazon Nova, Meta
+    # Llama, ...) through Bedrock's Converse API (IAM).
+    provider: Literal["anthropic", "bedrock", "bedrock-converse"] = "anthropic"
+    # A model with an entry in prices_per_mtok (an unpriced model fails at start-up); on
+    # Bedrock a model or inference profile id ("us.amazon.nova-lite-v1:0").
     model: str = "claude-haiku-4-5"
     aws_region: str | None = None  # Bedrock only; default: the Lambda's region
     # Output limit of an extraction call, charged to the model budget when the call starts.
@@ -340,14 +350,11 @@ class ExtractConfig(_Frozen):
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
     _terms = field_validator("topic_terms")(_topic_terms)
+    # USD per million (input, output) tokens, list prices, by model family: dated and Bedrock
+    # ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0", "us.amazon.nova-lite-v1:0") map
+    # here. Defaults: Claude, Amazon Nova and Meta Llama (memwrite.pricing.LIST_PRICES_PER_MTOK).
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: {
-            # USD per million (input, output) tokens, list prices, by undated model name;
-            # dated and Bedrock ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0") map here.
-            "claude-haiku-4-5": (1.00, 5.00),
-            "claude-sonnet-4-5": (3.00, 15.00),
-            "claude-opus-4-5": (5.00, 25.00),
-        }
+        default_factory=lambda: dict(LIST_PRICES_PER_MTOK)
     )
     # Minimum cacheable prompt length, in tokens, by model family as prices_per_mtok: a cached
     # prefix shorter than this is not cached, and no error says so (the extractor warns at
@@ -490,10 +497,11 @@ class SearchConfig(_Frozen):
         return self.embedding_dimension or _DEFAULT_DIMENSIONS[self.embedder]
 
     # The embedded index in a file (`memwrite serve`, the local runner): FTS5 tables its
-    # connection opens before it is reopened, and users' vector partitions it keeps in memory
-    # (the least recently searched is reloaded from SQLite when needed again).
+    # connection opens before it is reopened, and users' vector partitions and BM25 postings it
+    # keeps in memory (the least recently searched is reloaded from SQLite when needed again).
     embedded_max_open_partitions: int = Field(default=256, ge=1)
-    # Users' kNN vector partitions kept in memory (see the comment above).
+    # Users' kNN vector partitions, and as many users' BM25 postings, kept in memory (see the
+    # comment above).
     embedded_max_resident_partitions: int = Field(default=256, ge=1)
 
 
@@ -572,18 +580,27 @@ class PipelineConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
-        return renamed_keys(data)
+        return extract_task_moved(renamed_keys(data))
 
     @model_validator(mode="after")
-    def _coalescing_leaves_the_budget_time(self) -> Self:
-        # A batch held for its user's next turns would otherwise be deferred on release.
-        window = self.extract.coalesce_window_s
-        if window > 0 and window >= self.model.max_wait_s:
+    def _task_models(self) -> Self:
+        """A task's model without a price fails when the config loads, not after a call; the
+        batch lane sends Messages API requests, which Converse does not take."""
+        for task, model in self.model.tasks.items():
+            if model_family(model) not in self.extract.prices_per_mtok:
+                raise ValueError(
+                    f"model.tasks.{task}: no price for {model!r} in extract.prices_per_mtok"
+                )
+        if self.backfill.mode == "batch" and self.extract.provider == "bedrock-converse":
             raise ValueError(
-                f"extract.coalesce_window_s ({window:g}) must be below "
-                f"model.max_wait_s ({self.model.max_wait_s:g}): the wait counts towards it"
+                "backfill.mode batch sends Messages API requests: with extract.provider "
+                "bedrock-converse, use mode live (or provider bedrock for Claude)"
             )
         return self
+
+    def task_model(self, task: ModelTask) -> str:
+        """The model `task` calls: its own (`model.tasks`), else the extraction model."""
+        return self.model.tasks.get(task, self.extract.model)
 
 
 MAX_WEBHOOKS = 10

@@ -28,6 +28,7 @@ __all__ = [
     "IndexUnavailable",
     "IngestLimitExceeded",
     "InvalidQuery",
+    "LlmRefused",
     "LlmRequestRejected",
     "LlmUnavailable",
     "MalformedLlmOutput",
@@ -210,6 +211,11 @@ class MalformedLlmOutput(PermanentError):
 
 class TruncatedLlmOutput(MalformedLlmOutput):
     """The answer stopped at max_tokens, and again when asked once more with more room."""
+
+
+class LlmRefused(MalformedLlmOutput):
+    """The model declined to answer, or a content filter or guardrail stopped it: there is no
+    answer to read, and asking again cannot help. Extraction keeps the turns as episodes."""
 
 
 class ExtractionFailed(PermanentError):

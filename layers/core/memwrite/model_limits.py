@@ -1,4 +1,5 @@
-"""`pipeline.model`: the model budget's settings, and a tenant's part of it (docs/budget.md).
+"""`pipeline.model`: the model budget's settings, a tenant's part of it (docs/budget.md), and
+the model each task calls (`tasks`).
 
 Apart from `memwrite.config` (which reads them as `PipelineConfig.model` and
 `TenantOverrides.model_budget`) to keep each module short; `memwrite.budget` charges by them.
@@ -6,9 +7,22 @@ Apart from `memwrite.config` (which reads them as `PipelineConfig.model` and
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["ModelBudgetOverrides", "ModelConfig", "ModelLimits"]
+__all__ = [
+    "ModelBudgetOverrides",
+    "ModelConfig",
+    "ModelLimits",
+    "ModelTask",
+    "budget_provider",
+    "extract_task_moved",
+]
+
+# What the model is called for: extraction, the verifier, the dedupe judge (tier 3), the
+# resolve-refs judge and HyPE questions.
+ModelTask = Literal["extract", "verify", "dedupe_judge", "resolve_judge", "questions"]
 
 
 class _Frozen(BaseModel):
@@ -21,6 +35,12 @@ class ModelLimits(_Frozen):
     requests_per_minute: int = Field(ge=1)
     input_tokens_per_minute: int = Field(ge=1)
     output_tokens_per_minute: int = Field(ge=1)
+
+
+def budget_provider(provider: str) -> str:
+    """The provider a model's limits and budget are kept under: Bedrock's Converse API counts
+    against the account's Bedrock quotas, as the anthropic SDK's Bedrock client does."""
+    return "bedrock" if provider == "bedrock-converse" else provider
 
 
 def _limits_keys(limits: dict[str, ModelLimits] | None) -> dict[str, ModelLimits] | None:
@@ -62,6 +82,11 @@ class ModelConfig(_Frozen):
     to its real usage when it ends. Live turns wait in the queue for room up to `max_wait_s`.
     """
 
+    # A model per task (task -> model id, e.g. {"dedupe_judge": "claude-sonnet-4-5"}); a task
+    # not named calls the extraction model (pipeline.extract.model), and `extract` names that
+    # one (it replaces extract.model). Every model needs a price in extract.prices_per_mtok;
+    # all go through extract.provider.
+    tasks: dict[ModelTask, str] = Field(default_factory=dict)
     # Off: no bucket is charged (the SDK's retries and the queue are then the only limits).
     budget_enabled: bool = True
     # The account's limits, by `provider/model`; `*` for any model not listed.
@@ -106,3 +131,26 @@ class ModelConfig(_Frozen):
         """The tenant's own limits of one model, if it has any."""
         own = self.tenant_limits or {}
         return own.get(f"{provider}/{model}") or own.get("*")
+
+
+def extract_task_moved(data: Any) -> Any:
+    """`data` (a `pipeline` section) with `model.tasks.extract` moved to `extract.model`: the
+    extraction model is one setting for every reader (extraction, the batch lane, the budget)."""
+    if not isinstance(data, dict):
+        return data
+    model: Any = data.get("model") or {}
+    tasks = model.get("tasks") if isinstance(model, dict) else getattr(model, "tasks", None)
+    if not tasks or "extract" not in tasks:
+        return data
+    tasks = dict(tasks)
+    chosen = tasks.pop("extract")
+    extract = data.get("extract", {})
+    if isinstance(extract, BaseModel):
+        extract = extract.model_copy(update={"model": chosen})
+    else:
+        extract = {**extract, "model": chosen}
+    if isinstance(model, BaseModel):
+        model = model.model_copy(update={"tasks": tasks})
+    else:
+        model = {**model, "tasks": tasks}
+    return {**data, "extract": extract, "model": model}

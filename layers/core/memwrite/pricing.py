@@ -15,6 +15,7 @@ from memwrite.errors import ConfigError
 __all__ = [
     "CACHE_READ_PRICE_FACTOR",
     "CACHE_WRITE_PRICE_FACTOR",
+    "LIST_PRICES_PER_MTOK",
     "cost_usd",
     "model_family",
     "price_per_mtok",
@@ -23,14 +24,36 @@ __all__ = [
 CACHE_WRITE_PRICE_FACTOR = 1.25  # of the input price, per token written to the 5-minute cache
 CACHE_READ_PRICE_FACTOR = 0.1  # of the input price, per token read from the cache
 
-# Bedrock ids wrap the model name: "us.anthropic.claude-haiku-4-5-20251001-v1:0".
-_BEDROCK_PREFIX_RE = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.")
+# The default `extract.prices_per_mtok`: USD per million (input, output) tokens by model family.
+LIST_PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
+    # Claude: the Anthropic API's list prices, the same on Bedrock.
+    "claude-haiku-4-5": (1.00, 5.00),
+    "claude-sonnet-4-5": (3.00, 15.00),
+    "claude-opus-4-5": (5.00, 25.00),
+    "claude-3-5-haiku": (0.80, 4.00),
+    "claude-3-haiku": (0.25, 1.25),
+    # Amazon Nova and Meta Llama on Bedrock: on-demand list prices in US East
+    # (https://aws.amazon.com/bedrock/pricing/); other regions differ, set yours.
+    "nova-micro": (0.035, 0.14),
+    "nova-lite": (0.06, 0.24),
+    "nova-pro": (0.80, 3.20),
+    "nova-premier": (2.50, 12.50),
+    "llama3-1-8b-instruct": (0.22, 0.22),
+    "llama3-1-70b-instruct": (0.72, 0.72),
+    "llama3-2-3b-instruct": (0.15, 0.15),
+    "llama3-3-70b-instruct": (0.72, 0.72),
+}
+
+# Bedrock ids wrap the model name in an optional inference profile's geography and the
+# provider: "us.anthropic.claude-haiku-4-5-20251001-v1:0", "us.amazon.nova-lite-v1:0",
+# "meta.llama3-3-70b-instruct-v1:0".
+_BEDROCK_PREFIX_RE = re.compile(r"^(?:[a-z]{2,6}\.)?(?:anthropic|amazon|meta)\.")
 _VERSION_SUFFIX_RE = re.compile(r"(?:-\d{8})?(?:-v\d+(?::\d+)?)?$")
 
 
 def model_family(model: str) -> str:
     """The price table's key for a model id: "claude-haiku-4-5" for the API's dated id and
-    for Bedrock's regional one alike."""
+    for Bedrock's regional one alike, "nova-lite" for "us.amazon.nova-lite-v1:0"."""
     return _VERSION_SUFFIX_RE.sub("", _BEDROCK_PREFIX_RE.sub("", model))
 
 

@@ -11,6 +11,7 @@ from memwrite.config import ExtractConfig
 from memwrite.errors import (
     BudgetExhausted,
     ExtractionFailed,
+    LlmRefused,
     LlmRequestRejected,
     LlmUnavailable,
     TruncatedLlmOutput,
@@ -148,7 +149,13 @@ def extract_candidates(
                 llm,
                 on_json_fail=on_json_fail,
             )
-        except (LlmUnavailable, LlmRequestRejected, ExtractionFailed, TruncatedLlmOutput) as exc:
+        except (
+            LlmUnavailable,
+            LlmRequestRejected,
+            ExtractionFailed,
+            TruncatedLlmOutput,
+            LlmRefused,
+        ) as exc:
             waits = isinstance(exc, BudgetExhausted) and not defer_on_budget
             if not defer_on_model_failure or waits:
                 raise

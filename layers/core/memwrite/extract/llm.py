@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from memwrite.candidate import Candidate, memory_key
 from memwrite.config import ExtractConfig
-from memwrite.errors import ExtractionFailed, MalformedLlmOutput, TruncatedLlmOutput
+from memwrite.errors import ExtractionFailed, LlmRefused, MalformedLlmOutput, TruncatedLlmOutput
 from memwrite.ports import ExtractionLlm
 from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import (
@@ -265,8 +265,10 @@ def _run_pass(
     for attempt in range(1, _MALFORMED_ATTEMPTS + 1):
         try:
             candidates, usage = _answer(llm, model, prompt, refs, cap)
-        except TruncatedLlmOutput:
-            raise  # already asked again with more room (the client): asking again cannot help
+        except (TruncatedLlmOutput, LlmRefused):
+            # Truncated: already asked again with more room (the client). Refused (a refusal,
+            # content filter or guardrail): asking again cannot help either.
+            raise
         except MalformedLlmOutput as exc:
             logger.warning("extraction output malformed (attempt %d): %s", attempt, exc)
             calls.append(exc.usage)

@@ -124,7 +124,7 @@ def _resolve_and_save(
             user_id=payload.user_id,
             at=datetime.now(UTC),
             judge=deps.judge,
-            model=config.extract.model,
+            model=config.task_model("resolve_judge"),
         )
         calls.extend(resolution.llm_calls)
         malformed += resolution.judge_malformed

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.model_limits import ModelTask
 from memwrite.schema import TENANT_SETTINGS
 from memwrite.tenants import SETTINGS_CACHE_SECS, TenantConfigs
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from memwrite.adapters.anthropic.client import ClientOptions
+    from memwrite.adapters.aws.bedrock_converse import ConverseOptions
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.in_memory import InMemoryBackfillJobs
@@ -118,7 +120,11 @@ class Adapters(ABC):
 
     def _has_llm(self) -> bool:
         """Bedrock needs only IAM; the Anthropic API needs a key (without one: offline)."""
-        return self.settings.pipeline.extract.provider == "bedrock" or bool(self._api_key())
+        return self.settings.pipeline.extract.provider != "anthropic" or bool(self._api_key())
+
+    def _converse(self) -> bool:
+        """Every model call goes through Bedrock's Converse API (`bedrock_converse`)."""
+        return self.settings.pipeline.extract.provider == "bedrock-converse"
 
     def extraction_llm(self) -> ExtractionLlm | None:
         return self._once(
@@ -128,8 +134,30 @@ class Adapters(ABC):
                 self._api_key(),
                 self.env.llm_record_dir,
                 budget=self.model_budget(),
+                converse=self._converse_options() if self._converse() else None,
             ),
         )
+
+    def _task_config(self, task: ModelTask) -> ExtractConfig:
+        """The extraction model's settings with `task`'s own model (`pipeline.model.tasks`)."""
+        pipeline = self.settings.pipeline
+        return pipeline.extract.model_copy(update={"model": pipeline.task_model(task)})
+
+    def _converse_options(self) -> ConverseOptions:
+        """What every Converse adapter is given: one `bedrock-runtime` client for all of them
+        and the model budget."""
+        from memwrite.adapters.aws.bedrock_converse import converse_runtime_client
+
+        extract = self.settings.pipeline.extract
+        client = self._once(
+            "bedrock_runtime",
+            lambda: converse_runtime_client(
+                extract,
+                aws_region=extract.aws_region or self.env.aws_region,
+                endpoint_url=self.env.aws_endpoint_url,
+            ),
+        )
+        return {"client": client, "budget": self.model_budget()}
 
     def _llm_options(self) -> ClientOptions:
         """What every model adapter is given: the key, where to record (if anywhere) and the
@@ -165,9 +193,14 @@ class Adapters(ABC):
         wanted = self.settings.verifier_wanted() or self._stores_tenant_settings()
         if not wanted or not self._has_llm():
             return None
+        config = self._task_config("verify")
+        if self._converse():
+            from memwrite.adapters.aws.bedrock_converse import ConverseVerifier
+
+            return ConverseVerifier(config, **self._converse_options())
         from memwrite.adapters.anthropic.verifier import AnthropicVerifier
 
-        return AnthropicVerifier(self.settings.pipeline.extract, **self._llm_options())
+        return AnthropicVerifier(config, **self._llm_options())
 
     def resolve_judge(self) -> ResolveJudge | None:
         return self._once("resolve_judge", self._resolve_judge)
@@ -175,9 +208,15 @@ class Adapters(ABC):
     def _resolve_judge(self) -> ResolveJudge | None:
         if not self._has_llm():
             return None
+        # The stage names the model of each call (`PipelineConfig.task_model`).
+        config = self._task_config("resolve_judge")
+        if self._converse():
+            from memwrite.adapters.aws.bedrock_converse import ConverseResolveJudge
+
+            return ConverseResolveJudge(config, **self._converse_options())
         from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
 
-        return AnthropicResolveJudge(self.settings.pipeline.extract, **self._llm_options())
+        return AnthropicResolveJudge(config, **self._llm_options())
 
     def dedupe_judge(self) -> DedupeJudge | None:
         return self._once("dedupe_judge", self._dedupe_judge)
@@ -185,15 +224,25 @@ class Adapters(ABC):
     def _dedupe_judge(self) -> DedupeJudge | None:
         if not self._has_llm():
             return None
+        config = self._task_config("dedupe_judge")
+        if self._converse():
+            from memwrite.adapters.aws.bedrock_converse import ConverseDedupeJudge
+
+            return ConverseDedupeJudge(config, **self._converse_options())
         from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 
-        return AnthropicDedupeJudge(self.settings.pipeline.extract, **self._llm_options())
+        return AnthropicDedupeJudge(config, **self._llm_options())
 
     def questions(self) -> QuestionGenerator:
+        config = self._task_config("questions")
+        if self._has_llm() and self._converse():
+            from memwrite.adapters.aws.bedrock_converse import ConverseQuestions
+
+            return ConverseQuestions(config, **self._converse_options())
         if self._has_llm():
             from memwrite.adapters.anthropic.questions import AnthropicQuestions
 
-            return AnthropicQuestions(self.settings.pipeline.extract, **self._llm_options())
+            return AnthropicQuestions(config, **self._llm_options())
         from memwrite.adapters.template_questions import TemplateQuestions
 
         return TemplateQuestions()
@@ -657,10 +706,16 @@ def build_llm(
     record_dir: Path | None = None,
     *,
     budget: ModelBudget | None = None,
+    converse: ConverseOptions | None = None,
 ) -> ExtractionLlm | None:
     """The model client, or None offline: Bedrock uses IAM; the API needs ANTHROPIC_API_KEY.
-    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`); with
-    `budget`, every call is charged to it first."""
+    With `record_dir`, every exchange is written there (`MEMWRITE_LLM_RECORD`, the anthropic
+    SDK's providers); with `budget`, every call is charged to it first. The provider
+    `bedrock-converse` calls through Converse (`converse`: where, and the budget)."""
+    if config.provider == "bedrock-converse":
+        from memwrite.adapters.aws.bedrock_converse import ConverseExtractor
+
+        return ConverseExtractor(config, **(converse or {"budget": budget}))
     if config.provider != "bedrock" and not api_key:
         return None
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
