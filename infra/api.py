@@ -6,8 +6,9 @@ access logs.
 Limits are per tenant: the authorizer answers each tenant's usage key (`usageIdentifierKey`,
 `memwrite.auth.tenant.usage_key`; the API's key source is AUTHORIZER, so a caller can never
 name one), and API Gateway throttles and counts each key by the usage plan it is on (one per
-`EnvConfig.api_plans` entry; `memwrite keys plan` puts a tenant on one). The stage's own
-throttling is the whole API's ceiling, every tenant together."""
+`EnvConfig.api_plans` entry; `memwrite keys plan` puts a tenant on one). The first entry is the
+default plan, tagged with the API key table's name: `memwrite keys create` puts a tenant on no
+plan yet on it. The stage's own throttling is the whole API's ceiling, every tenant together."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from constructs import Construct
 
 from functions.routes import ROUTES, Auth
 from infra.config import ApiPlan, ApiThrottling
+from memwrite.adapters.aws.apigateway_plans import DEFAULT_PLAN_TAG
 
 __all__ = ["GATEWAY_ERRORS", "MemwriteApi"]
 
@@ -60,6 +62,7 @@ class MemwriteApi(Construct):
         authorizer: lambda_.IFunction,
         throttling: ApiThrottling,
         plans: Mapping[str, ApiPlan],
+        api_keys_table: str,
         log_retention: logs.RetentionDays,
         removal_policy: cdk.RemovalPolicy,
     ) -> None:
@@ -141,6 +144,8 @@ class MemwriteApi(Construct):
             )
             for name, plan in plans.items()
         }
+        # `memwrite keys create --table T` finds its deployment's default plan by this tag.
+        cdk.Tags.of(next(iter(self.plans.values()))).add(DEFAULT_PLAN_TAG, api_keys_table)
         for name, usage_plan in self.plans.items():
             cdk.CfnOutput(
                 self,

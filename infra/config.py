@@ -71,8 +71,8 @@ class ApiThrottling(_Frozen):
 
 class ApiPlan(_Frozen):
     """One API Gateway usage plan: the limits of each tenant on it, counted per tenant (the
-    authorizer names the tenant's usage key). A tenant is put on a plan with `memwrite keys
-    plan` (docs/scale.md)."""
+    authorizer names the tenant's usage key). `memwrite keys create` puts a new tenant on the
+    first of `EnvConfig.api_plans`, `memwrite keys plan` on another (docs/api-keys.md)."""
 
     # Steady requests per second of one tenant, all methods.
     rate_per_sec: float = Field(gt=0)

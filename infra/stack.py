@@ -255,6 +255,7 @@ class MemwriteStack(cdk.Stack):
                 authorizer=authorizer.function,
                 throttling=config.throttling,
                 plans=config.api_plans,
+                api_keys_table=api_keys.table_name,
                 log_retention=self._retention,
                 removal_policy=removal,
             )

@@ -9,7 +9,8 @@ AWS credentials; `AWS_ENDPOINT_URL` is honoured) or a local data directory (`--d
 `plan --usage-plan ID [--tenant T]` (a deployed environment only) puts a tenant, or every
 tenant of the key table, on a usage plan of the API (the stack's `UsagePlan<Name>` outputs):
 the plan's rate, burst and daily quota then apply to that tenant's requests, counted per tenant.
-A tenant on no plan is refused (403) by API Gateway: put each new tenant on one.
+A tenant on no plan is refused (403) by API Gateway: `create` on a deployed environment puts a
+tenant on no plan yet on the deployment's default plan (the first of its `api_plans`).
 Exit status 0 on success, 1 when `revoke` finds no such key, 2 on bad usage.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -101,6 +103,21 @@ def _plan(args: argparse.Namespace, store: ApiKeyStore, stdout: TextIO) -> int:
     return 0
 
 
+def _admit(args: argparse.Namespace) -> str | None:
+    """A tenant on no usage plan yet goes on the deployment's default one (else API Gateway
+    refuses its requests): the plan's id, or None when the tenant is on a plan already."""
+    from memwrite.adapters.aws.apigateway_plans import ApiGatewayUsagePlans
+    from memwrite.adapters.aws.clients import apigateway_client
+    from memwrite.auth.tenant import usage_key
+
+    plans = ApiGatewayUsagePlans(apigateway_client(os.environ.get("AWS_ENDPOINT_URL")))
+    try:
+        return plans.admit(args.tenant, usage_key(args.tenant), args.table)
+    except LookupError as exc:  # a stack from before the default plan's tag: the key stands
+        sys.stderr.write(f"{exc}: put the tenant on a plan with `memwrite keys plan`\n")
+        return None
+
+
 def run_keys(args: argparse.Namespace, stdout: TextIO) -> int:
     from memwrite.auth.api_keys import create_key
 
@@ -109,6 +126,7 @@ def run_keys(args: argparse.Namespace, stdout: TextIO) -> int:
         return _plan(args, store, stdout)
     if args.keys_action == "create":
         issued = create_key(store, args.tenant)
+        placed = _admit(args) if args.table and args.data_dir is None else None
         if args.json:
             stdout.write(json.dumps({**_public(issued.record), "key": issued.key}) + "\n")
         else:
@@ -117,6 +135,8 @@ def run_keys(args: argparse.Namespace, stdout: TextIO) -> int:
                 f"  {issued.key}\n"
                 "shown once: only its hash is stored. Send it as the x-api-key header.\n"
             )
+            if placed is not None:
+                stdout.write(f"tenant {args.tenant} put on the default usage plan {placed}\n")
         return 0
     if args.keys_action == "list":
         records = store.list_keys(args.tenant)

@@ -353,9 +353,15 @@ def _latencies(tally: _Tally, outcomes: Outcomes) -> dict[str, float]:
 def _fairness(
     simulation: _Simulation, plan: TrafficPlan, latency: dict[str, float]
 ) -> float | None:
-    """The other tenants' p99 during the burst over their p99 outside it (and the outage)."""
+    """The other tenants' p99 during the burst over their p99 outside it and the outage (and
+    the turns that may have waited through the outage)."""
+    from memwrite.model_limits import ModelConfig
+
     burst_tenant = "t00"
     burst, outage = plan.burst, simulation.outage  # seconds into the run
+    # A turn that arrived up to `max_wait_s` (the settings file leaves the default) before the
+    # outage may wait through it: not calm either.
+    waits = ModelConfig().max_wait_s
     during, calm = [], []
     for turn_id, seconds in latency.items():
         if simulation.tally.tenant[turn_id] == burst_tenant:
@@ -363,7 +369,7 @@ def _fairness(
         arrived = simulation.tally.arrived[turn_id] - simulation.start
         if burst[0] <= arrived < burst[1]:
             during.append(seconds)
-        elif outage is None or not outage[0] <= arrived < outage[1] + OUTAGE_RECOVERY_S:
+        elif outage is None or not outage[0] - waits <= arrived < outage[1] + OUTAGE_RECOVERY_S:
             calm.append(seconds)
     p99_during, p99_calm = percentile(during, 0.99), percentile(calm, 0.99)
     if p99_during is None or not p99_calm:

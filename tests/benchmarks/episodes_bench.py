@@ -8,7 +8,9 @@ beside 1k memories costs, and how fast a backfill distils them.
 - search: the embedded index's hybrid query of one user with 1k memories and 10k episodes,
   memories only vs both kinds (the two queries `POST /v1/search` makes by default, each with
   its kind's configured fusion), the query embedded too, with WordLlama (the default) and
-  hashing in one run;
+  hashing in one run; beside it, in the same run, the same queries with BM25 from SQLite
+  FTS5's `bm25()` (the index's BM25 before its in-memory postings) and the overlap of the
+  two BM25 top 20s;
 - backfill: LoCoMo user turns kept offline as episodes (SQLite, the embedded default), then
   backfilled with a recorded model answer through the real `anthropic` client: turns/s.
 """
@@ -27,10 +29,11 @@ from typing import Any
 import httpx2
 import numpy as np
 
+from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex, _query_words
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
 from memwrite.episode import Episode
-from memwrite.index import DocKind, IndexFilter, MemoryDoc
+from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, MemoryDoc, fuse_hybrid
 from memwrite.memory import Tier
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import Embedder, TraceRecord
@@ -112,36 +115,99 @@ def bench_write_cost() -> dict[str, Any]:
 
 
 def bench_search() -> dict[str, Any]:
-    """Both embedders' indexes built first, then their queries alternated, one by one."""
+    """Both embedders' indexes built first, then their queries alternated, one by one, each
+    with the index's BM25 (postings) and with FTS5's (the baseline)."""
     timers = {
         name: _search_timer(offline_embedder(name, None)) for name in ("wordllama", "hashing")
     }
     for timer in timers.values():
-        timer(True)  # warm: the partitions are built on the first query
-    samples: dict[tuple[str, bool], list[float]] = {}
+        timer(True, False)  # warm: the partitions are built on the first query
+    samples: dict[tuple[str, bool, bool], list[float]] = {}
     for both in (False, True):
         for name, timer in timers.items():
-            samples[name, both] = timer(both)
-    return {
-        "memories": MEMORIES,
-        "episodes": EPISODES,
-        "queries": QUERIES,
-        **{
-            name: {
-                "memories_only_median_ms": round(statistics.median(samples[name, False]), 3),
-                "both_kinds_median_ms": round(statistics.median(samples[name, True]), 3),
-                "both_kinds_p90_ms": round(statistics.quantiles(samples[name, True], n=10)[-1], 3),
+            for fts5 in (False, True):
+                samples[name, both, fts5] = timer(both, fts5)
+    result: dict[str, Any] = {"memories": MEMORIES, "episodes": EPISODES, "queries": QUERIES}
+    for name in timers:
+        for fts5, label in ((False, name), (True, f"{name}_fts5_bm25")):
+            result[label] = {
+                "memories_only_median_ms": round(statistics.median(samples[name, False, fts5]), 3),
+                "both_kinds_median_ms": round(statistics.median(samples[name, True, fts5]), 3),
+                "both_kinds_p90_ms": round(
+                    statistics.quantiles(samples[name, True, fts5], n=10)[-1], 3
+                ),
             }
-            for name in timers
-        },
-    }
+    result["bm25_top20_overlap_with_fts5"] = _bm25_overlap()
+    return result
 
 
-def _search_timer(embedder: Embedder) -> Callable[[bool], list[float]]:
-    """An index of one user's memories and episodes, and a timer of its queries (with their
-    embedding) in milliseconds: memories only, or both kinds."""
-    from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
+def _bm25_overlap() -> dict[str, float]:
+    """Mean share of FTS5's BM25 top 20 that the postings' top 20 holds, per filter."""
+    index, queries, filters = _bench_index(offline_embedder("hashing", None))
+    overlap: dict[str, float] = {}
+    for name, filter in filters.items():
+        shares = [
+            len(
+                {hit.memory_id for hit in index.bm25("bench", "u", query, 20, filter=filter)}
+                & {hit.memory_id for hit in _fts5_bm25(index, query, 20, filter)}
+            )
+            / 20
+            for query in queries
+        ]
+        overlap[name] = round(statistics.mean(shares), 4)
+    return overlap
 
+
+def _fts5_filter_sql(filter: IndexFilter | None) -> tuple[str, list[object]]:
+    """SQL conditions on `docs d` for a filter (the FTS5 baseline's join)."""
+    if filter is None:
+        return "", []
+    clauses: list[str] = []
+    params: list[object] = []
+    for column, values in (
+        ("type", filter.types),
+        ("topic", filter.topics),
+        ("tier", filter.tiers),
+        ("kind", filter.kinds),
+    ):
+        if values is not None:
+            clauses.append(f"d.{column} IN ({', '.join('?' * len(values))})")
+            params.extend(str(value) for value in sorted(values))
+    if filter.min_confidence is not None:
+        clauses.append("d.confidence >= ?")
+        params.append(filter.min_confidence)
+    if filter.live_at is not None:
+        clauses.append("(d.expires_at IS NULL OR d.expires_at > ?)")
+        params.append(filter.live_at)
+    return "".join(f" AND {clause}" for clause in clauses), params
+
+
+def _fts5_bm25(index: EmbeddedIndex, query: str, k: int, filter: IndexFilter) -> list[IndexHit]:
+    """The baseline: the user's BM25 top k from SQLite FTS5's `bm25()`, joined to the filter
+    fields, as the embedded index queried it before its postings."""
+    words = _query_words(query)
+    if not words:
+        return []
+    db = index._db
+    (slot,) = db.execute("SELECT slot FROM partitions WHERE user_id = 'u'").fetchone()
+    fts = f"fts_{int(slot)}"
+    conditions, params = _fts5_filter_sql(filter)
+    rows = db.execute(
+        f"SELECT d.memory_id, -bm25({fts}) AS score FROM {fts} "
+        f"JOIN docs d ON d.id = {fts}.rowid WHERE {fts} MATCH ?{conditions} "
+        "ORDER BY score DESC, d.id LIMIT ?",
+        [" OR ".join(f'"{word}"' for word in words), *params, k],
+    ).fetchall()
+    return [
+        IndexHit(memory_id, float(score), frozenset({MatchSource.BM25}))
+        for memory_id, score in rows
+    ]
+
+
+def _bench_index(
+    embedder: Embedder,
+) -> tuple[EmbeddedIndex, list[str], dict[str, IndexFilter]]:
+    """One user's index of 1k memories and 10k episodes, the queries, and the two filters."""
     texts = [t.text for t in load_locomo() if t.text.strip()]
     texts = [t for t, v in zip(texts, embedder.embed(texts), strict=True) if np.any(v)]
     index = EmbeddedIndex(dimension=embedder.dimension)
@@ -179,17 +245,30 @@ def _search_timer(embedder: Embedder) -> Callable[[bool], list[float]]:
     memories = IndexFilter(tiers=frozenset({Tier.WORKING, Tier.FACT}), min_confidence=0.4)
     episodes = IndexFilter(kinds=frozenset({DocKind.EPISODE}))
     queries = [texts[(i * 37) % len(texts)][:60] for i in range(QUERIES)]
-    config = PipelineConfig()
-    for_memories, for_episodes = memory_fusion(config), episode_fusion(config)
+    return index, queries, {"memories": memories, "episodes": episodes}
 
-    def timed(both: bool) -> list[float]:
+
+def _search_timer(embedder: Embedder) -> Callable[[bool, bool], list[float]]:
+    """An index of one user's memories and episodes, and a timer of its queries (with their
+    embedding) in milliseconds: memories only or both kinds, BM25 from the index's postings
+    or from FTS5's `bm25()` (the baseline: its hits fused with the same kNN and fusion)."""
+    index, queries, filters = _bench_index(embedder)
+    config = PipelineConfig()
+    searches = [(filters["memories"], memory_fusion(config))]
+    searches.append((filters["episodes"], episode_fusion(config)))
+
+    def timed(both: bool, fts5: bool) -> list[float]:
         samples = []
         for query in queries:
             started = time.perf_counter()
             vector = embedder.embed([query])[0]
-            index.hybrid("bench", "u", query, vector, 20, filter=memories, fusion=for_memories)
-            if both:
-                index.hybrid("bench", "u", query, vector, 20, filter=episodes, fusion=for_episodes)
+            for filter, fusion in searches[: 2 if both else 1]:
+                if fts5:
+                    lexical = _fts5_bm25(index, query, 20, filter)
+                    semantic = index.knn("bench", "u", vector, 20, filter=filter)
+                    fuse_hybrid(lexical, semantic, 20, fusion)
+                else:
+                    index.hybrid("bench", "u", query, vector, 20, filter=filter, fusion=fusion)
             samples.append((time.perf_counter() - started) * 1000)
         return samples
 

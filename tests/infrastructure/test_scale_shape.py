@@ -10,6 +10,7 @@ import pytest
 
 from functions.routes import ROUTES, Auth
 from infra.scaling import turn_queue_concurrency, webhook_lane_concurrency
+from memwrite.adapters.aws.apigateway_plans import DEFAULT_PLAN_TAG
 from memwrite.config import Settings, load_settings
 from memwrite.model_limits import ModelLimits
 from memwrite.schema import API_KEYS_LISTING, TURNS_PENDING_EPISODES
@@ -182,6 +183,15 @@ def test_each_tenant_has_its_own_quota_through_a_usage_plan(
         else:
             assert "Quota" not in deployed
         assert len(deployed["ApiStages"]) == 1
+    # And the first is the default plan, tagged with the key table `memwrite keys create` names
+    tagged = {
+        name: [t["Value"] for t in plan.get("Tags", []) if t["Key"] == DEFAULT_PLAN_TAG]
+        for name, plan in plans.items()
+    }
+    table = synth.json["Outputs"]["ApiKeysTable"]["Value"]
+    default = f"{synth.config.stack_name}-{next(iter(synth.config.api_plans))}"
+    assert tagged.pop(default) == [table]
+    assert not any(tagged.values())
     # And a tenant on no plan yet is told so in the handlers' error shape
     responses = {
         r["Properties"]["ResponseType"]: r["Properties"]

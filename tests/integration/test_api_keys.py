@@ -13,7 +13,9 @@ import boto3
 import pytest
 
 import functions.authorizer.handler as authorizer
+from memwrite.adapters.aws.apigateway_plans import DEFAULT_PLAN_TAG
 from memwrite.auth.api_keys import hash_key
+from memwrite.auth.tenant import usage_key
 from memwrite_local.cli import main
 from memwrite_local.runtime.backend import LOCAL_API_KEY
 from tests.cli_process import run_memwrite
@@ -150,6 +152,30 @@ def test_keys_plan_puts_each_tenant_on_a_usage_plan_the_authorizer_names(
     )
     assert answer["usageIdentifierKey"] == key
     assert answer["context"] == {"tenant_id": "acme"}
+
+
+def test_a_new_tenants_first_key_puts_it_on_the_default_usage_plan(
+    make_local: MakeLocal, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a deployed environment (moto) whose default plan carries its key table's tag
+    local = make_local(backend="moto")
+    assert local.aws.resources is not None
+    table = local.aws.resources.table_names["api_keys"]
+    gateway = boto3.client("apigateway")
+    standard = gateway.create_usage_plan(name="std", tags={DEFAULT_PLAN_TAG: table})["id"]
+    gateway.create_usage_plan(name="other", tags={DEFAULT_PLAN_TAG: "another-deployment"})
+    large = gateway.create_usage_plan(name="large")["id"]
+    # When a new tenant's first key is created
+    assert _keys(capsys, "create", "--tenant", "acme", "--table", table)[0] == 0
+    # Then the tenant's usage key is on the default plan, API Gateway admits its requests
+    (api_key,) = gateway.get_api_keys(nameQuery=usage_key("acme"))["items"]
+    assert [p["id"] for p in gateway.get_usage_plans(keyId=api_key["id"])["items"]] == [standard]
+    # When the tenant is moved to another plan and then gets a second key
+    _keys(capsys, "plan", "--usage-plan", large, "--tenant", "acme", "--table", table)
+    assert _keys(capsys, "create", "--tenant", "acme", "--table", table)[0] == 0
+    # Then it stays on its plan, with one API key
+    assert [p["id"] for p in gateway.get_usage_plans(keyId=api_key["id"])["items"]] == [large]
+    assert len(gateway.get_api_keys(nameQuery=usage_key("acme"))["items"]) == 1
 
 
 class _Context:

@@ -24,6 +24,8 @@ import pytest
 from pydantic import ValidationError
 
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
+from memwrite.adapters.in_memory import InMemoryBudgetStore
+from memwrite.budget import ModelBudget
 from memwrite.candidate import Candidate, MemoryType, Quality, memory_key
 from memwrite.config import ExtractConfig
 from memwrite.errors import (
@@ -44,6 +46,7 @@ from memwrite.extract.llm import (
     extract_with_llm,
     merge_candidates,
 )
+from memwrite.model_limits import ModelConfig
 from memwrite.models import Role
 from memwrite.pricing import cost_usd, price_per_mtok
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
@@ -889,3 +892,39 @@ def test_importing_the_extractor_does_not_import_anthropic() -> None:
     )
     # Then the SDK (about 3 s of cold start) is not loaded until a client is built
     assert result.stdout.strip() == "False"
+
+
+def test_overload_answers_halve_the_model_budget_once_rate_limits_compound() -> None:
+    # Given a model budget and an API that is overloaded (529), then rate limited (429)
+    clock = [1_800_000_000.0]
+    budget = ModelBudget(
+        ModelConfig(aimd_cooldown_s=0.0), InMemoryBudgetStore(), now=lambda: clock[0]
+    )
+    overloaded = Reply("error_overloaded", status=529, headers={"retry-after-ms": "1"})
+    limited = Reply("error_rate_limited", status=429, headers={"retry-after-ms": "1"})
+    api = FakeMessagesApi(overloaded, overloaded, overloaded, limited, limited)
+    client = AnthropicExtractorClient(
+        CONFIG,
+        api_key="test-key",
+        base_url="http://testserver",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(api.handle)),
+        max_retries=0,
+        budget=budget,
+    )
+
+    def factor() -> float:
+        return min(shard.factor for shard in budget.snapshot("anthropic", CONFIG.model))
+
+    # When three calls are answered 529, a second apart (each past the retry-after)
+    for _ in range(3):
+        clock[0] += 1
+        with pytest.raises(LlmUnavailable):
+            extract_with_llm(batch(LISBON_TURN), CONFIG, client, on_json_fail=JsonFailCounter())
+    # Then the budget's limits are halved, not compounded
+    assert factor() == pytest.approx(0.5, abs=0.01)
+    # When two are answered 429: those compound
+    for _ in range(2):
+        clock[0] += 1
+        with pytest.raises(LlmUnavailable):
+            extract_with_llm(batch(LISBON_TURN), CONFIG, client, on_json_fail=JsonFailCounter())
+    assert factor() == pytest.approx(0.125, abs=0.01)

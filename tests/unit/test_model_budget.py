@@ -105,6 +105,33 @@ def test_a_429_halves_the_limits_honours_retry_after_then_recovers_additively() 
     assert shard.factor == 1.0
 
 
+def test_an_outage_of_529s_halves_the_limits_once_so_they_are_whole_soon_after() -> None:
+    # Given a full budget
+    clock = Clock()
+    b, _ = budget(clock, aimd_recovery_per_minute=0.1)
+    # When the provider is overloaded for ten minutes: every try, 5 s apart, answered 529
+    for _ in range(120):
+        clock.now += 5
+        b.throttled(PROVIDER, MODEL, 5.0, overloaded=True)
+    # Then the limits were halved, not compounded down to the floor
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.factor == pytest.approx(0.5)
+    # And five minutes after the outage they are whole again
+    clock.now += 300
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.factor == 1.0
+    # While 429s (the account's own limits) compound, down to the floor
+    for _ in range(10):
+        clock.now += 5
+        b.throttled(PROVIDER, MODEL, 5.0)
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.factor == pytest.approx(0.05)
+    # And a 529 then does not raise them
+    b.throttled(PROVIDER, MODEL, 5.0, overloaded=True)
+    (shard,) = b.snapshot(PROVIDER, MODEL)
+    assert shard.factor == pytest.approx(0.05)
+
+
 def test_a_tenants_burst_takes_only_what_others_leave_above_the_floor() -> None:
     # Given two tenants each guaranteed half the model (weight 1, tenant_share 0.5) and a
     # borrower allowed down to half of the model's bucket

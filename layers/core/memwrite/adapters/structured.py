@@ -179,11 +179,11 @@ class StructuredCalls(ABC, Generic[ResultT]):
         )
         return answer
 
-    def _throttled(self, model: str, retry_after_s: float) -> None:
-        """The provider throttled `model`: the budget's limits drop (AIMD) and it admits
-        nothing for `retry_after_s`."""
+    def _throttled(self, model: str, retry_after_s: float, *, overloaded: bool = False) -> None:
+        """The provider throttled `model` (or was `overloaded`: a 529): the budget's limits
+        drop (AIMD) and it admits nothing for `retry_after_s`."""
         if self._budget is not None:
-            self._budget.throttled(self._provider, model, retry_after_s)
+            self._budget.throttled(self._provider, model, retry_after_s, overloaded=overloaded)
 
     def _admit(self, model: str, estimate: int, max_tokens: int) -> Grant | None:
         if self._budget is None:

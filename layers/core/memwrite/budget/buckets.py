@@ -110,15 +110,26 @@ def refund(record: BucketRecord, capacity: Levels, back: Levels) -> BucketRecord
 
 
 def decrease(
-    record: BucketRecord, capacity: Levels, now: float, retry_after_s: float, tuning: Tuning
+    record: BucketRecord,
+    capacity: Levels,
+    now: float,
+    retry_after_s: float,
+    tuning: Tuning,
+    *,
+    overloaded: bool = False,
 ) -> BucketRecord:
     """A 429/529: the factor multiplied down (once per cooldown: every worker that saw the
     same throttle reports it), the levels cut to the new capacity, and no call admitted
-    before `retry_after_s` has passed."""
+    before `retry_after_s` has passed. An `overloaded` answer (529: the provider's capacity,
+    not the account's limits) takes the factor down to `tuning.decrease` at most: each try
+    through an outage is answered 529, and compounding them to `min_factor` would hold the
+    budget far under the limits for minutes after the outage ends."""
     blocked = max(record.blocked_until, now + retry_after_s)
     if now - record.decreased_at < tuning.cooldown_s:
         return replace(record, blocked_until=blocked)
     factor = max(tuning.min_factor, record.factor * tuning.decrease)
+    if overloaded:
+        factor = min(record.factor, max(factor, tuning.decrease))
     scaled = _capacity(capacity, factor)
     levels = tuple(min(level, cap) for level, cap in zip(record.levels, scaled, strict=True))
     return replace(

@@ -15,8 +15,9 @@ reservation to come back (the load simulator's scaled-down account, docs/loadtes
 
 A call is charged its estimated input tokens and its max_tokens when it starts (as the
 providers charge) and refunded to its real usage when it ends (`settle`). A 429/529 lowers the
-model's limits multiplicatively and blocks it for the provider's `retry-after` (`throttled`);
-time restores them additively (AIMD). See docs/budget.md.
+model's limits multiplicatively (a 529, the provider overloaded, to half at most) and blocks it
+for the provider's `retry-after` (`throttled`); time restores them additively (AIMD). See
+docs/budget.md.
 """
 
 from __future__ import annotations
@@ -271,15 +272,25 @@ class ModelBudget:
             if not records or self._store.save(records):
                 return
 
-    def throttled(self, provider: str, model: str, retry_after_s: float) -> None:
-        """The provider answered 429/529: every shard of the model's bucket drops its limits
-        (multiplicative decrease) and admits nothing for `retry_after_s`."""
+    def throttled(
+        self, provider: str, model: str, retry_after_s: float, *, overloaded: bool = False
+    ) -> None:
+        """The provider answered 429 (or 529: `overloaded`): every shard of the model's bucket
+        drops its limits (multiplicative decrease; a 529's to half at most) and admits
+        nothing for `retry_after_s`."""
         bucket = self._model_bucket(provider, model)
         for shard in range(bucket.shards):
             for _ in range(_MAX_CONFLICTS):
                 now = self._now()
                 (record,) = self._read([(bucket, shard)], now)
-                lowered = decrease(record, bucket.shard_capacity, now, retry_after_s, self._tuning)
+                lowered = decrease(
+                    record,
+                    bucket.shard_capacity,
+                    now,
+                    retry_after_s,
+                    self._tuning,
+                    overloaded=overloaded,
+                )
                 if self._store.save([lowered]):
                     break
 

@@ -192,7 +192,7 @@ class StructuredClient(StructuredCalls[ResultT]):
             if isinstance(exc, anthropic.APIStatusError) and (
                 exc.status_code in _THROTTLE_STATUSES
             ):
-                self._throttled(model, _retry_after(exc))
+                self._throttled(model, _retry_after(exc), overloaded=exc.status_code == 529)
             raise api_error(exc) from exc
         return _read(response, self._usage(response, model, 1.0))
 

@@ -199,7 +199,9 @@ class ConverseClient(StructuredCalls[ResultT]):
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in _THROTTLE_CODES:
-                self._throttled(model, _THROTTLED_FOR_S)
+                # ServiceUnavailable is Bedrock's 529: the service's capacity, not the limits.
+                overloaded = code == "ServiceUnavailableException"
+                self._throttled(model, _THROTTLED_FOR_S, overloaded=overloaded)
             raise converse_error(exc) from exc
         except BotoCoreError as exc:
             raise converse_error(exc) from exc

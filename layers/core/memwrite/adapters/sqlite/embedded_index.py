@@ -1,21 +1,28 @@
 """`EmbeddedIndex`: the search index of the local runner and the tests, in-process.
 
-BM25 is SQLite FTS5 (stdlib `sqlite3`, `bm25()` ranking, Porter stemming); kNN is faiss:
-an exact scan of a user's vectors while they are few, an HNSW graph past
-`EXACT_MAX_VECTORS`. Each (tenant, user) is its own partition, so a query never reads
-another user's rows and its cost does not grow with other users' data:
+BM25 ranks as SQLite FTS5's `bm25()` (stdlib `sqlite3`, Porter stemming) but is scored from
+in-memory postings; kNN is faiss: an exact scan of a user's vectors while they are few, an
+HNSW graph past `EXACT_MAX_VECTORS`. Each (tenant, user) is its own partition, so a query
+never reads another user's rows and its cost does not grow with other users' data:
 
 - SQLite: one FTS5 table per partition (`fts_<slot>`, the slot from the `partitions` table),
-  so BM25 statistics and postings are the user's own; `docs` holds the filter fields and, in
-  a file, the vectors (float32 blobs), so that restarts and other processes can reload them.
+  the stored copy of the user's terms; `docs` holds the filter fields and, in a file, the
+  vectors (float32 blobs), so that restarts and other processes can reload them.
 - faiss: one in-memory `VectorPartition` per user (`vector_partition.py`, the kNN half; this
   module holds the SQLite half and the index). In a file it is loaded from `docs` on the
   user's first kNN query; in memory (nothing else can read the database) it is the only copy
   of the vectors. Graphs are never persisted: they are rebuilt when loaded.
+- postings: one in-memory `LexicalPartition` per user (`lexical_partition.py`, the BM25
+  half), kept in step with every write and, in a file, loaded from the FTS5 table's stored
+  terms (`fts5vocab`) on the user's first BM25 query, held and bounded as the vector
+  partitions are (below).
 
-Query cost: kNN over a graph grows roughly with log(n). BM25 in FTS5 scores every posting of
-the query's words (no top-k pruning as in Lucene's block-max WAND), so it grows with how many
-of the user's memories contain them; `BM25_STOPWORDS` keeps the commonest words out.
+Query cost: kNN over a graph grows roughly with log(n). BM25 reads the postings of the
+query's terms only and scores them with numpy (FTS5's `bm25()` computed its function for
+every row holding a query word, then joined each to its filter fields: 5 to 12 ms of CPU per
+query for a user with 11k documents, under 1 ms now, docs/search.md "Measured"); it still
+grows with how many of the user's documents contain the query's terms, and `BM25_STOPWORDS`
+keeps the commonest out.
 
 Thread safety: every public method takes one lock, so an instance may be shared between
 threads (calls are serialised; the local runner is single-threaded anyway). Several processes
@@ -29,12 +36,13 @@ closes, so a long-running process serving many users grew with each new one (REA
 `max_open_partitions` tables; the vector partitions are dropped with it and reloaded on demand.
 The parsed schema itself (~2.5 KB per user per connection) stays: it is the price of one FTS5
 table per user. The vector partitions (~6.4 KB for a user with one memory, more with more)
-are bounded on their own, since kNN opens no FTS5 table: in a file at most
-`max_resident_partitions` stay in memory, the least recently searched is dropped first and
-reloaded from `docs` on its user's next kNN query. Below `EXACT_MAX_VECTORS` a reloaded
-partition returns the same hits and scores; a graph is rebuilt in doc-id order and its
-approximate hits may differ, as after any reload (another connection's commit, a reopened
-connection). In memory the partitions are the only copy of the vectors and all stay.
+and the postings are bounded on their own (a resident one is searched without its FTS5
+table): in a file at most `max_resident_partitions` of each stay in memory, the least
+recently searched is dropped first and reloaded from SQLite on its user's next query. Below
+`EXACT_MAX_VECTORS` a reloaded vector partition returns the same hits and scores (reloaded
+postings always do); a graph is rebuilt in doc-id order and its approximate hits may differ,
+as after any reload (another connection's commit, a reopened connection). In memory the
+partitions are the only copy of the vectors (and the postings) and all stay.
 """
 
 from __future__ import annotations
@@ -44,12 +52,19 @@ import sqlite3
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from memwrite.adapters.sqlite.lexical_partition import (
+    FTS5_TOKENIZE,
+    Fts5Terms,
+    LexicalPartition,
+    stored_terms,
+)
 from memwrite.adapters.sqlite.vector_partition import DocMeta, VectorPartition, unit_rows
 from memwrite.candidate import MemoryType
 from memwrite.embedder import DEFAULT_DIMENSION
@@ -60,7 +75,6 @@ from memwrite.index import (
     Fusion,
     IndexFilter,
     IndexHit,
-    MatchSource,
     MemoryDoc,
     Vector,
     fuse_hybrid,
@@ -75,8 +89,9 @@ DEFAULT_MAX_OPEN_PARTITIONS = 256
 # users with one memory each (README "Measured"); a search of another user reloads from SQLite.
 DEFAULT_MAX_RESIDENT_PARTITIONS = 256
 
-_BM25_MATCH = frozenset({MatchSource.BM25})
 _WORD_RE = re.compile(r"[^\W_]+")
+# The `docs` columns of a `DocMeta` (`_meta_of_row`), in its order.
+_META_COLUMNS = "memory_id, type, topic, tier, confidence, kind, expires_at"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -108,38 +123,13 @@ def _fts_table(slot: int) -> str:
     return f"fts_{int(slot)}"
 
 
-def _match_expression(query: str) -> str | None:
-    """An FTS5 OR query of the words of `query` that are neither stop words nor single letters
-    (the "s" of "user's"), each quoted so that no caller text is read as FTS5 syntax."""
+def _query_words(query: str) -> list[str]:
+    """The distinct words of `query` that are neither stop words nor single letters (the "s"
+    of "user's"): each is one phrase of the BM25 query, as an FTS5 OR query of them was."""
     words = _WORD_RE.findall(unicodedata.normalize("NFKC", query).casefold())
-    kept = dict.fromkeys(
-        w for w in words if w not in BM25_STOPWORDS and (len(w) > 1 or w.isdigit())
+    return list(
+        dict.fromkeys(w for w in words if w not in BM25_STOPWORDS and (len(w) > 1 or w.isdigit()))
     )
-    return " OR ".join(f'"{word}"' for word in kept) or None
-
-
-def _filter_sql(filter: IndexFilter | None) -> tuple[str, list[object]]:
-    """SQL conditions on `docs d` for a filter; an empty set matches nothing, as `IN ()` does."""
-    if filter is None:
-        return "", []
-    clauses: list[str] = []
-    params: list[object] = []
-    for column, values in (
-        ("type", filter.types),
-        ("topic", filter.topics),
-        ("tier", filter.tiers),
-        ("kind", filter.kinds),
-    ):
-        if values is not None:
-            clauses.append(f"d.{column} IN ({', '.join('?' * len(values))})")
-            params.extend(str(value) for value in sorted(values))
-    if filter.min_confidence is not None:
-        clauses.append("d.confidence >= ?")
-        params.append(filter.min_confidence)
-    if filter.live_at is not None:
-        clauses.append("(d.expires_at IS NULL OR d.expires_at > ?)")
-        params.append(filter.live_at)
-    return "".join(f" AND {clause}" for clause in clauses), params
 
 
 class EmbeddedIndex:
@@ -180,6 +170,10 @@ class EmbeddedIndex:
         # Least recently searched first. An OrderedDict rather than an LRU cache class: writes
         # update a resident partition without making it recent, and in memory nothing is evicted.
         self._partitions: OrderedDict[int, VectorPartition] = OrderedDict()
+        # The users' BM25 postings, held and bounded as the vector partitions are (same cap,
+        # least recently searched dropped first, dropped with them on another commit).
+        self._lexical: OrderedDict[int, LexicalPartition] = OrderedDict()
+        self._terms = Fts5Terms()
         self._open_slots: set[int] = set()  # FTS5 tables this connection has opened
         self._data_version = self._current_data_version()
 
@@ -211,6 +205,11 @@ class EmbeddedIndex:
                     partition.remove(doc_id)
                 else:
                     partition.add(doc_id, _meta_of(doc), matrix)
+            lexical = self._lexical.get(slot)
+            if lexical is None and not self._vectors_in_db:
+                lexical = self._lexical[slot] = LexicalPartition()
+            if lexical is not None:
+                lexical.add(doc_id, _meta_of(doc), self._terms.of([doc.text])[0])
             self._opened(slot)
 
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
@@ -229,6 +228,8 @@ class EmbeddedIndex:
                 self._db.execute(f"DELETE FROM {_fts_table(slot)} WHERE rowid = ?", (row[0],))
             if slot in self._partitions:
                 self._partitions[slot].remove(row[0])
+            if slot in self._lexical:
+                self._lexical[slot].remove(row[0])
             self._opened(slot)
 
     def delete_expired(self, now: float, limit: int) -> int:
@@ -253,6 +254,7 @@ class EmbeddedIndex:
                 self._db.execute(f"DROP TABLE IF EXISTS {_fts_table(slot)}")
                 self._db.execute("DELETE FROM partitions WHERE slot = ?", (slot,))
             self._partitions.pop(slot, None)
+            self._lexical.pop(slot, None)
             self._open_slots.discard(slot)
             return removed
 
@@ -287,41 +289,19 @@ class EmbeddedIndex:
         filter: IndexFilter | None = None,
     ) -> list[IndexHit]:
         _check_k(k)
-        expression = _match_expression(query)
-        if expression is None:
+        words = _query_words(query)
+        if not words:
             return []
         with self._lock:
+            self._drop_stale_partitions()
             slot = self._slot(tenant, user_id)
             if slot is None:
                 return []
-            fts = _fts_table(slot)
-            # bm25() is lower-is-better; negate it so every method ranks higher-is-better.
-            # Ties go by doc id. Without a filter, `docs` is read for the k hits only: joining
-            # it per matching row doubles the cost of a query with common words.
-            if filter is None:
-                ranked = self._db.execute(
-                    f"SELECT rowid, -bm25({fts}) AS score FROM {fts} WHERE {fts} MATCH ? "
-                    "ORDER BY score DESC, rowid LIMIT ?",
-                    (expression, k),
-                ).fetchall()
-                marks = ", ".join("?" * len(ranked))
-                names = dict(
-                    self._db.execute(
-                        f"SELECT id, memory_id FROM docs WHERE id IN ({marks})",
-                        [doc_id for doc_id, _ in ranked],
-                    ).fetchall()
-                )
-                rows = [(names[doc_id], score) for doc_id, score in ranked]
-            else:
-                conditions, params = _filter_sql(filter)
-                rows = self._db.execute(
-                    f"SELECT d.memory_id, -bm25({fts}) AS score FROM {fts} "
-                    f"JOIN docs d ON d.id = {fts}.rowid WHERE {fts} MATCH ?{conditions} "
-                    "ORDER BY score DESC, d.id LIMIT ?",
-                    [expression, *params, k],
-                ).fetchall()
+            partition = self._lexical_partition(slot)
             self._opened(slot)
-        return [IndexHit(memory_id, float(score), _BM25_MATCH) for memory_id, score in rows]
+            if partition is None:
+                return []
+            return partition.search(self._terms.phrases(words), k, filter)
 
     def hybrid(
         self,
@@ -356,7 +336,9 @@ class EmbeddedIndex:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._terms.close()
             self._partitions.clear()
+            self._lexical.clear()
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -387,6 +369,7 @@ class EmbeddedIndex:
         version = self._current_data_version()
         if version != self._data_version:
             self._partitions.clear()
+            self._lexical.clear()
             self._data_version = version
 
     def _opened(self, slot: int) -> None:
@@ -402,6 +385,7 @@ class EmbeddedIndex:
         self._db = self._connect()
         self._open_slots.clear()
         self._partitions.clear()
+        self._lexical.clear()
         self._data_version = self._current_data_version()
 
     def _slot(self, tenant: str, user_id: str) -> int | None:
@@ -417,7 +401,7 @@ class EmbeddedIndex:
         ).fetchone()[0]
         self._db.execute(
             f"CREATE VIRTUAL TABLE {_fts_table(slot)} USING fts5("
-            "text, tokenize = 'porter unicode61 remove_diacritics 2')"
+            f"text, tokenize = '{FTS5_TOKENIZE}')"
         )
         return int(slot)
 
@@ -458,38 +442,36 @@ class EmbeddedIndex:
         elif self._vectors_in_db:
             partition = VectorPartition(self._dimension)
             rows = self._db.execute(
-                "SELECT id, memory_id, type, topic, tier, confidence, vectors, has_content, kind, "
-                "expires_at FROM docs "
+                f"SELECT id, vectors, has_content, {_META_COLUMNS} FROM docs "
                 "WHERE slot = ? AND vectors IS NOT NULL ORDER BY id",
                 (slot,),
             )
-            for (
-                doc_id,
-                memory_id,
-                type_,
-                topic,
-                tier,
-                confidence,
-                blob,
-                has_content,
-                kind,
-                expires_at,
-            ) in rows:
-                meta = DocMeta.of(
-                    memory_id,
-                    MemoryType(type_),
-                    Tier(tier),
-                    topic,
-                    confidence,
-                    has_content=bool(has_content),
-                    kind=DocKind(kind),
-                    expires_at=expires_at,
-                )
+            for doc_id, blob, has_content, *fields in rows:
+                meta = _meta_of_row(fields, has_content=bool(has_content))
                 vectors = np.frombuffer(blob, dtype=np.float32).reshape(-1, self._dimension)
                 partition.add(doc_id, meta, vectors)
             self._partitions[slot] = partition
             while len(self._partitions) > self._max_resident_partitions:
                 self._partitions.popitem(last=False)  # reloaded from `docs` when searched again
+        return partition
+
+    def _lexical_partition(self, slot: int) -> LexicalPartition | None:
+        """The BM25 postings of `slot`: resident, or (in a file) loaded from its FTS5 table's
+        stored terms, the least recently searched evicted past `max_resident_partitions`."""
+        partition = self._lexical.get(slot)
+        if partition is not None:
+            self._lexical.move_to_end(slot)
+        elif self._vectors_in_db:
+            partition = LexicalPartition()
+            terms = stored_terms(self._db, _fts_table(slot))
+            rows = self._db.execute(
+                f"SELECT id, {_META_COLUMNS} FROM docs WHERE slot = ? ORDER BY id", (slot,)
+            )
+            for doc_id, *fields in rows:
+                partition.add(doc_id, _meta_of_row(fields), terms.get(doc_id, {}))
+            self._lexical[slot] = partition
+            while len(self._lexical) > self._max_resident_partitions:
+                self._lexical.popitem(last=False)  # reloaded from SQLite when searched again
         return partition
 
 
@@ -503,6 +485,21 @@ def _meta_of(doc: MemoryDoc) -> DocMeta:
         has_content=doc.vector is not None,
         kind=doc.kind,
         expires_at=doc.expires_at,
+    )
+
+
+def _meta_of_row(fields: Sequence[Any], *, has_content: bool = True) -> DocMeta:
+    """`DocMeta` of the `_META_COLUMNS` of a `docs` row."""
+    memory_id, type_, topic, tier, confidence, kind, expires_at = fields
+    return DocMeta.of(
+        memory_id,
+        MemoryType(type_),
+        Tier(tier),
+        topic,
+        confidence,
+        has_content=has_content,
+        kind=DocKind(kind),
+        expires_at=expires_at,
     )
 
 

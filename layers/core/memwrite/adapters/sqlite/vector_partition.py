@@ -24,7 +24,14 @@ from memwrite.candidate import MemoryType
 from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, Vector
 from memwrite.memory import Tier
 
-__all__ = ["EXACT_MAX_VECTORS", "DocMeta", "VectorPartition", "unit_rows"]
+__all__ = [
+    "EXACT_MAX_VECTORS",
+    "DocMeta",
+    "VectorPartition",
+    "field_mask",
+    "grown",
+    "unit_rows",
+]
 
 # Below this many vectors a user's kNN is an exact scan (cheaper than building a graph).
 EXACT_MAX_VECTORS = 2_048
@@ -151,7 +158,7 @@ class VectorPartition:
         self._size += count
         if self._size > len(self._owner):
             for name in _ROW_ARRAYS:
-                setattr(self, name, _grown(getattr(self, name), self._size))
+                setattr(self, name, grown(getattr(self, name), self._size))
         for row, vector in zip(rows.tolist(), vectors, strict=True):
             self._vector[row] = self._vector_id(vector)
             self._rows_of[self._vector[row]].append(row)
@@ -251,7 +258,7 @@ class VectorPartition:
             self._rows_of.append([])
             self._pending.append(vector)
             if vector_id >= len(self._live_rows):
-                self._live_rows = _grown(self._live_rows, vector_id + 1)
+                self._live_rows = grown(self._live_rows, vector_id + 1)
         return vector_id
 
     def _index_up_to_date(self) -> None:
@@ -276,26 +283,18 @@ class VectorPartition:
         self, rows: npt.NDArray[np.int64], filter: IndexFilter | None
     ) -> npt.NDArray[np.bool_]:
         """Which of `rows` are live and pass `filter` (cost grows with len(rows) only)."""
-        mask = self._live[rows]
-        if filter is None:
-            return mask
-        if filter.types is not None:
-            codes = [_MEMORY_TYPES.index(t) for t in filter.types]
-            mask &= np.isin(self._type[rows], codes)
-        if filter.tiers is not None:
-            codes = [_TIERS.index(t) for t in filter.tiers]
-            mask &= np.isin(self._tier[rows], codes)
-        if filter.topics is not None:
-            codes = [self._topics[t] for t in filter.topics if t in self._topics]
-            mask &= np.isin(self._topic[rows], codes)
-        if filter.kinds is not None:
-            mask &= np.isin(self._kind[rows], [_KINDS.index(k) for k in filter.kinds])
-        if filter.min_confidence is not None:
-            # float32 storage: compare in float32 so a doc at exactly the floor passes.
-            mask &= self._confidence[rows] >= np.float32(filter.min_confidence)
-        if filter.live_at is not None:
-            mask &= self._expires[rows] > filter.live_at
-        return mask
+        return field_mask(
+            rows,
+            filter,
+            live=self._live,
+            type_=self._type,
+            tier=self._tier,
+            topic=self._topic,
+            topics=self._topics,
+            confidence=self._confidence,
+            kind=self._kind,
+            expires=self._expires,
+        )
 
     def _best_per_memory(
         self,
@@ -341,7 +340,41 @@ class VectorPartition:
             self.add(doc_id, meta, vectors)
 
 
-def _grown(array: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
+def field_mask(
+    rows: npt.NDArray[np.int64],
+    filter: IndexFilter | None,
+    *,
+    live: npt.NDArray[np.bool_],
+    type_: npt.NDArray[np.int8],
+    tier: npt.NDArray[np.int8],
+    topic: npt.NDArray[np.int32],
+    topics: dict[str, int],
+    confidence: npt.NDArray[np.float32],
+    kind: npt.NDArray[np.int8],
+    expires: npt.NDArray[np.float64],
+) -> npt.NDArray[np.bool_]:
+    """Which of `rows` are live and pass `filter`, given per-row columns of `DocMeta` codes
+    (`topics`: topic -> its code); shared by the kNN and BM25 partitions."""
+    mask = live[rows]
+    if filter is None:
+        return mask
+    if filter.types is not None:
+        mask &= np.isin(type_[rows], [_MEMORY_TYPES.index(t) for t in filter.types])
+    if filter.tiers is not None:
+        mask &= np.isin(tier[rows], [_TIERS.index(t) for t in filter.tiers])
+    if filter.topics is not None:
+        mask &= np.isin(topic[rows], [topics[t] for t in filter.topics if t in topics])
+    if filter.kinds is not None:
+        mask &= np.isin(kind[rows], [_KINDS.index(k) for k in filter.kinds])
+    if filter.min_confidence is not None:
+        # float32 storage: compare in float32 so a doc at exactly the floor passes.
+        mask &= confidence[rows] >= np.float32(filter.min_confidence)
+    if filter.live_at is not None:
+        mask &= expires[rows] > filter.live_at
+    return mask
+
+
+def grown(array: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
     """`array` with room for at least `size` items (capacity doubles: amortised O(1) appends)."""
     capacity = len(array)
     while capacity < size:
