@@ -41,6 +41,7 @@ from memwrite.errors import (
     UnknownUser,
 )
 from memwrite.ids import is_id
+from memwrite.metering import Metering, metering_for
 
 __all__ = [
     "ApiError",
@@ -206,6 +207,7 @@ def tenant_of(app: APIGatewayRestResolver, api_keys: dict[str, str]) -> str:
 
 class _WithSettings(Protocol):
     settings: Settings  # its `api_keys` name the tenants when no authorizer ran (locally)
+    metering: Metering  # where each request's usage goes, its tenant's
 
 
 DepsT = TypeVar("DepsT", bound=_WithSettings)
@@ -283,10 +285,12 @@ class HttpFunction(Generic[DepsT]):
     ) -> Response[Any]:
         """A route's answer: `call(tenant, deps)` with the tenant of the request's credential,
         its reply as JSON with `status` (a whole `Response` as it is). A `None` reply raises
-        `unknown`: the id the route names does not exist for this tenant (a 404)."""
+        `unknown`: the id the route names does not exist for this tenant (a 404). The call is
+        metered as one unit of work of the tenant (`memwrite.metering`)."""
         current = self.deps()
         tenant = tenant_of(self.app, current.settings.api_keys)
-        reply = call(tenant, current)
+        with metering_for(tenant, current.metering):
+            reply = call(tenant, current)
         if reply is None:
             if unknown is None:
                 raise TypeError("a route's call returned None without an `unknown` error")

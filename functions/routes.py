@@ -63,6 +63,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/users/{user_id}/backfill", "api", "backfill_route"),
     Route("GET", "/v1/settings", "api", "get_settings_route"),
     Route("PUT", "/v1/settings", "api", "put_settings_route"),
+    Route("GET", "/v1/usage", "api", "usage_route"),
     # The API's own description.
     Route("GET", "/v1/openapi.json", "api", "openapi_route", Auth.PUBLIC),
 )

@@ -16,9 +16,10 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memwrite.budget import Lane, caller_of, calling_for
+from memwrite.metering import Metering, metering_for
 from memwrite.stages import StagePlacement, stage_named
 from memwrite.tenants import TenantConfigs
-from memwrite.wiring import build_stage_deps
+from memwrite.wiring import build_metering, build_stage_deps
 
 __all__ = ["StageHandler", "stage_handler"]
 
@@ -41,14 +42,22 @@ class StageHandler:
     def deps(self) -> tuple[TenantConfigs, Any]:
         return build_stage_deps(self.stage.name)
 
+    @cache  # noqa: B019 (as `deps`)
+    def metering(self) -> Metering:
+        return build_metering()
+
     def _handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         configs, deps = self.deps()
         payload: Any = self.stage.input_model.model_validate(event)
         # Every stage's input names its tenant; a tenant may override the pipeline's config.
         config = configs.for_request(payload.tenant)
-        # Its model calls are charged to the tenant's part of the model budget.
+        # Its model calls are charged to the tenant's part of the model budget, and metered
+        # on the tenant's usage with its embeddings.
         lane = Lane.BACKFILL if getattr(payload, "backfill", False) else Lane.LIVE
-        with calling_for(caller_of(payload.tenant, config.model, lane)):
+        with (
+            calling_for(caller_of(payload.tenant, config.model, lane)),
+            metering_for(payload.tenant, self.metering()),
+        ):
             output = self.stage.run(payload, config, deps)
         result: dict[str, Any] = output.model_dump(mode="json")
         return result

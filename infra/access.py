@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memwrite.schema import Access, SearchAccess
-from memwrite.stages import STAGES, StageDef
+from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = [
     "EMBEDDING_CALLERS",
@@ -18,9 +18,11 @@ __all__ = [
     "LLM_CALLERS",
     "SEARCH_ACCESS",
     "STAGE_ACCESS",
+    "USAGE_WRITERS",
     "embedding_callers",
     "llm_callers",
     "search_access",
+    "usage_writers",
 ]
 
 R, W, RW = Access.READ, Access.WRITE, Access.READ_WRITE
@@ -46,6 +48,7 @@ FUNCTION_ACCESS: dict[str, dict[str, Access]] = {
         "turns": RW,
         "spans": RW,
         "tenant_settings": RP,  # GET|PUT /v1/settings: whole items, never a delete
+        "usage": R,  # GET /v1/usage: a query of the tenant's hours
     },
     "dead_letter": {"spans": W},
     # The scheduled backfill runs the pipeline's stages in-process (their tables), and finds
@@ -92,6 +95,15 @@ _FUNCTION_EMBEDDING_CALLERS = frozenset({"api"})
 _FUNCTION_LLM_CALLERS = frozenset({"api", "backfill"})  # backfill: the stages' models
 
 
+def usage_writers(stages: Sequence[StageDef]) -> frozenset[str]:
+    """The functions that meter a tenant's usage (`memwrite.metering`): the API functions
+    (every request: turns in, replays' model calls, search queries' embeddings), every stage
+    that calls the model or the embedder, and the backfill (its stages in-process). Each adds
+    to its hour's counters (UpdateItem `ADD` only)."""
+    api = frozenset(stage.name for stage in stages if stage.placement is StagePlacement.INGEST)
+    return api | llm_callers(stages) | embedding_callers(stages) | {"api", "backfill"}
+
+
 def search_access(stages: Sequence[StageDef]) -> dict[str, SearchAccess]:
     """Function -> what it does to the search index (`memwrite.wiring` builds it for each)."""
     return {
@@ -115,3 +127,4 @@ STAGE_ACCESS: dict[str, dict[str, Access]] = {s.name: dict(s.tables) for s in ST
 SEARCH_ACCESS = search_access(STAGES)
 EMBEDDING_CALLERS = embedding_callers(STAGES)
 LLM_CALLERS = llm_callers(STAGES)
+USAGE_WRITERS = usage_writers(STAGES)

@@ -3,8 +3,9 @@
 Metrics are the library's EMF metrics (namespace `memwrite`: `items{Stage, Outcome, Reason}`,
 `latency{Stage}`, `extraction_json_fail`, `prefilter.*`, and `llm.calls`, `llm.input_tokens`,
 `llm.output_tokens`, `llm.cache_read_input_tokens`, `llm.cache_creation_input_tokens`,
-`llm.cost_usd` by {Stage, Model} for the stages that call a model), the Lambda, SQS and Step
-Functions service metrics, and the indexer's `IteratorAge` (the outbox lag).
+`llm.cost_usd` by {Stage, Model} for the stages that call a model, and `tenant.cost_usd` by
+{Tenant}: the $ per tenant, `memwrite.metering`), the Lambda, SQS and Step Functions service
+metrics, and the indexer's `IteratorAge` (the outbox lag).
 """
 
 from __future__ import annotations
@@ -103,6 +104,17 @@ def _llm_cost_total() -> cw.MathExpression:
     search = f"SEARCH('{{{NAMESPACE},Model,Stage}} MetricName=\"llm.cost_usd\"', 'Sum')"
     return cw.MathExpression(
         expression=f"SUM({search})", label="total LLM cost (USD)", period=_PERIOD
+    )
+
+
+def _tenant_cost() -> cw.MathExpression:
+    """The model calls' cost of each tenant, one line per tenant (a SEARCH: tenants come and
+    go without a redeploy)."""
+    search = f'{{{NAMESPACE},Tenant}} MetricName="tenant.cost_usd"'
+    return cw.MathExpression(
+        expression=f"SEARCH('{search}', 'Sum', 300)",
+        label="cost (USD) by tenant",
+        period=_PERIOD,
     )
 
 
@@ -252,6 +264,11 @@ class Monitoring(Construct):
                 title="LLM cost (USD) over the dashboard's time range",
                 metrics=[_llm_cost_total()],
                 set_period_to_time_range=True,
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Model cost (USD per 5 min) by tenant",
+                left=[_tenant_cost()],
                 width=8,
             ),
         ]

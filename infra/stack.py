@@ -30,7 +30,13 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from functions.routes import route_functions
-from infra.access import FUNCTION_ACCESS, embedding_callers, llm_callers, search_access
+from infra.access import (
+    FUNCTION_ACCESS,
+    embedding_callers,
+    llm_callers,
+    search_access,
+    usage_writers,
+)
 from infra.api import MemwriteApi
 from infra.batch_jobs import BedrockBatchJobs
 from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
@@ -46,7 +52,7 @@ from memwrite.adapters.aws.s3_exports import KEY_PREFIX
 from memwrite.config import PipelineConfig, Settings
 from memwrite.model_limits import ModelLimits, ModelTask, budget_provider
 from memwrite.pricing import model_family
-from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, Access, SearchAccess
+from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, USAGE, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 
 __all__ = [
@@ -90,6 +96,8 @@ def _grant(table: dynamodb.ITable, role: iam.IRole, access: Access) -> None:
     elif access is Access.READ_PUT:
         table.grant_read_data(role)
         table.grant(role, "dynamodb:PutItem")
+    elif access is Access.UPDATE:
+        table.grant(role, "dynamodb:UpdateItem")
     else:
         table.grant_read_data(role)
         table.grant(role, *_DELETE_ACTIONS)
@@ -195,11 +203,14 @@ class MemwriteStack(cdk.Stack):
             for table, access in FUNCTION_ACCESS[name].items():
                 _grant(self.tables.by_name[table], self.functions[name].role, access)
         calling_model, embedding = llm_callers(stages), embedding_callers(stages)
+        metering, usage = usage_writers(stages), self.tables.by_name[USAGE.logical_name]
         for name, fn in self.functions.items():
             if name in calling_model:
                 self._grant_llm(fn)
             if name in embedding:
                 self._grant_embedder(fn)
+            if name in metering:
+                _grant(usage, fn.role, Access.UPDATE)  # its units of work's usage, added to
 
         self.pipeline = PipelineStateMachine(
             self,

@@ -19,7 +19,7 @@ from memwrite.ids import content_hash
 from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter
 from memwrite.memory import MemoryUnit, Tier
 from memwrite.ports import Embedder
-from memwrite.wiring.backends import offline_embedder
+from memwrite.wiring.search import offline_embedder
 
 F, P, INS = MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION
 MEMORIES: list[tuple[MemoryType, str, str, str, str]] = [

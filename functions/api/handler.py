@@ -43,6 +43,7 @@ from memwrite.episode import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.feed.webhooks import host_refusal
 from memwrite.memory import EXPIRED_RETENTION_DAYS
+from memwrite.metering import MAX_RANGE_DAYS, UsageReport, usage_report
 from memwrite.models import BackfillAccepted
 from memwrite.portability import (
     INLINE_EXPORT_LIMIT,
@@ -91,6 +92,8 @@ app, deps = http.app, http.deps  # as every handler module names them (runner, t
 
 _FROM = "Traces created at or after this ISO 8601 time (naive: UTC)."
 _TO = "Traces created at or before this ISO 8601 time (naive: UTC)."
+_USAGE_FROM = "The first day or hour counted (ISO 8601; default: the current month's first day)."
+_USAGE_TO = "The last day or hour counted (ISO 8601; default: now)."
 # The committed OpenAPI document (`make openapi` writes it; a test keeps it current).
 OPENAPI_DOCUMENT = Path(__file__).resolve().parents[1] / "openapi.json"
 ACCESS_UPDATES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="access")
@@ -492,6 +495,34 @@ def put_settings_route(settings: TenantOverrides) -> Response[dict[str, Any]]:
         return settings
 
     return http.answer(put_settings)
+
+
+@http.route(
+    summary="The tenant's usage: turns, model calls, tokens, embeddings, cost",
+    description="The caller's tenant only (the tenant is the credential's), counted by the UTC "
+    "hour as the work happens: each request, pipeline batch, indexing and backfill adds what "
+    "it used to its hour, the model calls from the token counts the provider answered. `from` "
+    "and `to` are ISO 8601 dates or times (naive: UTC); the hours from the one `from` falls "
+    "in through the one `to` falls in are counted (a date: its whole day). Absent `from`: the "
+    "first day of the current month; absent `to`: now. The answer names the hours counted, "
+    f"`to` exclusive; at most {MAX_RANGE_DAYS} days. A bad value, or `from` after `to`, is a "
+    "400 naming the field.",
+    tags=["usage"],
+    responses=error_responses(ok=(HTTPStatus.OK, "The usage over the hours counted.", UsageReport)),
+)
+def usage_route(
+    since_text: Annotated[
+        str | None, Query(alias="from", max_length=64, description=_USAGE_FROM)
+    ] = None,
+    until_text: Annotated[
+        str | None, Query(alias="to", max_length=64, description=_USAGE_TO)
+    ] = None,
+) -> Response[dict[str, Any]]:
+    return http.answer(
+        lambda tenant, current: usage_report(
+            tenant, since_text, until_text, current.metering.meter, datetime.now(UTC)
+        )
+    )
 
 
 @cache

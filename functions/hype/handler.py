@@ -24,10 +24,11 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memwrite.budget import caller_of, calling_for
+from memwrite.metering import Metering, metering_for
 from memwrite.payloads import IndexedChange, OutboxChange
 from memwrite.stages import stage_named
 from memwrite.tenants import TenantConfigs
-from memwrite.wiring import build_stage_deps
+from memwrite.wiring import build_metering, build_stage_deps
 
 __all__ = ["BatchResult", "index_batch", "lambda_handler"]
 
@@ -40,6 +41,11 @@ def deps() -> tuple[TenantConfigs, Any]:
     return build_stage_deps(STAGE.name)
 
 
+@cache
+def metering() -> Metering:
+    return build_metering()
+
+
 def index_record(record: DynamoDBRecord) -> IndexedChange | None:
     if record.event_name is not DynamoDBRecordEventName.INSERT:
         return None
@@ -47,8 +53,12 @@ def index_record(record: DynamoDBRecord) -> IndexedChange | None:
     change = OutboxChange.from_row(image or {})
     configs, stage_deps = deps()
     config = configs.for_request(change.tenant)
-    # HyPE's calls are charged to the tenant's part of the model budget.
-    with calling_for(caller_of(change.tenant, config.model)):
+    # HyPE's calls are charged to the tenant's part of the model budget, and metered on the
+    # tenant's usage with the embeddings.
+    with (
+        calling_for(caller_of(change.tenant, config.model)),
+        metering_for(change.tenant, metering()),
+    ):
         result: IndexedChange = STAGE.run(change, config, stage_deps)
     # Ids and timings only: the memory's text never reaches the logs.
     logger.debug("indexed", extra=result.model_dump(mode="json", exclude={"questions"}))

@@ -25,6 +25,7 @@ from functions.api_common import (
 )
 from memwrite.direct_memories import DirectMemoriesRequest, DirectWriteAccepted
 from memwrite.errors import IngestLimitExceeded
+from memwrite.metering import UsageCounts, count_usage
 from memwrite.models import IngestRequest, IngestResponse
 from memwrite.pre_filter.direct_memories import write_direct
 from memwrite.pre_filter.stage import RETRY_AFTER_SECS, ingest_turns
@@ -88,6 +89,7 @@ def post_turns(
             deps=current.ingest,
             idempotency_key=idempotency_key,
         )
+        count_usage(UsageCounts.of_intake(result))  # the tenant's turns in and kept
         if result.failed:
             body = result.model_dump(mode="json")
             retry_after = {"Retry-After": str(RETRY_AFTER_SECS)}

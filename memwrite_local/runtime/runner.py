@@ -246,8 +246,10 @@ class LocalRunner:
             module.deps.cache_clear()
         for module in self._pipeline:
             module.handler.deps.cache_clear()
+            module.handler.metering.cache_clear()
         for module in self._stream:
             module.deps.cache_clear()
+            module.metering.cache_clear()
 
     def call(
         self,

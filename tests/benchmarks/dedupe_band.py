@@ -38,7 +38,7 @@ import numpy as np
 
 from memwrite.config import DedupeConfig
 from memwrite.ports import Embedder
-from memwrite.wiring.backends import offline_embedder
+from memwrite.wiring.search import offline_embedder
 from tests.datasets import SHARED_DATA
 
 # (first, second) restatements of one memory, as dedupe sees candidate and stored texts.

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memwrite.wiring.backends import offline_embedder
+from memwrite.wiring.search import offline_embedder
 from tests.datasets import load_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ BATCH = 1_000
 # ru_maxrss: the peak would count the interpreter's own start-up too.
 _LOAD = """
 import sys, time
-from memwrite.wiring.backends import offline_embedder
+from memwrite.wiring.search import offline_embedder
 
 def rss_mb():
     with open("/proc/self/status") as status:

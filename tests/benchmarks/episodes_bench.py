@@ -38,7 +38,7 @@ from memwrite.memory import Tier
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import Embedder, TraceRecord
 from memwrite.read.query import episode_fusion, memory_fusion
-from memwrite.wiring.backends import offline_embedder
+from memwrite.wiring.search import offline_embedder
 from tests.datasets import load_locomo
 from tests.recorded_api import recorded
 

@@ -202,6 +202,7 @@ def bench_warm_handler() -> dict[str, Any]:
         InMemorySpanStore,
         InMemoryTurnLedger,
     )
+    from memwrite.metering import Metering
     from memwrite.pre_filter.stage import IngestDeps
     from memwrite.tenants import TenantConfigs
     from memwrite.wiring import PreFilterFunctionDeps
@@ -222,6 +223,7 @@ def bench_warm_handler() -> dict[str, Any]:
                 metrics=CountingMetrics(),
                 rate_gate=RateGate(10_000),
             ),
+            metering=Metering(None, CountingMetrics()),  # counted nowhere, as offline
         )
 
     current = fresh_deps()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import date
 from typing import Any
 
 import httpx
@@ -345,3 +346,33 @@ def test_direct_memories_through_serve(serve: ServeProcess) -> None:
         with pytest.raises(InvalidRequest) as invalid:
             mw.add_memories(dana, [{"type": "mood", "attribute": "a", "value": "b"}])
         assert "memories[0].type" in str(invalid.value.errors)
+
+
+def test_usage_counts_the_tenants_turns_only_and_names_a_bad_bound(serve: ServeProcess) -> None:
+    with (
+        MemwriteClient(serve.base_url, api_key=API_KEY) as mw,
+        MemwriteClient(serve.base_url, api_key=OTHER_KEY) as other,
+    ):
+        # Given the tenants' usage so far (the server is shared by the tests)
+        before, theirs = mw.usage(), other.usage()
+        # When one tenant adds turns and they are distilled
+        ack = mw.add(user_id=user(), session_id="s-1", turns=TURNS)
+        mw.wait(ack.trace_id, timeout=30)
+        # Then its usage counts them, and the other tenant's does not
+        after = mw.usage()
+        assert after.tenant == "tenant-client"
+        assert after.turns_in >= before.turns_in + len(TURNS)
+        assert after.turns_kept >= before.turns_kept + ack.accepted
+        assert after.embeddings > before.embeddings
+        assert other.usage().turns_in == theirs.turns_in
+        # And a range of days counts those days' hours, `to` exclusive in the answer
+        past = mw.usage(since=date(2025, 1, 1), until="2025-01-31")
+        assert (past.from_.isoformat(), past.to.isoformat()) == (
+            "2025-01-01T00:00:00+00:00",
+            "2025-02-01T00:00:00+00:00",
+        )
+        assert past.turns_in == 0
+        # And a bound after the other is refused, naming it
+        with pytest.raises(InvalidRequest) as refused:
+            mw.usage(since="2026-11-20", until="2026-11-10")
+        assert [error.field for error in refused.value.errors] == ["from"]

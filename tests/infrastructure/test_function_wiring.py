@@ -295,15 +295,17 @@ def test_the_api_function_deletes_exactly_the_tables_the_erase_route_touches(
 
     assert tables_allowed("dynamodb:DeleteItem") == erased
     # The settings routes read and replace a tenant's settings item: never a delete.
-    # And its model calls read (and put) the model budget's shards.
-    assert tables_allowed("dynamodb:Query") == erased | {"tenant_settings", "budget"}
+    # And its model calls read (and put) the model budget's shards; the usage route queries
+    # the tenant's hours.
+    assert tables_allowed("dynamodb:Query") == erased | {"tenant_settings", "budget", "usage"}
     # The rollback route's one transaction (`memwrite.adapters.aws.dynamodb_rollback`) puts
     # memories, fact rows, outbox rows and its record (turns), then its span. Retrieval
     # counters (turns) are updated in place. The backfill route runs the pipeline's stages
     # in-process: resolve_refs writes entities; the import route puts entities (if absent).
     written = {"memories", "entity_facts", "entities", "outbox", "turns", "spans"}
     assert tables_allowed("dynamodb:PutItem") == written | {"tenant_settings", "budget"}
-    assert tables_allowed("dynamodb:UpdateItem") == written
+    # Each request adds to its tenant's usage counters (`memwrite.metering`).
+    assert tables_allowed("dynamodb:UpdateItem") == written | {"usage"}
 
 
 def test_tenant_settings_are_read_by_the_functions_that_use_them_and_written_by_api_only(

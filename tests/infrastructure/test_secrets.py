@@ -24,7 +24,8 @@ def _functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _reads_secret(template: dict[str, Any], role: Any) -> bool:
     role_name = role["Fn::GetAtt"][0] if isinstance(role, dict) else None
     for resource in template["Resources"].values():
-        if resource["Type"] != "AWS::IAM::Policy":
+        # A role's overflow policies (CDK's, past the inline size limit) grant as its own.
+        if resource["Type"] not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
             continue
         roles = [r.get("Ref") for r in resource["Properties"].get("Roles", [])]
         text = json.dumps(resource["Properties"]["PolicyDocument"])

@@ -136,7 +136,11 @@ def test_every_queue_has_a_dlq_or_is_one(synthesized: dict[str, Synthesized], en
 
 @pytest.mark.parametrize("env", ENVS)
 def test_no_wildcard_actions_anywhere(synthesized: dict[str, Synthesized], env: str) -> None:
-    for policy in resources(synthesized[env], "AWS::IAM::Policy").values():
+    policies = [
+        *resources(synthesized[env], "AWS::IAM::Policy").values(),
+        *resources(synthesized[env], "AWS::IAM::ManagedPolicy").values(),
+    ]
+    for policy in policies:
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             actions = (
                 statement["Action"]
@@ -147,9 +151,12 @@ def test_no_wildcard_actions_anywhere(synthesized: dict[str, Synthesized], env: 
 
 
 def _role_statements(synth: Synthesized, function_prefix: str) -> list[dict[str, Any]]:
+    """Every statement of a function's role: its default policy's, and those CDK moves to an
+    overflow managed policy when the default one outgrows IAM's inline size limit."""
     return [
         statement
-        for logical_id, policy in resources(synth, "AWS::IAM::Policy").items()
+        for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+        for logical_id, policy in resources(synth, kind).items()
         if logical_id.startswith(f"{function_prefix}Role")
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
     ]

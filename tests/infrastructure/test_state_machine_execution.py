@@ -197,9 +197,12 @@ def aws(
 
         monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
         for stage_dir in ("extract", "resolve_refs", "dedupe", "conflict", "persist"):
-            importlib.import_module(f"functions.{stage_dir}.handler").handler.deps.cache_clear()
+            stage = importlib.import_module(f"functions.{stage_dir}.handler").handler
+            stage.deps.cache_clear()
+            stage.metering.cache_clear()
         for module in ("dead_letter", "hype", "api"):
             importlib.import_module(f"functions.{module}.handler").deps.cache_clear()
+        importlib.import_module("functions.hype.handler").metering.cache_clear()
         yield deployment, faults
 
 

@@ -314,7 +314,12 @@ def test_a_stage_module_is_reached_through_the_stage_list() -> None:
 # never from one above (type-checking imports included: a type is a dependency too). Every
 # root-level module but wiring is the shared domain; every package is placed here by name, so
 # a new one is placed on purpose.
-DOMAIN_PACKAGES = {"prompts", "direct_memories", "budget"}  # records and rules the ports name
+DOMAIN_PACKAGES = {
+    "prompts",
+    "direct_memories",
+    "budget",
+    "metering",
+}  # records, rules the ports name
 SHARED_PACKAGES = {"decisions"}  # what more than one stage decides (dedupe, conflict, persist)
 FEATURE_PACKAGES = {stage.name for stage in STAGES} | {
     "auth",

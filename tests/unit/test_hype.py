@@ -21,7 +21,7 @@ from memwrite.candidate import MemoryType
 from memwrite.config import ExtractConfig, PipelineConfig
 from memwrite.environment import LambdaEnvironment
 from memwrite.errors import EmbedderUnavailable
-from memwrite.wiring.backends import build_embedder
+from memwrite.wiring.search import build_embedder
 from tests.paraphrase_set import memory_unit, recall_at
 from tests.recorded_api import RecordedApi
 

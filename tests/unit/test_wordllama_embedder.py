@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from memwrite.config import SearchConfig
-from memwrite.wiring.backends import offline_embedder
+from memwrite.wiring.search import offline_embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ socket.create_connection = refuse
 handlers = list(logging.getLogger().handlers)
 
 from memwrite.config import SearchConfig
-from memwrite.wiring.backends import offline_embedder
+from memwrite.wiring.search import offline_embedder
 
 search = SearchConfig()
 embedder = offline_embedder(search.embedder, search.dimension)

@@ -24,6 +24,7 @@ export type RollbackRecord = Camelize<Schemas["RollbackRecord"]>;
 export type ErasureReport = Camelize<Schemas["ErasureReport"]>;
 export type ImportReport = Camelize<Schemas["ImportReport"]>;
 export type BackfillAccepted = Camelize<Schemas["BackfillAccepted"]>;
+export type UsageReport = Camelize<Schemas["UsageReport"]>;
 /** Settings and replay configs are the API's documents, keys as the configuration reference
  * spells them (snake_case): they round-trip unchanged. */
 export type TenantSettings = Schemas["TenantOverrides-Output"];
@@ -299,6 +300,14 @@ export class MemwriteClient {
   /** The tenant's own settings (the credential's tenant). */
   async settings(): Promise<TenantSettings> {
     return ok(await this.api.GET("/v1/settings", {}));
+  }
+
+  /** The tenant's usage (`GET /v1/usage`): turns in and kept, model calls, tokens, embeddings
+   * and cost over the UTC hours from `since` through `until` (ISO 8601; a date: its whole
+   * day; defaults: this month's first day, now). */
+  async usage(options: { since?: string; until?: string } = {}): Promise<UsageReport> {
+    const query = { from: options.since, to: options.until };
+    return camelize(ok(await this.api.GET("/v1/usage", { params: { query } })));
   }
 
   /** Replace the tenant's own settings whole (`extraction`, `webhooks`, skip patterns...). */

@@ -175,6 +175,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's usage: turns, model calls, tokens, embeddings, cost
+         * @description The caller's tenant only (the tenant is the credential's), counted by the UTC hour as the work happens: each request, pipeline batch, indexing and backfill adds what it used to its hour, the model calls from the token counts the provider answered. `from` and `to` are ISO 8601 dates or times (naive: UTC); the hours from the one `from` falls in through the one `to` falls in are counted (a date: its whole day). Absent `from`: the first day of the current month; absent `to`: now. The answer names the hours counted, `to` exclusive; at most 366 days. A bad value, or `from` after `to`, is a 400 naming the field.
+         */
+        get: operations["usage_route_v1_usage_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user_id}/backfill": {
         parameters: {
             query?: never;
@@ -1996,6 +2016,68 @@ export interface components {
             check: components["schemas"]["VerifierCheck"];
         };
         /**
+         * UsageReport
+         * @description What the tenant used in [from, to): whole UTC hours, each counted once.
+         */
+        UsageReport: {
+            /** Tenant */
+            tenant: string;
+            /**
+             * From
+             * Format: date-time
+             * @description The first hour counted (UTC).
+             */
+            from: string;
+            /**
+             * To
+             * Format: date-time
+             * @description The end of the last hour counted (UTC), exclusive.
+             */
+            to: string;
+            /**
+             * Turns In
+             * @description Turns posted to `POST /v1/turns`, less re-sends of turns accepted before (a retry under the same Idempotency-Key included): a queued turn counts once, a skipped turn sent again is screened, and counted, again.
+             */
+            turns_in: number;
+            /**
+             * Turns Kept
+             * @description Of them, the turns the pre-filter kept and queued for extraction (the sum of the answers' `accepted`).
+             */
+            turns_kept: number;
+            /**
+             * Model Calls
+             * @description Model calls answered (extraction, verifier, judges, HyPE questions, backfill, replays), a malformed or retried one included.
+             */
+            model_calls: number;
+            /**
+             * Input Tokens
+             * @description Uncached input tokens, as the provider metered.
+             */
+            input_tokens: number;
+            /**
+             * Cache Read Input Tokens
+             * @description Input tokens read from the prompt cache.
+             */
+            cache_read_input_tokens: number;
+            /**
+             * Cache Creation Input Tokens
+             * @description Input tokens written to the prompt cache.
+             */
+            cache_creation_input_tokens: number;
+            /** Output Tokens */
+            output_tokens: number;
+            /**
+             * Embeddings
+             * @description Texts embedded by the search index's embedder (memories, their questions, episodes, search queries).
+             */
+            embeddings: number;
+            /**
+             * Cost Usd
+             * @description The model calls' cost at the deployment's prices (`extract.prices_per_mtok`), from the provider's token counts.
+             */
+            cost_usd: number;
+        };
+        /**
          * UserErased
          * @description The candidate's user was erased while its turn was in flight: nothing is written.
          */
@@ -2983,6 +3065,76 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IngestUnavailable"];
+                };
+            };
+        };
+    };
+    usage_route_v1_usage_get: {
+        parameters: {
+            query?: {
+                /** @description The first day or hour counted (ISO 8601; default: the current month's first day). */
+                from?: string | null;
+                /** @description The last day or hour counted (ISO 8601; default: now). */
+                to?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The usage over the hours counted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                };
+            };
+            /** @description Invalid request: field-level messages in `errors`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiError"];
+                };
+            };
+            /** @description Missing or unknown `x-api-key`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiError"];
+                };
+            };
+            /** @description Refused by API Gateway (credential not allowed). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                };
+            };
+            /** @description Throttled: retry after a while. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                };
+            };
+            /** @description Downstream unavailable: retry after `Retry-After`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiError"];
                 };
             };
         };

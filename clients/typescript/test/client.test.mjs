@@ -177,3 +177,18 @@ test("a delete is not repeated once it may have reached the server", async () =>
   await assert.rejects(mw.getMemory("m-1"), ServiceUnreachable); // a read is retried
   assert.equal(sent, 4);
 });
+
+test("usage counts the tenant's turns over a range; a bad bound is an InvalidRequest", async () => {
+  const mw = new MemwriteClient({ baseUrl, apiKey });
+  const before = await mw.usage();
+  const ack = await mw.add({ userId: newUser(), sessionId: "s-1", turns: TURNS });
+  await mw.wait(ack.traceId);
+  const after = await mw.usage();
+  assert.ok(after.turnsIn >= before.turnsIn + TURNS.length, JSON.stringify(after));
+  assert.ok(after.turnsKept >= before.turnsKept + ack.accepted);
+  assert.ok(after.embeddings > before.embeddings);
+  assert.equal(typeof after.costUsd, "number");
+  const past = await mw.usage({ since: "2025-01-01", until: "2025-01-31" });
+  assert.deepEqual([past.from, past.to, past.turnsIn], ["2025-01-01T00:00:00Z", "2025-02-01T00:00:00Z", 0]);
+  await assert.rejects(mw.usage({ since: "2026-11-20", until: "2026-11-10" }), InvalidRequest);
+});

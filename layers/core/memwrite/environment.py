@@ -64,6 +64,9 @@ class LambdaEnvironment(BaseModel):
     # The model budget's buckets (`memwrite.budget`), for every function that calls the model;
     # unset: its calls are not budgeted.
     budget_table: str | None = Field(default=None, alias="BUDGET_TABLE", min_length=1)
+    # Each tenant's usage by the hour (`memwrite.metering`, `GET /v1/usage`), for every function
+    # that meters; unset: usage is counted nowhere (its $ per tenant metric still goes out).
+    usage_table: str | None = Field(default=None, alias="USAGE_TABLE", min_length=1)
     # How long a function reuses a tenant's stored settings (default: 30 s on DynamoDB, 0 with
     # sqlite, where every handler shares one file and a read costs microseconds).
     settings_cache_secs: float | None = Field(

@@ -330,6 +330,9 @@ class MetricsSink(Protocol):
     def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
         """The model calls a stage made, their tokens and their cost in USD (none: nothing)."""
 
+    def tenant_cost(self, tenant: str, cost_usd: float) -> None:
+        """What a tenant's model calls cost in USD, by tenant (`memwrite.metering`)."""
+
 
 @dataclass(frozen=True)
 class LlmCall:

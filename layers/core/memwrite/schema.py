@@ -49,6 +49,7 @@ __all__ = [
     "TURNS",
     "TURNS_LOOKUP",
     "TURNS_PENDING_EPISODES",
+    "USAGE",
     "Access",
     "GlobalIndex",
     "SearchAccess",
@@ -230,6 +231,12 @@ TENANT_SETTINGS = TableSchema(logical_name="tenant_settings", sort_key=None)
 # Written by every function that calls the model.
 BUDGET = TableSchema(logical_name="budget", sort_key=None, ttl_attribute=TTL_ATTRIBUTE)
 
+# pk = tenant, sk = a UTC hour (`2026-11-27T21`): that hour's usage counters (`memwrite.
+# metering`), each unit of work adding to them with one `ADD` update; `GET /v1/usage` queries
+# a tenant's range of hours. Written by every function that meters (Access.UPDATE), read by the
+# api function.
+USAGE = TableSchema(logical_name="usage")
+
 TABLES = (
     TURNS,
     SPANS,
@@ -240,6 +247,7 @@ TABLES = (
     API_KEYS,
     TENANT_SETTINGS,
     BUDGET,
+    USAGE,
 )
 
 
@@ -255,6 +263,8 @@ class Access(StrEnum):
     # Reads and PutItem only: replaces whole items, never deletes (tenant settings, the model
     # budget's shards).
     READ_PUT = "read_put"
+    # UpdateItem only: counters added to, never read, replaced or deleted (the usage meter).
+    UPDATE = "update"
 
 
 class SearchAccess(StrEnum):

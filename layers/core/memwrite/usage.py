@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["LlmUsage", "metered", "report_usage"]
+__all__ = ["LlmUsage", "metered", "metered_for_tenant", "report_usage"]
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,15 @@ class LlmUsage:
 # Shared by reference with worker threads that run in a copy of the context (detail passes):
 # list.append is atomic, so their calls land in the same meter.
 _meter: ContextVar[list[LlmUsage] | None] = ContextVar("llm_usage_meter", default=None)
+_tenant_meter: ContextVar[list[LlmUsage] | None] = ContextVar("tenant_usage_meter", default=None)
 
 
 def report_usage(usage: LlmUsage) -> None:
-    """Count one answered call on the meter of the run it belongs to (none: not metered)."""
-    calls = _meter.get()
-    if calls is not None:
-        calls.append(usage)
+    """Count one answered call on the meter of the run it belongs to and on its tenant's
+    (none: not metered)."""
+    for calls in (_meter.get(), _tenant_meter.get()):
+        if calls is not None:
+            calls.append(usage)
 
 
 @contextmanager
@@ -51,3 +53,15 @@ def metered() -> Iterator[list[LlmUsage]]:
         yield calls
     finally:
         _meter.reset(token)
+
+
+@contextmanager
+def metered_for_tenant() -> Iterator[list[LlmUsage]]:
+    """Every model call answered inside the block, `metered` blocks inside included: one
+    tenant's unit of work, as `memwrite.metering.metering_for` meters it."""
+    calls: list[LlmUsage] = []
+    token = _tenant_meter.set(calls)
+    try:
+        yield calls
+    finally:
+        _tenant_meter.reset(token)

@@ -193,6 +193,7 @@ class CountingMetrics:
         self.events: Counter[tuple[str, str]] = Counter()
         self.rules: Counter[tuple[str, str, str]] = Counter()
         self.llm: dict[str, list[LlmUsage]] = {}
+        self.tenant_costs: dict[str, float] = {}
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         self.counts[(stage, outcome, reason.type if reason else "none")] += value
@@ -209,6 +210,9 @@ class CountingMetrics:
     def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
         if calls:
             self.llm.setdefault(stage, []).extend(calls)
+
+    def tenant_cost(self, tenant: str, cost_usd: float) -> None:
+        self.tenant_costs[tenant] = self.tenant_costs.get(tenant, 0.0) + cost_usd
 
 
 class InMemorySessionLog:

@@ -46,6 +46,7 @@ from memwrite.errors import (
     UnknownUser,
 )
 from memwrite.ids import new_trace_id
+from memwrite.metering import Metering, metering_for
 from memwrite.models import BackfillAccepted, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, MetricsSink, SpanStore, TraceRecord, TurnLedger
@@ -138,6 +139,7 @@ class BackfillDeps:
     has_model: bool
     configs: TenantConfigs  # a tenant's request config, with its stored settings
     metrics: MetricsSink
+    metering: Metering | None = None  # each batch's usage, the tenant's (None: not metered)
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -389,7 +391,10 @@ def distil_episodes(
     turns = [episode.turn.model_copy(update={"trace_id": trace_id}) for episode in batch]
     payload: Any = ExtractInput(turns=turns, backfill=True)
     deferred: set[str] = set()
-    with calling_for(caller_of(tenant, config.model, Lane.BACKFILL)):
+    with (
+        calling_for(caller_of(tenant, config.model, Lane.BACKFILL)),
+        metering_for(tenant, deps.metering),
+    ):
         for stage in pipeline_stages():
             payload = stage.run(payload, config, stage_deps(stage.name))
             if isinstance(payload, ExtractOutput):

@@ -49,6 +49,7 @@ from memwrite.client.models import (
     TenantSettings,
     Trace,
     Turn,
+    UsageReport,
 )
 from memwrite.client.retry import RetryPolicy
 from memwrite.client.sync_client import MemwriteClient
@@ -90,4 +91,5 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "UnsupportedMediaType",
+    "UsageReport",
 ]

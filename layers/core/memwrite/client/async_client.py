@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from types import EllipsisType, TracebackType
 from typing import Any, Self, TypeVar
 
@@ -44,6 +44,7 @@ from memwrite.client.models import (
     TenantSettings,
     Trace,
     Turn,
+    UsageReport,
 )
 from memwrite.client.retry import RetryPolicy
 from memwrite.client.sync_client import DEFAULT_TIMEOUT_SECS, PAGE_SIZE, TRACE_PAGE_SIZE
@@ -294,6 +295,14 @@ class AsyncMemwriteClient:
     async def settings(self) -> TenantSettings:
         """The tenant's own settings (the credential's tenant)."""
         return await self.send(calls.settings())
+
+    async def usage(
+        self, *, since: date | str | None = None, until: date | str | None = None
+    ) -> UsageReport:
+        """The tenant's usage (`GET /v1/usage`): turns in and kept, model calls, tokens,
+        embeddings and cost over the UTC hours from `since` through `until` (a date: its whole
+        day; defaults: this month's first day, now)."""
+        return await self.send(calls.usage(since, until))
 
     async def put_settings(self, settings: Mapping[str, Any]) -> TenantSettings:
         """Replace the tenant's own settings whole (`extraction`, `webhooks`, skip patterns...)."""

@@ -7,7 +7,7 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from http import HTTPStatus
 from types import EllipsisType
 from typing import Any, Generic, TypeVar
@@ -36,6 +36,7 @@ from memwrite.client.models import (
     Trace,
     TracePage,
     Turn,
+    UsageReport,
 )
 from memwrite.client.retry import parse_retry_after
 
@@ -120,8 +121,8 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return path
 
 
-def _iso(value: datetime | str | None) -> str | None:
-    return value.isoformat() if isinstance(value, datetime) else value
+def _iso(value: date | str | None) -> str | None:
+    return value.isoformat() if isinstance(value, date) else value
 
 
 class _Calls:
@@ -301,6 +302,11 @@ class _Calls:
     def put_settings(settings: Mapping[str, Any]) -> Call[TenantSettings]:
         # Repeatable: the whole document replaces the stored one, twice as once.
         return Call("PUT", "/v1/settings", TenantSettings, dict(settings))
+
+    @staticmethod
+    def usage(since: date | str | None, until: date | str | None) -> Call[UsageReport]:
+        params: dict[str, str | int] = _dropping_none({"from": _iso(since), "to": _iso(until)})
+        return Call("GET", "/v1/usage", UsageReport, params=params)
 
     @staticmethod
     def import_user(user_id: str, lines: str) -> Call[ImportReport]:

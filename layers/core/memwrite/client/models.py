@@ -37,6 +37,7 @@ __all__ = [
     "TraceOutcome",
     "TracePage",
     "Turn",
+    "UsageReport",
 ]
 
 
@@ -282,6 +283,25 @@ class TenantSettings(_Answer):
     extraction: dict[str, Any] | None = None
     webhooks: list[dict[str, Any]] | None = None
     agents: dict[str, Any] = Field(default_factory=dict)
+
+
+class UsageReport(_Answer):
+    """`GET /v1/usage`: the tenant's usage over whole UTC hours [`from_`, `to`)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    tenant: str
+    from_: datetime = Field(alias="from")
+    to: datetime
+    turns_in: int
+    turns_kept: int
+    model_calls: int
+    input_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+    output_tokens: int
+    embeddings: int
+    cost_usd: float
 
 
 class ErasureReport(_Answer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from types import EllipsisType, TracebackType
 from typing import Any, Self, TypeVar
 
@@ -42,6 +42,7 @@ from memwrite.client.models import (
     TenantSettings,
     Trace,
     Turn,
+    UsageReport,
 )
 from memwrite.client.retry import RetryPolicy
 
@@ -292,6 +293,14 @@ class MemwriteClient:
     def settings(self) -> TenantSettings:
         """The tenant's own settings (the credential's tenant)."""
         return self.send(calls.settings())
+
+    def usage(
+        self, *, since: date | str | None = None, until: date | str | None = None
+    ) -> UsageReport:
+        """The tenant's usage (`GET /v1/usage`): turns in and kept, model calls, tokens,
+        embeddings and cost over the UTC hours from `since` through `until` (a date: its whole
+        day; defaults: this month's first day, now)."""
+        return self.send(calls.usage(since, until))
 
     def put_settings(self, settings: Mapping[str, Any]) -> TenantSettings:
         """Replace the tenant's own settings whole (`extraction`, `webhooks`, skip patterns...)."""

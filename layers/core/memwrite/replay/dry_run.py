@@ -96,6 +96,9 @@ class NoMetrics:
     def llm_usage(self, stage: str, calls: Sequence[LlmUsage]) -> None:
         return None
 
+    def tenant_cost(self, tenant: str, cost_usd: float) -> None:
+        return None
+
 
 class DryRunQueue:
     """Keeps what the pre-filter would enqueue: the input of the run's extract stage."""

@@ -1,16 +1,11 @@
 """Picks concrete adapters for each handler from the validated Lambda environment: the one
 place outside handlers that does. `backends`: the adapters of each backend (`Adapters`) and the
-model clients, embedder and index the settings name; `function_deps`: what each function is
-given, built from them (a stage's deps by its own `build_deps`, named by its `StageDef`).
+model clients the settings name; `search`: the embedder and index they name; `function_deps`:
+what each function is given, built from them (a stage's deps by its own `build_deps`, named by
+its `StageDef`).
 """
 
-from memwrite.wiring.backends import (
-    Adapters,
-    build_embedder,
-    build_index,
-    build_llm,
-    local_backfill_jobs,
-)
+from memwrite.wiring.backends import Adapters, build_llm, local_backfill_jobs
 from memwrite.wiring.function_deps import (
     ApiFunctionDeps,
     DeadLetterDeps,
@@ -28,6 +23,7 @@ from memwrite.wiring.function_deps import (
     build_expiry_deps,
     build_index_setup,
     build_memory_store,
+    build_metering,
     build_pre_filter_function_deps,
     build_queue_consumer,
     build_replay_deps,
@@ -35,6 +31,7 @@ from memwrite.wiring.function_deps import (
     build_topic_sweep_deps,
     build_webhook_delivery_deps,
 )
+from memwrite.wiring.search import build_embedder, build_index
 
 __all__ = [
     "Adapters",
@@ -57,6 +54,7 @@ __all__ = [
     "build_index_setup",
     "build_llm",
     "build_memory_store",
+    "build_metering",
     "build_pre_filter_function_deps",
     "build_queue_consumer",
     "build_replay_deps",

@@ -14,13 +14,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memwrite.config import ExtractConfig, Settings
 from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.model_limits import ModelTask
 from memwrite.schema import TENANT_SETTINGS
 from memwrite.tenants import SETTINGS_CACHE_SECS, TenantConfigs
+from memwrite.wiring.search import build_embedder, build_index, offline_embedder
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from memwrite.adapters.anthropic.client import ClientOptions
     from memwrite.adapters.aws.bedrock_converse import ConverseOptions
     from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
-    from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
     from memwrite.adapters.in_memory import InMemoryBackfillJobs
     from memwrite.adapters.sqlite.queue import SqliteTurnQueue
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from memwrite.budget import BudgetStore, ModelBudget
     from memwrite.edit.ports import MemoryDeletion, TopicSweeps, TopicSweepStore
     from memwrite.edit.topic_sweep import TopicSweepDeps
+    from memwrite.metering import Metering, UsageMeter
     from memwrite.ports import (
         CandidateVerifier,
         DedupeJudge,
@@ -69,12 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Adapters",
-    "build_embedder",
-    "build_index",
     "build_llm",
     "local_backfill_jobs",
-    "offline_embedder",
-    "opensearch_index",
 ]
 
 _T = TypeVar("_T")
@@ -248,8 +245,20 @@ class Adapters(ABC):
         return TemplateQuestions()
 
     def embedder(self) -> Embedder:
-        """The index's embedder, built once (`build_embedder`)."""
-        return self._once("embedder", lambda: build_embedder(self.env))
+        """The index's embedder, built once (`build_embedder`), each text it embeds counted
+        on the tenant's usage."""
+        from memwrite.metering import MeteredEmbedder
+
+        return self._once("embedder", lambda: MeteredEmbedder(build_embedder(self.env)))
+
+    def metering(self) -> Metering:
+        """Where the tenants' usage goes (`memwrite.metering`), built once."""
+        from memwrite.metering import Metering
+
+        return self._once("metering", lambda: Metering(self.usage_meter(), self.metrics))
+
+    @abstractmethod
+    def usage_meter(self) -> UsageMeter | None: ...
 
     def similarity_embedder(self) -> Embedder:
         """Dedupe's embedder (`pipeline.dedupe.embedder`), built once."""
@@ -455,6 +464,13 @@ class _DynamoAdapters(Adapters):
 
         return DynamoBudgetStore(self.dynamodb, self.env.budget_table)
 
+    def usage_meter(self) -> UsageMeter | None:
+        if self.env.usage_table is None:
+            return None
+        from memwrite.adapters.aws.dynamodb_usage import DynamoUsageMeter
+
+        return DynamoUsageMeter(self.dynamodb, self.env.usage_table)
+
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 
@@ -611,6 +627,11 @@ class _SqliteAdapters(Adapters):
 
         return SqliteBudgetStore(self.database)
 
+    def usage_meter(self) -> UsageMeter:
+        from memwrite.adapters.sqlite.usage import SqliteUsageMeter
+
+        return SqliteUsageMeter(self.database)
+
     def ledger(self) -> TurnLedger:
         from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
 
@@ -723,66 +744,9 @@ def build_llm(
     return AnthropicExtractorClient(config, api_key=api_key, record_dir=record_dir, budget=budget)
 
 
-def build_embedder(env: LambdaEnvironment) -> Embedder:
-    """The index's embedder: Titan v2 on Bedrock, or WordLlama or hashing offline."""
-    search = env.settings.pipeline.search
-    if search.embedder == "bedrock":
-        from memwrite.adapters.aws.bedrock_embedder import BedrockEmbedder, bedrock_runtime_client
-
-        return BedrockEmbedder(
-            bedrock_runtime_client(env.aws_region, env.aws_endpoint_url),
-            model_id=search.bedrock_model,
-            dimension=search.dimension,
-            normalize=search.embedding_normalize,
-        )
-    return offline_embedder(search.embedder, search.dimension)
-
-
 @cache
 def local_backfill_jobs() -> InMemoryBackfillJobs:
     """The backfills handed over in this process, for `memwrite serve`'s backfill worker."""
     from memwrite.adapters.in_memory import InMemoryBackfillJobs
 
     return InMemoryBackfillJobs()
-
-
-def offline_embedder(name: Literal["wordllama", "hashing"], dimension: int | None) -> Embedder:
-    """An embedder that never leaves the process: WordLlama's packaged model (at `dimension`,
-    None: its full 256) or the hashing embedder (always 384)."""
-    if name == "wordllama":
-        from memwrite.adapters.wordllama_embedder import WordLlamaEmbedder
-
-        return WordLlamaEmbedder() if dimension is None else WordLlamaEmbedder(dimension)
-    from memwrite.embedder import HashingEmbedder
-
-    return HashingEmbedder()
-
-
-def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
-    """OpenSearch when an endpoint is configured, else the embedded index (in a file:
-    `LambdaEnvironment.embedded_index_path`)."""
-    if env.opensearch_endpoint:
-        return opensearch_index(env, env.opensearch_endpoint, dimension)
-    from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
-
-    search = env.settings.pipeline.search
-    return EmbeddedIndex(
-        env.embedded_index_path(),
-        dimension=dimension,
-        max_open_partitions=search.embedded_max_open_partitions,
-        max_resident_partitions=search.embedded_max_resident_partitions,
-    )
-
-
-def opensearch_index(env: LambdaEnvironment, endpoint: str, dimension: int) -> OpenSearchIndex:
-    from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
-    from memwrite.read.query import memory_fusion
-
-    client = signed_client(endpoint, env.aws_region, env.opensearch_service)
-    return OpenSearchIndex(
-        client,
-        env.opensearch_index,
-        dimension=dimension,
-        pipeline_fusion=memory_fusion(env.settings.pipeline),
-        serverless=env.opensearch_service == "aoss",
-    )

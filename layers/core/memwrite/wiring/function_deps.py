@@ -21,7 +21,8 @@ from memwrite.environment import Backend, LambdaEnvironment
 from memwrite.errors import ConfigError
 from memwrite.stages import STAGES, StagePlacement, stage_named
 from memwrite.tenants import TenantConfigs
-from memwrite.wiring.backends import Adapters, opensearch_index
+from memwrite.wiring.backends import Adapters
+from memwrite.wiring.search import opensearch_index
 
 if TYPE_CHECKING:
     from memwrite.backfill import BackfillDeps, BatchDeps
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from memwrite.expiry import ExpiryDeps
     from memwrite.feed.delivery import WebhookDeliveryDeps
     from memwrite.index import Fusion
+    from memwrite.metering import Metering
     from memwrite.ports import (
         ApiKeyStore,
         ExportSpill,
@@ -67,6 +69,7 @@ __all__ = [
     "build_expiry_deps",
     "build_index_setup",
     "build_memory_store",
+    "build_metering",
     "build_pre_filter_function_deps",
     "build_queue_consumer",
     "build_replay_deps",
@@ -84,6 +87,7 @@ class PreFilterFunctionDeps:
     settings: Settings
     configs: TenantConfigs
     ingest: IngestDeps
+    metering: Metering  # each request's usage: its turns (`GET /v1/usage`)
 
 
 def build_pre_filter_function_deps(
@@ -96,7 +100,14 @@ def build_pre_filter_function_deps(
         settings=adapters.settings,
         configs=adapters.configs(ingest_stage),
         ingest=ingest_stage.build_deps(adapters),
+        metering=adapters.metering(),
     )
+
+
+def build_metering(environ: Mapping[str, str] | None = None) -> Metering:
+    """Where a function's units of work meter the tenants' usage (`memwrite.metering`): the
+    pipeline and stream stages' handlers, beside their deps."""
+    return Adapters.of(LambdaEnvironment.load(environ)).metering()
 
 
 def build_api_key_store(environ: Mapping[str, str] | None = None) -> ApiKeyStore | None:
@@ -180,6 +191,9 @@ class ApiFunctionDeps:
     backfill_starter: BackfillStarter  # where a backfill is handed (the backfill function)
     # Where a settings change that excludes a topic hands its sweep (docs/reference/api.md).
     topic_sweeps: TopicSweeps
+    # Each request's usage (replays' model calls, search queries' embeddings) and the usage
+    # report's counters (`GET /v1/usage`).
+    metering: Metering
 
 
 def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunctionDeps:
@@ -234,6 +248,7 @@ def build_api_function_deps(environ: Mapping[str, str] | None = None) -> ApiFunc
         backfill=cache(lambda: build_backfill_deps(environ)),
         backfill_starter=adapters.backfill_starter(),
         topic_sweeps=adapters.topic_sweeps(configs, lambda: sweep_deps),
+        metering=adapters.metering(),
     )
 
 
@@ -259,6 +274,7 @@ def build_backfill_deps(environ: Mapping[str, str] | None = None) -> BackfillDep
         # Extraction's settings: the tenant's stored instructions, topics and verifier apply.
         configs=adapters.configs(stage_named("extract")),
         metrics=adapters.metrics,
+        metering=adapters.metering(),
     )
 
 

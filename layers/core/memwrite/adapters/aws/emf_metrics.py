@@ -1,8 +1,9 @@
 """CloudWatch metrics as EMF log lines (Powertools), one metric per stage, outcome and reason.
 
-Dimensions are the stage, the outcome, the reason's *type*, a rule's name and a model family
-(a key of the price table) only: never a value that could carry turn content, and few enough
-values that the number of custom metrics stays small.
+Dimensions are the stage, the outcome, the reason's *type*, a rule's name, a model family
+(a key of the price table) and, for the $ per tenant metric alone (`tenant.cost_usd`), the
+tenant (the API key's, as configured): never a value that could carry turn content, and few
+enough values that the number of custom metrics stays small (one more per tenant).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class EmfMetrics:
                 self._emit(f"llm.{name}", sum(getattr(c, name) for c in used), dimensions)
             cost = sum(c.cost_usd for c in used)
             self._emit("llm.cost_usd", cost, dimensions, MetricUnit.NoUnit)
+
+    def tenant_cost(self, tenant: str, cost_usd: float) -> None:
+        self._emit("tenant.cost_usd", cost_usd, {"Tenant": tenant}, MetricUnit.NoUnit)
 
     def _emit(
         self,

@@ -168,6 +168,14 @@ CREATE TABLE IF NOT EXISTS budget_buckets (
     key TEXT PRIMARY KEY, version INTEGER NOT NULL, requests REAL NOT NULL,
     input_tokens REAL NOT NULL, output_tokens REAL NOT NULL, updated_at REAL NOT NULL,
     factor REAL NOT NULL, blocked_until REAL NOT NULL, decreased_at REAL NOT NULL) WITHOUT ROWID;
+-- Each tenant's usage by the UTC hour (memwrite.metering, GET /v1/usage), also added within
+-- schema version 2.
+CREATE TABLE IF NOT EXISTS usage_hours (
+    tenant TEXT NOT NULL, hour TEXT NOT NULL, turns_in INTEGER NOT NULL,
+    turns_kept INTEGER NOT NULL, model_calls INTEGER NOT NULL, input_tokens INTEGER NOT NULL,
+    cache_read_input_tokens INTEGER NOT NULL, cache_creation_input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL, embeddings INTEGER NOT NULL, cost_usd REAL NOT NULL,
+    PRIMARY KEY (tenant, hour)) WITHOUT ROWID;
 """
 
 
