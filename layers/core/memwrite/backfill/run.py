@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from memwrite.backfill.ports import BackfillJob, BackfillStarter
 from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config import PipelineConfig
-from memwrite.episode import Episode, EpisodeStatus
+from memwrite.episode import Episode, EpisodeStatus, pending_of
 from memwrite.errors import (
     BudgetExhausted,
     InvalidQuery,
@@ -73,7 +73,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-_PAGE = 100
 _MAX_BATCH = 10  # turns per extraction call, as a live request's batch is bounded
 # Users one scheduled run hands a backfill to (one asynchronous invoke each); the rest wait
 # for the next run.
@@ -147,23 +146,14 @@ def pending_episodes(
     tenant: str, user_id: str, request: BackfillRequest, deps: BackfillDeps
 ) -> list[Episode]:
     """The user's pending episodes in [since, until], in observation order."""
-    found: list[Episode] = []
-    cursor: str | None = None
-    while True:
-        page = deps.episodes.episodes_of(
-            tenant,
-            user_id,
-            status=EpisodeStatus.PENDING,
-            since=request.since,
-            until=request.until,
-            limit=_PAGE,
-            cursor=cursor,
-            now=deps.clock(),
-        )
-        found.extend(page.episodes)
-        if page.next_cursor is None:
-            return sorted(found, key=lambda episode: episode.sort_key)
-        cursor = page.next_cursor
+    return pending_of(
+        deps.episodes,
+        tenant,
+        user_id,
+        now=deps.clock(),
+        since=request.since,
+        until=request.until,
+    )
 
 
 def extraction_batches(episodes: list[Episode]) -> list[list[Episode]]:

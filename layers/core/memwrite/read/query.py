@@ -30,6 +30,7 @@ from memwrite.episode import (
     ExpiryWarning,
     episode_of_doc_id,
     expiry_warning,
+    pending_of,
 )
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.index import (
@@ -568,22 +569,6 @@ def _expiry_warnings(
     page is asked for (one query of the user's pending episodes)."""
     if deps.has_model or deps.episodes is None:
         return []
-    pending: list[Episode] = []
-    cursor: str | None = None
-    while True:
-        page = deps.episodes.episodes_of(
-            tenant,
-            user_id,
-            status=EpisodeStatus.PENDING,
-            since=None,
-            until=None,
-            limit=MAX_PAGE_SIZE,
-            cursor=cursor,
-            now=now,
-        )
-        pending.extend(page.episodes)
-        if page.next_cursor is None:
-            break
-        cursor = page.next_cursor
+    pending = pending_of(deps.episodes, tenant, user_id, now=now)
     warning = expiry_warning(pending, now, config.episodes.expiry_warning_days)
     return [] if warning is None else [warning.model_dump(mode="json")]
