@@ -8,7 +8,8 @@ stored twice, an entity_facts row half-updated, an index document too many, an o
 left pending, a ledger row or a span missing or extra. (An entity's `last_seen` is when the
 pipeline last met it, a wall-clock time, and its `version` counts those meetings; FTS5's
 shadow tables hold the index's text again, in segments whose layout depends on the order of
-writes: these are left out too.)
+writes: these are left out too. So is the usage meter, `GET /v1/usage`'s counters: it counts
+the work done, and a retried or redelivered batch, or a search that only reads, is work done.)
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ _VOLATILE_IN_TABLE = {
     # A trace's place in its user's list is `created_at#trace_id` (the time is volatile).
     "turns": frozenset({"lookup_sort"}),
 }
+# The usage meter's tables: the DynamoDB table (by logical name) and the SQLite one.
+_METERING = frozenset({"usage", "usage_hours"})
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
 _FTS_SHADOW = re.compile(r"_(data|idx|docsize|config|content)$")
 
@@ -77,6 +80,7 @@ def sqlite_state(data_dir: Path, index_path: str) -> FinalState:
 
 
 def _as_state(tables: dict[str, list[dict[str, Any]]], index_path: str) -> FinalState:
+    tables = {name: rows for name, rows in tables.items() if name not in _METERING}
     if index_path != ":memory:":
         index = _sqlite_tables(Path(index_path))
         tables = {**tables, **{f"index.{name}": rows for name, rows in index.items()}}

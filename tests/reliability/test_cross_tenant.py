@@ -245,6 +245,16 @@ def read_settings(served: Served, a: TenantA) -> None:
     assert (reply.body["extraction"], reply.body["min_words"]) == (None, None)
 
 
+def read_usage(served: Served, a: TenantA) -> None:
+    # B's usage is B's own, whatever the query names (a tenant is the credential's)
+    of_a = served.request("GET", "/v1/usage", api_key=A).body
+    own = served.request("GET", "/v1/usage", api_key=B)
+    naming_a = served.request("GET", f"/v1/usage?tenant={of_a['tenant']}", api_key=B)
+    assert own.status == naming_a.status == 200
+    assert own.body["tenant"] == naming_a.body["tenant"] != of_a["tenant"]
+    assert served.request("GET", "/v1/usage", api_key=A).body == of_a
+
+
 def put_settings(served: Served, a: TenantA) -> None:
     # B's settings, even naming A's topics, are B's only: A reads none of them
     body = {"extraction": {"exclude_topics": ["location"]}, "min_words": 50}
@@ -275,6 +285,7 @@ ATTEMPTS: dict[tuple[str, str], Callable[[Served, TenantA], None]] = {
     ("DELETE", "/v1/users/{user_id}/memories"): erase_user,
     ("POST", "/v1/turns"): post_turns,
     ("POST", "/v1/users/{user_id}/memories"): post_memories,
+    ("GET", "/v1/usage"): read_usage,
 }
 
 

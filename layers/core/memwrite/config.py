@@ -598,6 +598,17 @@ class PipelineConfig(_Frozen):
             )
         return self
 
+    @model_validator(mode="after")
+    def _coalescing_leaves_the_budget_time(self) -> Self:
+        # A batch held for its user's next turns would otherwise be deferred on release.
+        window = self.extract.coalesce_window_s
+        if window > 0 and window >= self.model.max_wait_s:
+            raise ValueError(
+                f"extract.coalesce_window_s ({window:g}) must be below "
+                f"model.max_wait_s ({self.model.max_wait_s:g}): the wait counts towards it"
+            )
+        return self
+
     def task_model(self, task: ModelTask) -> str:
         """The model `task` calls: its own (`model.tasks`), else the extraction model."""
         return self.model.tasks.get(task, self.extract.model)
