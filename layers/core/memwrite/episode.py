@@ -6,14 +6,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memwrite.models import QueuedTurn
-
-if TYPE_CHECKING:
-    from memwrite.ports import EpisodeStore
 
 __all__ = [
     "EPISODE_DOC_PREFIX",
@@ -24,10 +21,7 @@ __all__ = [
     "episode_doc_id",
     "episode_of_doc_id",
     "expiry_warning",
-    "pending_of",
 ]
-
-_PAGE = 100  # episodes per store read
 
 # An episode's search document and outbox rows are keyed `episode:<turn id>`: memory ids are
 # hex, so the two kinds never collide in the index or the outbox.
@@ -161,32 +155,3 @@ def expiry_warning(
             "run a backfill, or their words are gone at expiry"
         ),
     )
-
-
-def pending_of(
-    store: EpisodeStore,
-    tenant: str,
-    user_id: str,
-    *,
-    now: float,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> list[Episode]:
-    """The user's pending episodes in [since, until], every page read, in observation order."""
-    found: list[Episode] = []
-    cursor: str | None = None
-    while True:
-        page = store.episodes_of(
-            tenant,
-            user_id,
-            status=EpisodeStatus.PENDING,
-            since=since,
-            until=until,
-            limit=_PAGE,
-            cursor=cursor,
-            now=now,
-        )
-        found.extend(page.episodes)
-        if page.next_cursor is None:
-            return sorted(found, key=lambda episode: episode.sort_key)
-        cursor = page.next_cursor

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from memwrite.backfill.ports import BackfillJob, BackfillStarter
 from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config import PipelineConfig
-from memwrite.episode import Episode, EpisodeStatus, pending_of
+from memwrite.episode import Episode, EpisodeStatus
 from memwrite.errors import (
     BudgetExhausted,
     InvalidQuery,
@@ -50,6 +50,7 @@ from memwrite.metering import Metering, metering_for
 from memwrite.models import BackfillAccepted, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, MetricsSink, SpanStore, TraceRecord, TurnLedger
+from memwrite.read.pending import pending_of
 from memwrite.reasons import ExcludedTopic
 from memwrite.stages import pipeline_stages
 from memwrite.tenants.configs import TenantConfigs

@@ -30,7 +30,6 @@ from memwrite.episode import (
     ExpiryWarning,
     episode_of_doc_id,
     expiry_warning,
-    pending_of,
 )
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.index import (
@@ -52,6 +51,7 @@ from memwrite.ports import (
     MemoryReader,
     MemoryStore,
 )
+from memwrite.read.pending import pending_of
 
 __all__ = [
     "MAX_PAGE_SIZE",
