@@ -17,6 +17,9 @@ from tests.serve_process import REPO_ROOT, ServeProcess
 
 PACKAGE = REPO_ROOT / "clients" / "typescript"
 NPM_TIMEOUT_SECS = 300
+# One `npm ci` into one node_modules: under `make test`'s workers both tests run on one, or
+# two installs into the same directory would race.
+pytestmark = pytest.mark.xdist_group("npm")
 
 
 def _npm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
