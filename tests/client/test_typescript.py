@@ -5,9 +5,11 @@ node_modules is missing or older than the lockfile."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,9 @@ from tests.serve_process import REPO_ROOT, ServeProcess
 
 PACKAGE = REPO_ROOT / "clients" / "typescript"
 NPM_TIMEOUT_SECS = 300
-# One `npm ci` into one node_modules: under `make test`'s workers both tests run on one, or
-# two installs into the same directory would race.
-pytestmark = pytest.mark.xdist_group("npm")
+# `make test`'s workers (pytest-xdist) may both need node_modules: one installs, under a lock,
+# while the other waits (two `npm ci` into one directory break each other).
+INSTALL_LOCK = Path(tempfile.gettempdir()) / "memwrite-typescript-npm-ci.lock"
 
 
 def _npm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -41,9 +43,11 @@ def _npm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 def node_modules() -> Path:
     installed = PACKAGE / "node_modules" / ".package-lock.json"
     lockfile = PACKAGE / "package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lockfile.stat().st_mtime:
-        done = _npm("ci", "--no-audit", "--no-fund")
-        assert done.returncode == 0, done.stdout + done.stderr
+    with INSTALL_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed.exists() or installed.stat().st_mtime < lockfile.stat().st_mtime:
+            done = _npm("ci", "--no-audit", "--no-fund")
+            assert done.returncode == 0, done.stdout + done.stderr
     return PACKAGE / "node_modules"
 
 
