@@ -21,10 +21,10 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/memwrite demo
 
-# The suite on every core (pytest-xdist); the slowest tests are listed at the end.
+# The suite on every core (pytest-xdist); the 25 slowest tests are listed at the end.
 TEST_WORKERS ?= auto
 test: install lint docs
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=25 tests
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
