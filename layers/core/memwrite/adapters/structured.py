@@ -205,9 +205,11 @@ class StructuredCalls(ABC, Generic[ResultT]):
             return 0.0
         estimate = math.ceil((prompt_chars + self._request_chars) / _CHARS_PER_TOKEN)
         caller = current_caller() or _NO_TENANT
-        return self._budget.wait_s(
-            self._provider, model or self._model, estimate, self._max_tokens, caller
+        model = model or self._model
+        admission = self._budget.acquire(
+            self._provider, model, estimate, self._max_tokens, caller, peek=True
         )
+        return admission.wait_s
 
     def _settle(self, grant: Grant | None, input_tokens: int, output_tokens: int) -> None:
         if grant is not None and self._budget is not None:

@@ -203,18 +203,51 @@ class ModelBudget:
         ]
 
     def acquire(
-        self, provider: str, model: str, input_tokens: int, max_tokens: int, caller: Caller
+        self,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        max_tokens: int,
+        caller: Caller,
+        *,
+        peek: bool = False,
     ) -> Admission:
         """Charge one call of `input_tokens` (estimated) and `max_tokens` if the budget has
-        room for it now (see the module docstring for who may take what)."""
+        room for it now (see the module docstring for who may take what). With `peek`
+        nothing is charged: no grant, and `wait_s` 0 when the call could go now (a caller
+        with work to do before its call asks first: extraction)."""
         cost: Levels = (1.0, float(input_tokens), float(max_tokens))
-        model_bucket, tenant_bucket = self._buckets(provider, model, cost, caller)
+        model_depth: Levels = (
+            _MODEL_DEPTH_CALLS * cost[0],
+            _MODEL_DEPTH_CALLS * cost[1],
+            _MODEL_DEPTH_CALLS * cost[2],
+        )
+        model_bucket = self._model_bucket(provider, model, model_depth)
+        tenant_bucket = self._tenant_bucket(caller, provider, model, cost)
+        lane_floor = self._config.backfill_floor if caller.lane is Lane.BACKFILL else 0.0
+        borrow_floor = max(lane_floor, self._config.borrow_floor)
         for _ in range(_MAX_CONFLICTS):
-            wait, in_share, model_record, tenant_record = self._room(
-                model_bucket, tenant_bucket, cost, caller, self._now()
+            now = self._now()
+            model_shard = self._rng.randrange(model_bucket.shards)
+            tenant_shard = self._rng.randrange(tenant_bucket.shards)
+            model_record, tenant_record = self._read(
+                [(model_bucket, model_shard), (tenant_bucket, tenant_shard)], now
             )
+            share_wait = tenant_bucket.wait(tenant_record, cost, 0.0, now)
+            in_share = share_wait == 0.0
+            floor = lane_floor if in_share else borrow_floor
+            wait = model_bucket.wait(model_record, cost, floor, now)
             if wait > 0:
+                if not in_share:
+                    # Room comes back either way: the tenant's share refills, or others leave
+                    # the model's bucket above the floor.
+                    wait = min(
+                        wait,
+                        max(share_wait, model_bucket.wait(model_record, cost, lane_floor, now)),
+                    )
                 return Admission(None, wait)
+            if peek:
+                return Admission(None, 0.0)
             charged = [charge(model_record, cost)]
             buckets = [model_bucket]
             if in_share:
@@ -230,58 +263,6 @@ class ModelBudget:
                     )
                 )
         return Admission(None, _CONFLICT_WAIT_S)
-
-    def wait_s(
-        self, provider: str, model: str, input_tokens: int, max_tokens: int, caller: Caller
-    ) -> float:
-        """How long until the budget expects room for such a call (0: room now), charging
-        nothing: a caller with work to do before its call asks this first (extraction)."""
-        cost: Levels = (1.0, float(input_tokens), float(max_tokens))
-        model_bucket, tenant_bucket = self._buckets(provider, model, cost, caller)
-        return self._room(model_bucket, tenant_bucket, cost, caller, self._now())[0]
-
-    def _buckets(
-        self, provider: str, model: str, cost: Levels, caller: Caller
-    ) -> tuple[_Bucket, _Bucket]:
-        """The model's bucket and the caller's share of it, for calls of `cost`."""
-        model_depth: Levels = (
-            _MODEL_DEPTH_CALLS * cost[0],
-            _MODEL_DEPTH_CALLS * cost[1],
-            _MODEL_DEPTH_CALLS * cost[2],
-        )
-        return (
-            self._model_bucket(provider, model, model_depth),
-            self._tenant_bucket(caller, provider, model, cost),
-        )
-
-    def _room(
-        self,
-        model_bucket: _Bucket,
-        tenant_bucket: _Bucket,
-        cost: Levels,
-        caller: Caller,
-        now: float,
-    ) -> tuple[float, bool, BucketRecord, BucketRecord]:
-        """The wait for a call of `cost` (0: it may go now), whether it is within the
-        caller's share, and the two shards read (one of each bucket, at random)."""
-        lane_floor = self._config.backfill_floor if caller.lane is Lane.BACKFILL else 0.0
-        borrow_floor = max(lane_floor, self._config.borrow_floor)
-        model_shard = self._rng.randrange(model_bucket.shards)
-        tenant_shard = self._rng.randrange(tenant_bucket.shards)
-        model_record, tenant_record = self._read(
-            [(model_bucket, model_shard), (tenant_bucket, tenant_shard)], now
-        )
-        share_wait = tenant_bucket.wait(tenant_record, cost, 0.0, now)
-        in_share = share_wait == 0.0
-        floor = lane_floor if in_share else borrow_floor
-        wait = model_bucket.wait(model_record, cost, floor, now)
-        if wait > 0 and not in_share:
-            # Room comes back either way: the tenant's share refills, or others leave the
-            # model's bucket above the floor.
-            wait = min(
-                wait, max(share_wait, model_bucket.wait(model_record, cost, lane_floor, now))
-            )
-        return wait, in_share, model_record, tenant_record
 
     def settle(self, grant: Grant, input_tokens: int, output_tokens: int) -> None:
         """Refund a finished call to its real usage (0, 0 when no answer came: nothing was
