@@ -7,8 +7,8 @@ asynchronous invoke on AWS, `memwrite serve`'s backfill worker locally), which r
 `run_job`. The AWS schedule fans out the same way (`start_pending`): one job per user with a
 pending episode, at most `MAX_USERS_PER_RUN` per run.
 
-Episodes go in `observed_at` order, one batch per run of turns that arrived together (same
-session, same request), each with the session's context as a live turn gets it (the session
+Episodes go in `observed_at` order, one batch per run of up to ten consecutive turns of one
+session (whichever requests they came in), each with the session's context as a live turn gets it (the session
 log's earlier turns) and flagged `backfill` so extraction keeps no new episode. Conflict
 decides supersession by `observed_at`, so the final state is what it would have been had the
 model been there when the turns arrived. The run is one trace of its own (spans, cost, and a
@@ -158,15 +158,16 @@ def pending_episodes(
 
 
 def extraction_batches(episodes: list[Episode]) -> list[list[Episode]]:
-    """Consecutive episodes that arrived together (session and request) form one batch."""
+    """Consecutive episodes of one session form one batch, up to `_MAX_BATCH` turns, whichever
+    requests they came in: turns an agent posted one per request share one call here, as
+    coalescing lets them share one live (docs/design.md §2)."""
     batches: list[list[Episode]] = []
     for episode in episodes:
         last = batches[-1] if batches else None
         if (
             last is not None
             and len(last) < _MAX_BATCH
-            and (last[-1].turn.session_id, last[-1].turn.trace_id)
-            == (episode.turn.session_id, episode.turn.trace_id)
+            and last[-1].turn.session_id == episode.turn.session_id
         ):
             last.append(episode)
         else:
