@@ -31,7 +31,7 @@ __all__ = [
 
 
 def add_data_dir_options(command: argparse.ArgumentParser) -> None:
-    """`--data-dir`, `--api-key` and `--json`, as every command reading `memwrite serve`'s data has."""
+    """`--data-dir`, `--api-key` and `--json`: every command reading serve's data has them."""
     command.add_argument(
         "--data-dir",
         type=Path,
