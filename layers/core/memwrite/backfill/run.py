@@ -8,12 +8,12 @@ asynchronous invoke on AWS, `memwrite serve`'s backfill worker locally), which r
 pending episode, at most `MAX_USERS_PER_RUN` per run.
 
 Episodes go in `observed_at` order, one batch per run of up to ten consecutive turns of one
-session (whichever requests they came in), each with the session's context as a live turn gets it (the session
-log's earlier turns) and flagged `backfill` so extraction keeps no new episode. Conflict
-decides supersession by `observed_at`, so the final state is what it would have been had the
-model been there when the turns arrived. The run is one trace of its own (spans, cost, and a
-rollback that returns its episodes to `pending`); each episode ends `extracted`, linked to the
-memories it produced, or to none with the reason. A second backfill finds nothing pending: a
+session (whichever requests they came in), each with the session's context as a live turn gets
+it (the session log's earlier turns) and flagged `backfill` so extraction keeps no new episode.
+Conflict decides supersession by `observed_at`, so the final state is what it would have been
+had the model been there when the turns arrived. The run is one trace of its own (spans, cost,
+and a rollback that returns its episodes to `pending`); each episode ends `extracted`, linked to
+the memories it produced, or to none with the reason. A second backfill finds nothing pending: a
 no-op. A turn the model fails on again stays `pending`.
 
 A call may be given a time budget (the backfill function: what it has left, less a reserve):
