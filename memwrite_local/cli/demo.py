@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_CONVERSATION", "OUTAGE_CONVERSATION", "add_demo_parser", "ru
 DEFAULT_CONVERSATION = Path("events/conversations/onboarding.json")
 OUTAGE_CONVERSATION = Path("events/conversations/outage.json")
 MODEL_ANSWERS = Path("events/model_answers")
-_ANSWERS = ("extract_lisbon_then_porto",)  # the backfill extracts the session in one call
+_ANSWERS = ("extract_lisbon", "extract_porto")  # one per request, in order
 _OVERLOADED = {
     "type": "error",
     "error": {"type": "overloaded_error", "message": "Overloaded"},

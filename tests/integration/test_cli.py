@@ -164,7 +164,7 @@ def test_demo_prints_the_funnel():
     # And an outage keeps episodes that a backfill (recorded answers) then distils
     assert re.search(r"^  pending\s+[0-9a-f]{12}\s+DeferredModelFailed", result.stdout, re.M)
     assert re.search(r"^  episode\s+[0-9.]+\s+We packed", result.stdout, re.MULTILINE)
-    assert re.search(r"2 of 2 episodes extracted, 3 memories, 1 LLM calls", result.stdout)
+    assert re.search(r"2 of 2 episodes extracted, 3 memories, 2 LLM calls", result.stdout)
     assert re.search(r"^  superseded The user moved to Lisbon", result.stdout, re.MULTILINE)
     assert re.search(r"^  active\s+The user moved to Porto", result.stdout, re.MULTILINE)
     assert "a second backfill: 0 pending episodes (a no-op)" in result.stdout
