@@ -163,7 +163,7 @@ def extraction_batches(
 ) -> list[list[Episode]]:
     """Consecutive episodes of one session form one batch (at most `_MAX_BATCH`) when they
     arrived together, as the live lane would have extracted them: in one request, or, with
-    `extract.coalesce_window_s` set, accepted within that window of the batch's first turn
+    `extract.coalesce_window_s` set, said within that window of the batch's first turn
     (docs/design.md §2). Turns an agent posted one per request then share a call here too."""
     batches: list[list[Episode]] = []
     for episode in episodes:
@@ -181,11 +181,12 @@ def extraction_batches(
 
 
 def _together(first: QueuedTurn, turn: QueuedTurn, coalesce_window_s: float) -> bool:
+    # An episode keeps the turn as said, without when the queue accepted it: the time it was
+    # said stands for that (an agent posting turn by turn posts each as it is said).
     if first.trace_id == turn.trace_id:
         return True
-    if coalesce_window_s <= 0 or first.accepted_at is None or turn.accepted_at is None:
-        return False
-    return (turn.accepted_at - first.accepted_at).total_seconds() <= coalesce_window_s
+    said_after_s = (turn.observed_at - first.observed_at).total_seconds()
+    return coalesce_window_s > 0 and said_after_s <= coalesce_window_s
 
 
 def _check(tenant: str, user_id: str, deps: BackfillDeps) -> None:
