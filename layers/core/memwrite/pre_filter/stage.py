@@ -153,9 +153,7 @@ def _preceding(masked: str, config: PipelineConfig) -> str | None:
     """What the next turn's episode is searched with (`memwrite.episode.preceding_of`), unless
     the words are of a topic the tenant excluded: those are kept in no form."""
     extract = config.extract
-    if extract.exclude_topics and marked_topic(
-        masked, extract.exclude_topics, extract.topic_terms
-    ):
+    if extract.exclude_topics and marked_topic(masked, extract.exclude_topics, extract.topic_terms):
         return None
     return preceding_of(masked)
 
