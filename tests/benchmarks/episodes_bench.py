@@ -32,7 +32,7 @@ import numpy as np
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex, _query_words
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.episode import Episode
+from memwrite.episode import Episode, preceding_of
 from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, MemoryDoc, fuse_hybrid
 from memwrite.memory import Tier
 from memwrite.models import QueuedTurn, Role, Source
@@ -213,12 +213,14 @@ def _bench_index(
     index = EmbeddedIndex(dimension=embedder.dimension)
     vectors = embedder.embed([texts[i % len(texts)] for i in range(EPISODES)])
     for i in range(EPISODES):
+        # As stage 7 indexes an episode: the end of the turn before, then its own words.
+        before = preceding_of(texts[(i - 1) % len(texts)])
         index.upsert(
             MemoryDoc(
                 f"episode:{i:032x}",
                 "bench",
                 "u",
-                texts[i % len(texts)],
+                "\n".join(filter(None, (before, texts[i % len(texts)]))),
                 MemoryType.EVENT,
                 "episode",
                 Tier.CANDIDATE,
