@@ -86,14 +86,16 @@ def bench_write_cost() -> dict[str, Any]:
         ledger = build_backfill_deps().ledger
         client = extract.session_log._client
         client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", capture)
-        text = next(t.text for t in load_locomo() if len(t.text) > 120)
+        turns = load_locomo()
+        at = next(i for i, t in enumerate(turns) if i and len(t.text) > 120)
+        text = turns[at].text
         ledger.put_trace(
             TraceRecord("t" * 32, "bench", "u", "s", None, "user_explicit", T0.isoformat(), ())
         )
         turn = QueuedTurn(
             tenant="bench", user_id="u", session_id="s", agent_id=None, trace_id="t" * 32,
             turn_id="a" * 32, role=Role.USER, text=text, observed_at=T0,
-            source=Source.USER_EXPLICIT,
+            source=Source.USER_EXPLICIT, preceding=preceding_of(turns[at - 1].text),
         )  # fmt: skip
         extract.session_log.append(turn, now=1.8e9, retention_secs=86_400)
         episode = Episode(
@@ -105,6 +107,7 @@ def bench_write_cost() -> dict[str, Any]:
     without, with_episode = captured
     return {
         "turn_chars": len(text),
+        "preceding_chars": len(turn.preceding or ""),
         "transaction_items_without_episode": len(without),
         "transaction_items_with_episode": len(with_episode),
         "write_units_without_episode": _write_units(without),
