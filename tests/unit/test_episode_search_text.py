@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from memwrite.episode import PRECEDING_MAX_CHARS, preceding_of, search_text
 from memwrite.models import QueuedTurn, Role, Source
+from memwrite.topics import withheld_turn
 
 
 def turn(text: str, *, preceding: str | None = None, context: str | None = None) -> QueuedTurn:
@@ -48,3 +49,13 @@ def test_the_search_text_is_the_turn_before_then_the_answer() -> None:
     assert search_text(turn(answer, preceding=question)) == f"{question}\n{answer}"
     assert search_text(turn(answer, context=question)) == f"{question}\n{answer}"
     assert search_text(turn(answer)) == answer
+
+
+def test_a_withheld_turn_keeps_no_word_of_the_turn_before() -> None:
+    # Given a turn of an excluded topic, kept with the turn before it
+    kept = turn("The chemo is working.", preceding="How did it go?", context="How did it go?")
+    # When it is withheld (a placeholder over its words in the session log)
+    withheld = withheld_turn(kept, "health")
+    # Then neither its words nor those of the turn before remain
+    assert withheld.text == "[EXCLUDED:health]"
+    assert (withheld.context, withheld.preceding) == (None, None)
