@@ -94,6 +94,8 @@ class AlarmThresholds(_Frozen):
     cache_idle_min_calls: int = Field(default=2, ge=2)
     # Pending episodes near their expiry with no model configured (the hourly backfill's count).
     pending_near_expiry_episodes: int = 1
+    # Usage the meter could not count (`usage.unmetered`): any is an undercounted bill.
+    unmetered_usage: int = 1
     # 5-minute periods an alarm condition must hold.
     evaluation_periods: int = 3
 

@@ -26,6 +26,8 @@ from constructs import Construct
 from infra.config import AlarmThresholds
 from memwrite.backfill.near_expiry import NEAR_EXPIRY_METRIC
 from memwrite.feed.delivery import LANE, MAX_ATTEMPTS, RETRY_WINDOW_SECS
+from memwrite.metering.meter import METRICS_STAGE as METERING_STAGE
+from memwrite.metering.meter import UNMETERED_METRIC
 from memwrite.reasons import SkipReason
 from memwrite.stages import StageDef, StagePlacement
 
@@ -175,6 +177,15 @@ class Monitoring(Construct):
             "were deferred as episodes (DeferredBudget): demand is above the model's limits.",
         )
         self._cache_reads_idle_alarm(extraction_model, thresholds)
+        self._alarm(
+            "UsageUnmetered",
+            _stage_metric(METERING_STAGE, UNMETERED_METRIC),
+            threshold=thresholds.unmetered_usage,
+            evaluation_periods=1,
+            description="Work was done and paid for but its usage counters could not be "
+            "written (the usage table refused): GET /v1/usage and tenant.cost_usd undercount. "
+            "The function's log names the tenant and the error.",
+        )
         self._alarm(
             "PendingEpisodesNearExpiry",
             # The scheduled backfill counts them hourly: an hour's period holds one count.

@@ -26,6 +26,7 @@ from memwrite_local.cli.rollback import add_rollback_parser, run_rollback
 from memwrite_local.cli.search import add_search_parser, run_search
 from memwrite_local.cli.serve import add_serve_parser, run_serve
 from memwrite_local.cli.trace import add_trace_parsers, run_replay, run_trace
+from memwrite_local.cli.usage import add_usage_parser, run_usage
 from memwrite_local.runtime.embedded import BACKENDS
 
 __all__ = ["main"]
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     mcp.add_argument("mcp_args", nargs=argparse.REMAINDER)
     add_trace_parsers(commands)
+    add_usage_parser(commands)
     add_eval_parser(commands)
     add_rollback_parser(commands)
     add_portability_parsers(commands)
@@ -100,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_eval(args, sys.stdout, sys.stderr)
         if args.command == "trace":
             return run_trace(args, sys.stdout)
+        if args.command == "usage":
+            return run_usage(args, sys.stdout)
         if args.command == "replay":
             return run_replay(args, sys.stdout)
         if args.command == "rollback":

@@ -19,10 +19,19 @@ from urllib.parse import quote, urlencode
 from memwrite_local.runtime.backend import LOCAL_API_KEY
 from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
-__all__ = ["add_trace_parsers", "parse_settings", "run_replay", "run_trace"]
+__all__ = [
+    "add_data_dir_options",
+    "add_trace_parsers",
+    "call_local",
+    "finish",
+    "parse_settings",
+    "run_replay",
+    "run_trace",
+]
 
 
-def _add_common(command: argparse.ArgumentParser) -> None:
+def add_data_dir_options(command: argparse.ArgumentParser) -> None:
+    """`--data-dir`, `--api-key` and `--json`: every command reading serve's data has them."""
     command.add_argument(
         "--data-dir",
         type=Path,
@@ -48,7 +57,7 @@ def add_trace_parsers(commands: Any) -> None:
     trace.add_argument("trace_id", nargs="?")
     trace.add_argument("--memory", help="the traces that stored or merged into this memory")
     _add_user_range(trace)
-    _add_common(trace)
+    add_data_dir_options(trace)
     replay = commands.add_parser(
         "replay", help="re-run a trace's inputs with a changed config (dry run) and diff"
     )
@@ -62,7 +71,7 @@ def add_trace_parsers(commands: Any) -> None:
         help="a config field, dotted (pre_filter.min_words=5); the value is JSON or a string",
     )
     replay.add_argument("--config", type=Path, help="a JSON file of config fields to change")
-    _add_common(replay)
+    add_data_dir_options(replay)
 
 
 def parse_settings(assignments: list[str], config_file: Path | None) -> dict[str, Any]:
@@ -91,7 +100,7 @@ def parse_settings(assignments: list[str], config_file: Path | None) -> dict[str
     return override
 
 
-def _call(
+def call_local(
     data_dir: Path, api_key: str, method: str, path: str, body: dict[str, Any] | None = None
 ) -> tuple[int, dict[str, Any]]:
     from memwrite_local.runtime.embedded import local_backend
@@ -208,7 +217,7 @@ def _render_batch(batch: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _finish(status: int, body: dict[str, Any], as_json: bool, render: Any, stdout: TextIO) -> int:
+def finish(status: int, body: dict[str, Any], as_json: bool, render: Any, stdout: TextIO) -> int:
     if status != 200:
         stdout.write(json.dumps({"error": body, "status": status}, ensure_ascii=False) + "\n")
         return 1
@@ -239,8 +248,8 @@ def run_trace(args: argparse.Namespace, stdout: TextIO) -> int:
     else:
         query = urlencode(_user_query(args))
         path, render = f"/v1/users/{quote(args.user, safe='')}/traces?{query}", _render_page
-    status, body = _call(args.data_dir, args.api_key, "GET", path)
-    return _finish(status, body, args.json, render, stdout)
+    status, body = call_local(args.data_dir, args.api_key, "GET", path)
+    return finish(status, body, args.json, render, stdout)
 
 
 def run_replay(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -248,9 +257,9 @@ def run_replay(args: argparse.Namespace, stdout: TextIO) -> int:
     override = parse_settings(args.set, args.config)
     if args.trace_id:
         path = f"/v1/traces/{quote(args.trace_id, safe='')}/replay"
-        status, body = _call(args.data_dir, args.api_key, "POST", path, {"config": override})
-        return _finish(status, body, args.json, _render_diff, stdout)
+        status, body = call_local(args.data_dir, args.api_key, "POST", path, {"config": override})
+        return finish(status, body, args.json, _render_diff, stdout)
     path = f"/v1/users/{quote(args.user, safe='')}/replay"
     request = {"config": override, **_user_query(args)}
-    status, body = _call(args.data_dir, args.api_key, "POST", path, request)
-    return _finish(status, body, args.json, _render_batch, stdout)
+    status, body = call_local(args.data_dir, args.api_key, "POST", path, request)
+    return finish(status, body, args.json, _render_batch, stdout)

@@ -131,9 +131,8 @@ def _settings(options: LoadOptions, limits: ModelLimits | None) -> dict[str, Any
             "input_tokens_per_minute": limits.input_tokens_per_minute,
             "output_tokens_per_minute": limits.output_tokens_per_minute,
         }
-        # The budget knows the account's limits as they are: whole numbers, at least 1.
-        known = {name: max(1, math.ceil(value or 1)) for name, value in per_minute.items()}
-        model["limits"] = {"*": known}
+        # The budget knows the account's limits as they are (whole numbers: `limits_for`).
+        model["limits"] = {"*": {name: int(value or 1) for name, value in per_minute.items()}}
     pipeline["model"] = model
     return {"pipeline": pipeline}
 
@@ -321,12 +320,18 @@ def _per_turn(meter: Meter, turns: int) -> PerTurn:
 
 
 def limits_for(per_turn: PerTurn, turns_per_day: float, fraction: float) -> ModelLimits:
-    """`fraction` of the peak demand per minute of `turns_per_day` (already scaled)."""
+    """`fraction` of the peak demand per minute of `turns_per_day` (already scaled), in whole
+    numbers rounded down (at least 1) as an account's limits are: the budget is configured
+    with exactly the limits the fake model enforces (`_settings`)."""
     peak_turns_per_minute = turns_per_day / 1_440 * PEAK_FACTOR
+
+    def whole(per_turn_demand: float) -> float:
+        return float(max(1, math.floor(fraction * per_turn_demand * peak_turns_per_minute)))
+
     return ModelLimits(
-        requests_per_minute=fraction * per_turn.calls * peak_turns_per_minute,
-        input_tokens_per_minute=fraction * per_turn.input_tokens * peak_turns_per_minute,
-        output_tokens_per_minute=fraction * per_turn.output_tokens * peak_turns_per_minute,
+        requests_per_minute=whole(per_turn.calls),
+        input_tokens_per_minute=whole(per_turn.input_tokens),
+        output_tokens_per_minute=whole(per_turn.output_tokens),
     )
 
 

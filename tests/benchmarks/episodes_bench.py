@@ -32,7 +32,7 @@ import numpy as np
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex, _query_words
 from memwrite.candidate import MemoryType
 from memwrite.config import PipelineConfig
-from memwrite.episode import Episode
+from memwrite.episode import Episode, preceding_of
 from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, MemoryDoc, fuse_hybrid
 from memwrite.memory import Tier
 from memwrite.models import QueuedTurn, Role, Source
@@ -86,14 +86,16 @@ def bench_write_cost() -> dict[str, Any]:
         ledger = build_backfill_deps().ledger
         client = extract.session_log._client
         client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", capture)
-        text = next(t.text for t in load_locomo() if len(t.text) > 120)
+        turns = load_locomo()
+        at = next(i for i, t in enumerate(turns) if i and len(t.text) > 120)
+        text = turns[at].text
         ledger.put_trace(
             TraceRecord("t" * 32, "bench", "u", "s", None, "user_explicit", T0.isoformat(), ())
         )
         turn = QueuedTurn(
             tenant="bench", user_id="u", session_id="s", agent_id=None, trace_id="t" * 32,
             turn_id="a" * 32, role=Role.USER, text=text, observed_at=T0,
-            source=Source.USER_EXPLICIT,
+            source=Source.USER_EXPLICIT, preceding=preceding_of(turns[at - 1].text),
         )  # fmt: skip
         extract.session_log.append(turn, now=1.8e9, retention_secs=86_400)
         episode = Episode(
@@ -105,6 +107,7 @@ def bench_write_cost() -> dict[str, Any]:
     without, with_episode = captured
     return {
         "turn_chars": len(text),
+        "preceding_chars": len(turn.preceding or ""),
         "transaction_items_without_episode": len(without),
         "transaction_items_with_episode": len(with_episode),
         "write_units_without_episode": _write_units(without),
@@ -213,12 +216,14 @@ def _bench_index(
     index = EmbeddedIndex(dimension=embedder.dimension)
     vectors = embedder.embed([texts[i % len(texts)] for i in range(EPISODES)])
     for i in range(EPISODES):
+        # As stage 7 indexes an episode: the end of the turn before, then its own words.
+        before = preceding_of(texts[(i - 1) % len(texts)])
         index.upsert(
             MemoryDoc(
                 f"episode:{i:032x}",
                 "bench",
                 "u",
-                texts[i % len(texts)],
+                "\n".join(filter(None, (before, texts[i % len(texts)]))),
                 MemoryType.EVENT,
                 "episode",
                 Tier.CANDIDATE,

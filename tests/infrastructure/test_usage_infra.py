@@ -54,3 +54,19 @@ def test_every_function_that_meters_may_add_to_the_counters_only(
     for name in ("dispatch", "authorizer", "conflict", "dead_letter", "webhook_delivery", "expire"):
         assert name not in USAGE_WRITERS
         assert _actions_on(synth, construct_id(name), USAGE_TABLE_PREFIX) == set(), name
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_usage_the_meter_could_not_count_raises_an_alarm(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    # Given the stack / Then one refused add to the usage table (the meter's
+    # `usage.unmetered`, Stage usage) pages within one 5-minute period
+    alarms = resources(synthesized[env], "AWS::CloudWatch::Alarm")
+    (alarm,) = (a for logical_id, a in alarms.items() if "UsageUnmetered" in logical_id)
+    properties = alarm["Properties"]
+    assert properties["MetricName"] == "usage.unmetered"
+    assert properties["Dimensions"] == [{"Name": "Stage", "Value": "usage"}]
+    assert (properties["Statistic"], properties["Threshold"]) == ("Sum", 1)
+    assert properties["EvaluationPeriods"] == 1
+    assert properties["AlarmActions"]

@@ -66,8 +66,16 @@ def _with_line(exported: str, kind: str, change: Any) -> tuple[str, int]:
     return "\n".join(lines) + "\n", at + 1
 
 
+SECRETS = "My password is hunter2hunter2 and card 4111111111111111."
+
+
 def _set_text(record: dict[str, Any]) -> None:
-    record["episode"]["turn"]["text"] = "My password is hunter2hunter2 and card 4111111111111111."
+    record["episode"]["turn"]["text"] = SECRETS
+
+
+def _set_preceding(record: dict[str, Any]) -> None:
+    # The turn before, which search indexes with the episode: its words pass the firewall too.
+    record["episode"]["turn"]["preceding"] = SECRETS
 
 
 def _set_confidence(record: dict[str, Any]) -> None:
@@ -82,6 +90,7 @@ def _set_question(record: dict[str, Any]) -> None:
     ("kind", "change", "field", "says"),
     [
         ("episode", _set_text, "episode.turn.text", "password"),
+        ("episode", _set_preceding, "episode.turn.preceding", "password"),
         ("memory", _set_question, "memory.search_questions[0]", "email"),
         ("memory", _set_confidence, "memory.confidence", "less than or equal to 1"),
     ],

@@ -1,9 +1,9 @@
 """`memwrite loadtest`, a run of seconds: the report's fields, exactly, and no turn lost.
 
 The sample conversations (`events/conversations/`) stand in for the evaluation data, as in a
-fresh clone; the limits are half the demand and the model is out for five of the twenty
-simulated minutes, so the 429 and 529 paths of the real pipeline are both taken; what the live
-lane deferred goes through the Message Batches API (the batch lane).
+fresh clone; the limits are half the demand (the smallest account: one request a minute) and the
+model is out for five of the twenty simulated minutes, so the live lane waits for the budget and
+defers; what it deferred goes through the Message Batches API (the batch lane).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ def test_a_short_run_reports_every_field_and_loses_no_turn(tmp_path: Path) -> No
     assert report["model_calls_per_turn"] > 0
     assert report["turns_lost"] == 0
     assert report["deferred_without_reason"] == 0
+    # And the budget kept every call within the account's limits: the model refused none
+    assert report["rate_limited_ratio"] == 0
     # And every episode went through a batch before the run ended
     assert report["episodes_pending_at_end"] == 0
     assert report["episodes_in_batches_at_end"] == 0

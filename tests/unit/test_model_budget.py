@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memwrite.adapters.in_memory import InMemoryBudgetStore
 from memwrite.budget import Caller, Lane, ModelBudget
@@ -221,6 +223,82 @@ def test_a_call_larger_than_a_minute_of_the_limit_goes_and_is_paid_back_at_its_r
     assert [take(b, out=10_000), take(b, out=10_000)] == [0.0, 0.0]
     # And the third waits for one call's worth at the limit's rate: 10,000 at 100 a second
     assert take(b, out=10_000) == pytest.approx(100.0)
+
+
+def admitted_within_the_accounts_bucket(
+    limits: ModelLimits, inp: int, out: int, tries_per_second: int, seconds: int
+) -> bool:
+    """Whether what the budget admits, second by second from full (no call refunded), always
+    fits in what the provider's own bucket of `limits` admits by then: a minute's worth (one
+    request at least) plus its refill."""
+    clock = Clock()
+    b, _ = budget(clock, limits={"*": limits}, borrow_floor=0.0)
+    start, spent = clock.now, [0.0, 0.0, 0.0]
+    per_minute = (
+        limits.requests_per_minute,
+        limits.input_tokens_per_minute,
+        limits.output_tokens_per_minute,
+    )
+    provider_capacity = (max(per_minute[0], 1), per_minute[1], per_minute[2])
+    for _ in range(seconds):
+        for _ in range(tries_per_second):
+            if take(b, inp=inp, out=out) == 0.0:
+                spent = [spent[0] + 1, spent[1] + inp, spent[2] + out]
+        elapsed = clock.now - start
+        for used, capacity, limit in zip(spent, provider_capacity, per_minute, strict=True):
+            if used > capacity + limit * elapsed / 60 + 1e-6:
+                return False
+        clock.now += 1
+    return True
+
+
+def test_the_shards_together_never_admit_more_than_the_accounts_bucket() -> None:
+    # Given an account of 800 requests and 16,000 output tokens a minute: eight shards of
+    # 2,000 output tokens, each holding one call of max_tokens 1,500 but not two
+    limits = ModelLimits(
+        requests_per_minute=800, input_tokens_per_minute=800_000, output_tokens_per_minute=16_000
+    )
+    # When calls try all the time for two minutes
+    # Then the shards never admit more than the account's bucket would: its minute of output
+    # tokens plus what refilled (not a floor of two calls on each of eight shards)
+    assert admitted_within_the_accounts_bucket(limits, 1_000, 1_500, 20, 120)
+
+
+def test_an_account_of_one_request_a_minute_gets_one_call_a_minute() -> None:
+    # Given an account of one request a minute and room for many calls' tokens
+    clock = Clock()
+    limits = ModelLimits(
+        requests_per_minute=1, input_tokens_per_minute=60_000, output_tokens_per_minute=60_000
+    )
+    b, _ = budget(clock, limits={"*": limits})
+    # When two calls start at once
+    # Then the second waits a minute, as the provider would make it (one request in its bucket)
+    assert take(b) == 0.0
+    assert take(b) == pytest.approx(60.0)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    requests=st.integers(min_value=1, max_value=2_000),
+    output_limit=st.integers(min_value=2_000, max_value=400_000),
+    out=st.integers(min_value=100, max_value=8_192),
+    tries=st.integers(min_value=1, max_value=8),
+)
+def test_the_budget_never_admits_more_than_the_providers_buckets(
+    requests: int, output_limit: int, out: int, tries: int
+) -> None:
+    # Given any account whose every shard's part of the output limit holds a call, and whose
+    # output limit holds two (the model bucket's depth)
+    shards = max(1, min(8, requests // 100))
+    out = min(out, output_limit // shards, output_limit // 2)
+    limits = ModelLimits(
+        requests_per_minute=requests,
+        input_tokens_per_minute=10_000_000,
+        output_tokens_per_minute=output_limit,
+    )
+    # When calls try every second for a minute and a half
+    # Then every dimension stays within what the provider's bucket admits
+    assert admitted_within_the_accounts_bucket(limits, 1_000, out, tries, 90)
 
 
 def test_small_shares_are_work_conserving_and_a_burst_leaves_the_others_theirs() -> None:

@@ -171,7 +171,7 @@ def test_outside_a_unit_of_work_nothing_is_metered_and_a_meter_fault_is_not_rais
         report_usage(CALL)
     # Then the work is not failed: the fault is logged and counted
     assert metrics.events[("usage", "usage.unmetered")] == 1
-    assert "usage not metered" in caplog.text
+    assert "usage of tenant acme not metered" in caplog.text
 
 
 def test_counts_add_exactly_to_the_eighth_decimal() -> None:

@@ -14,6 +14,7 @@ from memwrite.models import QueuedTurn
 
 __all__ = [
     "EPISODE_DOC_PREFIX",
+    "PRECEDING_MAX_CHARS",
     "Episode",
     "EpisodePage",
     "EpisodeStatus",
@@ -21,11 +22,37 @@ __all__ = [
     "episode_doc_id",
     "episode_of_doc_id",
     "expiry_warning",
+    "preceding_of",
+    "search_text",
 ]
 
 # An episode's search document and outbox rows are keyed `episode:<turn id>`: memory ids are
 # hex, so the two kinds never collide in the index or the outbox.
 EPISODE_DOC_PREFIX = "episode:"
+
+
+# How much of the turn before a kept turn its episode is searched with: the end of it, which
+# is what a reply answers ("... What got you into running?"); a long turn's start is another
+# subject, and an assistant's long answer would drown the user's own words.
+PRECEDING_MAX_CHARS = 300
+
+
+def preceding_of(previous: str) -> str | None:
+    """The end of the turn before a kept turn (`QueuedTurn.preceding`): at most
+    `PRECEDING_MAX_CHARS`, cut at a word boundary; None when it holds no word."""
+    text = " ".join(previous.split())
+    if len(text) > PRECEDING_MAX_CHARS:
+        text = text[-PRECEDING_MAX_CHARS:]
+        text = text.partition(" ")[2] if " " in text else text
+    return text or None
+
+
+def search_text(turn: QueuedTurn) -> str:
+    """An episode's BM25 text: the turn it replies to (its end, or the question a short
+    answer was kept with), then its own words (docs/design.md §10). A question often names
+    what the answer does not ("How long have you been married?" / "5 years already!")."""
+    before = turn.preceding or turn.context
+    return turn.text if not before else f"{before}\n{turn.text}"
 
 
 def episode_doc_id(turn_id: str) -> str:

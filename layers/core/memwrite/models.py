@@ -161,6 +161,12 @@ class QueuedTurn(BaseModel):
     context: str | None = Field(
         default=None, description="The question this short answer replies to (masked)."
     )
+    preceding: str | None = Field(
+        default=None,
+        description="The end of the turn before this one in its request (masked, any role, "
+        "at most `memwrite.episode.PRECEDING_MAX_CHARS`): an episode's search text begins "
+        "with it (docs/design.md §10).",
+    )
     direct: DirectMemory | None = Field(
         default=None, description="A memory written as is: extract makes no call for it."
     )

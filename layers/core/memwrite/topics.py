@@ -203,8 +203,10 @@ def marked_topic(
 
 
 def withheld_turn(turn: QueuedTurn, topic: str) -> QueuedTurn:
-    """The turn with its words (and the question it answered) replaced by a placeholder."""
-    return turn.model_copy(update={"text": f"[EXCLUDED:{topic}]", "context": None, "direct": None})
+    """The turn with its words (and the question it answered, and the end of the turn before
+    it) replaced by a placeholder."""
+    withheld = {"text": f"[EXCLUDED:{topic}]", "context": None, "preceding": None, "direct": None}
+    return turn.model_copy(update=withheld)
 
 
 def _sentences(text: str) -> list[str]:

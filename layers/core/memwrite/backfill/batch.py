@@ -183,7 +183,7 @@ def submit_pending(
     for tenant, user_id in deps.backfill.episodes.pending_users():
         config = settings_for(tenant)
         pending = pending_episodes(tenant, user_id, BackfillRequest(), deps.backfill)
-        for group in extraction_batches(pending):
+        for group in extraction_batches(pending, config.extract.coalesce_window_s):
             requests = _requests_of(group, config, deps)
             model = config.extract.model
             pile = piles.setdefault(model, _Pile())
@@ -269,7 +269,7 @@ def _apply_user(
     if deps.backfill.ledger.get_trace(tenant, trace_id) is None:
         open_trace(trace_id, episodes, deps.backfill)
     done.trace_ids.append(trace_id)
-    for group in extraction_batches(episodes):
+    for group in extraction_batches(episodes, config.extract.coalesce_window_s):
         stage_deps = _with_answers(deps.backfill, answers)
         # Written there: `extracted`, or `pending` again where its request got no answer.
         distilled = distil_episodes(group, trace_id, config, deps.backfill, stage_deps)

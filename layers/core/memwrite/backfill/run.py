@@ -8,13 +8,14 @@ asynchronous invoke on AWS, `memwrite serve`'s backfill worker locally), which r
 pending episode, at most `MAX_USERS_PER_RUN` per run.
 
 Episodes go in `observed_at` order, one batch per run of turns that arrived together (same
-session, same request), each with the session's context as a live turn gets it (the session
-log's earlier turns) and flagged `backfill` so extraction keeps no new episode. Conflict
-decides supersession by `observed_at`, so the final state is what it would have been had the
-model been there when the turns arrived. The run is one trace of its own (spans, cost, and a
-rollback that returns its episodes to `pending`); each episode ends `extracted`, linked to the
-memories it produced, or to none with the reason. A second backfill finds nothing pending: a
-no-op. A turn the model fails on again stays `pending`.
+session, and one request or the coalescing window: `extraction_batches`), each with the
+session's context as a live turn gets it (the session log's earlier turns) and flagged
+`backfill` so extraction keeps no new episode. Conflict decides supersession by `observed_at`,
+so the final state is what it would have been had the model been there when the turns arrived.
+The run is one trace of its own (spans, cost, and a rollback that returns its episodes to
+`pending`); each episode ends `extracted`, linked to the memories it produced, or to none with
+the reason. A second backfill finds nothing pending: a no-op. A turn the model fails on again
+stays `pending`.
 
 A call may be given a time budget (the backfill function: what it has left, less a reserve):
 once it is spent no further batch starts, the result counts the episodes left `remaining`
@@ -47,7 +48,7 @@ from memwrite.errors import (
 )
 from memwrite.ids import new_trace_id
 from memwrite.metering import Metering, metering_for
-from memwrite.models import BackfillAccepted, Source, SpanResult
+from memwrite.models import BackfillAccepted, QueuedTurn, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, MetricsSink, SpanStore, TraceRecord, TurnLedger
 from memwrite.read.pending import pending_of
@@ -157,21 +158,35 @@ def pending_episodes(
     )
 
 
-def extraction_batches(episodes: list[Episode]) -> list[list[Episode]]:
-    """Consecutive episodes that arrived together (session and request) form one batch."""
+def extraction_batches(
+    episodes: list[Episode], coalesce_window_s: float = 0.0
+) -> list[list[Episode]]:
+    """Consecutive episodes of one session form one batch (at most `_MAX_BATCH`) when they
+    arrived together, as the live lane would have extracted them: in one request, or, with
+    `extract.coalesce_window_s` set, said within that window of the batch's first turn
+    (docs/design.md §2). Turns an agent posted one per request then share a call here too."""
     batches: list[list[Episode]] = []
     for episode in episodes:
         last = batches[-1] if batches else None
         if (
             last is not None
             and len(last) < _MAX_BATCH
-            and (last[-1].turn.session_id, last[-1].turn.trace_id)
-            == (episode.turn.session_id, episode.turn.trace_id)
+            and last[-1].turn.session_id == episode.turn.session_id
+            and _together(last[0].turn, episode.turn, coalesce_window_s)
         ):
             last.append(episode)
         else:
             batches.append([episode])
     return batches
+
+
+def _together(first: QueuedTurn, turn: QueuedTurn, coalesce_window_s: float) -> bool:
+    # An episode keeps the turn as said, without when the queue accepted it: the time it was
+    # said stands for that (an agent posting turn by turn posts each as it is said).
+    if first.trace_id == turn.trace_id:
+        return True
+    said_after_s = (turn.observed_at - first.observed_at).total_seconds()
+    return coalesce_window_s > 0 and said_after_s <= coalesce_window_s
 
 
 def _check(tenant: str, user_id: str, deps: BackfillDeps) -> None:
@@ -298,7 +313,8 @@ def backfill_user(
     memory_ids: list[str] = []
     still_pending = remaining = 0
     no_room = False
-    for index, batch in enumerate(extraction_batches(pending)):
+    window = config.extract.coalesce_window_s
+    for index, batch in enumerate(extraction_batches(pending, window)):
         spent = time.perf_counter() - started
         if no_room or (index > 0 and budget_secs is not None and spent >= budget_secs):
             remaining += len(batch)

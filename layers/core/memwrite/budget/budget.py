@@ -8,10 +8,13 @@ model's bucket; a call past its share borrows from the model's bucket only while
 than `borrow_floor` of its capacity, so one tenant's burst takes only what others leave. A
 backfill call takes only capacity above `backfill_floor` (the reserve kept for live calls).
 Each bucket refills at its limits' rate, but a tenant's holds at least one call's cost and
-the model's at least two (`_MODEL_DEPTH_CALLS`): a share smaller than a call would otherwise
-hold its tenant to one call per refill even while nobody else calls, and a model limit near
-one call's `max_tokens` would admit one call at a time, the next waiting for the last one's
-reservation to come back (the load simulator's scaled-down account, docs/loadtest.md).
+the model's at least two calls' tokens (`_MODEL_DEPTH_CALLS`): a share smaller than a call
+would otherwise hold its tenant to one call per refill even while nobody else calls, and a
+model limit near one call's `max_tokens` would admit one call at a time, the next waiting for
+the last one's reservation to come back (the load simulator's scaled-down account,
+docs/loadtest.md). That depth is the bucket's, not each shard's: the shards together hold what
+one bucket would, so they never admit more than the account's own bucket does; and the model's
+bucket holds one request at least, as the provider's does, never two above its limit.
 
 A call is charged its estimated input tokens and its max_tokens when it starts (as the
 providers charge) and refunded to its real usage when it ends (`settle`). A 429/529 lowers the
@@ -50,7 +53,7 @@ _MAX_CONFLICTS = 8
 _CONFLICT_WAIT_S = 0.05
 # A shard holds at least this many requests a minute: smaller limits use fewer shards.
 _MIN_SHARD_RPM = 100
-# The model's bucket holds at least this many calls (see the module docstring).
+# The model's bucket holds at least this many calls' tokens (see the module docstring).
 _MODEL_DEPTH_CALLS = 2
 
 
@@ -135,10 +138,16 @@ class _Bucket:
     def of(
         cls, prefix: str, limits: Levels, most_shards: int, depth: Levels = (0.0, 0.0, 0.0)
     ) -> _Bucket:
-        """A shard refills at its part of `limits` and holds at least `depth`."""
+        """A shard refills at its part of `limits` and holds its part of `depth` at least: the
+        shards together hold `max(limits, depth)`, what one bucket would (a floor on each
+        shard would add up to `shards` times the depth, more than the provider admits)."""
         shards = _shard_count(limits, most_shards)
         per = (limits[0] / shards, limits[1] / shards, limits[2] / shards)
-        held = (max(per[0], depth[0]), max(per[1], depth[1]), max(per[2], depth[2]))
+        held = (
+            max(per[0], depth[0] / shards),
+            max(per[1], depth[1] / shards),
+            max(per[2], depth[2] / shards),
+        )
         return cls(prefix, held, per, shards)
 
     def key(self, shard: int) -> str:
@@ -217,8 +226,10 @@ class ModelBudget:
         nothing is charged: no grant, and `wait_s` 0 when the call could go now (a caller
         with work to do before its call asks first: extraction)."""
         cost: Levels = (1.0, float(input_tokens), float(max_tokens))
+        # One request (the provider's request bucket holds one at least, not two), two calls'
+        # tokens.
         model_depth: Levels = (
-            _MODEL_DEPTH_CALLS * cost[0],
+            cost[0],
             _MODEL_DEPTH_CALLS * cost[1],
             _MODEL_DEPTH_CALLS * cost[2],
         )

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from memwrite.config import PipelineConfig
 from memwrite.edit.delete import DeleteDeps, delete_memory
 from memwrite.edit.ports import TOPIC_SWEEP_EVENT, TopicSweep, TopicSweepStore
-from memwrite.episode import Episode, episode_doc_id
+from memwrite.episode import Episode, episode_doc_id, search_text
 from memwrite.errors import IndexUnavailable, UnknownMemory
 from memwrite.ports import EpisodeStore
 from memwrite.tenants import TenantConfigs
@@ -93,7 +93,8 @@ def _marked_episodes(
             cursor=cursor,
             now=now.timestamp(),
         )
-        marked += [e for e in page.episodes if marked_topic(e.turn.text, topics, terms)]
+        # Its search text: the turn it replies to is in its document too.
+        marked += [e for e in page.episodes if marked_topic(search_text(e.turn), topics, terms)]
         cursor = page.next_cursor
         if cursor is None:
             return marked

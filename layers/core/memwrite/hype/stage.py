@@ -12,9 +12,10 @@ or out of order and the index still converges on the store:
   `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
   the document is upserted again with its vectors. Tasks stay BM25-only (docs/design.md §9).
 
-An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn's text and
-its content vector as a document of kind `episode` (no questions: it is the user's own words),
-or removes it when the episode is gone (erased, expired).
+An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn as a document
+of kind `episode`: its BM25 text the end of the turn it replies to then its own words
+(`memwrite.episode.search_text`), its content vector its own words (no questions: they are the
+user's own words), or removes it when the episode is gone (erased, expired).
 
 A deletion's row (`memwrite.change_events.deleted_memory_of`, `DELETE
 /v1/memories/{memory_id}`) deletes the memory's document unless the memory is back in the store
@@ -57,7 +58,7 @@ from memwrite.change_events import (
     user_erased_event,
 )
 from memwrite.config import PipelineConfig, Webhook
-from memwrite.episode import EpisodeStatus, episode_of_doc_id
+from memwrite.episode import EpisodeStatus, episode_of_doc_id, search_text
 from memwrite.errors import MemwriteError
 from memwrite.feed import deliveries_for
 from memwrite.index import DocKind, MemoryDoc, Vector
@@ -117,13 +118,14 @@ def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> Indexe
     if episode is None or episode.status_at(time.time()) is EpisodeStatus.EXPIRED:
         deps.index.delete(change.tenant, change.user_id, change.memory_id)
         return IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
+    # Its vector is its own words; its BM25 text begins with the turn it replies to.
     vector = deps.embedder.embed([episode.turn.text])[0]
     deps.index.upsert(
         MemoryDoc(
             memory_id=change.memory_id,
             tenant=change.tenant,
             user_id=change.user_id,
-            text=episode.turn.text,
+            text=search_text(episode.turn),
             # Memory fields an episode does not have: never read (queries filter by kind).
             type=MemoryType.EVENT,
             topic="episode",

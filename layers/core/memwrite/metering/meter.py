@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METRICS_STAGE",
+    "UNMETERED_METRIC",
     "MeteredEmbedder",
     "Metering",
     "count_usage",
@@ -51,6 +52,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 METRICS_STAGE = "usage"
+# Counted when the meter's store refused an add; the `UsageUnmetered` alarm watches it.
+UNMETERED_METRIC = "usage.unmetered"
 
 
 @dataclass
@@ -104,8 +107,8 @@ def record_usage(tenant: str, counts: UsageCounts, metering: Metering) -> None:
     try:
         metering.meter.add(tenant, datetime.fromtimestamp(metering.clock(), UTC), counts)
     except MemwriteError:
-        _log.exception("usage not metered: the meter's store failed")
-        metering.metrics.event(METRICS_STAGE, "usage.unmetered")
+        _log.exception("usage of tenant %s not metered: the meter's store failed", tenant)
+        metering.metrics.event(METRICS_STAGE, UNMETERED_METRIC)
 
 
 class MeteredEmbedder:

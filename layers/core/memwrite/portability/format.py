@@ -78,9 +78,9 @@ class MemoryLine(_Line):
 
 class EpisodeLine(_Line):
     """One kept turn of the user, the whole record as stored: the turn (its text masked by
-    the firewall as it was kept, ids, session, `observed_at`, `context` = in reply to), status,
-    deferred reason, the memories a backfill made of it (or its `outcome`), the backfill's
-    trace and the expiry."""
+    the firewall as it was kept, ids, session, `observed_at`, `context` = in reply to,
+    `preceding` = the end of the turn before it), status, deferred reason, the memories a
+    backfill made of it (or its `outcome`), the backfill's trace and the expiry."""
 
     kind: Literal["episode"]
     episode: Episode

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memwrite.config import PipelineConfig
 from memwrite.direct_memories.model import MAX_ATTRIBUTE_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
+from memwrite.episode import search_text
 from memwrite.errors import ImportRejected
 from memwrite.portability.format import (
     EntityFactLine,
@@ -93,7 +94,7 @@ class ImportGuards:
                 raise ImportRejected(number, "memory.topic", "a topic the tenant excludes")
         elif isinstance(record, EpisodeLine):
             turn = record.episode.turn
-            words = f"{turn.context or ''}\n{turn.text}"
+            words = f"{turn.context or ''}\n{search_text(turn)}"
             if topic := marked_topic(words, self.exclude_topics, self.topic_terms):
                 where = f"of a topic the tenant excludes ({topic})"
                 raise ImportRejected(number, "episode.turn.text", where)
@@ -137,6 +138,8 @@ def _texts(record: ExportLine) -> Iterator[tuple[str, str]]:
         yield "episode.turn.text", turn.text
         if turn.context is not None:
             yield "episode.turn.context", turn.context
+        if turn.preceding is not None:
+            yield "episode.turn.preceding", turn.preceding
     elif isinstance(record, EntityLine):
         yield "entity.name", record.entity.name
         for index, alias in enumerate(record.entity.aliases):

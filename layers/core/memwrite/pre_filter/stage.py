@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from memwrite.config import PipelineConfig
+from memwrite.episode import preceding_of
 from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
 from memwrite.models import (
@@ -27,6 +28,7 @@ from memwrite.models import (
     IngestTurn,
     PreFilterDecision,
     QueuedTurn,
+    Role,
     SkippedTurn,
     SpanResult,
     StageSpan,
@@ -44,6 +46,7 @@ from memwrite.pre_filter.checks import (
 )
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
+from memwrite.topics import marked_topic
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
@@ -82,6 +85,8 @@ class _Screened:
     turn_id: str
     decision: PreFilterDecision
     latency_ms: float
+    # The end of the turn before it in the request (masked), for its episode's search text.
+    preceding: str | None = None
 
 
 def _turn_ids(request: IngestRequest, tenant: str, masked: list[str]) -> tuple[str, ...]:
@@ -106,6 +111,7 @@ def _screen_all(
     deps: IngestDeps,
     *,
     known: set[str],
+    masked: list[str],
 ) -> list[_Screened]:
     screened: list[_Screened] = []
     rate_scope = f"{tenant}\x1f{request.user_id}"
@@ -116,7 +122,8 @@ def _screen_all(
         previous = deps.ledger.last_question(
             tenant, request.user_id, request.session_id, now=deps.clock()
         )
-    for turn, tid in zip(request.turns, turn_ids, strict=True):
+    before: str | None = None  # the turn before, masked
+    for turn, tid, words in zip(request.turns, turn_ids, masked, strict=True):
         started = time.perf_counter()
         decision = pre_filter_turn(
             content=turn.content,
@@ -134,8 +141,21 @@ def _screen_all(
         )
         previous = turn.content
         latency_ms = (time.perf_counter() - started) * 1000
-        screened.append(_Screened(turn, tid, decision, latency_ms))
+        # Only a user turn that passes can become an episode: the others need no context.
+        kept = decision.decision is Decision.PASS and turn.role is Role.USER
+        preceding = _preceding(before, config) if kept and before is not None else None
+        screened.append(_Screened(turn, tid, decision, latency_ms, preceding))
+        before = words
     return screened
+
+
+def _preceding(masked: str, config: PipelineConfig) -> str | None:
+    """What the next turn's episode is searched with (`memwrite.episode.preceding_of`), unless
+    the words are of a topic the tenant excluded: those are kept in no form."""
+    extract = config.extract
+    if extract.exclude_topics and marked_topic(masked, extract.exclude_topics, extract.topic_terms):
+        return None
+    return preceding_of(masked)
 
 
 def ingest_turns(
@@ -176,7 +196,7 @@ def ingest_turns(
         )
     known = deps.ledger.already_enqueued(tenant, turn_ids)
     # Screening claims rate-gate slots for the turns not accepted before.
-    screened = _screen_all(request, turn_ids, tenant, config, deps, known=known)
+    screened = _screen_all(request, turn_ids, tenant, config, deps, known=known, masked=masked)
     own: set[str] = set()
     if existing is not None:
         own = {
@@ -204,6 +224,7 @@ def ingest_turns(
             observed_at=item.turn.timestamp or now,
             source=request.source,
             context=item.decision.context,
+            preceding=item.preceding,
             accepted_at=now,
         )
         for tid, item in survivors.items()
