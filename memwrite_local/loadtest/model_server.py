@@ -2,7 +2,8 @@
 
 The real `anthropic` client reaches it through `ANTHROPIC_BASE_URL`, as the handlers build it.
 It speaks `POST /v1/messages` and the Message Batches API (`POST /v1/messages/batches`, `GET
-/v1/messages/batches/{id}`, its `/results` as JSON lines, `/cancel`), with the real JSON shapes.
+/v1/messages/batches` (the listing, newest first), `GET /v1/messages/batches/{id}`, its
+`/results` as JSON lines, `/cancel`), with the real JSON shapes.
 
 Limits are the API's: token buckets for requests, input tokens and output tokens per minute,
 refilled continuously. A call is charged its input tokens and its whole `max_tokens` when it
@@ -50,6 +51,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 __all__ = [
     "RECORDED_ANSWERS",
@@ -414,15 +416,35 @@ class FakeModelServer:
             else None,
         }
 
+    # GET /v1/messages/batches: newest first, `limit` a page, after `after_id`
+    def list_batches(self, query: str) -> tuple[int, Any, dict[str, str]]:
+        params = parse_qs(query)
+        limit = int(params.get("limit", ["20"])[0])
+        after = params.get("after_id", [""])[0]
+        now = self.clock()
+        with self._lock:
+            newest = [batch.batch_id for batch in reversed(self._batches.values())]
+            start = newest.index(after) + 1 if after in newest else 0
+            page = [self._batch_json(self._batches[i], now) for i in newest[start : start + limit]]
+        listing = {
+            "data": page,
+            "has_more": start + limit < len(newest),
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+        }
+        return 200, listing, {}
+
     def batches_in_flight(self) -> int:
         now = self.clock()
         with self._lock:
             return sum(1 for batch in self._batches.values() if now < batch.ends_at)
 
     def route(self, method: str, path: str, body: bytes) -> tuple[int, Any, dict[str, str]]:
-        path = path.split("?", maxsplit=1)[0]
+        path, _, query = path.partition("?")
         if method == "POST" and path == "/v1/messages":
             return self.message(body)
+        if method == "GET" and path == "/v1/messages/batches":
+            return self.list_batches(query)
         if method == "POST" and path == "/v1/messages/batches":
             return self.create_batch(body)
         if match := _BATCH_PATH.match(path):

@@ -109,6 +109,11 @@ class BatchesApi:
             batch_id = f"msgbatch_{len(self.batches) + 1:02d}"
             self.batches[batch_id] = json.loads(request.content)["requests"]
             return httpx2.Response(200, json=self._batch(batch_id))
+        if path == "/v1/messages/batches":  # the listing, newest first, on one page
+            listed = [self._batch(batch_id) for batch_id in reversed(self.batches)]
+            ids = [batch["id"] for batch in listed]
+            page = {"data": listed, "has_more": False, "first_id": ids[0], "last_id": ids[-1]}
+            return httpx2.Response(200, json=page)
         batch_id = path.removeprefix("/v1/messages/batches/").removesuffix("/results")
         if path.endswith("/results"):
             lines = [
@@ -177,9 +182,12 @@ def test_episodes_go_through_a_batch_and_end_as_with_the_model_up(
     assert local.memories("dana") == []
 
     # When the next round finds the batch still in progress
+    api.calls.clear()
     second = round_of(lane, local)
     # Then nothing is applied and nothing submitted again
     assert (second.applied_batches, second.submitted_batches) == ([], [])
+    # And the open batches were polled with one listing, not a request each
+    assert api.calls == ["GET /v1/messages/batches"]
     assert second.episodes_in_batches == 2
 
     # When the batch has ended and a round runs

@@ -23,6 +23,7 @@ from memwrite.adapters.sqlite.budget import SqliteBudgetStore
 from memwrite.adapters.sqlite.database import open_database
 from memwrite.budget import ModelBudget
 from memwrite.config import ExtractConfig
+from memwrite.extract import candidates
 from memwrite.model_limits import ModelConfig
 from tests.integration.conftest import Local, MakeLocal
 from tests.recorded_api import recorded
@@ -133,6 +134,57 @@ def test_a_turn_waits_in_the_queue_for_the_budget_then_is_deferred_with_the_wait
     # And still no request was sent, and no memory was made
     assert api.requests == []
     assert local.memories("dana") == []
+
+
+def test_a_waiting_turn_tried_again_while_the_budget_is_empty_costs_no_rules_or_context(
+    make_local: MakeLocal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a model budget the provider closed for 10 s on a clock that stands still: it
+    # expects room in 10 s, on every try
+    local = make_local(backend="sqlite", config=CONFIG)
+    api = ModelApi("extract_valid")
+    install(local, api, tmp_path / "data", monkeypatch).throttled(
+        "anthropic", "claude-haiku-4-5", 10.0
+    )
+    clock = Clock()
+    _, deps = extract_handler.handler.deps()
+    monkeypatch.setattr(deps, "clock", clock)
+    monkeypatch.setattr("memwrite.adapters.sqlite.queue.time", SimpleNamespace(time=clock))
+    # And the rules and the session log's reads counted
+    ruled: list[str] = []
+    real_rules = candidates.extract_with_rules
+    monkeypatch.setattr(
+        candidates,
+        "extract_with_rules",
+        lambda text, **kw: ruled.append(text) or real_rules(text, **kw),
+    )
+    reads: list[str] = []
+    real_recent = deps.session_log.recent
+    monkeypatch.setattr(
+        deps.session_log, "recent", lambda *a, **kw: reads.append(a[2]) or real_recent(*a, **kw)
+    )
+    # When a turn the rules cannot handle is accepted and tried five times in 44 s
+    accepted = clock.now
+    ingest(local)
+    waits = []
+    for _ in range(5):
+        waits.append(local.runner.drain().budget_waits)
+        clock.now += 11.0
+    # Then it waited on each try, and not one try ran the rules or read the session's context
+    assert waits == [1] * 5
+    assert (ruled, reads) == ([], [])
+    assert api.requests == []
+    # When it is tried once max_wait_s has passed
+    clock.now = accepted + MAX_WAIT_S + 1
+    report = local.runner.drain()
+    # Then the rules ran once, and it is an episode deferred for want of budget, with the wait
+    assert (report.budget_waits, report.failed) == (0, {})
+    assert ruled == [LISBON]
+    (episode,) = episodes(local)
+    assert episode["status"] == "pending"
+    assert episode["deferred_reason"]["type"] == "DeferredBudget"
+    assert episode["deferred_reason"]["waited_s"] >= MAX_WAIT_S
+    assert api.requests == []
 
 
 def test_a_call_is_charged_its_max_tokens_and_refunded_to_its_usage(

@@ -204,6 +204,9 @@ class ScriptedLlm:
         result = ExtractionResult.model_validate({"candidates": answer})
         return LlmCall(result=result, usage=usage)
 
+    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+        return 0.0
+
 
 RUST = {
     "text": "The user's team is migrating the billing service to Rust.",

@@ -63,6 +63,22 @@ def test_a_call_is_charged_its_max_tokens_and_refunded_to_its_usage() -> None:
     assert [take(b) for _ in range(5)] == [0.0] * 5
 
 
+def test_a_peek_charges_nothing_and_says_what_acquiring_would() -> None:
+    # Given a budget with room for six calls of max_tokens 1,000
+    clock = Clock()
+    b, _ = budget(clock)
+    # When it is asked about a call a hundred times
+    asked = [b.acquire(PROVIDER, MODEL, 1_000, 1_000, DANA, peek=True) for _ in range(100)]
+    # Then every answer is "now", with no grant, and the six calls still fit
+    assert {(a.grant, a.wait_s) for a in asked} == {(None, 0.0)}
+    assert [take(b) for _ in range(6)] == [0.0] * 6
+    # And once it is empty both say the same wait (one second of refill: 10 s)
+    peeked = b.acquire(PROVIDER, MODEL, 1_000, 1_000, DANA, peek=True)
+    assert peeked.grant is None
+    assert peeked.wait_s == pytest.approx(10.0)
+    assert take(b) == pytest.approx(10.0)
+
+
 def test_the_buckets_refill_with_time_up_to_one_minute_of_limit() -> None:
     # Given an empty output bucket
     clock = Clock()

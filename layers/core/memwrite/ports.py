@@ -350,6 +350,11 @@ class ExtractionLlm(Protocol):
         `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
         """
 
+    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+        """How long until the model budget expects room for one call of `model` sending at
+        least `prompt_chars` characters of prompt (0: room now, or no budget); charges
+        nothing. A batch the budget cannot pay waits before any work is done for it."""
+
 
 class ResolveJudge(Protocol):
     def judge(

@@ -63,6 +63,9 @@ class ModelExtractor:
         result, usage = self._client.call(system, messages, model=model)
         return LlmCall(result=result, usage=usage)
 
+    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+        return self._client.budget_wait_s(prompt_chars, model)
+
 
 class ModelVerifier:
     """`CandidateVerifier`: exactly one call per `verify`; the retry of a malformed answer is

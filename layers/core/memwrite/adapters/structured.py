@@ -198,6 +198,19 @@ class StructuredCalls(ABC, Generic[ResultT]):
             )
         return admission.grant
 
+    def budget_wait_s(self, prompt_chars: int, model: str | None = None) -> float:
+        """How long until the budget expects room for one call sending `prompt_chars`
+        characters of prompt (0: room now, or no budget); nothing is charged."""
+        if self._budget is None:
+            return 0.0
+        estimate = math.ceil((prompt_chars + self._request_chars) / _CHARS_PER_TOKEN)
+        caller = current_caller() or _NO_TENANT
+        model = model or self._model
+        admission = self._budget.acquire(
+            self._provider, model, estimate, self._max_tokens, caller, peek=True
+        )
+        return admission.wait_s
+
     def _settle(self, grant: Grant | None, input_tokens: int, output_tokens: int) -> None:
         if grant is not None and self._budget is not None:
             self._budget.settle(grant, input_tokens, output_tokens)

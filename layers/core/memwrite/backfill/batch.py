@@ -105,6 +105,9 @@ class BatchAnswers:
             raise MalformedLlmOutput(f"batch answer {key} malformed", answer.usage)
         raise LlmUnavailable(f"batch request {key}: {answer.error or 'no result'}")
 
+    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+        return 0.0  # answered already: nothing left to charge
+
 
 @dataclass
 class BatchDeps:
@@ -225,11 +228,13 @@ def apply_batch(
     settings_for: Callable[[str], PipelineConfig],
     deps: BatchDeps,
     done: BatchRound,
+    state: BatchState | None = None,
 ) -> bool:
     """Apply the batch if it has ended (or failed), then close it; False while it is in
-    progress. What it did is recorded on `done`."""
+    progress. What it did is recorded on `done`. `state`: as the round's poll found it (None:
+    asked here)."""
     provider = _provider(deps)
-    state = provider.state(batch_id)
+    state = state or provider.state(batch_id)
     if state is BatchState.IN_PROGRESS:
         return False
     episodes = deps.store.batch_episodes(batch_id)
@@ -290,12 +295,20 @@ def run_batch_round(
     def out_of_time() -> bool:
         return budget_secs is not None and time.perf_counter() - started >= budget_secs
 
-    for batch_id in deps.store.open_batches():
+    open_batches = deps.store.open_batches()
+    states: dict[str, BatchState] = {}
+    if open_batches:
+        try:
+            # Every open batch's state at once (one request where the provider lists them).
+            states = _provider(deps).states(open_batches)
+        except MemwriteError:
+            _log.exception("open batches not polled this round; they stay open")
+    for batch_id, state in states.items():
         if out_of_time():
             done.remaining_batches += 1
             continue
         try:
-            apply_batch(batch_id, settings_for, deps, done)
+            apply_batch(batch_id, settings_for, deps, done, state)
         except MemwriteError:
             _log.exception("batch %s not applied this round; it stays open", batch_id)
     if not out_of_time():

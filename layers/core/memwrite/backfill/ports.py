@@ -95,6 +95,11 @@ class ModelBatches(Protocol):
 
     def state(self, batch_id: str) -> BatchState: ...
 
+    def states(self, batch_ids: Sequence[str]) -> dict[str, BatchState]:
+        """The state of each of these batches, in as few requests as the provider allows
+        (a round polls every open batch)."""
+        ...
+
     def answers(self, batch_id: str) -> list[BatchAnswer]:
         """Every request's result of an ended batch (read only after `state` says ENDED)."""
         ...

@@ -212,10 +212,19 @@ class ModelBudget:
         ]
 
     def acquire(
-        self, provider: str, model: str, input_tokens: int, max_tokens: int, caller: Caller
+        self,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        max_tokens: int,
+        caller: Caller,
+        *,
+        peek: bool = False,
     ) -> Admission:
         """Charge one call of `input_tokens` (estimated) and `max_tokens` if the budget has
-        room for it now (see the module docstring for who may take what)."""
+        room for it now (see the module docstring for who may take what). With `peek`
+        nothing is charged: no grant, and `wait_s` 0 when the call could go now (a caller
+        with work to do before its call asks first: extraction)."""
         cost: Levels = (1.0, float(input_tokens), float(max_tokens))
         # One request (the provider's request bucket holds one at least, not two), two calls'
         # tokens.
@@ -248,6 +257,8 @@ class ModelBudget:
                         max(share_wait, model_bucket.wait(model_record, cost, lane_floor, now)),
                     )
                 return Admission(None, wait)
+            if peek:
+                return Admission(None, 0.0)
             charged = [charge(model_record, cost)]
             buckets = [model_bucket]
             if in_share:

@@ -51,7 +51,7 @@ from memwrite.ports import (
     SpanStore,
     TurnLedger,
 )
-from memwrite.prompts.extract import BatchTurn
+from memwrite.prompts.extract import BatchTurn, full_pass_min_chars
 from memwrite.reasons import (
     DeferredBudget,
     DeferredModelFailed,
@@ -153,6 +153,15 @@ def _extract_batch(
     """The batch's extraction, or the empty budget it must wait for (nothing written yet)."""
     if not inferred:
         return BatchExtraction(())
+    if not defer_on_budget and deps.llm is not None:
+        # Before the rules and the session context: a batch the budget cannot pay a full
+        # pass for yet (its system prompt and turns: a lower bound of the call) waits at the
+        # cost of one budget read, however often it is tried again. One the rules alone
+        # would handle waits too, at most `max_wait_s`: then the rules run in any case.
+        chars = full_pass_min_chars(inferred, config.extract)
+        room_in = deps.llm.budget_wait_s(chars, config.extract.model)
+        if room_in > 0:
+            return BudgetExhausted(f"model budget: room in {room_in:.1f} s", room_in)
     try:
         return extract_candidates(
             inferred,

@@ -39,6 +39,7 @@ __all__ = [
     "RecentMemory",
     "SessionTurn",
     "context_turns",
+    "full_pass_min_chars",
     "render",
     "render_detail",
     "tenant_section",
@@ -621,6 +622,14 @@ def render(inp: ExtractPromptInput, config: ExtractConfig) -> RenderedPrompt:
         ]
     )
     return RenderedPrompt(_system(_TASK_FULL, config), [PromptMessage(role="user", content=user)])
+
+
+def full_pass_min_chars(turns: Sequence[BatchTurn], config: ExtractConfig) -> int:
+    """A lower bound of what `render` sends for `turns`, whatever their context: its system
+    prompt and their text as shown. Cheap: the model budget is asked about it before a
+    batch's rules run and its context is read (`memwrite.extract.stage`)."""
+    shown = sum(min(len(turn.text), config.max_turn_chars) for turn in turns)
+    return len(_system(_TASK_FULL, config)) + shown
 
 
 def render_detail(

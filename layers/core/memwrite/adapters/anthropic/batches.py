@@ -2,7 +2,8 @@
 
 `client.messages.batches.create` takes the requests, each the very Messages API request a live
 extraction sends (`StructuredClient.request`: model, max_tokens, system, messages and the
-structured output format) under its `custom_id`; `retrieve` says when processing has `ended`;
+structured output format) under its `custom_id`; `list` says, for every open batch at once, when
+its processing has `ended` (`retrieve`, for one);
 `results` streams the JSONL of per-request results: `succeeded` (the message, validated as a
 live answer is and priced at `price_factor` of the list price), `errored`, `expired` or
 `canceled`. An expired or canceled batch still ends: its requests come back as such.
@@ -22,10 +23,17 @@ from memwrite.prompts.extract import ExtractionResult
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
-    from anthropic.types.messages import MessageBatchIndividualResponse
+    from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
     from anthropic.types.messages.batch_create_params import Request
 
 __all__ = ["AnthropicMessageBatches"]
+
+_LIST_PAGE = 100  # batches a listing page holds (the API allows up to 1,000)
+
+
+def _state_of(batch: MessageBatch) -> BatchState:
+    # "canceling" is still in progress; an expired or canceled batch ends as well.
+    return BatchState.ENDED if batch.processing_status == "ended" else BatchState.IN_PROGRESS
 
 
 class AnthropicMessageBatches:
@@ -80,8 +88,27 @@ class AnthropicMessageBatches:
             batch = self._sdk().messages.batches.retrieve(batch_id)
         except anthropic.AnthropicError as exc:
             raise api_error(exc) from exc
-        # "canceling" is still in progress; an expired or canceled batch ends as well.
-        return BatchState.ENDED if batch.processing_status == "ended" else BatchState.IN_PROGRESS
+        return _state_of(batch)
+
+    def states(self, batch_ids: Sequence[str]) -> dict[str, BatchState]:
+        """From the workspace's listing of batches (newest first, a page per
+        `_LIST_PAGE` batches), read only as far as the oldest of them: one request a round
+        instead of one per open batch. One the listing does not show is retrieved."""
+        import anthropic
+
+        wanted = set(batch_ids)
+        found: dict[str, BatchState] = {}
+        if not wanted:
+            return found
+        try:
+            for batch in self._sdk().messages.batches.list(limit=_LIST_PAGE):
+                if batch.id in wanted:
+                    found[batch.id] = _state_of(batch)
+                    if len(found) == len(wanted):
+                        break
+        except anthropic.AnthropicError as exc:
+            raise api_error(exc) from exc
+        return {batch_id: found.get(batch_id) or self.state(batch_id) for batch_id in batch_ids}
 
     def answers(self, batch_id: str) -> list[BatchAnswer]:
         import anthropic

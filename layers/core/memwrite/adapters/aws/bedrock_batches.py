@@ -143,6 +143,9 @@ class BedrockBatchInference:
             return BatchState.ENDED
         return BatchState.FAILED if status in _FAILED else BatchState.IN_PROGRESS
 
+    def states(self, batch_ids: Sequence[str]) -> dict[str, BatchState]:
+        return {batch_id: self.state(batch_id) for batch_id in batch_ids}
+
     def answers(self, batch_id: str) -> list[BatchAnswer]:
         output = self._job(batch_id)["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"]
         bucket, _, prefix = output.removeprefix("s3://").partition("/")
