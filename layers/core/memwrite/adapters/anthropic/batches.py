@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["AnthropicMessageBatches"]
 
 _LIST_PAGE = 100  # batches a listing page holds (the API allows up to 1,000)
+# Pages a round reads at most: open batches are recent, so they are on the first pages.
+_MAX_LIST_PAGES = 5
 
 
 def _state_of(batch: MessageBatch) -> BatchState:
@@ -92,8 +94,10 @@ class AnthropicMessageBatches:
 
     def states(self, batch_ids: Sequence[str]) -> dict[str, BatchState]:
         """From the workspace's listing of batches (newest first, a page per
-        `_LIST_PAGE` batches), read only as far as the oldest of them: one request a round
-        instead of one per open batch. One the listing does not show is retrieved."""
+        `_LIST_PAGE` batches), read until every one is found and for at most
+        `_MAX_LIST_PAGES` pages: one request a round instead of one per open batch, and never
+        the workspace's whole history for a batch the listing does not show (that one is
+        retrieved on its own)."""
         import anthropic
 
         wanted = set(batch_ids)
@@ -101,11 +105,14 @@ class AnthropicMessageBatches:
         if not wanted:
             return found
         try:
-            for batch in self._sdk().messages.batches.list(limit=_LIST_PAGE):
-                if batch.id in wanted:
-                    found[batch.id] = _state_of(batch)
-                    if len(found) == len(wanted):
-                        break
+            page = self._sdk().messages.batches.list(limit=_LIST_PAGE)
+            pages_left = _MAX_LIST_PAGES
+            while True:
+                found.update((b.id, _state_of(b)) for b in page.data if b.id in wanted)
+                pages_left -= 1
+                if len(found) == len(wanted) or not pages_left or not page.has_next_page():
+                    break
+                page = page.get_next_page()
         except anthropic.AnthropicError as exc:
             raise api_error(exc) from exc
         return {batch_id: found.get(batch_id) or self.state(batch_id) for batch_id in batch_ids}
