@@ -94,7 +94,8 @@ class BedrockBatchJobs(Construct):
     def grant_submit(self, fn: MemwriteFunction, model_arns: list[str]) -> None:
         """The backfill function: names the bucket and the role (`BATCH_BUCKET`,
         `BATCH_ROLE_ARN`), puts job input, creates and reads this account's jobs of the one
-        model (`model_arns`, passing the role to Bedrock only) and reads their output."""
+        model (`model_arns`, passing the role to Bedrock only), lists them and reads their
+        output."""
         fn.function.add_environment("BATCH_BUCKET", self.bucket.bucket_name)
         fn.function.add_environment("BATCH_ROLE_ARN", self.role.role_arn)
         fn.role.add_to_policy(
@@ -102,6 +103,11 @@ class BedrockBatchJobs(Construct):
                 actions=["bedrock:CreateModelInvocationJob", "bedrock:GetModelInvocationJob"],
                 resources=[self.jobs_arn, *model_arns],
             )
+        )
+        # A round reads its open jobs' states from one listing; IAM scopes no List action to
+        # a resource, so this one action is on "*" (it reads job summaries, nothing else).
+        fn.role.add_to_policy(
+            iam.PolicyStatement(actions=["bedrock:ListModelInvocationJobs"], resources=["*"])
         )
         fn.role.add_to_policy(
             iam.PolicyStatement(

@@ -113,6 +113,10 @@ def test_the_backfill_function_submits_jobs_as_the_service_role_and_reads_their_
     jobs = granted["bedrock:CreateModelInvocationJob"]
     assert jobs is granted["bedrock:GetModelInvocationJob"]
     assert "model-invocation-job/*" in json.dumps(jobs["Resource"])
+    # And list them (a round's one request for its open jobs' states): IAM has no resource
+    # for a List action, so that action alone is on "*"
+    listing = granted["bedrock:ListModelInvocationJobs"]
+    assert (listing["Action"], listing["Resource"]) == ("bedrock:ListModelInvocationJobs", "*")
     passing = granted["iam:PassRole"]
     assert passing["Resource"] == {"Fn::GetAtt": [role_id, "Arn"]}
     assert passing["Condition"] == {

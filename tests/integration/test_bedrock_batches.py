@@ -19,6 +19,7 @@ from moto import mock_aws
 from memwrite.adapters.aws.bedrock_batches import BedrockBatchInference, BedrockJobs
 from memwrite.backfill import BatchDeps, BatchRound, run_batch_round
 from memwrite.backfill.batch import apply_batch
+from memwrite.backfill.ports import BatchState
 from memwrite.config import BackfillConfig, ExtractConfig
 from memwrite.errors import LlmRequestRejected
 from memwrite.wiring import build_batch_deps
@@ -97,6 +98,50 @@ class FakeBedrock:
                 {"jobIdentifier": JOB},
             )
 
+    def expect_list(
+        self,
+        status: str,
+        *,
+        job: str = JOB,
+        jobs: int = 1,
+        after: str | None = None,
+        next_token: str | None = None,
+    ) -> None:
+        """A page of the listing of memwrite's jobs, newest first: `jobs` jobs, the first
+        `job`, the rest others; asked for after the page whose token is `after`, and
+        `next_token` when another page follows."""
+        summaries = [self.summary(job, status)] + [
+            self.summary(f"{JOB}-other-{n}", "InProgress") for n in range(jobs - 1)
+        ]
+        page: dict[str, Any] = {"invocationJobSummaries": summaries}
+        if next_token is not None:
+            page["nextToken"] = next_token
+        asked: dict[str, Any] = {
+            "nameContains": "memwrite-",
+            "sortBy": "CreationTime",
+            "sortOrder": "Descending",
+            "maxResults": 100,
+        }
+        if after is not None:
+            asked["nextToken"] = after
+        self.stub.add_response("list_model_invocation_jobs", page, asked)
+
+    def summary(self, job: str, status: str) -> dict[str, Any]:
+        return {
+            "jobArn": job,
+            "jobName": "memwrite-job",
+            "modelId": "claude-haiku-4-5",
+            "roleArn": ROLE,
+            "status": status,
+            "submitTime": datetime(2026, 11, 27, tzinfo=UTC),
+            "inputDataConfig": {
+                "s3InputDataConfig": {"s3Uri": f"s3://{BUCKET}/batch/input/memwrite-job.jsonl"}
+            },
+            "outputDataConfig": {
+                "s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/batch/output/memwrite-job/"}
+            },
+        }
+
     def input_records(self) -> list[dict[str, Any]]:
         [entry] = self.s3.list_objects_v2(Bucket=BUCKET, Prefix="batch/input/")["Contents"]
         body = self.s3.get_object(Bucket=BUCKET, Key=entry["Key"])["Body"].read()
@@ -147,8 +192,9 @@ def test_a_job_reads_the_live_requests_from_s3_and_its_output_is_applied(
     assert [record["modelInput"] for record in records] == expected_bodies
     assert statuses(local) == [("in_batch", JOB), ("in_batch", JOB)]
 
-    # When the job is still in progress, then has completed with its output in S3
-    bedrock.expect_get("InProgress")
+    # When the job is still in progress (a round lists the jobs once), then has completed
+    # with its output in S3
+    bedrock.expect_list("InProgress")
     assert bedrock_round(lane, local).applied_batches == []
     bedrock.write_output(
         [
@@ -156,7 +202,8 @@ def test_a_job_reads_the_live_requests_from_s3_and_its_output_is_applied(
             for index, record in enumerate(records)
         ]
     )
-    bedrock.expect_get("Completed", times=2)
+    bedrock.expect_list("Completed")
+    bedrock.expect_get("Completed")  # where its output is
     done = bedrock_round(lane, local)
 
     # Then both episodes are extracted into the memories a live run stores
@@ -178,7 +225,7 @@ def test_an_expired_job_puts_its_episodes_back_to_pending(
     bedrock_round(lane, local)
 
     # When the job expired before it ran, and the next round's submission is refused
-    bedrock.expect_get("Expired")
+    bedrock.expect_list("Expired")
     bedrock.stub.add_client_error(
         "create_model_invocation_job", "ServiceQuotaExceededException", http_status_code=400
     )
@@ -241,4 +288,33 @@ def test_fewer_records_than_bedrock_takes_wait_pending(
     # Then no job is created and both wait, pending, for a later round
     assert (done.submitted_batches, done.waiting_episodes) == ([], 2)
     assert statuses(local) == [("pending", None), ("pending", None)]
+    bedrock.stub.assert_no_pending_responses()
+
+
+def test_a_round_lists_only_memwrites_jobs_newest_first_one_page_while_they_are_recent(
+    aws: None,
+) -> None:
+    # Given memwrite's open job on the listing's first page
+    bedrock = FakeBedrock()
+    bedrock.expect_list("Completed")
+    # When a round asks for its state / Then one listing answers it, no GetModelInvocationJob
+    assert bedrock.lane_batches.states([JOB]) == {JOB: BatchState.ENDED}
+    bedrock.stub.assert_no_pending_responses()
+
+
+def test_a_job_the_listing_does_not_show_is_asked_for_alone_after_five_pages(aws: None) -> None:
+    # Given an account with many newer memwrite jobs than the open one (five full pages and
+    # more to come)
+    bedrock = FakeBedrock()
+    for page in range(5):
+        after = None if page == 0 else f"page-{page}"
+        newer = f"{JOB}-newer-{page}"
+        bedrock.expect_list(
+            "InProgress", job=newer, jobs=100, after=after, next_token=f"page-{page + 1}"
+        )
+    bedrock.expect_get("Failed")
+    # When a round asks for the open job's state
+    states = bedrock.lane_batches.states([JOB])
+    # Then five pages were read, not the account's whole history, and the job asked alone
+    assert states == {JOB: BatchState.FAILED}
     bedrock.stub.assert_no_pending_responses()

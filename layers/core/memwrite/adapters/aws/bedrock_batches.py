@@ -30,13 +30,17 @@ from memwrite.ids import content_hash
 from memwrite.ports import LlmCall
 from memwrite.prompts.extract import ExtractionResult
 
-__all__ = ["KEY_PREFIX", "BedrockBatchInference", "BedrockJobs"]
+__all__ = ["JOB_NAME_PREFIX", "KEY_PREFIX", "BedrockBatchInference", "BedrockJobs"]
 
 KEY_PREFIX = "batch/"  # under it: input/<job name>.jsonl and output/<job name>/
 # The InvokeModel body's version field for Claude on Bedrock (what AnthropicBedrock sends).
 _BEDROCK_VERSION = "bedrock-2023-05-31"
 _ENDED = frozenset({"Completed", "PartiallyCompleted"})
 _FAILED = frozenset({"Failed", "Stopped", "Expired"})  # the others are still under way
+JOB_NAME_PREFIX = "memwrite-"  # every job's name starts so; the listing reads only those
+_LIST_PAGE = 100  # jobs a listing page holds (the API allows up to 1,000)
+# Jobs a round lists at most: open jobs are recent, so they are on the first pages.
+_MAX_LISTED = 500
 _TRANSIENT_CODES = frozenset(
     {"ThrottlingException", "ServiceUnavailableException", "InternalServerException"}
 )
@@ -59,6 +63,12 @@ def _model_error(exc: ClientError | BotoCoreError, operation: str) -> Exception:
         if code not in _TRANSIENT_CODES:
             return LlmRequestRejected(f"Bedrock {operation} refused: {code}")
     return LlmUnavailable(f"Bedrock {operation} failed: {type(exc).__name__}")
+
+
+def _state_of(status: str) -> BatchState:
+    if status in _ENDED:
+        return BatchState.ENDED
+    return BatchState.FAILED if status in _FAILED else BatchState.IN_PROGRESS
 
 
 class BedrockBatchInference:
@@ -91,7 +101,7 @@ class BedrockBatchInference:
     def submit(self, model: str, requests: Sequence[BatchRequest]) -> str:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         digest = content_hash(model, *sorted(request.custom_id for request in requests))
-        name = f"memwrite-{stamp}-{digest[:16]}"  # job names are unique per account
+        name = f"{JOB_NAME_PREFIX}{stamp}-{digest[:16]}"  # job names are unique per account
         key = f"{KEY_PREFIX}input/{name}.jsonl"
         jobs = self._jobs
         try:
@@ -138,13 +148,33 @@ class BedrockBatchInference:
         return job
 
     def state(self, batch_id: str) -> BatchState:
-        status = self._job(batch_id)["status"]
-        if status in _ENDED:
-            return BatchState.ENDED
-        return BatchState.FAILED if status in _FAILED else BatchState.IN_PROGRESS
+        return _state_of(self._job(batch_id)["status"])
 
     def states(self, batch_ids: Sequence[str]) -> dict[str, BatchState]:
-        return {batch_id: self.state(batch_id) for batch_id in batch_ids}
+        """From the account's listing of memwrite's jobs (newest first, `_LIST_PAGE` a page),
+        read until every one is found and for at most `_MAX_LISTED` jobs: one request a round
+        while the open jobs are recent, instead of one per job. One the listing does not show
+        is asked for on its own."""
+        wanted = set(batch_ids)
+        found: dict[str, BatchState] = {}
+        if not wanted:
+            return found
+        pages = self._jobs.bedrock.get_paginator("list_model_invocation_jobs").paginate(
+            nameContains=JOB_NAME_PREFIX,
+            sortBy="CreationTime",
+            sortOrder="Descending",
+            PaginationConfig={"MaxItems": _MAX_LISTED, "PageSize": _LIST_PAGE},
+        )
+        try:
+            for page in pages:
+                for job in page.get("invocationJobSummaries", []):
+                    if job["jobArn"] in wanted:
+                        found[job["jobArn"]] = _state_of(job["status"])
+                if len(found) == len(wanted):
+                    break
+        except (ClientError, BotoCoreError) as exc:
+            raise _model_error(exc, "ListModelInvocationJobs") from exc
+        return {batch_id: found.get(batch_id) or self.state(batch_id) for batch_id in batch_ids}
 
     def answers(self, batch_id: str) -> list[BatchAnswer]:
         output = self._job(batch_id)["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"]
