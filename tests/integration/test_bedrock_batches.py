@@ -78,24 +78,7 @@ class FakeBedrock:
     def expect_get(self, status: str, times: int = 1) -> None:
         for _ in range(times):
             self.stub.add_response(
-                "get_model_invocation_job",
-                {
-                    "jobArn": JOB,
-                    "jobName": "memwrite-job",
-                    "modelId": "claude-haiku-4-5",
-                    "roleArn": ROLE,
-                    "status": status,
-                    "submitTime": datetime(2026, 11, 27, tzinfo=UTC),
-                    "inputDataConfig": {
-                        "s3InputDataConfig": {
-                            "s3Uri": f"s3://{BUCKET}/batch/input/memwrite-job.jsonl"
-                        }
-                    },
-                    "outputDataConfig": {
-                        "s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/batch/output/memwrite-job/"}
-                    },
-                },
-                {"jobIdentifier": JOB},
+                "get_model_invocation_job", self.summary(JOB, status), {"jobIdentifier": JOB}
             )
 
     def expect_list(
