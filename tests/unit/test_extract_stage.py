@@ -204,7 +204,7 @@ class ScriptedLlm:
         result = ExtractionResult.model_validate({"candidates": answer})
         return LlmCall(result=result, usage=usage)
 
-    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
         return 0.0
 
 
