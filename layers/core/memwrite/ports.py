@@ -353,9 +353,8 @@ class ExtractionLlm(Protocol):
     def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
         """How long until the model budget expects room for one call of `model` sending at
         least `prompt_chars` characters of prompt (0: room now, or no budget); charges
-        nothing. A batch the budget cannot pay waits before any work is done for it. With
-        `within_s` the caller will come back (within that many seconds at most): it takes a
-        place in its tenant's line of waiting callers, and the wait is until its place."""
+        nothing. A batch the budget cannot pay waits before any work is done for it, in its
+        tenant's line with `within_s` (it comes back within that many seconds at most)."""
 
 
 class ResolveJudge(Protocol):
