@@ -3,9 +3,12 @@
 Execution input `{"batches": [ExtractInput, ...]}` (the dispatcher's, started asynchronously:
 no function waits for a run). A Map runs each batch through one Lambda task per pipeline
 stage, in the list's order; the iteration state is `{"batch": <the ExtractInput>, "payload":
-<the last stage's output>}`, so a failure path still has the turns to dead-letter. Each task
-retries transient errors (the library's `TransientError` subclasses by name, Lambda service
-errors, throttling, timeouts) with backoff, and catches everything else to the failure path:
+<the last stage's output>, "budget": {"waited_s": <s waited for the model budget>}}`, so a
+failure path still has the turns to dead-letter. Each task retries transient errors (the
+library's `TransientError` subclasses by name, Lambda service errors, throttling, timeouts)
+with backoff. A stage calling the model catches `BudgetWait` (the model budget is empty): the
+iteration waits the batch's place in its tenant's line, as the error says, then runs the
+stage again (`_budget_line`). Each task catches everything else to the failure path:
 an error span per turn (`functions/dead_letter`), then the batch to the pipeline DLQ. Should
 the Map itself fail (the failure path of an iteration failing after its retries), its Catch
 sends every batch of the execution to the pipeline DLQ: the machine routes its own failures,
@@ -31,7 +34,6 @@ from memwrite.stages import StageDef
 __all__ = [
     "EXPRESS_WAIT_LIMIT_SECS",
     "LAMBDA_TRANSIENT_ERRORS",
-    "BudgetRetry",
     "PipelineStateMachine",
     "RetryPolicy",
     "transient_error_names",
@@ -49,45 +51,21 @@ LAMBDA_TRANSIENT_ERRORS = (
 
 
 def transient_error_names() -> list[str]:
-    """Every `TransientError` subclass by name: a Python Lambda's error type is its class."""
+    """Every `TransientError` subclass by name (a Python Lambda's error type is its class)
+    but `BudgetWait`, which is no fault: the state machine waits its delay (`_budget_line`)."""
     found: list[str] = []
     pending: list[type[errors.MemwriteError]] = [errors.TransientError]
     while pending:
         error = pending.pop()
-        found.append(error.__name__)
+        if error is not errors.BudgetWait:
+            found.append(error.__name__)
         pending.extend(error.__subclasses__())
     return sorted(found)
 
 
-# An Express execution lasts at most 5 minutes: a batch's wait for the model budget (the
-# state machine's Retry below) must leave the stages time to run after it.
-EXPRESS_WAIT_LIMIT_SECS = 240.0
-
-
-class BudgetRetry:
-    """The Retry of a batch waiting for the model budget (`BudgetWait`, docs/budget.md): on
-    AWS the wait happens here, since nobody holds the queue message (asynchronous starts).
-    Delays grow from `interval_secs` by half each time up to `max_delay_secs`, with no jitter
-    (the budget spreads the callers), for as many attempts as cover `max_wait_secs`: the
-    attempt after that finds the wait over, and extraction defers the batch as episodes
-    (`DeferredBudget`) rather than failing it."""
-
-    BACKOFF_RATE = 1.5
-
-    def __init__(self, *, max_wait_secs: float, interval_secs: float, max_delay_secs: int = 30):
-        if max_wait_secs > EXPRESS_WAIT_LIMIT_SECS:
-            raise ValueError(
-                f"pipeline.model.max_wait_s {max_wait_secs} s: an Express execution lasts at "
-                f"most 5 minutes, so at most {EXPRESS_WAIT_LIMIT_SECS:.0f} s on AWS"
-            )
-        self.interval = cdk.Duration.seconds(max(1, round(interval_secs)))
-        self.max_delay = cdk.Duration.seconds(max_delay_secs)
-        waited, delay, attempts = 0.0, float(self.interval.to_seconds()), 0
-        while waited < max_wait_secs:
-            waited += delay
-            delay = min(delay * self.BACKOFF_RATE, max_delay_secs)
-            attempts += 1
-        self.max_attempts = attempts + 1  # the last one finds the wait over and defers
+# An Express execution lasts at most 5 minutes: a batch's waits for the model budget (the
+# state machine's `_budget_line`) must leave the stages time to run after them.
+EXPRESS_WAIT_LIMIT_SECS = 240
 
 
 class RetryPolicy:
@@ -107,7 +85,7 @@ class PipelineStateMachine(Construct):
         dead_letter_function: lambda_.IFunction,
         pipeline_dlq: sqs.IQueue,
         retry: RetryPolicy,
-        budget_retry: BudgetRetry,
+        max_budget_wait_secs: float,
         map_concurrency: int,
         log_level: sfn.LogLevel,
         log_retention: logs.RetentionDays,
@@ -116,6 +94,12 @@ class PipelineStateMachine(Construct):
         super().__init__(scope, construct_id)
         if not stages:
             raise ValueError("the pipeline needs at least one stage")
+        if max_budget_wait_secs >= EXPRESS_WAIT_LIMIT_SECS:
+            # A wait is rounded up to whole seconds: the last one may pass max_wait_s by one.
+            raise ValueError(
+                f"pipeline.model.max_wait_s {max_budget_wait_secs} s: an Express execution "
+                f"lasts at most 5 minutes, so under {EXPRESS_WAIT_LIMIT_SECS} s on AWS"
+            )
         failure_path = self._failure_path(dead_letter_function, pipeline_dlq, retry)
         chain: sfn.IChainable | None = None
         last: sfn.INextable | None = None
@@ -129,15 +113,6 @@ class PipelineStateMachine(Construct):
                 input_path="$.batch" if index == 0 else "$.payload",
                 result_path="$.payload",
                 retry_on_service_exceptions=False,  # one Retry, below, covers them
-            )
-            # First: a retrier matches by the first that names the error.
-            task.add_retry(
-                errors=[errors.BudgetWait.__name__],
-                interval=budget_retry.interval,
-                max_attempts=budget_retry.max_attempts,
-                backoff_rate=BudgetRetry.BACKOFF_RATE,
-                max_delay=budget_retry.max_delay,
-                jitter_strategy=sfn.JitterType.NONE,
             )
             task.add_retry(
                 errors=[*transient_error_names(), *LAMBDA_TRANSIENT_ERRORS],
@@ -156,6 +131,13 @@ class PipelineStateMachine(Construct):
                 },
             )
             failed.next(failure_path)
+            if stage.calls_model:
+                # Before the catch-all: a catcher matches by the first that names the error.
+                task.add_catch(
+                    self._budget_line(stage.name, task, failed),
+                    errors=[errors.BudgetWait.__name__],
+                    result_path="$.budget.error",
+                )
             task.add_catch(failed, errors=[sfn.Errors.ALL], result_path="$.failure")
             if last is None:
                 chain = task
@@ -174,7 +156,7 @@ class PipelineStateMachine(Construct):
             self,
             "Batches",
             items_path="$.batches",
-            item_selector={"batch.$": "$$.Map.Item.Value"},
+            item_selector={"batch.$": "$$.Map.Item.Value", "budget": {"waited_s": 0}},
             max_concurrency=map_concurrency,
         )
         batches.item_processor(chain)
@@ -217,6 +199,65 @@ class PipelineStateMachine(Construct):
                 "execution logging.",
             )
         )
+
+    def _budget_line(self, stage: str, task: sfn.IChainable, failed: sfn.Pass) -> sfn.IChainable:
+        """A batch waiting for the model budget (`BudgetWait`, docs/budget.md) waits here its
+        place in its tenant's line, since nobody holds its queue message (asynchronous
+        starts). The Catch's `Cause` is the Lambda's error response as JSON; its
+        `errorMessage`, BudgetWait's JSON, gives `wait_s`; a Wait state waits that many
+        seconds, then the task runs again on the same iteration state. The loop ends:
+        extraction defers the batch as episodes (`DeferredBudget`) once `max_wait_s` has
+        passed since its turns were accepted; should it not, an iteration whose waits would
+        pass EXPRESS_WAIT_LIMIT_SECS goes to the failure path instead of running out of the
+        execution's 5 minutes (which no Catch sees)."""
+        read = sfn.Pass(
+            self,
+            f"{stage} waits for the budget",
+            parameters={"response.$": "States.StringToJson($.budget.error.Cause)"},
+            result_path="$.budget.error",
+        )
+        place = sfn.Pass(
+            self,
+            f"{stage}: its place in line",
+            parameters={
+                "wait.$": "States.StringToJson($.budget.error.response.errorMessage)",
+                "waited_s.$": "$.budget.waited_s",
+            },
+            result_path="$.budget",
+        )
+        count = sfn.Pass(
+            self,
+            f"{stage}: waited in all",
+            parameters={
+                "wait.$": "$.budget.wait",
+                "waited_s.$": "States.MathAdd($.budget.waited_s, $.budget.wait.wait_s)",
+            },
+            result_path="$.budget",
+        )
+        too_long = sfn.Pass(
+            self,
+            f"{stage}: waited too long",
+            parameters={
+                "Error": errors.BudgetWait.__name__,
+                "Cause": f"waits for the model budget past {EXPRESS_WAIT_LIMIT_SECS} s in one "
+                "execution (extraction should have deferred the batch: max_wait_s)",
+            },
+            result_path="$.failure",
+        )
+        wait = sfn.Wait(
+            self,
+            f"{stage}: wait its place",
+            time=sfn.WaitTime.seconds_path("$.budget.wait.wait_s"),
+        )
+        within = (
+            sfn.Choice(self, f"{stage}: within the execution")
+            .when(
+                sfn.Condition.number_greater_than("$.budget.waited_s", EXPRESS_WAIT_LIMIT_SECS),
+                too_long.next(failed),
+            )
+            .otherwise(wait.next(task))
+        )
+        return read.next(place).next(count).next(within)
 
     def _failure_path(
         self, dead_letter_function: lambda_.IFunction, dlq: sqs.IQueue, retry: RetryPolicy

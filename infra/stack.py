@@ -43,7 +43,7 @@ from infra.config import EnvConfig, FunctionSize, LlmProvider, deployed_settings
 from infra.lambdas import MemwriteFunction
 from infra.layer import handler_code, layer_code
 from infra.monitoring import Monitoring
-from infra.pipeline import BudgetRetry, PipelineStateMachine, RetryPolicy
+from infra.pipeline import PipelineStateMachine, RetryPolicy
 from infra.scaling import TURN_BATCH, turn_queue_concurrency, webhook_lane_concurrency
 from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
@@ -222,10 +222,7 @@ class MemwriteStack(cdk.Stack):
             retry=RetryPolicy(
                 interval_secs=config.retry_interval_secs, max_attempts=config.retry_attempts
             ),
-            budget_retry=BudgetRetry(
-                max_wait_secs=self.settings.pipeline.model.max_wait_s,
-                interval_secs=self.settings.pipeline.model.min_retry_delay_s,
-            ),
+            max_budget_wait_secs=self.settings.pipeline.model.max_wait_s,
             map_concurrency=config.map_concurrency,
             log_level=sfn.LogLevel[config.state_machine_log_level],
             log_retention=self._retention,

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from infra.access import LLM_CALLERS
+from infra.pipeline import EXPRESS_WAIT_LIMIT_SECS
 from infra.stack import construct_id
 from memwrite.config import load_settings
 from memwrite.schema import BUDGET, TTL_ATTRIBUTE
+from memwrite.stages import pipeline_stages
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import ENVS, _actions_on, definition, resources
 
@@ -81,26 +83,54 @@ def test_turns_deferred_for_want_of_budget_raise_an_alarm(
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_a_batch_waits_for_the_budget_in_the_state_machine_long_enough_to_defer(
+def test_a_batch_waits_its_place_in_line_in_the_state_machine_then_runs_again(
     synthesized: dict[str, Synthesized], env: str
 ) -> None:
-    # Given the deployed settings' wait for the model budget
-    settings = load_settings({"MEMWRITE_CONFIG": f"infra/settings/{env}.json"})
-    max_wait_s = settings.pipeline.model.max_wait_s
-    # When the extract task's retriers are read
+    # Given the deployed definition's Map iteration
     states = definition(synthesized[env])["States"]["Batches"]["ItemProcessor"]["States"]
-    retry = states["extract"]["Retry"][0]
-    # Then BudgetWait is retried first, without jitter, for longer than max_wait_s in all: the
-    # last attempt finds the wait over and defers the batch as episodes (never the DLQ)
-    assert retry["ErrorEquals"] == ["BudgetWait"]
-    assert "JitterStrategy" not in retry or retry["JitterStrategy"] == "NONE"
-    delay, waited = float(retry["IntervalSeconds"]), 0.0
-    for _ in range(retry["MaxAttempts"] - 1):
-        waited += delay
-        delay = min(delay * retry["BackoffRate"], retry["MaxDelaySeconds"])
-    assert waited >= max_wait_s
-    # And the whole wait fits an Express execution (5 minutes) with time left for the stages
-    assert waited + delay < 300
+    for stage in pipeline_stages():
+        catches = states[stage.name]["Catch"]
+        if not stage.calls_model:
+            # A stage that calls no model never waits for its budget
+            assert [c["ErrorEquals"] for c in catches] == [["States.ALL"]], stage.name
+            continue
+        # Then a stage calling the model catches BudgetWait first, keeping the batch, and
+        # the catch-all still comes after it
+        budget, catch_all = catches
+        assert budget["ErrorEquals"] == ["BudgetWait"]
+        assert budget["ResultPath"] == "$.budget.error"
+        assert catch_all["ErrorEquals"] == ["States.ALL"]
+        # And it reads the delay from the Lambda's error: Cause, then its errorMessage
+        read = states[budget["Next"]]
+        assert read["Parameters"] == {"response.$": "States.StringToJson($.budget.error.Cause)"}
+        place = states[read["Next"]]
+        assert place["Parameters"]["wait.$"] == (
+            "States.StringToJson($.budget.error.response.errorMessage)"
+        )
+        count = states[place["Next"]]
+        assert count["Parameters"]["waited_s.$"] == (
+            "States.MathAdd($.budget.waited_s, $.budget.wait.wait_s)"
+        )
+        # And waits exactly that many seconds, then runs the same stage again
+        within = states[count["Next"]]
+        wait = states[within["Default"]]
+        assert wait["Type"] == "Wait"
+        assert wait["SecondsPath"] == "$.budget.wait.wait_s"
+        assert wait["Next"] == stage.name
+        # And the waits of one execution stop short of its 5 minutes: past that, the batch
+        # goes to the failure path (dead-lettered) instead of timing out unseen
+        (guard,) = within["Choices"]
+        assert guard["Variable"] == "$.budget.waited_s"
+        assert guard["NumericGreaterThan"] == EXPRESS_WAIT_LIMIT_SECS < 300
+        too_long = states[guard["Next"]]
+        assert too_long["ResultPath"] == "$.failure"
+        assert too_long["Next"] == catch_all["Next"]
+    # And the deployed max_wait_s, after which extraction defers the batch, fits that limit
+    settings = load_settings({"MEMWRITE_CONFIG": f"infra/settings/{env}.json"})
+    assert settings.pipeline.model.max_wait_s < EXPRESS_WAIT_LIMIT_SECS
+    # And each iteration starts having waited nothing
+    selector = definition(synthesized[env])["States"]["Batches"]["ItemSelector"]
+    assert selector["budget"] == {"waited_s": 0}
 
 
 @pytest.mark.parametrize("env", ENVS)

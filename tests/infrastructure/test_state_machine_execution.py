@@ -1,7 +1,8 @@
 """The state machine CDK deploys, executed by moto's Step Functions interpreter with the real
 handlers in-process (each Lambda task dispatched by the `Handler` its function deploys with):
-turn -> memory row -> outbox stream -> hype -> searchable; a transient failure retried; a
-permanent one caught to the failure path.
+turn -> memory row -> outbox stream -> hype -> searchable; a transient failure retried; a wait
+for the model budget waited in the state machine; a permanent failure caught to the failure
+path.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 from memwrite.dispatch import plan_executions
-from memwrite.errors import StageInputError, StoreUnavailable
+from memwrite.errors import BudgetWait, StageInputError, StoreUnavailable
 from memwrite.memory import MemoryUnit
 from memwrite.models import QueuedTurn
 from memwrite.schema import TABLES
@@ -279,6 +280,39 @@ def test_a_transient_failure_is_retried(aws: tuple[Aws, list[Fault]]) -> None:
     assert result["status"] == "SUCCEEDED", result
     assert json.loads(result["output"])[0]["status"] == "done"
     assert deployment.memory_values() == ["Lisbon"]
+
+
+def test_a_batch_waiting_for_the_model_budget_waits_its_place_then_runs_again(
+    aws: tuple[Aws, list[Fault]],
+) -> None:
+    deployment, faults = aws
+    # Given extract finds the model budget empty once: its place in line is 0.4 s away
+    extract_calls: list[int] = []
+
+    def budget_empty_once(module: str, n: int) -> Exception | None:
+        if module != "functions.extract.handler":
+            return None
+        extract_calls.append(n)
+        return BudgetWait(0.4, 3.0) if n == 1 else None
+
+    faults.append(budget_empty_once)
+    # When the batch runs
+    result = deployment.execute([turn("I live in Madrid.", "f" * 32)], "budget-wait")
+    # Then the iteration waited the delay the error gave, in whole seconds, once
+    history = deployment.sfn.get_execution_history(executionArn=result["executionArn"])
+    waits = [
+        json.loads(e["stateEnteredEventDetails"]["input"])["budget"]
+        for e in history["events"]
+        if e["type"] == "WaitStateEntered"
+    ]
+    assert [w["wait"]["wait_s"] for w in waits] == [1]
+    assert waits[0]["waited_s"] == 1
+    # And ran extract again on the same batch, which then went through every stage
+    assert extract_calls == [1, 2]
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"]) == [{"status": "done", "turn_ids": ["f" * 32]}]
+    assert deployment.memory_values() == ["Madrid"]
+    assert deployment.dead_lettered() == []
 
 
 def test_a_permanent_failure_is_dead_lettered_with_nothing_half_written(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -365,6 +366,24 @@ class LineLlm:
         return 20.0 * sum(1 for w in self.within if w is not None)
 
 
+@pytest.mark.parametrize(
+    ("delay_s", "wait_s"), [(0.0, 1), (0.4, 1), (1.0, 1), (2.41, 3), (119.99, 120)]
+)
+def test_a_wait_for_the_budget_is_said_in_whole_seconds_never_shorter(
+    delay_s: float, wait_s: int
+) -> None:
+    # Given the delay to a batch's place in line / When it waits for the budget
+    wait = BudgetWait(delay_s, 12.04)
+    # Then its message gives the wait rounded up to whole seconds, at least one (a Step
+    # Functions Wait takes a positive integer), beside the exact delay the local queue uses
+    assert json.loads(str(wait)) == {
+        "wait_s": wait_s,
+        "delay_s": round(delay_s, 1),
+        "waited_s": 12.0,
+    }
+    assert (wait.wait_s, wait.delay_s) == (wait_s, delay_s)
+
+
 def test_waiting_batches_are_put_back_each_until_its_place_in_line() -> None:
     # Given an empty budget, and three live batches accepted 30 s ago
     llm = LineLlm()
@@ -372,7 +391,7 @@ def test_waiting_batches_are_put_back_each_until_its_place_in_line() -> None:
     deps.llm = llm
     accepted = datetime.fromtimestamp(NOW - 30, UTC)
     config = PipelineConfig()
-    waits = []
+    waits, messages = [], []
     for user in ("dana", "alex", "kim"):
         turn = queued("We kept talking about the quarterly plan.", user=user)
         payload = ExtractInput(turns=[turn.model_copy(update={"accepted_at": accepted})])
@@ -380,9 +399,15 @@ def test_waiting_batches_are_put_back_each_until_its_place_in_line() -> None:
         with pytest.raises(BudgetWait) as waited:
             run(payload, config, deps)
         waits.append(waited.value.delay_s)
+        messages.append(json.loads(str(waited.value)))
     # Then each goes back to the queue until its own place (20, 40, 60 s), not all together,
     # having said it may wait what is left of max_wait_s
     assert waits == [20.0, 40.0, 60.0]
+    # And its error says so in a JSON message the AWS state machine reads (its Wait counts
+    # whole seconds), with how long the batch has waited since its turns were accepted
+    assert messages == [
+        {"wait_s": place, "delay_s": float(place), "waited_s": 30.0} for place in (20, 40, 60)
+    ]
     assert llm.within == [config.model.max_wait_s - 30] * 3
     # And nothing was logged for them yet
     assert deps.session_log.turns == {}

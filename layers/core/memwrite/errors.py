@@ -7,6 +7,8 @@ live only in the API handler.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -184,13 +186,25 @@ class BudgetExhausted(LlmUnavailable):
 
 
 class BudgetWait(TransientError):
-    """A live batch waits in the turn queue for the model budget: its messages are made
-    visible again after `delay_s` (nothing of the batch was written)."""
+    """A live batch waits for the model budget until its place in line, `delay_s` from now
+    (nothing of the batch was written): locally hidden in the turn queue that long; on AWS
+    the state machine waits `wait_s`, the delay in whole seconds (a Wait state's unit), then
+    runs extraction again. Its message is a JSON object the state machine reads from the
+    Lambda error's `Cause` (`{"wait_s": 3, "delay_s": 2.4, "waited_s": 12.0}`)."""
 
     def __init__(self, delay_s: float, waited_s: float) -> None:
-        super().__init__(f"model budget empty: retry in {delay_s:.1f} s (waited {waited_s:.1f} s)")
         self.delay_s = delay_s
         self.waited_s = waited_s
+        self.wait_s = max(1, math.ceil(delay_s))
+        super().__init__(
+            json.dumps(
+                {
+                    "wait_s": self.wait_s,
+                    "delay_s": round(delay_s, 1),
+                    "waited_s": round(waited_s, 1),
+                }
+            )
+        )
 
 
 class LlmRequestRejected(PermanentError):
