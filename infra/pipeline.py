@@ -6,7 +6,7 @@ stage, in the list's order; the iteration state is `{"batch": <the ExtractInput>
 <the last stage's output>, "budget": {"waited_s": <s waited for the model budget>}}`, so a
 failure path still has the turns to dead-letter. Each task retries transient errors (the
 library's `TransientError` subclasses by name, Lambda service errors, throttling, timeouts)
-with backoff. A stage calling the model catches `BudgetWait` (the model budget is empty): the
+with backoff. The stage that waits for the model budget (extract) catches `BudgetWait`: the
 iteration waits the batch's place in its tenant's line, as the error says, then runs the
 stage again (`_budget_line`). Each task catches everything else to the failure path:
 an error span per turn (`functions/dead_letter`), then the batch to the pipeline DLQ. Should
@@ -131,7 +131,7 @@ class PipelineStateMachine(Construct):
                 },
             )
             failed.next(failure_path)
-            if stage.calls_model:
+            if stage.waits_for_budget:
                 # Before the catch-all: a catcher matches by the first that names the error.
                 task.add_catch(
                     self._budget_line(stage.name, task, failed),

@@ -86,15 +86,16 @@ def test_turns_deferred_for_want_of_budget_raise_an_alarm(
 def test_a_batch_waits_its_place_in_line_in_the_state_machine_then_runs_again(
     synthesized: dict[str, Synthesized], env: str
 ) -> None:
-    # Given the deployed definition's Map iteration
+    # Given the deployed definition's Map iteration, where extract alone waits for the budget
     states = definition(synthesized[env])["States"]["Batches"]["ItemProcessor"]["States"]
+    assert [s.name for s in pipeline_stages() if s.waits_for_budget] == ["extract"]
     for stage in pipeline_stages():
         catches = states[stage.name]["Catch"]
-        if not stage.calls_model:
-            # A stage that calls no model never waits for its budget
+        if not stage.waits_for_budget:
+            # A stage that never waits for the model budget (extract alone does) has no wait
             assert [c["ErrorEquals"] for c in catches] == [["States.ALL"]], stage.name
             continue
-        # Then a stage calling the model catches BudgetWait first, keeping the batch, and
+        # Then extract catches BudgetWait first, keeping the batch, and
         # the catch-all still comes after it
         budget, catch_all = catches
         assert budget["ErrorEquals"] == ["BudgetWait"]

@@ -166,6 +166,18 @@ def events_emitted(stage: StageDef) -> set[str]:
     return found
 
 
+def raises_budget_wait(stage: StageDef) -> bool:
+    """Whether the stage's package raises `BudgetWait(...)` (the state machine waits it)."""
+    return any(
+        isinstance(node, ast.Raise)
+        and isinstance(node.exc, ast.Call)
+        and isinstance(node.exc.func, ast.Name)
+        and node.exc.func.id == "BudgetWait"
+        for path in (LIBRARY / stage.name).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    )
+
+
 @pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
 def test_every_stage_declares_its_facts_and_the_code_matches_them(stage: StageDef) -> None:
     # Given a stage of the list / When its builder is resolved
@@ -188,6 +200,9 @@ def test_every_stage_declares_its_facts_and_the_code_matches_them(stage: StageDe
     malformed = {name for name in events_emitted(stage) if name.endswith("_json_fail")}
     assert malformed == set(stage.malformed_metrics)
     assert not stage.malformed_metrics or stage.calls_model
+    # And it says it waits for the model budget exactly when its code raises BudgetWait
+    assert raises_budget_wait(stage) == stage.waits_for_budget
+    assert not stage.waits_for_budget or stage.calls_model
 
 
 def test_outside_adapters_the_library_imports_no_sdk_or_engine() -> None:

@@ -65,6 +65,8 @@ class StageDef:
     entry: str = "run"
     search: SearchAccess | None = None  # the search index (its Lambda gets OPENSEARCH_*)
     calls_model: bool = False  # may call an LLM: emits `llm.*` metrics, gets cost widgets
+    # Raises `BudgetWait` when the model budget is empty: the pipeline waits its delay
+    waits_for_budget: bool = False
     calls_embedder: bool = False  # calls the deployed embedder (Bedrock Titan when chosen)
     malformed_metrics: tuple[str, ...] = ()  # events counting unusable model answers
 
@@ -125,6 +127,7 @@ STAGES: tuple[StageDef, ...] = (
         # tenant's instructions, topics and verifier (its stored settings)
         tables={"turns": RW, "outbox": W, "spans": W, "tenant_settings": R},
         calls_model=True,  # the extractor and the verifier
+        waits_for_budget=True,  # a live batch; the judges of later stages do not wait
         malformed_metrics=("extraction_json_fail",),
     ),
     StageDef(
