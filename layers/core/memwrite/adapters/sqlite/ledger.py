@@ -19,7 +19,7 @@ from memwrite.adapters.page_cursor import (
 from memwrite.adapters.sqlite.database import SqliteDatabase, require_source_trace
 from memwrite.adapters.sqlite.episodes import expire_episodes, write_episode
 from memwrite.episode import Episode
-from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 
 __all__ = [
@@ -29,6 +29,10 @@ __all__ = [
     "SqliteTurnLedger",
     "insert_spans",
 ]
+
+
+# (stage, item id) pairs per read of `llm_usage_of`: two parameters each, under SQLite's limit.
+_KEYS_PER_READ = 400
 
 
 def _placeholders(count: int) -> str:
@@ -304,3 +308,21 @@ class SqliteSpanStore:
             ).fetchall()
         spans = [StageSpan.model_validate_json(doc) for (doc,) in rows]
         return sorted(spans, key=lambda span: span.at)
+
+    def llm_usage_of(
+        self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], LlmUsageSummary]:
+        found: dict[tuple[str, str], LlmUsageSummary] = {}
+        with self._db.connection() as connection:
+            for start in range(0, len(keys), _KEYS_PER_READ):
+                chunk = keys[start : start + _KEYS_PER_READ]
+                rows = connection.execute(
+                    "SELECT stage, item_id, json_extract(doc, '$.llm') FROM spans "
+                    "WHERE tenant = ? AND trace_id = ? AND (stage, item_id) IN "
+                    f"(VALUES {', '.join('(?, ?)' for _ in chunk)}) "
+                    "AND json_extract(doc, '$.llm') IS NOT NULL",
+                    (tenant, trace_id, *(part for key in chunk for part in key)),
+                ).fetchall()
+                for stage, item_id, usage in rows:
+                    found[(stage, item_id)] = LlmUsageSummary.model_validate_json(usage)
+        return found
