@@ -31,10 +31,6 @@ __all__ = [
 ]
 
 
-# (stage, item id) pairs per read of `llm_usage_of`: two parameters each, under SQLite's limit.
-_KEYS_PER_READ = 400
-
-
 def _placeholders(count: int) -> str:
     return ",".join("?" * count)
 
@@ -312,17 +308,17 @@ class SqliteSpanStore:
     def llm_usage_of(
         self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], LlmUsageSummary]:
-        found: dict[tuple[str, str], LlmUsageSummary] = {}
+        # One statement whatever the keys (a list of them would make a statement per length,
+        # crowding the connection's cache of prepared ones); only the usage is parsed.
+        wanted = set(keys)
         with self._db.connection() as connection:
-            for start in range(0, len(keys), _KEYS_PER_READ):
-                chunk = keys[start : start + _KEYS_PER_READ]
-                rows = connection.execute(
-                    "SELECT stage, item_id, json_extract(doc, '$.llm') FROM spans "
-                    "WHERE tenant = ? AND trace_id = ? AND (stage, item_id) IN "
-                    f"(VALUES {', '.join('(?, ?)' for _ in chunk)}) "
-                    "AND json_extract(doc, '$.llm') IS NOT NULL",
-                    (tenant, trace_id, *(part for key in chunk for part in key)),
-                ).fetchall()
-                for stage, item_id, usage in rows:
-                    found[(stage, item_id)] = LlmUsageSummary.model_validate_json(usage)
-        return found
+            rows = connection.execute(
+                "SELECT stage, item_id, json_extract(doc, '$.llm') FROM spans "
+                "WHERE tenant = ? AND trace_id = ? AND json_extract(doc, '$.llm') IS NOT NULL",
+                (tenant, trace_id),
+            ).fetchall()
+        return {
+            (stage, item_id): LlmUsageSummary.model_validate_json(usage)
+            for stage, item_id, usage in rows
+            if (stage, item_id) in wanted
+        }
