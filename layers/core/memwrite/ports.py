@@ -353,10 +353,11 @@ class ExtractionLlm(Protocol):
         `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
         """
 
-    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
         """How long until the model budget expects room for one call of `model` sending at
         least `prompt_chars` characters of prompt (0: room now, or no budget); charges
-        nothing. A batch the budget cannot pay waits before any work is done for it."""
+        nothing. A batch the budget cannot pay waits before any work is done for it, in its
+        tenant's line with `within_s` (it comes back within that many seconds at most)."""
 
 
 class ResolveJudge(Protocol):
