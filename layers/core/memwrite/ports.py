@@ -553,10 +553,8 @@ class QuestionGenerator(Protocol):
     """HyPE: the questions a user would ask to find a memory (docs/design.md §7)."""
 
     def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
-        """`count` short questions that `memory` answers, without its value where possible.
-
-        Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
-        """
+        """`count` short questions that `memory` answers, without its value where possible;
+        raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry."""
 
 
 class SearchIndexSetup(Protocol):
