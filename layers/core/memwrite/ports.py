@@ -24,7 +24,7 @@ from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
-from memwrite.models import QueuedTurn, StageSpan, TraceInput
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
@@ -88,10 +88,8 @@ __all__ = [
 
 class RateStore(Protocol):
     def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        """Claim `key` for `window_secs`; False when another claimant holds it unexpired.
-
-        The same claimant (the same turn id, re-sent by a retrying client) may claim again.
-        """
+        """Claim `key` for `window_secs`; False when another claimant holds it unexpired. The
+        same claimant (the same turn id, re-sent by a retrying client) may claim again."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +248,11 @@ class SpanStore(Protocol):
     def put_spans(self, spans: Sequence[StageSpan]) -> None: ...
 
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]: ...
+
+    def llm_usage_of(
+        self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], LlmUsageSummary]:
+        """The model usage on the trace's spans at `keys` (stage, item id), where any."""
 
 
 class SessionLog(Protocol):
@@ -550,10 +553,8 @@ class QuestionGenerator(Protocol):
     """HyPE: the questions a user would ask to find a memory (docs/design.md §7)."""
 
     def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
-        """`count` short questions that `memory` answers, without its value where possible.
-
-        Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
-        """
+        """`count` short questions that `memory` answers, without its value where possible;
+        raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry."""
 
 
 class SearchIndexSetup(Protocol):
@@ -595,10 +596,8 @@ class MemoryReader(Protocol):
     def memory_by_id(self, tenant: str, memory_id: str) -> MemoryUnit | None: ...
 
     def page_of(self, tenant: str, user_id: str, limit: int, cursor: str | None) -> MemoryPage:
-        """Up to `limit` memories of the user in id order, from `cursor` (from a previous page).
-
-        Raises `InvalidQuery` for a cursor this store did not issue.
-        """
+        """Up to `limit` memories of the user in id order, from `cursor` (from a previous page);
+        `InvalidQuery` for a cursor this store did not issue."""
 
     def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
         """Count one retrieval of each memory (`access_count`, `last_accessed`); advisory."""
