@@ -95,7 +95,8 @@ class ModelConfig(_Frozen):
     )
     # How long a live turn may wait for room, from when it was accepted; then it becomes a
     # pending episode (DeferredBudget{waited_s}). Locally it waits in the queue; on AWS in the
-    # state machine's Retry, so at most 240 (an Express execution lasts 5 minutes).
+    # state machine (a Wait of its place in line), so under 240 (an Express execution lasts
+    # 5 minutes).
     max_wait_s: float = Field(default=120.0, ge=0, le=43_200)
     # Shortest wait in the queue between two tries (each try is one receive of the message).
     min_retry_delay_s: float = Field(default=5.0, ge=0, le=900)
