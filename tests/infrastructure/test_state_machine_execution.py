@@ -315,6 +315,43 @@ def test_a_batch_waiting_for_the_model_budget_waits_its_place_then_runs_again(
     assert deployment.dead_lettered() == []
 
 
+def test_a_batch_that_would_wait_past_the_execution_limit_is_dead_lettered(
+    aws: tuple[Aws, list[Fault]],
+) -> None:
+    deployment, faults = aws
+    # Given the deployed definition with its limit on waits per execution cut from 240 s to
+    # 1 s (moto really waits), and an extract that finds the budget empty every time
+    definition = json.loads(
+        deployment.sfn.describe_state_machine(stateMachineArn=deployment.arn)["definition"]
+    )
+    inner = definition["States"]["Batches"]["ItemProcessor"]["States"]
+    (guard,) = inner["extract: within the execution"]["Choices"]
+    guard["NumericGreaterThan"] = 1
+    deployment.arn = deployment.sfn.create_state_machine(
+        name="pipeline-short-wait",
+        definition=json.dumps(definition),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+        type="EXPRESS",
+    )["stateMachineArn"]
+    faults.append(
+        lambda module, n: BudgetWait(0.2, 3.0) if module == "functions.extract.handler" else None
+    )
+    # When the batch runs
+    result = deployment.execute([turn("I live in Bilbao.", "9" * 32)], "budget-too-long")
+    # Then it waited once (1 s), and instead of a second wait took the failure path
+    assert result["status"] == "SUCCEEDED", result
+    (outcome,) = json.loads(result["output"])
+    assert outcome == {
+        "status": "dead_lettered",
+        "stage": "extract",
+        "error": "BudgetWait",
+        "turn_ids": ["9" * 32],
+    }
+    (message,) = deployment.dead_lettered()
+    assert message["batch"]["turns"][0]["turn_id"] == "9" * 32
+    assert deployment.memory_values() == []
+
+
 def test_a_permanent_failure_is_dead_lettered_with_nothing_half_written(
     aws: tuple[Aws, list[Fault]],
 ) -> None:
