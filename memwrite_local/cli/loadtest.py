@@ -155,6 +155,8 @@ def run_loadtest(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
     run = run_load(options)
     if args.json:
         stdout.write(run.report.model_dump_json() + "\n")
+        for note in run.notes:  # the JSON alone on stdout; how the run went beside it
+            print(f"loadtest: {note}", file=stderr)
     else:
         stdout.write(render_text(run.report, run.notes))
     return 0
