@@ -41,7 +41,7 @@ from memwrite_local.loadtest.traffic import (
     generate,
     load_scripts,
 )
-from memwrite_local.loadtest.workers import Pipeline, Sent, Workers, forked
+from memwrite_local.loadtest.workers import Pipeline, Sent, Workers, spawned
 
 __all__ = ["BackfillMode", "LoadOptions", "LoadRun", "default_workers", "run_load"]
 
@@ -181,7 +181,7 @@ class _Simulation:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mw-load-")))
             workers = None
             if self.options.workers > 1:
-                workers = stack.enter_context(forked(self.options.workers))
+                workers = stack.enter_context(spawned(self.options.workers))
             server = stack.enter_context(
                 serving(FakeModelServer(clock=self.clock.time, limits=self.limits, outage=outage))
             )

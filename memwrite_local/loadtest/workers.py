@@ -36,7 +36,7 @@ from typing import Any
 from memwrite_local.loadtest.clock import VirtualClock
 from memwrite_local.loadtest.traffic import Request
 
-__all__ = ["BARRIER_TIMEOUT_S", "Pipeline", "Sent", "WorkerFailed", "Workers", "forked", "send"]
+__all__ = ["BARRIER_TIMEOUT_S", "Pipeline", "Sent", "WorkerFailed", "Workers", "send", "spawned"]
 
 # Real seconds a tick's phase may take in a worker before the run is given up: a tick's work is
 # well under a second; the first one builds every handler's dependencies.
@@ -179,15 +179,15 @@ def _worker_of(request: Request, count: int) -> int:
 
 
 @contextmanager
-def forked(count: int) -> Iterator[Workers]:
+def spawned(count: int) -> Iterator[Workers]:
     """`count` worker processes, stopped on exit, killed if the run fails; `Workers.open`
     then points them at the run's backend.
 
-    Forked, before the fake model's server thread starts and before the clock is installed
-    (neither may reach a child): a child starts with what the calibration run already
-    imported and loaded (the handlers, the embedder), where a spawned one spent ~6 s of CPU
-    importing and loading them again."""
-    context = multiprocessing.get_context("fork")
+    Spawned, not forked: the coordinator has run faiss (the calibration's searches), whose
+    OpenMP runtime can hang a forked child's next search (faiss issue 5206), and it runs the
+    fake model's server thread. A spawned worker pays for its imports and first loads itself
+    (about 6 s of CPU)."""
+    context = multiprocessing.get_context("spawn")
     processes: list[BaseProcess] = []
     connections: list[Connection] = []
     with ExitStack() as stack:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from memwrite_local.cli import main
-from memwrite_local.loadtest.workers import WorkerFailed, forked
+from memwrite_local.loadtest.workers import WorkerFailed, spawned
 
 REPORT_FIELDS = {
     "turns_in",
@@ -101,5 +101,5 @@ def test_a_failing_worker_ends_the_run_with_its_traceback(tmp_path: Path) -> Non
     blocked = tmp_path / "state"
     blocked.write_text("not a directory", "utf-8")
     # When the coordinator points it there, the run fails at once, saying why
-    with forked(1) as workers, pytest.raises(WorkerFailed, match="FileExistsError"):
+    with spawned(1) as workers, pytest.raises(WorkerFailed, match="FileExistsError"):
         workers.open(blocked, {}, {}, start=0.0)
