@@ -169,7 +169,7 @@ class _Simulation:
         self.meter = Meter()
         self.outcomes: Outcomes | None = None
         self._next_progress = self.start + 3600
-        self.worker_cpu_s = 0.0  # CPU seconds of the worker processes (none with 1 worker)
+        self.worker_cpu_s: list[float] = []  # CPU seconds of each worker process (1: none)
 
     def run(self) -> None:
         tenants = sorted({request.tenant for request in self.requests})
@@ -468,6 +468,13 @@ def _input_tokens(meter: Meter) -> tuple[int, int]:
     return sent, read
 
 
+def _in_workers(cpu_s: Sequence[float]) -> str:
+    if not cpu_s:
+        return ""
+    each = " + ".join(f"{seconds:.0f}" for seconds in cpu_s)
+    return f", {sum(cpu_s):.0f} s in its {len(cpu_s)} workers ({each})"
+
+
 def run_load(options: LoadOptions) -> LoadRun:
     """The run `options` describe, and its report."""
     began, cpu_began = time.perf_counter(), time.process_time()
@@ -532,8 +539,7 @@ def run_load(options: LoadOptions) -> LoadRun:
         f"{meter.batch_cache_read_input_tokens} batch input tokens read, "
         f"{meter.cache_creation_input_tokens} and {meter.batch_cache_creation_input_tokens} "
         "written",
-        f"CPU: {cpu_s:.0f} s in this process, {simulation.worker_cpu_s:.0f} s in "
-        f"{options.workers if options.workers > 1 else 'no'} worker processes (the wall time "
-        "counts other processes too)",
+        f"CPU: {cpu_s:.0f} s in this process{_in_workers(simulation.worker_cpu_s)} (the wall "
+        "time counts other processes too)",
     ]
     return LoadRun(report, notes)

@@ -134,11 +134,11 @@ class Workers:
     def finish_drain(self) -> None:
         self._answers()
 
-    def close(self) -> float:
-        """Stop the workers; the CPU seconds they used."""
+    def close(self) -> list[float]:
+        """Stop the workers; the CPU seconds each used."""
         for connection in self._connections:
             connection.send(("stop",))
-        cpu = sum(float(answer) for answer in self._answers())
+        cpu = [float(answer) for answer in self._answers()]
         for process in self._processes:
             process.join(BARRIER_TIMEOUT_S)
         return cpu
