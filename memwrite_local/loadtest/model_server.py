@@ -68,6 +68,7 @@ __all__ = [
 RECORDED_ANSWERS = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "anthropic"
 BYTES_PER_TOKEN = 4
 BATCH_EXPIRY_S = 24 * 3600  # the API's: a batch not ended a day after creation expires
+_MAX_LIST_LIMIT = 1_000  # the API's largest listing page
 CACHE_LIFETIME_S = 300.0  # the API's default ("ephemeral", 5 minutes), refreshed on each hit
 # Which recorded answer a request gets, by a property its answer schema asks for.
 _KINDS = {
@@ -416,19 +417,36 @@ class FakeModelServer:
             else None,
         }
 
-    # GET /v1/messages/batches: newest first, `limit` a page, after `after_id`
+    # GET /v1/messages/batches: newest first, `limit` a page (1 to 1,000, default 20), the
+    # page after `after_id` (older) or before `before_id` (newer); `has_more`: more that way.
     def list_batches(self, query: str) -> tuple[int, Any, dict[str, str]]:
         params = parse_qs(query)
         limit = int(params.get("limit", ["20"])[0])
+        if not 1 <= limit <= _MAX_LIST_LIMIT:
+            message = f"limit: must be between 1 and {_MAX_LIST_LIMIT}"
+            return 400, _error("invalid_request_error", message), {}
         after = params.get("after_id", [""])[0]
+        before = params.get("before_id", [""])[0]
         now = self.clock()
         with self._lock:
-            newest = [batch.batch_id for batch in reversed(self._batches.values())]
-            start = newest.index(after) + 1 if after in newest else 0
-            page = [self._batch_json(self._batches[i], now) for i in newest[start : start + limit]]
+            oldest_first = list(self._batches)  # created in this order
+            end = len(oldest_first)
+            if before in self._batches:
+                start = oldest_first.index(before) + 1
+                end = min(end, start + limit)
+                has_more = end < len(oldest_first)
+            else:
+                if after in self._batches:
+                    end = oldest_first.index(after)
+                start = max(0, end - limit)
+                has_more = start > 0
+            page = [
+                self._batch_json(self._batches[batch_id], now)
+                for batch_id in reversed(oldest_first[start:end])
+            ]
         listing = {
             "data": page,
-            "has_more": start + limit < len(newest),
+            "has_more": has_more,
             "first_id": page[0]["id"] if page else None,
             "last_id": page[-1]["id"] if page else None,
         }

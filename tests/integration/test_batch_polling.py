@@ -1,7 +1,7 @@
 """How a batch-lane round learns its open batches' states from the Message Batches API: one
-listing while they are on its first page, a bounded read of a busy workspace's history, and a
-retrieve for one the listing does not show. Through the real `anthropic` client over a mock
-transport."""
+listing of a page the size of the open batches while they are the newest, a bounded read of a
+busy workspace's history, and a retrieve for one the listing does not show. Through the real
+`anthropic` client over a mock transport."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import httpx2
 from memwrite.adapters.anthropic.batches import AnthropicMessageBatches
 from memwrite.backfill.ports import BatchState
 from memwrite.config import ExtractConfig
-
-PAGE = 100
 
 
 def _batch(batch_id: str, status: str = "in_progress") -> dict[str, Any]:
@@ -38,26 +36,33 @@ def _batch(batch_id: str, status: str = "in_progress") -> dict[str, Any]:
 
 
 class Workspace:
-    """A workspace's batches, newest first, listed `PAGE` a page (`after_id` pages on)."""
+    """A workspace's batches, newest first, listed `limit` a page (the API's default 20;
+    `after_id` pages on); `ended` are those whose processing has ended."""
 
-    def __init__(self, listed: list[str]) -> None:
+    def __init__(self, listed: list[str], ended: frozenset[str] = frozenset()) -> None:
         self.listed = listed
+        self.ended = ended
         self.calls: list[str] = []
 
     def handle(self, request: httpx2.Request) -> httpx2.Response:
         path = request.url.path
-        self.calls.append(f"{request.method} {path}")
         if path == "/v1/messages/batches":
+            limit = int(request.url.params.get("limit", "20"))
+            self.calls.append(f"GET {path}?limit={limit}")
             after = request.url.params.get("after_id")
             start = self.listed.index(after) + 1 if after else 0
-            ids = self.listed[start : start + PAGE]
+            ids = self.listed[start : start + limit]
             page = {
-                "data": [_batch(batch_id) for batch_id in ids],
-                "has_more": start + PAGE < len(self.listed),
+                "data": [
+                    _batch(batch_id, "ended" if batch_id in self.ended else "in_progress")
+                    for batch_id in ids
+                ],
+                "has_more": start + limit < len(self.listed),
                 "first_id": ids[0],
                 "last_id": ids[-1],
             }
             return httpx2.Response(200, json=page)
+        self.calls.append(f"{request.method} {path}")
         return httpx2.Response(200, json=_batch(path.rsplit("/", 1)[-1], "ended"))
 
     def batches(self) -> AnthropicMessageBatches:
@@ -71,7 +76,26 @@ class Workspace:
         )
 
 
-def test_open_batches_on_the_second_page_are_read_with_two_listings() -> None:
+def test_the_open_batches_are_read_from_one_page_their_size() -> None:
+    # Given three open batches, the newest, above 300 that ended long ago, one of the three
+    # just ended
+    ours = ["msgbatch_003", "msgbatch_002", "msgbatch_001"]
+    old = [f"msgbatch_old_{n}" for n in range(300)]
+    workspace = Workspace(ours + old, ended=frozenset({"msgbatch_001", *old}))
+
+    # When a round asks for the open batches' states
+    states = workspace.batches().states(ours)
+
+    # Then one listing of a page their size (and ten more) answers all three, with no retrieve
+    assert states == {
+        "msgbatch_003": BatchState.IN_PROGRESS,
+        "msgbatch_002": BatchState.IN_PROGRESS,
+        "msgbatch_001": BatchState.ENDED,
+    }
+    assert workspace.calls == ["GET /v1/messages/batches?limit=13"]
+
+
+def test_open_batches_behind_another_applications_are_read_on_the_next_pages() -> None:
     # Given a workspace where another application made many batches since ours
     ours = ["msgbatch_ours_1", "msgbatch_ours_2"]
     workspace = Workspace([f"msgbatch_other_{n}" for n in range(150)] + ours)
@@ -79,9 +103,13 @@ def test_open_batches_on_the_second_page_are_read_with_two_listings() -> None:
     # When a round asks for our batches' states
     states = workspace.batches().states(ours)
 
-    # Then both are read from the listing's first two pages, with no retrieve
+    # Then both are read from the listing's next pages of a hundred, with no retrieve
     assert states == dict.fromkeys(ours, BatchState.IN_PROGRESS)
-    assert workspace.calls == ["GET /v1/messages/batches"] * 2
+    assert workspace.calls == [
+        "GET /v1/messages/batches?limit=12",
+        "GET /v1/messages/batches?limit=100",
+        "GET /v1/messages/batches?limit=100",
+    ]
 
 
 def test_a_batch_the_listing_does_not_show_is_retrieved_after_a_bounded_read() -> None:
@@ -92,8 +120,10 @@ def test_a_batch_the_listing_does_not_show_is_retrieved_after_a_bounded_read() -
     # When a round asks for our batch's state
     states = workspace.batches().states(["msgbatch_ours"])
 
-    # Then at most five pages are read, not fifty, and the batch is retrieved on its own
+    # Then about 500 batches are listed, not 5,000, and ours is retrieved on its own
     assert states == {"msgbatch_ours": BatchState.ENDED}
-    assert workspace.calls == ["GET /v1/messages/batches"] * 5 + [
-        "GET /v1/messages/batches/msgbatch_ours"
+    assert workspace.calls == [
+        "GET /v1/messages/batches?limit=11",
+        *["GET /v1/messages/batches?limit=100"] * 5,
+        "GET /v1/messages/batches/msgbatch_ours",
     ]

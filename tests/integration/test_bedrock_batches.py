@@ -89,10 +89,11 @@ class FakeBedrock:
         jobs: int = 1,
         after: str | None = None,
         next_token: str | None = None,
+        max_results: int = 11,
     ) -> None:
         """A page of the listing of memwrite's jobs, newest first: `jobs` jobs, the first
-        `job`, the rest others; asked for after the page whose token is `after`, and
-        `next_token` when another page follows."""
+        `job`, the rest others; asked for `max_results` after the page whose token is
+        `after`, and `next_token` when another page follows."""
         summaries = [self.summary(job, status)] + [
             self.summary(f"{JOB}-other-{n}", "InProgress") for n in range(jobs - 1)
         ]
@@ -103,7 +104,7 @@ class FakeBedrock:
             "nameContains": "memwrite-",
             "sortBy": "CreationTime",
             "sortOrder": "Descending",
-            "maxResults": 100,
+            "maxResults": max_results,
         }
         if after is not None:
             asked["nextToken"] = after
@@ -285,19 +286,25 @@ def test_a_round_lists_only_memwrites_jobs_newest_first_one_page_while_they_are_
     bedrock.stub.assert_no_pending_responses()
 
 
-def test_a_job_the_listing_does_not_show_is_asked_for_alone_after_five_pages(aws: None) -> None:
-    # Given an account with many newer memwrite jobs than the open one (five full pages and
-    # more to come)
+def test_a_job_the_listing_does_not_show_is_asked_for_alone_after_500_jobs(aws: None) -> None:
+    # Given an account with many newer memwrite jobs than the open one (a first page the
+    # size of the open jobs, five full pages and more to come)
     bedrock = FakeBedrock()
-    for page in range(5):
+    for page in range(6):
         after = None if page == 0 else f"page-{page}"
         newer = f"{JOB}-newer-{page}"
+        size = 11 if page == 0 else 100
         bedrock.expect_list(
-            "InProgress", job=newer, jobs=100, after=after, next_token=f"page-{page + 1}"
+            "InProgress",
+            job=newer,
+            jobs=size,
+            after=after,
+            next_token=f"page-{page + 1}",
+            max_results=size,
         )
     bedrock.expect_get("Failed")
     # When a round asks for the open job's state
     states = bedrock.lane_batches.states([JOB])
-    # Then five pages were read, not the account's whole history, and the job asked alone
+    # Then about 500 jobs were read, not the account's whole history, and the job asked alone
     assert states == {JOB: BatchState.FAILED}
     bedrock.stub.assert_no_pending_responses()

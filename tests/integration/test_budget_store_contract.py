@@ -72,11 +72,16 @@ def test_two_records_are_written_together_or_not_at_all(store: BudgetStore) -> N
     # And with the right versions both land
     (stored,) = store.load([second])
     assert stored is not None
-    assert store.save([record(first), replace(stored, factor=0.5, blocked_until=NOW + 30)])
+    changed = replace(stored, factor=0.5, blocked_until=NOW + 30, line_at=NOW + 45)
+    assert store.save([record(first), changed])
     loaded = store.load([first, second])
     assert [r.version if r else 0 for r in loaded] == [1, 2]
     assert loaded[1] is not None
-    assert (loaded[1].factor, loaded[1].blocked_until) == (0.5, NOW + 30)
+    assert (loaded[1].factor, loaded[1].blocked_until, loaded[1].line_at) == (
+        0.5,
+        NOW + 30,
+        NOW + 45,
+    )
 
 
 def test_the_budget_on_the_store_charges_refunds_and_throttles(store: BudgetStore) -> None:
@@ -100,3 +105,9 @@ def test_the_budget_on_the_store_charges_refunds_and_throttles(store: BudgetStor
     # And a 429 with retry-after 20 s stops every call for 20 s
     budget.throttled("anthropic", model, 20.0)
     assert budget.acquire("anthropic", model, 1, 1, caller).wait_s == pytest.approx(20.0)
+    # And two batches waiting in line are told places one call's refill (30 s) apart
+    first, second = (
+        budget.acquire("anthropic", model, 500, 1_000, caller, peek=True, line_within_s=120)
+        for _ in range(2)
+    )
+    assert second.wait_s - first.wait_s == pytest.approx(30.0)

@@ -137,6 +137,35 @@ def test_message_batches_end_after_their_latency_with_every_result(clock: Virtua
         assert server.meter.model_calls == 0
 
 
+def test_the_batch_listing_pages_as_the_api_does(clock: VirtualClock) -> None:
+    # Given five batches created one after another
+    for _, client in _serve(clock):
+        ids = [
+            client.messages.batches.create(
+                requests=[{"custom_id": "ep", "params": _params(text=f"turn {n}")}]
+            ).id
+            for n in range(5)
+        ]
+        newest_first = ids[::-1]
+        # When they are listed two a page
+        first = client.messages.batches.list(limit=2)
+        # Then the first page is the newest two, with more after it, and the SDK's paging
+        # (after_id) reads every batch once, newest first
+        assert [b.id for b in first.data] == newest_first[:2]
+        assert (first.has_more, first.first_id, first.last_id) == (True, ids[4], ids[3])
+        assert [b.id for b in client.messages.batches.list(limit=2)] == newest_first
+        # And the page before a batch holds the ones just before it in the listing (newer),
+        # still newest first
+        before = client.messages.batches.list(limit=2, before_id=ids[1])
+        assert ([b.id for b in before.data], before.has_more) == ([ids[3], ids[2]], True)
+        last = client.messages.batches.list(limit=2, before_id=ids[3])
+        assert ([b.id for b in last.data], last.has_more) == ([ids[4]], False)
+        # And a page of no batches, or of more than 1,000, is refused
+        for limit in (0, 1_001):
+            with pytest.raises(anthropic.BadRequestError):
+                client.messages.batches.list(limit=limit)
+
+
 def _cached_params(prefix: str, text: str = "I moved to Lisbon.") -> dict[str, Any]:
     """A request whose system prompt is a prefix marked for the cache, then a task block."""
     system = [

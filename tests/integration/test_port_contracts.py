@@ -57,7 +57,15 @@ from memwrite.errors import (
 )
 from memwrite.ids import content_hash
 from memwrite.memory import MemoryType, MemoryUnit, Tier
-from memwrite.models import QueuedTurn, Role, Source, SpanResult, StageSpan, TraceInput
+from memwrite.models import (
+    LlmUsageSummary,
+    QueuedTurn,
+    Role,
+    Source,
+    SpanResult,
+    StageSpan,
+    TraceInput,
+)
 from memwrite.payloads import OutboxChange
 from memwrite.ports import (
     EntityStore,
@@ -380,6 +388,20 @@ def test_spans_come_back_in_time_order_one_per_stage_and_item(ports: Ports) -> N
     ports.spans.put_spans([late, retried])
     assert ports.spans.spans_of(tenant, trace_id) == [early, retried]
     assert ports.spans.spans_of(fresh("tenant"), trace_id) == []
+
+
+def test_llm_usage_of_reads_the_usage_at_the_keys_asked_and_no_other(ports: Ports) -> None:
+    tenant, trace_id = fresh("tenant"), fresh("trace")
+    usage = LlmUsageSummary(calls=2, input_tokens=900, output_tokens=40, cost_usd=0.0012)
+    paid = span(tenant, trace_id, "extract", "t1#0", 1).model_copy(update={"llm": usage})
+    other = span(tenant, trace_id, "extract", "t2", 2).model_copy(update={"llm": usage})
+    unpaid = span(tenant, trace_id, "pre", "t1#0", 3)
+    ports.spans.put_spans([paid, other, unpaid])
+    # An item id may hold '#' (hype's `memory#rev`); a span without usage, or absent, is left out.
+    keys = [("extract", "t1#0"), ("pre", "t1#0"), ("extract", "t9")]
+    assert ports.spans.llm_usage_of(tenant, trace_id, keys) == {("extract", "t1#0"): usage}
+    assert ports.spans.llm_usage_of(fresh("tenant"), trace_id, keys) == {}
+    assert ports.spans.llm_usage_of(tenant, trace_id, []) == {}
 
 
 # --- SessionLog ---------------------------------------------------------------------------

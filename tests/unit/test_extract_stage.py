@@ -16,7 +16,7 @@ from memwrite.adapters.in_memory import (
 )
 from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
 from memwrite.episode import EpisodeStatus
-from memwrite.errors import ExtractionFailed, MalformedLlmOutput
+from memwrite.errors import BudgetWait, ExtractionFailed, MalformedLlmOutput
 from memwrite.extract.stage import ExtractDeps, run
 from memwrite.models import QueuedTurn, Role, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput
@@ -204,7 +204,7 @@ class ScriptedLlm:
         result = ExtractionResult.model_validate({"candidates": answer})
         return LlmCall(result=result, usage=usage)
 
-    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
         return 0.0
 
 
@@ -348,3 +348,41 @@ def test_a_turn_whose_user_was_erased_in_flight_is_neither_logged_nor_passed_on(
         ("turn", SpanResult.REJECT, UserErased())
     ]
     assert deps.metrics.counts[("extract", "reject", "UserErased")] == 1
+
+
+class LineLlm:
+    """An `ExtractionLlm` whose budget is empty: each ask takes the next place in the line
+    (20 s apart from 20 s on); keeps how long each asker said it could still wait."""
+
+    def __init__(self) -> None:
+        self.within: list[float | None] = []
+
+    def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
+        raise AssertionError("no call while the budget is empty")
+
+    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
+        self.within.append(within_s)
+        return 20.0 * sum(1 for w in self.within if w is not None)
+
+
+def test_waiting_batches_are_put_back_each_until_its_place_in_line() -> None:
+    # Given an empty budget, and three live batches accepted 30 s ago
+    llm = LineLlm()
+    deps = offline_deps()
+    deps.llm = llm
+    accepted = datetime.fromtimestamp(NOW - 30, UTC)
+    config = PipelineConfig()
+    waits = []
+    for user in ("dana", "alex", "kim"):
+        turn = queued("We kept talking about the quarterly plan.", user=user)
+        payload = ExtractInput(turns=[turn.model_copy(update={"accepted_at": accepted})])
+        # When each is extracted
+        with pytest.raises(BudgetWait) as waited:
+            run(payload, config, deps)
+        waits.append(waited.value.delay_s)
+    # Then each goes back to the queue until its own place (20, 40, 60 s), not all together,
+    # having said it may wait what is left of max_wait_s
+    assert waits == [20.0, 40.0, 60.0]
+    assert llm.within == [config.model.max_wait_s - 30] * 3
+    # And nothing was logged for them yet
+    assert deps.session_log.turns == {}

@@ -24,7 +24,7 @@ from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode, EpisodePage, EpisodeStatus
 from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
-from memwrite.models import QueuedTurn, StageSpan, TraceInput
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import BatchTurn, ExtractionResult
@@ -88,10 +88,8 @@ __all__ = [
 
 class RateStore(Protocol):
     def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        """Claim `key` for `window_secs`; False when another claimant holds it unexpired.
-
-        The same claimant (the same turn id, re-sent by a retrying client) may claim again.
-        """
+        """Claim `key` for `window_secs`; False when another claimant holds it unexpired. The
+        same claimant (the same turn id, re-sent by a retrying client) may claim again."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +249,11 @@ class SpanStore(Protocol):
 
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]: ...
 
+    def llm_usage_of(
+        self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], LlmUsageSummary]:
+        """The model usage on the trace's spans at `keys` (stage, item id), where any."""
+
 
 class SessionLog(Protocol):
     """One user's (redacted) turns of a session that reached extraction: context for the LLM.
@@ -350,10 +353,11 @@ class ExtractionLlm(Protocol):
         `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
         """
 
-    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
         """How long until the model budget expects room for one call of `model` sending at
         least `prompt_chars` characters of prompt (0: room now, or no budget); charges
-        nothing. A batch the budget cannot pay waits before any work is done for it."""
+        nothing. A batch the budget cannot pay waits before any work is done for it, in its
+        tenant's line with `within_s` (it comes back within that many seconds at most)."""
 
 
 class ResolveJudge(Protocol):
@@ -549,10 +553,8 @@ class QuestionGenerator(Protocol):
     """HyPE: the questions a user would ask to find a memory (docs/design.md §7)."""
 
     def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
-        """`count` short questions that `memory` answers, without its value where possible.
-
-        Raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry.
-        """
+        """`count` short questions that `memory` answers, without its value where possible;
+        raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry."""
 
 
 class SearchIndexSetup(Protocol):
@@ -594,10 +596,8 @@ class MemoryReader(Protocol):
     def memory_by_id(self, tenant: str, memory_id: str) -> MemoryUnit | None: ...
 
     def page_of(self, tenant: str, user_id: str, limit: int, cursor: str | None) -> MemoryPage:
-        """Up to `limit` memories of the user in id order, from `cursor` (from a previous page).
-
-        Raises `InvalidQuery` for a cursor this store did not issue.
-        """
+        """Up to `limit` memories of the user in id order, from `cursor` (from a previous page);
+        `InvalidQuery` for a cursor this store did not issue."""
 
     def record_access(self, tenant: str, user_id: str, memory_ids: Sequence[str], at: str) -> None:
         """Count one retrieval of each memory (`access_count`, `last_accessed`); advisory."""

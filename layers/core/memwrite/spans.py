@@ -152,19 +152,21 @@ def store_spans(spans: Sequence[StageSpan], store: SpanStore) -> None:
     error span, or the span of an item decided before the failure, decided again): that
     attempt's calls were paid for too, so its usage stays in the sum, once (a third attempt's
     span adds the second's, which holds the first's). A redelivery of applied items writes no
-    span over theirs (`unrecorded`), so adds nothing. Stages that call no model skip the read.
+    span over theirs (`unrecorded`), so adds nothing. Stages that call no model skip the read;
+    the others read the usage at their spans' own keys, not the trace's every span.
     """
     if not spans:
         return
     if not any(span.stage in _CALLING_MODEL for span in spans):
         store.put_spans(spans)
         return
-    traces = {(span.tenant, span.trace_id) for span in spans}
+    keys: dict[tuple[str, str], dict[tuple[str, str], None]] = {}
+    for span in spans:
+        keys.setdefault((span.tenant, span.trace_id), {})[(span.stage, span.item_id)] = None
     earlier = {
-        (span.tenant, span.trace_id, span.stage, span.item_id): span.llm
-        for trace in traces
-        for span in store.spans_of(*trace)
-        if span.llm is not None
+        (*trace, *key): usage
+        for trace, wanted in keys.items()
+        for key, usage in store.llm_usage_of(*trace, list(wanted)).items()
     }
     store.put_spans(
         [

@@ -24,7 +24,7 @@ from memwrite.config import TenantOverrides
 from memwrite.entities import Entity, VersionedEntity
 from memwrite.episode import Episode
 from memwrite.errors import SourceErased, WriteConflict
-from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import EnqueueResult, TracePage, TraceRecord
 from memwrite.reasons import Reason
 from memwrite.usage import LlmUsage
@@ -184,6 +184,16 @@ class InMemorySpanStore:
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
         found = [s for key, s in self.spans.items() if key[:2] == (tenant, trace_id)]
         return sorted(found, key=lambda span: span.at)
+
+    def llm_usage_of(
+        self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], LlmUsageSummary]:
+        usage = {
+            key: span.llm
+            for key in keys
+            if (span := self.spans.get((tenant, trace_id, *key))) is not None
+        }
+        return {key: llm for key, llm in usage.items() if llm is not None}
 
 
 class CountingMetrics:

@@ -63,8 +63,8 @@ class ModelExtractor:
         result, usage = self._client.call(system, messages, model=model)
         return LlmCall(result=result, usage=usage)
 
-    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
-        return self._client.budget_wait_s(prompt_chars, model)
+    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
+        return self._client.budget_wait_s(prompt_chars, model, within_s)
 
 
 class ModelVerifier:

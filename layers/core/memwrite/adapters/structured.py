@@ -198,16 +198,26 @@ class StructuredCalls(ABC, Generic[ResultT]):
             )
         return admission.grant
 
-    def budget_wait_s(self, prompt_chars: int, model: str | None = None) -> float:
+    def budget_wait_s(
+        self, prompt_chars: int, model: str | None = None, within_s: float | None = None
+    ) -> float:
         """How long until the budget expects room for one call sending `prompt_chars`
-        characters of prompt (0: room now, or no budget); nothing is charged."""
+        characters of prompt (0: room now, or no budget); nothing is charged. With
+        `within_s`, a caller that must wait takes a place in its tenant's line
+        (`ModelBudget.acquire`'s `line_within_s`)."""
         if self._budget is None:
             return 0.0
         estimate = math.ceil((prompt_chars + self._request_chars) / _CHARS_PER_TOKEN)
         caller = current_caller() or _NO_TENANT
         model = model or self._model
         admission = self._budget.acquire(
-            self._provider, model, estimate, self._max_tokens, caller, peek=True
+            self._provider,
+            model,
+            estimate,
+            self._max_tokens,
+            caller,
+            peek=True,
+            line_within_s=within_s,
         )
         return admission.wait_s
 

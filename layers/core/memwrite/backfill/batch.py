@@ -105,7 +105,7 @@ class BatchAnswers:
             raise MalformedLlmOutput(f"batch answer {key} malformed", answer.usage)
         raise LlmUnavailable(f"batch request {key}: {answer.error or 'no result'}")
 
-    def budget_wait_s(self, prompt_chars: int, model: str) -> float:
+    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
         return 0.0  # answered already: nothing left to charge
 
 

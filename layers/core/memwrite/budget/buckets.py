@@ -7,6 +7,12 @@ AIMD `factor` scales the limits: a 429/529 multiplies it down, time adds back to
 admitted when every dimension holds more than `floor` of the capacity plus the call's cost (a
 call larger than what the floor leaves needs the shard full above the floor, then drives it
 into debt: a large call is never refused forever).
+
+A caller that must wait and will come back (a batch put back in the queue) takes a place in
+the bucket's line (`queue_up`): it is told to come back when the line next frees, not merely
+when the bucket will have room for one call, and moves the line on by the time the bucket
+takes to refill one call. Without it every waiting caller is told the same moment, they all
+come back together, one gets the room and the rest wait again: a thundering herd.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ __all__ = [
     "admit_wait",
     "charge",
     "decrease",
+    "queue_up",
     "refill",
     "refund",
 ]
@@ -91,6 +98,34 @@ def admit_wait(
             rate_s = per_minute / 60
             wait = max(wait, (required - level) / rate_s if rate_s > 0 else math.inf)
     return wait
+
+
+def queue_up(
+    record: BucketRecord,
+    cost: Levels,
+    now: float,
+    wait: float,
+    within_s: float,
+    *,
+    rate: Levels,
+) -> tuple[BucketRecord | None, float]:
+    """A caller of `cost` told to wait `wait` s takes the next place in `record`'s line: it
+    comes back at `max(now + wait, line_at)` and moves the line on by one call's refill at
+    `rate` a minute (the slowest dimension's). A place more than `within_s` away is not taken
+    (None, the wait: the caller comes back at its deadline, and holds no place others would
+    wait behind)."""
+    place = max(now + wait, record.line_at)
+    if place - now > within_s:
+        return None, place - now
+    step = max(
+        (
+            need / (per_minute / 60)
+            for need, per_minute in zip(cost, _capacity(rate, record.factor), strict=True)
+            if need > 0 and per_minute > 0
+        ),
+        default=0.0,
+    )
+    return replace(record, line_at=place + step), place - now
 
 
 def charge(record: BucketRecord, cost: Levels) -> BucketRecord:

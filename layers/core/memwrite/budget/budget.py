@@ -33,7 +33,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memwrite.budget.buckets import Levels, Tuning, admit_wait, charge, decrease, refill, refund
+from memwrite.budget.buckets import (
+    Levels,
+    Tuning,
+    admit_wait,
+    charge,
+    decrease,
+    queue_up,
+    refill,
+    refund,
+)
 from memwrite.budget.ports import BucketRecord, BudgetStore
 from memwrite.model_limits import ModelConfig, ModelLimits
 
@@ -220,11 +229,16 @@ class ModelBudget:
         caller: Caller,
         *,
         peek: bool = False,
+        line_within_s: float | None = None,
     ) -> Admission:
         """Charge one call of `input_tokens` (estimated) and `max_tokens` if the budget has
         room for it now (see the module docstring for who may take what). With `peek`
         nothing is charged: no grant, and `wait_s` 0 when the call could go now (a caller
-        with work to do before its call asks first: extraction)."""
+        with work to do before its call asks first: extraction). With `line_within_s`, a
+        caller that must wait and will come back (within that many seconds at most) takes a
+        place in its tenant's line (`memwrite.budget.buckets.queue_up`): `wait_s` is when
+        its place comes, so the callers waiting for one tenant's room come back one at a
+        time, and one tenant's line never holds back another's."""
         cost: Levels = (1.0, float(input_tokens), float(max_tokens))
         # One request (the provider's request bucket holds one at least, not two), two calls'
         # tokens.
@@ -256,7 +270,15 @@ class ModelBudget:
                         wait,
                         max(share_wait, model_bucket.wait(model_record, cost, lane_floor, now)),
                     )
-                return Admission(None, wait)
+                if line_within_s is None:
+                    return Admission(None, wait)
+                queued, wait = queue_up(
+                    tenant_record, cost, now, wait, line_within_s, rate=tenant_bucket.shard_rate
+                )
+                # One conditional write for the place in line (none past the deadline).
+                if queued is None or self._store.save([queued]):
+                    return Admission(None, wait)
+                continue
             if peek:
                 return Admission(None, 0.0)
             charged = [charge(model_record, cost)]

@@ -22,7 +22,9 @@ class BucketRecord:
     `levels` are (requests, input tokens, output tokens) available now; `version` is the
     stored version this record was read at (0: not stored yet, a full bucket). `factor` is the
     AIMD multiplier of the limits (1: the configured limits), `blocked_until` the end of a
-    provider's `retry-after`, `decreased_at` the last multiplicative decrease.
+    provider's `retry-after`, `decreased_at` the last multiplicative decrease. `line_at` is
+    when the line of callers waiting for this bucket next frees: a waiting caller is told to
+    come back then, and moves it on by one call (`memwrite.budget.buckets.queue_up`).
     """
 
     key: str
@@ -32,6 +34,7 @@ class BucketRecord:
     factor: float = 1.0
     blocked_until: float = 0.0
     decreased_at: float = 0.0
+    line_at: float = 0.0
 
 
 class BudgetStore(Protocol):

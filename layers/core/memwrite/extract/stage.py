@@ -148,18 +148,23 @@ def _extract_batch(
     ordered: Sequence[QueuedTurn],
     config: PipelineConfig,
     deps: ExtractDeps,
-    defer_on_budget: bool,
+    wait_left_s: float | None,
 ) -> BatchExtraction | BudgetExhausted:
-    """The batch's extraction, or the empty budget it must wait for (nothing written yet)."""
+    """The batch's extraction, or the empty budget it must wait for (nothing written yet).
+    `wait_left_s`: how much longer a live batch may wait for the budget (None: a backfill,
+    which never waits; past `max_wait_s` the batch is deferred instead, `DeferredBudget`)."""
+    defer_on_budget = wait_left_s is not None and wait_left_s <= 0
     if not inferred:
         return BatchExtraction(())
     if not defer_on_budget and deps.llm is not None:
         # Before the rules and the session context: a batch the budget cannot pay a full
         # pass for yet (its system prompt and turns: a lower bound of the call) waits at the
         # cost of one budget read, however often it is tried again. One the rules alone
-        # would handle waits too, at most `max_wait_s`: then the rules run in any case.
+        # would handle waits too, at most `max_wait_s`: then the rules run in any case. A
+        # live batch takes a place in its tenant's line: the batches waiting for room come
+        # back one at a time, not all when the bucket has room for one (docs/budget.md).
         chars = full_pass_min_chars(inferred, config.extract)
-        room_in = deps.llm.budget_wait_s(chars, config.extract.model)
+        room_in = deps.llm.budget_wait_s(chars, config.extract.model, wait_left_s)
         if room_in > 0:
             return BudgetExhausted(f"model budget: room in {room_in:.1f} s", room_in)
     try:
@@ -311,7 +316,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
     unique = {turn.turn_id: turn.model_copy(update={"accepted_at": None}) for turn in turns}
     ordered = sorted(unique.values(), key=session_sort_key)
     batch = batch_turns(ordered)
-    defer_on_budget = not payload.backfill and waited_s >= config.model.max_wait_s
+    wait_left_s = None if payload.backfill else config.model.max_wait_s - waited_s
     direct = [turn for turn in ordered if turn.direct is not None]
     inferred = [turn for turn in batch if unique[turn.turn_id].direct is None]
     with failure_recorded(
@@ -325,7 +330,7 @@ def run(payload: ExtractInput, config: PipelineConfig, deps: ExtractDeps) -> Ext
             turn, result=SpanResult.ERROR, reason=error, latency_ms=latency_ms
         ),
     ) as paid:
-        extracted = _extract_batch(inferred, ordered, config, deps, defer_on_budget)
+        extracted = _extract_batch(inferred, ordered, config, deps, wait_left_s)
     if isinstance(extracted, BudgetExhausted):
         _wait_for_budget(extracted, payload, config, waited_s, deps.metrics)
     extraction = extracted

@@ -44,7 +44,7 @@ class UsageCounts:
 
     @property
     def empty(self) -> bool:
-        return self == UsageCounts()
+        return self == _NOTHING
 
     @classmethod
     def of_calls(cls, calls: Sequence[LlmUsage]) -> UsageCounts:
@@ -70,6 +70,7 @@ class UsageCounts:
 
 
 COUNTERS = tuple(field.name for field in fields(UsageCounts))
+_NOTHING = UsageCounts()
 
 
 def hour_of(at: datetime) -> datetime:

@@ -93,7 +93,9 @@ def metering_for(tenant: str, metering: Metering | None) -> Iterator[None]:
     finally:
         _tally.reset(token)
         if metering is not None:
-            record_usage(tenant, tally.counts + UsageCounts.of_calls(calls), metering)
+            # Most units of work call no model: their counts are the tally's alone.
+            counts = tally.counts + UsageCounts.of_calls(calls) if calls else tally.counts
+            record_usage(tenant, counts, metering)
 
 
 def record_usage(tenant: str, counts: UsageCounts, metering: Metering) -> None:

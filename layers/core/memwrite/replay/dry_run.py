@@ -20,7 +20,7 @@ from memwrite.episode import Episode
 from memwrite.errors import WriteConflict
 from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
 from memwrite.memory import MemoryUnit
-from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import (
     CandidateVerifier,
     DedupeJudge,
@@ -76,6 +76,12 @@ class CollectedSpans:
 
     def spans_of(self, tenant: str, trace_id: str) -> list[StageSpan]:
         return sorted(self.by_item.values(), key=lambda span: span.at)
+
+    def llm_usage_of(
+        self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], LlmUsageSummary]:
+        usage = {key: span.llm for key in keys if (span := self.by_item.get(key)) is not None}
+        return {key: llm for key, llm in usage.items() if llm is not None}
 
 
 class NoMetrics:

@@ -3,7 +3,8 @@
 `client.messages.batches.create` takes the requests, each the very Messages API request a live
 extraction sends (`StructuredClient.request`: model, max_tokens, system, messages and the
 structured output format) under its `custom_id`; `list` says, for every open batch at once, when
-its processing has `ended` (`retrieve`, for one);
+its processing has `ended` (`retrieve`, for one): read raw, a page the size of the open batches,
+since only each batch's id and status matter (`states`);
 `results` streams the JSONL of per-request results: `succeeded` (the message, validated as a
 live answer is and priced at `price_factor` of the list price), `errored`, `expired` or
 `canceled`. An expired or canceled batch still ends: its requests come back as such.
@@ -11,8 +12,9 @@ live answer is and priced at `price_factor` of the list price), `errored`, `expi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient, api_error
 from memwrite.backfill.ports import BatchAnswer, BatchRequest, BatchState
@@ -28,14 +30,23 @@ if TYPE_CHECKING:
 
 __all__ = ["AnthropicMessageBatches"]
 
-_LIST_PAGE = 100  # batches a listing page holds (the API allows up to 1,000)
-# Pages a round reads at most: open batches are recent, so they are on the first pages.
-_MAX_LIST_PAGES = 5
+# The listing's first page holds the open batches and this many more (batches another worker
+# or application made since), at most the API's 1,000; a busy workspace's next pages hold
+# `_LIST_PAGE`.
+_LIST_SLACK = 10
+_MAX_LIST_PAGE = 1_000
+_LIST_PAGE = 100
+# Batches a round lists at most: open batches are recent, so they are on the first pages.
+_MAX_LISTED = 500
+
+
+def _state(processing_status: str) -> BatchState:
+    # "canceling" is still in progress; an expired or canceled batch ends as well.
+    return BatchState.ENDED if processing_status == "ended" else BatchState.IN_PROGRESS
 
 
 def _state_of(batch: MessageBatch) -> BatchState:
-    # "canceling" is still in progress; an expired or canceled batch ends as well.
-    return BatchState.ENDED if batch.processing_status == "ended" else BatchState.IN_PROGRESS
+    return _state(batch.processing_status)
 
 
 class AnthropicMessageBatches:
@@ -93,26 +104,35 @@ class AnthropicMessageBatches:
         return _state_of(batch)
 
     def states(self, batch_ids: Sequence[str]) -> dict[str, BatchState]:
-        """From the workspace's listing of batches (newest first, a page per
-        `_LIST_PAGE` batches), read until every one is found and for at most
-        `_MAX_LIST_PAGES` pages: one request a round instead of one per open batch, and never
-        the workspace's whole history for a batch the listing does not show (that one is
-        retrieved on its own)."""
+        """From the workspace's listing of batches (newest first), read until every one is
+        found and for at most `_MAX_LISTED` batches: one request a round instead of one per
+        open batch, and never the workspace's whole history for a batch the listing does not
+        show (that one is retrieved on its own). Open batches are the newest, so the first page
+        holds as many as are open (and `_LIST_SLACK` more), not a fixed hundred of which most
+        have ended; each is read raw for its id and status, not built into a `MessageBatch`."""
         import anthropic
 
         wanted = set(batch_ids)
         found: dict[str, BatchState] = {}
         if not wanted:
             return found
+        limit = min(_MAX_LIST_PAGE, len(wanted) + _LIST_SLACK)
+        listed = 0
+        after: str | anthropic.Omit = anthropic.omit
         try:
-            page = self._sdk().messages.batches.list(limit=_LIST_PAGE)
-            pages_left = _MAX_LIST_PAGES
-            while True:
-                found.update((b.id, _state_of(b)) for b in page.data if b.id in wanted)
-                pages_left -= 1
-                if len(found) == len(wanted) or not pages_left or not page.has_next_page():
+            while len(found) < len(wanted) and listed < _MAX_LISTED:
+                listing = self._sdk().messages.batches.with_raw_response.list(
+                    limit=limit, after_id=after
+                )
+                page: dict[str, Any] = json.loads(listing.read())
+                batches = page["data"]
+                listed += len(batches)
+                found.update(
+                    (b["id"], _state(b["processing_status"])) for b in batches if b["id"] in wanted
+                )
+                if not page["has_more"] or not batches:
                     break
-                page = page.get_next_page()
+                after, limit = page["last_id"], _LIST_PAGE
         except anthropic.AnthropicError as exc:
             raise api_error(exc) from exc
         return {batch_id: found.get(batch_id) or self.state(batch_id) for batch_id in batch_ids}

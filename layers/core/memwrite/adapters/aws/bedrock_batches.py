@@ -38,7 +38,12 @@ _BEDROCK_VERSION = "bedrock-2023-05-31"
 _ENDED = frozenset({"Completed", "PartiallyCompleted"})
 _FAILED = frozenset({"Failed", "Stopped", "Expired"})  # the others are still under way
 JOB_NAME_PREFIX = "memwrite-"  # every job's name starts so; the listing reads only those
-_LIST_PAGE = 100  # jobs a listing page holds (the API allows up to 1,000)
+# The listing's first page holds the open jobs and this many more (jobs another worker made
+# since), at most the API's 1,000; the next pages (an account with many newer jobs) hold
+# `_LIST_PAGE`.
+_LIST_SLACK = 10
+_MAX_LIST_PAGE = 1_000
+_LIST_PAGE = 100
 # Jobs a round lists at most: open jobs are recent, so they are on the first pages.
 _MAX_LISTED = 500
 _TRANSIENT_CODES = frozenset(
@@ -151,27 +156,37 @@ class BedrockBatchInference:
         return _state_of(self._job(batch_id)["status"])
 
     def states(self, batch_ids: Sequence[str]) -> dict[str, BatchState]:
-        """From the account's listing of memwrite's jobs (newest first, `_LIST_PAGE` a page),
-        read until every one is found and for at most `_MAX_LISTED` jobs: one request a round
-        while the open jobs are recent, instead of one per job. One the listing does not show
+        """From the account's listing of memwrite's jobs (newest first), read until every one
+        is found and for at most `_MAX_LISTED` jobs: one request a round while the open jobs
+        are recent, instead of one per job, its page the size of the open jobs (and
+        `_LIST_SLACK` more) rather than a hundred mostly ended. One the listing does not show
         is asked for on its own."""
         wanted = set(batch_ids)
         found: dict[str, BatchState] = {}
         if not wanted:
             return found
-        pages = self._jobs.bedrock.get_paginator("list_model_invocation_jobs").paginate(
-            nameContains=JOB_NAME_PREFIX,
-            sortBy="CreationTime",
-            sortOrder="Descending",
-            PaginationConfig={"MaxItems": _MAX_LISTED, "PageSize": _LIST_PAGE},
-        )
+        page_size = min(_MAX_LIST_PAGE, len(wanted) + _LIST_SLACK)
+        listed = 0
+        after: dict[str, str] = {}
         try:
-            for page in pages:
-                for job in page.get("invocationJobSummaries", []):
-                    if job["jobArn"] in wanted:
-                        found[job["jobArn"]] = _state_of(job["status"])
-                if len(found) == len(wanted):
+            while len(found) < len(wanted) and listed < _MAX_LISTED:
+                page = self._jobs.bedrock.list_model_invocation_jobs(
+                    nameContains=JOB_NAME_PREFIX,
+                    sortBy="CreationTime",
+                    sortOrder="Descending",
+                    maxResults=page_size,
+                    **after,
+                )
+                jobs = page.get("invocationJobSummaries", [])
+                listed += len(jobs)
+                found.update(
+                    (job["jobArn"], _state_of(job["status"]))
+                    for job in jobs
+                    if job["jobArn"] in wanted
+                )
+                if not page.get("nextToken") or not jobs:
                     break
+                after, page_size = {"nextToken": page["nextToken"]}, _LIST_PAGE
         except (ClientError, BotoCoreError) as exc:
             raise _model_error(exc, "ListModelInvocationJobs") from exc
         return {batch_id: found.get(batch_id) or self.state(batch_id) for batch_id in batch_ids}

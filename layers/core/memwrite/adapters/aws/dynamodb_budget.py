@@ -41,6 +41,7 @@ def _item(record: BucketRecord) -> dict[str, Any]:
         "f": _number(record.factor),
         "blocked": _number(record.blocked_until),
         "decreased": _number(record.decreased_at),
+        "line": _number(record.line_at),
         TTL_ATTRIBUTE: {"N": str(int(record.updated_at) + _IDLE_TTL_SECS)},
     }
 
@@ -70,6 +71,8 @@ def _record(item: dict[str, Any]) -> BucketRecord:
         factor=number("f"),
         blocked_until=number("blocked"),
         decreased_at=number("decreased"),
+        # Items written before the line was kept have none: nobody waits in it.
+        line_at=number("line") if "line" in item else 0.0,
     )
 
 

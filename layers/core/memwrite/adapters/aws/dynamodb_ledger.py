@@ -30,7 +30,7 @@ from memwrite.adapters.page_cursor import (
 )
 from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import ConfigError, SourceErased, StoreUnavailable
-from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 from memwrite.schema import (
     LOOKUP_KEY,
@@ -618,3 +618,32 @@ class DynamoSpanStore:
             if "LastEvaluatedKey" not in response:
                 return sorted(spans, key=lambda span: span.at)
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def llm_usage_of(
+        self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], LlmUsageSummary]:
+        found: dict[tuple[str, str], LlmUsageSummary] = {}
+        pk = {"S": f"{tenant}#{trace_id}"}
+        for chunk in chunks(sorted(set(keys)), _BATCH_GET_LIMIT):
+            request: dict[str, Any] = {
+                self._table: {
+                    "Keys": [{PK: pk, SK: {"S": f"{stage}#{item}"}} for stage, item in chunk],
+                    "ProjectionExpression": "span",
+                }
+            }
+            for _ in range(MAX_UNPROCESSED_ROUNDS):
+                try:
+                    response = self._client.batch_get_item(RequestItems=request)
+                except ClientError as exc:
+                    raise unavailable(exc, "BatchGetItem") from exc
+                for item in response.get("Responses", {}).get(self._table, []):
+                    span = json.loads(item["span"]["S"])
+                    if span.get("llm") is not None:
+                        usage = LlmUsageSummary.model_validate(span["llm"])
+                        found[(span["stage"], span["item_id"])] = usage
+                request = dict(response.get("UnprocessedKeys") or {})
+                if not request:
+                    break
+            else:
+                raise StoreUnavailable("DynamoDB BatchGetItem left keys unprocessed")
+        return found

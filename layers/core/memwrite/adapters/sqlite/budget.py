@@ -12,7 +12,7 @@ __all__ = ["SqliteBudgetStore"]
 
 _COLUMNS = (
     "key, version, requests, input_tokens, output_tokens, updated_at, factor, blocked_until, "
-    "decreased_at"
+    "decreased_at, line_at"
 )
 
 
@@ -25,6 +25,7 @@ def _row(record: BucketRecord) -> tuple[object, ...]:
         record.factor,
         record.blocked_until,
         record.decreased_at,
+        record.line_at,
     )
 
 
@@ -41,7 +42,7 @@ class SqliteBudgetStore:
             ).fetchall()
         found = {
             row[0]: BucketRecord(
-                row[0], (row[2], row[3], row[4]), row[5], row[1], row[6], row[7], row[8]
+                row[0], (row[2], row[3], row[4]), row[5], row[1], row[6], row[7], row[8], row[9]
             )
             for row in rows
         }
@@ -61,12 +62,12 @@ class SqliteBudgetStore:
             if any(stored.get(record.key, 0) != record.version for record in records):
                 return False
             connection.executemany(
-                f"INSERT INTO budget_buckets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                f"INSERT INTO budget_buckets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET version = excluded.version, "
                 "requests = excluded.requests, input_tokens = excluded.input_tokens, "
                 "output_tokens = excluded.output_tokens, updated_at = excluded.updated_at, "
                 "factor = excluded.factor, blocked_until = excluded.blocked_until, "
-                "decreased_at = excluded.decreased_at",
+                "decreased_at = excluded.decreased_at, line_at = excluded.line_at",
                 [_row(record) for record in records],
             )
         return True

@@ -167,7 +167,8 @@ CREATE TABLE IF NOT EXISTS tenant_settings (
 CREATE TABLE IF NOT EXISTS budget_buckets (
     key TEXT PRIMARY KEY, version INTEGER NOT NULL, requests REAL NOT NULL,
     input_tokens REAL NOT NULL, output_tokens REAL NOT NULL, updated_at REAL NOT NULL,
-    factor REAL NOT NULL, blocked_until REAL NOT NULL, decreased_at REAL NOT NULL) WITHOUT ROWID;
+    factor REAL NOT NULL, blocked_until REAL NOT NULL, decreased_at REAL NOT NULL,
+    line_at REAL NOT NULL DEFAULT 0) WITHOUT ROWID;
 -- Each tenant's usage by the UTC hour (memwrite.metering, GET /v1/usage), also added within
 -- schema version 2.
 CREATE TABLE IF NOT EXISTS usage_hours (
@@ -201,6 +202,12 @@ class SqliteDatabase:
             )
         for statement in _SCHEMA.split(";"):
             connection.execute(statement)
+        # A column added within schema version 2 (the model budget's line of waiting callers).
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(budget_buckets)")}
+        if "line_at" not in columns:
+            connection.execute(
+                "ALTER TABLE budget_buckets ADD COLUMN line_at REAL NOT NULL DEFAULT 0"
+            )
         connection.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     def _open(self) -> sqlite3.Connection:

@@ -19,7 +19,7 @@ from memwrite.adapters.page_cursor import (
 from memwrite.adapters.sqlite.database import SqliteDatabase, require_source_trace
 from memwrite.adapters.sqlite.episodes import expire_episodes, write_episode
 from memwrite.episode import Episode
-from memwrite.models import QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 
 __all__ = [
@@ -304,3 +304,21 @@ class SqliteSpanStore:
             ).fetchall()
         spans = [StageSpan.model_validate_json(doc) for (doc,) in rows]
         return sorted(spans, key=lambda span: span.at)
+
+    def llm_usage_of(
+        self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], LlmUsageSummary]:
+        # One statement whatever the keys (a list of them would make a statement per length,
+        # crowding the connection's cache of prepared ones); only the usage is parsed.
+        wanted = set(keys)
+        with self._db.connection() as connection:
+            rows = connection.execute(
+                "SELECT stage, item_id, json_extract(doc, '$.llm') FROM spans "
+                "WHERE tenant = ? AND trace_id = ? AND json_extract(doc, '$.llm') IS NOT NULL",
+                (tenant, trace_id),
+            ).fetchall()
+        return {
+            (stage, item_id): LlmUsageSummary.model_validate_json(usage)
+            for stage, item_id, usage in rows
+            if (stage, item_id) in wanted
+        }
