@@ -38,7 +38,7 @@ def _at_least_zero(text: str) -> float:
 
 def add_loadtest_parser(commands: Any) -> None:
     """Register `loadtest` on the CLI's subparsers."""
-    from memwrite_local.loadtest.simulator import BackfillMode, LoadOptions
+    from memwrite_local.loadtest.simulator import MAX_DEFAULT_WORKERS, BackfillMode, LoadOptions
     from memwrite_local.loadtest.traffic import TURN_SPACING_S
 
     defaults = LoadOptions()
@@ -119,6 +119,15 @@ def add_loadtest_parser(commands: Any) -> None:
         help="the evaluation data to replay (default: %(default)s; without it, the sample "
         "conversations in events/conversations/)",
     )
+    parser.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=defaults.workers,
+        help="processes the pipeline's work is spread over, a user's requests always on the "
+        "same one, as production spreads it over Lambda workers; 1: all in this process "
+        "(default: %(default)s, the cores this process may use, at most "
+        f"{MAX_DEFAULT_WORKERS})",
+    )
     parser.add_argument("--json", action="store_true", help="the report as one JSON object")
 
 
@@ -140,11 +149,14 @@ def run_loadtest(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
         coalesce_window_s=args.coalesce_window_s,
         seed=args.seed,
         data=args.data,
+        workers=args.workers,
         progress=lambda line: print(f"loadtest: {line}", file=stderr, flush=True),
     )
     run = run_load(options)
     if args.json:
         stdout.write(run.report.model_dump_json() + "\n")
+        for note in run.notes:  # the JSON alone on stdout; how the run went beside it
+            print(f"loadtest: {note}", file=stderr)
     else:
         stdout.write(render_text(run.report, run.notes))
     return 0

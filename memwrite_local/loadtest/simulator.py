@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -40,8 +41,9 @@ from memwrite_local.loadtest.traffic import (
     generate,
     load_scripts,
 )
+from memwrite_local.loadtest.workers import Pipeline, Sent, Workers, spawned
 
-__all__ = ["BackfillMode", "LoadOptions", "LoadRun", "run_load"]
+__all__ = ["BackfillMode", "LoadOptions", "LoadRun", "default_workers", "run_load"]
 
 TICK_S = 10.0  # simulated seconds per step: latencies are measured to this resolution
 BACKFILL_EVERY_S = 300.0  # the scheduled backfill's period, in simulated time
@@ -50,7 +52,13 @@ CALIBRATION_SHARE = 0.02  # of the run's requests, replayed without limits to me
 CALIBRATION_REQUESTS = (30, 300)  # at least, at most
 # A simulated day starts at midnight UTC this long ago: every timestamp is in the past.
 START_DAYS_AGO = 3
+MAX_DEFAULT_WORKERS = 4  # worker processes by default, at most (`default_workers`)
 OUTAGE_RECOVERY_S = 60.0  # turns arriving this soon after an outage are not "calm" either
+
+
+def default_workers() -> int:
+    """The cores this process may use, at most `MAX_DEFAULT_WORKERS`."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS))
 
 
 class BackfillMode(StrEnum):
@@ -74,6 +82,8 @@ class LoadOptions:
     coalesce_window_s: float = 0.0  # pipeline.extract.coalesce_window_s
     seed: int = 0
     data: Path | None = None  # the evaluation data (`../shared/data`); None: the samples
+    # Processes the pipeline's work is spread over (`workers`); 1: all in this process.
+    workers: int = field(default_factory=default_workers)
     progress: Callable[[str], None] | None = None  # told every simulated hour
 
     @property
@@ -158,6 +168,8 @@ class _Simulation:
         self.clock = VirtualClock(now=self.start)
         self.meter = Meter()
         self.outcomes: Outcomes | None = None
+        self._next_progress = self.start + 3600
+        self.worker_cpu_s: list[float] = []  # CPU seconds of each worker process (1: none)
 
     def run(self) -> None:
         tenants = sorted({request.tenant for request in self.requests})
@@ -167,6 +179,9 @@ class _Simulation:
             outage = (self.start + self.outage[0], self.start + self.outage[1])
         with ExitStack() as stack:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mw-load-")))
+            workers = None
+            if self.options.workers > 1:
+                workers = stack.enter_context(spawned(self.options.workers))
             server = stack.enter_context(
                 serving(FakeModelServer(clock=self.clock.time, limits=self.limits, outage=outage))
             )
@@ -180,49 +195,51 @@ class _Simulation:
                 "MEMWRITE_API_KEYS": ",".join(f"{k}={t}" for t, k in keys.items()),
             }
             stack.enter_context(self.clock.installed())
-            self._drive(data_dir / "state", env, keys)
+            self._drive(data_dir / "state", env, keys, workers)
 
-    def _drive(self, state: Path, env: dict[str, str], keys: dict[str, str]) -> None:
+    def _drive(
+        self, state: Path, env: dict[str, str], keys: dict[str, str], workers: Workers | None
+    ) -> None:
         from memwrite_local.runtime.embedded import LocalSqlite
         from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
         with LocalSqlite(state, env):
+            # Built first: the data dir's tables and index exist before any worker opens them.
             runner = LocalRunner()
             probe = Probe(state)
-            backfill: _ScheduledBackfill | _BatchLane | None = None
-            if self.backfill and self.options.backfill_mode is BackfillMode.BATCH:
-                backfill = _BatchLane(self.clock)
-            elif self.backfill:
-                backfill = _ScheduledBackfill(self.clock)
+            if workers is not None:
+                workers.open(state, env, keys, self.start)
+            pipeline = Pipeline(runner, workers, keys, self.start)
+            backfill = self._backfill_lane()
             tally, clock = self.tally, self.clock
             in_flight: set[str] = set()
             ends_at = self.start + self.options.duration_s
             position = 0
-            next_hour = self.start + 3600
             while True:
                 clock.advance_to(clock.now + TICK_S)
-                if self.options.progress is not None and clock.now >= next_hour:
-                    next_hour += 3600
-                    self.options.progress(
-                        f"{(clock.now - self.start) / 3600:.0f} h simulated: "
-                        f"{position}/{len(self.requests)} requests, {len(tally.arrived)} turns "
-                        f"accepted, {len(in_flight)} queued, {self.meter.model_calls} model "
-                        f"calls, {time.process_time():.0f} s CPU"
-                    )
-                while position < len(self.requests) and (
-                    self.start + self.requests[position].at <= clock.now
-                ):
-                    in_flight |= self._send(runner, self.requests[position], keys)
-                    position += 1
+                self._progress(position, len(in_flight))
+                due = self._due(position)
+                if due > position:
+                    requests = self.requests[position:due]
+                    in_flight |= self._tally(requests, pipeline.ingest(clock.now, requests))
+                    position = due
                 if in_flight:
                     queued = probe.queued()
                     tally.max_queue_depth = max(tally.max_queue_depth, len(queued))
-                    runner.drain(deliver_webhooks=False)
+                    pipeline.start_drain(clock.now)
+                # A backfill round runs beside the workers' drains, as its schedule runs beside
+                # the pipeline on AWS.
+                backfilled = backfill is not None and backfill.run_due()
+                if in_flight:
+                    pipeline.finish_drain()
                     queued = probe.queued()
                     for turn_id in in_flight - queued:
                         tally.settled[turn_id] = clock.now
                     in_flight &= queued
-                backfilling = backfill is not None and backfill.tick(runner, probe)
+                if backfilled:
+                    # After the drains: the outbox has one consumer at a time.
+                    runner.index_outbox(DrainReport())
+                backfilling = backfill is not None and backfill.has_work(probe)
                 if position == len(self.requests) and not in_flight and not backfilling:
                     break
                 if clock.now > ends_at + DRAIN_GRACE_S:
@@ -231,26 +248,49 @@ class _Simulation:
                     # Nothing to do until the next request: skip the empty ticks.
                     upcoming = self.start + self.requests[position].at
                     clock.advance_to(upcoming - TICK_S)
+            if workers is not None:
+                self.worker_cpu_s = workers.close()
             runner.index_outbox(DrainReport())
             self.outcomes = probe.outcomes(tally.arrived)
 
-    def _send(self, runner: Any, request: Request, keys: dict[str, str]) -> set[str]:
-        """`POST /v1/turns`: the turns it accepted (queued), with their arrival time."""
-        tally = self.tally
-        tally.turns_in += len(request.turns)
-        answer = runner.call(
-            "POST", "/v1/turns", request.body(self.start), api_key=keys[request.tenant]
+    def _backfill_lane(self) -> _ScheduledBackfill | _BatchLane | None:
+        if not self.backfill:
+            return None
+        if self.options.backfill_mode is BackfillMode.BATCH:
+            return _BatchLane(self.clock)
+        return _ScheduledBackfill(self.clock)
+
+    def _due(self, position: int) -> int:
+        """Where the requests due by now end, from `position`."""
+        due = position
+        while due < len(self.requests) and self.start + self.requests[due].at <= self.clock.now:
+            due += 1
+        return due
+
+    def _progress(self, position: int, queued: int) -> None:
+        """Told every simulated hour, when the options ask."""
+        now = self.clock.now
+        if self.options.progress is None or now < self._next_progress:
+            return
+        self._next_progress += 3600
+        self.options.progress(
+            f"{(now - self.start) / 3600:.0f} h simulated: {position}/{len(self.requests)} "
+            f"requests, {len(self.tally.arrived)} turns accepted, {queued} queued, "
+            f"{self.meter.model_calls} model calls, {time.process_time():.0f} s CPU"
         )
-        if answer.status >= 400:
-            tally.refused += 1
-            return set()
-        skipped = {item["turn_id"] for item in answer.body["skipped"]}
-        failed = {item["turn_id"] for item in answer.body.get("failed", [])}
-        repeated = set(answer.body.get("duplicates", []))
-        accepted = set(answer.body["turn_ids"]) - skipped - failed - repeated - set(tally.arrived)
-        for turn_id in accepted:
-            tally.arrived[turn_id] = self.start + request.at
-            tally.tenant[turn_id] = request.tenant
+
+    def _tally(self, requests: Sequence[Request], sent: Sequence[Sent]) -> set[str]:
+        """The turns the requests queued (new ones), with their arrival time and tenant."""
+        tally = self.tally
+        accepted: set[str] = set()
+        for request, outcome in zip(requests, sent, strict=True):
+            tally.turns_in += len(request.turns)
+            tally.refused += outcome.refused
+            for turn_id in outcome.queued:
+                if turn_id not in tally.arrived:
+                    tally.arrived[turn_id] = self.start + request.at
+                    tally.tenant[turn_id] = request.tenant
+                    accepted.add(turn_id)
         return accepted
 
 
@@ -265,16 +305,18 @@ class _ScheduledBackfill:
         self.deps = build_backfill_deps()
         self.next_at = clock.now + BACKFILL_EVERY_S
 
-    def tick(self, runner: Any, probe: Probe) -> bool:
-        """Run when due; whether episodes are still pending (the lane has work left)."""
+    def run_due(self) -> bool:
+        """A backfill when due; whether one ran."""
         from memwrite.backfill import backfill_pending
-        from memwrite_local.runtime.runner import DrainReport
 
         if self.clock.now < self.next_at:
-            return probe.has_pending_episodes()
+            return False
         self.next_at = self.clock.now + BACKFILL_EVERY_S
         backfill_pending(self.deps.configs.for_request, self.deps)
-        runner.index_outbox(DrainReport())
+        return True
+
+    def has_work(self, probe: Probe) -> bool:
+        """Whether episodes are still pending (the lane has work left)."""
         return probe.has_pending_episodes()
 
 
@@ -293,15 +335,18 @@ class _BatchLane:
         self.period = load_settings().pipeline.backfill.poll_secs
         self.next_at = clock.now + self.period
 
-    def tick(self, runner: Any, probe: Probe) -> bool:
-        """A round when due; whether episodes are pending or in a batch (work left)."""
+    def run_due(self) -> bool:
+        """A round when due; whether one ran."""
         from memwrite.backfill import run_batch_round
-        from memwrite_local.runtime.runner import DrainReport
 
-        if self.clock.now >= self.next_at:
-            self.next_at = self.clock.now + self.period
-            run_batch_round(self.deps.backfill.configs.for_request, self.deps)
-            runner.index_outbox(DrainReport())
+        if self.clock.now < self.next_at:
+            return False
+        self.next_at = self.clock.now + self.period
+        run_batch_round(self.deps.backfill.configs.for_request, self.deps)
+        return True
+
+    def has_work(self, probe: Probe) -> bool:
+        """Whether episodes are pending or in a batch (work left)."""
         return probe.has_pending_episodes() or probe.has_episodes_in_batches()
 
 
@@ -339,7 +384,7 @@ def _calibrate(options: LoadOptions, requests: Sequence[Request]) -> PerTurn:
     low, high = CALIBRATION_REQUESTS
     count = min(len(requests), max(low, min(high, round(len(requests) * CALIBRATION_SHARE))))
     sample = _Simulation(
-        replace(options, progress=None), requests[:count], ModelLimits(), None, False
+        replace(options, progress=None, workers=1), requests[:count], ModelLimits(), None, False
     )
     sample.run()
     return _per_turn(sample.meter, sample.tally.turns_in)
@@ -423,6 +468,13 @@ def _input_tokens(meter: Meter) -> tuple[int, int]:
     return sent, read
 
 
+def _in_workers(cpu_s: Sequence[float]) -> str:
+    if not cpu_s:
+        return ""
+    each = " + ".join(f"{seconds:.0f}" for seconds in cpu_s)
+    return f", {sum(cpu_s):.0f} s in its {len(cpu_s)} workers ({each})"
+
+
 def run_load(options: LoadOptions) -> LoadRun:
     """The run `options` describe, and its report."""
     began, cpu_began = time.perf_counter(), time.process_time()
@@ -487,6 +539,7 @@ def run_load(options: LoadOptions) -> LoadRun:
         f"{meter.batch_cache_read_input_tokens} batch input tokens read, "
         f"{meter.cache_creation_input_tokens} and {meter.batch_cache_creation_input_tokens} "
         "written",
-        f"CPU: {cpu_s:.0f} s in this process (the wall time counts other processes too)",
+        f"CPU: {cpu_s:.0f} s in this process{_in_workers(simulation.worker_cpu_s)} (the wall "
+        "time counts other processes too)",
     ]
     return LoadRun(report, notes)
