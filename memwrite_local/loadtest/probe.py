@@ -36,9 +36,12 @@ class Probe:
             ).fetchone()
         return row is not None
 
-    def has_episodes_in_batches(self) -> bool:
+    def has_open_batches(self) -> bool:
+        """Whether a provider batch is still open (its membership rows, `episode_batches`,
+        stay until the lane closes it): one row read, where asking the episodes would read
+        every episode's document whenever none is in a batch."""
         with self._db.connection() as connection:
-            row = connection.execute(f"SELECT 1 FROM episodes WHERE {_IN_BATCH} LIMIT 1").fetchone()
+            row = connection.execute("SELECT 1 FROM episode_batches LIMIT 1").fetchone()
         return row is not None
 
     def outcomes(self, accepted: Iterable[str]) -> Outcomes:

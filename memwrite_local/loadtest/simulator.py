@@ -347,7 +347,7 @@ class _BatchLane:
 
     def has_work(self, probe: Probe) -> bool:
         """Whether episodes are pending or in a batch (work left)."""
-        return probe.has_pending_episodes() or probe.has_episodes_in_batches()
+        return probe.has_pending_episodes() or probe.has_open_batches()
 
 
 def _midnight(moment: float) -> float:
