@@ -219,7 +219,10 @@ class SqliteDatabase:
                 check_same_thread=False,  # pooled: used by one thread at a time
                 timeout=_BUSY_TIMEOUT_MS / 1000,
             )
-            connection.execute("PRAGMA journal_mode=WAL")
+            # WAL stays set in the file; switching takes a lock another process's writes may
+            # hold ("database is locked" at once), so only a file not yet in WAL is switched.
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.Error as exc:
