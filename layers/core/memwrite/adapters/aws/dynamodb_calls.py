@@ -1,7 +1,7 @@
 """What every DynamoDB adapter does around a client call: a failed call as the store's
 transient error (`unavailable`), the item whose condition cancelled a transaction
-(`failed_condition_at`), and batched writes with their unprocessed items resent
-(`batch_write`)."""
+(`failed_condition_at`), and batched reads and writes with their unprocessed keys and items
+resent (`batch_get`, `batch_write`)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_UNPROCESSED_ROUNDS",
+    "batch_get",
     "batch_write",
     "chunks",
     "failed_condition_at",
     "unavailable",
 ]
 
+_BATCH_GET_LIMIT = 100
 _BATCH_WRITE_LIMIT = 25
 # How often a batch call is repeated for what DynamoDB left unprocessed (throttling) before
 # the call counts as failed.
@@ -38,6 +40,26 @@ def unavailable(exc: ClientError, operation: str) -> StoreUnavailable:
     """A DynamoDB error as the store's transient error, named by operation and code."""
     code = exc.response.get("Error", {}).get("Code", "Unknown")
     return StoreUnavailable(f"DynamoDB {operation} failed: {code}")
+
+
+def batch_get(
+    client: DynamoDBClient, table: str, keys: Sequence[dict[str, Any]], projection: str
+) -> Iterator[dict[str, Any]]:
+    """The items at `keys` (those that exist), read in batches of 100 with `projection`,
+    unprocessed keys asked again a few times."""
+    for chunk in chunks(keys, _BATCH_GET_LIMIT):
+        request: dict[str, Any] = {table: {"Keys": list(chunk), "ProjectionExpression": projection}}
+        for _ in range(MAX_UNPROCESSED_ROUNDS):
+            try:
+                response = client.batch_get_item(RequestItems=request)
+            except ClientError as exc:
+                raise unavailable(exc, "BatchGetItem") from exc
+            yield from response.get("Responses", {}).get(table, [])
+            request = dict(response.get("UnprocessedKeys") or {})
+            if not request:
+                break
+        else:
+            raise StoreUnavailable("DynamoDB BatchGetItem left keys unprocessed")
 
 
 def batch_write(client: DynamoDBClient, table: str, requests: Sequence[Any]) -> None:

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from memwrite.adapters.aws.dynamodb_calls import (
-    MAX_UNPROCESSED_ROUNDS,
+    batch_get,
     batch_write,
-    chunks,
     failed_condition_at,
     unavailable,
 )
@@ -29,7 +28,7 @@ from memwrite.adapters.page_cursor import (
     trace_sort_key,
 )
 from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
-from memwrite.errors import ConfigError, SourceErased, StoreUnavailable
+from memwrite.errors import ConfigError, SourceErased
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 from memwrite.schema import (
@@ -80,7 +79,6 @@ __all__ = [
 
 PK, SK = PARTITION_KEY, SORT_KEY
 
-_BATCH_GET_LIMIT = 100
 LEDGER_SK = "TURN"
 TRACE_SK = "TRACE"
 # Set on a trace row when its user's erasure starts (the row itself goes last, as the erasure
@@ -180,25 +178,14 @@ class DynamoTurnLedger:
         self._table = table_name
 
     def already_enqueued(self, tenant: str, turn_ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for chunk in chunks(sorted(set(turn_ids)), _BATCH_GET_LIMIT):
-            keys: list[dict[str, Any]] = [
-                {PK: {"S": ledger_pk(tenant, tid)}, SK: {"S": LEDGER_SK}} for tid in chunk
-            ]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ProjectionExpression": PK}}
-            for _ in range(MAX_UNPROCESSED_ROUNDS):
-                try:
-                    response = self._client.batch_get_item(RequestItems=request)
-                except ClientError as exc:
-                    raise unavailable(exc, "BatchGetItem") from exc
-                for item in response.get("Responses", {}).get(self._table, []):
-                    found.add(item[PK]["S"].rsplit("#", 1)[1])
-                request = dict(response.get("UnprocessedKeys") or {})
-                if not request:
-                    break
-            else:
-                raise StoreUnavailable("DynamoDB BatchGetItem left keys unprocessed")
-        return found
+        keys = [
+            {PK: {"S": ledger_pk(tenant, tid)}, SK: {"S": LEDGER_SK}}
+            for tid in sorted(set(turn_ids))
+        ]
+        return {
+            item[PK]["S"].rsplit("#", 1)[1]
+            for item in batch_get(self._client, self._table, keys, PK)
+        }
 
     def record_enqueued(self, tenant: str, trace_id: str, turn_ids: Sequence[str]) -> set[str]:
         taken: set[str] = set()
@@ -622,28 +609,13 @@ class DynamoSpanStore:
     def llm_usage_of(
         self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], LlmUsageSummary]:
-        found: dict[tuple[str, str], LlmUsageSummary] = {}
         pk = {"S": f"{tenant}#{trace_id}"}
-        for chunk in chunks(sorted(set(keys)), _BATCH_GET_LIMIT):
-            request: dict[str, Any] = {
-                self._table: {
-                    "Keys": [{PK: pk, SK: {"S": f"{stage}#{item}"}} for stage, item in chunk],
-                    "ProjectionExpression": "span",
-                }
-            }
-            for _ in range(MAX_UNPROCESSED_ROUNDS):
-                try:
-                    response = self._client.batch_get_item(RequestItems=request)
-                except ClientError as exc:
-                    raise unavailable(exc, "BatchGetItem") from exc
-                for item in response.get("Responses", {}).get(self._table, []):
-                    span = json.loads(item["span"]["S"])
-                    if span.get("llm") is not None:
-                        usage = LlmUsageSummary.model_validate(span["llm"])
-                        found[(span["stage"], span["item_id"])] = usage
-                request = dict(response.get("UnprocessedKeys") or {})
-                if not request:
-                    break
-            else:
-                raise StoreUnavailable("DynamoDB BatchGetItem left keys unprocessed")
+        wanted = [{PK: pk, SK: {"S": f"{stage}#{item}"}} for stage, item in sorted(set(keys))]
+        found: dict[tuple[str, str], LlmUsageSummary] = {}
+        for item in batch_get(self._client, self._table, wanted, "span"):
+            span = json.loads(item["span"]["S"])
+            if span.get("llm") is not None:
+                found[(span["stage"], span["item_id"])] = LlmUsageSummary.model_validate(
+                    span["llm"]
+                )
         return found
