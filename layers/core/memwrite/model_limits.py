@@ -98,7 +98,8 @@ class ModelConfig(_Frozen):
     # state machine (a Wait of its place in line), so under 240 (an Express execution lasts
     # 5 minutes).
     max_wait_s: float = Field(default=120.0, ge=0, le=43_200)
-    # Shortest wait in the queue between two tries (each try is one receive of the message).
+    # Shortest wait between two tries (each try is one extract run: locally a receive of the
+    # queue's message, on AWS one Lambda invocation after the state machine's Wait).
     min_retry_delay_s: float = Field(default=5.0, ge=0, le=900)
     # The fraction of each model limit a tenant of weight 1 is guaranteed.
     tenant_share: float = Field(default=0.1, gt=0, le=1)
