@@ -217,6 +217,7 @@ class Clause:
 @dataclass(frozen=True)
 class Outcome:
     claims: tuple[Claim, ...]
+    # Whether the rules read the clause, `unread` aside (see `is_covered`).
     covered: bool
     guard: str | None
     opens_guard: bool
@@ -228,6 +229,14 @@ class Outcome:
     correction: bool = False  # a cue opened the clause: "I meant my ..."
     # The time phrase that ends a claim of change ("I moved to Berlin last week"), or "".
     when: str = ""
+    # The words left over that must be small talk for the clause to be covered, or "".
+    unread: str = ""
+
+    def is_covered(self) -> bool:
+        """Whether the rules read all of the clause. `unread` is checked only when asked: once
+        a turn holds a clause the rules did not read, its other clauses' leftovers do not
+        matter, and `content_free` is the costliest check of a clause."""
+        return self.covered and (not self.unread or content_free(self.unread))
 
 
 def split_clauses(text: str) -> list[Clause]:
@@ -378,17 +387,17 @@ def analyse_clause(
 
     # Unnamed people and "and ..." after a retraction are knowledge the rules can't pin down.
     ambiguous = ctx.negated and _CONTINUATION_RE.match(rest) is not None
+    # Every word the rules did not read must be small talk or filler: a conjunct they could not
+    # read ("... and hate wasabi", "..., but wasabi is awful") is knowledge. The leading filler
+    # stays, so "Hey Mel" reads as a greeting to Mel; a correction cue is read (it marks the
+    # claim).
+    unread = f"{text[correction.end() if correction else 0 : pos]} {rest}"
     if (found is not None and found.unresolved) or ambiguous or unclear_negation:
-        covered = False
+        covered, unread = False, ""
     elif guard is not None and (opens_guard or inherited_guard or claims):
-        covered = True
+        covered, unread = True, ""
     else:
-        # Every word the rules did not read must be small talk or filler: a conjunct they could
-        # not read ("... and hate wasabi", "..., but wasabi is awful") is knowledge. The
-        # leading filler stays, so "Hey Mel" reads as a greeting to Mel; a correction cue is
-        # read (it marks the claim).
-        lead_filler = text[correction.end() if correction else 0 : pos]
-        covered = content_free(f"{lead_filler} {rest}")
+        covered = True
     prefixes = _subject_prefixes(body, found, ctx) if claims and guard is None else ()
     return Outcome(
         claims,
@@ -399,6 +408,7 @@ def analyse_clause(
         carried_subject,
         correction=correction is not None,
         when=when,
+        unread=unread,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -78,13 +78,7 @@ def extract_with_rules(
         # Assistant text restates or guesses; only the user's own words are evidence here.
         return RuleExtraction(candidates=(), fully_covered=False)
 
-    turn_guard = (
-        REASON_ROLE_PLAY
-        if ROLE_PLAY_RE.search(text)
-        else REASON_SARCASM
-        if SARCASM_RE.search(text)
-        else None
-    )
+    role_play = ROLE_PLAY_RE.search(text) is not None
     quotes = _quoted_spans(text)
     fully_covered = True
     sentence_guard: tuple[int, str] | None = None
@@ -107,9 +101,6 @@ def extract_with_rules(
         outcome = analyse_clause(clause, inherited_guard=inherited, carried=carried)
         if outcome.opens_guard and outcome.guard:
             sentence_guard = (clause.sentence, outcome.guard)
-        # A role-play turn is fiction throughout; sarcasm only in the clause that marks it.
-        if turn_guard == REASON_ROLE_PLAY or SARCASM_RE.search(clause.text):
-            outcome = replace(outcome, covered=True)
         analysed.append((clause, outcome))
         previous = (clause, outcome)
 
@@ -122,22 +113,27 @@ def extract_with_rules(
     # Short claim-free clauses of a sentence colour the wording of its claims: "Maybe, I'm
     # allergic to cats" and "I'm allergic to cats, I think" are both hedged; a longer clause
     # ("and I'll work at ...") has a claim of its own that the rules did not read.
-    claim_free: dict[int, str] = {}
-    for clause, outcome in analysed:
-        short = content_words(clause.text) < _SHORT_CLAUSE_WORDS
-        if not outcome.claims and short:
-            claim_free[clause.sentence] = f"{claim_free.get(clause.sentence, '')} {clause.text}"
+    claimed = {clause.sentence for clause, outcome in analysed if outcome.claims}
+    claim_free = _claim_free(analysed, claimed)
     corrected = corrections(analysed)
+    # Role-play marks every claim of the turn, sarcasm anywhere in it too (only claims ask).
+    turn_guard = (
+        (REASON_ROLE_PLAY if role_play else REASON_SARCASM if SARCASM_RE.search(text) else None)
+        if claimed
+        else None
+    )
     candidates: list[Candidate] = []
     seen: set[tuple[str, bool]] = set()
     wording = ""
+    unread: list[tuple[Clause, Outcome]] = []  # clauses not read as a correction's words
     for position, (clause, outcome) in enumerate(analysed):
         # A clause read with the subject of the one before shares its wording: "I think I
         # love sushi but hate wasabi" hedges both.
         wording = f"{wording} {clause.text}" if outcome.carried_subject else clause.text
         if _restates_full_name(clause, candidates):
             continue  # "Marcus Rivera." after "I'm Marcus": read, as the name in full
-        fully_covered = fully_covered and (outcome.covered or position in corrected.read)
+        if position not in corrected.read:
+            unread.append((clause, outcome))
         if not outcome.claims:
             continue
         guard = outcome.guard or turn_guard
@@ -156,7 +152,33 @@ def extract_with_rules(
             if key not in seen:
                 seen.add(key)
                 candidates.append(candidate)
+    # Last, as a clause the rules did not read settles it and the checks are costly.
+    fully_covered = fully_covered and (role_play or _all_read(unread))
     return RuleExtraction(candidates=tuple(candidates), fully_covered=fully_covered)
+
+
+def _all_read(clauses: list[tuple[Clause, Outcome]]) -> bool:
+    """Whether the rules read each clause (a role-play turn is fiction throughout: read);
+    sarcasm covers the clause that marks it. Those they could not read come first: one of
+    them settles it without asking `content_free` of the others."""
+    return all(
+        (outcome.covered and not outcome.unread)
+        or SARCASM_RE.search(clause.text) is not None
+        or outcome.is_covered()
+        for clause, outcome in sorted(clauses, key=lambda item: item[1].covered)
+    )
+
+
+def _claim_free(analysed: list[tuple[Clause, Outcome]], claimed: set[int]) -> dict[int, str]:
+    """The short claim-free clauses of each sentence in `claimed` (those with a claim: only
+    their wording is read), joined."""
+    claim_free: dict[int, str] = {}
+    for clause, outcome in analysed:
+        if clause.sentence not in claimed or outcome.claims:
+            continue
+        if content_words(clause.text) < _SHORT_CLAUSE_WORDS:
+            claim_free[clause.sentence] = f"{claim_free.get(clause.sentence, '')} {clause.text}"
+    return claim_free
 
 
 def _quoted_spans(text: str) -> list[tuple[int, int]]:
