@@ -92,16 +92,10 @@ def _triage(
     return TurnExtraction(turn_id, extractor, tuple(kept), tuple(rejected), excluded_turn)
 
 
-def _rule_readings(turns: Sequence[BatchTurn]) -> dict[str, RuleExtraction]:
-    return {
-        turn.turn_id: extract_with_rules(
-            turn.text,
-            role=turn.role.value,
-            observed_at=turn.timestamp,
-            source_turn_id=turn.turn_id,
-        )
-        for turn in turns
-    }
+def _rule_reading(turn: BatchTurn) -> RuleExtraction:
+    return extract_with_rules(
+        turn.text, role=turn.role.value, observed_at=turn.timestamp, source_turn_id=turn.turn_id
+    )
 
 
 def model_prompts(
@@ -109,7 +103,9 @@ def model_prompts(
 ) -> list[RenderedPrompt]:
     """The model requests `extract_candidates` makes for this batch when the model answers
     (none when the rules handle every turn): the batch lane submits these."""
-    if all(found.fully_covered for found in _rule_readings(turns).values()):
+    # The first turn beyond the rules settles it: the batch lane asks this of every pending
+    # episode (each one deferred for a turn the rules could not read) at each round.
+    if all(_rule_reading(turn).fully_covered for turn in turns):
         return []
     inp = ExtractPromptInput(turns=tuple(turns), session_turns=tuple(context))
     return extraction_prompts(inp, config)
@@ -134,7 +130,7 @@ def extract_candidates(
     turn's rule candidates are dropped: the turn is kept whole, as an episode. An empty model
     budget (`BudgetExhausted`) propagates, for the batch to wait in the queue, unless
     `defer_on_budget` (it waited long enough): then it defers like a failure (`BUDGET_ERROR`)."""
-    rules = _rule_readings(turns)
+    rules = {turn.turn_id: _rule_reading(turn) for turn in turns}
     needs_llm = any(not found.fully_covered for found in rules.values())
     llm_candidates: dict[str, list[Candidate]] = {}
     calls: tuple[LlmUsage, ...] = ()
