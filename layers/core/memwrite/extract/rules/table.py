@@ -6,6 +6,8 @@ relations before "my name is", "I'm Marcus" after every other reading of "I'm ..
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Final
 
 from memwrite.extract.rules.engine import Context, Found, Rule
@@ -30,6 +32,7 @@ from memwrite.extract.rules.preferences import (
     PREFERS,
     USES,
 )
+from memwrite.extract.rules.vocabulary import SUBJECT
 from memwrite.extract.rules.work import EMPLOYMENT, OCCUPATION, QUIT_JOB, WORKS_AS, WORKS_AT
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -66,9 +69,42 @@ RULES: Final[tuple[Rule, ...]] = (
 )
 
 
+_NAMED_GROUP_RE = re.compile(r"\(\?P<\w+>")
+_VERBOSE: Final = re.compile("", re.VERBOSE).flags
+
+
+def _any_of(rules: Sequence[Rule]) -> re.Pattern[str]:
+    """A pattern that matches the start of a body wherever one of `rules` (verbose patterns
+    that open with `SUBJECT`) does: the subject read once, then each rule's rest (groups
+    unnamed, as their names repeat; a newline ends each part's last comment)."""
+    rests = (
+        f"(?:{_NAMED_GROUP_RE.sub('(?:', rule.pattern.pattern[len(SUBJECT) :])}\n)"
+        for rule in rules
+    )
+    return re.compile(f"{_NAMED_GROUP_RE.sub('(?:', SUBJECT)}\n(?:{'|'.join(rests)})", re.VERBOSE)
+
+
+# Most rules read a subject first, and most clause bodies match no rule: one pattern tells
+# whether any of those rules can match (most bodies none), at about half the cost of trying
+# each, which re-reads the subject.
+_AFTER_SUBJECT: Final = tuple(
+    rule
+    for rule in RULES
+    if rule.pattern.pattern.startswith(SUBJECT) and rule.pattern.flags == _VERBOSE
+)
+_ANY_AFTER_SUBJECT: Final = _any_of(_AFTER_SUBJECT)
+_ORDER: Final = tuple((rule, rule in _AFTER_SUBJECT) for rule in RULES)
+
+
 def match_rules(body: str, ctx: Context) -> Found | None:
     """The claims of the first rule that matches the start of body and yields a result."""
-    for rule in RULES:
+    subject_rules_may_match: bool | None = None
+    for rule, after_subject in _ORDER:
+        if after_subject:
+            if subject_rules_may_match is None:
+                subject_rules_may_match = _ANY_AFTER_SUBJECT.match(body) is not None
+            if not subject_rules_may_match:
+                continue
         m = rule.pattern.match(body)
         if m is None:
             continue
