@@ -150,6 +150,7 @@ _ABOUT_THE_SPEAKER_RE = re.compile(
     r"(?i:\b(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|us|our|ours)\b)"
 )
 _CAPITAL_I_RE = re.compile(r"\bI\b")
+_ASCII_CAPITAL_RE = re.compile(r"(?!\bI\b)[A-Z]")
 _CAPITAL_NEXT_RE = re.compile(r"\s+[A-Z]")
 _INITIALS_RE = re.compile(r"(?:[a-z]\.)+[a-z]")
 _WORD_RE = re.compile(r"[^\W_][\w'’-]*")
@@ -314,10 +315,17 @@ def content_free(text: str) -> bool:
 
 def _is_lowercase_typing(clause: str) -> bool:
     """No capitals anywhere except a leading one, and a lowercase 'i' or a lowercase start."""
-    rest = _CAPITAL_I_RE.sub("", clause[1:])
-    if any(c.isupper() for c in rest):
+    if _has_capital(clause[1:]):
         return False
     return clause[:1].islower() or _LOWER_TYPING_RE.search(clause) is not None
+
+
+def _has_capital(text: str) -> bool:
+    """Whether text holds a capital other than the word "I"; one regex for ASCII text (most
+    text), where the capitals are A-Z, rather than a test of each character."""
+    if text.isascii():
+        return _ASCII_CAPITAL_RE.search(text) is not None
+    return any(c.isupper() for c in _CAPITAL_I_RE.sub("", text))
 
 
 def _is_question(body: str, terminator: str) -> bool:
