@@ -32,7 +32,7 @@ from memwrite.extract.rules.preferences import (
     PREFERS,
     USES,
 )
-from memwrite.extract.rules.vocabulary import SUBJECT
+from memwrite.extract.rules.vocabulary import ADV, BE, BE_SIMPLE, SUBJECT
 from memwrite.extract.rules.work import EMPLOYMENT, OCCUPATION, QUIT_JOB, WORKS_AS, WORKS_AT
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -73,19 +73,28 @@ _NAMED_GROUP_RE = re.compile(r"\(\?P<\w+>")
 _VERBOSE: Final = re.compile("", re.VERBOSE).flags
 
 
+# Verb phrases that open many rules' rests, longest first: each read once too.
+_SHARED_OPENINGS: Final = (f"{BE}{ADV}", f"{BE_SIMPLE}{ADV}", ADV)
+
+
 def _any_of(rules: Sequence[Rule]) -> re.Pattern[str]:
     """A pattern that matches the start of a body wherever one of `rules` (verbose patterns
-    that open with `SUBJECT`) does: the subject read once, then each rule's rest (groups
-    unnamed, as their names repeat; a newline ends each part's last comment)."""
-    rests = (
-        f"(?:{_NAMED_GROUP_RE.sub('(?:', rule.pattern.pattern[len(SUBJECT) :])}\n)"
-        for rule in rules
+    that open with `SUBJECT`) does: the subject read once, then each rule's rest, those that
+    open alike after their shared opening (groups unnamed, as their names repeat; a newline
+    ends each part's last comment)."""
+    by_opening: dict[str, list[str]] = {}
+    for rule in rules:
+        rest = rule.pattern.pattern[len(SUBJECT) :]
+        opening = next((o for o in _SHARED_OPENINGS if rest.startswith(o)), "")
+        by_opening.setdefault(opening, []).append(f"(?:{rest[len(opening) :]}\n)")
+    branches = "|".join(
+        f"{opening}\n(?:{'|'.join(rests)})" for opening, rests in by_opening.items()
     )
-    return re.compile(f"{_NAMED_GROUP_RE.sub('(?:', SUBJECT)}\n(?:{'|'.join(rests)})", re.VERBOSE)
+    return re.compile(_NAMED_GROUP_RE.sub("(?:", f"{SUBJECT}\n(?:{branches})"), re.VERBOSE)
 
 
 # Most rules read a subject first, and most clause bodies match no rule: one pattern tells
-# whether any of those rules can match (most bodies none), at about half the cost of trying
+# whether any of those rules can match (most bodies none), at about a third of the cost of trying
 # each, which re-reads the subject.
 _AFTER_SUBJECT: Final = tuple(
     rule
