@@ -25,14 +25,14 @@ from memwrite.extract.rules.times import CHANGE_VERB_RE, TRAILING_TIME_RE
 from memwrite.extract.rules.vocabulary import (
     APOS,
     BE_SIMPLE,
-    CHAT_FILLER,
+    CHAT_FILLER_BY_LETTER,
     CORRECTION_LEAD_RE,
     NAME_TOKEN,
     RELATION,
     SMALL_TALK_GLUE,
     SMALL_TALK_REACTIONS,
     SUBJECT,
-    elongated,
+    by_first_letter,
     verbose,
 )
 
@@ -169,10 +169,10 @@ _PLEASANTRY_RE = re.compile(
 )
 _SMALL_TALK_RE = re.compile(
     r"(?<![\w'’])(?i:"
-    + "|".join(elongated(p) for p in sorted(SMALL_TALK_REACTIONS, key=len, reverse=True))
+    + by_first_letter(tuple(sorted(SMALL_TALK_REACTIONS, key=len, reverse=True)))
     + r")(?![\w'’])"
 )
-_CHAT_FILLER_RE = re.compile(rf"(?<![\w'’])(?i:{CHAT_FILLER})(?![\w'’])")
+_CHAT_FILLER_RE = re.compile(rf"(?<![\w'’])(?i:{CHAT_FILLER_BY_LETTER})(?![\w'’])")
 # A name set off beside small talk is the person addressed: "Wow, Caroline", "Thanks Jon".
 _VOCATIVE_RE = re.compile(rf"(?:^|,)\s*{NAME_TOKEN}(?:\s+{NAME_TOKEN})?\s*(?=,|$)")
 # Adverbs and discourse words that pad a clause ("I live in Berlin now", "and so, you know").
