@@ -110,8 +110,10 @@ _GUARD_HEDGE_RE = re.compile(
     r"|sorta)(?=\s+(?i:an?\s|live|work|the|from|allergic|vegan|vegetarian))"
 )
 # "act as" only as a request ("Act as a pirate", "can you act as ..."): "the walls act as
-# thermal mass" is not role-play.
+# thermal mass" is not role-play. The lookahead (the characters a match can open with) spares
+# the branches at most positions of a turn.
 ROLE_PLAY_RE = re.compile(
+    r"(?=[.!?:;]|(?i:[acilnprwy]))"
     r"(?i:role[\s-]?play|\brp\b|in\s+character|let['’]s\s+play\s+a\s+game"
     r"|(?:^|[.!?:;]\s*|\b(?:please|you|can\s+you|could\s+you|will\s+you|now)\s+)act\s+as\b"
     r"|you\s+are\s+now|pretend\s+(?:to\s+be|you['’]re|you\s+are))"
