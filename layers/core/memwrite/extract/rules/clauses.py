@@ -71,7 +71,6 @@ _RELATION_APPOSITION_RE = verbose(
 )
 
 _SENTENCE_BREAK_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s|$)|\n+|;|\s+[-–—]+\s+|[—–]")
-_WORD_BEFORE_RE = re.compile(r"([\w.]+)$")
 _CLAUSE_BREAK_RE = verbose(
     r"""
       ,\s*(?:(?i:and|but|so)\s+)?(?=(?:I|i|[Mm]y|[Ww]e)\b)
@@ -152,7 +151,8 @@ _ABOUT_THE_SPEAKER_RE = re.compile(
     r"(?i:\b(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|us|our|ours)\b)"
 )
 _CAPITAL_I_RE = re.compile(r"\bI\b")
-_ASCII_CAPITAL_RE = re.compile(r"(?!\bI\b)[A-Z]")
+# The class first, so that a search skips ahead to a capital; then "not the word I".
+_ASCII_CAPITAL_RE = re.compile(r"[A-Z](?<!\bI\b)")
 _CAPITAL_NEXT_RE = re.compile(r"\s+[A-Z]")
 _INITIALS_RE = re.compile(r"(?:[a-z]\.)+[a-z]")
 _WORD_RE = re.compile(r"[^\W_][\w'’-]*")
@@ -257,8 +257,7 @@ def split_clauses(text: str) -> list[Clause]:
 
 
 def _is_sentence_end(text: str, dot: int, after: int) -> bool:
-    before = _WORD_BEFORE_RE.search(text, max(0, dot - _ABBREVIATION_WINDOW), dot)
-    written = before.group(1) if before else ""
+    written = _word_before(text, dot)
     word = written.lower()
     # "Dr.", "e.g.", "U.S." and the initial in "John F. Kennedy" do not end a sentence.
     initial = len(written) == 1 and written.isupper() and written != "I"
@@ -267,6 +266,18 @@ def _is_sentence_end(text: str, dot: int, after: int) -> bool:
     if word in _COMPANY_ABBREVIATIONS:
         return _CAPITAL_NEXT_RE.match(text, after) is not None
     return True
+
+
+def _word_before(text: str, dot: int) -> str:
+    """The run of word characters and dots (`[\\w.]+`) that ends at the full stop at `dot`, or
+    before a newline there, within `_ABBREVIATION_WINDOW` characters; "" when none. Read
+    backwards: a `[\\w.]+$` search would try each start in the window."""
+    low = max(0, dot - _ABBREVIATION_WINDOW)
+    end = dot - 1 if dot > low and text[dot - 1] == "\n" else dot
+    start = end
+    while start > low and (text[start - 1].isalnum() or text[start - 1] in "_."):
+        start -= 1
+    return text[start:end]
 
 
 def _split_sentence(
