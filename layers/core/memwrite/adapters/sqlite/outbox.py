@@ -5,8 +5,8 @@ marking a row done; the twin of `dynamodb_outbox.py`. No stream here: the local 
 from __future__ import annotations
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.change_events import is_erasure_row
 from memwrite.payloads import OutboxChange
+from memwrite.records.change_events import is_erasure_row
 
 __all__ = ["SqliteOutbox"]
 
