@@ -428,8 +428,8 @@ NOW = T0.timestamp()  # the clock the stages pass in
 DAY = 86_400
 
 
-def log_turn(ports: Ports, turn: QueuedTurn, *, at: float = NOW, keep: int = DAY) -> None:
-    ports.session_log.append(turn, now=at, retention_secs=keep)
+def log_turn(ports: Ports, turn: QueuedTurn, *, at: float = NOW, keep: int = DAY) -> frozenset[str]:
+    return ports.session_log.append_batch([turn], now=at, retention_secs=keep)
 
 
 def logged(ports: Ports, user: str, *, tenant: str = "acme", at: float = NOW) -> list[str]:
@@ -471,15 +471,36 @@ def test_a_turn_whose_trace_was_erased_or_never_recorded_is_not_logged(ports: Po
     late = queued(user, "s1", 5, tenant=tenant)
     stray = queued(fresh("user"), "s1", 0)
     # When extract appends them / Then the log refuses them, naming the trace
-    with pytest.raises(SourceErased) as refused:
-        log_turn(ports, late)
-    assert (refused.value.tenant, refused.value.trace_id) == (tenant, trace_id)
-    with pytest.raises(SourceErased):
-        log_turn(ports, stray)
+    assert log_turn(ports, late) == {trace_id}
+    assert log_turn(ports, stray) == {stray.trace_id}
     # And nothing of them was written
     assert logged(ports, user, tenant=tenant) == []
     assert logged(ports, stray.user_id) == []
     assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+
+
+def test_a_batch_is_logged_but_for_the_turns_of_an_erased_trace(ports: Ports) -> None:
+    # Given a batch of one session: turns of two requests, the first of them erased meanwhile,
+    # and of a third request that was never recorded
+    tenant, user = fresh("tenant"), fresh("user")
+    _, erased_trace = leave_everything(ports, tenant, user)
+    ports.eraser.erase_user(tenant, user)
+    erased = [queued(user, "s1", minute, tenant=tenant) for minute in (0, 2)]
+    live = [
+        queued(user, "s1", minute, tenant=tenant).model_copy(update={"trace_id": "trace-live"})
+        for minute in (1, 3, 4)
+    ]
+    ports.ledger.put_trace(
+        TraceRecord("trace-live", tenant, user, "s1", None, "user_explicit", T0.isoformat(), ())
+    )
+    stray = queued(user, "s1", 5, tenant=tenant).model_copy(update={"trace_id": "trace-none"})
+    # When extract appends the batch in one write
+    refused = ports.session_log.append_batch(
+        [erased[0], live[0], erased[1], *live[1:], stray], now=NOW, retention_secs=DAY
+    )
+    # Then it names the traces it refused, and the other request's turns are all logged
+    assert refused == {erased_trace, "trace-none"}
+    assert logged(ports, user, tenant=tenant) == [turn.turn_id for turn in live]
 
 
 # --- EntityStore --------------------------------------------------------------------------
