@@ -355,11 +355,21 @@ def test_a_memorys_traces_are_those_that_stored_or_merged_into_it(ports: Ports) 
 
 def test_rate_claims_hold_for_their_window_except_for_their_claimant(ports: Ports) -> None:
     key, now = fresh("rate"), 1_000_000.0
-    assert ports.rate.claim(key, "turn-1", now, 60)
-    assert not ports.rate.claim(key, "turn-2", now + 59, 60)
-    assert ports.rate.claim(key, "turn-1", now + 30, 60)  # the same turn re-sent
+    assert ports.rate.claim_all([(key, "turn-1", now)], 60) == [True]
+    assert ports.rate.claim_all([(key, "turn-2", now + 59)], 60) == [False]
+    assert ports.rate.claim_all([(key, "turn-1", now + 30)], 60) == [True]  # the same turn re-sent
     # Once the window (renewed by the re-send) is over, anyone may claim
-    assert ports.rate.claim(key, "turn-2", now + 30 + 60, 60)
+    assert ports.rate.claim_all([(key, "turn-2", now + 30 + 60)], 60) == [True]
+
+
+def test_a_request_s_claims_are_judged_in_order_in_one_call(ports: Ports) -> None:
+    # Given a key claimed by an earlier request, and a request of three claims: a new key, the
+    # held one, and the new key again by another turn within its window
+    held, new, now = fresh("rate"), fresh("rate"), 1_000_000.0
+    ports.rate.claim_all([(held, "turn-0", now)], 60)
+    claims = [(new, "turn-1", now + 1), (held, "turn-2", now + 1), (new, "turn-3", now + 2)]
+    # When they are claimed in one call / Then each is judged as if alone, in order
+    assert ports.rate.claim_all(claims, 60) == [True, False, False]
 
 
 # --- SpanStore ----------------------------------------------------------------------------

@@ -87,9 +87,10 @@ __all__ = [
 
 
 class RateStore(Protocol):
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        """Claim `key` for `window_secs`; False when another claimant holds it unexpired. The
-        same claimant (the same turn id, re-sent by a retrying client) may claim again."""
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        """Claim each (key, claimant, now), in order, for `window_secs`; False when another
+        claimant holds the key unexpired. The same claimant (the same turn id, re-sent by a
+        retrying client) may claim again. SQLite: one transaction."""
 
 
 @dataclass(frozen=True)

@@ -122,8 +122,8 @@ class DryRunRateStore:
     """Grants every claim and keeps none: the run's own rate gate, in the process, still
     admits the same words once per window within the replayed request."""
 
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        return True
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        return [True] * len(claims)
 
 
 class DryRunLedger:

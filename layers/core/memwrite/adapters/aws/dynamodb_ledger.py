@@ -421,7 +421,11 @@ class DynamoRateStore:
         self._client = client
         self._table = table_name
 
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        # One conditional PutItem each: a transaction would refuse them all for one repeat.
+        return [self._claim(*claim, window_secs) for claim in claims]
+
+    def _claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
         try:
             self._client.put_item(
                 TableName=self._table,

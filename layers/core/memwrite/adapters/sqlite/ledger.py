@@ -210,17 +210,21 @@ class SqliteRateStore:
     def __init__(self, database: SqliteDatabase) -> None:
         self._db = database
 
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        # One statement: the upsert's WHERE is the DynamoDB put's condition expression.
-        with self._db.connection() as connection:
-            changed = connection.execute(
-                "INSERT INTO rate_claims (key, claimant, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET claimant = excluded.claimant, "
-                "expires_at = excluded.expires_at "
-                "WHERE rate_claims.expires_at <= ? OR rate_claims.claimant = excluded.claimant",
-                (key, claimant, int(now) + window_secs, int(now)),
-            ).rowcount
-        return changed == 1
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        # One statement a claim, in order, all in one commit (a request's turns); the upsert's
+        # WHERE is the DynamoDB put's condition expression.
+        with self._db.transaction() as connection:
+            return [
+                connection.execute(
+                    "INSERT INTO rate_claims (key, claimant, expires_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET claimant = excluded.claimant, "
+                    "expires_at = excluded.expires_at "
+                    "WHERE rate_claims.expires_at <= ? OR rate_claims.claimant = excluded.claimant",
+                    (key, claimant, int(now) + window_secs, int(now)),
+                ).rowcount
+                == 1
+                for key, claimant, now in claims
+            ]
 
 
 class SqliteSessionLog:
