@@ -218,7 +218,7 @@ def _mr_patel_to_resolve() -> tuple[InMemoryEntityStore, InMemorySessionLog, Ext
         entities.put(entity, expected_version=None, source_trace_ids=())
     log = InMemorySessionLog()
     turn = queued_turn(patel_case.TENANT, patel_case.USER, "turn-1", patel_case.TURN)
-    log.append(turn, now=T0.timestamp(), retention_secs=3_600)
+    log.append_batch([turn], now=T0.timestamp(), retention_secs=3_600)
     extracted = ExtractOutput(
         tenant=patel_case.TENANT,
         user_id=patel_case.USER,

@@ -9,7 +9,7 @@ schema: prompts, retries and post-checks are library logic, the adapter is only 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -87,9 +87,10 @@ __all__ = [
 
 
 class RateStore(Protocol):
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        """Claim `key` for `window_secs`; False when another claimant holds it unexpired. The
-        same claimant (the same turn id, re-sent by a retrying client) may claim again."""
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        """Claim each (key, claimant, now), in order, for `window_secs`; False when another
+        claimant holds the key unexpired. The same claimant (the same turn id, re-sent by a
+        retrying client) may claim again. SQLite: one transaction."""
 
 
 @dataclass(frozen=True)
@@ -121,10 +122,8 @@ class DeadLetter:
 
 
 class TurnConsumer(Protocol):
-    """The consuming side of the work queue (SQS semantics): what the local runner drains.
-
-    On AWS the Lambda event source mapping plays this part; locally the runner does.
-    """
+    """The consuming side of the work queue (SQS semantics): what the local runner drains (on
+    AWS the Lambda event source mapping plays this part)."""
 
     def receive(self, max_messages: int, visibility_timeout_secs: int) -> list[Delivery]:
         """Up to `max_messages` visible messages, each hidden for the visibility timeout and
@@ -257,9 +256,7 @@ class SpanStore(Protocol):
 
 class SessionLog(Protocol):
     """One user's (redacted) turns of a session that reached extraction: context for the LLM.
-
-    Keyed per user: two users of one session never see each other's turns.
-    """
+    Keyed per user: two users of one session never see each other's turns."""
 
     def recent(
         self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
@@ -267,19 +264,23 @@ class SessionLog(Protocol):
         """Up to `limit` turns observed before the sort key `before`, oldest first; turns
         whose retention ended by `now` (epoch seconds) are absent."""
 
-    def append(
-        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
-    ) -> None:
-        """Log the turn for `retention_secs` from `now` (epoch seconds), on the condition that
-        its trace exists and its user's erasure has not started: otherwise raise
-        `SourceErased` and write nothing. Expired turns are removed in time.
-
-        With `episode`, the same transaction also writes the episode (replacing one of the
-        same turn) and an outbox row `episode:<turn id>` for stage 7 to index it."""
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        """Log a batch's turns for `retention_secs` from `now` (epoch seconds), each on the
+        condition that its trace exists and its user's erasure has not started; returns the
+        trace ids that failed it, none of whose turns is written. Expired turns are removed in
+        time. `episodes` (turn id -> episode) are written with their turns (replacing one of
+        the same turn), each with an outbox row `episode:<turn id>` for stage 7 to index it.
+        SQLite: one transaction; DynamoDB: a turn, its episode and its trace's check in one."""
 
 
 class EpisodeStore(Protocol):
-    """A user's episodes (docs/design.md §10); written by `SessionLog.append`."""
+    """A user's episodes (docs/design.md §10); written by `SessionLog.append_batch`."""
 
     def episodes_of(
         self,

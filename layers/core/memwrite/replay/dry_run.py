@@ -11,7 +11,7 @@ as it was before that trace (not their own earlier writes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from memwrite.claims.entities import Entity, VersionedEntity
@@ -122,8 +122,8 @@ class DryRunRateStore:
     """Grants every claim and keeps none: the run's own rate gate, in the process, still
     admits the same words once per window within the replayed request."""
 
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        return True
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        return [True] * len(claims)
 
 
 class DryRunLedger:
@@ -205,12 +205,17 @@ class DryRunSessionLog:
         )
         return [turns[key] for key in sorted(turns)[-limit:]] if limit > 0 else []
 
-    def append(
-        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
-    ) -> None:
-        self._appended[session_sort_key(turn)] = turn
-        if episode is not None:
-            self.episodes[turn.turn_id] = episode
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        for turn in turns:
+            self._appended[session_sort_key(turn)] = turn
+        self.episodes.update(episodes or {})
+        return frozenset()
 
 
 class DryRunEntities:
