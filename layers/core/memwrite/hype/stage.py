@@ -1,16 +1,21 @@
-"""Stage 7, HyPE: make one changed memory searchable, then mark its outbox row done.
+"""Stage 7, HyPE: make changed memories searchable, then mark their outbox rows done.
 
-For each outbox row (delivered by the outbox's DynamoDB stream on AWS, by the local runner
-offline) the stage reads the memory as it is *now* in the store, so rows may arrive late, twice
-or out of order and the index still converges on the store:
+For each outbox row of a batch (a batch of the outbox's DynamoDB stream on AWS, of its pending
+rows in the local runner) the stage reads the memory as it is *now* in the store, so rows may
+arrive late, twice or out of order and the index still converges on the store:
 
 - gone (erased, rolled back), superseded, retracted or past its user expiry (`expires_on`,
   or announced as such by the expiry sweep, `memwrite.expiry`): its document is deleted (also
   when it is gone by the time the document is written: an erasure racing the job);
-- otherwise its text is indexed first (BM25-searchable at once), then `hype_questions`
-  questions are generated (the extractor's own search questions when it wrote enough; else the
-  `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
-  the document is upserted again with its vectors. Tasks stay BM25-only (docs/design.md §9).
+- otherwise `hype_questions` questions are generated (the extractor's own search questions
+  when it wrote enough; else the `QuestionGenerator`: a model, or templates offline), the text
+  and questions are embedded and the document is written with its vectors (with its text alone
+  when its questions or vectors failed: BM25-searchable, the row failed). Tasks stay BM25-only
+  (docs/design.md §9).
+
+The batch's rows share one embedder call, one index write (`MemoryIndex.write`), one span
+write and one mark-done (a COMMIT, a Bedrock or OpenSearch round trip each, rather than one
+per row); each row still succeeds or fails on its own (`run_batch`).
 
 An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn as a document
 of kind `episode`: its BM25 text the end of the turn it replies to then its own words
@@ -32,8 +37,8 @@ environment's EventBridge bus when there is one (`HypeDeps.publisher`; a rejecte
 event's type is handed to the webhook queue (`memwrite.feed.delivery`: the delivery lane makes
 the HTTP calls and their retries, never this stage; a refused hand-off is transient too).
 
-The row is marked done last: a crash, an unpublished event or a refused hand-off anywhere
-before leaves it pending, and the retry redoes the whole job with the same result (upserts
+The rows are marked done last: a crash, an unpublished event or a refused hand-off anywhere
+before leaves a row pending, and the retry redoes the whole job with the same result (writes
 replace by memory id, deletes of absent documents are no-ops, the event and its deliveries
 keep their ids: receivers dedupe).
 """
@@ -186,10 +191,14 @@ def run_batch(
     for row in work:
         by_tenant.setdefault(row.change.tenant, []).append(row)
     for tenant, group in by_tenant.items():
-        config = config_for(tenant)
-        with scope(tenant):
+        try:
+            config = config_for(tenant)
+            with scope(tenant):
+                for row in group:
+                    _plan(row, config, deps)
+        except Exception as exc:  # the tenant's settings could not be read: its rows fail
             for row in group:
-                _plan(row, config, deps)
+                row.error = row.error or exc
     _embed(work, deps, scope)
     _isolated([row for row in work if row.write is not None], lambda rs: _write(rs, deps))
     _erased_meanwhile(work, deps)

@@ -19,8 +19,10 @@ normalization-processor (min_max, weighted arithmetic_mean). Sub-queries are nam
 
 `ensure_index` creates the index and the pipeline of memories' fusion when absent (deploy
 time, idempotent); a query with another fusion (episodes') defines its pipeline in the request.
-Writes use `refresh=wait_for` on a managed domain so that a memory is searchable when the
-call returns (Serverless refreshes on its own schedule and refuses the parameter).
+Writes go in `_bulk` requests (`write`: a batch of documents and removals, each refused item
+reported by its position) and use `refresh=wait_for` on a managed domain so that a memory is
+searchable when the call returns (Serverless refreshes on its own schedule and refuses the
+parameter).
 Transport failures become `IndexUnavailable` (transient: the stream record is retried).
 """
 
