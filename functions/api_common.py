@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from functions.routes import ROUTES
 from memwrite.auth.tenant import resolve_tenant
-from memwrite.config import Settings
+from memwrite.config.settings import Settings
 from memwrite.errors import (
     IdempotencyKeyReused,
     ImportConflict,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.config import Settings, load_settings
+from memwrite.config.settings import Settings, load_settings
 from memwrite.errors import ConfigError
 
 __all__ = [

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from memwrite.model_limits import ModelLimits
+from memwrite.config.model_limits import ModelLimits
 
 __all__ = [
     "EXTRACT_CALLS_PER_TURN",

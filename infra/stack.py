@@ -7,7 +7,7 @@ that writes the search collection and hands webhook deliveries to the delivery l
 (`infra/webhooks.py`: its own queue, DLQ and function). `stages` is a parameter so tests can
 add a stage and see its wiring appear.
 
-Every function's environment is what `memwrite.environment.LambdaEnvironment` reads (the
+Every function's environment is what `memwrite.config.environment.LambdaEnvironment` reads (the
 tests validate each synthesized environment against it); the model grants follow the
 pipeline settings the environment deploys (`infra/settings/<env>.json`).
 """
@@ -49,9 +49,9 @@ from infra.search import INDEX_SETUP_HANDLER, SearchCollection
 from infra.storage import ExportsBucket, Queues, Tables
 from infra.webhooks import DELIVERY_SIZE, WebhookLane
 from memwrite.adapters.aws.s3_exports import KEY_PREFIX
-from memwrite.config import PipelineConfig, Settings
-from memwrite.model_limits import ModelLimits, ModelTask, budget_provider
-from memwrite.pricing import model_family
+from memwrite.config.model_limits import ModelLimits, ModelTask, budget_provider
+from memwrite.config.settings import PipelineConfig, Settings
+from memwrite.costs.pricing import model_family
 from memwrite.schema import API_KEYS, BUDGET, OUTBOX, TABLES, USAGE, Access, SearchAccess
 from memwrite.stages import STAGES, StageDef, StagePlacement
 

@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.adapters.template_questions import TemplateQuestions
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.hype.stage import document_of
 from memwrite.ids import content_hash
 from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter
-from memwrite.memory import MemoryUnit, Tier
 from memwrite.ports import Embedder
+from memwrite.records.memory import MemoryUnit
 from memwrite.wiring.search import offline_embedder
 
 F, P, INS = MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.INSTRUCTION

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memwrite.candidate import Candidate, MemoryType, Quality
-from memwrite.entities import Entity, EntityKind
+from memwrite.claims.candidate import Candidate, MemoryType, Quality
+from memwrite.claims.entities import Entity, EntityKind
 
 TENANT, USER = "acme", "u-1"
 AT = datetime(2025, 3, 14, 10, 0, tzinfo=UTC)

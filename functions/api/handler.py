@@ -33,16 +33,14 @@ from functions.api_common import (
     path_user,
 )
 from memwrite.backfill import BackfillRequest, accept_backfill
-from memwrite.config import TenantOverrides
+from memwrite.config.settings import TenantOverrides
 from memwrite.edit.delete import delete_memory
 from memwrite.edit.erase import ErasureReport, erase_user
 from memwrite.edit.patch import MemoryPatch, PatchDeps, patch_memory
 from memwrite.edit.rollback import rollback_trace
 from memwrite.edit.topic_sweep import TopicSweep, added_topics
-from memwrite.episode import EpisodeStatus
 from memwrite.errors import InvalidQuery, UnknownMemory, UnknownTrace
 from memwrite.feed.webhooks import host_refusal
-from memwrite.memory import EXPIRED_RETENTION_DAYS
 from memwrite.metering import MAX_RANGE_DAYS, UsageReport, usage_report
 from memwrite.models import BackfillAccepted
 from memwrite.portability import (
@@ -75,6 +73,9 @@ from memwrite.read.traces import (
     traces_of_memory,
     traces_of_user,
 )
+from memwrite.records.episode import EpisodeStatus
+from memwrite.records.memory import EXPIRED_RETENTION_DAYS
+from memwrite.records.store import DeletionRecord, RollbackRecord
 from memwrite.replay import (
     BatchReplay,
     BatchReplayRequest,
@@ -83,7 +84,6 @@ from memwrite.replay import (
     replay_trace,
     replay_traces_of_user,
 )
-from memwrite.store import DeletionRecord, RollbackRecord
 from memwrite.wiring import ApiFunctionDeps, build_api_function_deps
 
 logger = Logger(service="memwrite-api")

@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memwrite.auth.api_keys import DEFAULT_KEY_ENV, KeyResolver
 from memwrite.auth.tenant import API_KEY_HEADER, usage_key
-from memwrite.config import load_settings
+from memwrite.config.settings import load_settings
 from memwrite.wiring import build_api_key_store
 
 logger = Logger(service="memwrite-authorizer")

@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from memwrite.dead_letter import StageFailure, record_stage_failure
+from memwrite.execution.dead_letter import StageFailure, record_stage_failure
 from memwrite.wiring import DeadLetterDeps, build_dead_letter_deps
 
 logger = Logger(service="memwrite-dead-letter")

@@ -2,7 +2,8 @@
 per-session extract inputs each), started asynchronously; the messages of an execution that
 could not be started go back to the queue. With `extract.coalesce_window_s`, a user's turns
 still inside the window go back too, hidden until it closes, so that the turns the user sends
-meanwhile come with them in one batch (`memwrite.dispatch.held_back`, docs/design.md §2)."""
+meanwhile come with them in one batch (`memwrite.execution.dispatch.held_back`,
+docs/design.md §2)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from memwrite.dispatch import dispatch, held_back
+from memwrite.execution.dispatch import dispatch, held_back
 from memwrite.models import QueuedTurn
 from memwrite.ports import Delivery
 from memwrite.wiring import DispatchDeps, build_dispatch_deps

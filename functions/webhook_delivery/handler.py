@@ -23,9 +23,9 @@ from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Json
 
-from memwrite.change_events import WebhookDelivery
 from memwrite.feed.delivery import WebhookDeliveryDeps, attempt_delivery
 from memwrite.ports import WebhookMessage
+from memwrite.records.change_events import WebhookDelivery
 from memwrite.wiring import build_webhook_delivery_deps
 
 __all__ = ["DeliveryRecord", "lambda_handler"]

@@ -96,7 +96,7 @@ class _RecordedModel:
         import httpx2
 
         from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
-        from memwrite.config import ExtractConfig
+        from memwrite.config.settings import ExtractConfig
 
         return AnthropicExtractorClient(
             ExtractConfig(),

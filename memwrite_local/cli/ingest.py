@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from memwrite.memory import MemoryUnit
+from memwrite.records.memory import MemoryUnit
 from memwrite_local.cli.search import render_hits
 from memwrite_local.runtime.funnel import render_funnel
 

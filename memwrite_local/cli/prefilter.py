@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, TextIO
 
-from memwrite.config import load_settings
+from memwrite.config.settings import load_settings
 from memwrite.ids import content_hash
 from memwrite.models import Role
 from memwrite.pre_filter.checks import Screening, gate_turn, mask_secrets

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
 from memwrite.errors import RollbackRefused, UnknownTrace
-from memwrite.store import RollbackRecord
+from memwrite.records.store import RollbackRecord
 from memwrite_local.runtime.backend import LOCAL_TENANT
 from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 

@@ -11,8 +11,8 @@ import signal
 from pathlib import Path
 from typing import Any, TextIO
 
-from memwrite.config import load_settings
-from memwrite.egress import LOOPBACK_FLAG
+from memwrite.config.settings import load_settings
+from memwrite.guards.egress import LOOPBACK_FLAG
 from memwrite_local.runtime.backend import LOCAL_API_KEY
 from memwrite_local.runtime.embedded import DEFAULT_DATA_DIR
 
@@ -42,7 +42,8 @@ def run_serve(port: int, backend: str, data_dir: Path, stdout: TextIO) -> int:
     from memwrite_local.runtime.server import make_server
 
     limits = load_settings().pipeline.ingest
-    # Development: webhooks may reach this machine's loopback (never on AWS: memwrite.egress).
+    # Development: webhooks may reach this machine's loopback (never on AWS:
+    # memwrite.guards.egress).
     with local_backend(backend, data_dir, {LOOPBACK_FLAG: "true"}) as local:
         server = make_server(
             LocalRunner(),

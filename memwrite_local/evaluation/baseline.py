@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.index import MemoryDoc
-from memwrite.memory import Tier
 
 __all__ = ["RawTurnIndex"]
 

@@ -24,8 +24,8 @@ from pydantic import BaseModel
 from rapidfuzz import fuzz, utils
 from tqdm import tqdm
 
-from memwrite.memory import MemoryUnit
 from memwrite.models import SpanResult
+from memwrite.records.memory import MemoryUnit
 from memwrite.stages import stage_names
 from memwrite_local.evaluation.baseline import RawTurnIndex
 from memwrite_local.evaluation.data import ConversationData, DatasetData, FactChange, Question
@@ -395,7 +395,7 @@ def _record_run(
     search_k: int,
     run: LocalRun,
 ) -> None:
-    from memwrite.config import load_settings
+    from memwrite.config.settings import load_settings
 
     extract = load_settings().pipeline.extract
     recording = RunRecording(

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memwrite.memory import MemoryUnit
+from memwrite.records.memory import MemoryUnit
 from memwrite_local.runtime.pipeline import LocalRun
 
 __all__ = [

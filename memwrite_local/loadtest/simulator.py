@@ -327,7 +327,7 @@ class _BatchLane:
     to the Message Batches API."""
 
     def __init__(self, clock: VirtualClock) -> None:
-        from memwrite.config import load_settings
+        from memwrite.config.settings import load_settings
         from memwrite.wiring import build_batch_deps
 
         self.clock = clock
@@ -405,7 +405,7 @@ def _fairness(
 ) -> float | None:
     """The other tenants' p99 during the burst over their p99 outside it and the outage (and
     the turns that may have waited through the outage)."""
-    from memwrite.model_limits import ModelConfig
+    from memwrite.config.model_limits import ModelConfig
 
     burst_tenant = "t00"
     burst, outage = plan.burst, simulation.outage  # seconds into the run
@@ -429,10 +429,10 @@ def _fairness(
 
 def _lane_costs(meter: Meter) -> LaneCost:
     """USD of the live calls and of the batch requests at list prices (`extract.prices_per_mtok`,
-    cache writes and reads at their multiples, `memwrite.pricing`), the batch's at
+    cache writes and reads at their multiples, `memwrite.costs.pricing`), the batch's at
     `backfill.batch_price_factor` of them."""
-    from memwrite.config import load_settings
-    from memwrite.pricing import cost_usd
+    from memwrite.config.settings import load_settings
+    from memwrite.costs.pricing import cost_usd
 
     pipeline = load_settings().pipeline
     model, prices = pipeline.extract.model, pipeline.extract.prices_per_mtok

@@ -1,7 +1,7 @@
 """What every local backend does: set the handlers' environment for as long as it is entered.
 
 A backend (`LocalSqlite`, the embedded default, or `LocalAws`, moto) sets the variables the
-handlers read (`memwrite.environment.LambdaEnvironment`) and restores them on exit; the local
+handlers read (`memwrite.config.environment.LambdaEnvironment`) and restores them on exit; the local
 runner and the handlers then pick their adapters through `memwrite.wiring` as on AWS.
 API keys: those configured (`MEMWRITE_API_KEYS`, `api_keys` in the config file) and those the
 backend stores (`memwrite keys create --data-dir`); when there are none, the one default key
@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Self
 
 from memwrite.auth.api_keys import DEFAULT_KEY_ENV
-from memwrite.config import load_settings
+from memwrite.config.settings import load_settings
 
 __all__ = ["LOCAL_API_KEY", "LOCAL_TENANT", "LocalBackend", "patched_environ"]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memwrite.memory import MemoryUnit
 from memwrite.models import StageSpan
+from memwrite.records.memory import MemoryUnit
 from memwrite_local.runtime.funnel import Funnel, build_funnel
 
 __all__ = [
@@ -117,7 +117,7 @@ def run_sessions(
     """One user's sessions, in order, each a `POST /v1/turns` body with its own `session_id`,
     through the pipeline on one state; then `queries` are searched as that user. `extra_env`
     is set for the handlers during the run (as `MEMWRITE_LLM_RECORD` for `--record`)."""
-    from memwrite.config import load_settings
+    from memwrite.config.settings import load_settings
     from memwrite.wiring import build_memory_store
     from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
     from memwrite_local.runtime.embedded import local_backend

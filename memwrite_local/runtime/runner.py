@@ -40,9 +40,9 @@ from memwrite.backfill import (
     report_near_expiry,
     run_job,
 )
-from memwrite.dispatch import coalesce_delay
-from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.config.environment import Backend, LambdaEnvironment
 from memwrite.errors import BudgetWait, MemwriteError, WebhookUndelivered
+from memwrite.execution.dispatch import coalesce_delay
 from memwrite.expiry import ExpirySweep, sweep_expiries
 from memwrite.feed.delivery import DeliveryOutcome, attempt_delivery
 from memwrite.payloads import ExtractInput, IndexedChange, OutboxChange

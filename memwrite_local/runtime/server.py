@@ -295,7 +295,7 @@ class BatchWorker(PollingWorker):
 
 def _batch_poll_secs() -> float | None:
     """`backfill.poll_secs` when the deployment's backfill runs in batch mode, else None."""
-    from memwrite.environment import LambdaEnvironment
+    from memwrite.config.environment import LambdaEnvironment
 
     backfill = LambdaEnvironment.load().settings.pipeline.backfill
     return backfill.poll_secs if backfill.mode == "batch" else None

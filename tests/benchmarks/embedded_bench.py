@@ -221,10 +221,9 @@ def bench_serve(seconds: float) -> dict[str, Any]:
 def _rss_growth_of_searches(max_resident_partitions: int) -> float:
     """In a fresh process: MB of RSS a kNN search of every user adds (see the docstring)."""
     from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
-    from memwrite.candidate import MemoryType
+    from memwrite.claims.candidate import MemoryType, Tier
     from memwrite.embedder import HashingEmbedder
     from memwrite.index import MemoryDoc
-    from memwrite.memory import Tier
 
     embedder = HashingEmbedder()
     text = "The user lives in Berlin."

@@ -30,14 +30,13 @@ import httpx2
 import numpy as np
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex, _query_words
-from memwrite.candidate import MemoryType
-from memwrite.config import PipelineConfig
-from memwrite.episode import Episode, preceding_of
+from memwrite.claims.candidate import MemoryType, Tier
+from memwrite.config.settings import PipelineConfig
 from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, MemoryDoc, fuse_hybrid
-from memwrite.memory import Tier
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import Embedder, TraceRecord
 from memwrite.read.query import episode_fusion, memory_fusion
+from memwrite.records.episode import Episode, preceding_of
 from memwrite.wiring.search import offline_embedder
 from tests.datasets import load_locomo
 from tests.recorded_api import recorded
@@ -285,7 +284,7 @@ def bench_backfill() -> dict[str, Any]:
     import functions.backfill.handler as backfill_handler
     import functions.extract.handler as extract_handler
     from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
-    from memwrite.config import ExtractConfig
+    from memwrite.config.settings import ExtractConfig
     from memwrite_local.runtime.backend import LOCAL_API_KEY, LOCAL_TENANT
     from memwrite_local.runtime.embedded import local_backend
     from memwrite_local.runtime.runner import LocalRunner

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.extract.llm import count_llm_calls
 from memwrite.extract.rules import extract_with_rules
 from memwrite.models import Role

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.embedder import HashingEmbedder
 from memwrite.index import IndexFilter, MemoryDoc
-from memwrite.memory import Tier
 
 SIZES = (1_000, 10_000, 100_000)
 SEED = 7

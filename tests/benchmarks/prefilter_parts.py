@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable
 
-from memwrite.config import PreFilterConfig
+from memwrite.config.settings import PreFilterConfig
 from memwrite.ids import content_hash
 from memwrite.pre_filter.checks import screen
 from memwrite.pre_filter.firewall import normalise, scan

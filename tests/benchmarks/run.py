@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memwrite.config import PreFilterConfig, Settings
+from memwrite.config.settings import PreFilterConfig, Settings
 from memwrite.models import Role
 from memwrite.pre_filter.checks import pre_filter_turn
 from memwrite.pre_filter.rate_gate import RateGate

@@ -17,12 +17,12 @@ import boto3
 from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
 from memwrite.adapters.aws.dynamodb_store import DynamoMemoryStore, StoreTables
 from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
-from memwrite.candidate import Candidate
-from memwrite.config import PipelineConfig
+from memwrite.claims.candidate import Candidate
+from memwrite.claims.entities import entity_id_for
+from memwrite.config.settings import PipelineConfig
 from memwrite.embedder import HashingEmbedder
-from memwrite.entities import entity_id_for
 from memwrite.persist.stage import PersistDeps, persist_candidate
-from memwrite.store import StoreItem
+from memwrite.records.store import StoreItem
 from memwrite_local.runtime.aws import LocalAws
 from tests.sources import record_trace
 

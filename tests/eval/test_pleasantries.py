@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memwrite.config import PreFilterConfig
+from memwrite.config.settings import PreFilterConfig
 from memwrite.pre_filter.checks import screen
 from tests.datasets import CRI_PERSONA, LOCOMO_DEV, load_cri_messages, load_locomo
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import PreFilterConfig
+from memwrite.config.settings import PreFilterConfig
 from memwrite.pre_filter.checks import screen
 from memwrite.pre_filter.skip_rules import match_skip_rule
 from memwrite.segment import split_segments

@@ -11,7 +11,7 @@ import pytest
 
 from infra.config import settings_file
 from memwrite.auth.api_keys import KEY_PREFIX
-from memwrite.config import load_settings
+from memwrite.config.settings import load_settings
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import resources
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infra.stack import construct_id
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 from memwrite.stages import stream_stages
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_function_wiring import (

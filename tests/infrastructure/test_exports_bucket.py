@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.stack import construct_id
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_function_wiring import (
     ENVS,

@@ -14,8 +14,8 @@ from functions.routes import ROUTES, Auth
 from infra.access import EMBEDDING_CALLERS, FUNCTION_ACCESS, LLM_CALLERS, SEARCH_ACCESS
 from infra.config import LlmProvider, deployed_settings, settings_file
 from infra.stack import bedrock_llm_models, construct_id
-from memwrite.config import PipelineConfig
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
+from memwrite.config.settings import PipelineConfig
 from memwrite.schema import API_KEYS, TABLES
 from memwrite.stages import STAGES
 from tests.infrastructure.conftest import Synthesized
@@ -28,7 +28,7 @@ RUNTIME_VARIABLES = {
     "POWERTOOLS_METRICS_NAMESPACE",
     "POWERTOOLS_LOG_LEVEL",
 }
-# Read by `memwrite.config.load_settings` (LambdaEnvironment.settings).
+# Read by `memwrite.config.settings.load_settings` (LambdaEnvironment.settings).
 SETTINGS_VARIABLES = {"MEMWRITE_CONFIG", "MEMWRITE_API_KEYS"}
 
 

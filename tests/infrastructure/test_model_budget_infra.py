@@ -10,7 +10,7 @@ import pytest
 from infra.access import LLM_CALLERS
 from infra.pipeline import EXPRESS_WAIT_LIMIT_SECS
 from infra.stack import construct_id
-from memwrite.config import load_settings
+from memwrite.config.settings import load_settings
 from memwrite.schema import BUDGET, TTL_ATTRIBUTE
 from memwrite.stages import pipeline_stages
 from tests.infrastructure.conftest import Synthesized

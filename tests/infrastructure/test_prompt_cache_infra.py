@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import load_settings
-from memwrite.pricing import model_family
+from memwrite.config.settings import load_settings
+from memwrite.costs.pricing import model_family
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import ENVS, resources
 

@@ -11,8 +11,8 @@ import pytest
 from functions.routes import ROUTES, Auth
 from infra.scaling import turn_queue_concurrency, webhook_lane_concurrency
 from memwrite.adapters.aws.apigateway_plans import DEFAULT_PLAN_TAG
-from memwrite.config import Settings, load_settings
-from memwrite.model_limits import ModelLimits
+from memwrite.config.model_limits import ModelLimits
+from memwrite.config.settings import Settings, load_settings
 from memwrite.schema import API_KEYS_LISTING, TURNS_PENDING_EPISODES
 from tests.infrastructure.conftest import Synthesized
 from tests.infrastructure.test_stacks import definition, resources

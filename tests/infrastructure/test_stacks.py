@@ -18,7 +18,7 @@ from infra.pipeline import LAMBDA_TRANSIENT_ERRORS, transient_error_names
 from infra.stack import construct_id
 from memwrite.adapters.aws.opensearch_index import index_body
 from memwrite.client.errors import MemwriteApiError, error_for
-from memwrite.config import load_settings
+from memwrite.config.settings import load_settings
 from memwrite.ids import content_hash
 from memwrite.schema import OUTBOX, TABLES
 from memwrite.stages import STAGES, pipeline_stages, stream_stages

@@ -19,10 +19,10 @@ import boto3
 import pytest
 
 from memwrite.adapters.aws.dynamodb_ledger import DynamoTurnLedger
-from memwrite.dispatch import plan_executions
 from memwrite.errors import BudgetWait, StageInputError, StoreUnavailable
-from memwrite.memory import MemoryUnit
+from memwrite.execution.dispatch import plan_executions
 from memwrite.models import QueuedTurn
+from memwrite.records.memory import MemoryUnit
 from memwrite.schema import TABLES
 from memwrite_local.runtime.runner import LocalContext, api_gateway_event
 from tests.infrastructure.asl import ACCOUNT, REGION, function_handlers, state_machine_definition

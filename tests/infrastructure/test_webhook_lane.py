@@ -11,7 +11,7 @@ import pytest
 
 from infra.stack import construct_id
 from infra.webhooks import DELIVERY_BATCH, DELIVERY_SIZE
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 from memwrite.feed.delivery import MAX_ATTEMPTS, RETRY_WINDOW_SECS
 from memwrite.stages import stream_stages
 from tests.infrastructure.conftest import Synthesized

@@ -25,8 +25,8 @@ from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.responses import DynamoHandler
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
-from memwrite.egress import LOOPBACK_FLAG
-from memwrite.memory import MemoryUnit
+from memwrite.guards.egress import LOOPBACK_FLAG
+from memwrite.records.memory import MemoryUnit
 from memwrite.wiring import build_memory_store
 from memwrite_local.runtime.aws import LOCAL_API_KEY, LOCAL_TENANT, LocalAws
 from memwrite_local.runtime.backend import LocalBackend

@@ -20,7 +20,7 @@ from memwrite.adapters.anthropic.batches import AnthropicMessageBatches
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.backfill import BatchDeps, BatchRound, run_batch_round
 from memwrite.backfill.batch import apply_batch
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.wiring import build_batch_deps
 from memwrite_local.runtime.runner import LocalContext
 from tests.integration.conftest import Local, MakeLocal

@@ -11,7 +11,7 @@ import httpx2
 
 from memwrite.adapters.anthropic.batches import AnthropicMessageBatches
 from memwrite.backfill.ports import BatchState
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 
 
 def _batch(batch_id: str, status: str = "in_progress") -> dict[str, Any]:

@@ -20,7 +20,7 @@ from memwrite.adapters.aws.bedrock_batches import BedrockBatchInference, Bedrock
 from memwrite.backfill import BatchDeps, BatchRound, run_batch_round
 from memwrite.backfill.batch import apply_batch
 from memwrite.backfill.ports import BatchState
-from memwrite.config import BackfillConfig, ExtractConfig
+from memwrite.config.settings import BackfillConfig, ExtractConfig
 from memwrite.errors import LlmRequestRejected
 from memwrite.wiring import build_batch_deps
 from tests.integration.conftest import Local, MakeLocal

@@ -18,7 +18,7 @@ from memwrite.adapters.aws.dynamodb_budget import DynamoBudgetStore
 from memwrite.adapters.sqlite.budget import SqliteBudgetStore
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.budget import BucketRecord, BudgetStore, Caller, ModelBudget
-from memwrite.model_limits import ModelConfig, ModelLimits
+from memwrite.config.model_limits import ModelConfig, ModelLimits
 from memwrite_local.runtime.aws import LocalAws
 
 NOW = 1_800_000_000.0

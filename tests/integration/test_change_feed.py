@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from memwrite.change_events import ChangeEvent, EventType
 from memwrite.errors import EventsUnpublished
 from memwrite.feed.delivery import LANE, MAX_RETRY_SECS
+from memwrite.records.change_events import ChangeEvent, EventType
 from memwrite.wiring import Adapters
 from tests.integration.conftest import Local, MakeLocal
 from tests.integration.webhook_receiver import Receiver

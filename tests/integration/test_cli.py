@@ -209,7 +209,7 @@ def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:
     # Given a data dir whose memory's expiry passed unannounced (a file from before the sweep)
     from memwrite.adapters.sqlite.database import SqliteDatabase
     from memwrite.adapters.sqlite.store import SqliteMemoryStore
-    from memwrite.store import Commit, OutboxOp, OutboxRow
+    from memwrite.records.store import Commit, OutboxOp, OutboxRow
     from memwrite_local.runtime.backend import LOCAL_TENANT
 
     conversation = tmp_path / "c.json"

@@ -22,7 +22,7 @@ import functions.dispatch.handler as dispatch_handler
 import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.adapters.aws.sqs import SqsTurnConsumer, SqsTurnQueue
-from memwrite.config import ExtractConfig, PipelineConfig
+from memwrite.config.settings import ExtractConfig, PipelineConfig
 from memwrite.models import QueuedTurn
 from memwrite.ports import PipelineStart
 from memwrite.wiring import DispatchDeps

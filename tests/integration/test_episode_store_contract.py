@@ -18,11 +18,11 @@ from memwrite.adapters.sqlite.erase import SqliteUserEraser
 from memwrite.adapters.sqlite.ledger import SqliteSessionLog, SqliteTurnLedger
 from memwrite.adapters.sqlite.outbox import SqliteOutbox
 from memwrite.backfill.ports import EpisodeBatches
-from memwrite.config import EpisodesConfig
-from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
+from memwrite.config.settings import EpisodesConfig
 from memwrite.errors import InvalidQuery, SourceErased
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import EpisodeStore, Outbox, SessionLog, TraceRecord, TurnLedger, UserEraser
+from memwrite.records.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.wiring import (
     build_api_function_deps,
     build_backfill_deps,

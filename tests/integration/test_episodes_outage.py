@@ -14,7 +14,7 @@ import functions.api.handler as api_handler
 import functions.backfill.handler as backfill_handler
 import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from tests.integration.conftest import Local, MakeLocal
 from tests.recorded_api import recorded
 

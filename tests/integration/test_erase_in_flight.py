@@ -16,8 +16,8 @@ import pytest
 
 import functions.hype.handler as hype_handler
 from memwrite.adapters.aws.dynamodb_erase import DynamoUserEraser, EraseTables
-from memwrite.change_events import is_erasure_row
 from memwrite.payloads import ExtractInput
+from memwrite.records.change_events import is_erasure_row
 from memwrite.stages import pipeline_stages
 from memwrite.wiring import build_queue_consumer, build_stage_deps
 from memwrite_local.runtime.embedded import LocalSqlite

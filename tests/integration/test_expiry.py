@@ -16,7 +16,7 @@ from memwrite.expiry import ExpiryDeps, ExpirySweep, sweep_expiries
 from memwrite.feed.delivery import MAX_RETRY_SECS
 from memwrite.ids import content_hash
 from memwrite.ports import MemoryStore
-from memwrite.store import Commit, VersionedMemory
+from memwrite.records.store import Commit, VersionedMemory
 from memwrite.wiring import build_expiry_deps, build_memory_store
 from tests.integration.conftest import Local, MakeLocal
 from tests.integration.webhook_receiver import Receiver

@@ -15,8 +15,8 @@ import pytest
 import requests
 
 import functions.api.handler as api_handler
-from memwrite.episode import EpisodeStatus
 from memwrite.portability import delivery
+from memwrite.records.episode import EpisodeStatus
 from tests.integration.conftest import Local, MakeLocal
 from tests.reliability.final_state import FinalState, final_state
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from memwrite.config import IngestLimits
+from memwrite.config.settings import IngestLimits
 from memwrite_local.runtime.server import LocalServer, make_server
 from tests.integration.conftest import Local, MakeLocal
 from tests.reliability.final_state import final_state

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import functions.index_setup.handler as index_setup
-from memwrite.config import SearchConfig
+from memwrite.config.settings import SearchConfig
 from memwrite.errors import IndexUnavailable
 from memwrite.schema import TABLES
 from memwrite_local.runtime.runner import LocalContext

@@ -26,8 +26,9 @@ from memwrite.adapters.in_memory import (
     InMemorySpanStore,
     InMemoryTurnLedger,
 )
-from memwrite.candidate import Candidate
-from memwrite.config import (
+from memwrite.claims.candidate import Candidate
+from memwrite.claims.entities import entity_id_for
+from memwrite.config.settings import (
     DedupeConfig,
     EpisodesConfig,
     ExtractConfig,
@@ -36,7 +37,6 @@ from memwrite.config import (
 )
 from memwrite.conflict import stage as conflict
 from memwrite.dedupe import stage as dedupe
-from memwrite.entities import entity_id_for
 from memwrite.errors import IndexUnavailable, LlmUnavailable
 from memwrite.extract import stage as extract
 from memwrite.extract.rules import extract_with_rules

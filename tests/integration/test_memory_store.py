@@ -22,17 +22,17 @@ from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.adapters.sqlite.ledger import SqliteTurnLedger
 from memwrite.adapters.sqlite.store import SqliteMemoryStore
-from memwrite.candidate import Candidate
-from memwrite.config import PipelineConfig
+from memwrite.claims.candidate import Candidate, Tier
+from memwrite.claims.entities import entity_id_for
+from memwrite.config.settings import PipelineConfig
 from memwrite.embedder import HashingEmbedder
-from memwrite.entities import entity_id_for
 from memwrite.errors import WriteConflict
 from memwrite.extract.rules import extract_with_rules
 from memwrite.hype.stage import document_of
-from memwrite.memory import MemoryUnit, Tier
 from memwrite.persist.stage import PersistDeps, PersistOutcome, persist_candidate
 from memwrite.ports import MemoryStore
-from memwrite.store import Commit, StoreItem
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import Commit, StoreItem
 from memwrite.wiring import build_memory_store, build_pre_filter_function_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests.sources import record_trace

@@ -22,9 +22,9 @@ from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.adapters.sqlite.budget import SqliteBudgetStore
 from memwrite.adapters.sqlite.database import open_database
 from memwrite.budget import ModelBudget
-from memwrite.config import ExtractConfig
+from memwrite.config.model_limits import ModelConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.extract import candidates
-from memwrite.model_limits import ModelConfig
 from tests.integration.conftest import Local, MakeLocal
 from tests.recorded_api import recorded
 

@@ -42,12 +42,10 @@ from memwrite.adapters.sqlite.queue import SqliteTurnQueue
 from memwrite.adapters.sqlite.rollback import SqliteTraceRollback
 from memwrite.adapters.sqlite.store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
-from memwrite.change_events import deleted_memory_of, deletion_row_id
-from memwrite.config import TenantOverrides
+from memwrite.claims.candidate import Tier
+from memwrite.claims.entities import Entity, EntityKind, VersionedEntity
+from memwrite.config.settings import TenantOverrides
 from memwrite.edit.ports import MemoryDeletion
-from memwrite.entities import Entity, EntityKind, VersionedEntity
-from memwrite.entity_facts import FactObservation
-from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import (
     InvalidQuery,
     SourceErased,
@@ -56,7 +54,6 @@ from memwrite.errors import (
     WriteConflict,
 )
 from memwrite.ids import content_hash
-from memwrite.memory import MemoryType, MemoryUnit, Tier
 from memwrite.models import (
     LlmUsageSummary,
     QueuedTurn,
@@ -86,8 +83,11 @@ from memwrite.ports import (
     UserPortability,
 )
 from memwrite.reasons import MemoryDeleted, TooShort
-from memwrite.schema import EXPIRY_SHARDS, MEMORIES_EXPIRY_DUE
-from memwrite.store import (
+from memwrite.records.change_events import deleted_memory_of, deletion_row_id
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.episode import Episode, EpisodeStatus, episode_doc_id
+from memwrite.records.memory import MemoryType, MemoryUnit
+from memwrite.records.store import (
     Commit,
     DeletionCommit,
     DeletionRecord,
@@ -99,7 +99,8 @@ from memwrite.store import (
     RollbackRecord,
     VersionedMemory,
 )
-from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
+from memwrite.records.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
+from memwrite.schema import EXPIRY_SHARDS, MEMORIES_EXPIRY_DUE
 from memwrite.wiring import build_api_function_deps, build_expiry_deps, build_stage_deps
 from memwrite_local.runtime.aws import LocalAws
 

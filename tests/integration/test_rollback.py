@@ -14,8 +14,8 @@ import functions.api.handler as api_handler
 import functions.persist.handler as persist_handler
 from memwrite.errors import IndexUnavailable, StoreUnavailable
 from memwrite.payloads import ExtractInput
+from memwrite.records.store import Commit
 from memwrite.stages import pipeline_stages
-from memwrite.store import Commit
 from memwrite.wiring import build_queue_consumer
 from tests.integration.conftest import Local, MakeLocal
 

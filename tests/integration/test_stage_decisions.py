@@ -12,16 +12,16 @@ import pytest
 
 from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore
-from memwrite.config import DedupeConfig, ExtractConfig, PipelineConfig
+from memwrite.claims.entities import entity_id_for
+from memwrite.config.settings import DedupeConfig, ExtractConfig, PipelineConfig
 from memwrite.conflict import stage as conflict
 from memwrite.dedupe import stage as dedupe
-from memwrite.entities import entity_id_for
 from memwrite.errors import StoreUnavailable
 from memwrite.extract.rules import extract_with_rules
 from memwrite.payloads import ExtractedTurn, Extractor, ItemsPayload, PipelineItem
 from memwrite.persist import stage as persist
 from memwrite.ports import MemoryStore
-from memwrite.store import StoreItem
+from memwrite.records.store import StoreItem
 from memwrite.wiring import build_memory_store, build_pre_filter_function_deps
 from memwrite_local.runtime.aws import LocalAws
 from tests.embedders import FixedSimilarityEmbedder

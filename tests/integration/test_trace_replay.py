@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 from memwrite.models import LlmUsageSummary
 from memwrite.wiring import build_api_function_deps
 from tests.integration.conftest import Local, MakeLocal

@@ -15,9 +15,9 @@ import pytest
 
 import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.pricing import cost_usd
 from memwrite.metering import UsageCounts, UsageMeter
-from memwrite.pricing import cost_usd
 from memwrite.wiring import build_metering
 from tests.integration.conftest import Local, MakeLocal
 from tests.recorded_api import recorded

@@ -17,10 +17,10 @@ import pytest
 from memwrite.adapters.aws.sqs_webhooks import SqsWebhookQueue
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.webhook_queue import SqliteWebhookQueue
-from memwrite.change_events import WebhookDelivery, event_for_change
 from memwrite.feed import MAX_ATTEMPTS, hook_id
 from memwrite.payloads import OutboxChange
 from memwrite.ports import WebhookQueue
+from memwrite.records.change_events import WebhookDelivery, event_for_change
 from memwrite_local.runtime.aws import LocalAws
 
 NOW = 1_790_000_000.0  # the consumer's clock (SQLite keeps time by it; SQS by its own)

@@ -26,7 +26,7 @@ from typing import Any
 from boto3.dynamodb.types import Binary, TypeDeserializer
 
 from memwrite.adapters.sqlite.database import DATABASE_FILE
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 from memwrite_local.runtime.embedded import LocalSqlite
 from tests.integration.conftest import Local
 

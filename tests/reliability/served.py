@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 from tests.reliability.final_state import FinalState, sqlite_state
 from tests.serve_process import ServeProcess
 

@@ -19,7 +19,7 @@ import pytest
 
 import functions.extract.handler as extract_handler
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.wiring import build_queue_consumer
 from memwrite_local.runtime.runner import MAX_RECEIVES
 from tests.integration.conftest import Local, MakeLocal

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 from memwrite.errors import ConfigError
 from memwrite.payloads import OutboxChange
 from memwrite.ports import StageAdapters
@@ -330,6 +330,12 @@ def test_a_stage_module_is_reached_through_the_stage_list() -> None:
 # root-level module but wiring is the shared domain; every package is placed here by name, so
 # a new one is placed on purpose.
 DOMAIN_PACKAGES = {
+    "claims",
+    "config",
+    "costs",
+    "guards",
+    "records",
+    "topics",
     "prompts",
     "direct_memories",
     "budget",
@@ -341,6 +347,7 @@ FEATURE_PACKAGES = {stage.name for stage in STAGES} | {
     "backfill",
     "client",
     "edit",
+    "execution",
     "expiry",
     "feed",
     "integrations",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from memwrite.backfill.run import extraction_batches
-from memwrite.episode import Episode
 from memwrite.models import QueuedTurn, Role, Source
+from memwrite.records.episode import Episode
 
 T0 = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
 

@@ -31,8 +31,10 @@ from memwrite.adapters.aws.bedrock_converse import (
 from memwrite.adapters.sqlite.budget import SqliteBudgetStore
 from memwrite.adapters.sqlite.database import open_database
 from memwrite.budget import ModelBudget
-from memwrite.config import ExtractConfig, PipelineConfig
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
+from memwrite.config.model_limits import ModelConfig
+from memwrite.config.settings import ExtractConfig, PipelineConfig
+from memwrite.costs.pricing import cost_usd
 from memwrite.errors import (
     BudgetExhausted,
     LlmRefused,
@@ -43,10 +45,8 @@ from memwrite.errors import (
 )
 from memwrite.extract.candidates import TRUNCATED_ERROR, extract_candidates
 from memwrite.extract.llm import extract_with_llm
-from memwrite.model_limits import ModelConfig
 from memwrite.models import Role
 from memwrite.payloads import Extractor
-from memwrite.pricing import cost_usd
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import CACHED_PREFIX, BatchTurn, ExtractPromptInput
 from memwrite.wiring.backends import Adapters

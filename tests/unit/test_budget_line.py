@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memwrite.adapters.in_memory import InMemoryBudgetStore
 from memwrite.budget import Caller, ModelBudget
-from memwrite.model_limits import ModelConfig, ModelLimits
+from memwrite.config.model_limits import ModelConfig, ModelLimits
 
 PROVIDER, MODEL = "anthropic", "claude-haiku-4-5"
 # One shard: 60 requests, 60,000 input and 6,000 output tokens a minute. A call of max_tokens

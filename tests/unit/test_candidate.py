@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memwrite.candidate import Candidate, MemoryType, SourceSpan, memory_key
+from memwrite.claims.candidate import Candidate, MemoryType, SourceSpan, memory_key
 
 
 def _fields(**overrides: Any) -> dict[str, Any]:

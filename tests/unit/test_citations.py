@@ -230,7 +230,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
         "functions/query"
     ]
     assert resolves("memwrite.ports.MemoryIndex")
-    assert resolves("memwrite.config.PipelineConfig.pre_filter")
+    assert resolves("memwrite.config.settings.PipelineConfig.pre_filter")
     assert not resolves("memwrite.adapters.embedded_index")
-    assert not resolves("memwrite.config.PipelineConfig.prefilter")
+    assert not resolves("memwrite.config.settings.PipelineConfig.prefilter")
     assert 1 in design_sections()

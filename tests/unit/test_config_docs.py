@@ -14,7 +14,7 @@ def test_the_committed_configuration_page_matches_the_models() -> None:
 
 def test_every_pipeline_section_is_on_the_page() -> None:
     # Given the pipeline config's sections
-    from memwrite.config import PipelineConfig
+    from memwrite.config.settings import PipelineConfig
 
     # When the page is generated
     page = config_docs.render()

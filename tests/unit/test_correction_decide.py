@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from memwrite.candidate import Candidate, MemoryType, Quality
+from memwrite.claims.candidate import Candidate, MemoryType, Quality
 from memwrite.conflict.stage import _reason
 from memwrite.decisions.fact_row import decide_row
-from memwrite.entity_facts import FactObservation
-from memwrite.memory import DIRECT_SOURCE
 from memwrite.payloads import DedupeNote
 from memwrite.reasons import PinnedMemory, Supersedes
-from memwrite.store import FactRow, StoreItem
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.memory import DIRECT_SOURCE
+from memwrite.records.store import FactRow, StoreItem
 
 
 def day(number: int) -> datetime:

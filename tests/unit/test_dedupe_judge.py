@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
-from memwrite.config import DedupeConfig, ExtractConfig
+from memwrite.config.settings import DedupeConfig, ExtractConfig
 from memwrite.decisions.duplicate import Neighbour, decide_duplicate
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, PermanentError, TransientError
 from memwrite.ports import DedupeJudge

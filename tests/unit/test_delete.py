@@ -4,14 +4,13 @@ back, a contradiction it was half of is lifted), and the change feed gets its ow
 
 from __future__ import annotations
 
-from memwrite.candidate import MemoryType
-from memwrite.change_events import EventType, deleted_memory_of, memory_deleted_event
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.edit.delete import plan_deletion
-from memwrite.entity_facts import memory_fact_key
-from memwrite.memory import Tier
 from memwrite.payloads import OutboxChange
 from memwrite.reasons import MemoryDeleted
-from memwrite.store import OutboxOp
+from memwrite.records.change_events import EventType, deleted_memory_of, memory_deleted_event
+from memwrite.records.entity_facts import memory_fact_key
+from memwrite.records.store import OutboxOp
 from tests.unit.test_rollback import CONFIG, NOW, memory, stored
 
 

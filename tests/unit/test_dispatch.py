@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memwrite.dispatch import coalesce_delay, dispatch, plan_executions
+from memwrite.execution.dispatch import coalesce_delay, dispatch, plan_executions
 from memwrite.models import QueuedTurn
 from memwrite.ports import PipelineStart
 from tests.queued import queued_turn

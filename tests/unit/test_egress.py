@@ -1,5 +1,5 @@
-"""Webhooks go only outward (`memwrite.egress`, `memwrite.feed.webhooks`): every spelling of an
-internal address is refused when the URL is validated, a name is resolved and checked again at
+"""Webhooks go only outward (`memwrite.guards.egress`, `memwrite.feed.webhooks`): every spelling of
+an internal address is refused when the URL is validated, a name is resolved and checked again at
 delivery, and the loopback is reachable only where the deployment (never a tenant) allows it."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memwrite.change_events import ChangeEvent, event_for_change
-from memwrite.config import TenantOverrides, Webhook
-from memwrite.egress import LOOPBACK_FLAG, ip_literal, loopback_allowed
+from memwrite.config.settings import TenantOverrides, Webhook
 from memwrite.feed.webhooks import checked_client, post_event
+from memwrite.guards.egress import LOOPBACK_FLAG, ip_literal, loopback_allowed
 from memwrite.payloads import OutboxChange
+from memwrite.records.change_events import ChangeEvent, event_for_change
 
 SECRET = "s" * 20
 INSIDE = [

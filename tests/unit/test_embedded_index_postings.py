@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
 from memwrite.adapters.sqlite.lexical_partition import FTS5_TOKENIZE
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.index import BM25_STOPWORDS as STOP
 from memwrite.index import DocKind, IndexFilter, IndexHit, MemoryDoc
-from memwrite.memory import Tier
 
 DIMENSION = 8
 TEXTS = [

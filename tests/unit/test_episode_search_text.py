@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memwrite.episode import PRECEDING_MAX_CHARS, preceding_of, search_text
 from memwrite.models import QueuedTurn, Role, Source
-from memwrite.topics import withheld_turn
+from memwrite.records.episode import PRECEDING_MAX_CHARS, preceding_of, search_text
+from memwrite.topics.matcher import withheld_turn
 
 
 def turn(text: str, *, preceding: str | None = None, context: str | None = None) -> QueuedTurn:

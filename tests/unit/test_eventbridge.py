@@ -15,8 +15,8 @@ from moto import mock_aws
 
 from memwrite.adapters.aws.clients import events_client
 from memwrite.adapters.aws.eventbridge import SOURCE, EventBridgePublisher
-from memwrite.change_events import ChangeEvent, EventType
 from memwrite.errors import EventsUnpublished, TransientError
+from memwrite.records.change_events import ChangeEvent, EventType
 
 BUS = "memwrite-test"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from memwrite.candidate import Candidate, MemoryType
-from memwrite.config import ExtractConfig
+from memwrite.claims.candidate import Candidate, MemoryType
+from memwrite.config.settings import ExtractConfig
 from memwrite.models import Role
 from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import (

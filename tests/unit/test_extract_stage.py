@@ -15,8 +15,8 @@ from memwrite.adapters.in_memory import (
     InMemorySpanStore,
     InMemoryTurnLedger,
 )
-from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
-from memwrite.episode import EpisodeStatus
+from memwrite.config.settings import EpisodesConfig, ExtractConfig, PipelineConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import BudgetWait, ExtractionFailed, MalformedLlmOutput
 from memwrite.extract.stage import ExtractDeps, run
 from memwrite.models import QueuedTurn, Role, Source, SpanResult
@@ -25,7 +25,7 @@ from memwrite.ports import LlmCall, TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
 from memwrite.reasons import DeferredModelFailed, DeferredNoLLM, QualityDiscard, UserErased
-from memwrite.usage import LlmUsage
+from memwrite.records.episode import EpisodeStatus
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

@@ -17,16 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memwrite.candidate import MemoryType
-from memwrite.change_events import (
-    EventType,
-    WebhookDelivery,
-    erasure_row_id,
-    event_for_change,
-    is_erasure_row,
-    user_erased_event,
-)
-from memwrite.egress import LOOPBACK_FLAG
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.feed import (
     EVENT_ID_HEADER,
     MAX_ATTEMPTS,
@@ -38,8 +29,17 @@ from memwrite.feed import (
     post_event,
     retry_delay,
 )
-from memwrite.memory import MemoryUnit, Tier
+from memwrite.guards.egress import LOOPBACK_FLAG
 from memwrite.payloads import OutboxChange
+from memwrite.records.change_events import (
+    EventType,
+    WebhookDelivery,
+    erasure_row_id,
+    event_for_change,
+    is_erasure_row,
+    user_erased_event,
+)
+from memwrite.records.memory import MemoryUnit
 
 SECRET = "s3cret-of-sixteen-chars"
 AT = datetime(2025, 6, 1, 9, 0, tzinfo=UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import FirewallAction, PreFilterConfig
+from memwrite.config.settings import FirewallAction, PreFilterConfig
 from memwrite.models import Decision
 from memwrite.pre_filter.checks import mask_secrets, screen
 from memwrite.pre_filter.firewall import iban_valid, luhn_valid, normalise, scan

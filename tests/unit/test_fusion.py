@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.index import Fusion, FusionMethod, IndexHit, MatchSource, fuse_hybrid
 from memwrite.read.query import episode_fusion, memory_fusion
 

@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from memwrite.adapters.anthropic.questions import AnthropicQuestions
 from memwrite.adapters.aws.bedrock_embedder import TITAN_V2, BedrockEmbedder, bedrock_runtime_client
 from memwrite.adapters.template_questions import TemplateQuestions
-from memwrite.candidate import MemoryType
-from memwrite.config import ExtractConfig, PipelineConfig
-from memwrite.environment import LambdaEnvironment
+from memwrite.claims.candidate import MemoryType
+from memwrite.config.environment import LambdaEnvironment
+from memwrite.config.settings import ExtractConfig, PipelineConfig
 from memwrite.errors import EmbedderUnavailable
 from memwrite.wiring.search import build_embedder
 from tests.paraphrase_set import memory_unit, recall_at

@@ -24,11 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
+from memwrite.config.environment import LambdaEnvironment
 from memwrite.embedder import HashingEmbedder
-from memwrite.environment import LambdaEnvironment
 from memwrite.index import DocKind, IndexFilter, IndexHit, MemoryDoc, Vector
-from memwrite.memory import Tier
 from memwrite.ports import MemoryIndex
 from memwrite.wiring import build_index
 

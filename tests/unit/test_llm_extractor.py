@@ -26,8 +26,10 @@ from pydantic import ValidationError
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.adapters.in_memory import InMemoryBudgetStore
 from memwrite.budget import ModelBudget
-from memwrite.candidate import Candidate, MemoryType, Quality, memory_key
-from memwrite.config import ExtractConfig
+from memwrite.claims.candidate import Candidate, MemoryType, Quality, memory_key
+from memwrite.config.model_limits import ModelConfig
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.pricing import cost_usd, price_per_mtok
 from memwrite.errors import (
     ConfigError,
     ExtractionFailed,
@@ -46,9 +48,7 @@ from memwrite.extract.llm import (
     extract_with_llm,
     merge_candidates,
 )
-from memwrite.model_limits import ModelConfig
 from memwrite.models import Role
-from memwrite.pricing import cost_usd, price_per_mtok
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from tests.recorded_api import system_text
 

@@ -17,8 +17,8 @@ import pytest
 from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.adapters.anthropic.recording import ExchangeRecorder, request_key
-from memwrite.config import ExtractConfig
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
+from memwrite.config.settings import ExtractConfig
 from memwrite.wiring import Adapters
 from tests.recorded_api import RecordedApi, RecordedExchanges, recorded
 

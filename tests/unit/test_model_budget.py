@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memwrite.adapters.in_memory import InMemoryBudgetStore
 from memwrite.budget import Caller, Lane, ModelBudget
-from memwrite.model_limits import ModelConfig, ModelLimits
+from memwrite.config.model_limits import ModelConfig, ModelLimits
 
 PROVIDER, MODEL = "anthropic", "claude-haiku-4-5"
 # Small limits, one shard (fewer than 100 requests a minute), so the arithmetic reads plainly.

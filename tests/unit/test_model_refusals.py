@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.errors import LlmRefused
 from memwrite.extract.candidates import extract_candidates
 from memwrite.models import Role

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from memwrite.adapters.aws.opensearch_index import OpenSearchIndex, signed_client
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.embedder import HashingEmbedder
 from memwrite.errors import IndexUnavailable
 from memwrite.index import (
@@ -29,7 +29,6 @@ from memwrite.index import (
     MemoryDoc,
     fuse_hybrid,
 )
-from memwrite.memory import Tier
 from memwrite.wiring import build_index_setup
 from tests.fake_opensearch import FakeOpenSearch, serving
 

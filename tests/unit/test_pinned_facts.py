@@ -1,4 +1,4 @@
-"""The pin rule of `memwrite.entity_facts.derive`: a pinned memory stands against inferred
+"""The pin rule of `memwrite.records.entity_facts.derive`: a pinned memory stands against inferred
 facts (they are challenged beside it), a direct one or an explicit correction replaces it; in
 any order."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memwrite.entity_facts import FactObservation, derive
+from memwrite.records.entity_facts import FactObservation, derive
 
 
 def day(number: int) -> datetime:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import PreFilterConfig
+from memwrite.config.settings import PreFilterConfig
 from memwrite.pre_filter.checks import screen
 
 PLEASANTRIES = [

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.errors import ImportRejected
 from memwrite.portability import ImportGuards, parse_import, read_lines
 

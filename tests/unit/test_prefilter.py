@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.config import PreFilterConfig, UserSkipPattern
+from memwrite.config.settings import PreFilterConfig, UserSkipPattern
 from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.checks import pre_filter_turn, screen
 from memwrite.pre_filter.rate_gate import RateGate

@@ -19,12 +19,12 @@ from memwrite.adapters.anthropic import client as client_module
 from memwrite.adapters.anthropic.batches import AnthropicMessageBatches
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.adapters.aws.emf_metrics import EmfMetrics
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.pricing import cost_usd
+from memwrite.costs.usage import LlmUsage
 from memwrite.models import Role
-from memwrite.pricing import cost_usd
 from memwrite.prompts.extract import CACHED_PREFIX, BatchTurn, ExtractPromptInput, render
 from memwrite.spans import usage_summary
-from memwrite.usage import LlmUsage
 from tests.emf import emf_metrics, metric_total
 from tests.recorded_api import recorded
 

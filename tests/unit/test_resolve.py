@@ -21,14 +21,15 @@ from memwrite.adapters.in_memory import (
     InMemorySpanStore,
     InMemoryTurnLedger,
 )
-from memwrite.candidate import Candidate, MemoryType, Quality
-from memwrite.config import PipelineConfig
-from memwrite.entities import (
+from memwrite.claims.candidate import Candidate, MemoryType, Quality
+from memwrite.claims.entities import (
     Entity,
     EntityKind,
     entity_id_for,
     merge_entities,
 )
+from memwrite.config.settings import PipelineConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput
 from memwrite.extract.rules import extract_with_rules
 from memwrite.models import QueuedTurn, Role, Source
@@ -46,7 +47,6 @@ from memwrite.resolve_refs.references import (
     resolve_batch,
 )
 from memwrite.resolve_refs.stage import ResolveDeps, save_entity
-from memwrite.usage import LlmUsage
 
 TENANT, USER = "acme", "u-1"
 MODEL = "claude-haiku-4-5"

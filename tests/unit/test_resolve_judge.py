@@ -19,8 +19,9 @@ import pytest
 from pydantic import ValidationError
 
 from memwrite.adapters.anthropic.resolve_judge import AnthropicResolveJudge
-from memwrite.config import ExtractConfig
-from memwrite.entities import entity_id_for
+from memwrite.claims.entities import entity_id_for
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import (
     LlmRequestRejected,
     LlmUnavailable,
@@ -44,7 +45,6 @@ from memwrite.resolve_refs.references import (
     Unresolved,
     resolve_batch,
 )
-from memwrite.usage import LlmUsage
 from tests.patels import AT, TENANT, TURN, USER, leave_claim, patels
 from tests.recorded_api import RecordedApi, haiku_cost
 

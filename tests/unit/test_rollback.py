@@ -7,16 +7,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memwrite.candidate import MemoryType
-from memwrite.config import PipelineConfig
+from memwrite.claims.candidate import MemoryType, Tier
+from memwrite.config.settings import PipelineConfig
 from memwrite.decisions.fact_row import apply_state
 from memwrite.edit.rollback import MAX_ROLLBACK_ITEMS, RollbackReads, plan_rollback
-from memwrite.entity_facts import FactObservation, derive, memory_fact_key
 from memwrite.errors import RollbackRefused
 from memwrite.ids import content_hash
-from memwrite.memory import MemoryUnit, Tier
 from memwrite.ports import TraceRecord
-from memwrite.store import FactRow, OutboxOp, VersionedMemory
+from memwrite.records.entity_facts import FactObservation, derive, memory_fact_key
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import FactRow, OutboxOp, VersionedMemory
 
 CONFIG = PipelineConfig()
 T0 = datetime(2025, 1, 5, 10, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memwrite.candidate import Candidate, MemoryType
+from memwrite.claims.candidate import Candidate, MemoryType
 from memwrite.extract.rules import RuleExtraction, extract_with_rules
 
 Triple = tuple[str, str, str, bool]

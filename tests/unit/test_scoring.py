@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memwrite.candidate import MemoryType
-from memwrite.config import ScoringConfig
-from memwrite.memory import Tier
-from memwrite.scoring import WordingCue, score, tier_for, wording_confidence, wording_cues
+from memwrite.claims.candidate import MemoryType, Tier
+from memwrite.claims.scoring import WordingCue, score, tier_for, wording_confidence, wording_cues
+from memwrite.config.settings import ScoringConfig
 
 CONFIG = ScoringConfig()
 

@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from memwrite.adapters.in_memory import InMemoryTenantSettingsStore
-from memwrite.candidate import Candidate, MemoryType, Quality
-from memwrite.config import ExtractConfig, Settings, TenantOverrides, Webhook
+from memwrite.claims.candidate import Candidate, MemoryType, Quality
+from memwrite.config.settings import ExtractConfig, Settings, TenantOverrides, Webhook
 from memwrite.extract.candidates import excluded_topic
 from memwrite.models import Role
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, render

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memwrite.adapters.in_memory import CountingMetrics
+from memwrite.costs.usage import LlmUsage, metered, report_usage
 from memwrite.embedder import HashingEmbedder
 from memwrite.errors import InvalidQuery, StoreUnavailable
 from memwrite.metering import (
@@ -21,7 +22,6 @@ from memwrite.metering import (
     usage_window,
 )
 from memwrite.models import FailedTurn, IngestResponse
-from memwrite.usage import LlmUsage, metered, report_usage
 
 NOW = datetime(2026, 11, 27, 21, 40, tzinfo=UTC)
 CALL = LlmUsage(

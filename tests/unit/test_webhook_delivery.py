@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from memwrite.adapters.in_memory import CountingMetrics, InMemorySpanStore, InMemoryTurnLedger
-from memwrite.change_events import EventType, WebhookDelivery, event_for_change
 from memwrite.errors import WebhookUndelivered
 from memwrite.feed import (
     SIGNATURE_HEADER,
@@ -28,6 +27,7 @@ from memwrite.feed import (
 from memwrite.feed.delivery import LANE, MAX_ATTEMPTS
 from memwrite.payloads import OutboxChange
 from memwrite.ports import TraceRecord, WebhookMessage
+from memwrite.records.change_events import EventType, WebhookDelivery, event_for_change
 
 AT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 NOW = AT.timestamp()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from memwrite.config import SearchConfig
+from memwrite.config.settings import SearchConfig
 from memwrite.wiring.search import offline_embedder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ socket.socket.connect_ex = refuse
 socket.create_connection = refuse
 handlers = list(logging.getLogger().handlers)
 
-from memwrite.config import SearchConfig
+from memwrite.config.settings import SearchConfig
 from memwrite.wiring.search import offline_embedder
 
 search = SearchConfig()

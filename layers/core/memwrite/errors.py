@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memwrite.usage import LlmUsage
+    from memwrite.costs.usage import LlmUsage
 
 __all__ = [
     "ApiKeyExists",

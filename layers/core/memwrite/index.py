@@ -29,8 +29,7 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
-from memwrite.candidate import MemoryType
-from memwrite.memory import Tier
+from memwrite.claims.candidate import MemoryType, Tier
 
 __all__ = [
     "BM25_STOPWORDS",

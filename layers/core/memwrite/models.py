@@ -164,7 +164,7 @@ class QueuedTurn(BaseModel):
     preceding: str | None = Field(
         default=None,
         description="The end of the turn before this one in its request (masked, any role, "
-        "at most `memwrite.episode.PRECEDING_MAX_CHARS`): an episode's search text begins "
+        "at most `memwrite.records.episode.PRECEDING_MAX_CHARS`): an episode's search text begins "
         "with it (docs/design.md §10).",
     )
     direct: DirectMemory | None = Field(

@@ -14,10 +14,10 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memwrite.candidate import Candidate, memory_key
-from memwrite.entity_facts import DerivedState, FactObservation
+from memwrite.claims.candidate import Candidate, memory_key
 from memwrite.ids import content_hash
 from memwrite.models import QueuedTurn
+from memwrite.records.entity_facts import DerivedState, FactObservation
 from memwrite.schema import PARTITION_KEY, SORT_KEY
 
 __all__ = [

@@ -17,11 +17,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from memwrite.candidate import Candidate
-from memwrite.change_events import ChangeEvent, WebhookDelivery
-from memwrite.config import Settings, TenantOverrides, Webhook
-from memwrite.entities import Entity, VersionedEntity
-from memwrite.episode import Episode, EpisodePage, EpisodeStatus
+from memwrite.claims.candidate import Candidate
+from memwrite.claims.entities import Entity, VersionedEntity
+from memwrite.config.settings import Settings, TenantOverrides, Webhook
+from memwrite.costs.usage import LlmUsage
 from memwrite.index import (
     DEFAULT_FUSION,
     Fusion,
@@ -31,7 +30,6 @@ from memwrite.index import (
     MemoryDoc,
     Vector,
 )
-from memwrite.memory import MemoryUnit
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
@@ -39,9 +37,11 @@ from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.resolve_refs import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
-from memwrite.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
-from memwrite.usage import LlmUsage
-from memwrite.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
+from memwrite.records.change_events import ChangeEvent, WebhookDelivery
+from memwrite.records.episode import Episode, EpisodePage, EpisodeStatus
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import Commit, FactRow, RollbackCommit, RollbackRecord, VersionedMemory
+from memwrite.records.user_snapshot import RestoreUnit, SpilledExport, UserSnapshot
 
 __all__ = [
     "ApiKeyRecord",
@@ -579,8 +579,8 @@ class Outbox(Protocol):
 
     def mark_done(self, changes: Sequence[OutboxChange]) -> None:
         """Mark rows done (idempotent): they leave `pending` and `MemoryStore.pending_memories`;
-        a row already removed (the user erased) stays gone. An erasure's row (`change_events.
-        is_erasure_row`) is deleted instead: nothing of the erased user outlives it."""
+        a row already removed (the user erased) stays gone. An erasure's row (`records.
+        change_events.is_erasure_row`) is deleted instead: nothing of the user outlives it."""
 
 
 @dataclass(frozen=True)
@@ -617,8 +617,9 @@ class UserEraser(Protocol):
         Erasure rows of earlier erasures still pending (`announce`) are kept."""
 
     def announce(self, tenant: str, user_id: str, at: datetime) -> OutboxChange:
-        """Write the erasure's outbox row (`memwrite.change_events.erasure_row_id(at)`, rev 1,
-        pending): stage 7 sends `user.erased` from it, then deletes it."""
+        """Write the erasure's outbox row
+        (`memwrite.records.change_events.erasure_row_id(at)`, rev 1, pending): stage 7 sends
+        `user.erased` from it, then deletes it."""
 
 
 class UserPortability(Protocol):

@@ -8,13 +8,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
+from memwrite.costs.usage import LlmUsage, metered
 from memwrite.errors import MemwriteError
 from memwrite.models import LlmUsageSummary, SpanResult, StageSpan
 from memwrite.payloads import ExtractOutput, ItemsPayload, PipelineItem
 from memwrite.ports import MetricsSink, SpanStore
 from memwrite.reasons import ExtractionError, JudgeError, Reason, StoreError
 from memwrite.stages import STAGES
-from memwrite.usage import LlmUsage, metered
 
 __all__ = [
     "failure_recorded",
@@ -99,7 +99,7 @@ def record_failure(
     metrics: MetricsSink,
 ) -> None:
     """A failed attempt's error spans, the first carrying what its model calls cost (`paid`,
-    from `memwrite.usage.metered`), and that cost's `llm.*` metrics: every stage that calls a
+    from `memwrite.costs.usage.metered`), and that cost's `llm.*` metrics: every stage that calls a
     model charges a failure the same way, so a paid call reaches the trace and the dashboard."""
     usage = usage_summary(paid)
     spans = list(error_spans)

@@ -20,14 +20,14 @@ from memwrite.adapters.page_cursor import (
 )
 from memwrite.backfill.ports import BackfillJob
 from memwrite.budget.ports import BucketRecord
-from memwrite.config import TenantOverrides
-from memwrite.entities import Entity, VersionedEntity
-from memwrite.episode import Episode
+from memwrite.claims.entities import Entity, VersionedEntity
+from memwrite.config.settings import TenantOverrides
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import EnqueueResult, TracePage, TraceRecord
 from memwrite.reasons import Reason
-from memwrite.usage import LlmUsage
+from memwrite.records.episode import Episode
 
 __all__ = [
     "CountingMetrics",

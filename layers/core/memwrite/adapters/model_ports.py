@@ -14,9 +14,9 @@ from typing import Final
 
 from memwrite.adapters.structured import StructuredCalls
 from memwrite.adapters.template_questions import TemplateQuestions
-from memwrite.candidate import Candidate
+from memwrite.claims.candidate import Candidate
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import MalformedLlmOutput
-from memwrite.memory import MemoryUnit
 from memwrite.ports import DedupeJudgement, GeneratedQuestions, LlmCall, VerifierCall
 from memwrite.prompts import PromptMessage
 from memwrite.prompts import dedupe as dedupe_prompt
@@ -27,7 +27,7 @@ from memwrite.prompts.extract import BatchTurn, ExtractionResult
 from memwrite.prompts.hype import HypeQuestions
 from memwrite.prompts.resolve_refs import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
-from memwrite.usage import LlmUsage
+from memwrite.records.memory import MemoryUnit
 
 __all__ = [
     "DEDUPE_MAX_OUTPUT_TOKENS",

@@ -12,7 +12,7 @@ same way:
   adapter allows it (extraction); cut off again, it is `TruncatedLlmOutput`;
 - a refusal, a content filter or a guardrail is `LlmRefused`, never read as an answer;
 - the answer is validated as the adapter's pydantic model, else `MalformedLlmOutput`;
-- every answered request is reported to the run's meter (`memwrite.usage.report_usage`).
+- every answered request is reported to the run's meter (`memwrite.costs.usage.report_usage`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memwrite.budget import Caller, Grant, ModelBudget, current_caller
+from memwrite.costs.pricing import price_per_mtok
+from memwrite.costs.usage import LlmUsage, report_usage
 from memwrite.errors import BudgetExhausted, LlmRefused, MalformedLlmOutput, TruncatedLlmOutput
-from memwrite.pricing import price_per_mtok
 from memwrite.prompts import PromptMessage
-from memwrite.usage import LlmUsage, report_usage
 
 __all__ = [
     "MAX_GROWN_OUTPUT_TOKENS",

@@ -9,9 +9,9 @@ Same memory, same questions: a retried HyPE job writes the same vectors.
 
 from __future__ import annotations
 
-from memwrite.candidate import MemoryType
-from memwrite.memory import MemoryUnit
+from memwrite.claims.candidate import MemoryType
 from memwrite.ports import GeneratedQuestions
+from memwrite.records.memory import MemoryUnit
 
 __all__ = ["TemplateQuestions"]
 

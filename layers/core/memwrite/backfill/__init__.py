@@ -1,6 +1,6 @@
 """Backfill: the user's words kept when extraction deferred them, distilled once a model is
 available (docs/design.md §10), live (`run`) or through the provider's batch API at half price
-(`batch`, its ports in `ports`); the episode itself is `memwrite.episode`."""
+(`batch`, its ports in `ports`); the episode itself is `memwrite.records.episode`."""
 
 from memwrite.backfill.batch import BatchDeps, BatchRound, run_batch_round
 from memwrite.backfill.near_expiry import NearExpiryReport, report_near_expiry

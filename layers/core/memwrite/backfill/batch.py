@@ -50,14 +50,14 @@ from memwrite.backfill.run import (
     open_trace,
     pending_episodes,
 )
-from memwrite.config import PipelineConfig
-from memwrite.episode import Episode, EpisodeStatus
+from memwrite.config.settings import PipelineConfig
+from memwrite.costs.usage import report_usage
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput, MemwriteError, ModelRequired
 from memwrite.extract.requests import batch_prompts
 from memwrite.ids import content_hash
 from memwrite.ports import LlmCall, MetricsSink, SessionLog
 from memwrite.prompts import PromptMessage, RenderedPrompt
-from memwrite.usage import report_usage
+from memwrite.records.episode import Episode, EpisodeStatus
 
 __all__ = [
     "BatchAnswers",

@@ -18,8 +18,8 @@ from memwrite.backfill.run import (
     BackfillRequest,
     pending_episodes,
 )
-from memwrite.config import PipelineConfig
-from memwrite.episode import expiry_warning
+from memwrite.config.settings import PipelineConfig
+from memwrite.records.episode import expiry_warning
 
 __all__ = ["NEAR_EXPIRY_METRIC", "NearExpiryReport", "report_near_expiry"]
 

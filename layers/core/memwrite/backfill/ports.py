@@ -16,10 +16,10 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from memwrite.episode import Episode
+from memwrite.costs.usage import LlmUsage
 from memwrite.ports import LlmCall
 from memwrite.prompts import RenderedPrompt
-from memwrite.usage import LlmUsage
+from memwrite.records.episode import Episode
 
 __all__ = [
     "BackfillJob",

@@ -37,8 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from memwrite.backfill.ports import BackfillJob, BackfillStarter
 from memwrite.budget import Lane, caller_of, calling_for
-from memwrite.config import PipelineConfig
-from memwrite.episode import Episode, EpisodeStatus
+from memwrite.config.settings import PipelineConfig
 from memwrite.errors import (
     BudgetExhausted,
     InvalidQuery,
@@ -53,9 +52,10 @@ from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPaylo
 from memwrite.ports import EpisodeStore, MetricsSink, SpanStore, TraceRecord, TurnLedger
 from memwrite.read.pending import pending_of
 from memwrite.reasons import ExcludedTopic
+from memwrite.records.episode import Episode, EpisodeStatus
 from memwrite.stages import pipeline_stages
 from memwrite.tenants.configs import TenantConfigs
-from memwrite.topics import withheld_turn, withhold_words
+from memwrite.topics.matcher import withheld_turn, withhold_words
 
 __all__ = [
     "MAX_USERS_PER_RUN",

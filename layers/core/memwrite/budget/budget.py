@@ -44,7 +44,7 @@ from memwrite.budget.buckets import (
     refund,
 )
 from memwrite.budget.ports import BucketRecord, BudgetStore
-from memwrite.model_limits import ModelConfig, ModelLimits
+from memwrite.config.model_limits import ModelConfig, ModelLimits
 
 __all__ = [
     "Admission",

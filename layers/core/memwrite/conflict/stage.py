@@ -2,8 +2,8 @@
 
 Reads the candidate's entity_facts row (tenant, user, entity, predicate), adds the candidate's
 observation (to the memory dedupe chose: itself, or the memory it merges into) and derives the
-row's state with `memwrite.entity_facts.derive` (`memwrite.decisions.fact_row`, which persist
-decides with again after a lost race): stateful predicates supersede by `observed_at`,
+row's state with `memwrite.records.entity_facts.derive` (`memwrite.decisions.fact_row`, which
+persist decides with again after a lost race): stateful predicates supersede by `observed_at`,
 idempotent ones link contradictions. The decision, with the row version it was made on, goes
 into the payload (`ConflictNote`); persist writes it only if it still finds that version.
 Events and tasks are not keyed: they pass through with no note.
@@ -15,15 +15,15 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.decisions.fact_row import decide_row
 from memwrite.errors import StageInputError
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, ItemsPayload
 from memwrite.ports import MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import Contradiction, LateArrival, PinnedMemory, Reason, Supersedes
+from memwrite.records.store import FactRow, StoreItem
 from memwrite.spans import item_span, record_spans, unrecorded
-from memwrite.store import FactRow, StoreItem
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memwrite.ports import MemoryStore
-from memwrite.store import FactRow, StoreItem, VersionedMemory
+from memwrite.records.store import FactRow, StoreItem, VersionedMemory
 
 __all__ = ["CandidateReads", "read_candidate"]
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memwrite.candidate import MemoryType
-from memwrite.config import DedupeConfig
+from memwrite.claims.candidate import MemoryType
+from memwrite.config.settings import DedupeConfig
 from memwrite.decisions.candidate_reads import CandidateReads
-from memwrite.entity_facts import canonical_predicate
 from memwrite.index import IndexFilter
-from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
 from memwrite.payloads import DedupeNote
 from memwrite.ports import DedupeJudge, DedupeJudgement, Embedder, MemoryIndex, MemoryStore
-from memwrite.store import StoreItem, VersionedMemory
+from memwrite.records.entity_facts import canonical_predicate
+from memwrite.records.memory import KEYED_TYPES, MemoryUnit, normalise
+from memwrite.records.store import StoreItem, VersionedMemory
 
 __all__ = [
     "INDEXED_NEIGHBOURS",

@@ -3,18 +3,18 @@ persist makes again on a fresh read when its transaction is refused (`decide_row
 row's derived state applied to one of its memories (`apply_state`: persist, patch and rollback
 write memories with it).
 
-A row's state is derived from the set of its observations (`memwrite.entity_facts.derive`):
+A row's state is derived from the set of its observations (`memwrite.records.entity_facts.derive`):
 stateful predicates supersede by `observed_at`, idempotent ones link contradictions.
 """
 
 from __future__ import annotations
 
-from memwrite.config import PipelineConfig
-from memwrite.entity_facts import DerivedState, FactObservation, canonical_predicate, derive
-from memwrite.memory import DIRECT_SOURCE, MemoryLink, MemoryUnit, normalise
+from memwrite.claims.scoring import score, tier_for
+from memwrite.config.settings import PipelineConfig
 from memwrite.payloads import ConflictNote, DedupeNote
-from memwrite.scoring import score, tier_for
-from memwrite.store import FactRow, StoreItem
+from memwrite.records.entity_facts import DerivedState, FactObservation, canonical_predicate, derive
+from memwrite.records.memory import DIRECT_SOURCE, MemoryLink, MemoryUnit, normalise
+from memwrite.records.store import FactRow, StoreItem
 
 __all__ = ["apply_state", "decide_row"]
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.decisions.candidate_reads import read_candidate
 from memwrite.decisions.duplicate import (
     PENDING_NEIGHBOURS,
@@ -35,11 +36,12 @@ from memwrite.decisions.duplicate import (
     own_memory,
     polarity,
 )
-from memwrite.memory import normalise
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import DedupeNote, ItemsPayload
 from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import DuplicateConfirmed, JudgeError
+from memwrite.records.memory import normalise
+from memwrite.records.store import StoreItem
 from memwrite.spans import (
     failure_recorded,
     item_span,
@@ -47,8 +49,6 @@ from memwrite.spans import (
     unrecorded,
     usage_summary,
 )
-from memwrite.store import StoreItem
-from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters

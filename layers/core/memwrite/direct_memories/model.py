@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
-from memwrite.candidate import USER_ENTITY, MemoryType
+from memwrite.claims.candidate import USER_ENTITY, MemoryType
 
 __all__ = [
     "DIRECT_SESSION",

@@ -2,7 +2,7 @@
 index, announce it on the change feed (`memory.deleted`) and leave a span on its trace.
 
 **What it had superseded comes back.** Supersession and contradictions are derived from the
-set of observations in the memory's entity_facts row (`memwrite.entity_facts.derive`), never
+set of observations in the memory's entity_facts row (`memwrite.records.entity_facts.derive`), never
 kept as a decision of their own. The deletion takes the memory's observation out of its row and
 derives the row again, so the store is what it would be had that memory never been observed:
 an older value it had ended is current again (`restored`), a contradiction it was half of is
@@ -32,16 +32,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from memwrite.change_events import deletion_row_id
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.decisions.fact_row import apply_state
 from memwrite.edit.ports import MemoryDeletion
-from memwrite.entity_facts import derive, memory_fact_key
 from memwrite.errors import IndexUnavailable, UnknownMemory, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.ports import MemoryIndex, MemoryReader, MemoryStore, MetricsSink
 from memwrite.reasons import MemoryDeleted
-from memwrite.store import (
+from memwrite.records.change_events import deletion_row_id
+from memwrite.records.entity_facts import derive, memory_fact_key
+from memwrite.records.store import (
     DeletionCommit,
     DeletionRecord,
     FactRow,

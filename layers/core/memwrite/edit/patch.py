@@ -1,7 +1,7 @@
 """`PATCH /v1/memories/{memory_id}`: pin a memory, or give it an expiry.
 
 A pin lives in two places written together: the memory (`pinned`, what the API shows) and its
-observation in the entity_facts row (what `memwrite.entity_facts.derive` reads, so a pinned
+observation in the entity_facts row (what `memwrite.records.entity_facts.derive` reads, so a pinned
 memory is never ended by an inferred fact, whatever the order things arrive in). Pinning or
 unpinning re-derives the row, so unpinning lets a newer challenger take over at once, as it
 would have had the memory never been pinned.
@@ -33,14 +33,14 @@ from pydantic import (
     model_validator,
 )
 
-from memwrite.candidate import MemoryType
-from memwrite.config import PipelineConfig
+from memwrite.claims.candidate import MemoryType
+from memwrite.config.settings import PipelineConfig
 from memwrite.decisions.fact_row import apply_state
-from memwrite.entity_facts import derive, memory_fact_key
 from memwrite.errors import UnknownMemory, WriteConflict
-from memwrite.memory import EXPIRED_RETENTION, MemoryUnit, expiry_announced_on_write
 from memwrite.ports import MemoryReader, MemoryStore
-from memwrite.store import Commit, FactRow, OutboxOp, OutboxRow
+from memwrite.records.entity_facts import derive, memory_fact_key
+from memwrite.records.memory import EXPIRED_RETENTION, MemoryUnit, expiry_announced_on_write
+from memwrite.records.store import Commit, FactRow, OutboxOp, OutboxRow
 
 __all__ = [
     "MAX_PATCH_ATTEMPTS",

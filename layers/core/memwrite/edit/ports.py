@@ -9,8 +9,8 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from memwrite.episode import Episode
-from memwrite.store import DeletionCommit
+from memwrite.records.episode import Episode
+from memwrite.records.store import DeletionCommit
 
 __all__ = ["TOPIC_SWEEP_EVENT", "MemoryDeletion", "TopicSweep", "TopicSweepStore", "TopicSweeps"]
 

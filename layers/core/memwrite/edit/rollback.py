@@ -3,7 +3,7 @@ it stored, give back to the memories they had ended their active state, and keep
 record of it.
 
 Supersession and contradictions are *derived* from the set of observations in an entity_facts
-row (`memwrite.entity_facts.derive`), never from arrival order; so taking the trace's
+row (`memwrite.records.entity_facts.derive`), never from arrival order; so taking the trace's
 observations out of their rows and deriving again gives exactly the state the other traces would
 have left without it, whoever wrote later. That makes a later supersession undoable exactly: a
 newer fact of a later trace stays current, an older one this trace had ended is current again.
@@ -39,10 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.decisions.fact_row import apply_state
-from memwrite.entity_facts import derive, memory_fact_key
-from memwrite.episode import EpisodeStatus
 from memwrite.errors import RollbackRefused, UnknownTrace, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.ports import (
@@ -57,7 +55,9 @@ from memwrite.ports import (
 )
 from memwrite.read.traces import TraceStatus, get_trace
 from memwrite.reasons import RolledBack
-from memwrite.store import (
+from memwrite.records.entity_facts import derive, memory_fact_key
+from memwrite.records.episode import EpisodeStatus
+from memwrite.records.store import (
     FactRow,
     OutboxOp,
     OutboxRow,

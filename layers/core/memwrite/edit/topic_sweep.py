@@ -5,7 +5,7 @@ Memories whose stored `topic` is excluded leave through the deletion path of
 `DELETE /v1/memories/{memory_id}` (`memwrite.edit.delete`): one commit each, conditioned on
 what was read, so the index follows from the deletion's outbox row and the change feed says
 `memory.deleted` for each, and a value one of them had superseded is current again. Episodes
-whose words the topic's vocabulary marks (`memwrite.topics.marked_topic`, the tenant's own
+whose words the topic's vocabulary marks (`memwrite.topics.matcher.marked_topic`, the tenant's own
 terms included) are deleted with an outbox row each, from which stage 7 takes their documents
 out of the index (as for an expired episode); the documents are also deleted right after.
 
@@ -24,14 +24,14 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.edit.delete import DeleteDeps, delete_memory
 from memwrite.edit.ports import TOPIC_SWEEP_EVENT, TopicSweep, TopicSweepStore
-from memwrite.episode import Episode, episode_doc_id, search_text
 from memwrite.errors import IndexUnavailable, UnknownMemory
 from memwrite.ports import EpisodeStore
+from memwrite.records.episode import Episode, episode_doc_id, search_text
 from memwrite.tenants import TenantConfigs
-from memwrite.topics import marked_topic
+from memwrite.topics.matcher import marked_topic
 
 __all__ = [
     "EPISODE_PAGE",

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from memwrite.errors import WriteConflict
 from memwrite.ports import ExpiryFinder, MemoryIndex, MemoryStore
-from memwrite.store import Commit, OutboxOp, OutboxRow
+from memwrite.records.store import Commit, OutboxOp, OutboxRow
 
 __all__ = [
     "DEFAULT_LIMIT",

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from memwrite.candidate import Candidate
-from memwrite.config import ExtractConfig
+from memwrite.claims.candidate import Candidate
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import (
     BudgetExhausted,
     ExtractionFailed,
@@ -25,8 +26,7 @@ from memwrite.ports import CandidateVerifier, ExtractionLlm
 from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import ExcludedTopic, QualityDiscard, Reason, Ungrounded
-from memwrite.topics import marked_topic
-from memwrite.usage import LlmUsage
+from memwrite.topics.matcher import marked_topic
 
 __all__ = [
     "BUDGET_ERROR",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from functools import cache
 
-from memwrite.candidate import USER_ENTITY, Candidate, MemoryType, Quality
+from memwrite.claims.candidate import USER_ENTITY, Candidate, MemoryType, Quality
 from memwrite.direct_memories import DirectMemory
 from memwrite.extract.rules import (
     engine,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memwrite.candidate import Candidate
+from memwrite.claims.candidate import Candidate
+from memwrite.costs.usage import LlmUsage
 from memwrite.payloads import Extractor
 from memwrite.reasons import ExcludedTopic, Reason
-from memwrite.usage import LlmUsage
 
 __all__ = ["BatchExtraction", "TurnExtraction"]
 

@@ -21,8 +21,10 @@ from contextvars import copy_context
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from memwrite.candidate import Candidate, memory_key
-from memwrite.config import ExtractConfig
+from memwrite.claims.candidate import Candidate, memory_key
+from memwrite.claims.scoring import wording_confidence, wording_cues
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import ExtractionFailed, LlmRefused, MalformedLlmOutput, TruncatedLlmOutput
 from memwrite.ports import ExtractionLlm
 from memwrite.prompts import RenderedPrompt
@@ -35,9 +37,7 @@ from memwrite.prompts.extract import (
     render_detail,
     turn_refs,
 )
-from memwrite.scoring import wording_confidence, wording_cues
 from memwrite.segment import split_segments
-from memwrite.usage import LlmUsage
 
 __all__ = [
     "LlmExtraction",
@@ -162,7 +162,7 @@ def cap_hypotheticals(
 
 def cap_by_wording(candidates: Sequence[Candidate], turn_text: str) -> list[Candidate]:
     """Cap confidence by the wording of the sentence that states each claim: a hedge, a
-    question, reported speech, a plan or a wish (`memwrite.scoring.wording_cues`).
+    question, reported speech, a plan or a wish (`memwrite.claims.scoring.wording_cues`).
 
     The model is told to lower confidence itself; this holds when it does not. A claim stated in
     several sentences takes the plainest of them; one whose value is in no sentence (the model

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.extract.candidates import model_prompts
 from memwrite.models import QueuedTurn, session_sort_key
 from memwrite.ports import SessionLog

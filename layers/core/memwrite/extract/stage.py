@@ -6,8 +6,8 @@ LLM full pass (plus the detail pass on long conversations), with the rest of the
 context. Offline (no LLM configured) those turns are recorded as `DeferredNoLLM`; when the model
 fails after its own retries (throttled, overloaded, refusing, malformed twice) as
 `DeferredModelFailed` with an error span. A deferred user turn is kept as an *episode*
-(`memwrite.episode`, settings `pipeline.episodes`) in the same transaction as its session-log
-entry, and its rule candidates are dropped: the backfill extracts the whole turn later.
+(`memwrite.records.episode`, settings `pipeline.episodes`) in the same transaction as its
+session-log entry, and its rule candidates are dropped: the backfill extracts the whole turn later.
 
 `memwrite.extract.candidates.extract_candidates` is the pure decision (used by the stage and
 by `memwrite extract`); `run` is the stage: session context, spans, metrics and the session
@@ -24,16 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NoReturn
 
-from memwrite.candidate import Candidate, memory_key
-from memwrite.config import EpisodesConfig, ExtractConfig, PipelineConfig
-from memwrite.episode import Episode, EpisodeStatus
+from memwrite.claims.candidate import Candidate, memory_key
+from memwrite.config.settings import EpisodesConfig, ExtractConfig, PipelineConfig
 from memwrite.errors import BudgetExhausted, BudgetWait, SourceErased
 from memwrite.extract.candidates import BUDGET_ERROR, extract_candidates
 from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.requests import batch_turns, session_context
 from memwrite.ids import content_hash
-from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import (
     LlmUsageSummary,
     QueuedTurn,
@@ -62,8 +60,10 @@ from memwrite.reasons import (
     Reason,
     UserErased,
 )
+from memwrite.records.episode import Episode, EpisodeStatus
+from memwrite.records.memory import DIRECT_SOURCE
 from memwrite.spans import failure_recorded, make_span, record_spans, usage_summary
-from memwrite.topics import withheld_turn, withhold_words
+from memwrite.topics.matcher import withheld_turn, withhold_words
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters

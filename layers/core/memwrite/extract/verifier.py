@@ -21,15 +21,15 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from memwrite.candidate import Candidate
-from memwrite.config import VerifierConfig
+from memwrite.claims.candidate import Candidate
+from memwrite.config.settings import VerifierConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import MalformedLlmOutput, VerificationFailed
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.ports import CandidateVerifier
 from memwrite.prompts.extract import BatchTurn
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason, Unverified
-from memwrite.usage import LlmUsage
 
 __all__ = ["verify_extraction"]
 

@@ -1,4 +1,4 @@
-"""The change feed's delivery: stage 7 hands each event (`memwrite.change_events`) to the
+"""The change feed's delivery: stage 7 hands each event (`memwrite.records.change_events`) to the
 webhook delivery lane (`delivery`), which sends it, signed, to the tenants' webhooks
 (`webhooks`)."""
 

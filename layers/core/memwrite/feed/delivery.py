@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from memwrite.change_events import ChangeEvent, WebhookDelivery
-from memwrite.config import Webhook
+from memwrite.config.settings import Webhook
 from memwrite.errors import WebhookUndelivered
 from memwrite.feed.webhooks import AttemptResult, checked_client, hook_id, post_event
 from memwrite.models import SpanResult
 from memwrite.reasons import WebhookAttempt
+from memwrite.records.change_events import ChangeEvent, WebhookDelivery
 from memwrite.spans import make_span, store_spans
 
 if TYPE_CHECKING:

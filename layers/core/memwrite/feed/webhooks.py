@@ -5,7 +5,7 @@ is at least once). Any 2xx accepts it; anything else (no answer, a timeout, anot
 a failed attempt, which the delivery lane (`memwrite.feed.delivery`) retries through its queue.
 
 The host is resolved again at each attempt (its DNS may have changed since the settings were
-stored) and the connection goes to the address just checked (`memwrite.egress`), never to an
+stored) and the connection goes to the address just checked (`memwrite.guards.egress`), never to an
 internal one; redirects are not followed, so a public host cannot bounce the POST inside.
 """
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import httpcore
 import httpx
 
-from memwrite.change_events import ChangeEvent
-from memwrite.config import Webhook
-from memwrite.egress import loopback_allowed, resolve_checked
+from memwrite.config.settings import Webhook
+from memwrite.guards.egress import loopback_allowed, resolve_checked
 from memwrite.ids import content_hash
+from memwrite.records.change_events import ChangeEvent
 
 __all__ = [
     "EVENT_ID_HEADER",

@@ -17,19 +17,19 @@ The batch's rows share one embedder call, one index write (`MemoryIndex.write`),
 write and one mark-done (a COMMIT, a Bedrock or OpenSearch round trip each, rather than one
 per row); each row still succeeds or fails on its own (`run_batch`).
 
-An episode's row (`episode:<turn id>`, `memwrite.episode`) indexes the kept turn as a document
-of kind `episode`: its BM25 text the end of the turn it replies to then its own words
-(`memwrite.episode.search_text`), its content vector its own words (no questions: they are the
-user's own words), or removes it when the episode is gone (erased, expired).
+An episode's row (`episode:<turn id>`, `memwrite.records.episode`) indexes the kept turn as a
+document of kind `episode`: its BM25 text the end of the turn it replies to then its own words
+(`memwrite.records.episode.search_text`), its content vector its own words (no questions: they are
+the user's own words), or removes it when the episode is gone (erased, expired).
 
-A deletion's row (`memwrite.change_events.deleted_memory_of`, `DELETE
+A deletion's row (`memwrite.records.change_events.deleted_memory_of`, `DELETE
 /v1/memories/{memory_id}`) deletes the memory's document unless the memory is back in the store
 (stored again since: its own rows index it) and sends `memory.deleted`; its span joins the
 trace that stored the memory.
 
-An erasure's row (`memwrite.change_events.is_erasure_row`) indexes nothing: its `user.erased`
-goes out on the feed as below (no trace to hold the attempts' spans: the user's went with
-them), then the row is deleted.
+An erasure's row (`memwrite.records.change_events.is_erasure_row`) indexes nothing: its
+`user.erased` goes out on the feed as below (no trace to hold the attempts' spans: the user's went
+with them), then the row is deleted.
 
 A memory's row then goes out on the change feed (`memwrite.feed`): its event onto the
 environment's EventBridge bus when there is one (`HypeDeps.publisher`; a rejected entry raises
@@ -55,21 +55,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from memwrite.candidate import MemoryType
-from memwrite.change_events import (
-    ChangeEvent,
-    deleted_memory_of,
-    event_for_change,
-    is_erasure_row,
-    memory_deleted_event,
-    user_erased_event,
-)
-from memwrite.config import PipelineConfig, Webhook
-from memwrite.episode import EpisodeStatus, episode_of_doc_id, search_text
+from memwrite.claims.candidate import MemoryType, Tier
+from memwrite.config.settings import PipelineConfig, Webhook
+from memwrite.costs.usage import LlmUsage, metered
 from memwrite.errors import IndexUnavailable, MemwriteError
 from memwrite.feed import deliveries_for
 from memwrite.index import DocKind, DocRemoval, IndexWrite, MemoryDoc
-from memwrite.memory import MemoryUnit, Tier
 from memwrite.metering import UsageCounts, count_usage, metering_for
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
@@ -87,8 +78,17 @@ from memwrite.ports import (
     WebhookQueue,
 )
 from memwrite.reasons import IndexingError
+from memwrite.records.change_events import (
+    ChangeEvent,
+    deleted_memory_of,
+    event_for_change,
+    is_erasure_row,
+    memory_deleted_event,
+    user_erased_event,
+)
+from memwrite.records.episode import EpisodeStatus, episode_of_doc_id, search_text
+from memwrite.records.memory import MemoryUnit
 from memwrite.spans import make_span, store_spans, usage_summary
-from memwrite.usage import LlmUsage, metered
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 
+from memwrite.costs.usage import LlmUsage
 from memwrite.models import IngestResponse
-from memwrite.usage import LlmUsage
 
 __all__ = ["COUNTERS", "UsageCounts", "hour_key", "hour_of"]
 

@@ -4,7 +4,7 @@ A unit of work (an API request, a pipeline stage's batch, one memory's indexing,
 extraction batch) runs inside `metering_for(tenant, ...)`, opened where its tenant is known
 (the handlers, beside the model budget's `calling_for`). Inside it:
 
-- every model call is counted from the usage the provider answered (`memwrite.usage.
+- every model call is counted from the usage the provider answered (`memwrite.costs.usage.
   report_usage`, which the model adapters call for every answered call, a malformed or a
   retried one included);
 - every text the search index's embedder embeds is counted (`MeteredEmbedder`, the embedder
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from memwrite.costs.usage import LlmUsage, metered_for_tenant
 from memwrite.errors import MemwriteError
 from memwrite.metering.counts import UsageCounts
-from memwrite.usage import LlmUsage, metered_for_tenant
 
 if TYPE_CHECKING:
     import numpy as np

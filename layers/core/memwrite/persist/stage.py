@@ -24,19 +24,19 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from memwrite.candidate import MemoryType
-from memwrite.config import PipelineConfig
+from memwrite.claims.candidate import MemoryType
+from memwrite.claims.scoring import tier_for
+from memwrite.config.settings import PipelineConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.decisions.candidate_reads import CandidateReads, read_candidate
 from memwrite.decisions.duplicate import decide_on_read
 from memwrite.decisions.fact_row import apply_state, decide_row
-from memwrite.entity_facts import DerivedState
 from memwrite.errors import (
     SourceErased,
     SourceRolledBack,
     StageInputError,
     WriteConflict,
 )
-from memwrite.memory import EXPIRED_RETENTION, MemoryUnit, expiry_announced_on_write
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
 from memwrite.ports import (
@@ -49,7 +49,9 @@ from memwrite.ports import (
     SpanStore,
 )
 from memwrite.reasons import DuplicateConfirmed, StoreError, TraceRolledBack, UserErased
-from memwrite.scoring import tier_for
+from memwrite.records.entity_facts import DerivedState
+from memwrite.records.memory import EXPIRED_RETENTION, MemoryUnit, expiry_announced_on_write
+from memwrite.records.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
 from memwrite.spans import (
     failure_recorded,
     item_span,
@@ -57,8 +59,6 @@ from memwrite.spans import (
     unrecorded,
     usage_summary,
 )
-from memwrite.store import Commit, FactRow, LedgerEntry, OutboxOp, OutboxRow, StoreItem
-from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from memwrite.portability.transfer import export_lines
-from memwrite.user_snapshot import SpilledExport
+from memwrite.records.user_snapshot import SpilledExport
 
 if TYPE_CHECKING:
     from memwrite.ports import ExportSpill, UserPortability

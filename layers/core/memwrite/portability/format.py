@@ -1,6 +1,6 @@
 """The export format: the JSON lines a user downloads and uploads, one model per `kind`. The
 store's own records of one user, which the `UserPortability` port reads and restores, are
-`memwrite.user_snapshot`'s.
+`memwrite.records.user_snapshot`'s.
 
 Every line is a JSON object with a `kind`; the first is the `header`. A new kind is a new
 model in the `ExportLine` union: a reader of this format skips nothing silently, it refuses a
@@ -14,10 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.entities import Entity
-from memwrite.entity_facts import FactObservation
-from memwrite.episode import Episode
-from memwrite.memory import MemoryUnit
+from memwrite.claims.entities import Entity
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.episode import Episode
+from memwrite.records.memory import MemoryUnit
 
 __all__ = [
     "EXPORT_FORMAT",

@@ -19,9 +19,8 @@ from typing import IO, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.direct_memories.model import MAX_ATTRIBUTE_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
-from memwrite.episode import search_text
 from memwrite.errors import ImportRejected
 from memwrite.portability.format import (
     EntityFactLine,
@@ -32,7 +31,8 @@ from memwrite.portability.format import (
 )
 from memwrite.pre_filter.firewall import normalise, scan
 from memwrite.reasons import SecretKind
-from memwrite.topics import marked_topic
+from memwrite.records.episode import search_text
+from memwrite.topics.matcher import marked_topic
 
 __all__ = ["ImportGuards", "read_lines"]
 

@@ -35,9 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memwrite.entities import VersionedEntity
-from memwrite.entity_facts import memory_fact_key
-from memwrite.episode import Episode
+from memwrite.claims.entities import VersionedEntity
 from memwrite.errors import ImportConflict, ImportRejected, WriteConflict
 from memwrite.portability.format import (
     EXPORT_FORMAT,
@@ -48,7 +46,9 @@ from memwrite.portability.format import (
     HeaderLine,
     MemoryLine,
 )
-from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory
+from memwrite.records.entity_facts import memory_fact_key
+from memwrite.records.episode import Episode
+from memwrite.records.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory
 
 if TYPE_CHECKING:
     from memwrite.portability.guards import ImportGuards

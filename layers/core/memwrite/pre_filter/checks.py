@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import NamedTuple, ParamSpec
 
-from memwrite.config import FirewallAction, PreFilterConfig, UserSkipPattern
+from memwrite.config.settings import FirewallAction, PreFilterConfig, UserSkipPattern
+from memwrite.guards.linear_regex import SentencePattern
 from memwrite.ids import content_hash
-from memwrite.linear_regex import SentencePattern
 from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.firewall import Finding, mask, normalise, scan
 from memwrite.pre_filter.rate_gate import RateGate

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memwrite.config import PipelineConfig
+from memwrite.config.settings import PipelineConfig
 from memwrite.direct_memories.model import (
     DIRECT_SESSION,
     DirectMemoriesRequest,
@@ -19,12 +19,12 @@ from memwrite.direct_memories.model import (
 )
 from memwrite.errors import InvalidQuery, QueueUnavailable
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
-from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import QueuedTurn, Role, Source, SpanResult, TraceInput
 from memwrite.ports import TraceRecord
 from memwrite.pre_filter.checks import STAGE, mask_secrets
 from memwrite.pre_filter.stage import IngestDeps
 from memwrite.reasons import DuplicateTurn
+from memwrite.records.memory import DIRECT_SOURCE
 from memwrite.spans import make_span
 
 __all__ = ["write_direct"]

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from memwrite.config import PipelineConfig
-from memwrite.episode import preceding_of
+from memwrite.config.settings import PipelineConfig
 from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
 from memwrite.models import (
@@ -46,7 +45,8 @@ from memwrite.pre_filter.checks import (
 )
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
-from memwrite.topics import marked_topic
+from memwrite.records.episode import preceding_of
+from memwrite.topics.matcher import marked_topic
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
@@ -150,8 +150,8 @@ def _screen_all(
 
 
 def _preceding(masked: str, config: PipelineConfig) -> str | None:
-    """What the next turn's episode is searched with (`memwrite.episode.preceding_of`), unless
-    the words are of a topic the tenant excluded: those are kept in no form."""
+    """What the next turn's episode is searched with (`memwrite.records.episode.preceding_of`),
+    unless the words are of a topic the tenant excluded: those are kept in no form."""
     extract = config.extract
     if extract.exclude_topics and marked_topic(masked, extract.exclude_topics, extract.topic_terms):
         return None

@@ -24,8 +24,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memwrite.candidate import Candidate, MemoryType
-from memwrite.config import ExtractConfig
+from memwrite.claims.candidate import Candidate, MemoryType
+from memwrite.config.settings import ExtractConfig
 from memwrite.models import Role
 from memwrite.prompts import PromptMessage, RenderedPrompt, SystemPrompt, to_prompt_json
 

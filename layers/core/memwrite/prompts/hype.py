@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.memory import MemoryUnit
 from memwrite.prompts import PromptMessage, RenderedPrompt, to_prompt_json
+from memwrite.records.memory import MemoryUnit
 
 __all__ = ["VERSION", "HypeQuestions", "render"]
 

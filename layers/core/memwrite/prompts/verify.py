@@ -13,7 +13,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memwrite.candidate import Candidate
+from memwrite.claims.candidate import Candidate
 from memwrite.prompts import PromptMessage, RenderedPrompt, to_prompt_json
 from memwrite.prompts.extract import BatchTurn
 from memwrite.reasons import VerifierCheck

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memwrite.episode import Episode, EpisodeStatus
 from memwrite.ports import EpisodeStore
+from memwrite.records.episode import Episode, EpisodeStatus
 
 __all__ = ["pending_of"]
 

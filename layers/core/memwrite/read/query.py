@@ -22,15 +22,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memwrite.candidate import MemoryType
-from memwrite.config import PipelineConfig
-from memwrite.episode import (
-    Episode,
-    EpisodeStatus,
-    ExpiryWarning,
-    episode_of_doc_id,
-    expiry_warning,
-)
+from memwrite.claims.candidate import MemoryType, Tier
+from memwrite.config.settings import PipelineConfig
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.index import (
     BM25_STOPWORDS,
@@ -42,7 +35,6 @@ from memwrite.index import (
     MatchSource,
     fuse_hybrid,
 )
-from memwrite.memory import MemoryLink, MemoryUnit, Tier
 from memwrite.models import Identifier
 from memwrite.ports import (
     Embedder,
@@ -52,6 +44,14 @@ from memwrite.ports import (
     MemoryStore,
 )
 from memwrite.read.pending import pending_of
+from memwrite.records.episode import (
+    Episode,
+    EpisodeStatus,
+    ExpiryWarning,
+    episode_of_doc_id,
+    expiry_warning,
+)
+from memwrite.records.memory import MemoryLink, MemoryUnit
 
 __all__ = [
     "MAX_PAGE_SIZE",

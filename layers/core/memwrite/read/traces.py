@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memwrite.episode import episode_doc_id
 from memwrite.errors import InvalidQuery, UnknownMemory
 from memwrite.models import SpanResult, StageSpan
 from memwrite.ports import (
@@ -23,8 +22,9 @@ from memwrite.ports import (
     TurnLedger,
 )
 from memwrite.reasons import KEPT_AS_EPISODE, RolledBack
+from memwrite.records.episode import episode_doc_id
+from memwrite.records.store import RollbackRecord
 from memwrite.stages import pipeline_stages, stream_stages
-from memwrite.store import RollbackRecord
 
 __all__ = [
     "MemoryTraceView",

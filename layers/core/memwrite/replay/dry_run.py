@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from memwrite.config import PipelineConfig, Settings
-from memwrite.entities import Entity, VersionedEntity
-from memwrite.episode import Episode
+from memwrite.claims.entities import Entity, VersionedEntity
+from memwrite.config.settings import PipelineConfig, Settings
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import WriteConflict
 from memwrite.index import (
     DEFAULT_FUSION,
@@ -27,7 +27,6 @@ from memwrite.index import (
     MemoryDoc,
     Vector,
 )
-from memwrite.memory import MemoryUnit
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import (
     CandidateVerifier,
@@ -55,8 +54,9 @@ from memwrite.ports import (
     WebhookQueue,
 )
 from memwrite.reasons import Reason
-from memwrite.store import Commit, FactRow, VersionedMemory
-from memwrite.usage import LlmUsage
+from memwrite.records.episode import Episode
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import Commit, FactRow, VersionedMemory
 
 __all__ = [
     "CollectedSpans",

@@ -17,13 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memwrite.config import PipelineConfig, Settings
-from memwrite.config_keys import renamed_keys
+from memwrite.config.renamed_keys import renamed_keys
+from memwrite.config.settings import PipelineConfig, Settings
 from memwrite.errors import InvalidQuery, TraceWithoutInputs
-from memwrite.memory import DIRECT_SOURCE
 from memwrite.models import IngestRequest, IngestTurn, Source
 from memwrite.payloads import ExtractInput, ItemsPayload
 from memwrite.ports import StageAdapters, TraceRecord, TurnLedger
+from memwrite.records.memory import DIRECT_SOURCE
 from memwrite.replay.diff import ReplayDiff, RunOutcome, Write, diff_runs
 from memwrite.replay.dry_run import DryRunAdapters
 from memwrite.stages import pipeline_stages, stage_named

@@ -13,8 +13,8 @@ from typing import Final
 
 from rapidfuzz import utils
 
-from memwrite.entities import Entity, EntityKind, normalise_name
-from memwrite.relations import RELATION_SYNONYMS
+from memwrite.claims.entities import Entity, EntityKind, normalise_name
+from memwrite.claims.relations import RELATION_SYNONYMS
 
 # Names and aliases are re-read for every claim of a batch; their parsing is cached per process.
 _PARSE_CACHE_SIZE: Final = 4_096

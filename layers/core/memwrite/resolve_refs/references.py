@@ -39,8 +39,15 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rapidfuzz import fuzz, process
 
-from memwrite.candidate import USER_ENTITY, Candidate
-from memwrite.entities import Entity, EntityKind, entity_id_for, merge_entities, normalise_name
+from memwrite.claims.candidate import USER_ENTITY, Candidate
+from memwrite.claims.entities import (
+    Entity,
+    EntityKind,
+    entity_id_for,
+    merge_entities,
+    normalise_name,
+)
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import MalformedLlmOutput
 from memwrite.ports import ResolveJudge
 from memwrite.prompts.resolve_refs import (
@@ -67,7 +74,6 @@ from memwrite.resolve_refs.grammar import (
     parse_relation,
     pronoun_fits,
 )
-from memwrite.usage import LlmUsage
 
 __all__ = [
     "FUZZY_ACCEPT",

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from memwrite.candidate import Candidate
-from memwrite.config import PipelineConfig
-from memwrite.entities import Entity, merge_entities
+from memwrite.claims.candidate import Candidate
+from memwrite.claims.entities import Entity, merge_entities
+from memwrite.config.settings import PipelineConfig
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractedTurn, ExtractOutput, ItemsPayload, PipelineItem
@@ -26,7 +27,6 @@ from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, S
 from memwrite.reasons import JudgeError, ResolutionFailed, UserErased
 from memwrite.resolve_refs.references import BatchResolution, ResolvedCandidate, resolve_batch
 from memwrite.spans import failure_recorded, item_span, record_spans, usage_summary
-from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from memwrite.config import PipelineConfig, Settings, TenantOverrides, Webhook
+from memwrite.config.settings import PipelineConfig, Settings, TenantOverrides, Webhook
 
 if TYPE_CHECKING:
     from memwrite.ports import TenantSettingsStore

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memwrite.config import ExtractConfig, Settings
-from memwrite.environment import Backend, LambdaEnvironment
-from memwrite.model_limits import ModelTask
+from memwrite.config.environment import Backend, LambdaEnvironment
+from memwrite.config.model_limits import ModelTask
+from memwrite.config.settings import ExtractConfig, Settings
 from memwrite.schema import TENANT_SETTINGS
 from memwrite.tenants import SETTINGS_CACHE_SECS, TenantConfigs
 from memwrite.wiring.search import build_embedder, build_index, offline_embedder

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from memwrite.config import Settings
-from memwrite.environment import Backend, LambdaEnvironment
+from memwrite.config.environment import Backend, LambdaEnvironment
+from memwrite.config.settings import Settings
 from memwrite.errors import ConfigError
 from memwrite.stages import STAGES, StagePlacement, stage_named
 from memwrite.tenants import TenantConfigs

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from memwrite.environment import LambdaEnvironment
+from memwrite.config.environment import LambdaEnvironment
 
 if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient, api_error
 from memwrite.backfill.ports import BatchAnswer, BatchRequest, BatchState
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.errors import MalformedLlmOutput
 from memwrite.ports import LlmCall
 from memwrite.prompts.extract import ExtractionResult

@@ -21,7 +21,7 @@ stable prefix (role, field notes, rules, examples) first and marked `cache_contr
 conversation last. Every tenant shares the prefix, so one tenant's instructions do not split
 the cache. A prefix under the model's minimum cacheable length is silently not cached by the
 API: the extractor warns at start-up (`warn_if_uncacheable`). The usage's cache writes and
-reads are recorded and priced (`memwrite.pricing`); the direct API and Bedrock
+reads are recorded and priced (`memwrite.costs.pricing`); the direct API and Bedrock
 (`AnthropicBedrock`, the same request body) take the same blocks. The budget is settled to what
 the input limit counts: uncached and written tokens, not reads.
 """
@@ -41,11 +41,11 @@ from memwrite.adapters.structured import (
     without_descriptions,
 )
 from memwrite.budget import ModelBudget
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.pricing import cost_usd, model_family, price_per_mtok
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import LlmRequestRejected, LlmUnavailable
-from memwrite.pricing import cost_usd, model_family, price_per_mtok
 from memwrite.prompts import PromptMessage, SystemPrompt
-from memwrite.usage import LlmUsage
 
 if TYPE_CHECKING:
     import httpx2

@@ -10,7 +10,7 @@ from typing import Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
 from memwrite.adapters.model_ports import DEDUPE_MAX_OUTPUT_TOKENS, ModelDedupeJudge
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.prompts.dedupe import DedupeVerdict
 
 __all__ = ["DEDUPE_MAX_OUTPUT_TOKENS", "AnthropicDedupeJudge"]

@@ -17,7 +17,7 @@ from memwrite.adapters.anthropic.client import (
     warn_if_uncacheable,
 )
 from memwrite.adapters.model_ports import ModelExtractor
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.prompts.extract import CACHED_PREFIX, ExtractionResult
 
 __all__ = ["AnthropicExtractorClient"]

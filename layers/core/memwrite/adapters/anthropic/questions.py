@@ -10,7 +10,7 @@ from typing import Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
 from memwrite.adapters.model_ports import QUESTIONS_MAX_OUTPUT_TOKENS, ModelQuestions
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.prompts.hype import HypeQuestions
 
 __all__ = ["QUESTIONS_MAX_OUTPUT_TOKENS", "AnthropicQuestions"]

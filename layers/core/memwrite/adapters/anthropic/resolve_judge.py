@@ -11,7 +11,7 @@ from typing import Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
 from memwrite.adapters.model_ports import JUDGE_MAX_OUTPUT_TOKENS, ModelResolveJudge
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.prompts.resolve_refs import ResolveResult
 
 __all__ = ["JUDGE_MAX_OUTPUT_TOKENS", "AnthropicResolveJudge"]

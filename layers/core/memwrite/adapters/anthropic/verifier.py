@@ -11,7 +11,7 @@ from typing import Unpack
 
 from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient
 from memwrite.adapters.model_ports import ModelVerifier
-from memwrite.config import ExtractConfig
+from memwrite.config.settings import ExtractConfig
 from memwrite.prompts.verify import VerifierVerdict
 
 __all__ = ["AnthropicVerifier"]

@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from memwrite.adapters.anthropic.client import StructuredClient
 from memwrite.backfill.ports import BatchAnswer, BatchRequest, BatchState
-from memwrite.config import BackfillConfig, ExtractConfig
+from memwrite.config.settings import BackfillConfig, ExtractConfig
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, MalformedLlmOutput
 from memwrite.ids import content_hash
 from memwrite.ports import LlmCall

@@ -20,7 +20,7 @@ model) is `LlmRequestRejected`. The budget is charged as provider `bedrock` (the
 Bedrock quotas). Prompt caching: a `SystemPrompt`'s shared prefix is followed by a
 `cachePoint` block for the models Bedrock caches for (Claude 3.5 Haiku, 3.7 Sonnet and 4.x,
 Nova); `cacheReadInputTokens` / `cacheWriteInputTokens` are read with the usage and priced
-(`memwrite.pricing`).
+(`memwrite.costs.pricing`).
 """
 
 from __future__ import annotations
@@ -56,17 +56,17 @@ from memwrite.adapters.structured import (
     without_descriptions,
 )
 from memwrite.budget import ModelBudget
-from memwrite.config import ExtractConfig
+from memwrite.config.model_limits import budget_provider
+from memwrite.config.settings import ExtractConfig
+from memwrite.costs.pricing import cost_usd
+from memwrite.costs.usage import LlmUsage
 from memwrite.errors import LlmRequestRejected, LlmUnavailable
-from memwrite.model_limits import budget_provider
-from memwrite.pricing import cost_usd
 from memwrite.prompts import PromptMessage, SystemPrompt
 from memwrite.prompts.dedupe import DedupeVerdict
 from memwrite.prompts.extract import ExtractionResult
 from memwrite.prompts.hype import HypeQuestions
 from memwrite.prompts.resolve_refs import ResolveResult
 from memwrite.prompts.verify import VerifierVerdict
-from memwrite.usage import LlmUsage
 
 __all__ = [
     "TOOL_NAME",

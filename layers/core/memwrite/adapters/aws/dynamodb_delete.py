@@ -22,8 +22,8 @@ from memwrite.adapters.aws.dynamodb_store import (
     transact,
     user_key,
 )
+from memwrite.records.store import DeletionCommit
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
-from memwrite.store import DeletionCommit
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

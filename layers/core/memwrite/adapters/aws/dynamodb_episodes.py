@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.aws.dynamodb_calls import batch_write, unavailable
 from memwrite.adapters.aws.dynamodb_ledger import episode_item, episode_lookup_key, episode_pk
 from memwrite.adapters.page_cursor import decode_trace_cursor, encode_trace_cursor, time_bounds
-from memwrite.episode import Episode, EpisodePage, EpisodeStatus
+from memwrite.records.episode import Episode, EpisodePage, EpisodeStatus
 from memwrite.schema import (
     LOOKUP_KEY,
     LOOKUP_SORT,

@@ -37,9 +37,9 @@ from memwrite.adapters.aws.dynamodb_ledger import (
 )
 from memwrite.adapters.aws.dynamodb_rollback import rollback_pk
 from memwrite.adapters.aws.dynamodb_store import access_key
-from memwrite.change_events import ERASURE_ROW_PREFIX, erasure_row_id
 from memwrite.payloads import OutboxChange
 from memwrite.ports import UserErasure
+from memwrite.records.change_events import ERASURE_ROW_PREFIX, erasure_row_id
 from memwrite.schema import (
     OUTBOX_PENDING,
     PARTITION_KEY,

@@ -27,10 +27,10 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
-from memwrite.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.errors import ConfigError, SourceErased
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
+from memwrite.records.episode import Episode, EpisodeStatus, episode_doc_id
 from memwrite.schema import (
     LOOKUP_KEY,
     LOOKUP_SORT,

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from memwrite.adapters.aws.dynamodb_calls import unavailable
-from memwrite.change_events import is_erasure_row
 from memwrite.payloads import OutboxChange
+from memwrite.records.change_events import is_erasure_row
 from memwrite.schema import OUTBOX_PENDING, PARTITION_KEY, SORT_KEY, outbox_sort_key
 
 if TYPE_CHECKING:

@@ -27,13 +27,13 @@ from memwrite.adapters.aws.dynamodb_store import (
     transact,
     user_key,
 )
-from memwrite.entities import Entity, VersionedEntity
-from memwrite.entity_facts import FactObservation
-from memwrite.episode import Episode
-from memwrite.memory import MemoryUnit
+from memwrite.claims.entities import Entity, VersionedEntity
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.episode import Episode
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import OutboxOp, OutboxRow
+from memwrite.records.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 from memwrite.schema import PARTITION_KEY, SORT_KEY
-from memwrite.store import OutboxOp, OutboxRow
-from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

@@ -35,8 +35,8 @@ from memwrite.adapters.aws.dynamodb_store import (
     user_key,
 )
 from memwrite.errors import UnknownTrace
+from memwrite.records.store import RollbackCommit, RollbackRecord
 from memwrite.schema import PARTITION_KEY, SORT_KEY, outbox_sort_key
-from memwrite.store import RollbackCommit, RollbackRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

@@ -19,11 +19,12 @@ from memwrite.adapters.aws.dynamodb_ledger import (
     trace_memories_pk,
 )
 from memwrite.adapters.page_cursor import decode_cursor, encode_cursor
-from memwrite.entities import Entity, VersionedEntity
-from memwrite.entity_facts import FactObservation
+from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.errors import MemwriteError, SourceErased, SourceRolledBack, WriteConflict
-from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import Commit, FactRow, OutboxRow, VersionedMemory
 from memwrite.schema import (
     EXPIRY_DUE,
     EXPIRY_SHARD,
@@ -38,7 +39,6 @@ from memwrite.schema import (
     expiry_shard_of,
     outbox_sort_key,
 )
-from memwrite.store import Commit, FactRow, OutboxRow, VersionedMemory
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

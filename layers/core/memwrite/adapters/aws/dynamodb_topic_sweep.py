@@ -18,8 +18,8 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.aws.dynamodb_calls import unavailable
 from memwrite.adapters.aws.dynamodb_ledger import EPISODE_OUTBOX_OP, episode_pk
 from memwrite.adapters.aws.dynamodb_store import transact
-from memwrite.episode import Episode, episode_doc_id
 from memwrite.errors import WriteConflict
+from memwrite.records.episode import Episode, episode_doc_id
 from memwrite.schema import OUTBOX_PENDING, PARTITION_KEY, SORT_KEY, outbox_sort_key
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-from memwrite.pricing import model_family
+from memwrite.costs.pricing import model_family
+from memwrite.costs.usage import LlmUsage
 from memwrite.reasons import Reason
-from memwrite.usage import LlmUsage
 
 __all__ = ["NAMESPACE", "EmfMetrics"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memwrite.change_events import ChangeEvent
 from memwrite.errors import EventsUnpublished
+from memwrite.records.change_events import ChangeEvent
 
 __all__ = ["BATCH_SIZE", "SOURCE", "EventBridgePublisher"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memwrite.errors import ExportUnstored
-from memwrite.user_snapshot import SpilledExport
+from memwrite.records.user_snapshot import SpilledExport
 
 __all__ = ["EXPIRES_IN_SECS", "KEY_PREFIX", "S3ExportSpill"]
 

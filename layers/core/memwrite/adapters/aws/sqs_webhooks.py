@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from memwrite.change_events import WebhookDelivery
 from memwrite.errors import ConfigError, QueueUnavailable
 from memwrite.ports import WebhookMessage
+from memwrite.records.change_events import WebhookDelivery
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient

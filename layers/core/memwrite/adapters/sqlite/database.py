@@ -116,7 +116,7 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (tenant, user_id, memory_id, rev)
     WHERE done = 0;
 CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (seq) WHERE done = 0;
--- Episodes (`memwrite.episode`): a new table, so files written before it gain it on open.
+-- Episodes (`memwrite.records.episode`): a new table, so files written before it gain it on open.
 CREATE TABLE IF NOT EXISTS episodes (
     tenant TEXT NOT NULL, user_id TEXT NOT NULL, turn_id TEXT NOT NULL,
     sort_key TEXT NOT NULL, status TEXT NOT NULL, expires_at INTEGER NOT NULL,

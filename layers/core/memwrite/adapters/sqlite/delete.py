@@ -11,7 +11,7 @@ from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.ledger import insert_spans
 from memwrite.adapters.sqlite.store import insert_outbox_rows
 from memwrite.errors import WriteConflict
-from memwrite.store import DeletionCommit
+from memwrite.records.store import DeletionCommit
 
 __all__ = ["SqliteMemoryDeletion"]
 

@@ -66,7 +66,7 @@ from memwrite.adapters.sqlite.lexical_partition import (
     stored_terms,
 )
 from memwrite.adapters.sqlite.vector_partition import DocMeta, VectorPartition, unit_rows
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.embedder import DEFAULT_DIMENSION
 from memwrite.index import (
     BM25_STOPWORDS,
@@ -81,7 +81,6 @@ from memwrite.index import (
     Vector,
     fuse_hybrid,
 )
-from memwrite.memory import Tier
 
 __all__ = ["EmbeddedIndex"]
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from memwrite.adapters.page_cursor import decode_trace_cursor, encode_trace_cursor, time_bounds
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.episode import Episode, EpisodePage, EpisodeStatus, episode_doc_id
+from memwrite.records.episode import Episode, EpisodePage, EpisodeStatus, episode_doc_id
 
 __all__ = [
     "EPISODE_OUTBOX_OP",

@@ -18,9 +18,9 @@ import sqlite3
 from datetime import datetime
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.change_events import ERASURE_ROW_PREFIX, erasure_row_id
 from memwrite.payloads import OutboxChange
 from memwrite.ports import UserErasure
+from memwrite.records.change_events import ERASURE_ROW_PREFIX, erasure_row_id
 
 __all__ = ["SqliteUserEraser"]
 

@@ -18,9 +18,9 @@ from memwrite.adapters.page_cursor import (
 )
 from memwrite.adapters.sqlite.database import SqliteDatabase, require_source_trace
 from memwrite.adapters.sqlite.episodes import expire_episodes, write_episode
-from memwrite.episode import Episode
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
+from memwrite.records.episode import Episode
 
 __all__ = [
     "SqliteRateStore",

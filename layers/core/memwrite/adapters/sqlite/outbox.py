@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.change_events import is_erasure_row
 from memwrite.payloads import OutboxChange
+from memwrite.records.change_events import is_erasure_row
 
 __all__ = ["SqliteOutbox"]
 

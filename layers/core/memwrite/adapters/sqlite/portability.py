@@ -12,13 +12,13 @@ from datetime import datetime
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.episodes import write_episode
 from memwrite.adapters.sqlite.store import insert_outbox_rows
-from memwrite.entities import Entity, VersionedEntity
-from memwrite.entity_facts import FactObservation
-from memwrite.episode import Episode
+from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.errors import WriteConflict
-from memwrite.memory import MemoryUnit
-from memwrite.store import OutboxOp, OutboxRow
-from memwrite.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.episode import Episode
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import OutboxOp, OutboxRow
+from memwrite.records.user_snapshot import RestoreUnit, StoredFactRow, StoredMemory, UserSnapshot
 
 __all__ = ["SqlitePortability"]
 

@@ -13,7 +13,7 @@ from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.adapters.sqlite.ledger import insert_spans
 from memwrite.adapters.sqlite.store import insert_outbox_rows
 from memwrite.errors import UnknownTrace, WriteConflict
-from memwrite.store import RollbackCommit, RollbackRecord
+from memwrite.records.store import RollbackCommit, RollbackRecord
 
 __all__ = ["SqliteTraceRollback"]
 

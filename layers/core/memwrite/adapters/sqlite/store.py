@@ -18,12 +18,12 @@ from memwrite.adapters.sqlite.database import (
     require_not_rolled_back,
     require_source_trace,
 )
-from memwrite.entities import Entity, VersionedEntity
-from memwrite.entity_facts import FactObservation
+from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.errors import WriteConflict
-from memwrite.memory import MemoryUnit
 from memwrite.ports import MemoryPage
-from memwrite.store import Commit, FactRow, OutboxOp, OutboxRow, VersionedMemory
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.memory import MemoryUnit
+from memwrite.records.store import Commit, FactRow, OutboxOp, OutboxRow, VersionedMemory
 
 __all__ = ["SqliteEntityStore", "SqliteMemoryStore"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.config import TenantOverrides
+from memwrite.config.settings import TenantOverrides
 
 __all__ = ["SqliteTenantSettingsStore"]
 

@@ -20,9 +20,8 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, Vector
-from memwrite.memory import Tier
 
 __all__ = [
     "EXACT_MAX_VECTORS",

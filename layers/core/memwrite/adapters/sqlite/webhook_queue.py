@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Sequence
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.change_events import WebhookDelivery
 from memwrite.ports import WebhookMessage
+from memwrite.records.change_events import WebhookDelivery
 
 __all__ = ["SqliteWebhookQueue"]
 

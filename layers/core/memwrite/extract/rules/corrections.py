@@ -1,8 +1,8 @@
 """Explicit corrections: the words by which a user says an earlier statement was wrong.
 
 A candidate marked a correction replaces even a memory the user pinned
-(`memwrite.entity_facts`), so only explicit correction wording counts, and only for the claims
-it introduces:
+(`memwrite.records.entity_facts`), so only explicit correction wording counts, and only for the
+claims it introduces:
 
 - a clause that is nothing but a cue ("Correction:", "Sorry, I misspoke.", "Actually no,",
   "To correct myself:") marks the claims of the rest of its sentence, or of the next sentence

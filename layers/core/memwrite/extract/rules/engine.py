@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from memwrite.candidate import USER_ENTITY, MemoryType
+from memwrite.claims.candidate import USER_ENTITY, MemoryType
+from memwrite.claims.relations import RELATION_SYNONYMS
 from memwrite.extract.rules.vocabulary import (
     BAD_PLACE_FIRST,
     BAD_THINGS,
@@ -37,7 +38,6 @@ from memwrite.extract.rules.vocabulary import (
     TRANSIENT_RE,
     WORK_RELATIONS,
 )
-from memwrite.relations import RELATION_SYNONYMS
 
 # --------------------------------------------------------------------------------------------
 # Claims

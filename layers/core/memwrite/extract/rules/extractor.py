@@ -10,7 +10,8 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from memwrite.candidate import USER_ENTITY, Candidate, Quality, SourceSpan
+from memwrite.claims.candidate import USER_ENTITY, Candidate, Quality, SourceSpan
+from memwrite.claims.scoring import WordingCue, wording_confidence, wording_cues
 from memwrite.extract.rules.clauses import (
     RETRACTION_RE,
     ROLE_PLAY_RE,
@@ -26,7 +27,6 @@ from memwrite.extract.rules.corrections import corrections
 from memwrite.extract.rules.engine import Claim, bounded_value
 from memwrite.extract.rules.times import resolve_time
 from memwrite.extract.rules.vocabulary import NAME_TOKEN
-from memwrite.scoring import WordingCue, wording_confidence, wording_cues
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType
 from memwrite.extract.rules.engine import (
     USER,
     Builder,

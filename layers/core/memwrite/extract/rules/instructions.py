@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from memwrite.candidate import MemoryType
+from memwrite.claims.candidate import MemoryType
 from memwrite.extract.rules.engine import PLAIN, USER, Claim, Spec, make_claim
 from memwrite.extract.rules.vocabulary import APOS, word_set
 

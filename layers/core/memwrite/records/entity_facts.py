@@ -24,9 +24,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.candidate import Candidate
+from memwrite.claims.candidate import Candidate
 from memwrite.ids import content_hash
-from memwrite.memory import KEYED_TYPES, MemoryUnit, normalise
+from memwrite.records.memory import KEYED_TYPES, MemoryUnit, normalise
 
 __all__ = [
     "OPPOSITE_PREDICATES",

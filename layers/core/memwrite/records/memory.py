@@ -1,14 +1,13 @@
-"""The stored memory (MemoryUnit), its tiers and links, and its content-addressed id."""
+"""The stored memory (MemoryUnit), its links, and its content-addressed id."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.candidate import Candidate, MemoryType
+from memwrite.claims.candidate import Candidate, MemoryType, Tier
 from memwrite.ids import content_hash
 
 __all__ = [
@@ -18,7 +17,6 @@ __all__ = [
     "KEYED_TYPES",
     "MemoryLink",
     "MemoryUnit",
-    "Tier",
     "expiry_announced_on_write",
     "memory_id_for",
     "normalise",
@@ -36,14 +34,6 @@ KEYED_TYPES = frozenset(
 # The source of memories a caller writes itself (`POST /v1/users/{user_id}/memories`): they
 # replace pinned memories, which inferred ones do only as the user's explicit corrections.
 DIRECT_SOURCE = "direct"
-
-
-class Tier(StrEnum):
-    QUARANTINE = "quarantine"  # hidden
-    CANDIDATE = "candidate"  # searchable, not injected
-    WORKING = "working"
-    FACT = "fact"
-    CHALLENGED = "challenged"  # in conflict, any confidence
 
 
 class MemoryLink(BaseModel):

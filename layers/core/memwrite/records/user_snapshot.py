@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memwrite.entities import VersionedEntity
-from memwrite.entity_facts import FactObservation
-from memwrite.episode import Episode
-from memwrite.memory import MemoryUnit
+from memwrite.claims.entities import VersionedEntity
+from memwrite.records.entity_facts import FactObservation
+from memwrite.records.episode import Episode
+from memwrite.records.memory import MemoryUnit
 
 __all__ = ["RestoreUnit", "SpilledExport", "StoredFactRow", "StoredMemory", "UserSnapshot"]
 

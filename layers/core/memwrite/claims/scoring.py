@@ -13,9 +13,8 @@ import re
 from enum import StrEnum
 from typing import Final
 
-from memwrite.candidate import MemoryType
-from memwrite.config import ScoringConfig
-from memwrite.memory import Tier
+from memwrite.claims.candidate import MemoryType, Tier
+from memwrite.config.settings import ScoringConfig
 
 __all__ = ["CUE_CEILINGS", "WordingCue", "score", "tier_for", "wording_confidence", "wording_cues"]
 

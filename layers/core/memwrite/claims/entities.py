@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memwrite.candidate import USER_ENTITY
+from memwrite.claims.candidate import USER_ENTITY
 from memwrite.ids import content_hash
 
 __all__ = [

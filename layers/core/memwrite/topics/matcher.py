@@ -2,7 +2,7 @@
 reads (docs/design.md §2): offline a turn an excluded topic's vocabulary marks is dropped whole
 (`ExcludedTopic{topic}`), never kept as an episode.
 
-A vocabulary is the built-in one (`memwrite.topic_terms`) plus the tenant's own terms
+A vocabulary is the built-in one (`memwrite.topics.vocabularies`) plus the tenant's own terms
 (`extraction.topic_terms`). Terms are matched on words, not characters ("ill" is not in
 "illustrate"), in their inflected forms: each word of a term is expanded by a small English
 morphology (plurals, third person, past and -ing forms with their spelling rules, and the
@@ -22,7 +22,7 @@ from typing import Final
 
 from memwrite.models import QueuedTurn
 from memwrite.ports import TurnLedger
-from memwrite.topic_terms import BUILTIN_TOPICS
+from memwrite.topics.vocabularies import BUILTIN_TOPICS
 
 __all__ = ["marked_topic", "withheld_turn", "withhold_words", "word_forms"]
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from memwrite.config import Settings, load_settings
+from memwrite.config.settings import Settings, load_settings
 from memwrite.errors import ConfigError
 
 __all__ = ["Backend", "LambdaEnvironment"]

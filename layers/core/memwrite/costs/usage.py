@@ -23,7 +23,7 @@ class LlmUsage:
     model: str
     input_tokens: int  # uncached, as the API's `usage.input_tokens`
     output_tokens: int
-    cost_usd: float  # cached tokens included (`memwrite.pricing.cost_usd`)
+    cost_usd: float  # cached tokens included (`memwrite.costs.pricing.cost_usd`)
     malformed: bool = False  # the answer was unusable (paid for all the same)
     cache_creation_input_tokens: int = 0  # the prompt prefix written to the cache
     cache_read_input_tokens: int = 0  # the prompt prefix read from the cache

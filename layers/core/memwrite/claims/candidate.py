@@ -23,6 +23,7 @@ __all__ = [
     "MemoryType",
     "Quality",
     "SourceSpan",
+    "Tier",
     "memory_key",
 ]
 
@@ -50,6 +51,16 @@ class MemoryType(StrEnum):
     EVENT = "event"
     DECISION = "decision"
     TASK = "task"
+
+
+# Where a memory's confidence routes it (`memwrite.claims.scoring.tier_for`): what search shows
+# and what is injected (a comment: a docstring would change the OpenAPI document).
+class Tier(StrEnum):
+    QUARANTINE = "quarantine"  # hidden
+    CANDIDATE = "candidate"  # searchable, not injected
+    WORKING = "working"
+    FACT = "fact"
+    CHALLENGED = "challenged"  # in conflict, any confidence
 
 
 class Quality(BaseModel):

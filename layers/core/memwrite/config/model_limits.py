@@ -1,7 +1,7 @@
 """`pipeline.model`: the model budget's settings, a tenant's part of it (docs/budget.md), and
 the model each task calls (`tasks`).
 
-Apart from `memwrite.config` (which reads them as `PipelineConfig.model` and
+Apart from `memwrite.config.settings` (which reads them as `PipelineConfig.model` and
 `TenantOverrides.model_budget`) to keep each module short; `memwrite.budget` charges by them.
 """
 

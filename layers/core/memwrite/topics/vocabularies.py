@@ -1,7 +1,7 @@
 """The built-in topics' vocabularies: the words and phrases that mark a turn as of a topic when
-no model reads it (`memwrite.topics`, docs/design.md §2).
+no model reads it (`memwrite.topics.matcher`, docs/design.md §2).
 
-Terms are written in their base form ("break my arm", "diagnose"): `memwrite.topics` matches
+Terms are written in their base form ("break my arm", "diagnose"): `memwrite.topics.matcher` matches
 their inflections too ("broke my arm", "diagnosed", "migraines"). A term is specific to its
 topic; a word that is also everyday speech ("sick", "pain", "hospital", "therapy") is written
 in the phrases that make it the topic's ("feel sick", "in the hospital", "see a therapist"),

@@ -10,11 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from memwrite.candidate import Candidate
-from memwrite.entity_facts import FactObservation, fact_key_for
-from memwrite.memory import KEYED_TYPES, MemoryUnit, memory_id_for
+from memwrite.claims.candidate import Candidate
 from memwrite.models import StageSpan
 from memwrite.payloads import ItemsPayload, PipelineItem
+from memwrite.records.entity_facts import FactObservation, fact_key_for
+from memwrite.records.memory import KEYED_TYPES, MemoryUnit, memory_id_for
 
 __all__ = [
     "Commit",
@@ -159,8 +159,8 @@ class DeletionCommit:
     `removed` is deleted on the rev that was read (with its retrieval counter and its outbox
     rows); `changed` are whole-item puts on the rev read, each with an outbox row; `fact_row`
     (under `fact_key`) is written on its version (an empty row is deleted); `announcement` is
-    the deletion's own outbox row (`memwrite.change_events.deletion_row_id`: stage 7 takes the
-    document out and sends `memory.deleted`); `span` (stage `delete`) joins the memory's trace.
+    the deletion's own outbox row (`memwrite.records.change_events.deletion_row_id`: stage 7 takes
+    the document out and sends `memory.deleted`); `span` (stage `delete`) joins the memory's trace.
     """
 
     tenant: str

@@ -23,17 +23,17 @@ from pydantic import (
     model_validator,
 )
 
-from memwrite.config_keys import renamed_keys
-from memwrite.egress import loopback_allowed, url_refusal
-from memwrite.errors import ConfigError
-from memwrite.linear_regex import compile_linear
-from memwrite.model_limits import (
+from memwrite.config.model_limits import (
     ModelBudgetOverrides,
     ModelConfig,
     ModelTask,
     extract_task_moved,
 )
-from memwrite.pricing import LIST_PRICES_PER_MTOK, model_family
+from memwrite.config.renamed_keys import renamed_keys
+from memwrite.costs.pricing import LIST_PRICES_PER_MTOK, model_family
+from memwrite.errors import ConfigError
+from memwrite.guards.egress import loopback_allowed, url_refusal
+from memwrite.guards.linear_regex import compile_linear
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
@@ -266,7 +266,7 @@ class Webhook(_Frozen):
     """One endpoint of a tenant's change feed: `events` are POSTed to `url`, signed with
     `secret` (HMAC-SHA256). Stored and validated here; delivery is the change feed's."""
 
-    # https to a public address (loopback only where the deployment allows: memwrite.egress).
+    # https to a public address (loopback only where the deployment allows: memwrite.guards.egress).
     url: AnyUrl
     # The signing key shared with the receiver.
     secret: str = Field(min_length=16, max_length=256)
@@ -345,14 +345,16 @@ class ExtractConfig(_Frozen):
     # Candidates of these topics are dropped (ExcludedTopic{topic}); offline, so are the turns
     # their vocabulary marks (never kept as episodes).
     exclude_topics: frozenset[str] = frozenset()
-    # Terms that mark a turn as of a topic, beside the built-in vocabulary (memwrite.topics).
+    # Terms that mark a turn as of a topic, beside the built-in vocabulary
+    # (memwrite.topics.vocabularies).
     topic_terms: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     _names = field_validator("include_topics", "exclude_topics")(_topic_names)
     _terms = field_validator("topic_terms")(_topic_terms)
     # USD per million (input, output) tokens, list prices, by model family: dated and Bedrock
     # ids ("us.anthropic.claude-haiku-4-5-20251001-v1:0", "us.amazon.nova-lite-v1:0") map
-    # here. Defaults: Claude, Amazon Nova and Meta Llama (memwrite.pricing.LIST_PRICES_PER_MTOK).
+    # here. Defaults: Claude, Amazon Nova and Meta Llama
+    # (memwrite.costs.pricing.LIST_PRICES_PER_MTOK).
     prices_per_mtok: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: dict(LIST_PRICES_PER_MTOK)
     )

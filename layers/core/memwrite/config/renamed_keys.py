@@ -1,5 +1,6 @@
 """Keys a pipeline config once had (docs/design.md §14): still read under their new name, with
-a `DeprecationWarning` (`memwrite.config.PipelineConfig` and a replay's override apply it)."""
+a `DeprecationWarning` (`memwrite.config.settings.PipelineConfig` and a replay's override apply
+it)."""
 
 from __future__ import annotations
 

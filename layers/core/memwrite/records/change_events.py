@@ -30,10 +30,10 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from memwrite.config import WebhookEvent
+from memwrite.config.settings import WebhookEvent
 from memwrite.ids import content_hash
-from memwrite.memory import MemoryUnit
 from memwrite.payloads import OutboxChange
+from memwrite.records.memory import MemoryUnit
 
 __all__ = [
     "DELETION_ROW_PREFIX",

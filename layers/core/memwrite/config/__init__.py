@@ -1,0 +1,1 @@
+"""The settings: pipeline config, its renamed keys, the Lambda environment, model limits."""
