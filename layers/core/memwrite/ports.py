@@ -21,7 +21,15 @@ from memwrite.claims.candidate import Candidate
 from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.config.settings import Settings, TenantOverrides, Webhook
 from memwrite.costs.usage import LlmUsage
-from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import (
+    DEFAULT_FUSION,
+    Fusion,
+    IndexFilter,
+    IndexHit,
+    IndexWrite,
+    MemoryDoc,
+    Vector,
+)
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
@@ -408,12 +416,15 @@ class MemoryIndex(Protocol):
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
         """Remove one memory from every query; absent memories are ignored."""
 
+    def write(self, writes: Sequence[IndexWrite]) -> dict[int, str]:
+        """Apply `writes` in order in one request; returns the positions refused, with why (the
+        rest applied). Raises `IndexUnavailable` when the request failed as a whole."""
+
     def delete_user(self, tenant: str, user_id: str) -> int:
         """Remove every memory of a user; returns how many there were."""
 
     def delete_expired(self, now: float, limit: int) -> int:
-        """Remove up to `limit` documents whose `expires_at` is at or before `now` (every
-        tenant: the scheduled sweep's); returns how many it removed."""
+        """Remove up to `limit` documents of any tenant expired by `now`; returns how many."""
 
     def knn(
         self,
@@ -428,18 +439,10 @@ class MemoryIndex(Protocol):
         and question vectors (cosine), best first. Memories without vectors never match."""
 
     def bm25(
-        self,
-        tenant: str,
-        user_id: str,
-        query: str,
-        k: int,
-        *,
-        filter: IndexFilter | None = None,
+        self, tenant: str, user_id: str, query: str, k: int, *, filter: IndexFilter | None = None
     ) -> list[IndexHit]:
-        """The `k` memories whose text best matches `query` (any of its words), best first.
-
-        Words are stemmed (English); `BM25_STOPWORDS` and single letters are ignored, so a
-        query of only such words matches nothing."""
+        """The `k` memories whose text best matches `query` (any of its words, stemmed;
+        `BM25_STOPWORDS` and single letters ignored: only those match nothing), best first."""
 
     def hybrid(
         self,
@@ -569,20 +572,16 @@ class SearchIndexSetup(Protocol):
 
 
 class Outbox(Protocol):
-    """The outbox as a change feed: what the indexer has not done yet, and marking it done.
-
-    On AWS the DynamoDB stream delivers new rows and only `mark_done` is called; the local
-    runner (and an outbox without a stream) reads `pending` to deliver them itself.
-    """
+    """The outbox as a change feed: what the indexer has not done yet (`pending`: the local
+    runner's; on AWS the DynamoDB stream delivers the rows), and marking it done."""
 
     def pending(self, limit: int) -> list[OutboxChange]:
         """Up to `limit` not-yet-done rows; the rows of one memory in the order written."""
 
-    def mark_done(self, change: OutboxChange) -> None:
-        """Mark one row done (idempotent): it leaves `pending` and
-        `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone.
-        An erasure's row (`memwrite.records.change_events.is_erasure_row`) is deleted instead: it
-        names the erased user, and nothing of them outlives the announcement."""
+    def mark_done(self, changes: Sequence[OutboxChange]) -> None:
+        """Mark rows done (idempotent): they leave `pending` and `MemoryStore.pending_memories`;
+        a row already removed (the user erased) stays gone. An erasure's row (`records.
+        change_events.is_erasure_row`) is deleted instead: nothing of the user outlives it."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,15 @@ from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.config.settings import PipelineConfig, Settings
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import WriteConflict
-from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import (
+    DEFAULT_FUSION,
+    Fusion,
+    IndexFilter,
+    IndexHit,
+    IndexWrite,
+    MemoryDoc,
+    Vector,
+)
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import (
     CandidateVerifier,
@@ -331,6 +339,9 @@ class DryRunIndex:
         raise AssertionError("a dry run never writes the index")
 
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
+        raise AssertionError("a dry run never writes the index")
+
+    def write(self, writes: Sequence[IndexWrite]) -> dict[int, str]:
         raise AssertionError("a dry run never writes the index")
 
     def delete_user(self, tenant: str, user_id: str) -> int:
