@@ -23,7 +23,8 @@ class Seen:
 
 
 class FakeOpenSearch:
-    """Answers like OpenSearch; `replies` maps (method, path prefix) to (status, JSON)."""
+    """Answers like OpenSearch; `replies` maps (method, path prefix) to (status, JSON). A
+    `_bulk` request without one is answered with every action done."""
 
     def __init__(self) -> None:
         self.requests: list[Seen] = []
@@ -36,6 +37,8 @@ class FakeOpenSearch:
                 body = self.rfile.read(length).decode() if length else ""
                 fake.requests.append(Seen(self.command, self.path, dict(self.headers), body))
                 status, reply = 200, {"acknowledged": True, "errors": False, "items": []}
+                if self.path.startswith("/_bulk"):
+                    reply = {"errors": False, "items": bulk_items(body)}
                 for (method, prefix), answer in fake.replies.items():
                     if method == self.command and self.path.startswith(prefix):
                         status, reply = answer
@@ -54,6 +57,18 @@ class FakeOpenSearch:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def bulk_items(body: str) -> list[dict[str, Any]]:
+    """A `_bulk` reply's items: each action done, in the request's order."""
+    items: list[dict[str, Any]] = []
+    lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+    position = 0
+    while position < len(lines):
+        ((operation, meta),) = lines[position].items()
+        items.append({operation: {"_id": meta.get("_id"), "status": 200}})
+        position += 1 if operation == "delete" else 2  # a delete has no source line
+    return items
 
 
 @contextmanager

@@ -96,13 +96,13 @@ def bench_write_cost() -> dict[str, Any]:
             turn_id="a" * 32, role=Role.USER, text=text, observed_at=T0,
             source=Source.USER_EXPLICIT, preceding=preceding_of(turns[at - 1].text),
         )  # fmt: skip
-        extract.session_log.append(turn, now=1.8e9, retention_secs=86_400)
+        extract.session_log.append_batch([turn], now=1.8e9, retention_secs=86_400)
         episode = Episode(
             turn=turn.model_copy(update={"turn_id": "b" * 32}),
             deferred_reason={"type": "DeferredNoLLM"},
             expires_at=int(1.8e9) + 30 * 86_400,
         )
-        extract.session_log.append(episode.turn, 1.8e9, 86_400, episode)
+        extract.session_log.append_batch([episode.turn], 1.8e9, 86_400, {episode.turn_id: episode})
     without, with_episode = captured
     return {
         "turn_chars": len(text),

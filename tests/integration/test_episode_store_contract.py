@@ -1,4 +1,4 @@
-"""The `EpisodeStore` contract (and `SessionLog.append`'s episode, and the batch lane's
+"""The `EpisodeStore` contract (and `SessionLog.append_batch`'s episodes, and the batch lane's
 `EpisodeBatches`), run against the DynamoDB (moto) and the SQLite adapters: one suite, the
 same answers."""
 
@@ -19,7 +19,7 @@ from memwrite.adapters.sqlite.ledger import SqliteSessionLog, SqliteTurnLedger
 from memwrite.adapters.sqlite.outbox import SqliteOutbox
 from memwrite.backfill.ports import EpisodeBatches
 from memwrite.config.settings import EpisodesConfig
-from memwrite.errors import InvalidQuery, SourceErased
+from memwrite.errors import InvalidQuery
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.ports import EpisodeStore, Outbox, SessionLog, TraceRecord, TurnLedger, UserEraser
 from memwrite.records.episode import Episode, EpisodeStatus, episode_doc_id
@@ -111,8 +111,10 @@ def _episode(
     return Episode(turn=turn, deferred_reason={"type": "DeferredNoLLM"}, expires_at=int(expires_at))
 
 
-def _keep(ports: EpisodePorts, episode: Episode) -> None:
-    ports.session_log.append(episode.turn, now=NOW, retention_secs=3_600, episode=episode)
+def _keep(ports: EpisodePorts, episode: Episode) -> frozenset[str]:
+    return ports.session_log.append_batch(
+        [episode.turn], now=NOW, retention_secs=3_600, episodes={episode.turn_id: episode}
+    )
 
 
 def _page(ports: EpisodePorts, tenant: str, user_id: str, **kwargs: object) -> list[Episode]:
@@ -176,10 +178,37 @@ def test_an_erased_trace_keeps_no_episode(ports: EpisodePorts) -> None:
     tenant = f"tenant-{next(_ids)}"
     episode = _episode(tenant, "dana", "trace-gone", 0)
     # When it is appended / Then nothing is written: not the turn, not the episode
-    with pytest.raises(SourceErased):
-        _keep(ports, episode)
+    assert _keep(ports, episode) == {"trace-gone"}
     assert ports.episodes.get_episodes(tenant, "dana", [episode.turn_id]) == {}
     assert [c for c in ports.outbox.pending(1_000) if c.tenant == tenant] == []
+
+
+def test_a_batch_larger_than_one_transaction_keeps_every_live_turn_and_episode(
+    ports: EpisodePorts,
+) -> None:
+    # Given a batch of 40 turns kept as episodes (more items than one DynamoDB transaction
+    # holds), with two turns of a trace erased meanwhile among them
+    tenant = f"tenant-{next(_ids)}"
+    trace = _trace(ports, tenant, "dana")
+    live = [_episode(tenant, "dana", trace, minute) for minute in range(40)]
+    gone = [_episode(tenant, "dana", "trace-gone", minute) for minute in (40, 41)]
+    batch = [*live[:20], gone[0], *live[20:], gone[1]]
+    # When it is appended in one write
+    refused = ports.session_log.append_batch(
+        [episode.turn for episode in batch],
+        now=NOW,
+        retention_secs=3_600,
+        episodes={episode.turn_id: episode for episode in batch},
+    )
+    # Then the erased trace is named, and every other turn is logged with its episode
+    assert refused == {"trace-gone"}
+    logged = ports.session_log.recent(tenant, "dana", "s1", "~", 100, now=NOW)
+    assert [turn.turn_id for turn in logged] == [episode.turn_id for episode in live]
+    stored = ports.episodes.get_episodes(tenant, "dana", [e.turn_id for e in batch])
+    assert set(stored) == {episode.turn_id for episode in live}
+    # And each has its outbox row for stage 7, the erased turns none
+    indexed = {c.memory_id for c in ports.outbox.pending(1_000) if c.tenant == tenant}
+    assert indexed == {episode_doc_id(episode.turn_id) for episode in live}
 
 
 def test_episodes_page_in_observation_order_within_bounds_and_by_status(

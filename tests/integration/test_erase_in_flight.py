@@ -230,16 +230,16 @@ def test_an_erasure_while_stage_7_writes_the_document_leaves_no_document(
     # and the erasure (store, then index) runs just before it writes the document
     post(local, TURNS[:1])
     _, hype_deps = hype_handler.deps()
-    write_document = hype_deps.index.upsert
+    write_documents = hype_deps.index.write
     erased: list[bool] = []
 
-    def erase_then_write(doc: Any) -> None:
+    def erase_then_write(writes: Any) -> dict[int, str]:
         if not erased:
             erased.append(True)
             erase(local)
-        write_document(doc)
+        return write_documents(writes)
 
-    monkeypatch.setattr(hype_deps.index, "upsert", erase_then_write)
+    monkeypatch.setattr(hype_deps.index, "write", erase_then_write)
 
     # When the pipeline and stage 7 run
     report = local.runner.drain()

@@ -69,18 +69,18 @@ def test_stream_records_make_memories_searchable_and_rows_done(persisted: Local)
 def test_a_crash_between_embedding_and_marking_done_is_retried_to_the_same_result(
     persisted: Local, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given an outbox whose mark-done fails once per row, after the vectors were written
+    # Given an outbox whose mark-done fails during the first delivery, after the vectors were
+    # written
     _, deps = hype_handler.deps()
     real_mark_done = deps.outbox.mark_done
-    crashed: set[str] = set()
+    outbox_down = True
 
-    def crash_once(change: Any) -> None:
-        if change.memory_id not in crashed:
-            crashed.add(change.memory_id)
+    def crash_first(changes: Any) -> None:
+        if outbox_down:
             raise StoreUnavailable("DynamoDB UpdateItem failed: InternalServerError")
-        real_mark_done(change)
+        real_mark_done(changes)
 
-    monkeypatch.setattr(deps.outbox, "mark_done", crash_once)
+    monkeypatch.setattr(deps.outbox, "mark_done", crash_first)
     event = stream_event(persisted)
 
     # When the stream delivers the batch: every record fails and stays pending
@@ -91,6 +91,7 @@ def test_a_crash_between_embedding_and_marking_done_is_retried_to_the_same_resul
     after_crash = search(persisted, "Where does the user live?")
 
     # And the stream retries the same records
+    outbox_down = False
     second = hype_handler.lambda_handler(event, persisted.runner_context())
 
     # Then the retry succeeds, the rows are done, and search answers exactly as before

@@ -218,7 +218,7 @@ def _mr_patel_to_resolve() -> tuple[InMemoryEntityStore, InMemorySessionLog, Ext
         entities.put(entity, expected_version=None, source_trace_ids=())
     log = InMemorySessionLog()
     turn = queued_turn(patel_case.TENANT, patel_case.USER, "turn-1", patel_case.TURN)
-    log.append(turn, now=T0.timestamp(), retention_secs=3_600)
+    log.append_batch([turn], now=T0.timestamp(), retention_secs=3_600)
     extracted = ExtractOutput(
         tenant=patel_case.TENANT,
         user_id=patel_case.USER,
@@ -461,8 +461,8 @@ def test_dedupe_and_persist_judges_that_fail_after_a_paid_answer_charge_it_once(
 def test_hype_that_fails_after_its_questions_were_paid_charges_them_and_its_retry_once_each(
     store: MemoryStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given a memory without search questions, and an index that takes its text but goes down
-    # before its vectors (after the model wrote the questions)
+    # Given a memory without search questions, and an index that is down when the memory is
+    # written (after the model wrote the questions)
     (candidate,) = extract_with_rules("I live in Porto.").candidates
     unasked = candidate.model_copy(update={"search_questions": []})
     spans = InMemorySpanStore()
@@ -470,7 +470,7 @@ def test_hype_that_fails_after_its_questions_were_paid_charges_them_and_its_retr
     _, deps = build_stage_deps("hype")
     api = RecordedApi("hype_questions", "hype_questions")
     questions = AnthropicQuestions(EXTRACT, **recorded_client(api))
-    down = Outage(deps.index, writes_left=1)
+    down = Outage(deps.index, writes_left=0)
     (change,) = deps.outbox.pending(10)
     capsys.readouterr()
     # When the row's indexing fails

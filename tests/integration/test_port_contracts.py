@@ -356,11 +356,21 @@ def test_a_memorys_traces_are_those_that_stored_or_merged_into_it(ports: Ports) 
 
 def test_rate_claims_hold_for_their_window_except_for_their_claimant(ports: Ports) -> None:
     key, now = fresh("rate"), 1_000_000.0
-    assert ports.rate.claim(key, "turn-1", now, 60)
-    assert not ports.rate.claim(key, "turn-2", now + 59, 60)
-    assert ports.rate.claim(key, "turn-1", now + 30, 60)  # the same turn re-sent
+    assert ports.rate.claim_all([(key, "turn-1", now)], 60) == [True]
+    assert ports.rate.claim_all([(key, "turn-2", now + 59)], 60) == [False]
+    assert ports.rate.claim_all([(key, "turn-1", now + 30)], 60) == [True]  # the same turn re-sent
     # Once the window (renewed by the re-send) is over, anyone may claim
-    assert ports.rate.claim(key, "turn-2", now + 30 + 60, 60)
+    assert ports.rate.claim_all([(key, "turn-2", now + 30 + 60)], 60) == [True]
+
+
+def test_a_request_s_claims_are_judged_in_order_in_one_call(ports: Ports) -> None:
+    # Given a key claimed by an earlier request, and a request of three claims: a new key, the
+    # held one, and the new key again by another turn within its window
+    held, new, now = fresh("rate"), fresh("rate"), 1_000_000.0
+    ports.rate.claim_all([(held, "turn-0", now)], 60)
+    claims = [(new, "turn-1", now + 1), (held, "turn-2", now + 1), (new, "turn-3", now + 2)]
+    # When they are claimed in one call / Then each is judged as if alone, in order
+    assert ports.rate.claim_all(claims, 60) == [True, False, False]
 
 
 # --- SpanStore ----------------------------------------------------------------------------
@@ -429,8 +439,8 @@ NOW = T0.timestamp()  # the clock the stages pass in
 DAY = 86_400
 
 
-def log_turn(ports: Ports, turn: QueuedTurn, *, at: float = NOW, keep: int = DAY) -> None:
-    ports.session_log.append(turn, now=at, retention_secs=keep)
+def log_turn(ports: Ports, turn: QueuedTurn, *, at: float = NOW, keep: int = DAY) -> frozenset[str]:
+    return ports.session_log.append_batch([turn], now=at, retention_secs=keep)
 
 
 def logged(ports: Ports, user: str, *, tenant: str = "acme", at: float = NOW) -> list[str]:
@@ -472,15 +482,36 @@ def test_a_turn_whose_trace_was_erased_or_never_recorded_is_not_logged(ports: Po
     late = queued(user, "s1", 5, tenant=tenant)
     stray = queued(fresh("user"), "s1", 0)
     # When extract appends them / Then the log refuses them, naming the trace
-    with pytest.raises(SourceErased) as refused:
-        log_turn(ports, late)
-    assert (refused.value.tenant, refused.value.trace_id) == (tenant, trace_id)
-    with pytest.raises(SourceErased):
-        log_turn(ports, stray)
+    assert log_turn(ports, late) == {trace_id}
+    assert log_turn(ports, stray) == {stray.trace_id}
     # And nothing of them was written
     assert logged(ports, user, tenant=tenant) == []
     assert logged(ports, stray.user_id) == []
     assert set(ports.eraser.erase_user(tenant, user).removed.values()) == {0}
+
+
+def test_a_batch_is_logged_but_for_the_turns_of_an_erased_trace(ports: Ports) -> None:
+    # Given a batch of one session: turns of two requests, the first of them erased meanwhile,
+    # and of a third request that was never recorded
+    tenant, user = fresh("tenant"), fresh("user")
+    _, erased_trace = leave_everything(ports, tenant, user)
+    ports.eraser.erase_user(tenant, user)
+    erased = [queued(user, "s1", minute, tenant=tenant) for minute in (0, 2)]
+    live = [
+        queued(user, "s1", minute, tenant=tenant).model_copy(update={"trace_id": "trace-live"})
+        for minute in (1, 3, 4)
+    ]
+    ports.ledger.put_trace(
+        TraceRecord("trace-live", tenant, user, "s1", None, "user_explicit", T0.isoformat(), ())
+    )
+    stray = queued(user, "s1", 5, tenant=tenant).model_copy(update={"trace_id": "trace-none"})
+    # When extract appends the batch in one write
+    refused = ports.session_log.append_batch(
+        [erased[0], live[0], erased[1], *live[1:], stray], now=NOW, retention_secs=DAY
+    )
+    # Then it names the traces it refused, and the other request's turns are all logged
+    assert refused == {erased_trace, "trace-none"}
+    assert logged(ports, user, tenant=tenant) == [turn.turn_id for turn in live]
 
 
 # --- EntityStore --------------------------------------------------------------------------
@@ -687,8 +718,8 @@ def test_the_outbox_lists_changes_in_rev_order_until_marked_done(ports: Ports) -
         ("acme", berlin.memory_id, 2, f"trace-{user}"),
     ]
     # And once marked done (twice: a redelivered consumer), they are pending no more
-    for change in [*mine, *mine]:
-        ports.outbox.mark_done(change)
+    ports.outbox.mark_done(mine)
+    ports.outbox.mark_done(mine)
     assert pending_of(ports, user) == []
     assert ports.store.pending_memories("acme", user, 10) == []
     assert [m.value for m in ports.store.pending_memories("acme", other, 10)] == ["Rome"]
@@ -855,7 +886,7 @@ def test_erasing_a_user_removes_everything_of_theirs_and_only_theirs(ports: Port
     assert ports.rollbacks.rollback_of(tenant, trace_id) is None
     assert pending_of(ports, user) == []
     # And a late consumer marking a row done does not bring it back
-    ports.outbox.mark_done(changes[0])
+    ports.outbox.mark_done(changes[:1])
     assert pending_of(ports, user) == []
     assert ports.store.pending_memories(tenant, user, 10) == []
     # And the other user keeps all of theirs

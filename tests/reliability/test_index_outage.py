@@ -6,13 +6,14 @@ missing. (A crash between indexing and marking the row done is in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 import functions.hype.handler as hype_handler
 from memwrite.errors import IndexUnavailable
-from memwrite.index import MemoryDoc
+from memwrite.index import IndexWrite, MemoryDoc
 from memwrite_local.runtime.runner import MAX_RECEIVES
 from tests.integration.conftest import Local
 from tests.reliability.final_state import FinalState, assert_same_state, final_state
@@ -20,7 +21,8 @@ from tests.reliability.runs import CONVERSATION, IDEMPOTENCY, drain, post_conver
 
 
 class Outage:
-    """The hype stage's index, failing as OpenSearch down does once `writes_left` ran out."""
+    """The hype stage's index, failing as OpenSearch down does once `writes_left` documents
+    were written (-1: never)."""
 
     def __init__(self, index: Any, writes_left: int) -> None:
         self._index = index
@@ -41,11 +43,25 @@ class Outage:
         self._write()
         self._index.delete(tenant, user_id, memory_id)
 
+    def write(self, writes: Sequence[IndexWrite]) -> dict[int, str]:
+        """Down: the request fails. Going down within it: the documents past the last one it
+        took are refused one by one, as a `_bulk` reply reports them."""
+        if self.writes_left < 0:
+            return self._index.write(writes)
+        if self.writes_left == 0:
+            self._write()  # down: raises
+        taken = min(self.writes_left, len(writes))
+        self.writes_left -= taken
+        refused = self._index.write(writes[:taken])
+        rest = range(taken, len(writes))
+        self.refused += len(rest)
+        return refused | dict.fromkeys(rest, "es_rejected_execution_exception (status 429)")
+
     def __getattr__(self, name: str) -> Any:  # reads pass through
         return getattr(self._index, name)
 
 
-# Down from the start; after one write (a memory's text indexed, not its vectors); later on.
+# Down from the start; after one document (within a batch); later on.
 @pytest.mark.parametrize("writes_before_the_outage", [0, 1, 5])
 def test_an_index_outage_during_hype_converges_once_the_index_is_back(
     writes_before_the_outage: int,

@@ -67,7 +67,7 @@ def test_each_stage_output_is_the_next_stage_input() -> None:
 
 
 def test_stream_stages_follow_the_pipeline_one_outbox_row_at_a_time() -> None:
-    # The outbox consumer is last, and each call takes one row (partial batch failures)
+    # The outbox consumer is last, and its `run` takes one row (its batches fail row by row)
     placements = [stage.placement for stage in STAGES]
     assert placements.index(StagePlacement.STREAM) > max(
         i for i, p in enumerate(placements) if p is StagePlacement.PIPELINE

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,7 +25,7 @@ from memwrite.ports import LlmCall, TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
 from memwrite.reasons import DeferredModelFailed, DeferredNoLLM, QualityDiscard, UserErased
-from memwrite.records.episode import EpisodeStatus
+from memwrite.records.episode import Episode, EpisodeStatus
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -349,6 +349,43 @@ def test_a_turn_whose_user_was_erased_in_flight_is_neither_logged_nor_passed_on(
         ("turn", SpanResult.REJECT, UserErased())
     ]
     assert deps.metrics.counts[("extract", "reject", "UserErased")] == 1
+
+
+class WritesCounted(InMemorySessionLog):
+    """The in-memory session log, counting its writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        self.writes += 1
+        return super().append_batch(turns, now, retention_secs, episodes)
+
+
+def test_a_batch_is_logged_in_one_write_with_its_episodes() -> None:
+    # Given a batch of three turns offline, two of which the rules cannot handle
+    deps = offline_deps()
+    deps.session_log = log = WritesCounted()
+    batch = [
+        queued("I live in Berlin.", minute=0),
+        queued("Our team is migrating the billing service to Rust.", minute=1),
+        queued("The offsite moved to the lake house near Potsdam.", minute=2),
+    ]
+    # When it is extracted
+    extract_batch(batch, ExtractConfig(), deps)
+    # Then all three turns are in the session log after one write, the two deferred with
+    # their episodes
+    assert log.writes == 1
+    logged = log.recent("acme", "dana", "s1", "~", limit=20, now=NOW)
+    assert [turn.turn_id for turn in logged] == ["turn-0", "turn-1", "turn-2"]
+    assert sorted(log.episodes) == ["turn-1", "turn-2"]
 
 
 class LineLlm:

@@ -20,6 +20,7 @@ from memwrite.errors import IndexUnavailable
 from memwrite.index import (
     BM25_STOPWORDS,
     DocKind,
+    DocRemoval,
     Fusion,
     FusionMethod,
     IndexFilter,
@@ -135,12 +136,15 @@ def test_a_live_query_leaves_out_documents_past_their_expiry(fake: FakeOpenSearc
     assert {"bool": {"should": [live, never], "minimum_should_match": 1}} in filters
 
 
-def test_upserts_are_one_bulk_call_of_whole_documents_keyed_by_tenant_user_and_memory(
+def test_a_batch_of_writes_is_one_bulk_call_of_whole_documents_and_deletes_by_id(
     fake: FakeOpenSearch,
 ) -> None:
-    index_on(fake).upsert_many([doc("m1"), doc("m2", "The user works at SAP.")])
+    refused = index_on(fake).write(
+        [doc("m1"), DocRemoval("t1", "dana", "m0"), doc("m2", "The user works at SAP.")]
+    )
 
     (request,) = fake.requests
+    assert refused == {}
     assert request.method == "POST" and request.path.startswith("/_bulk")
     assert "refresh=wait_for" in request.path
     lines = [json.loads(line) for line in request.body.strip().split("\n")]
@@ -149,7 +153,30 @@ def test_upserts_are_one_bulk_call_of_whole_documents_keyed_by_tenant_user_and_m
     assert (source["tenant"], source["user_id"], source["tier"]) == ("t1", "dana", "fact")
     assert len(source["content_vector"]) == EMBEDDER.dimension
     assert len(source["questions"]) == 1
-    assert lines[2]["index"]["_id"] == "t1|dana|m2"
+    assert lines[2] == {"delete": {"_index": "memories", "_id": "t1|dana|m0"}}
+    assert lines[3]["index"]["_id"] == "t1|dana|m2"
+
+
+def test_a_write_refused_in_a_bulk_is_reported_by_position_and_the_others_are_done(
+    fake: FakeOpenSearch,
+) -> None:
+    # Given a cluster that refuses the second document and finds nothing to delete for the third
+    fake.replies[("POST", "/_bulk")] = (
+        200,
+        {
+            "errors": True,
+            "items": [
+                {"index": {"_id": "t1|dana|m1", "status": 201}},
+                {"index": {"status": 400, "error": {"type": "mapper_parsing_exception"}}},
+                {"delete": {"_id": "t1|dana|m0", "status": 404, "result": "not_found"}},
+            ],
+        },
+    )
+    # When the three are written together
+    refused = index_on(fake).write([doc("m1"), doc("m2"), DocRemoval("t1", "dana", "m0")])
+    # Then only the refused one is reported, with why (a delete of nothing is done)
+    assert list(refused) == [1]
+    assert "mapper_parsing_exception" in refused[1]
 
 
 def test_serverless_writes_do_not_ask_for_a_refresh(fake: FakeOpenSearch) -> None:
@@ -303,7 +330,7 @@ def test_a_refused_document_is_not_silently_dropped(fake: FakeOpenSearch) -> Non
         200,
         {"errors": True, "items": [{"index": {"error": {"type": "mapper_parsing_exception"}}}]},
     )
-    with pytest.raises(IndexUnavailable, match="refused 1"):
+    with pytest.raises(IndexUnavailable, match="refused"):
         index_on(fake).upsert(doc())
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memwrite.config.settings import PreFilterConfig, UserSkipPattern
 from memwrite.models import Decision, PreFilterDecision, Role
@@ -252,6 +256,56 @@ def test_rate_map_is_bounded() -> None:
     # Then the oldest was evicted (no shared store: it can pass again) and the newest cannot
     assert gate.admit("key0", "other", 1.0, 60)
     assert not gate.admit("key2", "other", 1.0, 60)
+
+
+class SharedClaims:
+    """A `RateStore` in a dict, with the stores' condition (an unexpired claim of another
+    claimant refuses; expiries in whole seconds); counts its writes."""
+
+    def __init__(self) -> None:
+        self.claims: dict[str, tuple[str, int]] = {}
+        self.writes = 0
+
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        self.writes += 1
+        granted = []
+        for key, claimant, now in claims:
+            held = self.claims.get(key)
+            ok = held is None or held[1] <= int(now) or held[0] == claimant
+            if ok:
+                self.claims[key] = (claimant, int(now) + window_secs)
+            granted.append(ok)
+        return granted
+
+
+CLAIM = st.tuples(st.sampled_from("abcdef"), st.sampled_from("xyz"), st.floats(0, 150))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(requests=st.lists(st.lists(CLAIM, max_size=8), max_size=6), remembers=st.integers(1, 5))
+def test_a_request_s_claims_in_one_write_decide_as_one_claim_after_another(
+    requests: list[list[tuple[str, str, float]]], remembers: int
+) -> None:
+    # Given two gates of the same bound, each with its own shared store
+    one_by_one, batched = SharedClaims(), SharedClaims()
+    gate, batch_gate = RateGate(remembers, one_by_one), RateGate(remembers, batched)
+    for claims in requests:
+        # When a request's claims go one at a time through one, all at once through the other
+        alone = [gate.admit(key, claimant, now, 60) for key, claimant, now in claims]
+        together = batch_gate.admit_all(claims, 60)
+        # Then every turn is admitted or refused the same, and the stores hold the same
+        assert together == alone
+        assert batched.claims == one_by_one.claims
+    # And the batched gate never wrote more often
+    assert batched.writes <= one_by_one.writes
+
+
+def test_a_request_s_claims_are_one_write() -> None:
+    # Given a gate with a shared store / When a request of two new contents is gated
+    shared = SharedClaims()
+    admitted = RateGate(100, shared).admit_all([("k1", "a", 0.0), ("k2", "b", 0.0)], 60)
+    # Then both pass after one write to the store
+    assert (admitted, shared.writes) == ([True, True], 1)
 
 
 def test_screen_is_deterministic_and_stateless() -> None:

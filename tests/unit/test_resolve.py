@@ -792,7 +792,7 @@ def test_an_erased_request_s_claims_write_no_entity_and_the_rest_of_the_batch_go
             observed_at=AT,
             source=Source.USER_EXPLICIT,
         )
-        log.append(turn, now=AT.timestamp(), retention_secs=3_600)
+        log.append_batch([turn], now=AT.timestamp(), retention_secs=3_600)
     erased_claims = rules(texts["t1"], "t1")
     payload = ExtractOutput(
         tenant=TENANT,

@@ -37,10 +37,12 @@ __all__ = [
     "DEFAULT_FUSION",
     "DEFAULT_RANK_CONSTANT",
     "DocKind",
+    "DocRemoval",
     "Fusion",
     "FusionMethod",
     "IndexFilter",
     "IndexHit",
+    "IndexWrite",
     "MatchSource",
     "MemoryDoc",
     "Vector",
@@ -102,6 +104,19 @@ class MemoryDoc:
     expires_at: float | None = None
     """Epoch seconds after which the document is out of every `IndexFilter.live_at` query (an
     episode's retention: on AWS its item is deleted by TTL, later and without an outbox row)."""
+
+
+@dataclass(frozen=True)
+class DocRemoval:
+    """A document to take out of every query (absent: nothing to do)."""
+
+    tenant: str
+    user_id: str
+    memory_id: str
+
+
+IndexWrite = MemoryDoc | DocRemoval
+"""One write of `MemoryIndex.write`: a document put (replacing its id's), or one removed."""
 
 
 class MatchSource(StrEnum):

@@ -9,7 +9,7 @@ schema: prompts, retries and post-checks are library logic, the adapter is only 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -21,7 +21,15 @@ from memwrite.claims.candidate import Candidate
 from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.config.settings import Settings, TenantOverrides, Webhook
 from memwrite.costs.usage import LlmUsage
-from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import (
+    DEFAULT_FUSION,
+    Fusion,
+    IndexFilter,
+    IndexHit,
+    IndexWrite,
+    MemoryDoc,
+    Vector,
+)
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
 from memwrite.prompts import PromptMessage
@@ -87,9 +95,10 @@ __all__ = [
 
 
 class RateStore(Protocol):
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        """Claim `key` for `window_secs`; False when another claimant holds it unexpired. The
-        same claimant (the same turn id, re-sent by a retrying client) may claim again."""
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        """Claim each (key, claimant, now), in order, for `window_secs`; False when another
+        claimant holds the key unexpired. The same claimant (the same turn id, re-sent by a
+        retrying client) may claim again. SQLite: one transaction."""
 
 
 @dataclass(frozen=True)
@@ -121,10 +130,8 @@ class DeadLetter:
 
 
 class TurnConsumer(Protocol):
-    """The consuming side of the work queue (SQS semantics): what the local runner drains.
-
-    On AWS the Lambda event source mapping plays this part; locally the runner does.
-    """
+    """The consuming side of the work queue (SQS semantics): what the local runner drains (on
+    AWS the Lambda event source mapping plays this part)."""
 
     def receive(self, max_messages: int, visibility_timeout_secs: int) -> list[Delivery]:
         """Up to `max_messages` visible messages, each hidden for the visibility timeout and
@@ -257,9 +264,7 @@ class SpanStore(Protocol):
 
 class SessionLog(Protocol):
     """One user's (redacted) turns of a session that reached extraction: context for the LLM.
-
-    Keyed per user: two users of one session never see each other's turns.
-    """
+    Keyed per user: two users of one session never see each other's turns."""
 
     def recent(
         self, tenant: str, user_id: str, session_id: str, before: str, limit: int, *, now: float
@@ -267,19 +272,23 @@ class SessionLog(Protocol):
         """Up to `limit` turns observed before the sort key `before`, oldest first; turns
         whose retention ended by `now` (epoch seconds) are absent."""
 
-    def append(
-        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
-    ) -> None:
-        """Log the turn for `retention_secs` from `now` (epoch seconds), on the condition that
-        its trace exists and its user's erasure has not started: otherwise raise
-        `SourceErased` and write nothing. Expired turns are removed in time.
-
-        With `episode`, the same transaction also writes the episode (replacing one of the
-        same turn) and an outbox row `episode:<turn id>` for stage 7 to index it."""
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        """Log a batch's turns for `retention_secs` from `now` (epoch seconds), each on the
+        condition that its trace exists and its user's erasure has not started; returns the
+        trace ids that failed it, none of whose turns is written. Expired turns are removed in
+        time. `episodes` (turn id -> episode) are written with their turns (replacing one of
+        the same turn), each with an outbox row `episode:<turn id>` for stage 7 to index it.
+        SQLite: one transaction; DynamoDB: a turn, its episode and its trace's check in one."""
 
 
 class EpisodeStore(Protocol):
-    """A user's episodes (docs/design.md §10); written by `SessionLog.append`."""
+    """A user's episodes (docs/design.md §10); written by `SessionLog.append_batch`."""
 
     def episodes_of(
         self,
@@ -407,12 +416,15 @@ class MemoryIndex(Protocol):
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
         """Remove one memory from every query; absent memories are ignored."""
 
+    def write(self, writes: Sequence[IndexWrite]) -> dict[int, str]:
+        """Apply `writes` in order in one request; returns the positions refused, with why (the
+        rest applied). Raises `IndexUnavailable` when the request failed as a whole."""
+
     def delete_user(self, tenant: str, user_id: str) -> int:
         """Remove every memory of a user; returns how many there were."""
 
     def delete_expired(self, now: float, limit: int) -> int:
-        """Remove up to `limit` documents whose `expires_at` is at or before `now` (every
-        tenant: the scheduled sweep's); returns how many it removed."""
+        """Remove up to `limit` documents of any tenant expired by `now`; returns how many."""
 
     def knn(
         self,
@@ -427,18 +439,10 @@ class MemoryIndex(Protocol):
         and question vectors (cosine), best first. Memories without vectors never match."""
 
     def bm25(
-        self,
-        tenant: str,
-        user_id: str,
-        query: str,
-        k: int,
-        *,
-        filter: IndexFilter | None = None,
+        self, tenant: str, user_id: str, query: str, k: int, *, filter: IndexFilter | None = None
     ) -> list[IndexHit]:
-        """The `k` memories whose text best matches `query` (any of its words), best first.
-
-        Words are stemmed (English); `BM25_STOPWORDS` and single letters are ignored, so a
-        query of only such words matches nothing."""
+        """The `k` memories whose text best matches `query` (any of its words, stemmed;
+        `BM25_STOPWORDS` and single letters ignored: only those match nothing), best first."""
 
     def hybrid(
         self,
@@ -568,20 +572,16 @@ class SearchIndexSetup(Protocol):
 
 
 class Outbox(Protocol):
-    """The outbox as a change feed: what the indexer has not done yet, and marking it done.
-
-    On AWS the DynamoDB stream delivers new rows and only `mark_done` is called; the local
-    runner (and an outbox without a stream) reads `pending` to deliver them itself.
-    """
+    """The outbox as a change feed: what the indexer has not done yet (`pending`: the local
+    runner's; on AWS the DynamoDB stream delivers the rows), and marking it done."""
 
     def pending(self, limit: int) -> list[OutboxChange]:
         """Up to `limit` not-yet-done rows; the rows of one memory in the order written."""
 
-    def mark_done(self, change: OutboxChange) -> None:
-        """Mark one row done (idempotent): it leaves `pending` and
-        `MemoryStore.pending_memories`; a row already removed (the user erased) stays gone.
-        An erasure's row (`memwrite.records.change_events.is_erasure_row`) is deleted instead: it
-        names the erased user, and nothing of them outlives the announcement."""
+    def mark_done(self, changes: Sequence[OutboxChange]) -> None:
+        """Mark rows done (idempotent): they leave `pending` and `MemoryStore.pending_memories`;
+        a row already removed (the user erased) stays gone. An erasure's row (`records.
+        change_events.is_erasure_row`) is deleted instead: nothing of the user outlives it."""
 
 
 @dataclass(frozen=True)

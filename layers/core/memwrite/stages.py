@@ -167,7 +167,8 @@ STAGES: tuple[StageDef, ...] = (
         calls_model=True,  # the dedupe judge again, after a lost race
         malformed_metrics=("dedupe_json_fail",),
     ),
-    # One outbox row per call: the handler runs it for each stream record (partial failures).
+    # `run` takes one outbox row; the handler gives a stream batch to `memwrite.hype.stage.
+    # run_batch`, whose rows fail one by one (partial batch failures).
     StageDef(
         "hype",
         StagePlacement.STREAM,

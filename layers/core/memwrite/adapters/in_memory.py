@@ -7,7 +7,7 @@ spans keyed by stage and item) so logic tested against them behaves as against D
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from threading import Lock
@@ -243,15 +243,29 @@ class InMemorySessionLog:
         )
         return [log[key][0] for key in keys[-limit:]] if limit else []
 
-    def append(
-        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
-    ) -> None:
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        erased: set[str] = set()
         if self._ledger is not None:
-            self._ledger.require_trace(turn.tenant, turn.trace_id)
-        if episode is not None:
-            self.episodes[episode.turn_id] = episode
-        log = self.turns.setdefault((turn.tenant, turn.user_id, turn.session_id), {})
-        log[session_sort_key(turn)] = (turn, int(now) + retention_secs)
+            for turn in turns:
+                try:
+                    self._ledger.require_trace(turn.tenant, turn.trace_id)
+                except SourceErased:
+                    erased.add(turn.trace_id)
+        kept = episodes or {}
+        for turn in turns:
+            if turn.trace_id in erased:
+                continue
+            if (episode := kept.get(turn.turn_id)) is not None:
+                self.episodes[episode.turn_id] = episode
+            log = self.turns.setdefault((turn.tenant, turn.user_id, turn.session_id), {})
+            log[session_sort_key(turn)] = (turn, int(now) + retention_secs)
+        return frozenset(erased)
 
 
 class InMemoryEntityStore:

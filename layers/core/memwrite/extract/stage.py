@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from memwrite.claims.candidate import Candidate, memory_key
 from memwrite.config.settings import EpisodesConfig, ExtractConfig, PipelineConfig
-from memwrite.errors import BudgetExhausted, BudgetWait, SourceErased
+from memwrite.errors import BudgetExhausted, BudgetWait
 from memwrite.extract.candidates import BUDGET_ERROR, extract_candidates
 from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
@@ -255,27 +255,18 @@ def _log_turns(
     *,
     excluded: Mapping[str, str] | None = None,
 ) -> frozenset[str]:
-    """Append the batch's turns to the session log, each with its episode (if kept) in the
-    same commit, those of an excluded topic (`excluded`: turn id -> topic) as a placeholder
-    (over their words, for a backfill); returns the ids of the turns whose user was erased
-    meanwhile (their trace is marked or gone): none of those is logged."""
-    erased: set[str] = set()
-    kept = episodes or {}
+    """Append the batch's turns to the session log in one write, each with its episode (if
+    kept), those of an excluded topic (`excluded`: turn id -> topic) as a placeholder (over
+    their words, for a backfill); returns the ids of the turns whose user was erased meanwhile
+    (their trace is marked or gone): none of those is logged."""
     withheld = excluded or {}
-    for turn in turns:
-        if turn.trace_id in erased:
-            continue
-        if turn.turn_id in withheld:
-            turn = withheld_turn(turn, withheld[turn.turn_id])  # noqa: PLW2901
-        try:
-            log.append(
-                turn,
-                now=now,
-                retention_secs=config.session_log_retention_secs,
-                episode=kept.get(turn.turn_id),
-            )
-        except SourceErased:
-            erased.add(turn.trace_id)
+    logged = [
+        withheld_turn(turn, withheld[turn.turn_id]) if turn.turn_id in withheld else turn
+        for turn in turns
+    ]
+    erased = log.append_batch(
+        logged, now=now, retention_secs=config.session_log_retention_secs, episodes=episodes
+    )
     return frozenset(turn.turn_id for turn in turns if turn.trace_id in erased)
 
 

@@ -1,16 +1,21 @@
-"""Stage 7, HyPE: make one changed memory searchable, then mark its outbox row done.
+"""Stage 7, HyPE: make changed memories searchable, then mark their outbox rows done.
 
-For each outbox row (delivered by the outbox's DynamoDB stream on AWS, by the local runner
-offline) the stage reads the memory as it is *now* in the store, so rows may arrive late, twice
-or out of order and the index still converges on the store:
+For each outbox row of a batch (a batch of the outbox's DynamoDB stream on AWS, of its pending
+rows in the local runner) the stage reads the memory as it is *now* in the store, so rows may
+arrive late, twice or out of order and the index still converges on the store:
 
 - gone (erased, rolled back), superseded, retracted or past its user expiry (`expires_on`,
   or announced as such by the expiry sweep, `memwrite.expiry`): its document is deleted (also
   when it is gone by the time the document is written: an erasure racing the job);
-- otherwise its text is indexed first (BM25-searchable at once), then `hype_questions`
-  questions are generated (the extractor's own search questions when it wrote enough; else the
-  `QuestionGenerator`: a model, or templates offline), the text and questions are embedded and
-  the document is upserted again with its vectors. Tasks stay BM25-only (docs/design.md §9).
+- otherwise `hype_questions` questions are generated (the extractor's own search questions
+  when it wrote enough; else the `QuestionGenerator`: a model, or templates offline), the text
+  and questions are embedded and the document is written with its vectors (with its text alone
+  when its questions or vectors failed: BM25-searchable, the row failed). Tasks stay BM25-only
+  (docs/design.md §9).
+
+The batch's rows share one embedder call, one index write (`MemoryIndex.write`), one span
+write and one mark-done (a COMMIT, a Bedrock or OpenSearch round trip each, rather than one
+per row); each row still succeeds or fails on its own (`run_batch`).
 
 An episode's row (`episode:<turn id>`, `memwrite.records.episode`) indexes the kept turn as a
 document of kind `episode`: its BM25 text the end of the turn it replies to then its own words
@@ -32,8 +37,8 @@ environment's EventBridge bus when there is one (`HypeDeps.publisher`; a rejecte
 event's type is handed to the webhook queue (`memwrite.feed.delivery`: the delivery lane makes
 the HTTP calls and their retries, never this stage; a refused hand-off is transient too).
 
-The row is marked done last: a crash, an unpublished event or a refused hand-off anywhere
-before leaves it pending, and the retry redoes the whole job with the same result (upserts
+The rows are marked done last: a crash, an unpublished event or a refused hand-off anywhere
+before leaves a row pending, and the retry redoes the whole job with the same result (writes
 replace by memory id, deletes of absent documents are no-ops, the event and its deliveries
 keep their ids: receivers dedupe).
 """
@@ -42,19 +47,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.config.settings import PipelineConfig, Webhook
 from memwrite.costs.usage import LlmUsage, metered
-from memwrite.errors import MemwriteError
+from memwrite.errors import IndexUnavailable, MemwriteError
 from memwrite.feed import deliveries_for
-from memwrite.index import DocKind, MemoryDoc, Vector
-from memwrite.models import SpanResult
+from memwrite.index import DocKind, DocRemoval, IndexWrite, MemoryDoc
+from memwrite.metering import UsageCounts, count_usage, metering_for
+from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
     Embedder,
@@ -85,7 +93,7 @@ from memwrite.spans import make_span, store_spans, usage_summary
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
 
-__all__ = ["STAGE", "HypeDeps", "document_of", "run"]
+__all__ = ["STAGE", "HypeDeps", "Scope", "document_of", "run", "run_batch"]
 
 STAGE = "hype"
 
@@ -105,48 +113,6 @@ class HypeDeps:
     episodes: EpisodeStore | None = None
     # The environment's event bus (None: none, e.g. locally): every memory row's event.
     publisher: EventPublisher | None = None
-
-
-def _index_episode(change: OutboxChange, turn_id: str, deps: HypeDeps) -> IndexedChange:
-    """An episode's document: its text (BM25) and content vector, or nothing once it is gone."""
-    found = (
-        deps.episodes.get_episodes(change.tenant, change.user_id, [turn_id])
-        if deps.episodes is not None
-        else {}
-    )
-    episode = found.get(turn_id)
-    if episode is None or episode.status_at(time.time()) is EpisodeStatus.EXPIRED:
-        deps.index.delete(change.tenant, change.user_id, change.memory_id)
-        return IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
-    # Its vector is its own words; its BM25 text begins with the turn it replies to.
-    vector = deps.embedder.embed([episode.turn.text])[0]
-    deps.index.upsert(
-        MemoryDoc(
-            memory_id=change.memory_id,
-            tenant=change.tenant,
-            user_id=change.user_id,
-            text=search_text(episode.turn),
-            # Memory fields an episode does not have: never read (queries filter by kind).
-            type=MemoryType.EVENT,
-            topic="episode",
-            tier=Tier.CANDIDATE,
-            confidence=0.0,
-            vector=vector if np.any(vector) else None,
-            kind=DocKind.EPISODE,
-            expires_at=float(episode.expires_at),
-        )
-    )
-    if not deps.episodes or not deps.episodes.get_episodes(
-        change.tenant, change.user_id, [turn_id]
-    ):
-        deps.index.delete(change.tenant, change.user_id, change.memory_id)  # erased meanwhile
-    at = _now()
-    return IndexedChange(
-        memory_id=change.memory_id,
-        action=IndexAction.INDEXED,
-        text_indexed_at=at,
-        vectors_indexed_at=at,
-    )
 
 
 def build_deps(adapters: StageAdapters) -> HypeDeps:
@@ -187,44 +153,319 @@ def _questions(memory: MemoryUnit, count: int, generator: QuestionGenerator) -> 
     return generator.questions_for(memory, count)
 
 
-def _with_vectors(doc: MemoryDoc, vectors: Sequence[Vector]) -> MemoryDoc:
-    """`doc` with its content vector (first) and question vectors; a zero vector (a text
-    without words) is left out, as it is similar to nothing."""
-    content = vectors[0] if np.any(vectors[0]) else None
-    questions = tuple(row for row in vectors[1:] if np.any(row))
-    return replace(doc, vector=content, question_vectors=questions)
+Scope = Callable[[str], AbstractContextManager[object]]
+"""A tenant's unit of work, around the model calls and embeddings made for it."""
+
+
+def _unscoped(_tenant: str) -> AbstractContextManager[object]:
+    return nullcontext()
 
 
 def run(payload: OutboxChange, config: PipelineConfig, deps: HypeDeps) -> IndexedChange:
-    """Index (or remove) the memory of one outbox row, then mark the row done; a failure
-    leaves an error span on the trace (overwritten by the retry's) and propagates."""
-    change = payload
-    if is_erasure_row(change.memory_id):
-        _send(user_erased_event(change), change, deps)
-        deps.outbox.mark_done(change)
-        return IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
+    """Index (or remove) the memory of one outbox row, then mark the row done: `run_batch` of
+    one row, whose failure propagates."""
+    (outcome,) = run_batch([payload], lambda _tenant: config, deps)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def run_batch(
+    changes: Sequence[OutboxChange],
+    config_for: Callable[[str], PipelineConfig],
+    deps: HypeDeps,
+    scope: Scope = _unscoped,
+) -> list[IndexedChange | Exception]:
+    """Index (or remove) the memories of a batch of outbox rows, then mark the rows done.
+
+    Each row's outcome, in order: what it did, or why it failed (its row stays pending, an
+    error span on its trace for a `MemwriteError`). The rows share one embedder call, one
+    index write, one span write and one mark-done; a step that fails as a whole is done again
+    row by row, so only the rows that fail on their own fail. `scope(tenant)` wraps the work
+    of each tenant's rows (the handler's: the model budget's caller, the usage metering).
+    """
     started = time.perf_counter()
-    try:
-        with metered() as paid:
-            result, calls, feed = _index(change, config, deps)
-    except MemwriteError as exc:
-        # Questions generated before the index or embedder failed were paid for all the same.
-        error = IndexingError(error=type(exc).__name__)
-        _record(change, deps, result=SpanResult.ERROR, reason=error, calls=paid, started=started)
-        deps.metrics.llm_usage(STAGE, paid)
-        raise
-    # The trace shows the memory indexed (pass) or taken out of every query (transform).
-    verdict = SpanResult.TRANSFORM if result.action is IndexAction.REMOVED else SpanResult.PASS
-    _record(change, deps, result=verdict, reason=None, calls=calls, started=started)
-    deps.metrics.count(STAGE, result.action.value, None)
-    deps.metrics.llm_usage(STAGE, calls)
-    if feed is not None and deleted_memory_of(change.memory_id) is not None:
-        _send(memory_deleted_event(change), change, deps)
-    elif feed is not None:
-        _send(event_for_change(change, feed.memory, _now()), change, deps)
+    rows = [_Row(change) for change in changes]
+    work = [row for row in rows if not row.erasure]
+    by_tenant: dict[str, list[_Row]] = {}
+    for row in work:
+        by_tenant.setdefault(row.change.tenant, []).append(row)
+    for tenant, group in by_tenant.items():
+        try:
+            config = config_for(tenant)
+            with scope(tenant):
+                for row in group:
+                    _plan(row, config, deps)
+        except Exception as exc:  # the tenant's settings could not be read: its rows fail
+            for row in group:
+                row.error = row.error or exc
+    _embed(work, deps, scope)
+    _isolated([row for row in work if row.write is not None], lambda rs: _write(rs, deps))
+    _erased_meanwhile(work, deps)
+    _record(work, deps, started)
+    for row in rows:
+        if row.error is None:
+            _announce(row, deps)
     # Done last: a crash or an undelivered event before this leaves the row pending.
-    deps.outbox.mark_done(change)
-    return result
+    done = [row for row in rows if row.error is None]
+    _isolated(done, lambda rs: deps.outbox.mark_done([row.change for row in rs]))
+    return [row.error if row.error is not None else row.outcome for row in rows]
+
+
+@dataclass(frozen=True)
+class _FeedChange:
+    """A memory row's change for the feed: the memory as it is now (None: gone)."""
+
+    memory: MemoryUnit | None
+
+
+@dataclass
+class _Row:
+    """One outbox row of a batch, as far as it got."""
+
+    change: OutboxChange
+    result: IndexedChange | None = None
+    feed: _FeedChange | None = None  # its change for the feed; None: an episode's row
+    write: IndexWrite | None = None  # a memory's text alone until its vectors are added
+    texts: list[str] = field(default_factory=list)  # to embed: content first, then questions
+    calls: tuple[LlmUsage, ...] = ()  # the model calls its work paid for
+    span: StageSpan | None = None
+    error: Exception | None = None
+
+    @property
+    def erasure(self) -> bool:
+        return is_erasure_row(self.change.memory_id)
+
+    @property
+    def episode(self) -> str | None:
+        """The turn id of an episode's row."""
+        return episode_of_doc_id(self.change.memory_id)
+
+    @property
+    def outcome(self) -> IndexedChange:
+        if self.result is None:  # an erasure's row: its user's documents went with them
+            return IndexedChange(memory_id=self.change.memory_id, action=IndexAction.REMOVED)
+        return self.result
+
+
+def _isolated(rows: list[_Row], step: Callable[[list[_Row]], None]) -> None:
+    """`step` over `rows` at once; when that fails, over each row alone, so that only the rows
+    that fail on their own fail (each step may be redone: writes replace by id, removals and
+    marks are idempotent). A row keeps the first error it met."""
+    if not rows:
+        return
+    try:
+        step(rows)
+        return
+    except Exception as exc:
+        if len(rows) == 1:
+            rows[0].error = rows[0].error or exc
+            return
+    for row in rows:
+        try:
+            step([row])
+        except Exception as exc:
+            row.error = row.error or exc
+
+
+def _plan(row: _Row, config: PipelineConfig, deps: HypeDeps) -> None:
+    """The row's reads and questions: what it writes and embeds. A failure is the row's (a
+    memory whose questions failed still has its text written, searchable by BM25)."""
+    with metered() as paid:
+        try:
+            _plan_row(row, config, deps)
+        except Exception as exc:
+            row.error = exc
+    row.calls = tuple(paid)  # a failure's calls were paid for too
+
+
+def _plan_row(row: _Row, config: PipelineConfig, deps: HypeDeps) -> None:
+    change = row.change
+    removal = DocRemoval(change.tenant, change.user_id, change.memory_id)
+    removed = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
+    if row.episode is not None:
+        # An episode's document: its text (BM25) and content vector, or nothing once gone.
+        found = (
+            deps.episodes.get_episodes(change.tenant, change.user_id, [row.episode])
+            if deps.episodes is not None
+            else {}
+        )
+        episode = found.get(row.episode)
+        if episode is None or episode.status_at(time.time()) is EpisodeStatus.EXPIRED:
+            row.write, row.result = removal, removed
+            return
+        # Its vector is its own words; its BM25 text begins with the turn it replies to.
+        row.texts = [episode.turn.text]
+        row.result = IndexedChange(memory_id=change.memory_id, action=IndexAction.INDEXED)
+        row.write = MemoryDoc(
+            memory_id=change.memory_id,
+            tenant=change.tenant,
+            user_id=change.user_id,
+            text=search_text(episode.turn),
+            # Memory fields an episode does not have: never read (queries filter by kind).
+            type=MemoryType.EVENT,
+            topic="episode",
+            tier=Tier.CANDIDATE,
+            confidence=0.0,
+            kind=DocKind.EPISODE,
+            expires_at=float(episode.expires_at),
+        )
+        return
+    deleted = deleted_memory_of(change.memory_id)
+    if deleted is not None:
+        memory_id = deleted[0]
+        if not deps.store.get_memories(change.tenant, change.user_id, [memory_id]):
+            row.write = DocRemoval(change.tenant, change.user_id, memory_id)
+        row.result = IndexedChange(memory_id=memory_id, action=IndexAction.REMOVED)
+        row.feed = _FeedChange(None)
+        return
+    stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
+    current = stored.get(change.memory_id)
+    memory = current.memory if current is not None else None
+    row.feed = _FeedChange(memory)
+    if memory is None or not memory.active or memory.expiry_announced or memory.expired(_now()):
+        row.write, row.result = removal, removed
+        return
+    row.write = document_of(memory)
+    row.result = IndexedChange(memory_id=memory.memory_id, action=IndexAction.INDEXED)
+    if memory.type is not MemoryType.TASK:
+        generated = _questions(memory, config.search.hype_questions, deps.questions)
+        row.texts = [memory.text, *generated.questions]
+        row.result = row.result.model_copy(update={"questions": generated.questions})
+
+
+def _embed(work: list[_Row], deps: HypeDeps, scope: Scope) -> None:
+    """Every text of the batch in one embedder call; each row's vectors into its document.
+    A row whose texts cannot be embedded fails (a memory's text is still written)."""
+    wanted = [row for row in work if row.error is None and row.texts]
+
+    def embed(rows: list[_Row]) -> None:
+        # One call for the batch's tenants: each tenant's texts are counted in its own scope
+        # below, not on a unit of work that may be open around this call.
+        with metering_for("", None):
+            vectors = deps.embedder.embed([text for row in rows for text in row.texts])
+        at = 0
+        for row in rows:
+            row.write = _with_vectors(row, vectors[at : at + len(row.texts)])
+            at += len(row.texts)
+
+    _isolated(wanted, embed)
+    embedded: dict[str, int] = {}
+    for row in wanted:
+        if row.error is None:
+            embedded[row.change.tenant] = embedded.get(row.change.tenant, 0) + len(row.texts)
+        elif row.episode is not None:
+            row.write = None  # an episode without its vector is not written
+    for tenant, count in embedded.items():
+        with scope(tenant):
+            count_usage(UsageCounts(embeddings=count))
+
+
+def _with_vectors(row: _Row, vectors: npt.NDArray[np.float32]) -> MemoryDoc:
+    """The row's document with its content vector (first) and question vectors; a zero vector
+    (a text without words) is left out, as it is similar to nothing."""
+    assert isinstance(row.write, MemoryDoc)  # only documents have texts to embed
+    content = vectors[0] if np.any(vectors[0]) else None
+    questions = tuple(vector for vector in vectors[1:] if np.any(vector))
+    return replace(row.write, vector=content, question_vectors=questions)
+
+
+def _write(rows: list[_Row], deps: HypeDeps) -> None:
+    """The rows' writes in one index request; a refused one fails its row."""
+    refused = deps.index.write([row.write for row in rows if row.write is not None])  # all
+    at = _now()
+    for position, row in enumerate(rows):
+        if position in refused:
+            why = refused[position]
+            row.error = row.error or IndexUnavailable(
+                f"index refused {row.change.memory_id}: {why}"
+            )
+        elif row.result is not None and row.result.action is IndexAction.INDEXED:
+            embedded = isinstance(row.write, MemoryDoc) and row.write.vector is not None
+            stamps = {"text_indexed_at": at} | ({"vectors_indexed_at": at} if embedded else {})
+            row.result = row.result.model_copy(update=stamps)
+
+
+def _erased_meanwhile(work: list[_Row], deps: HypeDeps) -> None:
+    """Documents written for what was erased after it was read: the erasure may have cleared
+    the index before the write, so they go again. (Still there now: the erasure deletes the
+    memory after this read and the index after that, taking the document along.)"""
+    gone: list[_Row] = []
+    for row in work:
+        if row.error is not None or not isinstance(row.write, MemoryDoc):
+            continue
+        change = row.change
+        try:
+            if row.episode is not None:
+                there = deps.episodes is not None and bool(
+                    deps.episodes.get_episodes(change.tenant, change.user_id, [row.episode])
+                )
+            else:
+                there = bool(
+                    deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
+                )
+        except Exception as exc:
+            row.error = exc
+            continue
+        if not there:
+            row.write = DocRemoval(change.tenant, change.user_id, change.memory_id)
+            if row.episode is None:
+                row.result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
+                row.feed = _FeedChange(None)
+            gone.append(row)
+    _isolated(gone, lambda rows: _write(rows, deps))
+
+
+def _record(work: list[_Row], deps: HypeDeps, started: float) -> None:
+    """Each row's span joins the trace that wrote its change (one per row: a retry's replaces
+    the failed attempt's, adding what that attempt's calls cost), all in one write; then its
+    metrics. A row failing other than with a `MemwriteError` gets no span (a bug, not a
+    reason). Latency: from the batch's start, as the row waited for the batch."""
+    latency_ms = (time.perf_counter() - started) * 1000
+    for row in work:
+        change, reason = row.change, None
+        if row.error is None:
+            removed = row.outcome.action is IndexAction.REMOVED
+            # The trace shows the memory indexed (pass) or taken out of every query (transform).
+            result = SpanResult.TRANSFORM if removed else SpanResult.PASS
+        elif isinstance(row.error, MemwriteError):
+            result, reason = SpanResult.ERROR, IndexingError(error=type(row.error).__name__)
+        else:
+            continue
+        if change.trace_id is not None:
+            row.span = make_span(
+                trace_id=change.trace_id,
+                tenant=change.tenant,
+                user_id=change.user_id,
+                stage=STAGE,
+                item_id=f"{change.memory_id}#{change.rev}",
+                result=result,
+                reason=reason,
+                latency_ms=latency_ms,
+                llm=usage_summary(row.calls),
+            )
+        if reason is not None:
+            deps.metrics.count(STAGE, result.value, reason)
+        deps.metrics.timing(STAGE, latency_ms)
+        if row.error is None:
+            deps.metrics.count(STAGE, row.outcome.action.value, None)
+        deps.metrics.llm_usage(STAGE, row.calls)
+    spanned = [row for row in work if row.span is not None]
+    _isolated(spanned, lambda rows: store_spans([row.span for row in rows if row.span], deps.spans))
+
+
+def _announce(row: _Row, deps: HypeDeps) -> None:
+    """The row's event on the change feed (none for an episode's row); a failure is the row's."""
+    change = row.change
+    try:
+        if row.erasure:
+            _send(user_erased_event(change), change, deps)
+        elif row.feed is not None and deleted_memory_of(change.memory_id) is not None:
+            _send(memory_deleted_event(change), change, deps)
+        elif row.feed is not None:
+            _send(event_for_change(change, row.feed.memory, _now()), change, deps)
+    except Exception as exc:
+        row.error = exc
 
 
 def _send(event: ChangeEvent, change: OutboxChange, deps: HypeDeps) -> None:
@@ -236,88 +477,6 @@ def _send(event: ChangeEvent, change: OutboxChange, deps: HypeDeps) -> None:
     if deliveries:
         deps.webhook_queue.enqueue(deliveries)  # a refusal raises: the row stays pending
         deps.metrics.count(STAGE, "webhook_queued", None, len(deliveries))
-
-
-@dataclass(frozen=True)
-class _FeedChange:
-    """A memory row's change for the feed: the memory as it is now (None: gone)."""
-
-    memory: MemoryUnit | None
-
-
-def _index(
-    change: OutboxChange, config: PipelineConfig, deps: HypeDeps
-) -> tuple[IndexedChange, tuple[LlmUsage, ...], _FeedChange | None]:
-    """The row's work, the model calls its questions cost and its change for the feed (None:
-    an episode's row, not a memory change)."""
-    turn_id = episode_of_doc_id(change.memory_id)
-    if turn_id is not None:
-        return _index_episode(change, turn_id, deps), (), None
-    deleted = deleted_memory_of(change.memory_id)
-    if deleted is not None:
-        memory_id = deleted[0]
-        if not deps.store.get_memories(change.tenant, change.user_id, [memory_id]):
-            deps.index.delete(change.tenant, change.user_id, memory_id)
-        return IndexedChange(memory_id=memory_id, action=IndexAction.REMOVED), (), _FeedChange(None)
-    stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
-    current = stored.get(change.memory_id)
-    calls: tuple[LlmUsage, ...] = ()
-    memory = current.memory if current is not None else None
-    if memory is None or not memory.active or memory.expiry_announced or memory.expired(_now()):
-        deps.index.delete(change.tenant, change.user_id, change.memory_id)
-        result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
-    else:
-        doc = document_of(memory)
-        deps.index.upsert(doc)
-        result = IndexedChange(
-            memory_id=memory.memory_id, action=IndexAction.INDEXED, text_indexed_at=_now()
-        )
-        if memory.type is not MemoryType.TASK:
-            generated = _questions(memory, config.search.hype_questions, deps.questions)
-            questions, calls = generated.questions, generated.calls
-            vectors = deps.embedder.embed([memory.text, *questions])
-            deps.index.upsert(_with_vectors(doc, list(vectors)))
-            result = result.model_copy(
-                update={"questions": questions, "vectors_indexed_at": _now()}
-            )
-        if not deps.store.get_memories(change.tenant, change.user_id, [change.memory_id]):
-            # Erased after the read above: the erasure may have cleared the index before the
-            # upserts, so the document goes again. (Still there now: the erasure deletes the
-            # memory after this read and the index after that, taking the document along.)
-            deps.index.delete(change.tenant, change.user_id, change.memory_id)
-            result = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
-            memory = None
-    return result, calls, _FeedChange(memory)
-
-
-def _record(
-    change: OutboxChange,
-    deps: HypeDeps,
-    *,
-    result: SpanResult,
-    reason: IndexingError | None,
-    calls: Sequence[LlmUsage],
-    started: float,
-) -> None:
-    """The row's span joins the trace that wrote the change (one per row: a retry's replaces
-    the failed attempt's, adding what that attempt's calls cost)."""
-    latency_ms = (time.perf_counter() - started) * 1000
-    if change.trace_id is not None:
-        span = make_span(
-            trace_id=change.trace_id,
-            tenant=change.tenant,
-            user_id=change.user_id,
-            stage=STAGE,
-            item_id=f"{change.memory_id}#{change.rev}",
-            result=result,
-            reason=reason,
-            latency_ms=latency_ms,
-            llm=usage_summary(calls),
-        )
-        store_spans([span], deps.spans)
-    if reason is not None:
-        deps.metrics.count(STAGE, result.value, reason)
-    deps.metrics.timing(STAGE, latency_ms)
 
 
 def _now() -> datetime:

@@ -43,6 +43,7 @@ from memwrite.segment import Segment, reassemble, sentences_of, split_segments
 
 __all__ = [
     "Screening",
+    "after_rate_gate",
     "count_words",
     "decision_of",
     "gate_turn",
@@ -50,6 +51,7 @@ __all__ = [
     "may_be_short_answer",
     "pre_filter_turn",
     "question_of",
+    "rate_key",
     "rule_name",
     "screen",
 ]
@@ -279,20 +281,32 @@ def gate_turn(
     screening = screen(content, config, previous)
     if screening.reason is not None or screening.text is None:
         return screening, screening.reason
-    # "Yeah" answering two different questions is two different facts, not a repeat.
+    key = rate_key(screening, rate_scope)
+    admitted = rate_gate is None or rate_gate.admit(
+        key, claimant, now, config.rate_limit_window_secs
+    )
+    return screening, after_rate_gate(role, config, admitted=admitted)
+
+
+def rate_key(screening: Screening, rate_scope: str) -> str:
+    """What the rate gate counts repeats of: a kept turn's words (with a short answer's
+    question: "Yeah" answering two different questions is two different facts)."""
+    assert screening.text is not None
     repeatable = (
         screening.text if screening.context is None else f"{screening.context}\n{screening.text}"
     )
-    rate_key = content_hash(rate_scope, repeatable.casefold())
-    if rate_gate is not None and not rate_gate.admit(
-        rate_key, claimant, now, config.rate_limit_window_secs
-    ):
-        return screening, RateLimited(window_secs=config.rate_limit_window_secs)
+    return content_hash(rate_scope, repeatable.casefold())
+
+
+def after_rate_gate(role: Role, config: PreFilterConfig, *, admitted: bool) -> SkipReason | None:
+    """The reason a kept turn is skipped by the rate gate (`admitted` False) or the role gate."""
+    if not admitted:
+        return RateLimited(window_secs=config.rate_limit_window_secs)
     if role is Role.ASSISTANT and not config.extract_from_assistant:
-        return screening, AssistantTurn()
+        return AssistantTurn()
     if role in (Role.SYSTEM, Role.TOOL):
-        return screening, NonConversationalTurn(role=role.value)
-    return screening, None
+        return NonConversationalTurn(role=role.value)
+    return None
 
 
 def decision_of(screening: Screening, reason: SkipReason | None) -> PreFilterDecision:

@@ -9,7 +9,9 @@ on its tenant's window and it must remember which turn claimed it, which is a fe
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from memwrite.ports import RateStore
 
@@ -31,16 +33,57 @@ class RateGate:
         self._recent: OrderedDict[str, _Claim] = OrderedDict()
 
     def admit(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
+        return self.admit_all([(key, claimant, now)], window_secs)[0]
+
+    def admit_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        """`admit` for each (key, claimant, now) in order, the shared claims in as few writes
+        as that order allows: the LRU sees the same reads and writes as one `admit` after
+        another (the claims so far are sent first when a key repeats, when a local refusal
+        reorders the LRU, or when remembering them could evict the key looked up)."""
         if window_secs <= 0:
-            return True
-        local = self._recent.get(key)
-        if local is not None and local.expires_at > now and local.claimant != claimant:
-            self._recent.move_to_end(key)
+            return [True] * len(claims)
+        admitted: list[bool] = []
+        pending: dict[str, tuple[int, str, float]] = {}  # key -> (place, claimant, now), unsent
+        for key, claimant, now in claims:
+            if key in pending or self._may_evict(pending, key):
+                self._send(pending, admitted, window_secs)
+            local = self._recent.get(key)
+            if local is not None and local.expires_at > now and local.claimant != claimant:
+                self._send(pending, admitted, window_secs)
+                self._recent.move_to_end(key)
+                admitted.append(False)
+                continue
+            pending[key] = (len(admitted), claimant, now)
+            admitted.append(False)  # until its claim is sent
+        self._send(pending, admitted, window_secs)
+        return admitted
+
+    def _may_evict(self, pending: dict[str, tuple[int, str, float]], key: str) -> bool:
+        """Whether remembering the pending claims could evict `key` (the oldest entries go)."""
+        if key not in self._recent:
             return False
-        if self._shared is not None and not self._shared.claim(key, claimant, now, window_secs):
-            return False
-        self._remember(key, _Claim(claimant, now + window_secs))
-        return True
+        growth = sum(1 for waiting in pending if waiting not in self._recent)
+        overflow = len(self._recent) + growth - self._max_entries
+        # A pending key already held moves to the end: the ones evicted are among this many.
+        return overflow > 0 and key in islice(self._recent, overflow + len(pending))
+
+    def _send(
+        self, pending: dict[str, tuple[int, str, float]], admitted: list[bool], window_secs: int
+    ) -> None:
+        """Claim the pending keys in the shared store (one write), remember those granted."""
+        if not pending:
+            return
+        claims = [(key, claimant, now) for key, (_, claimant, now) in pending.items()]
+        granted = (
+            self._shared.claim_all(claims, window_secs)
+            if self._shared is not None
+            else [True] * len(claims)
+        )
+        for (key, (place, claimant, now)), ok in zip(pending.items(), granted, strict=True):
+            admitted[place] = ok
+            if ok:
+                self._remember(key, _Claim(claimant, now + window_secs))
+        pending.clear()
 
     def _remember(self, key: str, claim: _Claim) -> None:
         self._recent[key] = claim

@@ -36,12 +36,16 @@ from memwrite.models import (
 from memwrite.ports import MetricsSink, SpanStore, TraceRecord, TurnLedger, TurnQueue
 from memwrite.pre_filter.checks import (
     STAGE,
+    Screening,
+    after_rate_gate,
     count_words,
+    decision_of,
     mask_secrets,
     may_be_short_answer,
-    pre_filter_turn,
     question_of,
+    rate_key,
     rule_name,
+    screen,
 )
 from memwrite.pre_filter.rate_gate import RateGate
 from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
@@ -122,31 +126,68 @@ def _screen_all(
         previous = deps.ledger.last_question(
             tenant, request.user_id, request.session_id, now=deps.clock()
         )
-    before: str | None = None  # the turn before, masked
-    for turn, tid, words in zip(request.turns, turn_ids, masked, strict=True):
+    screenings: list[tuple[Screening, float]] = []  # with how long each took, in ms
+    for turn in request.turns:
         started = time.perf_counter()
-        decision = pre_filter_turn(
-            content=turn.content,
-            role=turn.role,
-            config=config.pre_filter,
-            # A turn accepted earlier is a duplicate whatever the window: it neither meets the
-            # rate gate (whose slot a later turn of the same words may hold) nor claims it.
-            rate_gate=None if tid in known else deps.rate_gate,
-            rate_scope=rate_scope,
-            claimant=tid,
-            # The turn's own time when the client gives it: a history replayed in one request
-            # does not rate-limit words said minutes or days apart.
-            now=turn.timestamp.timestamp() if turn.timestamp else deps.clock(),
-            previous=previous,
-        )
+        screening = screen(turn.content, config.pre_filter, previous)
+        screenings.append((screening, (time.perf_counter() - started) * 1000))
         previous = turn.content
-        latency_ms = (time.perf_counter() - started) * 1000
+    admitted, claim_ms = _rate_gate(
+        request, turn_ids, screenings, rate_scope=rate_scope, config=config, deps=deps, known=known
+    )
+    before: str | None = None  # the turn before, masked
+    for index, (turn, tid, words) in enumerate(zip(request.turns, turn_ids, masked, strict=True)):
+        started = time.perf_counter()
+        screening, screen_ms = screenings[index]
+        reason = screening.reason
+        if reason is None and screening.text is not None:  # kept: the rate and role gates
+            passed = admitted.get(index, True)
+            reason = after_rate_gate(turn.role, config.pre_filter, admitted=passed)
+        decision = decision_of(screening, reason)
+        latency_ms = screen_ms + (time.perf_counter() - started) * 1000
+        latency_ms += claim_ms if index in admitted else 0.0
         # Only a user turn that passes can become an episode: the others need no context.
         kept = decision.decision is Decision.PASS and turn.role is Role.USER
         preceding = _preceding(before, config) if kept and before is not None else None
         screened.append(_Screened(turn, tid, decision, latency_ms, preceding))
         before = words
     return screened
+
+
+def _rate_gate(
+    request: IngestRequest,
+    turn_ids: tuple[str, ...],
+    screenings: list[tuple[Screening, float]],
+    *,
+    rate_scope: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
+    known: set[str],
+) -> tuple[dict[int, bool], float]:
+    """Whether the rate gate admits each kept turn (by its place), its claims in one write, and
+    each one's share of that write's time (ms). A turn accepted earlier is a duplicate whatever
+    the window: it neither meets the gate (whose slot a later turn of the same words may hold)
+    nor claims it. A turn's own time when the client gives it: a history replayed in one
+    request does not rate-limit words said minutes or days apart."""
+    started = time.perf_counter()
+    gated = [
+        index
+        for index, ((screening, _), tid) in enumerate(zip(screenings, turn_ids, strict=True))
+        if screening.reason is None and screening.text is not None and tid not in known
+    ]
+    if not gated:
+        return {}, 0.0
+    claims = [
+        (
+            rate_key(screenings[index][0], rate_scope),
+            turn_ids[index],
+            stamp.timestamp() if (stamp := request.turns[index].timestamp) else deps.clock(),
+        )
+        for index in gated
+    ]
+    window = config.pre_filter.rate_limit_window_secs
+    admitted = dict(zip(gated, deps.rate_gate.admit_all(claims, window), strict=True))
+    return admitted, (time.perf_counter() - started) * 1000 / len(gated)
 
 
 def _preceding(masked: str, config: PipelineConfig) -> str | None:

@@ -11,14 +11,22 @@ as it was before that trace (not their own earlier writes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.config.settings import PipelineConfig, Settings
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import WriteConflict
-from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter, IndexHit, MemoryDoc, Vector
+from memwrite.index import (
+    DEFAULT_FUSION,
+    Fusion,
+    IndexFilter,
+    IndexHit,
+    IndexWrite,
+    MemoryDoc,
+    Vector,
+)
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import (
     CandidateVerifier,
@@ -122,8 +130,8 @@ class DryRunRateStore:
     """Grants every claim and keeps none: the run's own rate gate, in the process, still
     admits the same words once per window within the replayed request."""
 
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        return True
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        return [True] * len(claims)
 
 
 class DryRunLedger:
@@ -205,12 +213,17 @@ class DryRunSessionLog:
         )
         return [turns[key] for key in sorted(turns)[-limit:]] if limit > 0 else []
 
-    def append(
-        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
-    ) -> None:
-        self._appended[session_sort_key(turn)] = turn
-        if episode is not None:
-            self.episodes[turn.turn_id] = episode
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        for turn in turns:
+            self._appended[session_sort_key(turn)] = turn
+        self.episodes.update(episodes or {})
+        return frozenset()
 
 
 class DryRunEntities:
@@ -326,6 +339,9 @@ class DryRunIndex:
         raise AssertionError("a dry run never writes the index")
 
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
+        raise AssertionError("a dry run never writes the index")
+
+    def write(self, writes: Sequence[IndexWrite]) -> dict[int, str]:
         raise AssertionError("a dry run never writes the index")
 
     def delete_user(self, tenant: str, user_id: str) -> int:

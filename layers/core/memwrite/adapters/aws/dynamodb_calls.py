@@ -1,7 +1,7 @@
 """What every DynamoDB adapter does around a client call: a failed call as the store's
-transient error (`unavailable`), the item whose condition cancelled a transaction
-(`failed_condition_at`), and batched reads and writes with their unprocessed keys and items
-resent (`batch_get`, `batch_write`)."""
+transient error (`unavailable`), the items whose condition cancelled a transaction
+(`failed_condition_at`, `failed_conditions_at`), and batched reads and writes with their
+unprocessed keys and items resent (`batch_get`, `batch_write`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "batch_write",
     "chunks",
     "failed_condition_at",
+    "failed_conditions_at",
     "unavailable",
 ]
 
@@ -78,12 +79,14 @@ def batch_write(client: DynamoDBClient, table: str, requests: Sequence[Any]) -> 
             raise StoreUnavailable(f"DynamoDB BatchWriteItem left {table} items unprocessed")
 
 
+def failed_conditions_at(exc: ClientError) -> list[int]:
+    """The indexes of the transaction items whose condition failed, if that cancelled it."""
+    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return []
+    reasons = exc.response.get("CancellationReasons", [])
+    return [i for i, reason in enumerate(reasons) if reason.get("Code") == "ConditionalCheckFailed"]
+
+
 def failed_condition_at(exc: ClientError) -> int | None:
     """The index of the first transaction item whose condition failed, if that cancelled it."""
-    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return None
-    reasons = exc.response.get("CancellationReasons", [])
-    for index, reason in enumerate(reasons):
-        if reason.get("Code") == "ConditionalCheckFailed":
-            return index
-    return None
+    return next(iter(failed_conditions_at(exc)), None)

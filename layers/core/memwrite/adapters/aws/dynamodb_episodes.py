@@ -2,7 +2,7 @@
 turn id), listed in observation order through the table's overloaded `lookup` index
 (`USEREPISODES#tenant#user`, `observed_at#turn_id`). `expires_at` is the table's TTL
 attribute: DynamoDB deletes an expired episode by itself (lazily; reads treat it as expired
-at once). `episode_puts` are the items `DynamoSessionLog.append` adds to its transaction.
+at once). `episode_puts` are the items `DynamoSessionLog.append_batch` writes with a turn.
 
 The batch lane (`memwrite.backfill.ports.EpisodeBatches`) keeps, per provider batch, one item
 per episode in it (`EPISODEBATCH#<batch id>`, `MEMBER#tenant#user#turn`) and a marker

@@ -9,7 +9,8 @@ client is cheaper to create at cold start than the resource layer.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from botocore.exceptions import ClientError
 from memwrite.adapters.aws.dynamodb_calls import (
     batch_get,
     batch_write,
-    failed_condition_at,
+    failed_conditions_at,
     unavailable,
 )
 from memwrite.adapters.page_cursor import (
@@ -27,7 +28,7 @@ from memwrite.adapters.page_cursor import (
     time_bounds,
     trace_sort_key,
 )
-from memwrite.errors import ConfigError, SourceErased
+from memwrite.errors import ConfigError
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 from memwrite.records.episode import Episode, EpisodeStatus, episode_doc_id
@@ -420,7 +421,11 @@ class DynamoRateStore:
         self._client = client
         self._table = table_name
 
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        # One conditional PutItem each: a transaction would refuse them all for one repeat.
+        return [self._claim(*claim, window_secs) for claim in claims]
+
+    def _claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
         try:
             self._client.put_item(
                 TableName=self._table,
@@ -483,33 +488,100 @@ class DynamoSessionLog:
         ]
         return list(reversed(turns))
 
-    def append(
-        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
-    ) -> None:
-        # A PutItem's condition sees only its own item: the trace is checked in a transaction.
-        put = {
-            "Put": {
-                "TableName": self._table,
-                "Item": {
-                    PK: {"S": session_pk(turn.tenant, turn.user_id, turn.session_id)},
-                    SK: {"S": session_sort_key(turn)},
-                    "turn": {"S": turn.model_dump_json()},
-                    TTL_ATTRIBUTE: {"N": str(int(now) + retention_secs)},
-                },
-            }
-        }
-        check = source_trace_check(self._table, turn.tenant, turn.trace_id)
-        items: list[dict[str, Any]] = [check, put]
-        if episode is not None:
-            if self._outbox_table is None:
-                raise ConfigError("the session log needs the outbox table to keep episodes")
-            items.extend(episode_puts(self._table, self._outbox_table, episode))
-        try:
-            self._client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
-        except ClientError as exc:
-            if failed_condition_at(exc) == 0:
-                raise SourceErased(turn.tenant, turn.trace_id) from exc
-            raise unavailable(exc, "TransactWriteItems") from exc
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        kept = episodes or {}
+        expires_at = {"N": str(int(now) + retention_secs)}
+        writes: list[_TurnWrite] = []
+        for turn in turns:
+            items: list[dict[str, Any]] = [
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": {
+                            PK: {"S": session_pk(turn.tenant, turn.user_id, turn.session_id)},
+                            SK: {"S": session_sort_key(turn)},
+                            "turn": {"S": turn.model_dump_json()},
+                            TTL_ATTRIBUTE: expires_at,
+                        },
+                    }
+                }
+            ]
+            if (episode := kept.get(turn.turn_id)) is not None:
+                if self._outbox_table is None:
+                    raise ConfigError("the session log needs the outbox table to keep episodes")
+                items.extend(episode_puts(self._table, self._outbox_table, episode))
+            writes.append(_TurnWrite(turn.tenant, turn.trace_id, items, len(json.dumps(items))))
+        erased: set[str] = set()
+        for transaction in _transactions(writes):
+            live = [write for write in transaction if write.trace_id not in erased]
+            erased |= self._write_unless_erased(live)
+        return frozenset(erased)
+
+    def _write_unless_erased(self, writes: list[_TurnWrite]) -> set[str]:
+        """The turns' items in one transaction behind one check per trace (a PutItem's condition
+        sees only its own item); a trace whose check fails is left out and the transaction sent
+        again. Returns those traces' ids."""
+        erased: set[str] = set()
+        while writes:
+            traces = list(dict.fromkeys((write.tenant, write.trace_id) for write in writes))
+            checks = [source_trace_check(self._table, *trace) for trace in traces]
+            try:
+                self._client.transact_write_items(
+                    TransactItems=[*checks, *(item for write in writes for item in write.items)]  # type: ignore[list-item]
+                )
+            except ClientError as exc:
+                refused = {traces[i][1] for i in failed_conditions_at(exc) if i < len(traces)}
+                if not refused:
+                    raise unavailable(exc, "TransactWriteItems") from exc
+            else:
+                return erased
+            erased |= refused
+            writes = [write for write in writes if write.trace_id not in refused]
+        return erased
+
+
+@dataclass(frozen=True, slots=True)
+class _TurnWrite:
+    """One turn's items (its log entry, its episode and the episode's outbox row), written in
+    one transaction with its trace's check; `size` bounds their bytes (JSON, ASCII-escaped)."""
+
+    tenant: str
+    trace_id: str
+    items: list[dict[str, Any]]
+    size: int
+
+
+# DynamoDB's limits on one TransactWriteItems call: 100 items, 4 MB of them (the sizes counted
+# are larger than the items', the checks' few bytes fit in the difference).
+_TRANSACTION_ITEMS = 100
+_TRANSACTION_BYTES = 4_000_000
+
+
+def _transactions(writes: Sequence[_TurnWrite]) -> Iterator[list[_TurnWrite]]:
+    """The turns' writes in order, in as few transactions as DynamoDB's limits allow, each turn
+    counted with its trace's check."""
+    run: list[_TurnWrite] = []
+    traces: set[str] = set()
+    items = size = 0
+    for write in writes:
+        if run and (
+            items + len(write.items) + (write.trace_id not in traces) > _TRANSACTION_ITEMS
+            or size + write.size > _TRANSACTION_BYTES
+        ):
+            yield run
+            run, traces, items, size = [], set(), 0, 0
+        items += len(write.items) + (write.trace_id not in traces)
+        size += write.size
+        run.append(write)
+        traces.add(write.trace_id)
+    if run:
+        yield run
 
 
 EPISODE_OUTBOX_OP = "episode"  # an outbox row never read as a memory by `pending_memories`

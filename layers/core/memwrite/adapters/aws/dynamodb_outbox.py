@@ -1,5 +1,5 @@
 """The outbox table as the indexer's change feed: pending rows (the sparse `pending` index)
-and marking a row done (removing its `pending_key`).
+and marking rows done (removing their `pending_key`).
 
 On AWS the table's stream delivers new rows to the hype Lambda, which only marks them done;
 `pending` serves the local runner, which delivers the rows itself.
@@ -7,6 +7,7 @@ On AWS the table's stream delivers new rows to the hype Lambda, which only marks
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -50,7 +51,12 @@ class DynamoOutbox:
         rows.sort(key=lambda row: (row.tenant, row.user_id, row.memory_id, row.rev))
         return rows[:limit]
 
-    def mark_done(self, change: OutboxChange) -> None:
+    def mark_done(self, changes: Sequence[OutboxChange]) -> None:
+        """Row by row: a batch write can neither condition a row nor remove one attribute."""
+        for change in changes:
+            self._mark_done(change)
+
+    def _mark_done(self, change: OutboxChange) -> None:
         key = {
             PARTITION_KEY: {"S": f"{change.tenant}#{change.user_id}"},
             SORT_KEY: {"S": outbox_sort_key(change.memory_id, change.rev)},

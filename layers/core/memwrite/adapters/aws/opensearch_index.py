@@ -19,8 +19,10 @@ normalization-processor (min_max, weighted arithmetic_mean). Sub-queries are nam
 
 `ensure_index` creates the index and the pipeline of memories' fusion when absent (deploy
 time, idempotent); a query with another fusion (episodes') defines its pipeline in the request.
-Writes use `refresh=wait_for` on a managed domain so that a memory is searchable when the
-call returns (Serverless refreshes on its own schedule and refuses the parameter).
+Writes go in `_bulk` requests (`write`: a batch of documents and removals, each refused item
+reported by its position) and use `refresh=wait_for` on a managed domain so that a memory is
+searchable when the call returns (Serverless refreshes on its own schedule and refuses the
+parameter).
 Transport failures become `IndexUnavailable` (transient: the stream record is retried).
 """
 
@@ -39,10 +41,12 @@ from memwrite.index import (
     BM25_STOPWORDS,
     DEFAULT_FUSION,
     DocKind,
+    DocRemoval,
     Fusion,
     FusionMethod,
     IndexFilter,
     IndexHit,
+    IndexWrite,
     MatchSource,
     MemoryDoc,
     Vector,
@@ -53,6 +57,7 @@ __all__ = ["OpenSearchIndex", "index_body", "pipeline_body", "signed_client"]
 
 _KNN_FETCH_PER_HIT = 4  # candidates per wanted memory: filters apply after the graph search
 _DELETE_PAGE = 1_000
+_NOT_FOUND = 404
 
 
 def index_body(dimension: int) -> dict[str, Any]:
@@ -220,27 +225,51 @@ class OpenSearchIndex:
         return [float(x) for x in row / norm]
 
     def upsert(self, doc: MemoryDoc) -> None:
-        self.upsert_many([doc])
-
-    def upsert_many(self, docs: Sequence[MemoryDoc]) -> None:
-        """Index documents in one `_bulk` call (whole-document replace by id)."""
-        if not docs:
-            return
-        lines: list[str] = []
-        for doc in docs:
-            doc_id = self._doc_id(doc.tenant, doc.user_id, doc.memory_id)
-            lines.append(json.dumps({"index": {"_index": self._index, "_id": doc_id}}))
-            lines.append(json.dumps(self._source(doc)))
-        with _translated("bulk"):
-            response = self._client.bulk(body="\n".join(lines) + "\n", params=self._refresh)
-        if response.get("errors"):
-            failed = [i for i in response.get("items", []) if i.get("index", {}).get("error")]
-            raise IndexUnavailable(
-                f"OpenSearch bulk refused {len(failed)} of {len(docs)} documents"
-            )
+        self._write_one(doc)
 
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
-        self._delete_ids([self._doc_id(tenant, user_id, memory_id)])
+        self._write_one(DocRemoval(tenant, user_id, memory_id))
+
+    def _write_one(self, write: IndexWrite) -> None:
+        if refused := self.write([write]):
+            raise IndexUnavailable(f"OpenSearch bulk refused the document: {refused[0]}")
+
+    def write(self, writes: Sequence[IndexWrite]) -> dict[int, str]:
+        """One `_bulk` request (opensearch-py's `streaming_bulk`: chunks of 500 actions, one
+        result per action, in order): whole-document replaces and deletes by id. A delete of
+        an absent document (404 `not_found`) is not a refusal."""
+        from opensearchpy.helpers import streaming_bulk
+
+        if not writes:
+            return {}
+        actions = [self._action(write) for write in writes]  # bad vectors: before any request
+        refused: dict[int, str] = {}
+        answered = 0
+        with _translated("bulk"):
+            results = streaming_bulk(
+                self._client, actions, raise_on_error=False, params=self._refresh
+            )
+            for position, (ok, item) in enumerate(results):
+                answered += 1
+                ((operation, info),) = item.items()
+                if not ok and not (operation == "delete" and info.get("status") == _NOT_FOUND):
+                    error = info.get("error")
+                    why = error.get("type", "error") if isinstance(error, dict) else str(error)
+                    refused[position] = f"{why} (status {info.get('status')})"
+        # A reply without an item per action: the missing ones were not done.
+        refused.update(dict.fromkeys(range(answered, len(writes)), "no result in the reply"))
+        return refused
+
+    def _action(self, write: IndexWrite) -> dict[str, Any]:
+        doc_id = self._doc_id(write.tenant, write.user_id, write.memory_id)
+        if isinstance(write, DocRemoval):
+            return {"_op_type": "delete", "_index": self._index, "_id": doc_id}
+        return {
+            "_op_type": "index",
+            "_index": self._index,
+            "_id": doc_id,
+            "_source": self._source(write),
+        }
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         lines = [json.dumps({"delete": {"_index": self._index, "_id": i}}) for i in ids]

@@ -72,9 +72,11 @@ from memwrite.index import (
     BM25_STOPWORDS,
     DEFAULT_FUSION,
     DocKind,
+    DocRemoval,
     Fusion,
     IndexFilter,
     IndexHit,
+    IndexWrite,
     MemoryDoc,
     Vector,
     fuse_hybrid,
@@ -189,50 +191,80 @@ class EmbeddedIndex:
         return db
 
     def upsert(self, doc: MemoryDoc) -> None:
-        vectors = [] if doc.vector is None else [doc.vector]
-        vectors.extend(doc.question_vectors)
-        matrix = unit_rows(vectors, self._dimension) if vectors else None
-        with self._lock:
-            self._drop_stale_partitions()
-            with self._transaction():
-                slot = self._slot(doc.tenant, doc.user_id)
-                if slot is None:
-                    slot = self._new_slot(doc.tenant, doc.user_id)
-                doc_id = self._write_doc(slot, doc, matrix)
-            partition = self._partitions.get(slot)
-            if partition is None and not self._vectors_in_db:
-                partition = self._partitions[slot] = VectorPartition(self._dimension)
-            if partition is not None:
-                if matrix is None:
-                    partition.remove(doc_id)
-                else:
-                    partition.add(doc_id, _meta_of(doc), matrix)
-            lexical = self._lexical.get(slot)
-            if lexical is None and not self._vectors_in_db:
-                lexical = self._lexical[slot] = LexicalPartition()
-            if lexical is not None:
-                lexical.add(doc_id, _meta_of(doc), self._terms.of([doc.text])[0])
-            self._opened(slot)
+        self.write([doc])
 
     def delete(self, tenant: str, user_id: str, memory_id: str) -> None:
+        self.write([DocRemoval(tenant, user_id, memory_id)])
+
+    def write(self, writes: Sequence[IndexWrite]) -> dict[int, str]:
+        """Every write in one transaction (a COMMIT costs more than a document's rows), then
+        the in-memory partitions in the same order; nothing is refused one by one: a failure
+        rolls the whole back and raises."""
+        if not writes:
+            return {}
+        matrices = [self._matrix(w) if isinstance(w, MemoryDoc) else None for w in writes]
         with self._lock:
             self._drop_stale_partitions()
-            slot = self._slot(tenant, user_id)
-            if slot is None:
-                return
             with self._transaction():
-                row = self._db.execute(
-                    "DELETE FROM docs WHERE slot = ? AND memory_id = ? RETURNING id",
-                    (slot, memory_id),
-                ).fetchone()
-                if row is None:
-                    return
-                self._db.execute(f"DELETE FROM {_fts_table(slot)} WHERE rowid = ?", (row[0],))
-            if slot in self._partitions:
-                self._partitions[slot].remove(row[0])
-            if slot in self._lexical:
-                self._lexical[slot].remove(row[0])
-            self._opened(slot)
+                applied = [
+                    self._write_doc(w, matrix)
+                    if isinstance(w, MemoryDoc)
+                    else self._remove_doc(w.tenant, w.user_id, w.memory_id)
+                    for w, matrix in zip(writes, matrices, strict=True)
+                ]
+            slots: dict[int, None] = {}
+            for w, matrix, done in zip(writes, matrices, applied, strict=True):
+                if done is None:
+                    continue  # a removal of what was never there
+                slot, doc_id = done
+                slots[slot] = None
+                if isinstance(w, MemoryDoc):
+                    self._partitions_add(slot, doc_id, w, matrix)
+                else:
+                    if slot in self._partitions:
+                        self._partitions[slot].remove(doc_id)
+                    if slot in self._lexical:
+                        self._lexical[slot].remove(doc_id)
+            for slot in slots:
+                self._opened(slot)
+        return {}
+
+    def _matrix(self, doc: MemoryDoc) -> npt.NDArray[np.float32] | None:
+        vectors = [] if doc.vector is None else [doc.vector]
+        vectors.extend(doc.question_vectors)
+        return unit_rows(vectors, self._dimension) if vectors else None
+
+    def _partitions_add(
+        self, slot: int, doc_id: int, doc: MemoryDoc, matrix: npt.NDArray[np.float32] | None
+    ) -> None:
+        """A written document into the user's resident partitions (in memory: made on first
+        write, being the only copy)."""
+        partition = self._partitions.get(slot)
+        if partition is None and not self._vectors_in_db:
+            partition = self._partitions[slot] = VectorPartition(self._dimension)
+        if partition is not None:
+            if matrix is None:
+                partition.remove(doc_id)
+            else:
+                partition.add(doc_id, _meta_of(doc), matrix)
+        lexical = self._lexical.get(slot)
+        if lexical is None and not self._vectors_in_db:
+            lexical = self._lexical[slot] = LexicalPartition()
+        if lexical is not None:
+            lexical.add(doc_id, _meta_of(doc), self._terms.of([doc.text])[0])
+
+    def _remove_doc(self, tenant: str, user_id: str, memory_id: str) -> tuple[int, int] | None:
+        """(slot, doc id) of the removed document; None when it was not there."""
+        slot = self._slot(tenant, user_id)
+        if slot is None:
+            return None
+        row = self._db.execute(
+            "DELETE FROM docs WHERE slot = ? AND memory_id = ? RETURNING id", (slot, memory_id)
+        ).fetchone()
+        if row is None:
+            return None
+        self._db.execute(f"DELETE FROM {_fts_table(slot)} WHERE rowid = ?", (row[0],))
+        return slot, int(row[0])
 
     def delete_expired(self, now: float, limit: int) -> int:
         with self._lock:
@@ -407,7 +439,13 @@ class EmbeddedIndex:
         )
         return int(slot)
 
-    def _write_doc(self, slot: int, doc: MemoryDoc, vectors: npt.NDArray[np.float32] | None) -> int:
+    def _write_doc(
+        self, doc: MemoryDoc, vectors: npt.NDArray[np.float32] | None
+    ) -> tuple[int, int]:
+        """(slot, doc id) of the document written, its user's partition made if new."""
+        slot = self._slot(doc.tenant, doc.user_id)
+        if slot is None:
+            slot = self._new_slot(doc.tenant, doc.user_id)
         doc_id = self._db.execute(
             "INSERT INTO docs (slot, memory_id, type, topic, tier, confidence, vectors, "
             "has_content, kind, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -432,7 +470,7 @@ class EmbeddedIndex:
         fts = _fts_table(slot)
         self._db.execute(f"DELETE FROM {fts} WHERE rowid = ?", (doc_id,))
         self._db.execute(f"INSERT INTO {fts} (rowid, text) VALUES (?, ?)", (doc_id, doc.text))
-        return int(doc_id)
+        return slot, int(doc_id)
 
     def _partition(self, tenant: str, user_id: str) -> VectorPartition | None:
         slot = self._slot(tenant, user_id)

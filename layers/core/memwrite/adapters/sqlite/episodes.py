@@ -1,7 +1,7 @@
 """SQLite episodes: the twin of the DynamoDB episode items (`dynamodb_episodes.py`). The row
 is written with the session log's turn and an outbox row in one transaction
-(`SqliteSessionLog.append`); the outbox row (`episode:<turn id>`, op `episode`) makes stage 7
-index it. The batch lane's membership rows (`episode_batches`) say which episodes went into
+(`SqliteSessionLog.append_batch`); the outbox row (`episode:<turn id>`, op `episode`) makes
+stage 7 index it. The batch lane's membership rows (`episode_batches`) say which episodes went into
 which provider batch (`memwrite.backfill.ports.EpisodeBatches`)."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from memwrite.adapters.page_cursor import (
 )
 from memwrite.adapters.sqlite.database import SqliteDatabase, require_source_trace
 from memwrite.adapters.sqlite.episodes import expire_episodes, write_episode
+from memwrite.errors import SourceErased
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
 from memwrite.ports import TracePage, TraceRecord
 from memwrite.records.episode import Episode
@@ -209,17 +210,21 @@ class SqliteRateStore:
     def __init__(self, database: SqliteDatabase) -> None:
         self._db = database
 
-    def claim(self, key: str, claimant: str, now: float, window_secs: int) -> bool:
-        # One statement: the upsert's WHERE is the DynamoDB put's condition expression.
-        with self._db.connection() as connection:
-            changed = connection.execute(
-                "INSERT INTO rate_claims (key, claimant, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET claimant = excluded.claimant, "
-                "expires_at = excluded.expires_at "
-                "WHERE rate_claims.expires_at <= ? OR rate_claims.claimant = excluded.claimant",
-                (key, claimant, int(now) + window_secs, int(now)),
-            ).rowcount
-        return changed == 1
+    def claim_all(self, claims: Sequence[tuple[str, str, float]], window_secs: int) -> list[bool]:
+        # One statement a claim, in order, all in one commit (a request's turns); the upsert's
+        # WHERE is the DynamoDB put's condition expression.
+        with self._db.transaction() as connection:
+            return [
+                connection.execute(
+                    "INSERT INTO rate_claims (key, claimant, expires_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET claimant = excluded.claimant, "
+                    "expires_at = excluded.expires_at "
+                    "WHERE rate_claims.expires_at <= ? OR rate_claims.claimant = excluded.claimant",
+                    (key, claimant, int(now) + window_secs, int(now)),
+                ).rowcount
+                == 1
+                for key, claimant, now in claims
+            ]
 
 
 class SqliteSessionLog:
@@ -242,28 +247,49 @@ class SqliteSessionLog:
             ).fetchall()
         return [QueuedTurn.model_validate_json(doc) for (doc,) in reversed(rows)]
 
-    def append(
-        self, turn: QueuedTurn, now: float, retention_secs: int, episode: Episode | None = None
-    ) -> None:
+    def append_batch(
+        self,
+        turns: Sequence[QueuedTurn],
+        now: float,
+        retention_secs: int,
+        episodes: Mapping[str, Episode] | None = None,
+    ) -> frozenset[str]:
+        kept = episodes or {}
+        expires_at = int(now) + retention_secs
+        # One transaction: an erasure (one transaction too) lands wholly before it (and removes
+        # what it wrote) or after it; each trace is checked once under the write lock.
         with self._db.transaction() as connection:
-            require_source_trace(connection, turn.tenant, turn.trace_id)
+            erased: set[str] = set()
+            for tenant, trace_id in {(turn.tenant, turn.trace_id) for turn in turns}:
+                try:
+                    require_source_trace(connection, tenant, trace_id)
+                except SourceErased:
+                    erased.add(trace_id)
+            logged = [turn for turn in turns if turn.trace_id not in erased]
+            if not logged:
+                return frozenset(erased)
             expire_episodes(connection, now)
-            if episode is not None:
-                write_episode(connection, episode)
+            for turn in logged:
+                if (episode := kept.get(turn.turn_id)) is not None:
+                    write_episode(connection, episode)
             _delete_expired(connection, "session_turns", now)
-            connection.execute(
+            connection.executemany(
                 "INSERT OR REPLACE INTO session_turns "
                 "(tenant, user_id, session_id, sort_key, doc, expires_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    turn.tenant,
-                    turn.user_id,
-                    turn.session_id,
-                    session_sort_key(turn),
-                    turn.model_dump_json(),
-                    int(now) + retention_secs,
-                ),
+                [
+                    (
+                        turn.tenant,
+                        turn.user_id,
+                        turn.session_id,
+                        session_sort_key(turn),
+                        turn.model_dump_json(),
+                        expires_at,
+                    )
+                    for turn in logged
+                ],
             )
+        return frozenset(erased)
 
 
 def insert_spans(connection: sqlite3.Connection, spans: Sequence[StageSpan]) -> None:

@@ -1,8 +1,10 @@
 """The SQLite outbox table as the indexer's change feed: pending rows in commit order, and
-marking a row done; the twin of `dynamodb_outbox.py`. No stream here: the local runner reads
+marking rows done; the twin of `dynamodb_outbox.py`. No stream here: the local runner reads
 `pending` and delivers the rows to stage 7 itself."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
 from memwrite.payloads import OutboxChange
@@ -30,16 +32,18 @@ class SqliteOutbox:
             for tenant, user_id, memory_id, rev, trace in rows
         ]
 
-    def mark_done(self, change: OutboxChange) -> None:
+    def mark_done(self, changes: Sequence[OutboxChange]) -> None:
         # An erased user's row is gone: the update then changes nothing and brings nothing back.
-        # An erasure's own row goes: it names the user it announced.
-        done = (
-            "DELETE FROM outbox"
-            if is_erasure_row(change.memory_id)
-            else "UPDATE outbox SET done = 1"
-        )
-        with self._db.connection() as connection:
-            connection.execute(
-                f"{done} WHERE tenant = ? AND user_id = ? AND memory_id = ? AND rev = ?",
-                (change.tenant, change.user_id, change.memory_id, change.rev),
-            )
+        # An erasure's own row goes: it names the user it announced. One transaction for all.
+        where = "WHERE tenant = ? AND user_id = ? AND memory_id = ? AND rev = ?"
+        with self._db.transaction() as connection:
+            for change in changes:
+                done = (
+                    "DELETE FROM outbox"
+                    if is_erasure_row(change.memory_id)
+                    else "UPDATE outbox SET done = 1"
+                )
+                connection.execute(
+                    f"{done} {where}",
+                    (change.tenant, change.user_id, change.memory_id, change.rev),
+                )
