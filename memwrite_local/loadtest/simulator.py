@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from memwrite_local.loadtest.clock import VirtualClock
+from memwrite_local.loadtest.lanes import BackfillMode, Schedule, has_work, period_s
 from memwrite_local.loadtest.model_server import FakeModelServer, Meter, ModelLimits, serving
 from memwrite_local.loadtest.probe import Probe
 from memwrite_local.loadtest.report import LaneCost, LoadReport, Outcomes, percentile
@@ -41,12 +41,11 @@ from memwrite_local.loadtest.traffic import (
     generate,
     load_scripts,
 )
-from memwrite_local.loadtest.workers import Pipeline, Sent, Workers, spawned
+from memwrite_local.loadtest.workers import Pipeline, Sent, Tick, Workers, spawned
 
-__all__ = ["BackfillMode", "LoadOptions", "LoadRun", "default_workers", "run_load"]
+__all__ = ["LoadOptions", "LoadRun", "default_workers", "run_load"]
 
 TICK_S = 10.0  # simulated seconds per step: latencies are measured to this resolution
-BACKFILL_EVERY_S = 300.0  # the scheduled backfill's period, in simulated time
 DRAIN_GRACE_S = 2 * 3600.0  # after the traffic: how long the lanes may take to settle
 CALIBRATION_SHARE = 0.02  # of the run's requests, replayed without limits to measure demand
 CALIBRATION_REQUESTS = (30, 300)  # at least, at most
@@ -59,11 +58,6 @@ OUTAGE_RECOVERY_S = 60.0  # turns arriving this soon after an outage are not "ca
 def default_workers() -> int:
     """The cores this process may use, at most `MAX_DEFAULT_WORKERS`."""
     return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS))
-
-
-class BackfillMode(StrEnum):
-    LIVE = "live"
-    BATCH = "batch"
 
 
 @dataclass(frozen=True)
@@ -207,44 +201,56 @@ class _Simulation:
             # Built first: the data dir's tables and index exist before any worker opens them.
             runner = LocalRunner()
             probe = Probe(state)
+            lane = self.options.backfill_mode if self.backfill else None
             if workers is not None:
-                workers.open(state, env, keys, self.start)
-            pipeline = Pipeline(runner, workers, keys, self.start)
-            backfill = self._backfill_lane()
+                workers.open(state, env, keys, self.start, requests=self.requests, backfill=lane)
+            pipeline = Pipeline(
+                runner,
+                workers,
+                keys=keys,
+                start=self.start,
+                requests=self.requests,
+                backfill=lane,
+            )
             tally, clock = self.tally, self.clock
+            schedule = None
+            if lane is not None:
+                period = period_s(lane)
+                schedule = Schedule(period, clock.now + period)
             in_flight: set[str] = set()
+            # Turns in the queue at the end of the last tick, at least (only ingests add).
+            depth = 0
             ends_at = self.start + self.options.duration_s
             position = 0
+            backfilled = False
             while True:
                 clock.advance_to(clock.now + TICK_S)
                 self._progress(position, len(in_flight))
                 due = self._due(position)
-                if due > position:
-                    requests = self.requests[position:due]
-                    in_flight |= self._tally(requests, pipeline.ingest(clock.now, requests))
+                round_due = schedule is not None and schedule.due(clock.now)
+                # A tick after a round too: worker 0's drain indexes what the round stored.
+                if due > position or in_flight or round_due or backfilled:
+                    sent = pipeline.tick(Tick(clock.now, position, due, round_due))
+                    # The most the queue can have held: every worker's ingest before any drain.
+                    depth += sum(len(outcome.queued) for outcome in sent)
+                    tally.max_queue_depth = max(tally.max_queue_depth, depth)
+                    in_flight |= self._tally(self.requests[position:due], sent)
                     position = due
-                if in_flight:
-                    queued = probe.queued()
-                    tally.max_queue_depth = max(tally.max_queue_depth, len(queued))
-                    pipeline.start_drain(clock.now)
-                # A backfill round runs beside the workers' drains, as its schedule runs beside
-                # the pipeline on AWS.
-                backfilled = backfill is not None and backfill.run_due()
-                if in_flight:
-                    pipeline.finish_drain()
-                    queued = probe.queued()
-                    for turn_id in in_flight - queued:
-                        tally.settled[turn_id] = clock.now
-                    in_flight &= queued
-                if backfilled:
-                    # After the drains: the outbox has one consumer at a time.
-                    runner.index_outbox(DrainReport())
-                backfilling = backfill is not None and backfill.has_work(probe)
-                if position == len(self.requests) and not in_flight and not backfilling:
-                    break
+                    if in_flight:
+                        queued = probe.queued()
+                        for turn_id in in_flight - queued:
+                            tally.settled[turn_id] = clock.now
+                        in_flight &= queued
+                        depth = len(queued)
+                backfilled = round_due
                 if clock.now > ends_at + DRAIN_GRACE_S:
                     break
-                if not in_flight and not backfilling and position < len(self.requests):
+                if in_flight:
+                    continue
+                backfilling = lane is not None and has_work(lane, probe)
+                if position == len(self.requests) and not backfilling:
+                    break
+                if not backfilling and position < len(self.requests):
                     # Nothing to do until the next request: skip the empty ticks.
                     upcoming = self.start + self.requests[position].at
                     clock.advance_to(upcoming - TICK_S)
@@ -252,13 +258,6 @@ class _Simulation:
                 self.worker_cpu_s = workers.close()
             runner.index_outbox(DrainReport())
             self.outcomes = probe.outcomes(tally.arrived)
-
-    def _backfill_lane(self) -> _ScheduledBackfill | _BatchLane | None:
-        if not self.backfill:
-            return None
-        if self.options.backfill_mode is BackfillMode.BATCH:
-            return _BatchLane(self.clock)
-        return _ScheduledBackfill(self.clock)
 
     def _due(self, position: int) -> int:
         """Where the requests due by now end, from `position`."""
@@ -292,62 +291,6 @@ class _Simulation:
                     tally.tenant[turn_id] = request.tenant
                     accepted.add(turn_id)
         return accepted
-
-
-class _ScheduledBackfill:
-    """The backfill of every user with pending episodes, every `BACKFILL_EVERY_S`: the AWS
-    schedule's job (`memwrite.backfill.backfill_pending`), on the simulated clock."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        from memwrite.wiring import build_backfill_deps
-
-        self.clock = clock
-        self.deps = build_backfill_deps()
-        self.next_at = clock.now + BACKFILL_EVERY_S
-
-    def run_due(self) -> bool:
-        """A backfill when due; whether one ran."""
-        from memwrite.backfill import backfill_pending
-
-        if self.clock.now < self.next_at:
-            return False
-        self.next_at = self.clock.now + BACKFILL_EVERY_S
-        backfill_pending(self.deps.configs.for_request, self.deps)
-        return True
-
-    def has_work(self, probe: Probe) -> bool:
-        """Whether episodes are still pending (the lane has work left)."""
-        return probe.has_pending_episodes()
-
-
-class _BatchLane:
-    """The batch lane (`pipeline.backfill.mode = batch`): a round every
-    `pipeline.backfill.poll_secs`, as `memwrite serve`'s batch worker and the AWS schedule run
-    it (`memwrite.backfill.run_batch_round`): ended batches applied, pending episodes submitted
-    to the Message Batches API."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        from memwrite.config import load_settings
-        from memwrite.wiring import build_batch_deps
-
-        self.clock = clock
-        self.deps = build_batch_deps()
-        self.period = load_settings().pipeline.backfill.poll_secs
-        self.next_at = clock.now + self.period
-
-    def run_due(self) -> bool:
-        """A round when due; whether one ran."""
-        from memwrite.backfill import run_batch_round
-
-        if self.clock.now < self.next_at:
-            return False
-        self.next_at = self.clock.now + self.period
-        run_batch_round(self.deps.backfill.configs.for_request, self.deps)
-        return True
-
-    def has_work(self, probe: Probe) -> bool:
-        """Whether episodes are pending or in a batch (work left)."""
-        return probe.has_pending_episodes() or probe.has_open_batches()
 
 
 def _midnight(moment: float) -> float:
