@@ -166,7 +166,8 @@ class _Simulation:
         self._next_progress = self.start + 3600
         self.worker_cpu_s: list[float] = []  # CPU seconds of each worker process (1: none)
 
-    def run(self) -> None:
+    def run(self, workers: Workers | None = None) -> None:
+        """The run, its work spread over `workers` (already spawned), or in this process."""
         tenants = sorted({request.tenant for request in self.requests})
         keys = _api_keys(tenants)
         outage = None
@@ -175,9 +176,6 @@ class _Simulation:
         with ExitStack() as stack:
             scratch = tempfile.TemporaryDirectory(prefix="mw-load-", dir=_scratch_dir())
             data_dir = Path(stack.enter_context(scratch))
-            workers = None
-            if self.options.workers > 1:
-                workers = stack.enter_context(spawned(self.options.workers))
             server = stack.enter_context(
                 serving(FakeModelServer(clock=self.clock.time, limits=self.limits, outage=outage))
             )
@@ -433,6 +431,17 @@ def _in_workers(cpu_s: Sequence[float]) -> str:
 def run_load(options: LoadOptions) -> LoadRun:
     """The run `options` describe, and its report."""
     began, cpu_began = time.perf_counter(), time.process_time()
+    with ExitStack() as stack:
+        workers = None
+        if options.workers > 1:
+            # Spawned first: their imports run beside the traffic's generation and calibration.
+            workers = stack.enter_context(spawned(options.workers))
+        return _run_load(options, workers, began, cpu_began)
+
+
+def _run_load(
+    options: LoadOptions, workers: Workers | None, began: float, cpu_began: float
+) -> LoadRun:
     scripts, source = load_scripts(options.data)
     plan = TrafficPlan(
         turns_per_day=options.turns_per_day * options.scale,
@@ -450,7 +459,7 @@ def run_load(options: LoadOptions) -> LoadRun:
         first = OUTAGE_START * options.duration_s
         outage = (first, first + options.outage_minutes * 60)
     simulation = _Simulation(options, requests, limits, outage, not options.no_budget)
-    simulation.run()
+    simulation.run(workers)
     tally, meter, outcomes = simulation.tally, simulation.meter, simulation.outcomes
     assert outcomes is not None  # set by run()
     latency = _latencies(tally, outcomes)

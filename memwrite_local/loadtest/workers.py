@@ -293,6 +293,10 @@ class _Setup:
 def _serve(connection: Connection) -> None:
     """A worker process: its setup, then ticks from the coordinator until told to stop."""
     try:
+        # Imported before the setup comes: while the coordinator generates and calibrates.
+        import memwrite_local.runtime.embedded
+        import memwrite_local.runtime.runner  # noqa: F401
+
         _, setup = connection.recv()
         clock = VirtualClock(now=setup.start)
         with clock.installed(), _runner(setup) as runner:
