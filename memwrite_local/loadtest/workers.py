@@ -55,8 +55,8 @@ __all__ = [
     "spawned",
 ]
 
-# Real seconds a tick's phase may take in a worker before the run is given up: a tick's work is
-# well under a second; the first one builds every handler's dependencies.
+# Real seconds a tick may take in a worker before the run is given up: a tick's work is well
+# under a second; the first one builds every handler's dependencies.
 BARRIER_TIMEOUT_S = 600.0
 
 
@@ -237,10 +237,11 @@ def spawned(count: int) -> Iterator[Workers]:
     """`count` worker processes, stopped on exit, killed if the run fails; `Workers.open`
     then points them at the run's backend.
 
-    Spawned, not forked: the coordinator has run faiss (the calibration's searches), whose
-    OpenMP runtime can hang a forked child's next search (faiss issue 5206), and it runs the
-    fake model's server thread. A spawned worker pays for its imports and first loads itself
-    (about 6 s of CPU)."""
+    Spawned, not forked: a forked child of a process that has run faiss (a calibration's
+    searches, an earlier run in the same process) can hang in its next search, in faiss's
+    OpenMP runtime (faiss issue 5206). A spawned worker pays for its imports and first loads
+    itself (about 6 s of CPU); it imports the runtime as soon as it starts, so spawned first,
+    the workers do it while the coordinator generates the traffic and calibrates."""
     context = multiprocessing.get_context("spawn")
     processes: list[BaseProcess] = []
     connections: list[Connection] = []
