@@ -165,6 +165,7 @@ class _Simulation:
         self.outcomes: Outcomes | None = None
         self._next_progress = self.start + 3600
         self.worker_cpu_s: list[float] = []  # CPU seconds of each worker process (1: none)
+        self.critical_path_cpu_s = 0.0  # the busiest worker's each tick, summed (1: none)
 
     def run(self, workers: Workers | None = None) -> None:
         """The run, its work spread over `workers` (already spawned), or in this process."""
@@ -212,52 +213,58 @@ class _Simulation:
                 requests=self.requests,
                 backfill=lane,
             )
-            tally, clock = self.tally, self.clock
-            schedule = None
-            if lane is not None:
-                period = period_s(lane)
-                schedule = Schedule(period, clock.now + period)
-            in_flight: set[str] = set()
-            # Turns in the queue at the end of the last tick, at least (only ingests add).
-            depth = 0
-            ends_at = self.start + self.options.duration_s
-            position = 0
-            backfilled = False
-            while True:
-                clock.advance_to(clock.now + TICK_S)
-                self._progress(position, len(in_flight))
-                due = self._due(position)
-                round_due = schedule is not None and schedule.due(clock.now)
-                # A tick after a round too: worker 0's drain indexes what the round stored.
-                if due > position or in_flight or round_due or backfilled:
-                    sent = pipeline.tick(Tick(clock.now, position, due, round_due))
-                    # The most the queue can have held: every worker's ingest before any drain.
-                    depth += sum(len(outcome.queued) for outcome in sent)
-                    tally.max_queue_depth = max(tally.max_queue_depth, depth)
-                    in_flight |= self._tally(self.requests[position:due], sent)
-                    position = due
-                    if in_flight:
-                        queued = probe.queued()
-                        for turn_id in in_flight - queued:
-                            tally.settled[turn_id] = clock.now
-                        in_flight &= queued
-                        depth = len(queued)
-                backfilled = round_due
-                if clock.now > ends_at + DRAIN_GRACE_S:
-                    break
-                if in_flight:
-                    continue
-                backfilling = lane is not None and has_work(lane, probe)
-                if position == len(self.requests) and not backfilling:
-                    break
-                if not backfilling and position < len(self.requests):
-                    # Nothing to do until the next request: skip the empty ticks.
-                    upcoming = self.start + self.requests[position].at
-                    clock.advance_to(upcoming - TICK_S)
+            self._play(pipeline, probe, lane)
             if workers is not None:
                 self.worker_cpu_s = workers.close()
+                self.critical_path_cpu_s = workers.critical_path_cpu_s
             runner.index_outbox(DrainReport())
-            self.outcomes = probe.outcomes(tally.arrived)
+            self.outcomes = probe.outcomes(self.tally.arrived)
+
+    def _play(self, pipeline: Pipeline, probe: Probe, lane: BackfillMode | None) -> None:
+        """The ticks, from the first request until the traffic and the lanes are done (or the
+        grace after the traffic has passed)."""
+        tally, clock = self.tally, self.clock
+        schedule = None
+        if lane is not None:
+            period = period_s(lane)
+            schedule = Schedule(period, clock.now + period)
+        in_flight: set[str] = set()
+        # Turns in the queue at the end of the last tick, at least (only ingests add).
+        depth = 0
+        ends_at = self.start + self.options.duration_s
+        position = 0
+        backfilled = False
+        while True:
+            clock.advance_to(clock.now + TICK_S)
+            self._progress(position, len(in_flight))
+            due = self._due(position)
+            round_due = schedule is not None and schedule.due(clock.now)
+            # A tick after a round too: worker 0's drain indexes what the round stored.
+            if due > position or in_flight or round_due or backfilled:
+                sent = pipeline.tick(Tick(clock.now, position, due, round_due))
+                # The most the queue can have held: every worker's ingest before any drain.
+                depth += sum(len(outcome.queued) for outcome in sent)
+                tally.max_queue_depth = max(tally.max_queue_depth, depth)
+                in_flight |= self._tally(self.requests[position:due], sent)
+                position = due
+                if in_flight:
+                    queued = probe.queued()
+                    for turn_id in in_flight - queued:
+                        tally.settled[turn_id] = clock.now
+                    in_flight &= queued
+                    depth = len(queued)
+            backfilled = round_due
+            if clock.now > ends_at + DRAIN_GRACE_S:
+                break
+            if in_flight:
+                continue
+            backfilling = lane is not None and has_work(lane, probe)
+            if position == len(self.requests) and not backfilling:
+                break
+            if not backfilling and position < len(self.requests):
+                # Nothing to do until the next request: skip the empty ticks.
+                upcoming = self.start + self.requests[position].at
+                clock.advance_to(upcoming - TICK_S)
 
     def _due(self, position: int) -> int:
         """Where the requests due by now end, from `position`."""
@@ -421,11 +428,15 @@ def _input_tokens(meter: Meter) -> tuple[int, int]:
     return sent, read
 
 
-def _in_workers(cpu_s: Sequence[float]) -> str:
+def _in_workers(simulation: _Simulation) -> str:
+    cpu_s, critical_path_s = simulation.worker_cpu_s, simulation.critical_path_cpu_s
     if not cpu_s:
         return ""
     each = " + ".join(f"{seconds:.0f}" for seconds in cpu_s)
-    return f", {sum(cpu_s):.0f} s in its {len(cpu_s)} workers ({each})"
+    return (
+        f", {sum(cpu_s):.0f} s in its {len(cpu_s)} workers ({each}; the busiest worker's each "
+        f"tick: {critical_path_s:.0f} s)"
+    )
 
 
 def run_load(options: LoadOptions) -> LoadRun:
@@ -503,7 +514,7 @@ def _run_load(
         f"{meter.batch_cache_read_input_tokens} batch input tokens read, "
         f"{meter.cache_creation_input_tokens} and {meter.batch_cache_creation_input_tokens} "
         "written",
-        f"CPU: {cpu_s:.0f} s in this process{_in_workers(simulation.worker_cpu_s)} (the wall "
+        f"CPU: {cpu_s:.0f} s in this process{_in_workers(simulation)} (the wall "
         "time counts other processes too)",
     ]
     return LoadRun(report, notes)

@@ -142,6 +142,9 @@ class Workers:
         self._processes = processes
         self._connections = connections
         self._owners: list[int] = []  # request position -> its user's worker
+        # The busiest worker's CPU seconds each tick, summed: what the ticks would take on
+        # free cores (each tick ends at its barrier).
+        self.critical_path_cpu_s = 0.0
 
     @property
     def count(self) -> int:
@@ -177,9 +180,11 @@ class Workers:
         for connection in self._connections:
             connection.send(("tick", tick))
         sent: list[Sent] = [Sent(frozenset())] * (tick.end - tick.first)
-        for answer in self._answers():
-            for position, outcome in answer:
+        answers = self._answers()
+        for played, _ in answers:
+            for position, outcome in played:
                 sent[position - tick.first] = outcome
+        self.critical_path_cpu_s += max(cpu for _, cpu in answers)
         return sent
 
     def close(self) -> list[float]:
@@ -324,12 +329,14 @@ class _Worker:
         self._requests: tuple[Request, ...] = pickle.loads(setup.requests)
         self._lane = Lane(setup.backfill) if setup.runs_backfill and setup.backfill else None
 
-    def play(self, tick: Tick) -> list[tuple[int, Sent]]:
+    def play(self, tick: Tick) -> tuple[list[tuple[int, Sent]], float]:
         """Its users' requests sent, the queue drained (and, in worker 0, the outbox indexed),
         then the backfill's round when due. The round's outbox rows wait for worker 0's next
-        drain: the outbox has one consumer at a time. What each request sent came to."""
+        drain: the outbox has one consumer at a time. What each request sent came to, and the
+        CPU seconds the tick took."""
         from memwrite_local.runtime.runner import DrainReport
 
+        began = time.process_time()
         setup = self._setup
         self._clock.advance_to(tick.now)
         sent = []
@@ -343,7 +350,7 @@ class _Worker:
             self._lane.run()
             if setup.indexes_outbox:
                 self._runner.index_outbox(DrainReport())
-        return sent
+        return sent, time.process_time() - began
 
 
 @contextmanager
