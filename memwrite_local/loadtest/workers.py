@@ -141,7 +141,6 @@ class Workers:
     def __init__(self, processes: list[BaseProcess], connections: list[Connection]) -> None:
         self._processes = processes
         self._connections = connections
-        self._owners: list[int] = []  # request position -> its user's worker
         # The busiest worker's CPU seconds each tick, summed: what the ticks would take on
         # free cores (each tick ends at its barrier).
         self.critical_path_cpu_s = 0.0
@@ -164,13 +163,11 @@ class Workers:
         handlers' environment `env`, its clock at `start`, and the run's `requests` (sent
         once: a tick names its requests by position). Worker 0 is the outbox's consumer; the
         backfill's rounds (`backfill`: its mode, None for none) are the last worker's."""
-        self._owners = [_worker_of(request, self.count) for request in requests]
+        owners = [_worker_of(request, self.count) for request in requests]
         # Pickled once for every worker: a day's requests take about a second to pickle.
         pickled = pickle.dumps(tuple(requests), pickle.HIGHEST_PROTOCOL)
         for index, connection in enumerate(self._connections):
-            setup = _Setup(
-                state, env, keys, start, index, self.count, pickled, self._owners, backfill
-            )
+            setup = _Setup(state, env, keys, start, index, self.count, pickled, owners, backfill)
             connection.send(("open", setup))
         self._answers()
 
