@@ -38,7 +38,8 @@ def _at_least_zero(text: str) -> float:
 
 def add_loadtest_parser(commands: Any) -> None:
     """Register `loadtest` on the CLI's subparsers."""
-    from memwrite_local.loadtest.simulator import MAX_DEFAULT_WORKERS, BackfillMode, LoadOptions
+    from memwrite_local.loadtest.lanes import BackfillMode
+    from memwrite_local.loadtest.simulator import MAX_DEFAULT_WORKERS, LoadOptions
     from memwrite_local.loadtest.traffic import TURN_SPACING_S
 
     defaults = LoadOptions()
@@ -132,8 +133,9 @@ def add_loadtest_parser(commands: Any) -> None:
 
 
 def run_loadtest(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from memwrite_local.loadtest.lanes import BackfillMode
     from memwrite_local.loadtest.report import render_text
-    from memwrite_local.loadtest.simulator import BackfillMode, LoadOptions, run_load
+    from memwrite_local.loadtest.simulator import LoadOptions, run_load
 
     options = LoadOptions(
         turns_per_day=args.turns_per_day,

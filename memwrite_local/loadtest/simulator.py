@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from memwrite_local.loadtest.clock import VirtualClock
+from memwrite_local.loadtest.lanes import BackfillMode, Schedule, has_work, period_s
 from memwrite_local.loadtest.model_server import FakeModelServer, Meter, ModelLimits, serving
 from memwrite_local.loadtest.probe import Probe
 from memwrite_local.loadtest.report import LaneCost, LoadReport, Outcomes, percentile
@@ -41,29 +41,24 @@ from memwrite_local.loadtest.traffic import (
     generate,
     load_scripts,
 )
-from memwrite_local.loadtest.workers import Pipeline, Sent, Workers, spawned
+from memwrite_local.loadtest.workers import Pipeline, Sent, Tick, Workers, spawned
 
-__all__ = ["BackfillMode", "LoadOptions", "LoadRun", "default_workers", "run_load"]
+__all__ = ["LoadOptions", "LoadRun", "default_workers", "run_load"]
 
 TICK_S = 10.0  # simulated seconds per step: latencies are measured to this resolution
-BACKFILL_EVERY_S = 300.0  # the scheduled backfill's period, in simulated time
 DRAIN_GRACE_S = 2 * 3600.0  # after the traffic: how long the lanes may take to settle
 CALIBRATION_SHARE = 0.02  # of the run's requests, replayed without limits to measure demand
 CALIBRATION_REQUESTS = (30, 300)  # at least, at most
 # A simulated day starts at midnight UTC this long ago: every timestamp is in the past.
 START_DAYS_AGO = 3
 MAX_DEFAULT_WORKERS = 4  # worker processes by default, at most (`default_workers`)
+SHARED_MEMORY = "/dev/shm"  # tmpfs on Linux: the run's data dir, where it exists (`_scratch_dir`)
 OUTAGE_RECOVERY_S = 60.0  # turns arriving this soon after an outage are not "calm" either
 
 
 def default_workers() -> int:
     """The cores this process may use, at most `MAX_DEFAULT_WORKERS`."""
     return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS))
-
-
-class BackfillMode(StrEnum):
-    LIVE = "live"
-    BATCH = "batch"
 
 
 @dataclass(frozen=True)
@@ -170,18 +165,18 @@ class _Simulation:
         self.outcomes: Outcomes | None = None
         self._next_progress = self.start + 3600
         self.worker_cpu_s: list[float] = []  # CPU seconds of each worker process (1: none)
+        self.critical_path_cpu_s = 0.0  # the busiest worker's each tick, summed (1: none)
 
-    def run(self) -> None:
+    def run(self, workers: Workers | None = None) -> None:
+        """The run, its work spread over `workers` (already spawned), or in this process."""
         tenants = sorted({request.tenant for request in self.requests})
         keys = _api_keys(tenants)
         outage = None
         if self.outage is not None:
             outage = (self.start + self.outage[0], self.start + self.outage[1])
         with ExitStack() as stack:
-            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mw-load-")))
-            workers = None
-            if self.options.workers > 1:
-                workers = stack.enter_context(spawned(self.options.workers))
+            scratch = tempfile.TemporaryDirectory(prefix="mw-load-", dir=_scratch_dir())
+            data_dir = Path(stack.enter_context(scratch))
             server = stack.enter_context(
                 serving(FakeModelServer(clock=self.clock.time, limits=self.limits, outage=outage))
             )
@@ -207,58 +202,69 @@ class _Simulation:
             # Built first: the data dir's tables and index exist before any worker opens them.
             runner = LocalRunner()
             probe = Probe(state)
+            lane = self.options.backfill_mode if self.backfill else None
             if workers is not None:
-                workers.open(state, env, keys, self.start)
-            pipeline = Pipeline(runner, workers, keys, self.start)
-            backfill = self._backfill_lane()
-            tally, clock = self.tally, self.clock
-            in_flight: set[str] = set()
-            ends_at = self.start + self.options.duration_s
-            position = 0
-            while True:
-                clock.advance_to(clock.now + TICK_S)
-                self._progress(position, len(in_flight))
-                due = self._due(position)
-                if due > position:
-                    requests = self.requests[position:due]
-                    in_flight |= self._tally(requests, pipeline.ingest(clock.now, requests))
-                    position = due
+                workers.open(state, env, keys, self.start, requests=self.requests, backfill=lane)
+            pipeline = Pipeline(
+                runner,
+                workers,
+                keys=keys,
+                start=self.start,
+                requests=self.requests,
+                backfill=lane,
+            )
+            self._play(pipeline, probe, lane)
+            if workers is not None:
+                self.worker_cpu_s = workers.close()
+                self.critical_path_cpu_s = workers.critical_path_cpu_s
+            runner.index_outbox(DrainReport())
+            self.outcomes = probe.outcomes(self.tally.arrived)
+
+    def _play(self, pipeline: Pipeline, probe: Probe, lane: BackfillMode | None) -> None:
+        """The ticks, from the first request until the traffic and the lanes are done (or the
+        grace after the traffic has passed)."""
+        tally, clock = self.tally, self.clock
+        schedule = None
+        if lane is not None:
+            period = period_s(lane)
+            schedule = Schedule(period, clock.now + period)
+        in_flight: set[str] = set()
+        # Turns in the queue at the end of the last tick, at least (only ingests add).
+        depth = 0
+        ends_at = self.start + self.options.duration_s
+        position = 0
+        backfilled = False
+        while True:
+            clock.advance_to(clock.now + TICK_S)
+            self._progress(position, len(in_flight))
+            due = self._due(position)
+            round_due = schedule is not None and schedule.due(clock.now)
+            # A tick after a round too: worker 0's drain indexes what the round stored.
+            if due > position or in_flight or round_due or backfilled:
+                sent = pipeline.tick(Tick(clock.now, position, due, round_due))
+                # The most the queue can have held: every worker's ingest before any drain.
+                depth += sum(len(outcome.queued) for outcome in sent)
+                tally.max_queue_depth = max(tally.max_queue_depth, depth)
+                in_flight |= self._tally(self.requests[position:due], sent)
+                position = due
                 if in_flight:
-                    queued = probe.queued()
-                    tally.max_queue_depth = max(tally.max_queue_depth, len(queued))
-                    pipeline.start_drain(clock.now)
-                # A backfill round runs beside the workers' drains, as its schedule runs beside
-                # the pipeline on AWS.
-                backfilled = backfill is not None and backfill.run_due()
-                if in_flight:
-                    pipeline.finish_drain()
                     queued = probe.queued()
                     for turn_id in in_flight - queued:
                         tally.settled[turn_id] = clock.now
                     in_flight &= queued
-                if backfilled:
-                    # After the drains: the outbox has one consumer at a time.
-                    runner.index_outbox(DrainReport())
-                backfilling = backfill is not None and backfill.has_work(probe)
-                if position == len(self.requests) and not in_flight and not backfilling:
-                    break
-                if clock.now > ends_at + DRAIN_GRACE_S:
-                    break
-                if not in_flight and not backfilling and position < len(self.requests):
-                    # Nothing to do until the next request: skip the empty ticks.
-                    upcoming = self.start + self.requests[position].at
-                    clock.advance_to(upcoming - TICK_S)
-            if workers is not None:
-                self.worker_cpu_s = workers.close()
-            runner.index_outbox(DrainReport())
-            self.outcomes = probe.outcomes(tally.arrived)
-
-    def _backfill_lane(self) -> _ScheduledBackfill | _BatchLane | None:
-        if not self.backfill:
-            return None
-        if self.options.backfill_mode is BackfillMode.BATCH:
-            return _BatchLane(self.clock)
-        return _ScheduledBackfill(self.clock)
+                    depth = len(queued)
+            backfilled = round_due
+            if clock.now > ends_at + DRAIN_GRACE_S:
+                break
+            if in_flight:
+                continue
+            backfilling = lane is not None and has_work(lane, probe)
+            if position == len(self.requests) and not backfilling:
+                break
+            if not backfilling and position < len(self.requests):
+                # Nothing to do until the next request: skip the empty ticks.
+                upcoming = self.start + self.requests[position].at
+                clock.advance_to(upcoming - TICK_S)
 
     def _due(self, position: int) -> int:
         """Where the requests due by now end, from `position`."""
@@ -294,60 +300,14 @@ class _Simulation:
         return accepted
 
 
-class _ScheduledBackfill:
-    """The backfill of every user with pending episodes, every `BACKFILL_EVERY_S`: the AWS
-    schedule's job (`memwrite.backfill.backfill_pending`), on the simulated clock."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        from memwrite.wiring import build_backfill_deps
-
-        self.clock = clock
-        self.deps = build_backfill_deps()
-        self.next_at = clock.now + BACKFILL_EVERY_S
-
-    def run_due(self) -> bool:
-        """A backfill when due; whether one ran."""
-        from memwrite.backfill import backfill_pending
-
-        if self.clock.now < self.next_at:
-            return False
-        self.next_at = self.clock.now + BACKFILL_EVERY_S
-        backfill_pending(self.deps.configs.for_request, self.deps)
-        return True
-
-    def has_work(self, probe: Probe) -> bool:
-        """Whether episodes are still pending (the lane has work left)."""
-        return probe.has_pending_episodes()
-
-
-class _BatchLane:
-    """The batch lane (`pipeline.backfill.mode = batch`): a round every
-    `pipeline.backfill.poll_secs`, as `memwrite serve`'s batch worker and the AWS schedule run
-    it (`memwrite.backfill.run_batch_round`): ended batches applied, pending episodes submitted
-    to the Message Batches API."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        from memwrite.config.settings import load_settings
-        from memwrite.wiring import build_batch_deps
-
-        self.clock = clock
-        self.deps = build_batch_deps()
-        self.period = load_settings().pipeline.backfill.poll_secs
-        self.next_at = clock.now + self.period
-
-    def run_due(self) -> bool:
-        """A round when due; whether one ran."""
-        from memwrite.backfill import run_batch_round
-
-        if self.clock.now < self.next_at:
-            return False
-        self.next_at = self.clock.now + self.period
-        run_batch_round(self.deps.backfill.configs.for_request, self.deps)
-        return True
-
-    def has_work(self, probe: Probe) -> bool:
-        """Whether episodes are pending or in a batch (work left)."""
-        return probe.has_pending_episodes() or probe.has_open_batches()
+def _scratch_dir() -> str | None:
+    """Where a run's data dir goes: memory-backed storage when the machine has it (a run's
+    SQLite file needs no durability across a crash, and a COMMIT there costs a fraction of one
+    on disk), else the temp dir (None)."""
+    shared_memory = Path(SHARED_MEMORY)
+    if shared_memory.is_dir() and os.access(shared_memory, os.W_OK | os.X_OK):
+        return str(shared_memory)
+    return None
 
 
 def _midnight(moment: float) -> float:
@@ -468,16 +428,31 @@ def _input_tokens(meter: Meter) -> tuple[int, int]:
     return sent, read
 
 
-def _in_workers(cpu_s: Sequence[float]) -> str:
+def _in_workers(simulation: _Simulation) -> str:
+    cpu_s, critical_path_s = simulation.worker_cpu_s, simulation.critical_path_cpu_s
     if not cpu_s:
         return ""
     each = " + ".join(f"{seconds:.0f}" for seconds in cpu_s)
-    return f", {sum(cpu_s):.0f} s in its {len(cpu_s)} workers ({each})"
+    return (
+        f", {sum(cpu_s):.0f} s in its {len(cpu_s)} workers ({each}; the busiest worker's each "
+        f"tick: {critical_path_s:.0f} s)"
+    )
 
 
 def run_load(options: LoadOptions) -> LoadRun:
     """The run `options` describe, and its report."""
     began, cpu_began = time.perf_counter(), time.process_time()
+    with ExitStack() as stack:
+        workers = None
+        if options.workers > 1:
+            # Spawned first: their imports run beside the traffic's generation and calibration.
+            workers = stack.enter_context(spawned(options.workers))
+        return _run_load(options, workers, began, cpu_began)
+
+
+def _run_load(
+    options: LoadOptions, workers: Workers | None, began: float, cpu_began: float
+) -> LoadRun:
     scripts, source = load_scripts(options.data)
     plan = TrafficPlan(
         turns_per_day=options.turns_per_day * options.scale,
@@ -495,7 +470,7 @@ def run_load(options: LoadOptions) -> LoadRun:
         first = OUTAGE_START * options.duration_s
         outage = (first, first + options.outage_minutes * 60)
     simulation = _Simulation(options, requests, limits, outage, not options.no_budget)
-    simulation.run()
+    simulation.run(workers)
     tally, meter, outcomes = simulation.tally, simulation.meter, simulation.outcomes
     assert outcomes is not None  # set by run()
     latency = _latencies(tally, outcomes)
@@ -539,7 +514,7 @@ def run_load(options: LoadOptions) -> LoadRun:
         f"{meter.batch_cache_read_input_tokens} batch input tokens read, "
         f"{meter.cache_creation_input_tokens} and {meter.batch_cache_creation_input_tokens} "
         "written",
-        f"CPU: {cpu_s:.0f} s in this process{_in_workers(simulation.worker_cpu_s)} (the wall "
+        f"CPU: {cpu_s:.0f} s in this process{_in_workers(simulation)} (the wall "
         "time counts other processes too)",
     ]
     return LoadRun(report, notes)

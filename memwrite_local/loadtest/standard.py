@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from memwrite_local.loadtest.simulator import BackfillMode, LoadOptions, run_load
+from memwrite_local.loadtest.lanes import BackfillMode
+from memwrite_local.loadtest.simulator import LoadOptions, run_load
 
 __all__ = ["STANDARD_RUNS", "main"]
 

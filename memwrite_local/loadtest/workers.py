@@ -2,11 +2,13 @@
 it over many Lambda workers.
 
 The coordinator (`simulator`) keeps the simulated clock, the traffic, the fake model server and
-the tally. Each tick it hands every worker the tick's time and its share of the tick's
-requests (a user's requests always go to the same worker, in order), waits for all of them,
-then tells all of them to drain the queue and waits again: a barrier per phase, with a timeout
-far above a tick's work, so a dead or stuck worker ends the run with its traceback instead of
-hanging it.
+the tally. Each tick it sends every worker one command (`Tick`): the time, which of the run's
+requests arrive (each worker sends its users': a user's requests always go to the same worker,
+in order), then a drain of the queue, then, in the last worker, the backfill's round when one
+is due. It waits for all of them once (the tick's barrier, with a timeout far above a tick's
+work, so a dead or stuck worker ends the run with its traceback instead of hanging it). A
+worker whose share is sent drains at once, beside the others still sending theirs, as Lambda
+workers take turns off the queue while the ingest API fills it.
 
 Each worker process opens the same SQLite data dir (`LocalSqlite`: WAL, a busy timeout, the
 model budget's table shared as `memwrite serve`'s threads share it), runs its own clock set to
@@ -16,12 +18,14 @@ apart: a receive is one `BEGIN IMMEDIATE` transaction that hides what it takes, 
 messages are not delivered while one of them is in flight, so two workers never take the same
 turn nor run a session out of order. The outbox has one consumer, worker 0, as a DynamoDB
 stream shard has one: two readers of `pending` would index (and ask HyPE's model for) the same
-row twice. `--workers 1` is all of it in the coordinator's process.
+row twice; what a backfill round in another worker wrote waits for worker 0's next drain.
+`--workers 1` is all of it in the coordinator's process.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import time
 import traceback
 import zlib
@@ -31,15 +35,28 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memwrite_local.loadtest.clock import VirtualClock
+from memwrite_local.loadtest.lanes import BackfillMode, Lane
 from memwrite_local.loadtest.traffic import Request
 
-__all__ = ["BARRIER_TIMEOUT_S", "Pipeline", "Sent", "WorkerFailed", "Workers", "send", "spawned"]
+if TYPE_CHECKING:
+    from memwrite_local.runtime.runner import DrainReport
 
-# Real seconds a tick's phase may take in a worker before the run is given up: a tick's work is
-# well under a second; the first one builds every handler's dependencies.
+__all__ = [
+    "BARRIER_TIMEOUT_S",
+    "Pipeline",
+    "Sent",
+    "Tick",
+    "WorkerFailed",
+    "Workers",
+    "send",
+    "spawned",
+]
+
+# Real seconds a tick may take in a worker before the run is given up: a tick's work is well
+# under a second; the first one builds every handler's dependencies.
 BARRIER_TIMEOUT_S = 600.0
 
 
@@ -67,32 +84,55 @@ def send(runner: Any, request: Request, api_key: str, start: float) -> Sent:
     return Sent(frozenset(body["turn_ids"]) - left_out)
 
 
+@dataclass(frozen=True)
+class Tick:
+    """One tick's work, the same command to every worker: the clock, the run's requests
+    arriving in it (`requests[first:end]`, each sent by its user's worker), then a drain of
+    the queue, and a backfill round after it when one is due (`backfill`)."""
+
+    now: float
+    first: int
+    end: int
+    backfill: bool = False
+
+
 class Pipeline:
-    """Where a tick's requests and drain run: in this process (`runner`), or over `workers`
-    (a drain then runs while the coordinator goes on, until `finish_drain`)."""
+    """Where a tick's requests, drain and backfill round run: in this process (`runner`), or
+    over `workers`."""
 
     def __init__(
-        self, runner: Any, workers: Workers | None, keys: dict[str, str], start: float
+        self,
+        runner: Any,
+        workers: Workers | None,
+        *,
+        keys: dict[str, str],
+        start: float,
+        requests: Sequence[Request],
+        backfill: BackfillMode | None,
     ) -> None:
         self._runner = runner
         self._workers = workers
         self._keys = keys
         self._start = start
+        self._requests = requests
+        self._backfill = backfill
+        self._lane: Lane | None = None  # built at its first round, in this process's backend
 
-    def ingest(self, now: float, requests: Sequence[Request]) -> list[Sent]:
+    def tick(self, tick: Tick) -> list[Sent]:
+        """The tick run to its end; what each of its requests came to, in order."""
         if self._workers is not None:
-            return self._workers.ingest(now, requests)
-        return [send(self._runner, r, self._keys[r.tenant], self._start) for r in requests]
+            return self._workers.tick(tick)
+        requests = self._requests[tick.first : tick.end]
+        sent = [send(self._runner, r, self._keys[r.tenant], self._start) for r in requests]
+        self._runner.drain(deliver_webhooks=False)
+        if tick.backfill and self._backfill is not None:
+            from memwrite_local.runtime.runner import DrainReport
 
-    def start_drain(self, now: float) -> None:
-        if self._workers is not None:
-            self._workers.start_drain(now)
-        else:
-            self._runner.drain(deliver_webhooks=False)
-
-    def finish_drain(self) -> None:
-        if self._workers is not None:
-            self._workers.finish_drain()
+            if self._lane is None:
+                self._lane = Lane(self._backfill)
+            self._lane.run()
+            self._runner.index_outbox(DrainReport())
+        return sent
 
 
 class Workers:
@@ -101,38 +141,48 @@ class Workers:
     def __init__(self, processes: list[BaseProcess], connections: list[Connection]) -> None:
         self._processes = processes
         self._connections = connections
+        # The busiest worker's CPU seconds each tick, summed: what the ticks would take on
+        # free cores (each tick ends at its barrier).
+        self.critical_path_cpu_s = 0.0
 
     @property
     def count(self) -> int:
         return len(self._processes)
 
-    def open(self, state: Path, env: dict[str, str], keys: dict[str, str], start: float) -> None:
+    def open(
+        self,
+        state: Path,
+        env: dict[str, str],
+        keys: dict[str, str],
+        start: float,
+        *,
+        requests: Sequence[Request] = (),
+        backfill: BackfillMode | None = None,
+    ) -> None:
         """Every worker on the backend in `state` (its tables already created), with the
-        handlers' environment `env`, its clock at `start`; worker 0 the outbox's consumer."""
+        handlers' environment `env`, its clock at `start`, and the run's `requests` (sent
+        once: a tick names its requests by position). Worker 0 is the outbox's consumer; the
+        backfill's rounds (`backfill`: its mode, None for none) are the last worker's."""
+        owners = [_worker_of(request, self.count) for request in requests]
+        # Pickled once for every worker: a day's requests take about a second to pickle.
+        pickled = pickle.dumps(tuple(requests), pickle.HIGHEST_PROTOCOL)
         for index, connection in enumerate(self._connections):
-            connection.send(("open", _Setup(state, env, keys, start, indexes_outbox=index == 0)))
+            setup = _Setup(state, env, keys, start, index, self.count, pickled, owners, backfill)
+            connection.send(("open", setup))
         self._answers()
 
-    def ingest(self, now: float, requests: Sequence[Request]) -> list[Sent]:
-        """Each request sent by its user's worker; what each came to, in `requests`' order."""
-        shares: list[list[int]] = [[] for _ in self._processes]
-        for position, request in enumerate(requests):
-            shares[_worker_of(request, self.count)].append(position)
-        for connection, share in zip(self._connections, shares, strict=True):
-            connection.send(("ingest", now, [requests[position] for position in share]))
-        sent: list[Sent] = [Sent(frozenset())] * len(requests)
-        for share, answer in zip(shares, self._answers(), strict=True):
-            for position, outcome in zip(share, answer, strict=True):
-                sent[position] = outcome
-        return sent
-
-    def start_drain(self, now: float) -> None:
-        """Every worker drains the queue (and worker 0 the outbox) at `now`."""
+    def tick(self, tick: Tick) -> list[Sent]:
+        """Every worker runs `tick` (its share of the requests, a drain, the round if it is
+        the lane's): one barrier per tick. What each request came to, in order."""
         for connection in self._connections:
-            connection.send(("drain", now))
-
-    def finish_drain(self) -> None:
-        self._answers()
+            connection.send(("tick", tick))
+        sent: list[Sent] = [Sent(frozenset())] * (tick.end - tick.first)
+        answers = self._answers()
+        for played, _ in answers:
+            for position, outcome in played:
+                sent[position - tick.first] = outcome
+        self.critical_path_cpu_s += max(cpu for _, cpu in answers)
+        return sent
 
     def close(self) -> list[float]:
         """Stop the workers; the CPU seconds each used."""
@@ -173,6 +223,12 @@ class Workers:
         return value
 
 
+def _backfill_worker(count: int) -> int:
+    """The worker that runs the backfill's rounds: the last, so that with two or more the
+    rounds and the outbox's indexing (worker 0's) load different processes."""
+    return count - 1
+
+
 def _worker_of(request: Request, count: int) -> int:
     """A user's worker: the same for every request of the user, in every run."""
     return zlib.crc32(f"{request.tenant}/{request.user_id}".encode()) % count
@@ -183,10 +239,11 @@ def spawned(count: int) -> Iterator[Workers]:
     """`count` worker processes, stopped on exit, killed if the run fails; `Workers.open`
     then points them at the run's backend.
 
-    Spawned, not forked: the coordinator has run faiss (the calibration's searches), whose
-    OpenMP runtime can hang a forked child's next search (faiss issue 5206), and it runs the
-    fake model's server thread. A spawned worker pays for its imports and first loads itself
-    (about 6 s of CPU)."""
+    Spawned, not forked: a forked child of a process that has run faiss (a calibration's
+    searches, an earlier run in the same process) can hang in its next search, in faiss's
+    OpenMP runtime (faiss issue 5206). A spawned worker pays for its imports and first loads
+    itself (about 6 s of CPU); it imports the runtime as soon as it starts, so spawned first,
+    the workers do it while the coordinator generates the traffic and calibrates."""
     context = multiprocessing.get_context("spawn")
     processes: list[BaseProcess] = []
     connections: list[Connection] = []
@@ -215,45 +272,88 @@ def spawned(count: int) -> Iterator[Workers]:
 
 @dataclass(frozen=True)
 class _Setup:
-    """What a worker needs to open the run's backend."""
+    """What a worker needs to open the run's backend and play its part of every tick."""
 
     state: Path
     env: dict[str, str]
     keys: dict[str, str]
     start: float
-    indexes_outbox: bool
+    index: int
+    count: int
+    requests: bytes  # the run's requests, pickled
+    owners: list[int]  # request position -> its user's worker
+    backfill: BackfillMode | None
+
+    @property
+    def indexes_outbox(self) -> bool:
+        return self.index == 0
+
+    @property
+    def runs_backfill(self) -> bool:
+        return self.backfill is not None and self.index == _backfill_worker(self.count)
 
 
 def _serve(connection: Connection) -> None:
-    """A worker process: its setup, then commands from the coordinator until told to stop."""
+    """A worker process: its setup, then ticks from the coordinator until told to stop."""
     try:
+        # Imported before the setup comes: while the coordinator generates and calibrates.
+        import memwrite_local.runtime.embedded
+        import memwrite_local.runtime.runner  # noqa: F401
+
         _, setup = connection.recv()
         clock = VirtualClock(now=setup.start)
         with clock.installed(), _runner(setup) as runner:
+            worker = _Worker(setup, clock, runner)
             connection.send(("ok", None))
             while True:
                 command = connection.recv()
                 if command[0] == "stop":
                     break
-                clock.advance_to(command[1])
-                if command[0] == "ingest":
-                    keys, start = setup.keys, setup.start
-                    connection.send(
-                        ("ok", [send(runner, r, keys[r.tenant], start) for r in command[2]])
-                    )
-                else:
-                    runner.drain(deliver_webhooks=False)
-                    connection.send(("ok", None))
+                connection.send(("ok", worker.play(command[1])))
         connection.send(("ok", time.process_time()))
     except BaseException:
         connection.send(("failed", traceback.format_exc()))
         raise SystemExit(1) from None
 
 
+class _Worker:
+    """One worker's part of every tick, in its process."""
+
+    def __init__(self, setup: _Setup, clock: VirtualClock, runner: Any) -> None:
+        self._setup = setup
+        self._clock = clock
+        self._runner = runner
+        self._requests: tuple[Request, ...] = pickle.loads(setup.requests)
+        self._lane = Lane(setup.backfill) if setup.runs_backfill and setup.backfill else None
+
+    def play(self, tick: Tick) -> tuple[list[tuple[int, Sent]], float]:
+        """Its users' requests sent, the queue drained (and, in worker 0, the outbox indexed),
+        then the backfill's round when due. The round's outbox rows wait for worker 0's next
+        drain: the outbox has one consumer at a time. What each request sent came to, and the
+        CPU seconds the tick took."""
+        from memwrite_local.runtime.runner import DrainReport
+
+        began = time.process_time()
+        setup = self._setup
+        self._clock.advance_to(tick.now)
+        sent = []
+        for position in range(tick.first, tick.end):
+            if setup.owners[position] == setup.index:
+                request = self._requests[position]
+                api_key = setup.keys[request.tenant]
+                sent.append((position, send(self._runner, request, api_key, setup.start)))
+        self._runner.drain(deliver_webhooks=False)
+        if tick.backfill and self._lane is not None:
+            self._lane.run()
+            if setup.indexes_outbox:
+                self._runner.index_outbox(DrainReport())
+        return sent, time.process_time() - began
+
+
 @contextmanager
 def _runner(setup: _Setup) -> Iterator[Any]:
     from memwrite_local.runtime.embedded import LocalSqlite
-    from memwrite_local.runtime.runner import DrainReport, LocalRunner
+    from memwrite_local.runtime.runner import LocalRunner
 
     class StageRunner(LocalRunner):
         """The queue's stages, the outbox left to worker 0 (its one consumer)."""

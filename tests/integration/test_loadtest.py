@@ -4,20 +4,26 @@ The sample conversations (`events/conversations/`) stand in for the evaluation d
 fresh clone; the limits are half the demand (the smallest account: one request a minute) and the
 model is out for five of the twenty simulated minutes, so the live lane waits for the budget and
 defers; what it deferred goes through the Message Batches API (the batch lane). The same run
-with its work spread over two worker processes loses nothing either.
+with its work spread over two worker processes, the batch lane's rounds in one of them, loses
+nothing either; and neither run reports fewer turns in the queue at once than it held.
 """
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memwrite.adapters.sqlite.database import open_database
 from memwrite_local.cli import main
+from memwrite_local.loadtest import simulator
+from memwrite_local.loadtest.probe import Probe
+from memwrite_local.loadtest.report import Outcomes
 from memwrite_local.loadtest.workers import WorkerFailed, spawned
 
 REPORT_FIELDS = {
@@ -40,7 +46,32 @@ REPORT_FIELDS = {
 }
 
 
-def _loadtest(*extra: str, tmp_path: Path) -> dict[str, Any]:
+class _DepthProbe(Probe):
+    """The simulator's probe, and a trigger that records the queue's depth after every insert:
+    the most turns the queue held at once, exactly (an insert is the only way up, and writers
+    take turns), whichever process inserted."""
+
+    seen: list[int] = []  # noqa: RUF012 (the most each run's queue held, in run order)
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir)
+        self._data_dir = data_dir
+        with open_database(data_dir).transaction() as connection:
+            connection.execute("CREATE TABLE depth_seen (depth INTEGER NOT NULL)")
+            connection.execute(
+                "CREATE TRIGGER depth_after_insert AFTER INSERT ON queue BEGIN "
+                "INSERT INTO depth_seen SELECT count(*) FROM queue; END"
+            )
+
+    def outcomes(self, accepted: Iterable[str]) -> Outcomes:
+        with open_database(self._data_dir).connection() as connection:
+            (most,) = connection.execute("SELECT max(depth) FROM depth_seen").fetchone()
+        self.seen.append(most or 0)
+        return super().outcomes(accepted)
+
+
+def _loadtest(*extra: str, tmp_path: Path) -> tuple[dict[str, Any], int]:
+    """The run's report, and the most turns its queue held at once."""
     stdout = io.StringIO()
     arguments = [
         *("loadtest", "--turns-per-day", "7200", "--scale", "1", "--duration-minutes", "20"),
@@ -49,15 +80,21 @@ def _loadtest(*extra: str, tmp_path: Path) -> dict[str, Any]:
         *("--backfill-mode", "batch"),
         *("--json", *extra),
     ]
-    with redirect_stdout(stdout):
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(stdout):
+        patch.setattr(simulator, "Probe", _DepthProbe)
         assert main(arguments) == 0
     report: dict[str, Any] = json.loads(stdout.getvalue())
-    return report
+    return report, _DepthProbe.seen[-1]
 
 
 @pytest.fixture(scope="module")
-def one_worker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def one_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], int]:
     return _loadtest("--workers", "1", tmp_path=tmp_path_factory.mktemp("one"))
+
+
+@pytest.fixture(scope="module")
+def one_worker(one_worker_run: tuple[dict[str, Any], int]) -> dict[str, Any]:
+    return one_worker_run[0]
 
 
 def test_a_short_run_reports_every_field_and_loses_no_turn(one_worker: dict[str, Any]) -> None:
@@ -84,8 +121,9 @@ def test_a_short_run_reports_every_field_and_loses_no_turn(one_worker: dict[str,
 def test_two_workers_take_the_same_traffic_and_lose_nothing(
     one_worker: dict[str, Any], tmp_path: Path
 ) -> None:
-    # Given the same run, its requests and drains spread over two worker processes
-    report = _loadtest("--workers", "2", tmp_path=tmp_path)
+    # Given the same run, its requests and drains spread over two worker processes, the batch
+    # lane's rounds in the second
+    report, most_queued = _loadtest("--workers", "2", tmp_path=tmp_path)
     # Then the same turns went in, and none was lost, deferred without a reason or left pending
     assert report["turns_in"] == one_worker["turns_in"] > 0
     assert report["turns_lost"] == 0
@@ -94,6 +132,17 @@ def test_two_workers_take_the_same_traffic_and_lose_nothing(
     assert report["episodes_in_batches_at_end"] == 0
     # And the budget, shared through the data dir, kept every call within the limits
     assert report["rate_limited_ratio"] == 0
+    # And the queue's depth is not under-reported, though the workers drain while others ingest
+    assert report["max_queue_depth"] >= most_queued > 0
+
+
+def test_one_process_reports_the_queue_depth_it_held(
+    one_worker_run: tuple[dict[str, Any], int],
+) -> None:
+    # Given the run in one process: each tick's requests all sent, then the queue drained
+    report, most_queued = one_worker_run
+    # Then the depth reported is the most turns the queue held at once, exactly
+    assert report["max_queue_depth"] == most_queued > 0
 
 
 def test_a_failing_worker_ends_the_run_with_its_traceback(tmp_path: Path) -> None:
