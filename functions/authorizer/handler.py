@@ -6,8 +6,9 @@ unknown or missing key -> 401.
 The key's SHA-256 is looked up in the key table (`API_KEYS_TABLE` on AWS, the data directory's
 locally; `memwrite keys` creates and revokes them), after the configured keys of the local mode
 (`MEMWRITE_API_KEYS`, `api_keys` in the config file; a deployed environment has none). Each
-instance keeps a found key's answer for `KEY_CACHE_SECS`, and API Gateway caches this
-function's answers too (`infra/api.py`): a revoked key stops working within both together.
+instance keeps a found key's answer for `api_key_cache_secs` (`KEY_CACHE_SECS` unless set),
+and API Gateway caches this function's answers too (`infra/api.py`): a revoked key stops
+working within both together.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ def resolver() -> KeyResolver:
     """Built on the first invocation (cold start) and reused while the instance lives."""
     default = os.environ.get(DEFAULT_KEY_ENV, "")  # local only: `local-dev-key=local`
     key, _, tenant = default.partition("=")
+    settings = load_settings()
     return KeyResolver(
-        load_settings().api_keys,
+        settings.api_keys,
         build_api_key_store(),
         default={key: tenant} if key and tenant else None,
+        cache_secs=settings.api_key_cache_secs,
     )
 
 

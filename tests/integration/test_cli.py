@@ -1,4 +1,9 @@
-"""The `memwrite` command line, run as a user runs it: a subprocess from the repository root."""
+"""The `memwrite` command line, run as a user runs it: a subprocess from the repository root.
+
+Each command runs as a subprocess at least once; the data a test prepares with another command,
+and a command's further runs, go through `run_memwrite_in_process` (the same command line in
+this process: no interpreter start and imports, seconds each). A test that keeps data in a data
+directory reads it at least once in another process than the one that wrote it."""
 
 from __future__ import annotations
 
@@ -9,19 +14,25 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.cli_process import run_memwrite
+from tests.cli_process import run_memwrite, run_memwrite_in_process
 from tests.serve_process import running_serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECS = 180  # a hang guard, not a timing: a busy machine is slow
+Runner = Callable[..., subprocess.CompletedProcess[str]]  # `_memwrite` or `_here`
 
 
 def _memwrite(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return run_memwrite(*args, stdin=stdin, timeout=TIMEOUT_SECS)
+
+
+def _here(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return run_memwrite_in_process(*args, stdin=stdin)
 
 
 def _lines(*records: dict[str, object] | str) -> str:
@@ -83,7 +94,7 @@ def test_prefilter_sessions_keep_short_answers_with_their_question():
     )
 
     # When `memwrite prefilter` reads them
-    result = _memwrite("prefilter", stdin=stdin)
+    result = _here("prefilter", stdin=stdin)
 
     # Then each short answer passes with its question as context; the line without a session
     # is screened alone, exactly as before (too short, no context key)
@@ -115,7 +126,7 @@ def test_prefilter_replayed_history_uses_line_timestamps_for_the_rate_gate():
     )
 
     # When replayed through `memwrite prefilter`
-    result = _memwrite("prefilter", stdin=stdin)
+    result = _here("prefilter", stdin=stdin)
 
     # Then only the repeat within the window is rate-limited
     out = [json.loads(line) for line in result.stdout.splitlines()]
@@ -133,7 +144,7 @@ def test_prefilter_reports_a_bad_line_in_place_and_fails():
     )
 
     # When `memwrite prefilter` reads it
-    result = _memwrite("prefilter", stdin=stdin)
+    result = _here("prefilter", stdin=stdin)
 
     # Then every input line still gets its output line in order, the bad one as an error,
     # stderr says which line, and the exit status tells a script something went wrong
@@ -186,22 +197,19 @@ def test_backfill_command_distils_nothing_offline_and_names_what_is_missing(
         encoding="utf-8",
     )
     data_dir = tmp_path / "data"
-    assert (
-        _offline("ingest", str(conversation), "--data-dir", str(data_dir), stdin="").returncode == 0
-    )
+    assert _here("ingest", str(conversation), "--data-dir", str(data_dir)).returncode == 0
     # When backfilled offline / Then it refuses, naming the missing model, and changes nothing
     refused = _offline("backfill", "--user", "sam", "--data-dir", str(data_dir), stdin="")
     assert (refused.returncode, refused.stdout.split(":")[0]) == (1, "model_required")
     # And an unknown user, and bad times, are named
-    unknown = _offline("backfill", "--user", "nobody", "--data-dir", str(data_dir), stdin="")
+    unknown = _here("backfill", "--user", "nobody", "--data-dir", str(data_dir))
     assert unknown.stdout.startswith("not_found: user_id")
-    bad = _offline(
-        "backfill", "--since", "2026-02-01", "--until", "2026-01-01", "--data-dir",
-        str(data_dir), stdin="",
-    )  # fmt: skip
+    bad = _here(
+        "backfill", "--since", "2026-02-01", "--until", "2026-01-01", "--data-dir", str(data_dir)
+    )
     assert (bad.returncode, bad.stdout.split(":")[:2]) == (1, ["invalid_request", " until"])
     # And the batch lane refuses the same way, submitting nothing
-    batch = _offline("backfill", "--mode", "batch", "--data-dir", str(data_dir), stdin="")
+    batch = _here("backfill", "--mode", "batch", "--data-dir", str(data_dir))
     assert (batch.returncode, batch.stdout.split(":")[0]) == (1, "model_required")
 
 
@@ -216,9 +224,7 @@ def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:
     turns = [{"role": "user", "content": "I live in Lisbon."}]
     conversation.write_text(json.dumps({"session_id": "s", "user_id": "sam", "turns": turns}))
     data_dir = tmp_path / "data"
-    assert (
-        _offline("ingest", str(conversation), "--data-dir", str(data_dir), stdin="").returncode == 0
-    )
+    assert _here("ingest", str(conversation), "--data-dir", str(data_dir)).returncode == 0
     database = SqliteDatabase(data_dir)
     store = SqliteMemoryStore(database)
     [memory] = store.memories_of(LOCAL_TENANT, "sam")
@@ -244,7 +250,7 @@ def test_expire_announces_passed_expiries_once(tmp_path: Path) -> None:
         "unindexed": [],
         "deliveries_waiting": 0,
     }
-    again = _offline("expire", "--data-dir", str(data_dir), stdin="")
+    again = _here("expire", "--data-dir", str(data_dir))
     assert again.stdout == "0 expiries announced (memory.expired)\n"
 
 
@@ -289,7 +295,7 @@ def test_extract_prints_candidates_and_extractor_per_line_in_order():
 
 def test_extract_reports_a_bad_line_without_losing_alignment():
     stdin = _lines("not json", {"role": "user", "content": "I'm vegan."})
-    result = _offline("extract", stdin=stdin)
+    result = _here("extract", stdin=stdin)
     out = [json.loads(line) for line in result.stdout.splitlines()]
     assert result.returncode == 1
     assert "line 1" in result.stderr
@@ -326,8 +332,8 @@ def test_serve_uses_the_api_keys_of_its_environment(tmp_path: Path) -> None:
         assert "local-dev-key" not in server.banner
 
 
-def _ingest_json(*args: str) -> dict[str, Any]:
-    result = _memwrite("ingest", "--json", *args)
+def _ingest_json(*args: str, run: Runner = _here) -> dict[str, Any]:
+    result = run("ingest", "--json", *args)
     assert result.returncode == 0, result.stderr
     parsed: dict[str, Any] = json.loads(result.stdout)
     return parsed
@@ -341,8 +347,9 @@ def test_ingest_is_fresh_unless_given_a_data_dir(tmp_path: Path) -> None:
         path.write_text(json.dumps(conversation), encoding="utf-8")
     data = tmp_path / "data"
 
-    # When both are ingested into one data directory / Then the second run keeps the first's
-    _ingest_json(str(home), "--data-dir", str(data))
+    # When both are ingested into one data directory / Then the second run (another process)
+    # keeps the first's
+    _ingest_json(str(home), "--data-dir", str(data), run=_memwrite)
     kept = _ingest_json(str(work), "--data-dir", str(data))
     assert sorted(m["value"] for m in kept["memories"]) == ["Berlin", "SAP"]
     # And without a data directory each run starts from nothing, on either backend
@@ -405,7 +412,7 @@ def test_trace_and_replay_read_the_local_data_directory(tmp_path: Path) -> None:
     trace_id = re.findall(r"[0-9a-f]{32}", listed.stdout)[0]
     assert "complete" in listed.stdout
     # And the trace's table shows every stage with its typed reasons
-    shown = _memwrite("trace", trace_id, "--data-dir", data)
+    shown = _here("trace", trace_id, "--data-dir", data)
     assert shown.returncode == 0, shown.stderr
     assert "TooShort{word_count=1, min_words=3}" in shown.stdout
     assert all(stage in shown.stdout for stage in ("pre_filter", "extract", "persist"))
@@ -422,7 +429,7 @@ def test_trace_and_replay_read_the_local_data_directory(tmp_path: Path) -> None:
     ] == ["TooShort"]
     assert [m["text"] for m in diff["memories"]["no_longer_written"]] == ["The user likes jazz."]
     # And an unknown config field fails naming it
-    refused = _memwrite("replay", trace_id, "--set", "pre_filter.min_wordz=4", "--data-dir", data)
+    refused = _here("replay", trace_id, "--set", "pre_filter.min_wordz=4", "--data-dir", data)
     assert refused.returncode == 1
     assert "config.pre_filter.min_wordz" in refused.stdout
 
@@ -442,7 +449,7 @@ def test_rollback_undoes_one_ingested_trace_of_a_data_dir(tmp_path: Path) -> Non
 
     # When the move's trace is rolled back, twice
     first = _memwrite("rollback", trace_id, "--json", "--data-dir", str(data))
-    again = _memwrite("rollback", trace_id, "--json", "--data-dir", str(data))
+    again = _here("rollback", trace_id, "--json", "--data-dir", str(data))
 
     # Then the record says what went and came back, the same both times
     assert first.returncode == 0, first.stderr
@@ -458,9 +465,9 @@ def test_rollback_undoes_one_ingested_trace_of_a_data_dir(tmp_path: Path) -> Non
     assert [(m["value"], m["superseded_by"]) for m in kept["memories"]] == [("Paris", None)]
     assert [hit["value"] for hit in kept["queries"][0]["results"]] == ["Paris"]
     # And an unknown trace, or a directory without data, is refused
-    unknown = _memwrite("rollback", "f" * 32, "--data-dir", str(data))
+    unknown = _here("rollback", "f" * 32, "--data-dir", str(data))
     assert unknown.returncode == 1 and "not_found" in unknown.stdout
-    missing = _memwrite("rollback", trace_id, "--data-dir", str(tmp_path / "nowhere"))
+    missing = _here("rollback", trace_id, "--data-dir", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "holds no memwrite data" in missing.stderr
 
 
@@ -483,7 +490,7 @@ def test_export_and_import_move_a_user_to_another_data_dir(tmp_path: Path) -> No
     first = _memwrite(
         "import", str(export_file), "--user", "dana", "--json", "--data-dir", str(target)
     )
-    again = _memwrite(
+    again = _here(
         "import", "-", "--user", "dana", "--json", "--data-dir", str(target), stdin=exported.stdout
     )
 
@@ -491,13 +498,11 @@ def test_export_and_import_move_a_user_to_another_data_dir(tmp_path: Path) -> No
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["imported"]["memories"] == 2
     assert set(json.loads(again.stdout)["imported"].values()) == {0}
-    moved = _memwrite("export", "--user", "dana", "--data-dir", str(target))
+    moved = _here("export", "--user", "dana", "--data-dir", str(target))
     assert moved.stdout == exported.stdout
     # And a bad line is refused with its line number, nothing written
     bad = exported.stdout.replace('"kind":"memory"', '"kind":"spell"', 1)
-    refused = _memwrite(
-        "import", "-", "--user", "bob", "--json", "--data-dir", str(target), stdin=bad
-    )
+    refused = _here("import", "-", "--user", "bob", "--json", "--data-dir", str(target), stdin=bad)
     assert refused.returncode == 1
     assert json.loads(refused.stdout)["error"] == "invalid_request"
 
@@ -559,12 +564,14 @@ def test_search_prints_memories_and_episodes_from_serve(tmp_path: Path) -> None:
             time.sleep(0.1)
 
         # When `memwrite search` asks for each, as text and as JSON
-        def search(query: str, *extra: str) -> subprocess.CompletedProcess[str]:
-            return _memwrite("search", query, "--user", "dana", "--url", server.base_url, *extra)
+        def search(
+            query: str, *extra: str, run: Runner = _memwrite
+        ) -> subprocess.CompletedProcess[str]:
+            return run("search", query, "--user", "dana", "--url", server.base_url, *extra)
 
-        episode_text, memory_text = search("Jira to Linear"), search("Berlin")
-        episode_json = json.loads(search("Jira to Linear", "--json").stdout)["results"]
-        memory_json = json.loads(search("Berlin", "--json").stdout)["results"]
+        episode_text, memory_text = search("Jira to Linear"), search("Berlin", run=_here)
+        episode_json = json.loads(search("Jira to Linear", "--json", run=_here).stdout)["results"]
+        memory_json = json.loads(search("Berlin", "--json", run=_here).stdout)["results"]
 
     # Then each prints without failing, its kind first
     assert episode_text.returncode == memory_text.returncode == 0, episode_text.stderr
@@ -585,7 +592,7 @@ def test_import_refuses_a_line_over_the_limit_at_once(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     # When it is imported
-    imported = _memwrite(
+    imported = _here(
         "import", str(big), "--user", "d", "--json", "--data-dir", str(tmp_path / "data")
     )
     # Then the line is refused, named, before anything is parsed or written

@@ -8,11 +8,11 @@ list` and `revoke` work with ids and never need the secret.
 
 The authorizer asks a `KeyResolver`: the configured keys first (local mode only: settings
 `api_keys` / `MEMWRITE_API_KEYS`; a deployed environment has none), then the key table, whose
-answers it keeps for `KEY_CACHE_SECS`; a revoked key therefore works for at most that long on
-an instance that has just used it. The local default key (`local-dev-key`) is valid only while
-the key table holds no key: that answer is kept for `KEY_CACHE_SECS` too, so the first key
-created retires the default on a running server within that period. Every comparison is of
-SHA-256 hashes, in constant time (`hmac.compare_digest`).
+answers it keeps for the setting `api_key_cache_secs` (`KEY_CACHE_SECS` unless set); a revoked
+key therefore works for at most that long on an instance that has just used it. The local
+default key (`local-dev-key`) is valid only while the key table holds no key: that answer is
+kept as long, so the first key created retires the default on a running server within that
+period. Every comparison is of SHA-256 hashes, in constant time (`hmac.compare_digest`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from memwrite.config.settings import KEY_CACHE_SECS
 from memwrite.ports import ApiKeyRecord, ApiKeyStore
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
 KEY_PREFIX = "mwk_"
 # `key=tenant`: the local runner's default key, valid only while the key table is empty.
 DEFAULT_KEY_ENV = "MEMWRITE_DEFAULT_API_KEY"
-KEY_CACHE_SECS = 30  # how long an authorizer instance trusts a key table answer
 _CACHE_ENTRIES = 1024  # keys remembered per instance (the least recently used go first)
 _KEY_ID_BYTES = 6  # 12 hex digits: public, unique enough for an operator's list
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@+=/-]{1,128}$")  # as `memwrite.models.Identifier`
