@@ -4,32 +4,32 @@ stay within sane bounds. Requires ../shared/data; skipped with a reason when it 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli_process import run_memwrite
+from tests.cli_process import run_memwrite_in_process
 from tests.datasets import SHARED_DATA
 
 LOCOMO_DIR = SHARED_DATA / "locomo-dev"
 CRI_DIR = SHARED_DATA / "cri-persona-1"
-TIMEOUT_SECS = 300
 
 pytestmark = pytest.mark.skipif(
     not (LOCOMO_DIR.exists() and CRI_DIR.exists()), reason=f"{SHARED_DATA} not found"
 )
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    charts = tmp_path_factory.mktemp("charts")
-    result = run_memwrite(
-        *("eval", "--json", "--charts", str(charts), "--format", "locomo", str(LOCOMO_DIR)),
-        *("--format", "cri", str(CRI_DIR)),
-        timeout=TIMEOUT_SECS,
+def _report(charts: Path, data_format: str, path: Path) -> dict[str, Any]:
+    """`memwrite eval --json` of one data set (each test its own: under pytest-xdist the two
+    may run on different workers, and neither waits for the other's data set)."""
+    result = run_memwrite_in_process(
+        "eval", "--json", "--charts", str(charts), "--format", data_format, str(path)
     )
     assert result.returncode == 0, result.stderr
-    return {d["name"]: d for d in json.loads(result.stdout)["datasets"]}
+    datasets: list[dict[str, Any]] = json.loads(result.stdout)["datasets"]
+    (dataset,) = datasets
+    return dataset
 
 
 def _bounded(dataset: dict[str, Any]) -> None:
@@ -44,8 +44,9 @@ def _bounded(dataset: dict[str, Any]) -> None:
         assert 0.0 <= recalls["5"] <= recalls["10"] <= 1.0
 
 
-def test_locomo_dev(report: dict[str, dict[str, Any]]) -> None:
-    locomo = report["locomo-dev"]
+def test_locomo_dev(tmp_path: Path) -> None:
+    locomo = _report(tmp_path, "locomo", LOCOMO_DIR)
+    assert locomo["name"] == "locomo-dev"
     _bounded(locomo)
     # 788 turns in two conversations, each run once per speaker
     assert (locomo["conversation_turns"], locomo["turns"], locomo["runs"]) == (788, 1576, 4)
@@ -59,8 +60,9 @@ def test_locomo_dev(report: dict[str, dict[str, Any]]) -> None:
     assert locomo["baseline_raw_bm25_recall_at_k"]["10"] > 0.4
 
 
-def test_cri_persona(report: dict[str, dict[str, Any]]) -> None:
-    cri = report["cri-persona-1"]
+def test_cri_persona(tmp_path: Path) -> None:
+    cri = _report(tmp_path, "cri", CRI_DIR)
+    assert cri["name"] == "cri-persona-1"
     _bounded(cri)
     assert (cri["conversation_turns"], cri["runs"]) == (2862, 1)
     assert cri["fact_bearing_recall"] >= 0.9

@@ -18,7 +18,7 @@ from memwrite.auth.api_keys import hash_key
 from memwrite.auth.tenant import usage_key
 from memwrite_local.cli import main
 from memwrite_local.runtime.backend import LOCAL_API_KEY
-from tests.cli_process import run_memwrite
+from tests.cli_process import run_memwrite, run_memwrite_in_process
 from tests.integration.conftest import MakeLocal
 from tests.serve_process import running_serve
 
@@ -78,8 +78,8 @@ def test_keys_of_a_data_dir_replace_the_default_key_of_serve(tmp_path: Path) -> 
     # Given two keys created in a data directory, one of them revoked
     data_dir = tmp_path / "data"
 
-    def keys(*args: str) -> Any:
-        result = run_memwrite("keys", *args, "--data-dir", str(data_dir), "--json")
+    def keys(*args: str) -> Any:  # in this process: the server below reads them in its own
+        result = run_memwrite_in_process("keys", *args, "--data-dir", str(data_dir), "--json")
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memwrite.auth.api_keys import KEY_CACHE_SECS, KeyResolver, hash_key
+from memwrite.config.settings import Settings
 from memwrite.ports import ApiKeyRecord
 
 
@@ -88,3 +89,8 @@ def test_the_default_key_retires_within_the_cache_period_of_the_first_key_create
     assert resolver.tenant_of("local-dev-key") == "local"
     clock.now += 1
     assert resolver.tenant_of("local-dev-key") is None
+
+
+def test_the_cache_period_setting_defaults_to_the_documented_30_s() -> None:
+    # `api_key_cache_secs` (the authorizer's), unless a deployment sets it (docs/api-keys.md)
+    assert Settings().api_key_cache_secs == KEY_CACHE_SECS == 30

@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memwrite.config.settings import KEY_CACHE_SECS
 from memwrite.ports import ApiKeyRecord, ApiKeyStore
 
 __all__ = [
@@ -43,6 +42,9 @@ __all__ = [
 KEY_PREFIX = "mwk_"
 # `key=tenant`: the local runner's default key, valid only while the key table is empty.
 DEFAULT_KEY_ENV = "MEMWRITE_DEFAULT_API_KEY"
+# How long an authorizer instance trusts a key table answer: the default of the setting
+# `api_key_cache_secs` (tests/unit/test_api_keys.py holds the two equal).
+KEY_CACHE_SECS = 30
 _CACHE_ENTRIES = 1024  # keys remembered per instance (the least recently used go first)
 _KEY_ID_BYTES = 6  # 12 hex digits: public, unique enough for an operator's list
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@+=/-]{1,128}$")  # as `memwrite.models.Identifier`

@@ -37,7 +37,6 @@ from memwrite.guards.linear_regex import compile_linear
 from memwrite.reasons import PII_KINDS, SecretKind
 
 __all__ = [
-    "KEY_CACHE_SECS",
     "AgentOverrides",
     "BackfillConfig",
     "DedupeConfig",
@@ -680,10 +679,6 @@ class TenantOverrides(_Frozen):
         return base.model_copy(update=changes)
 
 
-# How long an authorizer instance trusts a key table answer unless `api_key_cache_secs` says.
-KEY_CACHE_SECS = 30
-
-
 class Settings(_Frozen):
     """A deployment's configuration: defaults, tenant overrides and (locally) API keys."""
 
@@ -695,13 +690,8 @@ class Settings(_Frozen):
         default_factory=dict,
         description="Local only: API key -> tenant (a deployed one refuses it: `memwrite keys`).",
     )
-    api_key_cache_secs: float = Field(
-        default=KEY_CACHE_SECS,
-        gt=0,
-        description="How long an authorizer instance trusts a key table answer: a revoked key "
-        "works that long on an instance that has just used it, and the local default key until "
-        "the first key is created (`docs/api-keys.md`).",
-    )
+    # Seconds an authorizer trusts a key table answer (`KEY_CACHE_SECS`; docs/api-keys.md).
+    api_key_cache_secs: float = Field(default=30, gt=0)
 
     def for_request(
         self,
