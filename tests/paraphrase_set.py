@@ -17,7 +17,7 @@ from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.hype.stage import document_of
 from memwrite.ids import content_hash
 from memwrite.index import DEFAULT_FUSION, Fusion, IndexFilter
-from memwrite.ports import Embedder
+from memwrite.model_ports import Embedder
 from memwrite.records.memory import MemoryUnit
 from memwrite.wiring.search import offline_embedder
 

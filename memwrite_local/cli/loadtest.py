@@ -36,6 +36,13 @@ def _at_least_zero(text: str) -> float:
     return value
 
 
+def _hour_of_day(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 24:
+        raise argparse.ArgumentTypeError(f"must be from 0 to under 24, not {text}")
+    return value
+
+
 def add_loadtest_parser(commands: Any) -> None:
     """Register `loadtest` on the CLI's subparsers."""
     from memwrite_local.loadtest.lanes import BackfillMode
@@ -87,6 +94,12 @@ def add_loadtest_parser(commands: Any) -> None:
         type=_positive(float),
         default=defaults.duration_minutes,
         help="simulated minutes of traffic (default: %(default).0f, a day)",
+    )
+    parser.add_argument(
+        "--start-hour",
+        type=_hour_of_day,
+        default=defaults.start_hour,
+        help="the hour of the day the traffic starts at, 0 to 24 (default: 0, midnight)",
     )
     parser.add_argument(
         "--backfill-mode",
@@ -145,6 +158,7 @@ def run_loadtest(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
         burst_tenant_factor=args.burst_tenant_factor,
         outage_minutes=args.outage_minutes,
         duration_minutes=args.duration_minutes,
+        start_hour=args.start_hour,
         backfill_mode=BackfillMode(args.backfill_mode),
         no_budget=args.no_budget,
         turns_per_request=args.turns_per_request,

@@ -70,6 +70,7 @@ class LoadOptions:
     burst_tenant_factor: float = 1.0
     outage_minutes: float = 0.0
     duration_minutes: float = 1_440.0
+    start_hour: float = 0.0  # the hour of the day the traffic starts at (its rate follows it)
     backfill_mode: BackfillMode = BackfillMode.LIVE
     no_budget: bool = False
     # A visit's turns in requests of this many (TURNS_PER_REQUEST: one request per visit).
@@ -457,6 +458,7 @@ def _run_load(
     plan = TrafficPlan(
         turns_per_day=options.turns_per_day * options.scale,
         duration_s=options.duration_s,
+        start_hour=options.start_hour,
         tenants=options.tenants,
         burst_factor=options.burst_tenant_factor,
         seed=options.seed,

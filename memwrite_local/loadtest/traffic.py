@@ -81,6 +81,7 @@ class TrafficPlan:
     tenants: int
     burst_factor: float
     seed: int
+    start_hour: float = 0.0  # the hour of the day the run starts at
     # A visit (up to TURNS_PER_REQUEST turns) is sent in requests of this many, each turn
     # TURN_SPACING_S after the last: an agent that sends every turn as it is said sends 1.
     turns_per_request: int = TURNS_PER_REQUEST
@@ -177,7 +178,7 @@ def generate(plan: TrafficPlan, scripts: Sequence[Script]) -> list[Request]:
         length = min(60.0, plan.duration_s - start)
         for index, (tenant, people) in enumerate(users.items()):
             factor = plan.burst_factor if index == 0 and burst_start <= start < burst_end else 1.0
-            mean = share * length * diurnal(start % 86_400) * factor
+            mean = share * length * diurnal((plan.start_hour * 3600 + start) % 86_400) * factor
             for _ in range(_poisson(rng, mean)):
                 user = people[rng.randrange(len(people))]
                 visit = user.next_request(start + rng.random() * length, tenant)

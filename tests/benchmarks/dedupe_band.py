@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from memwrite.config.settings import DedupeConfig
-from memwrite.ports import Embedder
+from memwrite.model_ports import Embedder
 from memwrite.wiring.search import offline_embedder
 from tests.datasets import SHARED_DATA
 

@@ -33,8 +33,9 @@ from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex, _query_words
 from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.config.settings import PipelineConfig
 from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, MemoryDoc, fuse_hybrid
+from memwrite.model_ports import Embedder
 from memwrite.models import QueuedTurn, Role, Source
-from memwrite.ports import Embedder, TraceRecord
+from memwrite.ports import TraceRecord
 from memwrite.read.query import episode_fusion, memory_fusion
 from memwrite.records.episode import Episode, preceding_of
 from memwrite.wiring.search import offline_embedder

@@ -21,7 +21,7 @@ from memwrite.adapters.anthropic.dedupe_judge import AnthropicDedupeJudge
 from memwrite.config.settings import DedupeConfig, ExtractConfig
 from memwrite.decisions.duplicate import Neighbour, decide_duplicate
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, PermanentError, TransientError
-from memwrite.ports import DedupeJudge
+from memwrite.model_ports import DedupeJudge
 from memwrite.prompts.dedupe import VERSION, render
 from tests.embedders import FixedSimilarityEmbedder
 from tests.recorded_api import RecordedApi, haiku_cost

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memwrite.embedder import HashingEmbedder
-from memwrite.ports import Embedder
+from memwrite.model_ports import Embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 BERLIN = "The user lives in Berlin."

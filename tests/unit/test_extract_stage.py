@@ -19,9 +19,10 @@ from memwrite.config.settings import EpisodesConfig, ExtractConfig, PipelineConf
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import BudgetWait, ExtractionFailed, MalformedLlmOutput
 from memwrite.extract.stage import ExtractDeps, run
+from memwrite.model_ports import LlmCall
 from memwrite.models import QueuedTurn, Role, Source, SpanResult
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput
-from memwrite.ports import LlmCall, TraceRecord
+from memwrite.ports import TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.extract import ExtractionResult
 from memwrite.reasons import DeferredModelFailed, DeferredNoLLM, QualityDiscard, UserErased

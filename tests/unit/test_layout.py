@@ -1,6 +1,7 @@
 """What docs/layout.md says about where things are, checked: its port-to-adapter table names
-every port of `memwrite.ports` and, for each backend, a class that exists where the table says
-and has every method of the port with the same parameters; and no module outgrows 800 lines.
+every port of `memwrite.ports` and `memwrite.model_ports` and, for each backend, a class that
+exists where the table says and has every method of the port with the same parameters; and no
+module outgrows 800 lines.
 
 Read from the source (ast) and the classes (inspect): `typing.runtime_checkable` would only
 check that the method names exist, not what they take.
@@ -43,15 +44,27 @@ class Row:
     cells: dict[str, str]  # backend -> cell text
 
 
+PORT_MODULES = ("ports", "model_ports")
+
+
 def port_names() -> list[str]:
-    """Every Protocol class of ports.py, in source order."""
-    tree = ast.parse((LIBRARY / "ports.py").read_text(encoding="utf-8"))
+    """Every Protocol class of the port modules, in source order."""
     return [
         node.name
-        for node in tree.body
+        for module in PORT_MODULES
+        for node in ast.parse((LIBRARY / f"{module}.py").read_text(encoding="utf-8")).body
         if isinstance(node, ast.ClassDef)
         and any(isinstance(base, ast.Name) and base.id == "Protocol" for base in node.bases)
     ]
+
+
+def port_class(name: str) -> Any:
+    """The Protocol class named `name`, from whichever port module holds it."""
+    for module in PORT_MODULES:
+        found = getattr(importlib.import_module(f"memwrite.{module}"), name, None)
+        if found is not None:
+            return found
+    raise LookupError(name)
 
 
 @cache
@@ -227,7 +240,7 @@ def conformance_problems(
     return problems
 
 
-def test_the_layout_table_has_one_row_per_port_of_ports_py() -> None:
+def test_the_layout_table_has_one_row_per_port() -> None:
     ports = port_names()
     assert len(ports) > 20  # the parse found them
     named = [row.port for row in table_rows()]
@@ -261,14 +274,12 @@ def _table_classes() -> list[Any]:
 def test_each_class_the_table_names_exists_there_and_implements_its_port(
     port: str, backend: str, path: str, name: str
 ) -> None:
-    import memwrite.ports
-
     implementers: dict[str, set[str]] = {}
     for row in table_rows():
         for cell in row.cells.values():
             implementers.setdefault(row.port, set()).update(n for _, n in CLASS_REF.findall(cell))
     cls = named_class(path, name)
-    problems = conformance_problems(getattr(memwrite.ports, port), cls, implementers)
+    problems = conformance_problems(port_class(port), cls, implementers)
     assert not problems, f"{path}: {name} is no {port} ({backend}):\n" + "\n".join(problems)
 
 

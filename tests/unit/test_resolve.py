@@ -32,9 +32,10 @@ from memwrite.config.settings import PipelineConfig
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput
 from memwrite.extract.rules import extract_with_rules
+from memwrite.model_ports import ResolveJudge
 from memwrite.models import QueuedTurn, Role, Source
 from memwrite.payloads import ExtractedTurn, Extractor, ExtractOutput
-from memwrite.ports import ResolveJudge, TraceRecord
+from memwrite.ports import TraceRecord
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve_refs import ResolveDecision, ResolveResult
 from memwrite.reasons import UserErased

@@ -29,7 +29,7 @@ from memwrite.errors import (
     PermanentError,
     TransientError,
 )
-from memwrite.ports import ResolveJudge
+from memwrite.model_ports import ResolveJudge
 from memwrite.prompts import PromptMessage
 from memwrite.prompts.resolve_refs import (
     VERSION,

@@ -1,10 +1,9 @@
-"""Ports: every Protocol the library needs from the outside world, in one place.
+"""Ports: the Protocols the library needs from the outside world's stores, queues and
+services; the models' and the embedder's are in `memwrite.model_ports`.
 
 Adapters in `memwrite.adapters` implement them against DynamoDB, SQS, CloudWatch, Anthropic
 and the embedded index (and in-memory stand-ins for tests); nothing above an adapter imports
-boto3, anthropic or the index engines. The two model ports (`ExtractionLlm`, `ResolveJudge`)
-carry a prompt the library rendered and return the answer validated against the library's own
-schema: prompts, retries and post-checks are library logic, the adapter is only the wire.
+boto3, anthropic or the index engines.
 """
 
 from __future__ import annotations
@@ -14,10 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-
-from memwrite.claims.candidate import Candidate
 from memwrite.claims.entities import Entity, VersionedEntity
 from memwrite.config.settings import Settings, TenantOverrides, Webhook
 from memwrite.costs.usage import LlmUsage
@@ -30,12 +25,16 @@ from memwrite.index import (
     MemoryDoc,
     Vector,
 )
+from memwrite.model_ports import (
+    CandidateVerifier,
+    DedupeJudge,
+    Embedder,
+    ExtractionLlm,
+    QuestionGenerator,
+    ResolveJudge,
+)
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput
 from memwrite.payloads import OutboxChange
-from memwrite.prompts import PromptMessage
-from memwrite.prompts.extract import BatchTurn, ExtractionResult
-from memwrite.prompts.resolve_refs import ResolveResult
-from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason
 from memwrite.records.change_events import ChangeEvent, WebhookDelivery
 from memwrite.records.episode import Episode, EpisodePage, EpisodeStatus
@@ -46,22 +45,15 @@ from memwrite.records.user_snapshot import RestoreUnit, SpilledExport, UserSnaps
 __all__ = [
     "ApiKeyRecord",
     "ApiKeyStore",
-    "CandidateVerifier",
     "DeadLetter",
-    "DedupeJudge",
-    "DedupeJudgement",
     "Delivery",
     "DueExpiry",
-    "Embedder",
     "EnqueueResult",
     "EntityStore",
     "EpisodeStore",
     "EventPublisher",
     "ExpiryFinder",
     "ExportSpill",
-    "ExtractionLlm",
-    "GeneratedQuestions",
-    "LlmCall",
     "MemoryIndex",
     "MemoryPage",
     "MemoryReader",
@@ -70,9 +62,7 @@ __all__ = [
     "Outbox",
     "PipelineRunner",
     "PipelineStart",
-    "QuestionGenerator",
     "RateStore",
-    "ResolveJudge",
     "SearchIndexSetup",
     "SessionLog",
     "SpanStore",
@@ -88,7 +78,6 @@ __all__ = [
     "UserEraser",
     "UserErasure",
     "UserPortability",
-    "VerifierCall",
     "WebhookMessage",
     "WebhookQueue",
 ]
@@ -346,50 +335,6 @@ class MetricsSink(Protocol):
         """What a tenant's model calls cost in USD, by tenant (`memwrite.metering`)."""
 
 
-@dataclass(frozen=True)
-class LlmCall:
-    """One successful extraction call: the validated answer and its usage."""
-
-    result: ExtractionResult
-    usage: LlmUsage
-
-
-class ExtractionLlm(Protocol):
-    def extract(self, system: str, messages: Sequence[PromptMessage], model: str) -> LlmCall:
-        """One structured extraction call.
-
-        Raises `MalformedLlmOutput` when the answer is not a valid `ExtractionResult`,
-        `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
-        """
-
-    def budget_wait_s(self, prompt_chars: int, model: str, within_s: float | None = None) -> float:
-        """How long until the model budget expects room for one call of `model` sending at
-        least `prompt_chars` characters of prompt (0: room now, or no budget); charges
-        nothing. A batch the budget cannot pay waits before any work is done for it, in its
-        tenant's line with `within_s` (it comes back within that many seconds at most)."""
-
-
-class ResolveJudge(Protocol):
-    def judge(
-        self, system: str, messages: Sequence[PromptMessage], model: str
-    ) -> tuple[ResolveResult, LlmUsage]:
-        """One structured judge call.
-
-        Raises `MalformedLlmOutput` when the answer is not a valid `ResolveResult`,
-        `LlmUnavailable` when the API stays unavailable, `LlmRequestRejected` when it refuses.
-        """
-
-
-class Embedder(Protocol):
-    """Turns texts into unit vectors whose dot product is their cosine similarity."""
-
-    @property
-    def dimension(self) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Shape (len(texts), dimension), float32, each row L2-normalised (zero for no words)."""
-
-
 class EntityStore(Protocol):
     """The user's entity table (`entities`, docs/design.md §11)."""
 
@@ -500,38 +445,6 @@ class ExpiryFinder(Protocol):
 
 
 @dataclass(frozen=True)
-class DedupeJudgement:
-    """The judge's verdict on one pair and what it cost: every call, malformed answers included
-    (they are paid for too), and how many answers were malformed."""
-
-    same: bool
-    calls: tuple[LlmUsage, ...] = ()
-    malformed: int = 0
-
-
-class DedupeJudge(Protocol):
-    def same_memory(self, candidate: str, existing: str) -> DedupeJudgement:
-        """Whether both sentences state the same memory (`same`)."""
-
-
-@dataclass(frozen=True)
-class VerifierCall:
-    """One verifier answer and what it cost."""
-
-    verdict: VerifierVerdict
-    usage: LlmUsage
-
-
-class CandidateVerifier(Protocol):
-    def verify(self, candidate: Candidate, turns: Sequence[BatchTurn]) -> VerifierCall:
-        """Check one candidate against the turns of its batch.
-
-        Raises `MalformedLlmOutput` when the answer is not a valid `VerifierVerdict`, and the
-        `LlmUnavailable` / `LlmRequestRejected` of `memwrite.extract.llm`.
-        """
-
-
-@dataclass(frozen=True)
 class PipelineStart:
     """Whether a state machine execution started: `error` names why not."""
 
@@ -543,22 +456,6 @@ class PipelineRunner(Protocol):
     def start(self, name: str, payload: str) -> PipelineStart:
         """Start the pipeline state machine on `payload` (JSON); waits for the start only."""
         ...
-
-
-@dataclass(frozen=True)
-class GeneratedQuestions:
-    """HyPE questions for one memory and the model calls they cost (none for templates)."""
-
-    questions: list[str]
-    calls: tuple[LlmUsage, ...] = ()
-
-
-class QuestionGenerator(Protocol):
-    """HyPE: the questions a user would ask to find a memory (docs/design.md §7)."""
-
-    def questions_for(self, memory: MemoryUnit, count: int) -> GeneratedQuestions:
-        """`count` short questions that `memory` answers, without its value where possible;
-        raises `LlmUnavailable` / `LlmRequestRejected` (model adapters) for the caller to retry."""
 
 
 class SearchIndexSetup(Protocol):

@@ -17,7 +17,7 @@ from memwrite.adapters.template_questions import TemplateQuestions
 from memwrite.claims.candidate import Candidate
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import MalformedLlmOutput
-from memwrite.ports import DedupeJudgement, GeneratedQuestions, LlmCall, VerifierCall
+from memwrite.model_ports import DedupeJudgement, GeneratedQuestions, LlmCall, VerifierCall
 from memwrite.prompts import PromptMessage
 from memwrite.prompts import dedupe as dedupe_prompt
 from memwrite.prompts import hype as hype_prompt

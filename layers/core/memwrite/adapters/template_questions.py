@@ -10,7 +10,7 @@ Same memory, same questions: a retried HyPE job writes the same vectors.
 from __future__ import annotations
 
 from memwrite.claims.candidate import MemoryType
-from memwrite.ports import GeneratedQuestions
+from memwrite.model_ports import GeneratedQuestions
 from memwrite.records.memory import MemoryUnit
 
 __all__ = ["TemplateQuestions"]

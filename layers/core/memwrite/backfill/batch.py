@@ -55,7 +55,8 @@ from memwrite.costs.usage import report_usage
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput, MemwriteError, ModelRequired
 from memwrite.extract.requests import batch_prompts
 from memwrite.ids import content_hash
-from memwrite.ports import LlmCall, MetricsSink, SessionLog
+from memwrite.model_ports import LlmCall
+from memwrite.ports import MetricsSink, SessionLog
 from memwrite.prompts import PromptMessage, RenderedPrompt
 from memwrite.records.episode import Episode, EpisodeStatus
 

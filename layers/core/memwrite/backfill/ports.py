@@ -17,7 +17,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from memwrite.costs.usage import LlmUsage
-from memwrite.ports import LlmCall
+from memwrite.model_ports import LlmCall
 from memwrite.prompts import RenderedPrompt
 from memwrite.records.episode import Episode
 

@@ -21,8 +21,9 @@ from memwrite.claims.candidate import MemoryType
 from memwrite.config.settings import DedupeConfig
 from memwrite.decisions.candidate_reads import CandidateReads
 from memwrite.index import IndexFilter
+from memwrite.model_ports import DedupeJudge, DedupeJudgement, Embedder
 from memwrite.payloads import DedupeNote
-from memwrite.ports import DedupeJudge, DedupeJudgement, Embedder, MemoryIndex, MemoryStore
+from memwrite.ports import MemoryIndex, MemoryStore
 from memwrite.records.entity_facts import canonical_predicate
 from memwrite.records.memory import KEYED_TYPES, MemoryUnit, normalise
 from memwrite.records.store import StoreItem, VersionedMemory

@@ -36,9 +36,10 @@ from memwrite.decisions.duplicate import (
     own_memory,
     polarity,
 )
+from memwrite.model_ports import DedupeJudge, Embedder
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import DedupeNote, ItemsPayload
-from memwrite.ports import DedupeJudge, Embedder, MemoryIndex, MemoryStore, MetricsSink, SpanStore
+from memwrite.ports import MemoryIndex, MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import DuplicateConfirmed, JudgeError
 from memwrite.records.memory import normalise
 from memwrite.records.store import StoreItem

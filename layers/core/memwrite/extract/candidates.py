@@ -21,8 +21,8 @@ from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.llm import extract_with_llm, extraction_prompts, merge_candidates
 from memwrite.extract.rules import RuleExtraction, extract_with_rules
 from memwrite.extract.verifier import verify_extraction
+from memwrite.model_ports import CandidateVerifier, ExtractionLlm
 from memwrite.payloads import Extractor
-from memwrite.ports import CandidateVerifier, ExtractionLlm
 from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, SessionTurn
 from memwrite.reasons import ExcludedTopic, QualityDiscard, Reason, Ungrounded

@@ -26,7 +26,7 @@ from memwrite.claims.scoring import wording_confidence, wording_cues
 from memwrite.config.settings import ExtractConfig
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import ExtractionFailed, LlmRefused, MalformedLlmOutput, TruncatedLlmOutput
-from memwrite.ports import ExtractionLlm
+from memwrite.model_ports import ExtractionLlm
 from memwrite.prompts import RenderedPrompt
 from memwrite.prompts.extract import (
     BatchTurn,

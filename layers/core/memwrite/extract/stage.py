@@ -32,6 +32,7 @@ from memwrite.extract.direct_candidate import candidate_of
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
 from memwrite.extract.requests import batch_turns, session_context
 from memwrite.ids import content_hash
+from memwrite.model_ports import CandidateVerifier, ExtractionLlm
 from memwrite.models import (
     LlmUsageSummary,
     QueuedTurn,
@@ -41,14 +42,7 @@ from memwrite.models import (
     session_sort_key,
 )
 from memwrite.payloads import ExtractedTurn, ExtractInput, Extractor, ExtractOutput
-from memwrite.ports import (
-    CandidateVerifier,
-    ExtractionLlm,
-    MetricsSink,
-    SessionLog,
-    SpanStore,
-    TurnLedger,
-)
+from memwrite.ports import MetricsSink, SessionLog, SpanStore, TurnLedger
 from memwrite.prompts.extract import BatchTurn, full_pass_min_chars
 from memwrite.reasons import (
     DeferredBudget,

@@ -26,7 +26,7 @@ from memwrite.config.settings import VerifierConfig
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import MalformedLlmOutput, VerificationFailed
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction
-from memwrite.ports import CandidateVerifier
+from memwrite.model_ports import CandidateVerifier
 from memwrite.prompts.extract import BatchTurn
 from memwrite.prompts.verify import VerifierVerdict
 from memwrite.reasons import Reason, Unverified

@@ -62,18 +62,16 @@ from memwrite.errors import IndexUnavailable, MemwriteError
 from memwrite.feed import deliveries_for
 from memwrite.index import DocKind, DocRemoval, IndexWrite, MemoryDoc
 from memwrite.metering import UsageCounts, count_usage, metering_for
+from memwrite.model_ports import Embedder, GeneratedQuestions, QuestionGenerator
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import IndexAction, IndexedChange, OutboxChange
 from memwrite.ports import (
-    Embedder,
     EpisodeStore,
     EventPublisher,
-    GeneratedQuestions,
     MemoryIndex,
     MemoryStore,
     MetricsSink,
     Outbox,
-    QuestionGenerator,
     SpanStore,
     WebhookQueue,
 )

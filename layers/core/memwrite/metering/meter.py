@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from memwrite.metering.ports import UsageMeter
-    from memwrite.ports import Embedder, MetricsSink
+    from memwrite.model_ports import Embedder
+    from memwrite.ports import MetricsSink
 
 __all__ = [
     "METRICS_STAGE",

@@ -37,17 +37,10 @@ from memwrite.errors import (
     StageInputError,
     WriteConflict,
 )
+from memwrite.model_ports import DedupeJudge, DedupeJudgement, Embedder
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ConflictNote, DedupeNote, ItemsPayload, PipelineItem
-from memwrite.ports import (
-    DedupeJudge,
-    DedupeJudgement,
-    Embedder,
-    MemoryIndex,
-    MemoryStore,
-    MetricsSink,
-    SpanStore,
-)
+from memwrite.ports import MemoryIndex, MemoryStore, MetricsSink, SpanStore
 from memwrite.reasons import DuplicateConfirmed, StoreError, TraceRolledBack, UserErased
 from memwrite.records.entity_facts import DerivedState
 from memwrite.records.memory import EXPIRED_RETENTION, MemoryUnit, expiry_announced_on_write

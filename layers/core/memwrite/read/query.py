@@ -35,14 +35,9 @@ from memwrite.index import (
     MatchSource,
     fuse_hybrid,
 )
+from memwrite.model_ports import Embedder
 from memwrite.models import Identifier
-from memwrite.ports import (
-    Embedder,
-    EpisodeStore,
-    MemoryIndex,
-    MemoryReader,
-    MemoryStore,
-)
+from memwrite.ports import EpisodeStore, MemoryIndex, MemoryReader, MemoryStore
 from memwrite.read.pending import pending_of
 from memwrite.records.episode import (
     Episode,

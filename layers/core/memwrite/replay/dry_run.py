@@ -27,22 +27,24 @@ from memwrite.index import (
     MemoryDoc,
     Vector,
 )
-from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
-from memwrite.ports import (
+from memwrite.model_ports import (
     CandidateVerifier,
     DedupeJudge,
     Embedder,
+    ExtractionLlm,
+    QuestionGenerator,
+    ResolveJudge,
+)
+from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key
+from memwrite.ports import (
     EnqueueResult,
     EntityStore,
     EpisodeStore,
     EventPublisher,
-    ExtractionLlm,
     MemoryIndex,
     MemoryStore,
     Outbox,
-    QuestionGenerator,
     RateStore,
-    ResolveJudge,
     SessionLog,
     StageAdapters,
     TenantSettingsStore,

@@ -49,7 +49,7 @@ from memwrite.claims.entities import (
 )
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import MalformedLlmOutput
-from memwrite.ports import ResolveJudge
+from memwrite.model_ports import ResolveJudge
 from memwrite.prompts.resolve_refs import (
     NEW,
     UNRESOLVED,

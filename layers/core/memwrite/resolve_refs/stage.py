@@ -21,9 +21,10 @@ from memwrite.claims.entities import Entity, merge_entities
 from memwrite.config.settings import PipelineConfig
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import SourceErased, WriteConflict
+from memwrite.model_ports import ResolveJudge
 from memwrite.models import SpanResult, StageSpan
 from memwrite.payloads import ExtractedTurn, ExtractOutput, ItemsPayload, PipelineItem
-from memwrite.ports import EntityStore, MetricsSink, ResolveJudge, SessionLog, SpanStore
+from memwrite.ports import EntityStore, MetricsSink, SessionLog, SpanStore
 from memwrite.reasons import JudgeError, ResolutionFailed, UserErased
 from memwrite.resolve_refs.references import BatchResolution, ResolvedCandidate, resolve_batch
 from memwrite.spans import failure_recorded, item_span, record_spans, usage_summary

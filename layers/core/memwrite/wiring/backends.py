@@ -37,24 +37,26 @@ if TYPE_CHECKING:
     from memwrite.edit.ports import MemoryDeletion, TopicSweeps, TopicSweepStore
     from memwrite.edit.topic_sweep import TopicSweepDeps
     from memwrite.metering import Metering, UsageMeter
-    from memwrite.ports import (
+    from memwrite.model_ports import (
         CandidateVerifier,
         DedupeJudge,
         Embedder,
+        ExtractionLlm,
+        QuestionGenerator,
+        ResolveJudge,
+    )
+    from memwrite.ports import (
         EntityStore,
         EpisodeStore,
         EventPublisher,
         ExpiryFinder,
         ExportSpill,
-        ExtractionLlm,
         MemoryIndex,
         MemoryReader,
         MemoryStore,
         MetricsSink,
         Outbox,
-        QuestionGenerator,
         RateStore,
-        ResolveJudge,
         SessionLog,
         SpanStore,
         TenantSettingsStore,

@@ -10,7 +10,8 @@ from memwrite.config.environment import LambdaEnvironment
 
 if TYPE_CHECKING:
     from memwrite.adapters.aws.opensearch_index import OpenSearchIndex
-    from memwrite.ports import Embedder, MemoryIndex
+    from memwrite.model_ports import Embedder
+    from memwrite.ports import MemoryIndex
 
 __all__ = ["build_embedder", "build_index", "offline_embedder", "opensearch_index"]
 

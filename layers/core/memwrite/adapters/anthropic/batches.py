@@ -20,7 +20,7 @@ from memwrite.adapters.anthropic.client import ClientOptions, StructuredClient, 
 from memwrite.backfill.ports import BatchAnswer, BatchRequest, BatchState
 from memwrite.config.settings import ExtractConfig
 from memwrite.errors import MalformedLlmOutput
-from memwrite.ports import LlmCall
+from memwrite.model_ports import LlmCall
 from memwrite.prompts.extract import ExtractionResult
 
 if TYPE_CHECKING:

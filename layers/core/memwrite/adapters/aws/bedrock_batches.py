@@ -27,7 +27,7 @@ from memwrite.backfill.ports import BatchAnswer, BatchRequest, BatchState
 from memwrite.config.settings import BackfillConfig, ExtractConfig
 from memwrite.errors import LlmRequestRejected, LlmUnavailable, MalformedLlmOutput
 from memwrite.ids import content_hash
-from memwrite.ports import LlmCall
+from memwrite.model_ports import LlmCall
 from memwrite.prompts.extract import ExtractionResult
 
 __all__ = ["JOB_NAME_PREFIX", "KEY_PREFIX", "BedrockBatchInference", "BedrockJobs"]
