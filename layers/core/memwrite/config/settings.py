@@ -498,12 +498,9 @@ class SearchConfig(_Frozen):
         """The index's vector dimension: the one set, else the embedder's own."""
         return self.embedding_dimension or _DEFAULT_DIMENSIONS[self.embedder]
 
-    # The embedded index in a file (`memwrite serve`, the local runner): FTS5 tables its
-    # connection opens before it is reopened, and users' vector partitions and BM25 postings it
-    # keeps in memory (the least recently searched is reloaded from SQLite when needed again).
-    embedded_max_open_partitions: int = Field(default=256, ge=1)
-    # Users' kNN vector partitions, and as many users' BM25 postings, kept in memory (see the
-    # comment above).
+    # The embedded index in a file (`memwrite serve`, the local runner): users' kNN vector
+    # partitions, and as many users' BM25 postings, it keeps in memory (the least recently
+    # searched is reloaded from SQLite when needed again).
     embedded_max_resident_partitions: int = Field(default=256, ge=1)
 
 
