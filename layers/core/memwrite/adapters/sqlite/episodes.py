@@ -203,12 +203,10 @@ class SqliteEpisodeStore:
             connection.execute("DELETE FROM episode_batches WHERE batch_id = ?", (batch_id,))
 
     def episodes_in_batches(self) -> int:
+        # Members counted, not read, as on DynamoDB: joining each to its episode cost 7 ms a
+        # round at the peak's few thousand members.
         with self._db.connection() as connection:
-            row = connection.execute(
-                "SELECT COUNT(*) FROM episode_batches AS b JOIN episodes AS e "
-                "USING (tenant, user_id, turn_id) WHERE e.status = ?",
-                (EpisodeStatus.IN_BATCH.value,),
-            ).fetchone()
+            row = connection.execute("SELECT COUNT(*) FROM episode_batches").fetchone()
         return int(row[0])
 
 
