@@ -121,10 +121,10 @@ class SqliteEpisodeStore:
 
     def update_episodes(self, episodes: Sequence[Episode]) -> None:
         with self._db.transaction() as connection:
-            for episode in episodes:
-                connection.execute(
-                    "UPDATE episodes SET status = ?, expires_at = ?, doc = ? "
-                    "WHERE tenant = ? AND user_id = ? AND turn_id = ?",
+            connection.executemany(
+                "UPDATE episodes SET status = ?, expires_at = ?, doc = ? "
+                "WHERE tenant = ? AND user_id = ? AND turn_id = ?",
+                [
                     (
                         episode.status.value,
                         episode.expires_at,
@@ -132,8 +132,10 @@ class SqliteEpisodeStore:
                         episode.tenant,
                         episode.user_id,
                         episode.turn_id,
-                    ),
-                )
+                    )
+                    for episode in episodes
+                ],
+            )
 
     def pending_users(self, tenant: str | None = None) -> list[tuple[str, str]]:
         with self._db.connection() as connection:
