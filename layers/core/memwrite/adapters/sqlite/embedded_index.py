@@ -10,7 +10,7 @@ never reads another user's rows and its cost does not grow with other users' dat
   (float32 blobs), so that restarts and other processes can reload them; the partition is
   the user's slot (the `partitions` table). No table per user: creating one (FTS5 makes six)
   scanned the whole schema, and a connection parsed every user's tables on open, so both
-  grew with the users (about 4 ms a new user at a few thousand, 14 ms an open).
+  grew with the users (2 to 4 ms a new user in the load test's busiest hours, 14 ms an open).
 - faiss: one in-memory `VectorPartition` per user (`vector_partition.py`, the kNN half; this
   module holds the SQLite half and the index). In a file it is loaded from `docs` on the
   user's first kNN query; in memory (nothing else can read the database) it is the only copy
@@ -36,10 +36,9 @@ Memory per user: the SQLite connection holds no per-user state (one schema, the 
 statements for every user). The vector partitions (~6.4 KB for a user with one memory, more
 with more) and the postings are bounded: in a file at most `max_resident_partitions` of each
 stay in memory, the least recently searched is dropped first and reloaded from SQLite on its
-user's next query. Below
-`EXACT_MAX_VECTORS` a reloaded vector partition returns the same hits and scores (reloaded
-postings always do); a graph is rebuilt in doc-id order and its approximate hits may differ,
-as after any reload (another connection's commit). In memory the
+user's next query. Below `EXACT_MAX_VECTORS` a reloaded vector partition returns the same hits
+and scores (reloaded postings always do); a graph is rebuilt in doc-id order and its
+approximate hits may differ, as after any reload (another connection's commit). In memory the
 partitions are the only copy of the vectors (and the postings) and all stay.
 """
 
