@@ -29,7 +29,7 @@ from memwrite.config.model_limits import (
     ModelTask,
     extract_task_moved,
 )
-from memwrite.config.renamed_keys import renamed_keys
+from memwrite.config.renamed_keys import renamed_keys, without_retired_keys
 from memwrite.costs.pricing import LIST_PRICES_PER_MTOK, model_family
 from memwrite.errors import ConfigError
 from memwrite.guards.egress import loopback_allowed, url_refusal
@@ -579,7 +579,7 @@ class PipelineConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
-        return extract_task_moved(renamed_keys(data))
+        return extract_task_moved(without_retired_keys(renamed_keys(data)))
 
     @model_validator(mode="after")
     def _task_models(self) -> Self:
