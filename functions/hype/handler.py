@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memwrite.budget import caller_of, calling_for
+from memwrite.config.settings import PipelineConfig
 from memwrite.hype.stage import run_batch
 from memwrite.metering import Metering, metering_for
 from memwrite.payloads import IndexedChange, OutboxChange
@@ -59,11 +60,9 @@ def change_of(record: DynamoDBRecord) -> OutboxChange | None:
 
 
 @contextmanager
-def tenant_work(tenant: str) -> Iterator[None]:
+def tenant_work(tenant: str, config: PipelineConfig) -> Iterator[None]:
     """HyPE's calls are charged to the tenant's part of the model budget, and metered on the
     tenant's usage with the embeddings."""
-    configs, _ = deps()
-    config = configs.for_request(tenant)
     with calling_for(caller_of(tenant, config.model)), metering_for(tenant, metering()):
         yield
 
@@ -79,7 +78,13 @@ def outcomes_of(records: list[DynamoDBRecord]) -> list[IndexedChange | Exception
             parsed.append(exc)
     configs, stage_deps = deps()
     changes = [item for item in parsed if isinstance(item, OutboxChange)]
-    indexed = iter(run_batch(changes, configs.for_request, stage_deps, tenant_work))
+    # Each tenant's settings read once for the batch (its rows, scopes and spans all ask).
+    config_for = cache(configs.for_request)
+    indexed = iter(
+        run_batch(
+            changes, config_for, stage_deps, lambda tenant: tenant_work(tenant, config_for(tenant))
+        )
+    )
     return [next(indexed) if isinstance(item, OutboxChange) else item for item in parsed]
 
 

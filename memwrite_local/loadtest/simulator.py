@@ -172,6 +172,8 @@ class _Simulation:
         """The run, its work spread over `workers` (already spawned), or in this process."""
         tenants = sorted({request.tenant for request in self.requests})
         keys = _api_keys(tenants)
+        from memwrite.tenants import SETTINGS_CACHE_SECS
+
         outage = None
         if self.outage is not None:
             outage = (self.start + self.outage[0], self.start + self.outage[1])
@@ -189,6 +191,9 @@ class _Simulation:
                 "ANTHROPIC_BASE_URL": server.url,
                 "MEMWRITE_CONFIG": str(settings),
                 "MEMWRITE_API_KEYS": ",".join(f"{k}={t}" for t, k in keys.items()),
+                # As on AWS: an instance reads a tenant's stored settings at most this often
+                # (`memwrite serve` reads them on every request, to apply a change at once).
+                "MEMWRITE_SETTINGS_CACHE_SECS": str(SETTINGS_CACHE_SECS),
             }
             stack.enter_context(self.clock.installed())
             self._drive(data_dir / "state", env, keys, workers)

@@ -30,6 +30,7 @@ import httpx2
 import numpy as np
 
 from memwrite.adapters.sqlite.embedded_index import EmbeddedIndex, _query_words
+from memwrite.adapters.sqlite.lexical_partition import FTS5_TOKENIZE
 from memwrite.claims.candidate import MemoryType, Tier
 from memwrite.config.settings import PipelineConfig
 from memwrite.index import DocKind, IndexFilter, IndexHit, MatchSource, MemoryDoc, fuse_hybrid
@@ -47,6 +48,7 @@ QUERIES = 50
 BACKFILL_TURNS = 200
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 _KB = 1024
+_BASELINE = "baseline_fts"  # the FTS5 table of the baseline's BM25 (`_fts5_bm25`)
 
 
 def _attribute_size(value: dict[str, Any]) -> int:
@@ -192,8 +194,7 @@ def _fts5_bm25(index: EmbeddedIndex, query: str, k: int, filter: IndexFilter) ->
     if not words:
         return []
     db = index._db
-    (slot,) = db.execute("SELECT slot FROM partitions WHERE user_id = 'u'").fetchone()
-    fts = f"fts_{int(slot)}"
+    fts = _BASELINE
     conditions, params = _fts5_filter_sql(filter)
     rows = db.execute(
         f"SELECT d.memory_id, -bm25({fts}) AS score FROM {fts} "
@@ -214,16 +215,20 @@ def _bench_index(
     texts = [t.text for t in load_locomo() if t.text.strip()]
     texts = [t for t, v in zip(texts, embedder.embed(texts), strict=True) if np.any(v)]
     index = EmbeddedIndex(dimension=embedder.dimension)
+    written: list[tuple[str, str]] = []  # (memory id, text), for the baseline's table
     vectors = embedder.embed([texts[i % len(texts)] for i in range(EPISODES)])
     for i in range(EPISODES):
         # As stage 7 indexes an episode: the end of the turn before, then its own words.
         before = preceding_of(texts[(i - 1) % len(texts)])
+        written.append(
+            (f"episode:{i:032x}", "\n".join(filter(None, (before, texts[i % len(texts)]))))
+        )
         index.upsert(
             MemoryDoc(
-                f"episode:{i:032x}",
+                written[-1][0],
                 "bench",
                 "u",
-                "\n".join(filter(None, (before, texts[i % len(texts)]))),
+                written[-1][1],
                 MemoryType.EVENT,
                 "episode",
                 Tier.CANDIDATE,
@@ -234,6 +239,7 @@ def _bench_index(
         )
     for i in range(MEMORIES):
         text = f"The user {texts[(i * 7) % len(texts)][:80]}"
+        written.append((f"{i:032x}", text))
         index.upsert(
             MemoryDoc(
                 f"{i:032x}",
@@ -247,6 +253,14 @@ def _bench_index(
                 vector=embedder.embed([text])[0],
             )
         )
+    # The baseline's FTS5 table (`_fts5_bm25`): the same texts, by the index's document ids.
+    db = index._db
+    doc_ids = dict(db.execute("SELECT memory_id, id FROM docs"))
+    db.execute(f"CREATE VIRTUAL TABLE {_BASELINE} USING fts5(text, tokenize = '{FTS5_TOKENIZE}')")
+    db.executemany(
+        f"INSERT INTO {_BASELINE} (rowid, text) VALUES (?, ?)",
+        [(doc_ids[memory_id], text) for memory_id, text in written],
+    )
     memories = IndexFilter(tiers=frozenset({Tier.WORKING, Tier.FACT}), min_confidence=0.4)
     episodes = IndexFilter(kinds=frozenset({DocKind.EPISODE}))
     queries = [texts[(i * 37) % len(texts)][:60] for i in range(QUERIES)]

@@ -7,7 +7,6 @@ answered 303 with a presigned URL to the same bytes; without a bucket it stays i
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import boto3
@@ -77,11 +76,9 @@ def user_tables(state: FinalState) -> FinalState:
     tables = {name: rows for name, rows in state.items() if name in kept}
     for name, rows in state.items():
         if name.startswith("index."):
-            # A user's partition (slot, and its full-text table `fts_<slot>`) is numbered by
-            # the index itself: a user indexed anew gets a new number, the same documents.
-            merged = re.sub(r"_\d+$", "", name)
-            documents = [json.dumps(_without_slot(json.loads(row))) for row in rows]
-            tables[merged] = sorted([*tables.get(merged, []), *documents])
+            # A user's partition (slot) is numbered by the index itself: a user indexed anew
+            # gets a new number, the same documents.
+            tables[name] = sorted(json.dumps(_without_slot(json.loads(row))) for row in rows)
     if "turns" in state:  # DynamoDB: the counters and the episodes live in the turns table
         tables["access"] = [row for row in state["turns"] if '"ACCESS#' in row]
         tables["episodes"] = [row for row in state["turns"] if '"EPISODE#' in row]

@@ -1,6 +1,7 @@
 """Stage 7 indexes a stream batch together: one embedder call and one index write for all its
-rows, the same documents and scores as row by row, and a row the index refuses fails alone
-(a partial batch response on AWS; locally its outbox row stays pending)."""
+rows, a user's memories read at once, the same documents and scores as row by row, and a row
+the index refuses fails alone (a partial batch response on AWS; locally its outbox row stays
+pending)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,14 @@ def test_a_batch_is_indexed_with_one_embedder_call_and_one_index_write(
     embeds, writes = Counted(deps.embedder.embed), Counted(deps.index.write)
     monkeypatch.setattr(deps.embedder, "embed", embeds)
     monkeypatch.setattr(deps.index, "write", writes)
+    reads: list[list[str]] = []
+    get_memories = deps.store.get_memories
+
+    def counted_read(tenant: str, user_id: str, ids: Sequence[str]) -> Any:
+        reads.append(list(ids))
+        return get_memories(tenant, user_id, ids)
+
+    monkeypatch.setattr(deps.store, "get_memories", counted_read)
 
     # When the hype Lambda gets the whole batch
     response = hype_handler.lambda_handler(event, persisted.runner_context())
@@ -90,6 +99,8 @@ def test_a_batch_is_indexed_with_one_embedder_call_and_one_index_write(
     assert len(embeds.calls[0]) == sum(1 + len(doc.question_vectors) for doc in documents)
     assert deps.index.count(persisted.tenant, "user-1") == rows
     assert pending(persisted) == []
+    # And the user's memories were read once before the write and once after (erased meanwhile?)
+    assert [len(ids) for ids in reads] == [rows, rows]
 
 
 def hits(index: Any, embed: Callable[[list[str]], Any], tenant: str) -> list[Any]:

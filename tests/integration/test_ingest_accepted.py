@@ -172,6 +172,18 @@ def test_short_answer_in_a_later_request_gets_the_question_from_the_ledger(local
     assert "lena.ortiz" not in json.dumps(local.table_items())
 
 
+def test_a_question_too_short_to_be_screened_still_waits_for_its_answer(local, make_body):
+    # Given a request that ends with a question of two words (under min_words: not screened)
+    first = local.post_turns(make_body(("assistant", "Any pets?"), session_id="pets-1"))
+
+    # When the user's answer arrives alone, in the next request of the same session
+    answer = local.post_turns(make_body("Two cats.", session_id="pets-1"))
+
+    # Then the answer is queued with that question as its context
+    assert first.status == answer.status == 202
+    assert [(m["text"], m["context"]) for m in local.take_bodies()] == [("Two cats.", "Any pets?")]
+
+
 def test_the_ledger_question_belongs_to_its_own_session_and_user(local, make_body):
     # Given a question asked in one session
     local.post_turns(make_body(("assistant", "What's your favourite soup?"), session_id="soup-1"))

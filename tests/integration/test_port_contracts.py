@@ -407,10 +407,13 @@ def test_llm_usage_of_reads_the_usage_at_the_keys_asked_and_no_other(ports: Port
     paid = span(tenant, trace_id, "extract", "t1#0", 1).model_copy(update={"llm": usage})
     other = span(tenant, trace_id, "extract", "t2", 2).model_copy(update={"llm": usage})
     unpaid = span(tenant, trace_id, "pre", "t1#0", 3)
-    ports.spans.put_spans([paid, other, unpaid])
+    judged = span(tenant, trace_id, "dedupe", "t1#0", 4).model_copy(update={"llm": usage})
+    ports.spans.put_spans([paid, other, unpaid, judged])
     # An item id may hold '#' (hype's `memory#rev`); a span without usage, or absent, is left out.
     keys = [("extract", "t1#0"), ("pre", "t1#0"), ("extract", "t9")]
     assert ports.spans.llm_usage_of(tenant, trace_id, keys) == {("extract", "t1#0"): usage}
+    one_stage = [("dedupe", "t1#0"), ("dedupe", "t2")]
+    assert ports.spans.llm_usage_of(tenant, trace_id, one_stage) == {("dedupe", "t1#0"): usage}
     assert ports.spans.llm_usage_of(fresh("tenant"), trace_id, keys) == {}
     assert ports.spans.llm_usage_of(tenant, trace_id, []) == {}
 

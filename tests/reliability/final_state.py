@@ -15,7 +15,6 @@ the work done, and a retried or redelivered batch, or a search that only reads, 
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections import Counter
 from contextlib import closing
@@ -56,7 +55,6 @@ _VOLATILE_IN_TABLE = {
 # The usage meter's tables: the DynamoDB table (by logical name) and the SQLite one.
 _METERING = frozenset({"usage", "usage_hours"})
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-_FTS_SHADOW = re.compile(r"_(data|idx|docsize|config|content)$")
 
 
 def final_state(local: Local) -> FinalState:
@@ -95,7 +93,7 @@ def _as_state(tables: dict[str, list[dict[str, Any]]], index_path: str) -> Final
 
 def _sqlite_tables(path: Path) -> dict[str, list[dict[str, Any]]]:
     with closing(sqlite3.connect(path)) as database:
-        names = [name for (name,) in database.execute(_TABLES) if not _FTS_SHADOW.search(name)]
+        names = [name for (name,) in database.execute(_TABLES)]
         tables = {}
         for name in names:
             cursor = database.execute(f"SELECT * FROM {name}")

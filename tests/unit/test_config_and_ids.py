@@ -102,6 +102,21 @@ def test_a_replay_override_may_still_name_the_old_key() -> None:
         config_with(base, {"prefilter": {"min_words": 7}, "pre_filter": {"min_words": 7}})
 
 
+def test_a_retired_key_is_ignored_with_a_deprecation_warning(tmp_path: Path) -> None:
+    # Given a config file that still sets a key the embedded index no longer reads
+    path = tmp_path / "memwrite.json"
+    search = {"embedded_max_open_partitions": 64, "embedded_max_resident_partitions": 9}
+    path.write_text(json.dumps({"pipeline": {"search": search}}))
+    # When it is loaded, it starts, saying the key is ignored and why
+    with pytest.warns(DeprecationWarning, match="search.embedded_max_open_partitions is ignored"):
+        loaded = load_settings({"MEMWRITE_CONFIG": str(path)})
+    # And the section's other keys still apply
+    assert loaded.pipeline.search.embedded_max_resident_partitions == 9
+    with pytest.warns(DeprecationWarning, match="is ignored"):
+        replayed = config_with(Settings().pipeline, {"search": search})
+    assert replayed.search.embedded_max_resident_partitions == 9
+
+
 def test_turn_id_is_content_addressed_and_scoped() -> None:
     said = "I live in Berlin"
     at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

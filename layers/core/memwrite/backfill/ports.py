@@ -127,5 +127,6 @@ class EpisodeBatches(Protocol):
         ...
 
     def episodes_in_batches(self) -> int:
-        """How many episodes are `in_batch` in an open batch, over every tenant."""
+        """How many episodes the open batches hold, over every tenant: their members counted,
+        not read (one erased or expired meanwhile counts until its batch is closed)."""
         ...

@@ -29,7 +29,7 @@ from memwrite.config.model_limits import (
     ModelTask,
     extract_task_moved,
 )
-from memwrite.config.renamed_keys import renamed_keys
+from memwrite.config.renamed_keys import renamed_keys, without_retired_keys
 from memwrite.costs.pricing import LIST_PRICES_PER_MTOK, model_family
 from memwrite.errors import ConfigError
 from memwrite.guards.egress import loopback_allowed, url_refusal
@@ -498,12 +498,9 @@ class SearchConfig(_Frozen):
         """The index's vector dimension: the one set, else the embedder's own."""
         return self.embedding_dimension or _DEFAULT_DIMENSIONS[self.embedder]
 
-    # The embedded index in a file (`memwrite serve`, the local runner): FTS5 tables its
-    # connection opens before it is reopened, and users' vector partitions and BM25 postings it
-    # keeps in memory (the least recently searched is reloaded from SQLite when needed again).
-    embedded_max_open_partitions: int = Field(default=256, ge=1)
-    # Users' kNN vector partitions, and as many users' BM25 postings, kept in memory (see the
-    # comment above).
+    # The embedded index in a file (`memwrite serve`, the local runner): users' kNN vector
+    # partitions, and as many users' BM25 postings, it keeps in memory (the least recently
+    # searched is reloaded from SQLite when needed again).
     embedded_max_resident_partitions: int = Field(default=256, ge=1)
 
 
@@ -582,7 +579,7 @@ class PipelineConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
-        return extract_task_moved(renamed_keys(data))
+        return extract_task_moved(without_retired_keys(renamed_keys(data)))
 
     @model_validator(mode="after")
     def _task_models(self) -> Self:

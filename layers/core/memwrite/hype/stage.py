@@ -90,6 +90,8 @@ from memwrite.spans import make_span, store_spans, usage_summary
 
 if TYPE_CHECKING:
     from memwrite.ports import StageAdapters
+    from memwrite.records.episode import Episode
+    from memwrite.records.store import VersionedMemory
 
 __all__ = ["STAGE", "HypeDeps", "Scope", "document_of", "run", "run_batch"]
 
@@ -188,12 +190,13 @@ def run_batch(
     by_tenant: dict[str, list[_Row]] = {}
     for row in work:
         by_tenant.setdefault(row.change.tenant, []).append(row)
+    reads = _Reads(work, deps)
     for tenant, group in by_tenant.items():
         try:
             config = config_for(tenant)
             with scope(tenant):
                 for row in group:
-                    _plan(row, config, deps)
+                    _plan(row, reads, config, deps)
         except Exception as exc:  # the tenant's settings could not be read: its rows fail
             for row in group:
                 row.error = row.error or exc
@@ -266,29 +269,63 @@ def _isolated(rows: list[_Row], step: Callable[[list[_Row]], None]) -> None:
             row.error = row.error or exc
 
 
-def _plan(row: _Row, config: PipelineConfig, deps: HypeDeps) -> None:
+class _Reads:
+    """The stored memories and episodes of a batch's rows, read once per user and kind: the
+    first row of a user that asks reads them for all of the user's rows (a failed read is
+    tried again by the user's next row, so each row meets its own error)."""
+
+    def __init__(self, rows: Sequence[_Row], deps: HypeDeps) -> None:
+        self._deps = deps
+        self._memory_ids: dict[tuple[str, str], dict[str, None]] = {}
+        self._turn_ids: dict[tuple[str, str], dict[str, None]] = {}
+        for row in rows:
+            user = (row.change.tenant, row.change.user_id)
+            if row.episode is not None:
+                self._turn_ids.setdefault(user, {})[row.episode] = None
+            else:
+                deleted = deleted_memory_of(row.change.memory_id)
+                memory_id = deleted[0] if deleted is not None else row.change.memory_id
+                self._memory_ids.setdefault(user, {})[memory_id] = None
+        self._memories: dict[tuple[str, str], dict[str, VersionedMemory]] = {}
+        self._episodes: dict[tuple[str, str], dict[str, Episode]] = {}
+
+    def memory(self, change: OutboxChange, memory_id: str) -> VersionedMemory | None:
+        user = (change.tenant, change.user_id)
+        wanted = self._memory_ids.setdefault(user, {})
+        if memory_id not in wanted or user not in self._memories:
+            wanted[memory_id] = None
+            self._memories[user] = self._deps.store.get_memories(*user, list(wanted))
+        return self._memories[user].get(memory_id)
+
+    def episode(self, change: OutboxChange, turn_id: str) -> Episode | None:
+        if self._deps.episodes is None:
+            return None
+        user = (change.tenant, change.user_id)
+        wanted = self._turn_ids.setdefault(user, {})
+        if turn_id not in wanted or user not in self._episodes:
+            wanted[turn_id] = None
+            self._episodes[user] = self._deps.episodes.get_episodes(*user, list(wanted))
+        return self._episodes[user].get(turn_id)
+
+
+def _plan(row: _Row, reads: _Reads, config: PipelineConfig, deps: HypeDeps) -> None:
     """The row's reads and questions: what it writes and embeds. A failure is the row's (a
     memory whose questions failed still has its text written, searchable by BM25)."""
     with metered() as paid:
         try:
-            _plan_row(row, config, deps)
+            _plan_row(row, reads, config, deps)
         except Exception as exc:
             row.error = exc
     row.calls = tuple(paid)  # a failure's calls were paid for too
 
 
-def _plan_row(row: _Row, config: PipelineConfig, deps: HypeDeps) -> None:
+def _plan_row(row: _Row, reads: _Reads, config: PipelineConfig, deps: HypeDeps) -> None:
     change = row.change
     removal = DocRemoval(change.tenant, change.user_id, change.memory_id)
     removed = IndexedChange(memory_id=change.memory_id, action=IndexAction.REMOVED)
     if row.episode is not None:
         # An episode's document: its text (BM25) and content vector, or nothing once gone.
-        found = (
-            deps.episodes.get_episodes(change.tenant, change.user_id, [row.episode])
-            if deps.episodes is not None
-            else {}
-        )
-        episode = found.get(row.episode)
+        episode = reads.episode(change, row.episode)
         if episode is None or episode.status_at(time.time()) is EpisodeStatus.EXPIRED:
             row.write, row.result = removal, removed
             return
@@ -312,13 +349,12 @@ def _plan_row(row: _Row, config: PipelineConfig, deps: HypeDeps) -> None:
     deleted = deleted_memory_of(change.memory_id)
     if deleted is not None:
         memory_id = deleted[0]
-        if not deps.store.get_memories(change.tenant, change.user_id, [memory_id]):
+        if reads.memory(change, memory_id) is None:
             row.write = DocRemoval(change.tenant, change.user_id, memory_id)
         row.result = IndexedChange(memory_id=memory_id, action=IndexAction.REMOVED)
         row.feed = _FeedChange(None)
         return
-    stored = deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
-    current = stored.get(change.memory_id)
+    current = reads.memory(change, change.memory_id)
     memory = current.memory if current is not None else None
     row.feed = _FeedChange(memory)
     if memory is None or not memory.active or memory.expiry_announced or memory.expired(_now()):
@@ -389,19 +425,15 @@ def _erased_meanwhile(work: list[_Row], deps: HypeDeps) -> None:
     the index before the write, so they go again. (Still there now: the erasure deletes the
     memory after this read and the index after that, taking the document along.)"""
     gone: list[_Row] = []
-    for row in work:
-        if row.error is not None or not isinstance(row.write, MemoryDoc):
-            continue
+    written = [row for row in work if row.error is None and isinstance(row.write, MemoryDoc)]
+    reads = _Reads(written, deps)  # read anew: after the write
+    for row in written:
         change = row.change
         try:
             if row.episode is not None:
-                there = deps.episodes is not None and bool(
-                    deps.episodes.get_episodes(change.tenant, change.user_id, [row.episode])
-                )
+                there = reads.episode(change, row.episode) is not None
             else:
-                there = bool(
-                    deps.store.get_memories(change.tenant, change.user_id, [change.memory_id])
-                )
+                there = reads.memory(change, change.memory_id) is not None
         except Exception as exc:
             row.error = exc
             continue

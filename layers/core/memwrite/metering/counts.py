@@ -46,6 +46,10 @@ class UsageCounts:
     def empty(self) -> bool:
         return self == _NOTHING
 
+    def values(self) -> tuple[int | float, ...]:
+        """The counters in `COUNTERS` order (`dataclasses.astuple` deep-copies each)."""
+        return tuple(getattr(self, name) for name in COUNTERS)
+
     @classmethod
     def of_calls(cls, calls: Sequence[LlmUsage]) -> UsageCounts:
         """The model calls' counts, from their usage fields (what the provider metered)."""
@@ -82,4 +86,5 @@ def hour_of(at: datetime) -> datetime:
 def hour_key(at: datetime) -> str:
     """The stored key of the hour `at` falls in: `2026-11-27T21`, so string order is time
     order."""
-    return hour_of(at).strftime("%Y-%m-%dT%H")
+    hour = hour_of(at)
+    return f"{hour.year:04d}-{hour.month:02d}-{hour.day:02d}T{hour.hour:02d}"  # strftime's cost

@@ -95,6 +95,10 @@ class Screening(NamedTuple):
     context: str | None = None
     sentences: int = 0
     dropped_by: tuple[str, ...] = ()
+    # `question_of` the turn, found from its judged sentences (`judged`; a too-short turn's
+    # are not): what a short answer in the next request may answer, without judging it twice.
+    ends_with: str | None = None
+    judged: bool = False
 
 
 @lru_cache(maxsize=256)
@@ -196,6 +200,11 @@ def question_of(turn: str, config: PreFilterConfig) -> str | None:
     pleasantry ("How are you?") or talk about the conversation. A short answer to that turn is
     kept with it; it also stands in for the turn itself as `previous`."""
     verdicts, _ = _judge_segments(normalise(turn), config)
+    return _question_in(verdicts)
+
+
+def _question_in(verdicts: list[_Verdict]) -> str | None:
+    """`question_of` a turn whose sentences are judged (`verdicts`)."""
     if not verdicts:
         return None
     last = verdicts[-1]
@@ -241,22 +250,27 @@ def screen(content: str, config: PreFilterConfig, previous: str | None = None) -
     verdicts, redacted = ([], []) if too_short else _judge_segments(text, config)
     kept = [v.masked for v in verdicts if v.reason is None]
     dropped_by = tuple([rule_name(v.reason) for v in verdicts if v.reason is not None])
+    ends = None if too_short else _question_in(verdicts)
     if kept:
         # A short kept turn ("kinda boring tbh") still reads better with its question.
         question = (
             question_of(previous, config) if previous and words <= SHORT_ANSWER_MAX_WORDS else None
         )
         kept_text = reassemble(kept)
-        return Screening(None, kept_text, tuple(redacted), question, len(verdicts), dropped_by)
+        return Screening(
+            None, kept_text, tuple(redacted), question, len(verdicts), dropped_by, ends, True
+        )
     if previous is not None and words <= SHORT_ANSWER_MAX_WORDS:
         answer = _short_answer(text, config, previous, verdicts if not too_short else None)
         if answer is not None:
-            return answer
+            return answer if too_short else answer._replace(ends_with=ends, judged=True)
     if too_short:
         return Screening(_too_short(words, config.min_words), None)
     first = verdicts[0].reason
     assert first is not None  # every segment was dropped for a reason
-    return Screening(first, None, sentences=len(verdicts), dropped_by=dropped_by)
+    return Screening(
+        first, None, sentences=len(verdicts), dropped_by=dropped_by, ends_with=ends, judged=True
+    )
 
 
 def gate_turn(

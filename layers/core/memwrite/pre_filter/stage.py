@@ -116,7 +116,9 @@ def _screen_all(
     *,
     known: set[str],
     masked: list[str],
-) -> list[_Screened]:
+) -> tuple[list[_Screened], str | None]:
+    """Each turn screened, and the question the request's last turn ends with (for the
+    session's next request: `question_of`)."""
     screened: list[_Screened] = []
     rate_scope = f"{tenant}\x1f{request.user_id}"
     # The request's turns are one conversation, in order, continuing the session's earlier
@@ -151,7 +153,10 @@ def _screen_all(
         preceding = _preceding(before, config) if kept and before is not None else None
         screened.append(_Screened(turn, tid, decision, latency_ms, preceding))
         before = words
-    return screened
+    last = screenings[-1][0]
+    if last.judged:
+        return screened, last.ends_with
+    return screened, question_of(request.turns[-1].content, config.pre_filter)
 
 
 def _rate_gate(
@@ -237,7 +242,9 @@ def ingest_turns(
         )
     known = deps.ledger.already_enqueued(tenant, turn_ids)
     # Screening claims rate-gate slots for the turns not accepted before.
-    screened = _screen_all(request, turn_ids, tenant, config, deps, known=known, masked=masked)
+    screened, last = _screen_all(
+        request, turn_ids, tenant, config, deps, known=known, masked=masked
+    )
     own: set[str] = set()
     if existing is not None:
         own = {
@@ -297,7 +304,6 @@ def ingest_turns(
         for item in counted
     ]
     deps.spans.put_spans(spans)
-    last = question_of(request.turns[-1].content, config.pre_filter)
     deps.ledger.set_last_question(
         tenant,
         request.user_id,

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memwrite.config.renamed_keys import renamed_keys
+from memwrite.config.renamed_keys import renamed_keys, without_retired_keys
 from memwrite.config.settings import PipelineConfig, Settings
 from memwrite.errors import InvalidQuery, TraceWithoutInputs
 from memwrite.models import IngestRequest, IngestTurn, Source
@@ -90,7 +90,8 @@ def config_with(base: PipelineConfig, override: dict[str, Any]) -> PipelineConfi
     """`base` with the override's fields changed, validated by the config model; an unknown
     field or a bad value raises `InvalidQuery` naming it (`config.pre_filter.min_words`)."""
     try:
-        override = renamed_keys(override)  # an old key (`prefilter`) still names its section
+        # An old key (`prefilter`) still names its section; a retired one is left out.
+        override = without_retired_keys(renamed_keys(override))
     except ValueError as exc:
         raise InvalidQuery("config", str(exc)) from exc
     merged = _merged(base.model_dump(mode="json"), override, "config")

@@ -54,7 +54,6 @@ def build_index(env: LambdaEnvironment, dimension: int) -> MemoryIndex:
     return EmbeddedIndex(
         env.embedded_index_path(),
         dimension=dimension,
-        max_open_partitions=search.embedded_max_open_partitions,
         max_resident_partitions=search.embedded_max_resident_partitions,
     )
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
@@ -103,6 +104,16 @@ class ClientOptions(TypedDict, total=False):
     budget: ModelBudget | None
 
 
+@cache
+def _shared_http_client() -> httpx2.Client:
+    """The SDK's default HTTP client, one per process for every adapter's SDK client: each
+    built its own, loading the CA bundle into a TLS context again (about 45 ms of cold start
+    apiece). Timeouts and retries stay each SDK client's, set per request."""
+    import anthropic
+
+    return anthropic.DefaultHttpxClient()
+
+
 class StructuredClient(StructuredCalls[ResultT]):
     """Messages API calls whose answer must be a valid `output_model` (`output_config.format`).
 
@@ -138,6 +149,7 @@ class StructuredClient(StructuredCalls[ResultT]):
             http_client = record_exchanges(
                 http_client or anthropic.DefaultHttpxClient(), record_dir
             )
+        http_client = http_client or _shared_http_client()
         self._client: Anthropic | AnthropicBedrock
         if config.provider == "anthropic":
             self._client = anthropic.Anthropic(

@@ -8,7 +8,6 @@ units of work all count and none reads first. A report is one query of the tenan
 
 from __future__ import annotations
 
-from dataclasses import astuple
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,7 @@ class DynamoUsageMeter:
         self._table = table_name
 
     def add(self, tenant: str, hour: datetime, counts: UsageCounts) -> None:
-        values = astuple(counts)
+        values = counts.values()
         added = [i for i, value in enumerate(values) if value]
         if not added:
             return

@@ -25,6 +25,10 @@ NAMESPACE = "memwrite"
 class EmfMetrics:
     def __init__(self, namespace: str = NAMESPACE) -> None:
         self._namespace = namespace
+        # single_metric prints regardless; honour Powertools' own switch as flush_metrics
+        # does. The environment is the Lambda's, fixed from its cold start (where the sink is
+        # built): read once, not for each of the thousands of metrics a batch emits.
+        self._disabled = is_metrics_disabled()
 
     def count(self, stage: str, outcome: str, reason: Reason | None, value: int = 1) -> None:
         dimensions = {
@@ -69,8 +73,7 @@ class EmfMetrics:
         dimensions: dict[str, str],
         unit: MetricUnit = MetricUnit.Count,
     ) -> None:
-        # single_metric prints regardless; honour Powertools' own switch as flush_metrics does.
-        if is_metrics_disabled():
+        if self._disabled:
             return
         with single_metric(
             name=name,

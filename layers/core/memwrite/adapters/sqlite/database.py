@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from types import TracebackType
 
 from memwrite.errors import ConfigError, SourceErased, SourceRolledBack, StoreUnavailable
 
@@ -229,24 +230,18 @@ class SqliteDatabase:
             raise StoreUnavailable(f"SQLite database {self.path} cannot be opened: {exc}") from exc
         return connection
 
-    @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection for this thread's use, back to the pool afterwards.
+    def connection(self) -> _Lease:
+        """A connection for this thread's use, back to the pool afterwards (`_Lease`).
 
         The pool holds at most as many connections as were ever in use at once.
         """
+        return _Lease(self)
+
+    def _borrow(self) -> sqlite3.Connection:
         try:
-            connection = self._idle.get_nowait()
+            return self._idle.get_nowait()
         except queue.Empty:
-            connection = self._open()
-        try:
-            yield connection
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"SQLite {self.path}: {exc}") from exc
-        finally:
-            if connection.in_transaction:  # only after an error escaped mid-transaction
-                connection.rollback()
-            self._idle.put(connection)
+            return self._open()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -268,6 +263,36 @@ class SqliteDatabase:
                 self._idle.get_nowait().close()
             except queue.Empty:
                 return
+
+
+class _Lease:
+    """`with database.connection() as connection:` a pooled connection, an `sqlite3.Error`
+    raised as `StoreUnavailable`. A class, not a generator context manager: it is entered
+    some 150 times a request, and contextlib's machinery cost more than most statements."""
+
+    __slots__ = ("_connection", "_database")
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._database = database
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._connection = self._database._borrow()
+        return self._connection
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        connection = self._connection
+        try:
+            if connection.in_transaction:  # only after an error escaped mid-transaction
+                connection.rollback()
+        finally:
+            self._database._idle.put(connection)
+        if isinstance(exc, sqlite3.Error):
+            raise StoreUnavailable(f"SQLite {self._database.path}: {exc}") from exc
 
 
 @cache

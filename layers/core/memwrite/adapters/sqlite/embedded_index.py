@@ -5,17 +5,20 @@ in-memory postings; kNN is faiss: an exact scan of a user's vectors while they a
 HNSW graph past `EXACT_MAX_VECTORS`. Each (tenant, user) is its own partition, so a query
 never reads another user's rows and its cost does not grow with other users' data:
 
-- SQLite: one FTS5 table per partition (`fts_<slot>`, the slot from the `partitions` table),
-  the stored copy of the user's terms; `docs` holds the filter fields and, in a file, the
-  vectors (float32 blobs), so that restarts and other processes can reload them.
+- SQLite: `docs` holds each document's filter fields, its terms as FTS5's tokenizer makes
+  them (a JSON object of term -> count, from `Fts5Terms`) and, in a file, its vectors
+  (float32 blobs), so that restarts and other processes can reload them; the partition is
+  the user's slot (the `partitions` table). No table per user: creating one (FTS5 makes six)
+  scanned the whole schema, and a connection parsed every user's tables on open, so both
+  grew with the users (2 to 4 ms a new user in the load test's busiest hours, 14 ms an open).
 - faiss: one in-memory `VectorPartition` per user (`vector_partition.py`, the kNN half; this
   module holds the SQLite half and the index). In a file it is loaded from `docs` on the
   user's first kNN query; in memory (nothing else can read the database) it is the only copy
   of the vectors. Graphs are never persisted: they are rebuilt when loaded.
 - postings: one in-memory `LexicalPartition` per user (`lexical_partition.py`, the BM25
-  half), kept in step with every write and, in a file, loaded from the FTS5 table's stored
-  terms (`fts5vocab`) on the user's first BM25 query, held and bounded as the vector
-  partitions are (below).
+  half), kept in step with every write and, in a file, loaded from the user's `docs` rows'
+  terms on the user's first BM25 query, held and bounded as the vector partitions are
+  (below).
 
 Query cost: kNN over a graph grows roughly with log(n). BM25 reads the postings of the
 query's terms only and scores them with numpy (FTS5's `bm25()` computed its function for
@@ -29,24 +32,19 @@ threads (calls are serialised; the local runner is single-threaded anyway). Seve
 may open one file: a commit by another connection (`PRAGMA data_version`) drops the cached
 partitions, which are then reloaded from SQLite.
 
-Memory per user: a connection keeps every FTS5 table it has opened (its parsed configuration
-and prepared statements: measured ~6 KB per table read, ~22 KB per table written) until it
-closes, so a long-running process serving many users grew with each new one (README
-"Measured", embedded mode). In a file, the connection is reopened once it has opened
-`max_open_partitions` tables; the vector partitions are dropped with it and reloaded on demand.
-The parsed schema itself (~2.5 KB per user per connection) stays: it is the price of one FTS5
-table per user. The vector partitions (~6.4 KB for a user with one memory, more with more)
-and the postings are bounded on their own (a resident one is searched without its FTS5
-table): in a file at most `max_resident_partitions` of each stay in memory, the least
-recently searched is dropped first and reloaded from SQLite on its user's next query. Below
-`EXACT_MAX_VECTORS` a reloaded vector partition returns the same hits and scores (reloaded
-postings always do); a graph is rebuilt in doc-id order and its approximate hits may differ,
-as after any reload (another connection's commit, a reopened connection). In memory the
+Memory per user: the SQLite connection holds no per-user state (one schema, the same
+statements for every user). The vector partitions (~6.4 KB for a user with one memory, more
+with more) and the postings are bounded: in a file at most `max_resident_partitions` of each
+stay in memory, the least recently searched is dropped first and reloaded from SQLite on its
+user's next query. Below `EXACT_MAX_VECTORS` a reloaded vector partition returns the same hits
+and scores (reloaded postings always do); a graph is rebuilt in doc-id order and its
+approximate hits may differ, as after any reload (another connection's commit). In memory the
 partitions are the only copy of the vectors (and the postings) and all stay.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -60,9 +58,9 @@ import numpy as np
 import numpy.typing as npt
 
 from memwrite.adapters.sqlite.lexical_partition import (
-    FTS5_TOKENIZE,
     Fts5Terms,
     LexicalPartition,
+    Terms,
     stored_terms,
 )
 from memwrite.adapters.sqlite.vector_partition import DocMeta, VectorPartition, unit_rows
@@ -84,8 +82,6 @@ from memwrite.index import (
 
 __all__ = ["EmbeddedIndex"]
 
-# FTS5 tables a file connection may have opened before it is reopened (see "Memory per user").
-DEFAULT_MAX_OPEN_PARTITIONS = 256
 # Users' vector partitions a file index keeps in memory (see "Memory per user"): ~1.6 MB of
 # users with one memory each (README "Measured"); a search of another user reloads from SQLite.
 DEFAULT_MAX_RESIDENT_PARTITIONS = 256
@@ -114,14 +110,10 @@ CREATE TABLE IF NOT EXISTS docs (
     has_content INTEGER NOT NULL DEFAULT 1,  -- 0: every row of `vectors` is a HyPE question
     kind TEXT NOT NULL DEFAULT 'memory',  -- memwrite.index.DocKind
     expires_at REAL,  -- epoch seconds (MemoryDoc.expires_at); NULL: never
+    terms TEXT NOT NULL DEFAULT '{}',  -- JSON: term -> count, FTS5's tokenizer (Fts5Terms)
     UNIQUE (slot, memory_id)
 );
 """
-
-
-def _fts_table(slot: int) -> str:
-    # Only ever an integer from our own table: no caller text reaches an identifier.
-    return f"fts_{int(slot)}"
 
 
 def _query_words(query: str) -> list[str]:
@@ -141,20 +133,16 @@ class EmbeddedIndex:
         path: str = ":memory:",
         dimension: int = DEFAULT_DIMENSION,
         *,
-        max_open_partitions: int = DEFAULT_MAX_OPEN_PARTITIONS,
         max_resident_partitions: int = DEFAULT_MAX_RESIDENT_PARTITIONS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
-        if max_open_partitions < 1:
-            raise ValueError(f"max_open_partitions must be positive, got {max_open_partitions}")
         if max_resident_partitions < 1:
             raise ValueError(
                 f"max_resident_partitions must be positive, got {max_resident_partitions}"
             )
         self._path = path
         self._dimension = dimension
-        self._max_open_partitions = max_open_partitions
         self._max_resident_partitions = max_resident_partitions
         self._lock = threading.Lock()
         self._db = self._connect()
@@ -164,6 +152,8 @@ class EmbeddedIndex:
             self._db.execute("ALTER TABLE docs ADD COLUMN kind TEXT NOT NULL DEFAULT 'memory'")
         if "expires_at" not in columns:  # ... or expiries
             self._db.execute("ALTER TABLE docs ADD COLUMN expires_at REAL")
+        if "terms" not in columns:  # ... or terms (they were in a FTS5 table per user)
+            self._move_terms_to_docs()
         self._check_dimension()
         # In a file the vectors are stored too, so other processes and restarts can rebuild
         # partitions; in memory nothing else can read them, so the partition alone holds them.
@@ -175,7 +165,6 @@ class EmbeddedIndex:
         # least recently searched dropped first, dropped with them on another commit).
         self._lexical: OrderedDict[int, LexicalPartition] = OrderedDict()
         self._terms = Fts5Terms()
-        self._open_slots: set[int] = set()  # FTS5 tables this connection has opened
         self._data_version = self._current_data_version()
 
     def _connect(self) -> sqlite3.Connection:
@@ -204,29 +193,29 @@ class EmbeddedIndex:
             return {}
         matrices = [self._matrix(w) if isinstance(w, MemoryDoc) else None for w in writes]
         with self._lock:
+            # Every document's terms in one round of the tokenizer (a removal has none).
+            texts = [w.text for w in writes if isinstance(w, MemoryDoc)]
+            found = iter(self._terms.of(texts) if texts else ())
+            terms = [next(found) if isinstance(w, MemoryDoc) else {} for w in writes]
             self._drop_stale_partitions()
             with self._transaction():
                 applied = [
-                    self._write_doc(w, matrix)
+                    self._write_doc(w, matrix, doc_terms)
                     if isinstance(w, MemoryDoc)
                     else self._remove_doc(w.tenant, w.user_id, w.memory_id)
-                    for w, matrix in zip(writes, matrices, strict=True)
+                    for w, matrix, doc_terms in zip(writes, matrices, terms, strict=True)
                 ]
-            slots: dict[int, None] = {}
-            for w, matrix, done in zip(writes, matrices, applied, strict=True):
+            for w, matrix, doc_terms, done in zip(writes, matrices, terms, applied, strict=True):
                 if done is None:
                     continue  # a removal of what was never there
                 slot, doc_id = done
-                slots[slot] = None
                 if isinstance(w, MemoryDoc):
-                    self._partitions_add(slot, doc_id, w, matrix)
+                    self._partitions_add(slot, doc_id, w, matrix, doc_terms)
                 else:
                     if slot in self._partitions:
                         self._partitions[slot].remove(doc_id)
                     if slot in self._lexical:
                         self._lexical[slot].remove(doc_id)
-            for slot in slots:
-                self._opened(slot)
         return {}
 
     def _matrix(self, doc: MemoryDoc) -> npt.NDArray[np.float32] | None:
@@ -235,7 +224,12 @@ class EmbeddedIndex:
         return unit_rows(vectors, self._dimension) if vectors else None
 
     def _partitions_add(
-        self, slot: int, doc_id: int, doc: MemoryDoc, matrix: npt.NDArray[np.float32] | None
+        self,
+        slot: int,
+        doc_id: int,
+        doc: MemoryDoc,
+        matrix: npt.NDArray[np.float32] | None,
+        terms: Terms,
     ) -> None:
         """A written document into the user's resident partitions (in memory: made on first
         write, being the only copy)."""
@@ -251,7 +245,7 @@ class EmbeddedIndex:
         if lexical is None and not self._vectors_in_db:
             lexical = self._lexical[slot] = LexicalPartition()
         if lexical is not None:
-            lexical.add(doc_id, _meta_of(doc), self._terms.of([doc.text])[0])
+            lexical.add(doc_id, _meta_of(doc), terms)
 
     def _remove_doc(self, tenant: str, user_id: str, memory_id: str) -> tuple[int, int] | None:
         """(slot, doc id) of the removed document; None when it was not there."""
@@ -261,10 +255,7 @@ class EmbeddedIndex:
         row = self._db.execute(
             "DELETE FROM docs WHERE slot = ? AND memory_id = ? RETURNING id", (slot, memory_id)
         ).fetchone()
-        if row is None:
-            return None
-        self._db.execute(f"DELETE FROM {_fts_table(slot)} WHERE rowid = ?", (row[0],))
-        return slot, int(row[0])
+        return None if row is None else (slot, int(row[0]))
 
     def delete_expired(self, now: float, limit: int) -> int:
         with self._lock:
@@ -285,11 +276,9 @@ class EmbeddedIndex:
                 return 0
             with self._transaction():
                 removed = self._db.execute("DELETE FROM docs WHERE slot = ?", (slot,)).rowcount
-                self._db.execute(f"DROP TABLE IF EXISTS {_fts_table(slot)}")
                 self._db.execute("DELETE FROM partitions WHERE slot = ?", (slot,))
             self._partitions.pop(slot, None)
             self._lexical.pop(slot, None)
-            self._open_slots.discard(slot)
             return removed
 
     def knn(
@@ -332,7 +321,6 @@ class EmbeddedIndex:
             if slot is None:
                 return []
             partition = self._lexical_partition(slot)
-            self._opened(slot)
             if partition is None:
                 return []
             return partition.search(self._terms.phrases(words), k, filter)
@@ -406,21 +394,30 @@ class EmbeddedIndex:
             self._lexical.clear()
             self._data_version = version
 
-    def _opened(self, slot: int) -> None:
-        """Count the FTS5 table of `slot` as opened; past the cap, reopen the connection, which
-        frees them all. Its partitions go too: commits of other connections made while
-        reopening would escape `PRAGMA data_version`, so they are reloaded from SQLite."""
-        if not self._vectors_in_db:
-            return  # reopening an in-memory database would lose it
-        self._open_slots.add(slot)
-        if len(self._open_slots) <= self._max_open_partitions:
-            return
-        self._db.close()
-        self._db = self._connect()
-        self._open_slots.clear()
-        self._partitions.clear()
-        self._lexical.clear()
-        self._data_version = self._current_data_version()
+    def _move_terms_to_docs(self) -> None:
+        """A file written with a FTS5 table per user: each document's terms into `docs`, then
+        those tables dropped, in one transaction (an interrupted move is redone whole)."""
+        with self._transaction():
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(docs)")}
+            if "terms" in columns:
+                return  # another process moved them meanwhile
+            self._db.execute("ALTER TABLE docs ADD COLUMN terms TEXT NOT NULL DEFAULT '{}'")
+            slots = [slot for (slot,) in self._db.execute("SELECT slot FROM partitions")]
+            for slot in slots:
+                table = f"fts_{int(slot)}"  # an integer of our own table, no caller text
+                found = self._db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+                ).fetchone()
+                if found is None:
+                    continue
+                self._db.executemany(
+                    "UPDATE docs SET terms = ? WHERE id = ?",
+                    [
+                        (json.dumps(terms), doc_id)
+                        for doc_id, terms in stored_terms(self._db, table).items()
+                    ],
+                )
+                self._db.execute(f"DROP TABLE {table}")
 
     def _slot(self, tenant: str, user_id: str) -> int | None:
         row = self._db.execute(
@@ -433,14 +430,10 @@ class EmbeddedIndex:
             "INSERT INTO partitions (tenant, user_id) VALUES (?, ?) RETURNING slot",
             (tenant, user_id),
         ).fetchone()[0]
-        self._db.execute(
-            f"CREATE VIRTUAL TABLE {_fts_table(slot)} USING fts5("
-            f"text, tokenize = '{FTS5_TOKENIZE}')"
-        )
         return int(slot)
 
     def _write_doc(
-        self, doc: MemoryDoc, vectors: npt.NDArray[np.float32] | None
+        self, doc: MemoryDoc, vectors: npt.NDArray[np.float32] | None, terms: Terms
     ) -> tuple[int, int]:
         """(slot, doc id) of the document written, its user's partition made if new."""
         slot = self._slot(doc.tenant, doc.user_id)
@@ -448,12 +441,12 @@ class EmbeddedIndex:
             slot = self._new_slot(doc.tenant, doc.user_id)
         doc_id = self._db.execute(
             "INSERT INTO docs (slot, memory_id, type, topic, tier, confidence, vectors, "
-            "has_content, kind, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "has_content, kind, expires_at, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (slot, memory_id) "
             "DO UPDATE SET type = excluded.type, topic = excluded.topic, tier = excluded.tier, "
             "confidence = excluded.confidence, vectors = excluded.vectors, "
             "has_content = excluded.has_content, kind = excluded.kind, "
-            "expires_at = excluded.expires_at RETURNING id",
+            "expires_at = excluded.expires_at, terms = excluded.terms RETURNING id",
             (
                 slot,
                 doc.memory_id,
@@ -465,11 +458,9 @@ class EmbeddedIndex:
                 doc.vector is not None,
                 doc.kind.value,
                 doc.expires_at,
+                json.dumps(terms),
             ),
         ).fetchone()[0]
-        fts = _fts_table(slot)
-        self._db.execute(f"DELETE FROM {fts} WHERE rowid = ?", (doc_id,))
-        self._db.execute(f"INSERT INTO {fts} (rowid, text) VALUES (?, ?)", (doc_id, doc.text))
         return slot, int(doc_id)
 
     def _partition(self, tenant: str, user_id: str) -> VectorPartition | None:
@@ -496,19 +487,18 @@ class EmbeddedIndex:
         return partition
 
     def _lexical_partition(self, slot: int) -> LexicalPartition | None:
-        """The BM25 postings of `slot`: resident, or (in a file) loaded from its FTS5 table's
+        """The BM25 postings of `slot`: resident, or (in a file) loaded from its documents'
         stored terms, the least recently searched evicted past `max_resident_partitions`."""
         partition = self._lexical.get(slot)
         if partition is not None:
             self._lexical.move_to_end(slot)
         elif self._vectors_in_db:
             partition = LexicalPartition()
-            terms = stored_terms(self._db, _fts_table(slot))
             rows = self._db.execute(
-                f"SELECT id, {_META_COLUMNS} FROM docs WHERE slot = ? ORDER BY id", (slot,)
+                f"SELECT id, terms, {_META_COLUMNS} FROM docs WHERE slot = ? ORDER BY id", (slot,)
             )
-            for doc_id, *fields in rows:
-                partition.add(doc_id, _meta_of_row(fields), terms.get(doc_id, {}))
+            for doc_id, terms, *fields in rows:
+                partition.add(doc_id, _meta_of_row(fields), json.loads(terms))
             self._lexical[slot] = partition
             while len(self._lexical) > self._max_resident_partitions:
                 self._lexical.popitem(last=False)  # reloaded from SQLite when searched again

@@ -334,14 +334,22 @@ class SqliteSpanStore:
     def llm_usage_of(
         self, tenant: str, trace_id: str, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], LlmUsageSummary]:
-        # One statement whatever the keys (a list of them would make a statement per length,
-        # crowding the connection's cache of prepared ones); only the usage is parsed.
+        # A seek of the primary key per stage asked, so the trace's other stages are not read:
+        # one stage (a stage's own spans, the usual case) as is, more as one JSON array (a list
+        # of them would make a statement per length, crowding the connection's cache of
+        # prepared ones); only the usage is parsed.
         wanted = set(keys)
+        stages = sorted({stage for stage, _ in wanted})
+        if not stages:
+            return {}
+        one = len(stages) == 1
         with self._db.connection() as connection:
             rows = connection.execute(
                 "SELECT stage, item_id, json_extract(doc, '$.llm') FROM spans "
-                "WHERE tenant = ? AND trace_id = ? AND json_extract(doc, '$.llm') IS NOT NULL",
-                (tenant, trace_id),
+                "WHERE tenant = ? AND trace_id = ? AND "
+                + ("stage = ? " if one else "stage IN (SELECT value FROM json_each(?)) ")
+                + "AND json_extract(doc, '$.llm') IS NOT NULL",
+                (tenant, trace_id, stages[0] if one else json.dumps(stages)),
             ).fetchall()
         return {
             (stage, item_id): LlmUsageSummary.model_validate_json(usage)

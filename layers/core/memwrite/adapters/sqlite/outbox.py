@@ -34,16 +34,15 @@ class SqliteOutbox:
 
     def mark_done(self, changes: Sequence[OutboxChange]) -> None:
         # An erased user's row is gone: the update then changes nothing and brings nothing back.
-        # An erasure's own row goes: it names the user it announced. One transaction for all.
+        # An erasure's own row goes: it names the user it announced. One transaction for all,
+        # a statement for each kind of row.
         where = "WHERE tenant = ? AND user_id = ? AND memory_id = ? AND rev = ?"
+        keys = [(c.tenant, c.user_id, c.memory_id, c.rev) for c in changes]
+        erasures = [key for key in keys if is_erasure_row(key[2])]
         with self._db.transaction() as connection:
-            for change in changes:
-                done = (
-                    "DELETE FROM outbox"
-                    if is_erasure_row(change.memory_id)
-                    else "UPDATE outbox SET done = 1"
-                )
-                connection.execute(
-                    f"{done} {where}",
-                    (change.tenant, change.user_id, change.memory_id, change.rev),
-                )
+            if erasures:
+                connection.executemany(f"DELETE FROM outbox {where}", erasures)
+            connection.executemany(
+                f"UPDATE outbox SET done = 1 {where}",
+                [key for key in keys if not is_erasure_row(key[2])],
+            )

@@ -58,17 +58,19 @@ class SqliteTurnQueue:
                 "ORDER BY seq LIMIT ?2",
                 (now, max_messages),
             ).fetchall()
-            deliveries = []
-            for seq, body, receive_count in rows:
-                receipt = f"{seq}:{uuid.uuid4().hex}"
-                connection.execute(
-                    "UPDATE queue SET visible_at = ?, receive_count = receive_count + 1, "
-                    "receipt = ? WHERE seq = ?",
-                    (now + visibility_timeout_secs, receipt, seq),
-                )
-                turn = QueuedTurn.model_validate_json(body)
-                deliveries.append(Delivery(turn, receipt, receive_count + 1))
-        return deliveries
+            receipts = [f"{seq}:{uuid.uuid4().hex}" for seq, _, _ in rows]
+            connection.executemany(
+                "UPDATE queue SET visible_at = ?, receive_count = receive_count + 1, "
+                "receipt = ? WHERE seq = ?",
+                [
+                    (now + visibility_timeout_secs, receipt, seq)
+                    for receipt, (seq, _, _) in zip(receipts, rows, strict=True)
+                ],
+            )
+        return [
+            Delivery(QueuedTurn.model_validate_json(body), receipt, receive_count + 1)
+            for receipt, (_, body, receive_count) in zip(receipts, rows, strict=True)
+        ]
 
     def delete(self, deliveries: Sequence[Delivery]) -> None:
         with self._db.transaction() as connection:

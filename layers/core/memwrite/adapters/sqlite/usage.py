@@ -4,7 +4,6 @@ UsageMeter`). An add is one upsert, so concurrent adds all count."""
 
 from __future__ import annotations
 
-from dataclasses import astuple
 from datetime import datetime
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
@@ -31,7 +30,7 @@ class SqliteUsageMeter:
 
     def add(self, tenant: str, hour: datetime, counts: UsageCounts) -> None:
         with self._db.connection() as connection:
-            connection.execute(_ADD, (tenant, hour_key(hour), *astuple(counts)))
+            connection.execute(_ADD, (tenant, hour_key(hour), *counts.values()))
 
     def read(self, tenant: str, start: datetime, end: datetime) -> UsageCounts:
         with self._db.connection() as connection:
