@@ -3,9 +3,11 @@
 The simulator moves the clock tick by tick. While it is installed, the whole process reads it:
 `time.time()`, `datetime.now()` and the rest are the simulated time (time-machine patches them
 at the C level, so the clocks the code under test captured as defaults, such as the ingest's,
-extraction's and the model budget's `time.time`, read it too); `time.monotonic` and
-`time.perf_counter` stay real, so latencies in spans measure the code itself. The fake model
-server's buckets, outage and batches read it as well.
+extraction's and the model budget's `time.time`, read it too), and so is `time.monotonic`
+(time-machine moves it with the rest: the caches' lifetimes are simulated seconds, and between
+ticks it stands still, so a real timeout must not count on it); `time.perf_counter` stays real,
+so latencies in spans measure the code itself. The fake model server's buckets, outage and
+batches read it as well.
 
 The SDK's retry sleeps return at once, counted in `slept_s`: in production each worker sleeps
 on its own, while one simulated worker sleeping would hold every other tenant's turns.

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import selectors
 import time
 import traceback
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,11 +197,11 @@ class Workers:
     def _answers(self) -> list[Any]:
         """Every worker's answer to its last command (the barrier), in worker order."""
         answers: dict[int, Any] = {}
-        deadline = time.monotonic() + BARRIER_TIMEOUT_S
+        deadline = time.perf_counter() + BARRIER_TIMEOUT_S
         waiting = dict(enumerate(self._connections))
         while waiting:
             sentinels = {self._processes[i].sentinel: i for i in waiting}
-            ready = wait([*waiting.values(), *sentinels], max(0.0, deadline - time.monotonic()))
+            ready = _ready([*waiting.values(), *sentinels], deadline - time.perf_counter())
             if not ready:
                 raise WorkerFailed(f"workers {sorted(waiting)} gave no answer in time")
             for source in ready:
@@ -221,6 +222,16 @@ class Workers:
         if kind == "failed":
             raise WorkerFailed(f"worker {index} failed:\n{value}")
         return value
+
+
+def _ready(sources: Sequence[Connection | int], timeout: float) -> list[Connection | int]:
+    """The pipes and process sentinels in `sources` ready to read, waiting up to `timeout`
+    real seconds. Not `multiprocessing.connection.wait`: under the simulated clock
+    `time.monotonic` stands still between ticks (time-machine moves it with `time.time`), and
+    `wait` keeps waiting until its monotonic deadline passes, so its timeout would never end."""
+    with selectors.DefaultSelector() as selector:
+        by_fd = {selector.register(source, selectors.EVENT_READ).fd: source for source in sources}
+        return [by_fd[key.fd] for key, _ in selector.select(max(0.0, timeout))]
 
 
 def _backfill_worker(count: int) -> int:
