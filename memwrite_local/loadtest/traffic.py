@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -159,10 +160,14 @@ def generate(plan: TrafficPlan, scripts: Sequence[Script]) -> list[Request]:
     rng = random.Random(plan.seed)
     chunked = [_chunks(script) for script in scripts]
     chunked = [chunks for chunks in chunked if chunks]
-    turns_per_request = sum(len(t) for c in chunked for _, t in c) / sum(len(c) for c in chunked)
-    requests_per_s = plan.turns_per_day / turns_per_request / 86_400
-    share = requests_per_s / plan.tenants
-    users_per_tenant = max(1, round(share * 86_400 / REQUESTS_PER_USER_PER_DAY))
+    # Each user replays one script, picked evenly: a request carries, on average, the mean of
+    # the scripts' mean visit sizes (not the mean over all visits, which the scripts with the
+    # most visits would set).
+    turns_per_request = statistics.fmean(_turns_per_visit(chunks) for chunks in chunked)
+    turns_per_s = plan.turns_per_day / 86_400 / plan.tenants  # each tenant's share
+    users_per_tenant = max(
+        1, round(turns_per_s / turns_per_request * 86_400 / REQUESTS_PER_USER_PER_DAY)
+    )
     users = {
         tenant: [
             _User(f"u{number:04d}", chunks, rng.randrange(len(chunks)))
@@ -171,6 +176,11 @@ def generate(plan: TrafficPlan, scripts: Sequence[Script]) -> list[Request]:
         ]
         for tenant in (f"t{index:02d}" for index in range(plan.tenants))
     }
+    # A tenant's requests go to its users evenly: its rate carries exactly its share of turns.
+    requests_per_s = {
+        tenant: turns_per_s / statistics.fmean(_turns_per_visit(user.chunks) for user in people)
+        for tenant, people in users.items()
+    }
     burst_start, burst_end = plan.burst
     requests: list[Request] = []
     for minute in range(math.ceil(plan.duration_s / 60)):
@@ -178,7 +188,8 @@ def generate(plan: TrafficPlan, scripts: Sequence[Script]) -> list[Request]:
         length = min(60.0, plan.duration_s - start)
         for index, (tenant, people) in enumerate(users.items()):
             factor = plan.burst_factor if index == 0 and burst_start <= start < burst_end else 1.0
-            mean = share * length * diurnal((plan.start_hour * 3600 + start) % 86_400) * factor
+            rate = requests_per_s[tenant] * diurnal((plan.start_hour * 3600 + start) % 86_400)
+            mean = rate * length * factor
             for _ in range(_poisson(rng, mean)):
                 user = people[rng.randrange(len(people))]
                 visit = user.next_request(start + rng.random() * length, tenant)
@@ -198,6 +209,10 @@ def _split(visit: Request, size: int) -> list[Request]:
         for start in range(0, len(visit.turns), size)
         for end in [min(start + size, len(visit.turns)) - 1]
     ]
+
+
+def _turns_per_visit(chunks: Sequence[tuple[int, tuple[tuple[str, str], ...]]]) -> float:
+    return sum(len(turns) for _, turns in chunks) / len(chunks)
 
 
 def _poisson(rng: random.Random, mean: float) -> int:
