@@ -98,6 +98,21 @@ def test_the_buckets_refill_with_time_up_to_one_minute_of_limit() -> None:
     assert admitted == 6
 
 
+def test_a_worker_whose_clock_is_behind_refills_no_second_twice() -> None:
+    # Given a full bucket (six calls a minute), five calls charged at t = 1,000 s
+    clock = Clock()
+    b, _ = budget(clock)
+    assert [take(b) for _ in range(5)] == [0.0] * 5
+    # When a worker whose clock reads 20 s earlier charges the sixth
+    clock.now -= 20
+    assert take(b) == 0.0
+    # Then 20 s after the first charges the bucket holds the 20 s of refill since them (two
+    # calls), not the 40 s since the late worker's clock
+    clock.now += 40
+    assert [take(b), take(b)] == [0.0, 0.0]
+    assert take(b) > 0
+
+
 def test_a_429_halves_the_limits_honours_retry_after_then_recovers_additively() -> None:
     # Given a full budget
     clock = Clock()

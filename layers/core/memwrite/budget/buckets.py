@@ -59,7 +59,9 @@ def refill(
     rate: Levels | None = None,
 ) -> BucketRecord:
     """`record` as of `now`: its factor recovered additively, each level refilled at its
-    (scaled) `rate` a minute (default: its capacity) up to its (scaled) capacity."""
+    (scaled) `rate` a minute (default: its capacity) up to its (scaled) capacity. A `now`
+    before the record's time (a worker whose clock is behind the last writer's) refills
+    nothing and leaves the record's time as it was: no second is refilled twice."""
     elapsed = max(0.0, now - record.updated_at)
     factor = min(1.0, record.factor + tuning.recovery_per_minute * elapsed / 60)
     scaled = _capacity(capacity, factor)
@@ -68,7 +70,10 @@ def refill(
         min(cap, level + per_minute * elapsed / 60)
         for level, cap, per_minute in zip(record.levels, scaled, rates, strict=True)
     )
-    return replace(record, levels=(levels[0], levels[1], levels[2]), factor=factor, updated_at=now)
+    updated_at = max(record.updated_at, now)
+    return replace(
+        record, levels=(levels[0], levels[1], levels[2]), factor=factor, updated_at=updated_at
+    )
 
 
 def admit_wait(
