@@ -33,7 +33,7 @@ from functions.api_common import (
     path_user,
 )
 from memwrite.backfill import BackfillRequest, accept_backfill
-from memwrite.config.settings import TenantOverrides
+from memwrite.config.tenant_overrides import TenantOverrides
 from memwrite.edit.delete import delete_memory
 from memwrite.edit.erase import ErasureReport, erase_user
 from memwrite.edit.patch import MemoryPatch, PatchDeps, patch_memory

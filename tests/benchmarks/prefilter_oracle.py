@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memwrite.config.settings import FirewallAction, PreFilterConfig, UserSkipPattern
+from memwrite.config.settings import FirewallAction, PreFilterConfig
+from memwrite.config.tenant_overrides import UserSkipPattern
 from memwrite.models import Role
 from memwrite.pre_filter.checks import (
     mask_secrets,

@@ -44,7 +44,7 @@ from memwrite.adapters.sqlite.store import SqliteEntityStore, SqliteMemoryStore
 from memwrite.adapters.sqlite.tenant_settings import SqliteTenantSettingsStore
 from memwrite.claims.candidate import Tier
 from memwrite.claims.entities import Entity, EntityKind, VersionedEntity
-from memwrite.config.settings import TenantOverrides
+from memwrite.config.tenant_overrides import TenantOverrides
 from memwrite.edit.ports import MemoryDeletion
 from memwrite.errors import (
     InvalidQuery,

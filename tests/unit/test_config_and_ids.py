@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memwrite.config.settings import Settings, TenantOverrides, UserSkipPattern, load_settings
+from memwrite.config.settings import Settings, load_settings
+from memwrite.config.tenant_overrides import TenantOverrides, UserSkipPattern
 from memwrite.errors import ConfigError, InvalidQuery
 from memwrite.ids import trace_id_for_key, turn_id
 from memwrite.replay import config_with

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memwrite.config.settings import TenantOverrides, Webhook
+from memwrite.config.tenant_overrides import TenantOverrides, Webhook
 from memwrite.feed.webhooks import checked_client, post_event
 from memwrite.guards.egress import LOOPBACK_FLAG, ip_literal, loopback_allowed
 from memwrite.payloads import OutboxChange

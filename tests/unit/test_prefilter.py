@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memwrite.config.settings import PreFilterConfig, UserSkipPattern
+from memwrite.config.settings import PreFilterConfig
+from memwrite.config.tenant_overrides import UserSkipPattern
 from memwrite.models import Decision, PreFilterDecision, Role
 from memwrite.pre_filter.checks import pre_filter_turn, screen
 from memwrite.pre_filter.rate_gate import RateGate

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from memwrite.adapters.in_memory import InMemoryTenantSettingsStore
 from memwrite.claims.candidate import Candidate, MemoryType, Quality
-from memwrite.config.settings import ExtractConfig, Settings, TenantOverrides, Webhook
+from memwrite.config.settings import ExtractConfig, Settings
+from memwrite.config.tenant_overrides import TenantOverrides, Webhook
 from memwrite.extract.candidates import excluded_topic
 from memwrite.models import Role
 from memwrite.prompts.extract import BatchTurn, ExtractPromptInput, render

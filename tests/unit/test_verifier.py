@@ -13,13 +13,8 @@ import pytest
 from memwrite.adapters.anthropic.verifier import AnthropicVerifier
 from memwrite.adapters.in_memory import CountingMetrics, InMemorySessionLog, InMemorySpanStore
 from memwrite.claims.candidate import Candidate, MemoryType, Quality
-from memwrite.config.settings import (
-    ExtractConfig,
-    PipelineConfig,
-    Settings,
-    TenantOverrides,
-    VerifierConfig,
-)
+from memwrite.config.settings import ExtractConfig, PipelineConfig, Settings, VerifierConfig
+from memwrite.config.tenant_overrides import TenantOverrides
 from memwrite.errors import VerificationFailed
 from memwrite.extract.candidates import extract_candidates
 from memwrite.extract.extraction import BatchExtraction, TurnExtraction

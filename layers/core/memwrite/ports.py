@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Protocol
 
 from memwrite.claims.entities import Entity, VersionedEntity
-from memwrite.config.settings import Settings, TenantOverrides, Webhook
+from memwrite.config.settings import Settings
+from memwrite.config.tenant_overrides import TenantOverrides, Webhook
 from memwrite.costs.usage import LlmUsage
 from memwrite.index import (
     DEFAULT_FUSION,

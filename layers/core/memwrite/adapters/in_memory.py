@@ -21,7 +21,7 @@ from memwrite.adapters.page_cursor import (
 from memwrite.backfill.ports import BackfillJob
 from memwrite.budget.ports import BucketRecord
 from memwrite.claims.entities import Entity, VersionedEntity
-from memwrite.config.settings import TenantOverrides
+from memwrite.config.tenant_overrides import TenantOverrides
 from memwrite.costs.usage import LlmUsage
 from memwrite.errors import SourceErased, WriteConflict
 from memwrite.models import LlmUsageSummary, QueuedTurn, StageSpan, TraceInput, session_sort_key

@@ -1,1 +1,2 @@
-"""The settings: pipeline config, its renamed keys, the Lambda environment, model limits."""
+"""The settings: pipeline config, tenant overrides, renamed keys, the Lambda environment and
+model limits."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from memwrite.config.settings import Webhook
+from memwrite.config.tenant_overrides import Webhook
 from memwrite.errors import WebhookUndelivered
 from memwrite.feed.webhooks import AttemptResult, checked_client, hook_id, post_event
 from memwrite.models import SpanResult

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import httpcore
 import httpx
 
-from memwrite.config.settings import Webhook
+from memwrite.config.tenant_overrides import Webhook
 from memwrite.guards.egress import loopback_allowed, resolve_checked
 from memwrite.ids import content_hash
 from memwrite.records.change_events import ChangeEvent

@@ -56,7 +56,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memwrite.claims.candidate import MemoryType, Tier
-from memwrite.config.settings import PipelineConfig, Webhook
+from memwrite.config.settings import PipelineConfig
+from memwrite.config.tenant_overrides import Webhook
 from memwrite.costs.usage import LlmUsage, metered
 from memwrite.errors import IndexUnavailable, MemwriteError
 from memwrite.feed import deliveries_for

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import NamedTuple, ParamSpec
 
-from memwrite.config.settings import FirewallAction, PreFilterConfig, UserSkipPattern
+from memwrite.config.settings import FirewallAction, PreFilterConfig
+from memwrite.config.tenant_overrides import UserSkipPattern
 from memwrite.guards.linear_regex import SentencePattern
 from memwrite.ids import content_hash
 from memwrite.models import Decision, PreFilterDecision, Role

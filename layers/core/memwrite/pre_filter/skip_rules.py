@@ -12,7 +12,7 @@ import string
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from memwrite.config.settings import UserSkipPattern
+from memwrite.config.tenant_overrides import UserSkipPattern
 from memwrite.guards.linear_regex import SentencePattern, compile_linear
 from memwrite.pre_filter.patterns import by_first_char
 from memwrite.pre_filter.skip_phrases import (

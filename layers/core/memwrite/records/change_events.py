@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from memwrite.config.settings import WebhookEvent
+from memwrite.config.tenant_overrides import WebhookEvent
 from memwrite.ids import content_hash
 from memwrite.payloads import OutboxChange
 from memwrite.records.memory import MemoryUnit

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from memwrite.config.settings import PipelineConfig, Settings, TenantOverrides, Webhook
+from memwrite.config.settings import PipelineConfig, Settings
+from memwrite.config.tenant_overrides import TenantOverrides, Webhook
 
 if TYPE_CHECKING:
     from memwrite.ports import TenantSettingsStore

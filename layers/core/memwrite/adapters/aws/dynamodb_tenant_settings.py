@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from memwrite.adapters.aws.dynamodb_calls import unavailable
-from memwrite.config.settings import TenantOverrides
+from memwrite.config.tenant_overrides import TenantOverrides
 from memwrite.schema import PARTITION_KEY
 
 if TYPE_CHECKING:

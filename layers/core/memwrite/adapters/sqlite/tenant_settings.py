@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memwrite.adapters.sqlite.database import SqliteDatabase
-from memwrite.config.settings import TenantOverrides
+from memwrite.config.tenant_overrides import TenantOverrides
 
 __all__ = ["SqliteTenantSettingsStore"]
 
