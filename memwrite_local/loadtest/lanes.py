@@ -2,9 +2,9 @@
 
 The coordinator (`simulator`) keeps the schedule (`Schedule`: a round every `period_s` of
 simulated time) and asks the probe whether the lane has work left; the round itself (`Lane`)
-runs where the pipeline runs: in a worker process beside the drains (`workers`), or in the
-coordinator's process with `--workers 1`. It must be built inside the run's backend (its deps
-read the environment `LocalSqlite` sets).
+runs where the pipeline runs: in every worker process after its drain, each its shard of the
+users (`workers`), or in the coordinator's process with `--workers 1`. It must be built inside
+the run's backend (its deps read the environment `LocalSqlite` sets).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from memwrite_local.loadtest.probe import Probe
 
 if TYPE_CHECKING:
-    from memwrite.backfill import BackfillDeps, BatchDeps
+    from memwrite.backfill import BackfillDeps, BatchDeps, UserShard
 
 __all__ = ["BACKFILL_EVERY_S", "BackfillMode", "Lane", "Schedule", "has_work", "period_s"]
 
@@ -76,11 +76,13 @@ class Lane:
         else:
             self._live = build_backfill_deps()
 
-    def run(self) -> None:
-        """One round."""
+    def run(self, shard: UserShard | None = None, *, submit: bool = True) -> None:
+        """One round: of `shard`'s users only, when given (`batch`: `submit` False leaves
+        the pending episodes to another worker's round)."""
         from memwrite.backfill import backfill_pending, run_batch_round
 
         if self._batch is not None:
-            run_batch_round(self._batch.backfill.configs.for_request, self._batch)
+            configs = self._batch.backfill.configs
+            run_batch_round(configs.for_request, self._batch, shard=shard, submit=submit)
         elif self._live is not None:
-            backfill_pending(self._live.configs.for_request, self._live)
+            backfill_pending(self._live.configs.for_request, self._live, shard)

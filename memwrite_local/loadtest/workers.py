@@ -4,11 +4,13 @@ it over many Lambda workers.
 The coordinator (`simulator`) keeps the simulated clock, the traffic, the fake model server and
 the tally. Each tick it sends every worker one command (`Tick`): the time, which of the run's
 requests arrive (each worker sends its users': a user's requests always go to the same worker,
-in order), then a drain of the queue, then, in the last worker, the backfill's round when one
-is due. It waits for all of them once (the tick's barrier, with a timeout far above a tick's
-work, so a dead or stuck worker ends the run with its traceback instead of hanging it). A
-worker whose share is sent drains at once, beside the others still sending theirs, as Lambda
-workers take turns off the queue while the ingest API fills it.
+in order), then a drain of the queue, then the backfill's round when one is due: each
+worker's round applies its users' share of the ended batches (`UserShard`: a user's requests
+and rounds go to the same worker) and the last one's submits what is pending. It waits for all
+of them once (the tick's barrier, with a timeout far above a tick's work, so a
+dead or stuck worker ends the run with its traceback instead of hanging it). A worker whose
+share is sent drains at once, beside the others still sending theirs, as Lambda workers take
+turns off the queue while the ingest API fills it.
 
 Each worker process opens the same SQLite data dir (`LocalSqlite`: WAL, a busy timeout, the
 model budget's table shared as `memwrite serve`'s threads share it), runs its own clock set to
@@ -16,9 +18,11 @@ the coordinator's time, and calls the handlers through its own `LocalRunner`, as
 worker runs its own copy of the code against the shared tables. The turn queue keeps them
 apart: a receive is one `BEGIN IMMEDIATE` transaction that hides what it takes, and a session's
 messages are not delivered while one of them is in flight, so two workers never take the same
-turn nor run a session out of order. The outbox has one consumer, worker 0, as a DynamoDB
-stream shard has one: two readers of `pending` would index (and ask HyPE's model for) the same
-row twice; what a backfill round in another worker wrote waits for worker 0's next drain.
+turn nor run a session out of order; a batch's users are applied by their own workers, and
+the one that finds none of its episodes left in it closes it. The outbox has one consumer,
+worker 0, as a DynamoDB stream shard has one: two readers of `pending` would index (and ask
+HyPE's model for) the same row twice; what a backfill round in another worker wrote waits for
+worker 0's next drain.
 `--workers 1` is all of it in the coordinator's process.
 """
 
@@ -29,7 +33,6 @@ import pickle
 import selectors
 import time
 import traceback
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -234,15 +237,18 @@ def _ready(sources: Sequence[Connection | int], timeout: float) -> list[Connecti
         return [by_fd[key.fd] for key, _ in selector.select(max(0.0, timeout))]
 
 
-def _backfill_worker(count: int) -> int:
-    """The worker that runs the backfill's rounds: the last, so that with two or more the
-    rounds and the outbox's indexing (worker 0's) load different processes."""
+def _submitting_worker(count: int) -> int:
+    """The worker whose rounds submit what is pending: the last, so that with two or more the
+    submissions and the outbox's indexing (worker 0's) load different processes."""
     return count - 1
 
 
 def _worker_of(request: Request, count: int) -> int:
-    """A user's worker: the same for every request of the user, in every run."""
-    return zlib.crc32(f"{request.tenant}/{request.user_id}".encode()) % count
+    """A user's worker (its shard, `UserShard`): the same for every request and round of the
+    user, in every run."""
+    from memwrite.backfill.shard import shard_of
+
+    return shard_of(request.tenant, request.user_id, count)
 
 
 @contextmanager
@@ -300,8 +306,8 @@ class _Setup:
         return self.index == 0
 
     @property
-    def runs_backfill(self) -> bool:
-        return self.backfill is not None and self.index == _backfill_worker(self.count)
+    def submits(self) -> bool:
+        return self.index == _submitting_worker(self.count)
 
 
 def _serve(connection: Connection) -> None:
@@ -335,13 +341,14 @@ class _Worker:
         self._clock = clock
         self._runner = runner
         self._requests: tuple[Request, ...] = pickle.loads(setup.requests)
-        self._lane = Lane(setup.backfill) if setup.runs_backfill and setup.backfill else None
+        self._lane = Lane(setup.backfill) if setup.backfill is not None else None
 
     def play(self, tick: Tick) -> tuple[list[tuple[int, Sent]], float]:
         """Its users' requests sent, the queue drained (and, in worker 0, the outbox indexed),
-        then the backfill's round when due. The round's outbox rows wait for worker 0's next
-        drain: the outbox has one consumer at a time. What each request sent came to, and the
-        CPU seconds the tick took."""
+        then the backfill's round of its users when due. Another worker's round's outbox rows
+        wait for worker 0's next drain: the outbox has one consumer at a time. What each
+        request sent came to, and the CPU seconds the tick took."""
+        from memwrite.backfill.shard import UserShard
         from memwrite_local.runtime.runner import DrainReport
 
         began = time.process_time()
@@ -355,7 +362,7 @@ class _Worker:
                 sent.append((position, send(self._runner, request, api_key, setup.start)))
         self._runner.drain(deliver_webhooks=False)
         if tick.backfill and self._lane is not None:
-            self._lane.run()
+            self._lane.run(UserShard(setup.index, setup.count), submit=setup.submits)
             if setup.indexes_outbox:
                 self._runner.index_outbox(DrainReport())
         return sent, time.process_time() - began

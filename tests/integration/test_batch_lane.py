@@ -20,8 +20,10 @@ from memwrite.adapters.anthropic.batches import AnthropicMessageBatches
 from memwrite.adapters.anthropic.extractor import AnthropicExtractorClient
 from memwrite.backfill import BatchDeps, BatchRound, run_batch_round
 from memwrite.backfill.batch import apply_batch
+from memwrite.backfill.shard import UserShard, shard_of
 from memwrite.config.settings import ExtractConfig
 from memwrite.wiring import build_batch_deps
+from memwrite_local.runtime.backend import LOCAL_TENANT
 from memwrite_local.runtime.runner import LocalContext
 from tests.integration.conftest import Local, MakeLocal
 from tests.integration.test_episodes_outage import ANSWERS, ingest_all, memory_state
@@ -299,3 +301,60 @@ def test_the_scheduled_backfill_runs_a_round_of_the_batch_lane_in_batch_mode(
     assert (first["submitted_episodes"], first["episodes_in_batches"]) == (2, 2)
     assert (second["applied_batches"], second["extracted"]) == (first["submitted_batches"], 2)
     assert statuses(local) == [("extracted", None), ("extracted", None)]
+
+
+def _other_shard_user(user_id: str, count: int) -> str:
+    """A user (after `user_id` in order) whose shard of `count` is not `user_id`'s."""
+    mine = shard_of(LOCAL_TENANT, user_id, count)
+    return next(
+        other
+        for other in (f"zed-{n}" for n in range(100))
+        if shard_of(LOCAL_TENANT, other, count) != mine
+    )
+
+
+def test_two_workers_apply_a_batch_each_its_users_and_the_last_closes_it(
+    make_local: MakeLocal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the same turns of two users of different shards kept as pending episodes through
+    # an outage, and submitted in one batch that has ended
+    local = make_local(backend="sqlite", config=BATCH_CONFIG)
+    other = _other_shard_user("dana", 2)
+    LiveApi(down=True).install(monkeypatch)
+    ingest_all(local, "dana")
+    ingest_all(local, other)
+    api = BatchesApi(outcome=lambda index, custom_id: succeeded(index % 2, custom_id))
+    lane = api.lane()
+    [batch_id] = round_of(lane, local).submitted_batches
+    api.end()
+    configs = lane.backfill.configs.for_request
+
+    # When dana's worker applies its shard of the users
+    dana_shard = UserShard(shard_of(LOCAL_TENANT, "dana", 2), 2)
+    first = run_batch_round(configs, lane, shard=dana_shard, submit=False)
+
+    # Then dana's episodes are extracted, the other user's stay in the batch, left open
+    assert (first.extracted, first.applied_batches) == (2, [])
+    assert statuses(local) == [("extracted", None), ("extracted", None)]
+    assert lane.store.open_batches() == [batch_id]
+
+    # When the other worker applies its shard
+    other_shard = UserShard(shard_of(LOCAL_TENANT, other, 2), 2)
+    second = run_batch_round(configs, lane, shard=other_shard, submit=False)
+    local.runner.drain()
+
+    # Then it closes the batch, and both users have the same memories
+    assert (second.extracted, second.applied_batches) == (2, [batch_id])
+    assert lane.store.open_batches() == []
+    assert memory_state(local, other) == memory_state(local, "dana") != []
+
+
+def test_a_shard_is_one_of_its_count() -> None:
+    # Given the shards of two workers
+    shards = [UserShard(index, 2) for index in range(2)]
+    # Then every user is owned by exactly one of them
+    for user in (f"user-{n}" for n in range(50)):
+        assert sum(shard.owns(LOCAL_TENANT, user) for shard in shards) == 1
+    # And a shard outside the count is refused
+    with pytest.raises(ValueError, match="shard 2 of 2"):
+        UserShard(2, 2)

@@ -16,6 +16,7 @@ from memwrite.backfill.run import (
     run_job,
     start_pending,
 )
+from memwrite.backfill.shard import UserShard
 
 __all__ = [
     "MAX_USERS_PER_RUN",
@@ -27,6 +28,7 @@ __all__ = [
     "BatchDeps",
     "BatchRound",
     "NearExpiryReport",
+    "UserShard",
     "accept_backfill",
     "backfill_pending",
     "backfill_user",

@@ -17,7 +17,9 @@ backfill`) first polls every open batch, then submits what is pending:
   ends `extracted`, or `pending` again when its request errored, expired, was canceled or
   answered malformed (the model's answer is asked for once, as a live call retries once).
   A batch that failed, expired or was stopped as a whole puts all its episodes back to
-  pending. Then the batch is closed.
+  pending. Then the batch is closed. Several workers may apply the ended batches at once,
+  each its shard of the users (`UserShard`): a batch is closed by the one that finds none of
+  its episodes left in it, and one of them submits.
 
 Applying is idempotent: only episodes still `in_batch` in that batch are applied, each user's
 run has a trace id derived from the batch (so a re-run after a crash is recognised by persist),
@@ -50,6 +52,7 @@ from memwrite.backfill.run import (
     open_trace,
     pending_episodes,
 )
+from memwrite.backfill.shard import UserShard
 from memwrite.config.settings import PipelineConfig
 from memwrite.costs.usage import report_usage
 from memwrite.errors import LlmUnavailable, MalformedLlmOutput, MemwriteError, ModelRequired
@@ -230,15 +233,20 @@ def apply_batch(
     deps: BatchDeps,
     done: BatchRound,
     state: BatchState | None = None,
+    *,
+    shard: UserShard | None = None,
 ) -> bool:
     """Apply the batch if it has ended (or failed), then close it; False while it is in
     progress. What it did is recorded on `done`. `state`: as the round's poll found it (None:
-    asked here)."""
+    asked here). With a `shard`, only its users' episodes are applied, and the batch is
+    closed only when no episode is left in it (the other shards' workers have applied theirs)."""
     provider = _provider(deps)
     state = state or provider.state(batch_id)
     if state is BatchState.IN_PROGRESS:
         return False
     episodes = deps.store.batch_episodes(batch_id)
+    if shard is not None:
+        episodes = [e for e in episodes if shard.owns(e.tenant, e.user_id)]
     if state is BatchState.FAILED:
         back = _back_to_pending(episodes)
         deps.backfill.episodes.update_episodes(back)
@@ -248,6 +256,8 @@ def apply_batch(
         for (tenant, _), mine in _by_user(episodes).items():
             config = settings_for(tenant)
             _apply_user(batch_id, mine, answers=answers, config=config, deps=deps, done=done)
+    if shard is not None and deps.store.batch_episodes(batch_id):
+        return True  # another shard's users are still in it: their worker closes it
     deps.store.close_batch(batch_id)
     done.applied_batches.append(batch_id)
     deps.metrics.event(METRICS_STAGE, f"batch.{state.value}")
@@ -285,10 +295,14 @@ def run_batch_round(
     deps: BatchDeps,
     *,
     budget_secs: float | None = None,
+    shard: UserShard | None = None,
+    submit: bool = True,
 ) -> BatchRound:
     """Poll every open batch (applying the ended ones), then submit what is pending. With
     `budget_secs`, no batch is applied or submitted once that many seconds are spent (the
-    rest waits for the next round). A batch that cannot be read now stays open (logged)."""
+    rest waits for the next round). A batch that cannot be read now stays open (logged).
+    With a `shard`, only its users' episodes are applied (`apply_batch`); `submit` False
+    leaves the submitting to another worker's round."""
     _provider(deps)
     started = time.perf_counter()
     done = BatchRound()
@@ -309,10 +323,10 @@ def run_batch_round(
             done.remaining_batches += 1
             continue
         try:
-            apply_batch(batch_id, settings_for, deps, done, state)
+            apply_batch(batch_id, settings_for, deps, done, state, shard=shard)
         except MemwriteError:
             _log.exception("batch %s not applied this round; it stays open", batch_id)
-    if not out_of_time():
+    if submit and not out_of_time():
         submit_pending(settings_for, deps, done)
     done.memory_ids = sorted(set(done.memory_ids))
     done.episodes_in_batches = deps.store.episodes_in_batches()

@@ -36,6 +36,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from memwrite.backfill.ports import BackfillJob, BackfillStarter
+from memwrite.backfill.shard import UserShard
 from memwrite.budget import Lane, caller_of, calling_for
 from memwrite.config.settings import PipelineConfig
 from memwrite.errors import (
@@ -496,16 +497,20 @@ def _reject_reasons(tenant: str, trace_id: str, deps: BackfillDeps) -> dict[str,
 
 
 def backfill_pending(
-    settings_for: Callable[[str], PipelineConfig], deps: BackfillDeps
+    settings_for: Callable[[str], PipelineConfig],
+    deps: BackfillDeps,
+    shard: UserShard | None = None,
 ) -> list[BackfillResult]:
     """Every user (of every tenant) with a pending episode, each backfilled in turn: the AWS
     schedule's job. `settings_for(tenant)` is that tenant's effective config. A user whose
     backfill fails is left pending for the next run (the error is logged, not raised), so one
-    user cannot stop the others."""
+    user cannot stop the others. With a `shard`, only its users (other workers take the rest)."""
     if not deps.has_model:
         raise ModelRequired("a backfill needs a model (ANTHROPIC_API_KEY or Bedrock)")
     results = []
     for tenant, user_id in deps.episodes.pending_users():
+        if shard is not None and not shard.owns(tenant, user_id):
+            continue
         try:
             results.append(
                 backfill_user(tenant, user_id, BackfillRequest(), settings_for(tenant), deps)
