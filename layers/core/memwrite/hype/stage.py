@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -270,43 +270,53 @@ def _isolated(rows: list[_Row], step: Callable[[list[_Row]], None]) -> None:
             row.error = row.error or exc
 
 
+_User = tuple[str, str]  # (tenant, user_id)
+T = TypeVar("T")
+
+
+class _ReadOnce(Generic[T]):
+    """One kind of stored item of a batch's rows, read once per user: the ids wanted of each
+    user, and what a read of all of them found (`read(tenant, user_id, ids)`)."""
+
+    def __init__(self, read: Callable[[str, str, list[str]], dict[str, T]]) -> None:
+        self._read = read
+        self.wanted: dict[_User, dict[str, None]] = {}
+        self._found: dict[_User, dict[str, T]] = {}
+
+    def get(self, user: _User, item_id: str) -> T | None:
+        wanted = self.wanted.setdefault(user, {})
+        if item_id not in wanted or user not in self._found:
+            wanted[item_id] = None
+            self._found[user] = self._read(*user, list(wanted))
+        return self._found[user].get(item_id)
+
+
 class _Reads:
     """The stored memories and episodes of a batch's rows, read once per user and kind: the
     first row of a user that asks reads them for all of the user's rows (a failed read is
     tried again by the user's next row, so each row meets its own error)."""
 
     def __init__(self, rows: Sequence[_Row], deps: HypeDeps) -> None:
-        self._deps = deps
-        self._memory_ids: dict[tuple[str, str], dict[str, None]] = {}
-        self._turn_ids: dict[tuple[str, str], dict[str, None]] = {}
+        self._memories = _ReadOnce(deps.store.get_memories)
+        episodes = deps.episodes
+        self._episodes = None if episodes is None else _ReadOnce(episodes.get_episodes)
         for row in rows:
             user = (row.change.tenant, row.change.user_id)
             if row.episode is not None:
-                self._turn_ids.setdefault(user, {})[row.episode] = None
+                if self._episodes is not None:
+                    self._episodes.wanted.setdefault(user, {})[row.episode] = None
             else:
                 deleted = deleted_memory_of(row.change.memory_id)
                 memory_id = deleted[0] if deleted is not None else row.change.memory_id
-                self._memory_ids.setdefault(user, {})[memory_id] = None
-        self._memories: dict[tuple[str, str], dict[str, VersionedMemory]] = {}
-        self._episodes: dict[tuple[str, str], dict[str, Episode]] = {}
+                self._memories.wanted.setdefault(user, {})[memory_id] = None
 
     def memory(self, change: OutboxChange, memory_id: str) -> VersionedMemory | None:
-        user = (change.tenant, change.user_id)
-        wanted = self._memory_ids.setdefault(user, {})
-        if memory_id not in wanted or user not in self._memories:
-            wanted[memory_id] = None
-            self._memories[user] = self._deps.store.get_memories(*user, list(wanted))
-        return self._memories[user].get(memory_id)
+        return self._memories.get((change.tenant, change.user_id), memory_id)
 
     def episode(self, change: OutboxChange, turn_id: str) -> Episode | None:
-        if self._deps.episodes is None:
+        if self._episodes is None:
             return None
-        user = (change.tenant, change.user_id)
-        wanted = self._turn_ids.setdefault(user, {})
-        if turn_id not in wanted or user not in self._episodes:
-            wanted[turn_id] = None
-            self._episodes[user] = self._deps.episodes.get_episodes(*user, list(wanted))
-        return self._episodes[user].get(turn_id)
+        return self._episodes.get((change.tenant, change.user_id), turn_id)
 
 
 def _plan(row: _Row, reads: _Reads, config: PipelineConfig, deps: HypeDeps) -> None:
