@@ -50,7 +50,7 @@ from memwrite_local.loadtest.traffic import Request
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Lock
 
-    from memwrite_local.runtime.runner import DrainReport
+    from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
 __all__ = [
     "BARRIER_TIMEOUT_S",
@@ -60,6 +60,7 @@ __all__ = [
     "WorkerFailed",
     "Workers",
     "send",
+    "sharing_runner",
     "spawned",
 ]
 
@@ -371,11 +372,17 @@ class _Worker:
 @contextmanager
 def _runner(setup: _Setup, outbox: Lock) -> Iterator[Any]:
     from memwrite_local.runtime.embedded import LocalSqlite
+
+    with LocalSqlite(setup.state, setup.env):
+        yield sharing_runner(outbox)
+
+
+def sharing_runner(outbox: Lock) -> LocalRunner:
+    """A worker's runner (built inside its backend): the queue's stages, and the outbox
+    indexed only while it holds `outbox`, the lock every worker shares."""
     from memwrite_local.runtime.runner import LocalRunner
 
     class SharingRunner(LocalRunner):
-        """The queue's stages; the outbox indexed only while this worker holds `outbox`."""
-
         def index_outbox(
             self, report: DrainReport, stop: Callable[[], bool] = lambda: False
         ) -> None:
@@ -386,5 +393,4 @@ def _runner(setup: _Setup, outbox: Lock) -> Iterator[Any]:
             finally:
                 outbox.release()
 
-    with LocalSqlite(setup.state, setup.env):
-        yield SharingRunner()
+    return SharingRunner()
