@@ -245,7 +245,7 @@ class _Simulation:
             self._progress(position, len(in_flight))
             due = self._due(position)
             round_due = schedule is not None and schedule.due(clock.now)
-            # A tick after a round too: worker 0's drain indexes what the other rounds stored.
+            # A tick after a round too: its drains index what the rounds stored meanwhile.
             if due > position or in_flight or round_due or backfilled:
                 sent = pipeline.tick(Tick(clock.now, position, due, round_due))
                 # The most the queue can have held: every worker's ingest before any drain.
