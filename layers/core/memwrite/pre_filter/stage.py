@@ -120,20 +120,13 @@ def _turn_ids(request: IngestRequest, tenant: str, masked: list[str]) -> tuple[s
     )
 
 
-def _screen_all(
-    request: IngestRequest,
-    turn_ids: tuple[str, ...],
-    tenant: str,
-    config: PipelineConfig,
-    deps: IngestDeps,
-    *,
-    known: set[str],
-    masked: list[str],
-) -> tuple[list[_Screened], str | None]:
-    """Each turn screened, and the question the request's last turn ends with (for the
-    session's next request: `question_of`)."""
-    screened: list[_Screened] = []
-    rate_scope = f"{tenant}\x1f{request.user_id}"
+def _mask_and_screen(
+    request: IngestRequest, tenant: str, config: PipelineConfig, deps: IngestDeps
+) -> tuple[list[str], list[tuple[Screening, float]]]:
+    """Each turn with its secrets masked (what turn ids hash and what the trace keeps, for
+    replay) and its screening (with how long it took, in ms), one turn after the other: both
+    scan the same text, which the firewall's cache of the last few texts then still holds (a
+    request's turns all masked before the first is screened would have pushed it out)."""
     # The request's turns are one conversation, in order, continuing the session's earlier
     # requests: a short first turn may answer the question the last one ended with.
     previous: str | None = None
@@ -141,12 +134,32 @@ def _screen_all(
         previous = deps.ledger.last_question(
             tenant, request.user_id, request.session_id, now=deps.clock()
         )
-    screenings: list[tuple[Screening, float]] = []  # with how long each took, in ms
+    masked: list[str] = []
+    screenings: list[tuple[Screening, float]] = []
     for turn in request.turns:
+        masked.append(mask_secrets(turn.content))
         started = time.perf_counter()
         screening = screen(turn.content, config.pre_filter, previous)
         screenings.append((screening, (time.perf_counter() - started) * 1000))
         previous = turn.content
+    return masked, screenings
+
+
+def _gate_all(
+    request: IngestRequest,
+    turn_ids: tuple[str, ...],
+    tenant: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
+    *,
+    screenings: list[tuple[Screening, float]],
+    known: set[str],
+    masked: list[str],
+) -> tuple[list[_Screened], str | None]:
+    """Each turn's screening through the rate and role gates, and the question the request's
+    last turn ends with (for the session's next request: `question_of`)."""
+    screened: list[_Screened] = []
+    rate_scope = f"{tenant}\x1f{request.user_id}"
     admitted, claim_ms = _rate_gate(
         request, turn_ids, screenings, rate_scope=rate_scope, config=config, deps=deps, known=known
     )
@@ -233,8 +246,7 @@ def ingest_turns(
     now = datetime.fromtimestamp(deps.clock(), tz=UTC)
     _refuse_future_timestamps(request, now, config.ingest.max_clock_skew_secs)
     trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
-    # Secrets masked: what turn ids hash and what the trace keeps of the turns (for replay).
-    masked = [mask_secrets(turn.content) for turn in request.turns]
+    masked, screenings = _mask_and_screen(request, tenant, config, deps)
     turn_ids = _turn_ids(request, tenant, masked)
     # A retry under the same Idempotency-Key replays its trace: it must be the same request,
     # and the turns that trace already enqueued keep their spans (they are not "duplicates").
@@ -254,9 +266,9 @@ def ingest_turns(
             f"this Idempotency-Key was used for a different request ({', '.join(differing)})"
         )
     known = deps.ledger.already_enqueued(tenant, turn_ids)
-    # Screening claims rate-gate slots for the turns not accepted before.
-    screened, last = _screen_all(
-        request, turn_ids, tenant, config, deps, known=known, masked=masked
+    # The rate gate claims slots for the turns not accepted before.
+    screened, last = _gate_all(
+        request, turn_ids, tenant, config, deps, screenings=screenings, known=known, masked=masked
     )
     own: set[str] = set()
     if existing is not None:
