@@ -19,10 +19,12 @@ worker runs its own copy of the code against the shared tables. The turn queue k
 apart: a receive is one `BEGIN IMMEDIATE` transaction that hides what it takes, and a session's
 messages are not delivered while one of them is in flight, so two workers never take the same
 turn nor run a session out of order; a batch's users are applied by their own workers, and
-the one that finds none of its episodes left in it closes it. The outbox has one consumer,
-worker 0, as a DynamoDB stream shard has one: two readers of `pending` would index (and ask
-HyPE's model for) the same row twice; what a backfill round in another worker wrote waits for
-worker 0's next drain.
+the one that finds none of its episodes left in it closes it. The outbox has one consumer at a
+time, as a DynamoDB stream shard has one: two readers of `pending` would index (and ask HyPE's
+model for) the same row twice. Whichever worker reaches it first takes it (a lock the workers
+share, tried without waiting): a worker whose drain ends early indexes while the others still
+drain, as the stream's consumer runs beside the queue's Lambdas; rows written while another
+worker held it wait for the next try, at the latest the next tick's drain.
 `--workers 1` is all of it in the coordinator's process.
 """
 
@@ -46,7 +48,9 @@ from memwrite_local.loadtest.lanes import BackfillMode, Lane
 from memwrite_local.loadtest.traffic import Request
 
 if TYPE_CHECKING:
-    from memwrite_local.runtime.runner import DrainReport
+    from multiprocessing.synchronize import Lock
+
+    from memwrite_local.runtime.runner import DrainReport, LocalRunner
 
 __all__ = [
     "BARRIER_TIMEOUT_S",
@@ -56,6 +60,7 @@ __all__ = [
     "WorkerFailed",
     "Workers",
     "send",
+    "sharing_runner",
     "spawned",
 ]
 
@@ -165,8 +170,8 @@ class Workers:
     ) -> None:
         """Every worker on the backend in `state` (its tables already created), with the
         handlers' environment `env`, its clock at `start`, and the run's `requests` (sent
-        once: a tick names its requests by position). Worker 0 is the outbox's consumer; the
-        backfill's rounds (`backfill`: its mode, None for none) are the last worker's."""
+        once: a tick names its requests by position). The backfill's rounds (`backfill`: its
+        mode, None for none) are every worker's, each of its own users; the last one submits."""
         owners = [_worker_of(request, self.count) for request in requests]
         # Pickled once for every worker: a day's requests take about a second to pickle.
         pickled = pickle.dumps(tuple(requests), pickle.HIGHEST_PROTOCOL)
@@ -238,8 +243,7 @@ def _ready(sources: Sequence[Connection | int], timeout: float) -> list[Connecti
 
 
 def _submitting_worker(count: int) -> int:
-    """The worker whose rounds submit what is pending: the last, so that with two or more the
-    submissions and the outbox's indexing (worker 0's) load different processes."""
+    """The worker whose rounds submit what is pending: the last."""
     return count - 1
 
 
@@ -262,6 +266,7 @@ def spawned(count: int) -> Iterator[Workers]:
     itself (about 6 s of CPU); it imports the runtime as soon as it starts, so spawned first,
     the workers do it while the coordinator generates the traffic and calibrates."""
     context = multiprocessing.get_context("spawn")
+    outbox = context.Lock()  # held by the worker indexing the outbox (its one consumer)
     processes: list[BaseProcess] = []
     connections: list[Connection] = []
     with ExitStack() as stack:
@@ -271,7 +276,7 @@ def spawned(count: int) -> Iterator[Workers]:
                 stack.callback(ours.close)
                 process = context.Process(
                     target=_serve,
-                    args=(theirs,),
+                    args=(theirs, outbox),
                     name=f"memwrite-loadtest-worker-{index}",
                     daemon=True,
                 )
@@ -302,16 +307,13 @@ class _Setup:
     backfill: BackfillMode | None
 
     @property
-    def indexes_outbox(self) -> bool:
-        return self.index == 0
-
-    @property
     def submits(self) -> bool:
         return self.index == _submitting_worker(self.count)
 
 
-def _serve(connection: Connection) -> None:
-    """A worker process: its setup, then ticks from the coordinator until told to stop."""
+def _serve(connection: Connection, outbox: Lock) -> None:
+    """A worker process: its setup, then ticks from the coordinator until told to stop;
+    `outbox` is held while it indexes the outbox."""
     try:
         # Imported before the setup comes: while the coordinator generates and calibrates.
         import memwrite_local.runtime.embedded
@@ -319,7 +321,7 @@ def _serve(connection: Connection) -> None:
 
         _, setup = connection.recv()
         clock = VirtualClock(now=setup.start)
-        with clock.installed(), _runner(setup) as runner:
+        with clock.installed(), _runner(setup, outbox) as runner:
             worker = _Worker(setup, clock, runner)
             connection.send(("ok", None))
             while True:
@@ -344,10 +346,10 @@ class _Worker:
         self._lane = Lane(setup.backfill) if setup.backfill is not None else None
 
     def play(self, tick: Tick) -> tuple[list[tuple[int, Sent]], float]:
-        """Its users' requests sent, the queue drained (and, in worker 0, the outbox indexed),
-        then the backfill's round of its users when due. Another worker's round's outbox rows
-        wait for worker 0's next drain: the outbox has one consumer at a time. What each
-        request sent came to, and the CPU seconds the tick took."""
+        """Its users' requests sent, the queue drained (the outbox indexed between receives
+        when no other worker is indexing it), then the backfill's round of its users when
+        due, and the outbox again. What each request sent came to, and the CPU seconds the
+        tick took."""
         from memwrite.backfill.shard import UserShard
         from memwrite_local.runtime.runner import DrainReport
 
@@ -363,23 +365,32 @@ class _Worker:
         self._runner.drain(deliver_webhooks=False)
         if tick.backfill and self._lane is not None:
             self._lane.run(UserShard(setup.index, setup.count), submit=setup.submits)
-            if setup.indexes_outbox:
-                self._runner.index_outbox(DrainReport())
+            self._runner.index_outbox(DrainReport())
         return sent, time.process_time() - began
 
 
 @contextmanager
-def _runner(setup: _Setup) -> Iterator[Any]:
+def _runner(setup: _Setup, outbox: Lock) -> Iterator[Any]:
     from memwrite_local.runtime.embedded import LocalSqlite
+
+    with LocalSqlite(setup.state, setup.env):
+        yield sharing_runner(outbox)
+
+
+def sharing_runner(outbox: Lock) -> LocalRunner:
+    """A worker's runner (built inside its backend): the queue's stages, and the outbox
+    indexed only while it holds `outbox`, the lock every worker shares."""
     from memwrite_local.runtime.runner import LocalRunner
 
-    class StageRunner(LocalRunner):
-        """The queue's stages, the outbox left to worker 0 (its one consumer)."""
-
+    class SharingRunner(LocalRunner):
         def index_outbox(
             self, report: DrainReport, stop: Callable[[], bool] = lambda: False
         ) -> None:
-            return None
+            if not outbox.acquire(block=False):
+                return  # another worker is indexing: it takes what is pending meanwhile
+            try:
+                super().index_outbox(report, stop)
+            finally:
+                outbox.release()
 
-    with LocalSqlite(setup.state, setup.env):
-        yield LocalRunner() if setup.indexes_outbox else StageRunner()
+    return SharingRunner()

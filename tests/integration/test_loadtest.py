@@ -5,14 +5,16 @@ fresh clone; the limits are half the demand (the smallest account: one request a
 model is out for five of the twenty simulated minutes, so the live lane waits for the budget and
 defers; what it deferred goes through the Message Batches API (the batch lane). The same run
 with its work spread over two worker processes, the batch lane's rounds in one of them, loses
-nothing either; and neither run reports fewer turns in the queue at once than it held.
+nothing either; and neither run reports fewer turns in the queue at once than it held. A
+worker indexes the outbox only while no other worker does.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable
+import multiprocessing
+from collections.abc import Callable, Iterable
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,9 @@ from memwrite_local.cli import main
 from memwrite_local.loadtest import simulator
 from memwrite_local.loadtest.probe import Probe
 from memwrite_local.loadtest.report import Outcomes
-from memwrite_local.loadtest.workers import WorkerFailed, spawned
+from memwrite_local.loadtest.workers import WorkerFailed, sharing_runner, spawned
+from memwrite_local.runtime.runner import DrainReport
+from tests.integration.conftest import Local, MakeLocal
 
 REPORT_FIELDS = {
     "turns_in",
@@ -152,3 +156,30 @@ def test_a_failing_worker_ends_the_run_with_its_traceback(tmp_path: Path) -> Non
     # When the coordinator points it there, the run fails at once, saying why
     with spawned(1) as workers, pytest.raises(WorkerFailed, match="FileExistsError"):
         workers.open(blocked, {}, {}, start=0.0)
+
+
+def _search(local: Local, query: str) -> list[str]:
+    body = {"user_id": "user-1", "query": query, "k": 5}
+    answer = local.runner.call("POST", "/v1/search", body, api_key=local.api_key)
+    assert answer.status == 200, answer.body
+    return [result["text"] for result in answer.body["results"]]
+
+
+def test_a_worker_indexes_the_outbox_only_while_no_other_worker_does(
+    make_local: MakeLocal, make_body: Callable[..., dict[str, Any]]
+) -> None:
+    # Given a worker's runner on the embedded backend, and the outbox's lock held by another
+    local = make_local(backend="sqlite")
+    outbox = multiprocessing.get_context("spawn").Lock()
+    runner = sharing_runner(outbox)
+    assert local.post_turns(make_body("I live in Lisbon.")).status == 202
+    outbox.acquire()
+    # When it drains the queue
+    runner.drain(deliver_webhooks=False)
+    # Then the memory is stored but not indexed: the other worker takes the outbox's rows
+    assert [memory.text for memory in local.memories("user-1")] == ["The user lives in Lisbon."]
+    assert _search(local, "Where does the user live?") == []
+    # And once the other worker lets go, its next try indexes them
+    outbox.release()
+    runner.index_outbox(DrainReport())
+    assert _search(local, "Where does the user live?") == ["The user lives in Lisbon."]
