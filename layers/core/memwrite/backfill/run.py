@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Self
@@ -48,7 +48,7 @@ from memwrite.errors import (
 )
 from memwrite.ids import new_trace_id
 from memwrite.metering import Metering, metering_for
-from memwrite.models import BackfillAccepted, QueuedTurn, Source, SpanResult
+from memwrite.models import BackfillAccepted, QueuedTurn, Source, SpanResult, StageSpan
 from memwrite.payloads import ExtractInput, Extractor, ExtractOutput, ItemsPayload
 from memwrite.ports import EpisodeStore, MetricsSink, SpanStore, TraceRecord, TurnLedger
 from memwrite.read.pending import pending_of
@@ -412,8 +412,9 @@ def distil_episodes(
     for item in payload.items:
         if item.memory_id is not None and item.outcome is not None:
             produced.setdefault(item.turn_id, []).append(item.memory_id)
-    reasons = _reject_reasons(tenant, trace_id, deps)
-    excluded = _excluded_turns(tenant, trace_id, config, deps)
+    spans = deps.spans.spans_of(tenant, trace_id)
+    reasons = _reject_reasons(spans)
+    excluded = _excluded_turns(spans, config)
     finished: list[Episode] = []
     again: list[Episode] = []
     reset: list[Episode] = []  # deferred, and not pending before (in a provider batch)
@@ -457,12 +458,10 @@ def distil_episodes(
     return Distilled(finished=finished, deferred=again, memory_ids=memory_ids)
 
 
-def _excluded_turns(
-    tenant: str, trace_id: str, config: PipelineConfig, deps: BackfillDeps
-) -> dict[str, str]:
+def _excluded_turns(spans: Sequence[StageSpan], config: PipelineConfig) -> dict[str, str]:
     """turn id -> the excluded topic extraction found in it (docs/design.md §2)."""
     found: dict[str, str] = {}
-    for span in deps.spans.spans_of(tenant, trace_id):
+    for span in spans:
         reason = span.reason
         if isinstance(reason, ExcludedTopic) and reason.topic in config.extract.exclude_topics:
             found[span.item_id.split(":", 1)[0]] = reason.topic
@@ -486,10 +485,10 @@ def _withheld(
     )
 
 
-def _reject_reasons(tenant: str, trace_id: str, deps: BackfillDeps) -> dict[str, str]:
+def _reject_reasons(spans: Sequence[StageSpan]) -> dict[str, str]:
     """turn id -> the type of the last rejection on its items (why it produced nothing)."""
     reasons: dict[str, str] = {}
-    for span in deps.spans.spans_of(tenant, trace_id):
+    for span in spans:
         if span.result is SpanResult.REJECT and span.reason is not None:
             turn_id = span.item_id.split(":", 1)[0]
             reasons[turn_id] = span.reason.type

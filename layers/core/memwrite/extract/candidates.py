@@ -5,6 +5,8 @@ and grounding (used by the extract stage and by `memwrite extract`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import lru_cache
 
 from memwrite.claims.candidate import Candidate
 from memwrite.config.settings import ExtractConfig
@@ -41,6 +43,8 @@ __all__ = [
 # answer stayed cut off at max_tokens (DeferredModelFailed{error="max_tokens"}).
 BUDGET_ERROR = BudgetExhausted.__name__
 TRUNCATED_ERROR = "max_tokens"
+# Rule readings kept for turns read again (`_rule_reading`).
+_KEPT_RULE_READINGS = 4_096
 
 
 def excluded_topic(candidate: Candidate, config: ExtractConfig) -> ExcludedTopic | None:
@@ -93,9 +97,15 @@ def _triage(
 
 
 def _rule_reading(turn: BatchTurn) -> RuleExtraction:
-    return extract_with_rules(
-        turn.text, role=turn.role.value, observed_at=turn.timestamp, source_turn_id=turn.turn_id
-    )
+    return _read_with_rules(turn.text, turn.role.value, turn.timestamp, turn.turn_id)
+
+
+@lru_cache(maxsize=_KEPT_RULE_READINGS)
+def _read_with_rules(text: str, role: str, observed_at: datetime, turn_id: str) -> RuleExtraction:
+    # Kept: a turn the model is needed for is read again when its batch waits for the budget
+    # and retries, and, kept as an episode, when the batch lane submits it and applies its
+    # answer. The rules are pure and what they return is frozen: a kept reading is the reading.
+    return extract_with_rules(text, role=role, observed_at=observed_at, source_turn_id=turn_id)
 
 
 def model_prompts(

@@ -2,9 +2,10 @@
 
 `client.messages.batches.create` takes the requests, each the very Messages API request a live
 extraction sends (`StructuredClient.request`: model, max_tokens, system, messages and the
-structured output format) under its `custom_id`; `list` says, for every open batch at once, when
-its processing has `ended` (`retrieve`, for one): read raw, a page the size of the open batches,
-since only each batch's id and status matter (`states`);
+structured output format) under its `custom_id`; the listing (`GET /v1/messages/batches`) says,
+for every open batch at once, when its processing has `ended` (`retrieve`, for one): requested
+and read raw, a page the size of the open batches, since only each batch's id and status matter
+(`states`);
 `results` streams the JSONL of per-request results: `succeeded` (the message, validated as a
 live answer is and priced at `price_factor` of the list price), `errored`, `expired` or
 `canceled`. An expired or canceled batch still ends: its requests come back as such.
@@ -38,6 +39,7 @@ _MAX_LIST_PAGE = 1_000
 _LIST_PAGE = 100
 # Batches a round lists at most: open batches are recent, so they are on the first pages.
 _MAX_LISTED = 500
+_LIST_PATH = "/v1/messages/batches"
 
 
 def _state(processing_status: str) -> BatchState:
@@ -111,20 +113,22 @@ class AnthropicMessageBatches:
         holds as many as are open (and `_LIST_SLACK` more), not a fixed hundred of which most
         have ended; each is read raw for its id and status, not built into a `MessageBatch`."""
         import anthropic
+        import httpx2
 
         wanted = set(batch_ids)
         found: dict[str, BatchState] = {}
         if not wanted:
             return found
-        limit = min(_MAX_LIST_PAGE, len(wanted) + _LIST_SLACK)
+        query: dict[str, str | int] = {"limit": min(_MAX_LIST_PAGE, len(wanted) + _LIST_SLACK)}
         listed = 0
-        after: str | anthropic.Omit = anthropic.omit
         try:
             while len(found) < len(wanted) and listed < _MAX_LISTED:
-                listing = self._sdk().messages.batches.with_raw_response.list(
-                    limit=limit, after_id=after
+                # The listing's endpoint requested as is (`messages.batches.list` builds the
+                # pydantic class of its page, `SyncPage[MessageBatch]`, anew at each call).
+                listing = self._sdk().get(
+                    _LIST_PATH, cast_to=httpx2.Response, options={"params": query}
                 )
-                page: dict[str, Any] = json.loads(listing.read())
+                page: dict[str, Any] = json.loads(listing.content)
                 batches = page["data"]
                 listed += len(batches)
                 found.update(
@@ -132,7 +136,7 @@ class AnthropicMessageBatches:
                 )
                 if not page["has_more"] or not batches:
                     break
-                after, limit = page["last_id"], _LIST_PAGE
+                query = {"limit": _LIST_PAGE, "after_id": page["last_id"]}
         except anthropic.AnthropicError as exc:
             raise api_error(exc) from exc
         return {batch_id: found.get(batch_id) or self.state(batch_id) for batch_id in batch_ids}

@@ -44,11 +44,16 @@ Terms = dict[str, int]  # term -> occurrences in one text
 
 
 class Fts5Terms:
-    """Texts' terms as FTS5's tokenizer makes them, from a scratch in-memory FTS5 table."""
+    """Texts' terms as FTS5's tokenizer makes them, from a scratch in-memory FTS5 table.
+
+    The table is contentless (`content=''`): only its index is read, and emptying it is one
+    'delete-all' where deleting rows of a table with content tokenizes each text again."""
 
     def __init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self._db.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, tokenize = '{FTS5_TOKENIZE}')")
+        self._db.execute(
+            f"CREATE VIRTUAL TABLE t USING fts5(text, content = '', tokenize = '{FTS5_TOKENIZE}')"
+        )
         self._db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
         self._word_terms: dict[str, tuple[str, ...]] = {}
 
@@ -72,7 +77,7 @@ class Fts5Terms:
             "SELECT doc, term, count(*) FROM v GROUP BY doc, term"
         ):
             terms[doc][term] = count
-        self._db.execute("DELETE FROM t")
+        self._db.execute("INSERT INTO t (t) VALUES ('delete-all')")
         return terms
 
     def close(self) -> None:
