@@ -119,7 +119,10 @@ class IngestRequest(BaseModel):
     session_id: Identifier
     user_id: Identifier
     agent_id: Identifier | None = None
-    turns: list[IngestTurn] = Field(min_length=1)
+    # Not in the repr: a turn may hold a secret, and Powertools formats every route's
+    # arguments into a debug message on each request, logged or not (a request's turns took
+    # a tenth of its ingest's CPU to format).
+    turns: list[IngestTurn] = Field(min_length=1, repr=False)
     source: Source = Source.USER_EXPLICIT
 
 

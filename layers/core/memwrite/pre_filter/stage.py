@@ -20,12 +20,10 @@ from memwrite.config.settings import PipelineConfig
 from memwrite.errors import IdempotencyKeyReused, TimestampInFuture
 from memwrite.ids import new_trace_id, trace_id_for_key, turn_id
 from memwrite.models import (
-    Decision,
     FailedTurn,
     IngestRequest,
     IngestResponse,
     IngestTurn,
-    PreFilterDecision,
     QueuedTurn,
     Role,
     SkippedTurn,
@@ -39,7 +37,6 @@ from memwrite.pre_filter.checks import (
     Screening,
     after_rate_gate,
     count_words,
-    decision_of,
     mask_secrets,
     may_be_short_answer,
     question_of,
@@ -48,7 +45,14 @@ from memwrite.pre_filter.checks import (
     screen,
 )
 from memwrite.pre_filter.rate_gate import RateGate
-from memwrite.reasons import DuplicateTurn, EnqueueFailed, Reason, Redacted, ShortAnswer
+from memwrite.reasons import (
+    DuplicateTurn,
+    EnqueueFailed,
+    Reason,
+    Redacted,
+    ShortAnswer,
+    SkipReason,
+)
 from memwrite.records.episode import preceding_of
 from memwrite.topics.matcher import marked_topic
 
@@ -85,12 +89,21 @@ def build_deps(adapters: StageAdapters) -> IngestDeps:
 
 @dataclass
 class _Screened:
+    """One turn's stage-1 decision: its screening and the reason it is skipped (the
+    screening's or a later gate's; None: it passes). What `decision_of` would make of the two,
+    read without building that model for every turn."""
+
     turn: IngestTurn
     turn_id: str
-    decision: PreFilterDecision
+    screening: Screening
+    reason: SkipReason | None
     latency_ms: float
     # The end of the turn before it in the request (masked), for its episode's search text.
     preceding: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.reason is None and self.screening.text is not None
 
 
 def _turn_ids(request: IngestRequest, tenant: str, masked: list[str]) -> tuple[str, ...]:
@@ -107,20 +120,13 @@ def _turn_ids(request: IngestRequest, tenant: str, masked: list[str]) -> tuple[s
     )
 
 
-def _screen_all(
-    request: IngestRequest,
-    turn_ids: tuple[str, ...],
-    tenant: str,
-    config: PipelineConfig,
-    deps: IngestDeps,
-    *,
-    known: set[str],
-    masked: list[str],
-) -> tuple[list[_Screened], str | None]:
-    """Each turn screened, and the question the request's last turn ends with (for the
-    session's next request: `question_of`)."""
-    screened: list[_Screened] = []
-    rate_scope = f"{tenant}\x1f{request.user_id}"
+def _mask_and_screen(
+    request: IngestRequest, tenant: str, config: PipelineConfig, deps: IngestDeps
+) -> tuple[list[str], list[tuple[Screening, float]]]:
+    """Each turn with its secrets masked (what turn ids hash and what the trace keeps, for
+    replay) and its screening (with how long it took, in ms), one turn after the other: both
+    scan the same text, which the firewall's cache of the last few texts then still holds (a
+    request's turns all masked before the first is screened would have pushed it out)."""
     # The request's turns are one conversation, in order, continuing the session's earlier
     # requests: a short first turn may answer the question the last one ended with.
     previous: str | None = None
@@ -128,12 +134,32 @@ def _screen_all(
         previous = deps.ledger.last_question(
             tenant, request.user_id, request.session_id, now=deps.clock()
         )
-    screenings: list[tuple[Screening, float]] = []  # with how long each took, in ms
+    masked: list[str] = []
+    screenings: list[tuple[Screening, float]] = []
     for turn in request.turns:
+        masked.append(mask_secrets(turn.content))
         started = time.perf_counter()
         screening = screen(turn.content, config.pre_filter, previous)
         screenings.append((screening, (time.perf_counter() - started) * 1000))
         previous = turn.content
+    return masked, screenings
+
+
+def _gate_all(
+    request: IngestRequest,
+    turn_ids: tuple[str, ...],
+    tenant: str,
+    config: PipelineConfig,
+    deps: IngestDeps,
+    *,
+    screenings: list[tuple[Screening, float]],
+    known: set[str],
+    masked: list[str],
+) -> tuple[list[_Screened], str | None]:
+    """Each turn's screening through the rate and role gates, and the question the request's
+    last turn ends with (for the session's next request: `question_of`)."""
+    screened: list[_Screened] = []
+    rate_scope = f"{tenant}\x1f{request.user_id}"
     admitted, claim_ms = _rate_gate(
         request, turn_ids, screenings, rate_scope=rate_scope, config=config, deps=deps, known=known
     )
@@ -145,13 +171,13 @@ def _screen_all(
         if reason is None and screening.text is not None:  # kept: the rate and role gates
             passed = admitted.get(index, True)
             reason = after_rate_gate(turn.role, config.pre_filter, admitted=passed)
-        decision = decision_of(screening, reason)
         latency_ms = screen_ms + (time.perf_counter() - started) * 1000
         latency_ms += claim_ms if index in admitted else 0.0
         # Only a user turn that passes can become an episode: the others need no context.
-        kept = decision.decision is Decision.PASS and turn.role is Role.USER
-        preceding = _preceding(before, config) if kept and before is not None else None
-        screened.append(_Screened(turn, tid, decision, latency_ms, preceding))
+        item = _Screened(turn, tid, screening, reason, latency_ms)
+        if item.passed and turn.role is Role.USER and before is not None:
+            item.preceding = _preceding(before, config)
+        screened.append(item)
         before = words
     last = screenings[-1][0]
     if last.judged:
@@ -220,8 +246,7 @@ def ingest_turns(
     now = datetime.fromtimestamp(deps.clock(), tz=UTC)
     _refuse_future_timestamps(request, now, config.ingest.max_clock_skew_secs)
     trace_id = trace_id_for_key(tenant, idempotency_key) if idempotency_key else new_trace_id()
-    # Secrets masked: what turn ids hash and what the trace keeps of the turns (for replay).
-    masked = [mask_secrets(turn.content) for turn in request.turns]
+    masked, screenings = _mask_and_screen(request, tenant, config, deps)
     turn_ids = _turn_ids(request, tenant, masked)
     # A retry under the same Idempotency-Key replays its trace: it must be the same request,
     # and the turns that trace already enqueued keep their spans (they are not "duplicates").
@@ -241,9 +266,9 @@ def ingest_turns(
             f"this Idempotency-Key was used for a different request ({', '.join(differing)})"
         )
     known = deps.ledger.already_enqueued(tenant, turn_ids)
-    # Screening claims rate-gate slots for the turns not accepted before.
-    screened, last = _screen_all(
-        request, turn_ids, tenant, config, deps, known=known, masked=masked
+    # The rate gate claims slots for the turns not accepted before.
+    screened, last = _gate_all(
+        request, turn_ids, tenant, config, deps, screenings=screenings, known=known, masked=masked
     )
     own: set[str] = set()
     if existing is not None:
@@ -255,7 +280,7 @@ def ingest_turns(
 
     survivors: dict[str, _Screened] = {}
     for item in screened:
-        if item.decision.decision is Decision.PASS:
+        if item.passed:
             survivors.setdefault(item.turn_id, item)  # a turn repeated in one request is one turn
     # Every turn accepted earlier is reported a duplicate, even one today's rules would skip.
     duplicates = set(known)
@@ -268,10 +293,10 @@ def ingest_turns(
             trace_id=trace_id,
             turn_id=tid,
             role=item.turn.role,
-            text=item.decision.text or "",
+            text=item.screening.text or "",
             observed_at=item.turn.timestamp or now,
             source=request.source,
-            context=item.decision.context,
+            context=item.screening.context,
             preceding=item.preceding,
             accepted_at=now,
         )
@@ -321,9 +346,9 @@ def ingest_turns(
         trace_id=trace_id,
         accepted=len(set(sent) - raced),
         skipped=[
-            SkippedTurn(turn_id=item.turn_id, reason=item.decision.reason)
+            SkippedTurn(turn_id=item.turn_id, reason=item.reason)
             for item in screened
-            if item.decision.reason is not None and item.turn_id not in duplicates
+            if item.reason is not None and item.turn_id not in duplicates
         ],
         turn_ids=[item.turn_id for item in screened],
         duplicates=sorted(duplicates),
@@ -354,9 +379,9 @@ def _count_rules(items: list[_Screened], metrics: MetricsSink) -> None:
     if not items:
         return
     metrics.event(STAGE, "prefilter.screened", len(items))
-    metrics.event(STAGE, "prefilter.sentences", sum(item.decision.sentences for item in items))
-    rejected = Counter(rule_name(item.decision.reason) for item in items if item.decision.reason)
-    dropped = Counter(rule for item in items for rule in item.decision.dropped_by)
+    metrics.event(STAGE, "prefilter.sentences", sum(item.screening.sentences for item in items))
+    rejected = Counter(rule_name(item.reason) for item in items if item.reason)
+    dropped = Counter(rule for item in items for rule in item.screening.dropped_by)
     for name, counts in (("prefilter.rejected", rejected), ("prefilter.sentence_dropped", dropped)):
         for rule, value in counts.items():
             metrics.by_rule(STAGE, name, rule, value)
@@ -376,16 +401,16 @@ def _span_of(
     reason: Reason | None
     if item.turn_id in duplicates:
         result, reason = SpanResult.REJECT, DuplicateTurn()
-    elif item.decision.reason is not None:
-        result, reason = SpanResult.REJECT, item.decision.reason
+    elif item.reason is not None:
+        result, reason = SpanResult.REJECT, item.reason
     elif item.turn_id in failed:
         result, reason = SpanResult.ERROR, EnqueueFailed(error=failed[item.turn_id])
-    elif item.decision.context is not None:
-        words = count_words(item.decision.text or "")
-        short = ShortAnswer(word_count=words, redacted=item.decision.redacted)
+    elif item.screening.context is not None:
+        words = count_words(item.screening.text or "")
+        short = ShortAnswer(word_count=words, redacted=item.screening.redacted)
         result, reason = SpanResult.TRANSFORM, short
-    elif item.decision.redacted:
-        result, reason = SpanResult.TRANSFORM, Redacted(kinds=item.decision.redacted)
+    elif item.screening.redacted:
+        result, reason = SpanResult.TRANSFORM, Redacted(kinds=item.screening.redacted)
     else:
         result, reason = SpanResult.PASS, None
     return StageSpan(
