@@ -150,7 +150,9 @@ def test_a_waiting_turn_tried_again_while_the_budget_is_empty_costs_no_rules_or_
     _, deps = extract_handler.handler.deps()
     monkeypatch.setattr(deps, "clock", clock)
     monkeypatch.setattr("memwrite.adapters.sqlite.queue.time", SimpleNamespace(time=clock))
-    # And the rules and the session log's reads counted
+    # And the rules and the session log's reads counted (no reading kept from an earlier test:
+    # a process keeps each turn's rule reading)
+    candidates._read_with_rules.cache_clear()
     ruled: list[str] = []
     real_rules = candidates.extract_with_rules
     monkeypatch.setattr(
