@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -29,10 +30,12 @@ __all__ = [
     "open_database",
     "require_not_rolled_back",
     "require_source_trace",
+    "use_wal",
 ]
 
 DATABASE_FILE = "memwrite.sqlite3"
 _BUSY_TIMEOUT_MS = 10_000  # a writer waits this long for another's transaction to finish
+_WAL_RETRY_S = 0.005  # between tries of a refused switch to WAL (`use_wal`)
 # Page cache per connection (negative: KiB). The working set is one user's rows at a time; the
 # default 2 MiB per connection only made a long-running server's memory creep.
 _CACHE_KIB = 512
@@ -220,10 +223,7 @@ class SqliteDatabase:
                 check_same_thread=False,  # pooled: used by one thread at a time
                 timeout=_BUSY_TIMEOUT_MS / 1000,
             )
-            # WAL stays set in the file; switching takes a lock another process's writes may
-            # hold ("database is locked" at once), so only a file not yet in WAL is switched.
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
+            use_wal(connection)
             connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.Error as exc:
@@ -298,6 +298,24 @@ class _Lease:
 @cache
 def _database_at(path: Path) -> SqliteDatabase:
     return SqliteDatabase(path)
+
+
+def use_wal(connection: sqlite3.Connection, timeout_s: float = _BUSY_TIMEOUT_MS / 1000) -> None:
+    """The connection's file in WAL mode (it stays set in the file), switched if not yet.
+
+    The switch takes a lock another connection's transaction may hold, and SQLite refuses it at
+    once ("database is locked": no busy wait), as when two processes open a file one of them
+    has just created: tried again until the file is in WAL (the other may switch it) or
+    `timeout_s` has passed.
+    """
+    deadline = time.perf_counter() + timeout_s
+    while connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:
+            if time.perf_counter() >= deadline:
+                raise
+            time.sleep(_WAL_RETRY_S)
 
 
 def open_database(data_dir: Path) -> SqliteDatabase:

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memwrite.adapters.sqlite.database import use_wal
 from memwrite.adapters.sqlite.lexical_partition import (
     Fts5Terms,
     LexicalPartition,
@@ -172,10 +173,7 @@ class EmbeddedIndex:
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         if self._path != ":memory:":
             # A derived index (the outbox can rebuild it): WAL and relaxed syncs are enough.
-            # WAL stays set in the file: switching takes a lock another process's writes may
-            # hold ("database is locked" at once, no busy wait), so only the first one sets it.
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                db.execute("PRAGMA journal_mode=WAL")
+            use_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
         return db
 
