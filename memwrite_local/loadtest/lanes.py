@@ -76,6 +76,14 @@ class Lane:
         else:
             self._live = build_backfill_deps()
 
+    def submit(self) -> None:
+        """The batch lane's submission of every pending episode (`memwrite.backfill.
+        submit_pending`); the live lane submits nothing."""
+        from memwrite.backfill import BatchRound, submit_pending
+
+        if self._batch is not None:
+            submit_pending(self._batch.backfill.configs.for_request, self._batch, BatchRound())
+
     def run(self, shard: UserShard | None = None, *, submit: bool = True) -> None:
         """One round: of `shard`'s users only, when given (`batch`: `submit` False leaves
         the pending episodes to another worker's round)."""

@@ -6,7 +6,8 @@ the tally. Each tick it sends every worker one command (`Tick`): the time, which
 requests arrive (each worker sends its users': a user's requests always go to the same worker,
 in order), then a drain of the queue, then the backfill's round when one is due: each
 worker's round applies its users' share of the ended batches (`UserShard`: a user's requests
-and rounds go to the same worker) and the last one's submits what is pending. It waits for all
+and rounds go to the same worker), and the first to end its round submits what is pending
+(as with the outbox below: a lock they share, tried without waiting). It waits for all
 of them once (the tick's barrier, with a timeout far above a tick's work, so a
 dead or stuck worker ends the run with its traceback instead of hanging it). A worker whose
 share is sent drains at once, beside the others still sending theirs, as Lambda workers take
@@ -171,7 +172,8 @@ class Workers:
         """Every worker on the backend in `state` (its tables already created), with the
         handlers' environment `env`, its clock at `start`, and the run's `requests` (sent
         once: a tick names its requests by position). The backfill's rounds (`backfill`: its
-        mode, None for none) are every worker's, each of its own users; the last one submits."""
+        mode, None for none) are every worker's, each of its own users; the first one done
+        submits."""
         owners = [_worker_of(request, self.count) for request in requests]
         # Pickled once for every worker: a day's requests take about a second to pickle.
         pickled = pickle.dumps(tuple(requests), pickle.HIGHEST_PROTOCOL)
@@ -242,11 +244,6 @@ def _ready(sources: Sequence[Connection | int], timeout: float) -> list[Connecti
         return [by_fd[key.fd] for key, _ in selector.select(max(0.0, timeout))]
 
 
-def _submitting_worker(count: int) -> int:
-    """The worker whose rounds submit what is pending: the last."""
-    return count - 1
-
-
 def _worker_of(request: Request, count: int) -> int:
     """A user's worker (its shard, `UserShard`): the same for every request and round of the
     user, in every run."""
@@ -266,7 +263,8 @@ def spawned(count: int) -> Iterator[Workers]:
     itself (about 6 s of CPU); it imports the runtime as soon as it starts, so spawned first,
     the workers do it while the coordinator generates the traffic and calibrates."""
     context = multiprocessing.get_context("spawn")
-    outbox = context.Lock()  # held by the worker indexing the outbox (its one consumer)
+    # Held by the worker indexing the outbox (its one consumer), and by the one submitting.
+    outbox, submitting = context.Lock(), context.Lock()
     processes: list[BaseProcess] = []
     connections: list[Connection] = []
     with ExitStack() as stack:
@@ -276,7 +274,7 @@ def spawned(count: int) -> Iterator[Workers]:
                 stack.callback(ours.close)
                 process = context.Process(
                     target=_serve,
-                    args=(theirs, outbox),
+                    args=(theirs, _Locks(outbox, submitting)),
                     name=f"memwrite-loadtest-worker-{index}",
                     daemon=True,
                 )
@@ -306,14 +304,18 @@ class _Setup:
     owners: list[int]  # request position -> its user's worker
     backfill: BackfillMode | None
 
-    @property
-    def submits(self) -> bool:
-        return self.index == _submitting_worker(self.count)
+
+@dataclass(frozen=True)
+class _Locks:
+    """What the workers take turns at, each tried without waiting: the outbox's indexing and
+    the batch lane's submission."""
+
+    outbox: Lock
+    submitting: Lock
 
 
-def _serve(connection: Connection, outbox: Lock) -> None:
-    """A worker process: its setup, then ticks from the coordinator until told to stop;
-    `outbox` is held while it indexes the outbox."""
+def _serve(connection: Connection, locks: _Locks) -> None:
+    """A worker process: its setup, then ticks from the coordinator until told to stop."""
     try:
         # Imported before the setup comes: while the coordinator generates and calibrates.
         import memwrite_local.runtime.embedded
@@ -321,8 +323,8 @@ def _serve(connection: Connection, outbox: Lock) -> None:
 
         _, setup = connection.recv()
         clock = VirtualClock(now=setup.start)
-        with clock.installed(), _runner(setup, outbox) as runner:
-            worker = _Worker(setup, clock, runner)
+        with clock.installed(), _runner(setup, locks.outbox) as runner:
+            worker = _Worker(setup, clock, runner, locks.submitting)
             connection.send(("ok", None))
             while True:
                 command = connection.recv()
@@ -338,8 +340,9 @@ def _serve(connection: Connection, outbox: Lock) -> None:
 class _Worker:
     """One worker's part of every tick, in its process."""
 
-    def __init__(self, setup: _Setup, clock: VirtualClock, runner: Any) -> None:
+    def __init__(self, setup: _Setup, clock: VirtualClock, runner: Any, submitting: Lock) -> None:
         self._setup = setup
+        self._submitting = submitting
         self._clock = clock
         self._runner = runner
         self._requests: tuple[Request, ...] = pickle.loads(setup.requests)
@@ -348,8 +351,8 @@ class _Worker:
     def play(self, tick: Tick) -> tuple[list[tuple[int, Sent]], float]:
         """Its users' requests sent, the queue drained (the outbox indexed between receives
         when no other worker is indexing it), then the backfill's round of its users when
-        due, and the outbox again. What each request sent came to, and the CPU seconds the
-        tick took."""
+        due, the pending episodes submitted unless another worker is submitting them, and the
+        outbox again. What each request sent came to, and the CPU seconds the tick took."""
         from memwrite.backfill.shard import UserShard
         from memwrite_local.runtime.runner import DrainReport
 
@@ -364,7 +367,14 @@ class _Worker:
                 sent.append((position, send(self._runner, request, api_key, setup.start)))
         self._runner.drain(deliver_webhooks=False)
         if tick.backfill and self._lane is not None:
-            self._lane.run(UserShard(setup.index, setup.count), submit=setup.submits)
+            self._lane.run(UserShard(setup.index, setup.count), submit=False)
+            # The first worker done with its round submits; one done while another submits
+            # leaves it to that one (what is pending then waits for the next round).
+            if self._submitting.acquire(block=False):
+                try:
+                    self._lane.submit()
+                finally:
+                    self._submitting.release()
             self._runner.index_outbox(DrainReport())
         return sent, time.process_time() - began
 

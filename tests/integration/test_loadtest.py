@@ -4,9 +4,10 @@ The sample conversations (`events/conversations/`) stand in for the evaluation d
 fresh clone; the limits are half the demand (the smallest account: one request a minute) and the
 model is out for five of the twenty simulated minutes, so the live lane waits for the budget and
 defers; what it deferred goes through the Message Batches API (the batch lane). The same run
-with its work spread over two worker processes, the batch lane's rounds in one of them, loses
-nothing either; and neither run reports fewer turns in the queue at once than it held. A
-worker indexes the outbox only while no other worker does.
+with its work spread over two worker processes (the batch lane's rounds in both, each of its
+own users, the first done submitting) loses nothing either; and neither run reports fewer
+turns in the queue at once than it held. A worker indexes the outbox only while no other
+worker does.
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ def test_a_short_run_reports_every_field_and_loses_no_turn(one_worker: dict[str,
 def test_two_workers_take_the_same_traffic_and_lose_nothing(
     one_worker: dict[str, Any], tmp_path: Path
 ) -> None:
-    # Given the same run, its requests and drains spread over two worker processes, the batch
-    # lane's rounds in the second
+    # Given the same run, its requests, drains and batch rounds spread over two worker
+    # processes, the first one done with its round submitting what is pending
     report, most_queued = _loadtest("--workers", "2", tmp_path=tmp_path)
     # Then the same turns went in, and none was lost, deferred without a reason or left pending
     assert report["turns_in"] == one_worker["turns_in"] > 0

@@ -2,7 +2,7 @@
 available (docs/design.md §10), live (`run`) or through the provider's batch API at half price
 (`batch`, its ports in `ports`); the episode itself is `memwrite.records.episode`."""
 
-from memwrite.backfill.batch import BatchDeps, BatchRound, run_batch_round
+from memwrite.backfill.batch import BatchDeps, BatchRound, run_batch_round, submit_pending
 from memwrite.backfill.near_expiry import NearExpiryReport, report_near_expiry
 from memwrite.backfill.ports import BackfillJob, BackfillStarter
 from memwrite.backfill.run import (
@@ -36,4 +36,5 @@ __all__ = [
     "run_batch_round",
     "run_job",
     "start_pending",
+    "submit_pending",
 ]
